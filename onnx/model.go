@@ -1,0 +1,392 @@
+package onnx
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/linearize/linearize/onnx/onnxpb"
+	"google.golang.org/protobuf/proto"
+)
+
+// MaxModelBytes bounds the size of a model file Load will read. Protobuf
+// itself cannot encode a message over 2 GiB; larger models keep their
+// weights in external data files.
+const MaxModelBytes = 2 << 30
+
+// MaxExternalBytes bounds the total external data Load will read for one
+// model.
+const MaxExternalBytes = 64 << 30
+
+// Load reads the model at path. Tensors stored as external data are read
+// into raw_data; their locations must resolve, after following symbolic
+// links, to regular files inside the model's folder. Errors name the file
+// and, for external data, the tensor.
+func Load(path string) (*onnxpb.ModelProto, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("onnx: %w", err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("onnx: %w", err)
+	}
+	if st.IsDir() {
+		return nil, fmt.Errorf("onnx: %s is a directory, not a model file", path)
+	}
+	if st.Size() > MaxModelBytes {
+		return nil, fmt.Errorf("onnx: %s: %d bytes is larger than a protobuf model can be (%d); keep weights in external data", path, st.Size(), int64(MaxModelBytes))
+	}
+	data, err := io.ReadAll(io.LimitReader(f, MaxModelBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("onnx: reading %s: %w", path, err)
+	}
+	m, err := Decode(data)
+	if err != nil {
+		return nil, fmt.Errorf("onnx: %s: %w", path, errors.Unwrap(err))
+	}
+	if err := loadExternal(m, filepath.Dir(path)); err != nil {
+		return nil, fmt.Errorf("onnx: %s: %w", path, err)
+	}
+	return m, nil
+}
+
+// Decode parses a serialized ModelProto. External data is not resolved.
+func Decode(data []byte) (*onnxpb.ModelProto, error) {
+	m := &onnxpb.ModelProto{}
+	if err := proto.Unmarshal(data, m); err != nil {
+		return nil, fmt.Errorf("onnx: not an ONNX model: %w", err)
+	}
+	if m.Graph == nil {
+		return nil, errors.New("onnx: not an ONNX model: no graph")
+	}
+	if m.GetIrVersion() <= 0 {
+		return nil, fmt.Errorf("onnx: not an ONNX model: ir_version %d", m.GetIrVersion())
+	}
+	return m, nil
+}
+
+// Encode serializes m deterministically: the same model gives the same
+// bytes.
+func Encode(m *onnxpb.ModelProto) ([]byte, error) {
+	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(m)
+	if err != nil {
+		return nil, fmt.Errorf("onnx: encoding model: %w", err)
+	}
+	return b, nil
+}
+
+// ForEachTensor calls fn for every TensorProto held in g: initializers,
+// tensor attributes of nodes, and those of nested subgraphs.
+func ForEachTensor(g *onnxpb.GraphProto, fn func(*onnxpb.TensorProto) error) error {
+	if g == nil {
+		return nil
+	}
+	for _, t := range g.Initializer {
+		if err := fn(t); err != nil {
+			return err
+		}
+	}
+	for _, st := range g.SparseInitializer {
+		if err := fn(st.GetValues()); err != nil {
+			return err
+		}
+		if err := fn(st.GetIndices()); err != nil {
+			return err
+		}
+	}
+	for _, n := range g.Node {
+		if err := forEachNodeTensor(n, fn); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func forEachNodeTensor(n *onnxpb.NodeProto, fn func(*onnxpb.TensorProto) error) error {
+	for _, a := range n.Attribute {
+		if a.T != nil {
+			if err := fn(a.T); err != nil {
+				return err
+			}
+		}
+		for _, t := range a.Tensors {
+			if err := fn(t); err != nil {
+				return err
+			}
+		}
+		if err := ForEachTensor(a.G, fn); err != nil {
+			return err
+		}
+		for _, sg := range a.Graphs {
+			if err := ForEachTensor(sg, fn); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func forEachModelTensor(m *onnxpb.ModelProto, fn func(*onnxpb.TensorProto) error) error {
+	if err := ForEachTensor(m.Graph, fn); err != nil {
+		return err
+	}
+	for _, f := range m.Functions {
+		for _, n := range f.Node {
+			if err := forEachNodeTensor(n, fn); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// ExternalLocation returns the external-data entries of t as a map.
+func externalInfo(t *onnxpb.TensorProto) map[string]string {
+	kv := map[string]string{}
+	for _, e := range t.ExternalData {
+		kv[e.GetKey()] = e.GetValue()
+	}
+	return kv
+}
+
+// ResolveInside returns the real path of rel under dir, refusing absolute
+// paths, paths that climb out of dir, and symbolic links that lead outside
+// dir.
+func ResolveInside(dir, rel string) (string, error) {
+	if rel == "" {
+		return "", errors.New("empty location")
+	}
+	if filepath.IsAbs(rel) || strings.HasPrefix(rel, "/") || strings.HasPrefix(rel, `\`) {
+		return "", fmt.Errorf("location %q is absolute; external data must sit inside the model's folder", rel)
+	}
+	clean := filepath.Clean(filepath.FromSlash(rel))
+	if clean == ".." || strings.HasPrefix(clean, ".."+string(filepath.Separator)) {
+		return "", fmt.Errorf("location %q leaves the model's folder", rel)
+	}
+	realDir, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return "", err
+	}
+	realDir, _ = filepath.Abs(realDir)
+	p, err := filepath.EvalSymlinks(filepath.Join(dir, clean))
+	if err != nil {
+		return "", fmt.Errorf("location %q: %w", rel, err)
+	}
+	p, _ = filepath.Abs(p)
+	if !strings.HasPrefix(p, realDir+string(filepath.Separator)) {
+		return "", fmt.Errorf("location %q resolves to %s, outside the model's folder", rel, p)
+	}
+	st, err := os.Stat(p)
+	if err != nil {
+		return "", err
+	}
+	if !st.Mode().IsRegular() {
+		return "", fmt.Errorf("location %q is not a regular file", rel)
+	}
+	return p, nil
+}
+
+func loadExternal(m *onnxpb.ModelProto, dir string) error {
+	var total int64
+	files := map[string]*os.File{}
+	defer func() {
+		for _, f := range files {
+			f.Close()
+		}
+	}()
+	return forEachModelTensor(m, func(t *onnxpb.TensorProto) error {
+		if t == nil || t.GetDataLocation() != onnxpb.TensorProto_EXTERNAL {
+			return nil
+		}
+		kv := externalInfo(t)
+		p, err := ResolveInside(dir, kv["location"])
+		if err != nil {
+			return fmt.Errorf("tensor %q: external data: %w", t.GetName(), err)
+		}
+		f := files[p]
+		if f == nil {
+			if f, err = os.Open(p); err != nil {
+				return fmt.Errorf("tensor %q: external data: %w", t.GetName(), err)
+			}
+			files[p] = f
+		}
+		st, err := f.Stat()
+		if err != nil {
+			return err
+		}
+		var off, length int64
+		if s, ok := kv["offset"]; ok {
+			if off, err = strconv.ParseInt(s, 10, 64); err != nil || off < 0 {
+				return fmt.Errorf("tensor %q: external data: bad offset %q", t.GetName(), s)
+			}
+		}
+		if s, ok := kv["length"]; ok {
+			if length, err = strconv.ParseInt(s, 10, 64); err != nil || length < 0 {
+				return fmt.Errorf("tensor %q: external data: bad length %q", t.GetName(), s)
+			}
+		} else {
+			length = st.Size() - off
+		}
+		if off > st.Size() || length > st.Size()-off {
+			return fmt.Errorf("tensor %q: external data: bytes %d..%d lie past the end of %s (%d bytes)", t.GetName(), off, off+length, kv["location"], st.Size())
+		}
+		if want := expectedBytes(t); want >= 0 && want != length {
+			return fmt.Errorf("tensor %q: external data: %d bytes, shape %v needs %d", t.GetName(), length, t.GetDims(), want)
+		}
+		total += length
+		if total > MaxExternalBytes {
+			return fmt.Errorf("external data exceeds %d bytes", int64(MaxExternalBytes))
+		}
+		buf := make([]byte, length)
+		if _, err := f.ReadAt(buf, off); err != nil {
+			return fmt.Errorf("tensor %q: external data: %w", t.GetName(), err)
+		}
+		t.RawData = buf
+		t.ExternalData = nil
+		t.DataLocation = nil
+		return nil
+	})
+}
+
+// expectedBytes returns the raw byte size the tensor's shape and type need,
+// or -1 if it cannot be told.
+func expectedBytes(t *onnxpb.TensorProto) int64 {
+	es := int64(ElemSize(DataType(t.GetDataType())))
+	if es == 0 {
+		return -1
+	}
+	n := int64(1)
+	for _, d := range t.GetDims() {
+		if d < 0 || (d != 0 && n > MaxTensorElements/d) {
+			return -1
+		}
+		n *= d
+	}
+	return n * es
+}
+
+// SaveOptions controls Save.
+type SaveOptions struct {
+	// Overwrite allows path to name an existing file that is also the
+	// model's source (Input). Without it Save refuses to replace its input.
+	Overwrite bool
+	// Input is the path the model was read from, if any.
+	Input string
+	// ExternalData writes every initializer of at least ExternalMin bytes
+	// to PATH.data beside the model. Save switches it on by itself when the
+	// model would not fit in one protobuf message.
+	ExternalData bool
+	ExternalMin  int
+}
+
+// Save writes m to path atomically: the bytes go to a temporary file in the
+// same folder, which is renamed over path only when complete. It refuses to
+// overwrite opts.Input unless opts.Overwrite is set. m is not modified.
+func Save(m *onnxpb.ModelProto, path string, opts SaveOptions) error {
+	if opts.Input != "" && SamePath(opts.Input, path) && !opts.Overwrite {
+		return fmt.Errorf("onnx: refusing to overwrite the input model %s (choose another output path)", path)
+	}
+	size := proto.Size(m)
+	if opts.ExternalData || size > MaxModelBytes-(1<<20) {
+		return saveExternal(m, path, opts)
+	}
+	data, err := Encode(m)
+	if err != nil {
+		return err
+	}
+	return WriteFileAtomic(path, data)
+}
+
+func saveExternal(m *onnxpb.ModelProto, path string, opts SaveOptions) error {
+	min := opts.ExternalMin
+	if min <= 0 {
+		min = 1024
+	}
+	m = proto.Clone(m).(*onnxpb.ModelProto)
+	dataName := filepath.Base(path) + ".data"
+	var blob []byte
+	for _, t := range m.Graph.Initializer {
+		if len(t.RawData) < min {
+			continue
+		}
+		for len(blob)%64 != 0 { // keep tensors aligned for mmap readers
+			blob = append(blob, 0)
+		}
+		off := len(blob)
+		blob = append(blob, t.RawData...)
+		loc := onnxpb.TensorProto_EXTERNAL
+		t.DataLocation = &loc
+		t.ExternalData = []*onnxpb.StringStringEntryProto{
+			kvEntry("location", dataName),
+			kvEntry("offset", strconv.Itoa(off)),
+			kvEntry("length", strconv.Itoa(len(t.RawData))),
+		}
+		t.RawData = nil
+	}
+	data, err := Encode(m)
+	if err != nil {
+		return err
+	}
+	if err := WriteFileAtomic(filepath.Join(filepath.Dir(path), dataName), blob); err != nil {
+		return err
+	}
+	return WriteFileAtomic(path, data)
+}
+
+func kvEntry(k, v string) *onnxpb.StringStringEntryProto {
+	return &onnxpb.StringStringEntryProto{Key: &k, Value: &v}
+}
+
+// SamePath reports whether a and b name the same file (or the same path if
+// neither exists).
+func SamePath(a, b string) bool {
+	sa, errA := os.Stat(a)
+	sb, errB := os.Stat(b)
+	if errA == nil && errB == nil {
+		return os.SameFile(sa, sb)
+	}
+	aa, _ := filepath.Abs(a)
+	ab, _ := filepath.Abs(b)
+	return aa == ab
+}
+
+// WriteFileAtomic writes data to a temporary file beside path and renames it
+// into place, so that path holds either its old content or all of data.
+func WriteFileAtomic(path string, data []byte) error {
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("onnx: writing %s: %w", path, err)
+	}
+	tmp := f.Name()
+	ok := false
+	defer func() {
+		if !ok {
+			f.Close()
+			os.Remove(tmp)
+		}
+	}()
+	if _, err := f.Write(data); err != nil {
+		return fmt.Errorf("onnx: writing %s: %w", path, err)
+	}
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("onnx: writing %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("onnx: writing %s: %w", path, err)
+	}
+	if err := os.Chmod(tmp, 0o644); err != nil {
+		return fmt.Errorf("onnx: writing %s: %w", path, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("onnx: writing %s: %w", path, err)
+	}
+	ok = true
+	return nil
+}

@@ -1,0 +1,281 @@
+package onnx
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/linearize/linearize/onnx/onnxpb"
+)
+
+// MaxTensorElements bounds the element count of any tensor decoded from a
+// model or file, so that a hostile shape cannot make the decoder allocate
+// without limit. 1<<32 float32 elements is 16 GiB.
+const MaxTensorElements = 1 << 32
+
+// DecodeTensor converts a TensorProto to a Tensor. The data may sit in
+// raw_data (little-endian) or in the typed field for the type; its size
+// must match the shape exactly. External data must have been resolved first
+// (Load does that). The error names the tensor.
+func DecodeTensor(tp *onnxpb.TensorProto) (*Tensor, error) {
+	name := tp.GetName()
+	fail := func(format string, a ...any) (*Tensor, error) {
+		return nil, fmt.Errorf("onnx: tensor %q: %s", name, fmt.Sprintf(format, a...))
+	}
+	if tp.GetDataLocation() == onnxpb.TensorProto_EXTERNAL {
+		return fail("external data not loaded")
+	}
+	if tp.Segment != nil {
+		return fail("segmented tensors are not supported")
+	}
+	shape := make([]int, len(tp.GetDims()))
+	n := 1
+	for i, d := range tp.GetDims() {
+		if d < 0 || d > MaxTensorElements {
+			return fail("invalid dimension %d", d)
+		}
+		shape[i] = int(d)
+		if d != 0 && n > MaxTensorElements/int(d) {
+			return fail("shape %v exceeds %d elements", tp.GetDims(), MaxTensorElements)
+		}
+		n *= int(d)
+	}
+	dt := DataType(tp.GetDataType())
+	t := &Tensor{DType: dt, Shape: shape}
+	raw := tp.GetRawData()
+	if tp.RawData != nil && dt != String {
+		es := ElemSize(dt)
+		if es == 0 {
+			return fail("unsupported element type %s", TypeName(dt))
+		}
+		if len(raw) != n*es {
+			return fail("raw_data has %d bytes, shape %v of %s needs %d", len(raw), shape, TypeName(dt), n*es)
+		}
+		t.Data = decodeRaw(dt, raw, n)
+		return t, nil
+	}
+	count := func(have int) error {
+		if have != n {
+			return fmt.Errorf("onnx: tensor %q: %d values, shape %v needs %d", name, have, shape, n)
+		}
+		return nil
+	}
+	switch dt {
+	case Float:
+		if err := count(len(tp.FloatData)); err != nil {
+			return nil, err
+		}
+		t.Data = append([]float32{}, tp.FloatData...)
+	case Double:
+		if err := count(len(tp.DoubleData)); err != nil {
+			return nil, err
+		}
+		t.Data = append([]float64{}, tp.DoubleData...)
+	case Int64:
+		if err := count(len(tp.Int64Data)); err != nil {
+			return nil, err
+		}
+		t.Data = append([]int64{}, tp.Int64Data...)
+	case Uint32, Uint64:
+		if err := count(len(tp.Uint64Data)); err != nil {
+			return nil, err
+		}
+		if dt == Uint64 {
+			t.Data = append([]uint64{}, tp.Uint64Data...)
+		} else {
+			d := make([]uint32, n)
+			for i, v := range tp.Uint64Data {
+				d[i] = uint32(v)
+			}
+			t.Data = d
+		}
+	case Int32, Int16, Int8, Uint16, Uint8, Bool, Float16, BFloat16:
+		if err := count(len(tp.Int32Data)); err != nil {
+			return nil, err
+		}
+		src := tp.Int32Data
+		switch dt {
+		case Int32:
+			t.Data = append([]int32{}, src...)
+		case Int16:
+			t.Data = narrow[int16](src)
+		case Int8:
+			t.Data = narrow[int8](src)
+		case Uint16, Float16, BFloat16:
+			t.Data = narrow[uint16](src)
+		case Uint8:
+			t.Data = narrow[uint8](src)
+		case Bool:
+			d := make([]bool, n)
+			for i, v := range src {
+				d[i] = v != 0
+			}
+			t.Data = d
+		}
+	case String:
+		if err := count(len(tp.StringData)); err != nil {
+			return nil, err
+		}
+		d := make([]string, n)
+		for i, v := range tp.StringData {
+			d[i] = string(v)
+		}
+		t.Data = d
+	default:
+		return fail("unsupported element type %s", TypeName(dt))
+	}
+	return t, nil
+}
+
+func narrow[T int8 | int16 | uint8 | uint16](src []int32) []T {
+	d := make([]T, len(src))
+	for i, v := range src {
+		d[i] = T(v)
+	}
+	return d
+}
+
+func decodeRaw(dt DataType, raw []byte, n int) any {
+	switch dt {
+	case Float:
+		d := make([]float32, n)
+		for i := range d {
+			d[i] = math.Float32frombits(le.Uint32(raw[4*i:]))
+		}
+		return d
+	case Double:
+		d := make([]float64, n)
+		for i := range d {
+			d[i] = math.Float64frombits(le.Uint64(raw[8*i:]))
+		}
+		return d
+	case Int64:
+		d := make([]int64, n)
+		for i := range d {
+			d[i] = int64(le.Uint64(raw[8*i:]))
+		}
+		return d
+	case Uint64:
+		d := make([]uint64, n)
+		for i := range d {
+			d[i] = le.Uint64(raw[8*i:])
+		}
+		return d
+	case Int32:
+		d := make([]int32, n)
+		for i := range d {
+			d[i] = int32(le.Uint32(raw[4*i:]))
+		}
+		return d
+	case Uint32:
+		d := make([]uint32, n)
+		for i := range d {
+			d[i] = le.Uint32(raw[4*i:])
+		}
+		return d
+	case Int16:
+		d := make([]int16, n)
+		for i := range d {
+			d[i] = int16(le.Uint16(raw[2*i:]))
+		}
+		return d
+	case Uint16, Float16, BFloat16:
+		d := make([]uint16, n)
+		for i := range d {
+			d[i] = le.Uint16(raw[2*i:])
+		}
+		return d
+	case Int8:
+		d := make([]int8, n)
+		for i := range d {
+			d[i] = int8(raw[i])
+		}
+		return d
+	case Uint8:
+		return append([]uint8{}, raw...)
+	case Bool:
+		d := make([]bool, n)
+		for i := range d {
+			d[i] = raw[i] != 0
+		}
+		return d
+	}
+	return nil
+}
+
+// EncodeTensor converts t to a TensorProto named name, with the data in
+// raw_data (little-endian) for fixed-size types and in string_data for
+// strings. It fails if the data does not match the type and shape.
+func EncodeTensor(name string, t *Tensor) (*onnxpb.TensorProto, error) {
+	if err := t.Check(); err != nil {
+		return nil, fmt.Errorf("onnx: encoding %q: %w", name, err)
+	}
+	tp := &onnxpb.TensorProto{Name: &name}
+	dt := int32(t.DType)
+	tp.DataType = &dt
+	tp.Dims = make([]int64, len(t.Shape))
+	for i, d := range t.Shape {
+		tp.Dims[i] = int64(d)
+	}
+	if t.DType == String {
+		for _, s := range t.Data.([]string) {
+			tp.StringData = append(tp.StringData, []byte(s))
+		}
+		return tp, nil
+	}
+	tp.RawData = EncodeRaw(t)
+	return tp, nil
+}
+
+// EncodeRaw returns the little-endian bytes of a fixed-size tensor's data.
+func EncodeRaw(t *Tensor) []byte {
+	es := ElemSize(t.DType)
+	n := dataLen(t.Data)
+	raw := make([]byte, n*es)
+	switch d := t.Data.(type) {
+	case []float32:
+		for i, v := range d {
+			le.PutUint32(raw[4*i:], math.Float32bits(v))
+		}
+	case []float64:
+		for i, v := range d {
+			le.PutUint64(raw[8*i:], math.Float64bits(v))
+		}
+	case []int64:
+		for i, v := range d {
+			le.PutUint64(raw[8*i:], uint64(v))
+		}
+	case []uint64:
+		for i, v := range d {
+			le.PutUint64(raw[8*i:], v)
+		}
+	case []int32:
+		for i, v := range d {
+			le.PutUint32(raw[4*i:], uint32(v))
+		}
+	case []uint32:
+		for i, v := range d {
+			le.PutUint32(raw[4*i:], v)
+		}
+	case []int16:
+		for i, v := range d {
+			le.PutUint16(raw[2*i:], uint16(v))
+		}
+	case []uint16:
+		for i, v := range d {
+			le.PutUint16(raw[2*i:], v)
+		}
+	case []int8:
+		for i, v := range d {
+			raw[i] = byte(v)
+		}
+	case []uint8:
+		copy(raw, d)
+	case []bool:
+		for i, v := range d {
+			if v {
+				raw[i] = 1
+			}
+		}
+	}
+	return raw
+}

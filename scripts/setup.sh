@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# setup.sh installs everything linearize needs on a fresh Debian machine and
+# then runs the demo on a bundled model. Re-running it is cheap: every step
+# checks what is already there.
+#
+#   scripts/setup.sh            install everything, then run the demo
+#   scripts/setup.sh --no-demo  install only (what CI uses before go test)
+#
+# What it installs, and where:
+#   Debian packages   protobuf-compiler (protoc), libonnx-testdata (ONNX
+#                     conformance data under /usr/share/libonnx-testdata)
+#   Go modules        go mod download
+#   .tools/bin        protoc-gen-go, at the version go.mod pins
+#   .tools/proto      onnx-ml.proto from the onnx wheel on PyPI (the newest
+#                     official schema; nothing is pip-installed)
+#   .tools/lib        libonnxruntime.so.1 (1.30.0) taken out of the npm
+#                     package onnxruntime-node; its install scripts never run
+# .tools/ is gitignored.
+set -euo pipefail
+
+ORT_VERSION=1.30.0
+ONNX_VERSION=1.23.2
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+tools="$root/.tools"
+mkdir -p "$tools/bin" "$tools/lib" "$tools/proto" "$tools/dl"
+
+demo=1
+for a in "$@"; do
+  case "$a" in
+    --no-demo) demo=0 ;;
+    *) echo "setup: unknown flag $a (use --no-demo)" >&2; exit 1 ;;
+  esac
+done
+
+log() { printf 'setup: %s\n' "$*"; }
+
+# 1. Debian packages.
+need_apt=()
+command -v protoc >/dev/null 2>&1 || need_apt+=(protobuf-compiler)
+[ -d /usr/share/libonnx-testdata/data/node ] || need_apt+=(libonnx-testdata)
+command -v unzip >/dev/null 2>&1 || need_apt+=(unzip)
+if [ ${#need_apt[@]} -gt 0 ]; then
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  log "apt-get install ${need_apt[*]}"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${need_apt[@]}" >/dev/null
+fi
+
+# 2. Go modules and protoc-gen-go at the pinned protobuf version.
+log "go mod download"
+go mod download
+pbver=$(go list -m -f '{{.Version}}' google.golang.org/protobuf)
+if [ ! -x "$tools/bin/protoc-gen-go" ] || [ "$("$tools/bin/protoc-gen-go" --version 2>/dev/null | awk '{print $2}')" != "$pbver" ]; then
+  log "go install protoc-gen-go@$pbver"
+  GOBIN="$tools/bin" go install "google.golang.org/protobuf/cmd/protoc-gen-go@$pbver"
+fi
+
+# 3. The official ONNX schema, from the onnx wheel (downloaded, not installed).
+if [ ! -f "$tools/proto/onnx-ml.proto" ] || ! grep -q "$ONNX_VERSION" "$tools/proto/VERSION" 2>/dev/null; then
+  log "fetching onnx-ml.proto from onnx==$ONNX_VERSION"
+  rm -rf "$tools/dl/onnx-wheel"
+  python3 -m pip download --quiet --no-deps --only-binary=:all: -d "$tools/dl/onnx-wheel" "onnx==$ONNX_VERSION"
+  whl=$(ls "$tools/dl/onnx-wheel"/onnx-*.whl | head -n 1)
+  unzip -o -q -j "$whl" onnx/onnx-ml.proto -d "$tools/proto"
+  echo "$ONNX_VERSION" > "$tools/proto/VERSION"
+fi
+
+# 4. onnxruntime's shared library from the npm package (no install scripts).
+lib="$tools/lib/libonnxruntime.so.1"
+if [ ! -f "$lib" ] || ! grep -q "$ORT_VERSION" "$tools/lib/VERSION" 2>/dev/null; then
+  log "fetching onnxruntime $ORT_VERSION (npm pack onnxruntime-node)"
+  rm -rf "$tools/dl/ort" && mkdir -p "$tools/dl/ort"
+  (cd "$tools/dl/ort" && npm pack --silent --ignore-scripts "onnxruntime-node@$ORT_VERSION" >/dev/null)
+  tar -xzf "$tools/dl/ort/onnxruntime-node-$ORT_VERSION.tgz" -C "$tools/dl/ort" package/bin/napi-v6/linux/x64/libonnxruntime.so.1
+  mv "$tools/dl/ort/package/bin/napi-v6/linux/x64/libonnxruntime.so.1" "$lib"
+  rm -rf "$tools/dl/ort"
+  echo "$ORT_VERSION" > "$tools/lib/VERSION"
+fi
+log "onnxruntime library: $lib"
+
+# 5. The CLI.
+log "go build -o bin/convert ./cmd/convert"
+go build -o "$root/bin/convert" ./cmd/convert
+
+if [ "$demo" = 1 ]; then
+  bash "$root/scripts/demo.sh"
+fi
+log "done. Run the tests with: go test ./..."
