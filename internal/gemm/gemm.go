@@ -1,41 +1,346 @@
 // Package gemm multiplies float32 matrices for the native backend.
+//
+// Sgemm follows the Goto/BLIS scheme: op(B) is packed into k×nr column
+// panels and op(A) into mr×k row panels (alpha folded in), blocks are sized
+// for the caches, and a register-blocked micro-kernel computes one mr×nr
+// tile of C at a time. On amd64 with AVX2 and FMA the micro-kernel is
+// written in Go assembly (6×16, twelve YMM accumulators); elsewhere a
+// pure-Go 4×4 kernel is used. The choice is made once at start-up from
+// CPUID, see Kernel.
 package gemm
+
+import (
+	"sync"
+)
+
+// Cache blocking parameters (in elements).
+const (
+	kc = 256  // depth of a packed panel: a kr×nr B panel (16 KiB) stays in L1
+	mc = 120  // rows of A packed at once (multiple of every mr): 120 KiB in L2
+	nc = 3072 // columns of B packed at once
+)
+
+// Kernel names the micro-kernel in use: "avx2-fma 6x16" or "go 4x4".
+func Kernel() string { return impl.name }
+
+// microKernel describes one register-blocked kernel.
+type microKernel struct {
+	name   string
+	mr, nr int
+	// full computes C[mr×nr] += Apanel·Bpanel for packed panels of depth k,
+	// C row stride ldc.
+	full func(k int, a, b, c []float32, ldc int)
+}
+
+var impl microKernel = genericKernel
+
+// small is the m·n·k below which packing does not pay.
+const small = 8 * 8 * 8
 
 // Sgemm computes C = alpha·op(A)·op(B) + beta·C for row-major matrices,
 // where op(X) is X or Xᵀ. op(A) is m×k, op(B) is k×n, C is m×n; lda, ldb and
 // ldc are the row strides of A, B and C as stored. threads bounds the
 // goroutines used (≤ 1: serial).
 func Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int, threads int) {
+	if m <= 0 || n <= 0 {
+		return
+	}
+	scaleC(m, n, beta, c, ldc)
+	if k <= 0 || alpha == 0 {
+		return
+	}
+	A := matrix{a, lda, transA}
+	B := matrix{b, ldb, transB}
+	if m*n*k <= small {
+		naive(m, n, k, alpha, A, B, c, ldc)
+		return
+	}
+	// Split C into a grid of at most threads parts. Columns are split first
+	// (each part then packs only its own share of B), rows when n is narrow.
+	if threads < 1 {
+		threads = 1
+	}
+	if work := m * n * k / (64 * 64 * 64); threads > work {
+		threads = max(1, work)
+	}
+	pn, pm := threads, 1
+	for pn > 1 && n/pn < 2*impl.nr {
+		pn--
+	}
+	pm = threads / pn
+	for pm > 1 && m/pm < 2*impl.mr {
+		pm--
+	}
+	if pn*pm <= 1 {
+		run(m, n, k, alpha, A, B, c, ldc)
+		return
+	}
+	var wg sync.WaitGroup
+	for pi := 0; pi < pm; pi++ {
+		i0, i1 := split(m, pm, pi, impl.mr)
+		for pj := 0; pj < pn; pj++ {
+			j0, j1 := split(n, pn, pj, impl.nr)
+			if i0 == i1 || j0 == j1 {
+				continue
+			}
+			wg.Add(1)
+			go func(i0, i1, j0, j1 int) {
+				defer wg.Done()
+				run(i1-i0, j1-j0, k, alpha, A.rows(i0), B.cols(j0), c[i0*ldc+j0:], ldc)
+			}(i0, i1, j0, j1)
+		}
+	}
+	wg.Wait()
+}
+
+// split returns the p-th of parts ranges of [0,n), boundaries rounded to
+// multiples of unit.
+func split(n, parts, p, unit int) (int, int) {
+	units := (n + unit - 1) / unit
+	lo := min(n, units*p/parts*unit)
+	hi := min(n, units*(p+1)/parts*unit)
+	return lo, hi
+}
+
+// matrix is a row-major operand that may be read transposed.
+type matrix struct {
+	d     []float32
+	ld    int
+	trans bool
+}
+
+// at returns op(X)[i][j].
+func (x matrix) at(i, j int) float32 {
+	if x.trans {
+		return x.d[j*x.ld+i]
+	}
+	return x.d[i*x.ld+j]
+}
+
+// rows returns op(X) without its first i rows.
+func (x matrix) rows(i int) matrix {
+	if i == 0 {
+		return x
+	}
+	if x.trans {
+		return matrix{x.d[i:], x.ld, true}
+	}
+	return matrix{x.d[i*x.ld:], x.ld, false}
+}
+
+// cols returns op(X) without its first j columns.
+func (x matrix) cols(j int) matrix {
+	if j == 0 {
+		return x
+	}
+	if x.trans {
+		return matrix{x.d[j*x.ld:], x.ld, true}
+	}
+	return matrix{x.d[j:], x.ld, false}
+}
+
+func scaleC(m, n int, beta float32, c []float32, ldc int) {
+	if beta == 1 {
+		return
+	}
 	for i := 0; i < m; i++ {
 		row := c[i*ldc : i*ldc+n]
 		if beta == 0 {
 			clear(row)
-		} else if beta != 1 {
-			for j := range row {
-				row[j] *= beta
-			}
+			continue
 		}
+		for j := range row {
+			row[j] *= beta
+		}
+	}
+}
+
+// naive accumulates C += alpha·op(A)·op(B) directly.
+func naive(m, n, k int, alpha float32, A, B matrix, c []float32, ldc int) {
+	for i := 0; i < m; i++ {
+		row := c[i*ldc : i*ldc+n]
 		for p := 0; p < k; p++ {
-			var av float32
-			if transA {
-				av = a[p*lda+i]
-			} else {
-				av = a[i*lda+p]
-			}
-			av *= alpha
-			if av == 0 {
-				continue
-			}
-			if transB {
-				for j := 0; j < n; j++ {
-					row[j] += av * b[j*ldb+p]
+			av := alpha * A.at(i, p)
+			if B.trans {
+				for j := range row {
+					row[j] += av * B.d[j*B.ld+p]
 				}
 			} else {
-				brow := b[p*ldb : p*ldb+n]
+				brow := B.d[p*B.ld : p*B.ld+n]
 				for j, bv := range brow {
 					row[j] += av * bv
 				}
 			}
 		}
 	}
+}
+
+var bufPool = sync.Pool{New: func() any { return new(buffers) }}
+
+type buffers struct{ a, b []float32 }
+
+func grow(s []float32, n int) []float32 {
+	if cap(s) < n {
+		return make([]float32, n)
+	}
+	return s[:n]
+}
+
+// run is the serial blocked algorithm: C += alpha·op(A)·op(B).
+func run(m, n, k int, alpha float32, A, B matrix, c []float32, ldc int) {
+	mr, nr := impl.mr, impl.nr
+	buf := bufPool.Get().(*buffers)
+	defer bufPool.Put(buf)
+	var tile [8 * 16]float32 // edge tiles: mr·nr ≤ 128
+	for jc := 0; jc < n; jc += nc {
+		nb := min(nc, n-jc)
+		nbp := (nb + nr - 1) / nr * nr
+		for pc := 0; pc < k; pc += kc {
+			kb := min(kc, k-pc)
+			buf.b = grow(buf.b, nbp*kb)
+			packB(buf.b, B, pc, jc, kb, nb, nr)
+			for ic := 0; ic < m; ic += mc {
+				mb := min(mc, m-ic)
+				mbp := (mb + mr - 1) / mr * mr
+				buf.a = grow(buf.a, mbp*kb)
+				packA(buf.a, A, ic, pc, mb, kb, mr, alpha)
+				for jr := 0; jr < nb; jr += nr {
+					bp := buf.b[jr*kb : (jr+nr)*kb]
+					nn := min(nr, nb-jr)
+					for ir := 0; ir < mb; ir += mr {
+						ap := buf.a[ir*kb : (ir+mr)*kb]
+						mm := min(mr, mb-ir)
+						co := (ic+ir)*ldc + jc + jr
+						if mm == mr && nn == nr {
+							impl.full(kb, ap, bp, c[co:], ldc)
+							continue
+						}
+						t := tile[:mr*nr]
+						clear(t)
+						impl.full(kb, ap, bp, t, nr)
+						for i := 0; i < mm; i++ {
+							crow := c[co+i*ldc : co+i*ldc+nn]
+							trow := t[i*nr : i*nr+nn]
+							for j := range crow {
+								crow[j] += trow[j]
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// packB writes op(B)[pc:pc+kb, jc:jc+nb] as panels of nr columns: panel q
+// holds kb rows of nr consecutive values, zero-padded past nb.
+func packB(dst []float32, B matrix, pc, jc, kb, nb, nr int) {
+	for j0 := 0; j0 < nb; j0 += nr {
+		panel := dst[j0*kb : (j0+nr)*kb]
+		nn := min(nr, nb-j0)
+		if !B.trans {
+			for p := 0; p < kb; p++ {
+				src := B.d[(pc+p)*B.ld+jc+j0:]
+				row := panel[p*nr : p*nr+nr]
+				copy(row[:nn], src[:nn])
+				clear(row[nn:])
+			}
+			continue
+		}
+		if nn < nr {
+			clear(panel)
+		}
+		for j := 0; j < nn; j++ {
+			src := B.d[(jc+j0+j)*B.ld+pc:]
+			src = src[:kb]
+			for p, v := range src {
+				panel[p*nr+j] = v
+			}
+		}
+	}
+}
+
+// packA writes alpha·op(A)[ic:ic+mb, pc:pc+kb] as panels of mr rows: panel
+// holds kb columns of mr consecutive values, zero-padded past mb.
+func packA(dst []float32, A matrix, ic, pc, mb, kb, mr int, alpha float32) {
+	for i0 := 0; i0 < mb; i0 += mr {
+		panel := dst[i0*kb : (i0+mr)*kb]
+		mm := min(mr, mb-i0)
+		if mm < mr {
+			clear(panel)
+		}
+		if A.trans {
+			for p := 0; p < kb; p++ {
+				src := A.d[(pc+p)*A.ld+ic+i0:]
+				src = src[:mm]
+				col := panel[p*mr : p*mr+mm]
+				for i, v := range src {
+					col[i] = alpha * v
+				}
+			}
+			continue
+		}
+		for i := 0; i < mm; i++ {
+			src := A.d[(ic+i0+i)*A.ld+pc:]
+			src = src[:kb]
+			for p, v := range src {
+				panel[p*mr+i] = alpha * v
+			}
+		}
+	}
+}
+
+// genericKernel is the pure-Go 4×4 micro-kernel: sixteen scalar
+// accumulators that the compiler keeps in registers.
+var genericKernel = microKernel{name: "go 4x4", mr: 4, nr: 4, full: kernel4x4}
+
+func kernel4x4(k int, a, b, c []float32, ldc int) {
+	var c00, c01, c02, c03 float32
+	var c10, c11, c12, c13 float32
+	var c20, c21, c22, c23 float32
+	var c30, c31, c32, c33 float32
+	a = a[:4*k]
+	b = b[:4*k]
+	for p := 0; p < k; p++ {
+		ap := a[4*p : 4*p+4 : 4*p+4]
+		bp := b[4*p : 4*p+4 : 4*p+4]
+		a0, a1, a2, a3 := ap[0], ap[1], ap[2], ap[3]
+		b0, b1, b2, b3 := bp[0], bp[1], bp[2], bp[3]
+		c00 += a0 * b0
+		c01 += a0 * b1
+		c02 += a0 * b2
+		c03 += a0 * b3
+		c10 += a1 * b0
+		c11 += a1 * b1
+		c12 += a1 * b2
+		c13 += a1 * b3
+		c20 += a2 * b0
+		c21 += a2 * b1
+		c22 += a2 * b2
+		c23 += a2 * b3
+		c30 += a3 * b0
+		c31 += a3 * b1
+		c32 += a3 * b2
+		c33 += a3 * b3
+	}
+	r := c[0:4:4]
+	r[0] += c00
+	r[1] += c01
+	r[2] += c02
+	r[3] += c03
+	r = c[ldc : ldc+4 : ldc+4]
+	r[0] += c10
+	r[1] += c11
+	r[2] += c12
+	r[3] += c13
+	r = c[2*ldc : 2*ldc+4 : 2*ldc+4]
+	r[0] += c20
+	r[1] += c21
+	r[2] += c22
+	r[3] += c23
+	r = c[3*ldc : 3*ldc+4 : 3*ldc+4]
+	r[0] += c30
+	r[1] += c31
+	r[2] += c32
+	r[3] += c33
 }

@@ -1,0 +1,55 @@
+//go:build amd64 && !purego
+
+package gemm
+
+import "unsafe"
+
+// cpuid and xgetbv are implemented in kernel_amd64.s.
+func cpuid(eaxArg, ecxArg uint32) (eax, ebx, ecx, edx uint32)
+func xgetbv() (eax, edx uint32)
+
+// kernel6x16 computes C[6×16] += A·B for packed panels of depth k ≥ 1
+// (a: k×6, b: k×16), C row stride ldc elements.
+//
+//go:noescape
+func kernel6x16(k int, a, b, c *float32, ldc int)
+
+// hasAVX2FMA reports whether the CPU and OS support AVX2 and FMA3.
+func hasAVX2FMA() bool {
+	maxID, _, _, _ := cpuid(0, 0)
+	if maxID < 7 {
+		return false
+	}
+	_, _, ecx1, _ := cpuid(1, 0)
+	const fma, osxsave, avx = 1 << 12, 1 << 27, 1 << 28
+	if ecx1&(fma|osxsave|avx) != fma|osxsave|avx {
+		return false
+	}
+	if xcr0, _ := xgetbv(); xcr0&6 != 6 { // XMM and YMM state enabled
+		return false
+	}
+	_, ebx7, _, _ := cpuid(7, 0)
+	return ebx7&(1<<5) != 0
+}
+
+var avx2Kernel = microKernel{
+	name: "avx2-fma 6x16",
+	mr:   6,
+	nr:   16,
+	full: func(k int, a, b, c []float32, ldc int) {
+		if k == 0 {
+			return
+		}
+		// Bounds the assembly relies on.
+		_ = a[6*k-1]
+		_ = b[16*k-1]
+		_ = c[5*ldc+15]
+		kernel6x16(k, unsafe.SliceData(a), unsafe.SliceData(b), unsafe.SliceData(c), ldc)
+	},
+}
+
+func init() {
+	if hasAVX2FMA() {
+		impl = avx2Kernel
+	}
+}
