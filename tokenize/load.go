@@ -1,0 +1,266 @@
+package tokenize
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// maxFile bounds the tokenizer files read (the largest real ones are a
+// few MB).
+const maxFile = 64 << 20
+
+// Load reads the tokenizer of a model folder: tokenizer.json when present
+// (a Hugging Face "fast" tokenizer with a WordPiece model), else vocab.txt
+// with the settings of tokenizer_config.json when present. path may also
+// name one of those files directly.
+func Load(path string) (*WordPiece, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("tokenize: %w", err)
+	}
+	if !fi.IsDir() {
+		if filepath.Ext(path) == ".json" {
+			return LoadJSON(path)
+		}
+		return LoadVocab(path, configBeside(path))
+	}
+	if p := filepath.Join(path, "tokenizer.json"); exists(p) {
+		return LoadJSON(p)
+	}
+	if p := filepath.Join(path, "vocab.txt"); exists(p) {
+		return LoadVocab(p, configBeside(p))
+	}
+	return nil, fmt.Errorf("tokenize: %s: no tokenizer.json or vocab.txt", path)
+}
+
+func exists(p string) bool { _, err := os.Stat(p); return err == nil }
+
+func configBeside(vocab string) Options {
+	opt := DefaultOptions()
+	p := filepath.Join(filepath.Dir(vocab), "tokenizer_config.json")
+	data, err := readBounded(p)
+	if err != nil {
+		return opt
+	}
+	opt, _ = applyConfig(data, opt)
+	return opt
+}
+
+func readBounded(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxFile+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > maxFile {
+		return nil, fmt.Errorf("%s: larger than %d bytes", path, maxFile)
+	}
+	return data, nil
+}
+
+// LoadVocab reads a vocab.txt (one token per line, the line number is the
+// id) with the given options.
+func LoadVocab(path string, opt Options) (*WordPiece, error) {
+	data, err := readBounded(path)
+	if err != nil {
+		return nil, fmt.Errorf("tokenize: %w", err)
+	}
+	vocab, err := ReadVocab(bytes.NewReader(data))
+	if err != nil {
+		return nil, fmt.Errorf("tokenize: %s: %w", path, err)
+	}
+	t, err := New(vocab, opt)
+	if err != nil {
+		return nil, fmt.Errorf("%w (vocabulary %s)", err, path)
+	}
+	return t, nil
+}
+
+// ReadVocab parses the vocab.txt format: one token per line, ids counted
+// from 0. A token that appears twice keeps its first id.
+func ReadVocab(r io.Reader) (map[string]int64, error) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 4096), 1<<20)
+	vocab := map[string]int64{}
+	var id int64
+	for sc.Scan() {
+		tok := strings.TrimRight(sc.Text(), "\r")
+		if _, dup := vocab[tok]; !dup {
+			vocab[tok] = id
+		}
+		id++
+	}
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	if len(vocab) == 0 {
+		return nil, errors.New("empty vocabulary")
+	}
+	return vocab, nil
+}
+
+// tokenName reads a special-token entry that is either a string or an
+// object with a "content" field.
+func tokenName(raw json.RawMessage) string {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	var o struct {
+		Content string `json:"content"`
+	}
+	if json.Unmarshal(raw, &o) == nil {
+		return o.Content
+	}
+	return ""
+}
+
+// applyConfig reads tokenizer_config.json settings over opt.
+func applyConfig(data []byte, opt Options) (Options, error) {
+	var c struct {
+		Lower        *bool           `json:"do_lower_case"`
+		Strip        *bool           `json:"strip_accents"`
+		Chinese      *bool           `json:"tokenize_chinese_chars"`
+		Unk          json.RawMessage `json:"unk_token"`
+		Cls          json.RawMessage `json:"cls_token"`
+		Sep          json.RawMessage `json:"sep_token"`
+		Pad          json.RawMessage `json:"pad_token"`
+		Mask         json.RawMessage `json:"mask_token"`
+		Class        string          `json:"tokenizer_class"`
+		DoBasicToken *bool           `json:"do_basic_tokenize"`
+	}
+	if err := json.Unmarshal(data, &c); err != nil {
+		return opt, err
+	}
+	if c.Lower != nil {
+		opt.Lower = *c.Lower
+	}
+	opt.StripAccents = opt.Lower
+	if c.Strip != nil {
+		opt.StripAccents = *c.Strip
+	}
+	if c.Chinese != nil {
+		opt.ChineseChars = *c.Chinese
+	}
+	for _, s := range []struct {
+		raw json.RawMessage
+		dst *string
+	}{{c.Unk, &opt.Unknown}, {c.Cls, &opt.Classify}, {c.Sep, &opt.Separator}, {c.Pad, &opt.Pad}, {c.Mask, &opt.Mask}} {
+		if name := tokenName(s.raw); name != "" {
+			*s.dst = name
+		}
+	}
+	return opt, nil
+}
+
+// LoadJSON reads a Hugging Face tokenizer.json whose model is WordPiece
+// and whose normaliser is BertNormalizer (or absent).
+func LoadJSON(path string) (*WordPiece, error) {
+	data, err := readBounded(path)
+	if err != nil {
+		return nil, fmt.Errorf("tokenize: %w", err)
+	}
+	var j struct {
+		Model struct {
+			Type     string           `json:"type"`
+			Unk      string           `json:"unk_token"`
+			Prefix   *string          `json:"continuing_subword_prefix"`
+			MaxChars int              `json:"max_input_chars_per_word"`
+			Vocab    map[string]int64 `json:"vocab"`
+		} `json:"model"`
+		Normalizer *struct {
+			Type      string `json:"type"`
+			Clean     *bool  `json:"clean_text"`
+			Chinese   *bool  `json:"handle_chinese_chars"`
+			Strip     *bool  `json:"strip_accents"`
+			Lowercase *bool  `json:"lowercase"`
+		} `json:"normalizer"`
+		PreTokenizer *struct {
+			Type string `json:"type"`
+		} `json:"pre_tokenizer"`
+		PostProcessor *struct {
+			Type string                               `json:"type"`
+			Cls  []json.RawMessage                    `json:"cls"`
+			Sep  []json.RawMessage                    `json:"sep"`
+			Spec map[string]struct{ Tokens []string } `json:"special_tokens"`
+		} `json:"post_processor"`
+		Padding *struct {
+			PadToken string `json:"pad_token"`
+		} `json:"padding"`
+	}
+	if err := json.Unmarshal(data, &j); err != nil {
+		return nil, fmt.Errorf("tokenize: %s: %w", path, err)
+	}
+	if j.Model.Type != "WordPiece" {
+		return nil, fmt.Errorf("tokenize: %s: model type %q, only WordPiece is supported", path, j.Model.Type)
+	}
+	opt := DefaultOptions()
+	if j.Model.Unk != "" {
+		opt.Unknown = j.Model.Unk
+	}
+	if j.Model.Prefix != nil {
+		opt.Prefix = *j.Model.Prefix
+	}
+	if j.Model.MaxChars > 0 {
+		opt.MaxWordChars = j.Model.MaxChars
+	}
+	if n := j.Normalizer; n != nil {
+		if n.Type != "BertNormalizer" {
+			return nil, fmt.Errorf("tokenize: %s: normalizer %q, only BertNormalizer is supported", path, n.Type)
+		}
+		if n.Lowercase != nil {
+			opt.Lower = *n.Lowercase
+		}
+		opt.StripAccents = opt.Lower
+		if n.Strip != nil {
+			opt.StripAccents = *n.Strip
+		}
+		if n.Chinese != nil {
+			opt.ChineseChars = *n.Chinese
+		}
+		if n.Clean != nil {
+			opt.CleanText = *n.Clean
+		}
+	} else {
+		opt.Lower, opt.StripAccents, opt.ChineseChars, opt.CleanText = false, false, false, false
+	}
+	if p := j.PreTokenizer; p != nil && p.Type != "BertPreTokenizer" {
+		return nil, fmt.Errorf("tokenize: %s: pre-tokenizer %q, only BertPreTokenizer is supported", path, p.Type)
+	}
+	if p := j.PostProcessor; p != nil {
+		switch p.Type {
+		case "BertProcessing":
+			if len(p.Cls) > 0 {
+				if s := tokenName(p.Cls[0]); s != "" {
+					opt.Classify = s
+				}
+			}
+			if len(p.Sep) > 0 {
+				if s := tokenName(p.Sep[0]); s != "" {
+					opt.Separator = s
+				}
+			}
+		case "TemplateProcessing":
+			// The BERT template: special tokens keyed by their own names.
+		}
+	}
+	if j.Padding != nil && j.Padding.PadToken != "" {
+		opt.Pad = j.Padding.PadToken
+	}
+	t, err := New(j.Model.Vocab, opt)
+	if err != nil {
+		return nil, fmt.Errorf("%w (%s)", err, path)
+	}
+	return t, nil
+}
