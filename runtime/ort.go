@@ -1,0 +1,512 @@
+package runtime
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+
+	ort "github.com/yalue/onnxruntime_go"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/linearize/linearize/onnx"
+	"github.com/linearize/linearize/onnx/onnxpb"
+)
+
+func init() {
+	RegisterBackend("ort", func(m *onnxpb.ModelProto, opts Options) (Session, error) {
+		return NewORTSession(m, opts)
+	})
+}
+
+// ortSession runs a model with onnxruntime.
+//
+// onnxruntime_go v1.27.0 has three gaps that the session works around by
+// editing a private copy of the model (the caller's model is never
+// modified):
+//
+//   - Rank-0 outputs: the library turns every output into a Tensor[T] whose
+//     constructor rejects an empty shape, so a scalar output fails. Outputs
+//     whose rank is 0 or unknown are therefore fetched as two values,
+//     Reshape(x, [-1]) (rank 1) and Shape(x), and put back together in Go.
+//   - Float16 outputs: for types without a Go equivalent the library copies
+//     one byte per element instead of two, truncating the data. Float16 and
+//     bfloat16 outputs are fetched through Cast(to=FLOAT), which is exact,
+//     and converted back to half-precision bits in Go.
+//   - Zero-input models: Run indexes the first input unconditionally and
+//     panics when there is none. Such models get one unused float input
+//     that the session feeds itself.
+//
+// Float16 inputs are passed as CustomDataTensors, which the library
+// supports; rank-0 inputs use its Scalar type.
+type ortSession struct {
+	sess    *ort.DynamicAdvancedSession
+	inputs  []Value
+	outputs []Value
+	byName  map[string]Value // declared inputs by name
+
+	feedNames []string // ORT input names in order; may hold the dummy
+	dummy     string   // name of the dummy input, or ""
+
+	fetchNames []string             // ORT output names in order
+	fetch      map[string]fetchSpec // by public output name
+}
+
+// fetchSpec says how one public output is read from the ORT outputs.
+type fetchSpec struct {
+	value int // index into fetchNames of the value (possibly flattened/cast)
+	shape int // index of its Shape output, or -1 when value has the shape
+	half  onnx.DataType
+}
+
+// NewORTSession creates an onnxruntime session for m. opts.Threads sets
+// the intra-op thread count; opts.Expose names internal values that Run
+// can also return.
+func NewORTSession(m *onnxpb.ModelProto, opts Options) (Session, error) {
+	if err := initORT(); err != nil {
+		return nil, err
+	}
+	if m == nil || m.Graph == nil {
+		return nil, fmt.Errorf("runtime: ort: model has no graph")
+	}
+	s := &ortSession{byName: map[string]Value{}, fetch: map[string]fetchSpec{}}
+	g := m.Graph
+	inits := map[string]bool{}
+	for _, t := range g.Initializer {
+		inits[t.GetName()] = true
+	}
+	for _, vi := range g.Input {
+		if inits[vi.GetName()] {
+			continue
+		}
+		v := valueOf(vi)
+		s.inputs = append(s.inputs, v)
+		s.byName[v.Name] = v
+		s.feedNames = append(s.feedNames, v.Name)
+	}
+	for _, vi := range g.Output {
+		s.outputs = append(s.outputs, valueOf(vi))
+	}
+
+	// The values Run may return: graph outputs, then exposed values.
+	want := make([]Value, 0, len(s.outputs)+len(opts.Expose))
+	seen := map[string]bool{}
+	for _, v := range s.outputs {
+		want = append(want, v)
+		seen[v.Name] = true
+	}
+	info := valueInfos(g)
+	for _, name := range opts.Expose {
+		if seen[name] {
+			continue
+		}
+		seen[name] = true
+		if !producedOrDeclared(g, name) {
+			return nil, fmt.Errorf("runtime: ort: cannot expose %q: no such value in the graph", name)
+		}
+		v := Value{Name: name, DType: onnx.Undefined}
+		if vi, ok := info[name]; ok {
+			v = valueOf(vi)
+		}
+		want = append(want, v)
+	}
+
+	mc := proto.Clone(m).(*onnxpb.ModelProto)
+	gc := mc.Graph
+	declared := map[string]bool{}
+	for _, vi := range gc.Output {
+		declared[vi.GetName()] = true
+	}
+	for _, v := range want {
+		if declared[v.Name] {
+			continue
+		}
+		if vi, ok := info[v.Name]; ok {
+			gc.Output = append(gc.Output, proto.Clone(vi).(*onnxpb.ValueInfoProto))
+		} else {
+			// No declared type: onnxruntime infers the type of a graph
+			// output that lacks one.
+			n := v.Name
+			gc.Output = append(gc.Output, &onnxpb.ValueInfoProto{Name: &n})
+		}
+	}
+
+	// Values of unknown type or rank: ask onnxruntime, whose shape
+	// inference knows them, before deciding how to fetch them.
+	needInfo := false
+	for _, v := range want {
+		if v.DType == onnx.Undefined {
+			needInfo = true
+		}
+	}
+	if needInfo {
+		data, err := onnx.Encode(mc)
+		if err != nil {
+			return nil, fmt.Errorf("runtime: ort: %v", err)
+		}
+		_, outs, err := ort.GetInputOutputInfoWithONNXData(data)
+		if err != nil {
+			return nil, fmt.Errorf("runtime: ort: creating session: %v", err)
+		}
+		got := map[string]ort.InputOutputInfo{}
+		for _, o := range outs {
+			got[o.Name] = o
+		}
+		for i, v := range want {
+			if v.DType != onnx.Undefined {
+				continue
+			}
+			o, ok := got[v.Name]
+			if !ok || o.OrtValueType != ort.ONNXTypeTensor {
+				return nil, fmt.Errorf("runtime: ort: value %q is not a tensor", v.Name)
+			}
+			want[i].DType = onnx.DataType(o.DataType)
+			// A reported rank of 0 may mean "unknown"; fetch such values
+			// through Reshape+Shape, which is right either way.
+			if len(o.Dimensions) > 0 {
+				want[i].Shape = make([]onnx.Dim, len(o.Dimensions))
+				for j, d := range o.Dimensions {
+					want[i].Shape[j] = onnx.Dim{Value: d}
+				}
+			}
+		}
+	}
+
+	// Rewrite the outputs the library cannot fetch directly.
+	namer := onnx.NewNamer(gc)
+	var extraOut []*onnxpb.ValueInfoProto
+	addOut := func(name string) int {
+		s.fetchNames = append(s.fetchNames, name)
+		n := name
+		extraOut = append(extraOut, &onnxpb.ValueInfoProto{Name: &n})
+		return len(s.fetchNames) - 1
+	}
+	var flatShape string
+	for _, v := range want {
+		spec := fetchSpec{shape: -1}
+		src := v.Name
+		if v.DType == onnx.Float16 || v.DType == onnx.BFloat16 {
+			c := namer.Name(src + "_as_float")
+			gc.Node = append(gc.Node, &onnxpb.NodeProto{
+				OpType: proto.String("Cast"), Name: proto.String(namer.Name("linearize_cast")),
+				Input: []string{src}, Output: []string{c},
+				Attribute: []*onnxpb.AttributeProto{{
+					Name: proto.String("to"), Type: onnxpb.AttributeProto_INT.Enum(),
+					I: proto.Int64(int64(onnx.Float)),
+				}},
+			})
+			spec.half = v.DType
+			src = c
+		}
+		if len(v.Shape) == 0 {
+			if flatShape == "" {
+				flatShape = namer.Name("linearize_flat_shape")
+				gc.Initializer = append(gc.Initializer, &onnxpb.TensorProto{
+					Name: proto.String(flatShape), Dims: []int64{1},
+					DataType: proto.Int32(int32(onnx.Int64)), Int64Data: []int64{-1},
+				})
+			}
+			flat := namer.Name(src + "_flat")
+			shp := namer.Name(src + "_shape")
+			gc.Node = append(gc.Node,
+				&onnxpb.NodeProto{
+					OpType: proto.String("Reshape"), Name: proto.String(namer.Name("linearize_flatten")),
+					Input: []string{src, flatShape}, Output: []string{flat},
+				},
+				&onnxpb.NodeProto{
+					OpType: proto.String("Shape"), Name: proto.String(namer.Name("linearize_shape")),
+					Input: []string{src}, Output: []string{shp},
+				})
+			spec.value = addOut(flat)
+			spec.shape = addOut(shp)
+		} else if src != v.Name {
+			spec.value = addOut(src)
+		} else {
+			s.fetchNames = append(s.fetchNames, src)
+			spec.value = len(s.fetchNames) - 1
+		}
+		s.fetch[v.Name] = spec
+	}
+	gc.Output = append(gc.Output, extraOut...)
+	if len(extraOut) > 0 || needInfo {
+		ensureDefaultOpset(mc)
+	}
+
+	if len(s.feedNames) == 0 {
+		s.dummy = namer.Name("linearize_unused_input")
+		gc.Input = append(gc.Input, onnx.MakeValueInfo(s.dummy, onnx.Float, []onnx.Dim{{Value: 1}}))
+		s.feedNames = []string{s.dummy}
+	}
+
+	data, err := onnx.Encode(mc)
+	if err != nil {
+		return nil, fmt.Errorf("runtime: ort: %v", err)
+	}
+	so, err := ort.NewSessionOptions()
+	if err != nil {
+		return nil, fmt.Errorf("runtime: ort: session options: %v", err)
+	}
+	defer so.Destroy()
+	if opts.Threads > 0 {
+		if err := so.SetIntraOpNumThreads(opts.Threads); err != nil {
+			return nil, fmt.Errorf("runtime: ort: threads: %v", err)
+		}
+		if err := so.SetInterOpNumThreads(1); err != nil {
+			return nil, fmt.Errorf("runtime: ort: threads: %v", err)
+		}
+	}
+	sess, err := ort.NewDynamicAdvancedSessionWithONNXData(data, s.feedNames, s.fetchNames, so)
+	if err != nil {
+		return nil, fmt.Errorf("runtime: ort: creating session: %v", err)
+	}
+	s.sess = sess
+	return s, nil
+}
+
+// ensureDefaultOpset adds an ai.onnx opset import when the model has none,
+// so that the nodes added for the workarounds resolve.
+func ensureDefaultOpset(m *onnxpb.ModelProto) {
+	if onnx.OpsetVersion(m, "") > 0 {
+		return
+	}
+	m.OpsetImport = append(m.OpsetImport, &onnxpb.OperatorSetIdProto{Domain: proto.String(""), Version: proto.Int64(13)})
+}
+
+func valueOf(vi *onnxpb.ValueInfoProto) Value {
+	dt, shape, _ := onnx.TensorType(vi)
+	return Value{Name: vi.GetName(), DType: dt, Shape: shape}
+}
+
+// valueInfos maps value names to their declared types (value_info, graph
+// inputs and outputs).
+func valueInfos(g *onnxpb.GraphProto) map[string]*onnxpb.ValueInfoProto {
+	m := map[string]*onnxpb.ValueInfoProto{}
+	for _, list := range [][]*onnxpb.ValueInfoProto{g.ValueInfo, g.Input, g.Output} {
+		for _, vi := range list {
+			if vi.GetType().GetTensorType() != nil && vi.GetType().GetTensorType().GetElemType() != 0 {
+				m[vi.GetName()] = vi
+			}
+		}
+	}
+	return m
+}
+
+func producedOrDeclared(g *onnxpb.GraphProto, name string) bool {
+	for _, n := range g.Node {
+		for _, o := range n.Output {
+			if o == name {
+				return true
+			}
+		}
+	}
+	for _, vi := range g.Input {
+		if vi.GetName() == name {
+			return true
+		}
+	}
+	for _, t := range g.Initializer {
+		if t.GetName() == name {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *ortSession) Inputs() []Value  { return append([]Value(nil), s.inputs...) }
+func (s *ortSession) Outputs() []Value { return append([]Value(nil), s.outputs...) }
+
+func (s *ortSession) Close() error {
+	if s.sess == nil {
+		return nil
+	}
+	err := s.sess.Destroy()
+	s.sess = nil
+	if err != nil {
+		return fmt.Errorf("runtime: ort: %v", err)
+	}
+	return nil
+}
+
+func (s *ortSession) Run(inputs map[string]*onnx.Tensor, names ...string) (map[string]*onnx.Tensor, error) {
+	if s.sess == nil {
+		return nil, fmt.Errorf("runtime: ort: session is closed")
+	}
+	if err := CheckInputs(s.inputs, inputs); err != nil {
+		return nil, err
+	}
+	if len(names) == 0 {
+		for _, v := range s.outputs {
+			names = append(names, v.Name)
+		}
+	}
+	for _, n := range names {
+		if _, ok := s.fetch[n]; !ok {
+			return nil, fmt.Errorf("runtime: ort: %q is neither a graph output nor an exposed value", n)
+		}
+	}
+	feeds := make([]ort.Value, len(s.feedNames))
+	defer func() {
+		for _, v := range feeds {
+			if v != nil {
+				v.Destroy()
+			}
+		}
+	}()
+	for i, n := range s.feedNames {
+		var t *onnx.Tensor
+		if n == s.dummy {
+			t = onnx.NewFloat([]int{1}, []float32{0})
+		} else {
+			t = inputs[n]
+		}
+		v, err := toORT(t)
+		if err != nil {
+			return nil, fmt.Errorf("runtime: ort: input %q: %v", n, err)
+		}
+		feeds[i] = v
+	}
+	outs := make([]ort.Value, len(s.fetchNames))
+	defer func() {
+		for _, v := range outs {
+			if v != nil {
+				v.Destroy()
+			}
+		}
+	}()
+	if err := s.sess.Run(feeds, outs); err != nil {
+		return nil, fmt.Errorf("runtime: ort: %v", err)
+	}
+	res := make(map[string]*onnx.Tensor, len(names))
+	for _, n := range names {
+		spec := s.fetch[n]
+		t, err := fromORT(outs[spec.value])
+		if err != nil {
+			return nil, fmt.Errorf("runtime: ort: output %q: %v", n, err)
+		}
+		if spec.shape >= 0 {
+			st, err := fromORT(outs[spec.shape])
+			if err != nil {
+				return nil, fmt.Errorf("runtime: ort: output %q: %v", n, err)
+			}
+			dims := st.Int64s()
+			shape := make([]int, len(dims))
+			for i, d := range dims {
+				shape[i] = int(d)
+			}
+			if onnx.NumElements(shape) != t.Len() {
+				return nil, fmt.Errorf("runtime: ort: output %q: shape %v does not match %d elements", n, shape, t.Len())
+			}
+			t.Shape = shape
+		}
+		if spec.half != onnx.Undefined {
+			f := t.Floats()
+			h := make([]uint16, len(f))
+			for i, x := range f {
+				if spec.half == onnx.Float16 {
+					h[i] = onnx.FloatToHalf(x)
+				} else {
+					h[i] = uint16(math.Float32bits(x) >> 16)
+				}
+			}
+			t = &onnx.Tensor{DType: spec.half, Shape: t.Shape, Data: h}
+		}
+		res[n] = t
+	}
+	return res, nil
+}
+
+// toORT wraps t as an onnxruntime value that shares t's memory where the
+// library allows it.
+func toORT(t *onnx.Tensor) (ort.Value, error) {
+	if err := t.Check(); err != nil {
+		return nil, err
+	}
+	shape := make(ort.Shape, len(t.Shape))
+	for i, d := range t.Shape {
+		shape[i] = int64(d)
+	}
+	switch d := t.Data.(type) {
+	case []float32:
+		return newORT(shape, d)
+	case []float64:
+		return newORT(shape, d)
+	case []int8:
+		return newORT(shape, d)
+	case []uint8:
+		return newORT(shape, d)
+	case []int16:
+		return newORT(shape, d)
+	case []int32:
+		return newORT(shape, d)
+	case []uint32:
+		return newORT(shape, d)
+	case []int64:
+		return newORT(shape, d)
+	case []uint64:
+		return newORT(shape, d)
+	case []bool:
+		return newORT(shape, d)
+	case []uint16:
+		if t.DType == onnx.Uint16 {
+			return newORT(shape, d)
+		}
+		if len(shape) == 0 {
+			return nil, fmt.Errorf("rank-0 %s inputs are not supported by onnxruntime_go", onnx.TypeName(t.DType))
+		}
+		// The library has no half-precision Go type; pass the bits.
+		b := make([]byte, 2*len(d))
+		for i, h := range d {
+			binary.LittleEndian.PutUint16(b[2*i:], h)
+		}
+		if len(b) == 0 {
+			b = make([]byte, 2) // NewCustomDataTensor wants a non-empty buffer
+		}
+		return ort.NewCustomDataTensor(shape, b, ort.TensorElementDataType(t.DType))
+	}
+	return nil, fmt.Errorf("element type %s is not supported", onnx.TypeName(t.DType))
+}
+
+func newORT[T ort.TensorData](shape ort.Shape, d []T) (ort.Value, error) {
+	if len(shape) == 0 {
+		return ort.NewScalar(d[0])
+	}
+	return ort.NewTensor(shape, d)
+}
+
+// fromORT copies an onnxruntime output into a Tensor.
+func fromORT(v ort.Value) (*onnx.Tensor, error) {
+	shape := make([]int, len(v.GetShape()))
+	for i, d := range v.GetShape() {
+		shape[i] = int(d)
+	}
+	var t *onnx.Tensor
+	switch x := v.(type) {
+	case *ort.Tensor[float32]:
+		t = &onnx.Tensor{DType: onnx.Float, Data: x.GetData()}
+	case *ort.Tensor[float64]:
+		t = &onnx.Tensor{DType: onnx.Double, Data: x.GetData()}
+	case *ort.Tensor[int8]:
+		t = &onnx.Tensor{DType: onnx.Int8, Data: x.GetData()}
+	case *ort.Tensor[uint8]:
+		t = &onnx.Tensor{DType: onnx.Uint8, Data: x.GetData()}
+	case *ort.Tensor[int16]:
+		t = &onnx.Tensor{DType: onnx.Int16, Data: x.GetData()}
+	case *ort.Tensor[uint16]:
+		t = &onnx.Tensor{DType: onnx.Uint16, Data: x.GetData()}
+	case *ort.Tensor[int32]:
+		t = &onnx.Tensor{DType: onnx.Int32, Data: x.GetData()}
+	case *ort.Tensor[uint32]:
+		t = &onnx.Tensor{DType: onnx.Uint32, Data: x.GetData()}
+	case *ort.Tensor[int64]:
+		t = &onnx.Tensor{DType: onnx.Int64, Data: x.GetData()}
+	case *ort.Tensor[uint64]:
+		t = &onnx.Tensor{DType: onnx.Uint64, Data: x.GetData()}
+	case *ort.Tensor[bool]:
+		t = &onnx.Tensor{DType: onnx.Bool, Data: x.GetData()}
+	default:
+		return nil, fmt.Errorf("onnxruntime returned a value of type %T, which linearize does not read", v)
+	}
+	// The library already copied the data into a Go slice; Destroy only
+	// releases the ORT value that points at it, so the slice stays valid.
+	t.Shape = shape
+	return t, nil
+}
