@@ -1,0 +1,97 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+
+	"github.com/linearize/linearize/models"
+	"github.com/linearize/linearize/onnx"
+)
+
+func init() {
+	register(&command{
+		name:    "build-model",
+		summary: "write a BERT-style model with seeded random weights (no download needed)",
+		usage:   "-o OUT [--preset tiny|base] [--hidden H --heads N --layers L --intermediate F --vocab V --max-positions P --opset O --seed S]",
+		run:     runBuildModel,
+	})
+}
+
+func runBuildModel(args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("build-model", flag.ContinueOnError)
+	out := fs.String("o", "", "output model path (required)")
+	preset := fs.String("preset", "tiny", "starting configuration: tiny (hidden 64, 4 heads, 2 layers) or base (BERT-base width)")
+	hidden := fs.Int("hidden", 0, "model width (default from preset)")
+	heads := fs.Int("heads", 0, "attention heads")
+	layers := fs.Int("layers", 0, "encoder layers")
+	inter := fs.Int("intermediate", 0, "FFN width")
+	vocab := fs.Int("vocab", 0, "vocabulary size")
+	maxPos := fs.Int("max-positions", 0, "rows of the position-embedding table")
+	opset := fs.Int("opset", 0, "ONNX opset (11-21; LayerNormalization op from 17)")
+	seed := fs.Uint64("seed", 0, "seed of the random weights (default from preset)")
+	kTwoStep := fs.Bool("k-two-step", false, "write Kᵀ as Transpose [0,2,1,3] then [0,1,3,2] instead of one [0,2,3,1]")
+	scale := fs.String("scale", "div", "where the 1/√D score scale sits: div, mul or q")
+	pos, err := parseFlags(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		commandUsage(stdout, commands["build-model"], fs)
+		return err
+	}
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usageError("unexpected argument %q", pos[0])
+	}
+	if *out == "" {
+		return usageError("-o OUT is required")
+	}
+	var cfg models.Config
+	switch *preset {
+	case "tiny":
+		cfg = models.TinyConfig()
+	case "base":
+		cfg = models.BaseConfig(2, 512)
+	default:
+		return usageError("--preset %q: want tiny or base", *preset)
+	}
+	set := func(dst *int, v int) {
+		if v != 0 {
+			*dst = v
+		}
+	}
+	set(&cfg.Hidden, *hidden)
+	set(&cfg.Heads, *heads)
+	set(&cfg.Layers, *layers)
+	set(&cfg.Intermediate, *inter)
+	set(&cfg.Vocab, *vocab)
+	set(&cfg.MaxPositions, *maxPos)
+	set(&cfg.Opset, *opset)
+	if *seed != 0 {
+		cfg.Seed = *seed
+	}
+	if *kTwoStep {
+		cfg.KTranspose = models.KTwoStep
+	}
+	switch *scale {
+	case "div":
+		cfg.Scale = models.ScaleDiv
+	case "mul":
+		cfg.Scale = models.ScaleMul
+	case "q":
+		cfg.Scale = models.ScaleQ
+	default:
+		return usageError("--scale %q: want div, mul or q", *scale)
+	}
+	m, err := models.BERT(cfg)
+	if err != nil {
+		return badInput(err)
+	}
+	if err := onnx.Save(m, *out, onnx.SaveOptions{}); err != nil {
+		return runtimeFailure(err)
+	}
+	fmt.Fprintf(stdout, "wrote %s: BERT hidden %d, %d heads, %d layers, FFN %d, vocab %d, %d positions, opset %d, seed %d\n",
+		*out, cfg.Hidden, cfg.Heads, cfg.Layers, cfg.Intermediate, cfg.Vocab, cfg.MaxPositions, cfg.Opset, cfg.Seed)
+	return nil
+}

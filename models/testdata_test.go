@@ -1,0 +1,34 @@
+package models
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/linearize/linearize/onnx"
+)
+
+// TestBundledTinyModelIsFresh: testdata/bert-tiny.onnx is exactly what
+// `go generate ./testdata` writes from TinyConfig.
+func TestBundledTinyModelIsFresh(t *testing.T) {
+	path := filepath.Join("..", "testdata", "bert-tiny.onnx")
+	have, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("bundled model missing (run go generate ./testdata): %v", err)
+	}
+	m, err := BERT(TinyConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := onnx.Encode(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(have, want) {
+		t.Fatalf("%s is stale: run go generate ./testdata", path)
+	}
+	if len(have) > 1<<20 {
+		t.Errorf("%s is %d bytes; keep fixtures under 1 MiB", path, len(have))
+	}
+}
