@@ -1,0 +1,287 @@
+package onnx
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/linearize/linearize/onnx/onnxpb"
+)
+
+// Problem is one defect Validate found.
+type Problem struct {
+	Where string // "node \"X\" (MatMul)", "tensor \"W\"", "graph", ...
+	What  string
+}
+
+func (p Problem) String() string { return p.Where + ": " + p.What }
+
+// ValidationError lists every defect found in a model.
+type ValidationError struct {
+	Problems []Problem
+}
+
+func (e *ValidationError) Error() string {
+	if len(e.Problems) == 1 {
+		return "onnx: invalid model: " + e.Problems[0].String()
+	}
+	return fmt.Sprintf("onnx: invalid model: %s (and %d more problems)", e.Problems[0], len(e.Problems)-1)
+}
+
+// ErrInvalid is matched by errors.Is for every *ValidationError.
+var ErrInvalid = errors.New("onnx: invalid model")
+
+func (e *ValidationError) Is(target error) bool { return target == ErrInvalid }
+
+// Validate checks the structure of m before any work is done on it:
+//
+//   - every node input is a graph input, an initializer, the output of a
+//     node, or (inside a subgraph) a name of an enclosing scope;
+//   - no value is produced twice, and no node output shadows a graph input
+//     or initializer;
+//   - every graph output is produced;
+//   - the graph has no cycle;
+//   - every tensor's data matches its declared type and shape, dimensions
+//     are non-negative and the element count is bounded (checked without
+//     allocating from the declared size);
+//   - every domain used by a node is imported (opset_import), is a
+//     model-local function's domain, or is one onnxruntime resolves by
+//     itself (com.microsoft, ai.onnx.ml).
+//
+// It returns nil or a *ValidationError naming each node or tensor at fault.
+func Validate(m *onnxpb.ModelProto) error {
+	v := &validator{}
+	if m.GetGraph() == nil {
+		v.add("model", "no graph")
+		return v.err()
+	}
+	imported := map[string]bool{}
+	for _, op := range m.OpsetImport {
+		d := op.GetDomain()
+		if d == "ai.onnx" {
+			d = ""
+		}
+		imported[d] = true
+	}
+	if len(m.OpsetImport) == 0 {
+		v.add("model", "no opset_import")
+	}
+	functions := map[string]bool{}
+	for _, f := range m.Functions {
+		functions[f.GetDomain()+":"+f.GetName()] = true
+	}
+	v.imported = imported
+	v.functions = functions
+	v.graph(m.Graph, "graph", nil)
+	for _, f := range m.Functions {
+		where := fmt.Sprintf("function %s:%s", f.GetDomain(), f.GetName())
+		if !imported[f.GetDomain()] && f.GetDomain() != "" {
+			v.add(where, fmt.Sprintf("domain %q is not in the model's opset_import", f.GetDomain()))
+		}
+		defined := map[string]bool{}
+		for _, in := range f.Input {
+			defined[in] = true
+		}
+		for _, n := range f.Node {
+			v.node(n, defined, nil, where)
+		}
+		for _, o := range f.Output {
+			if !defined[o] {
+				v.add(where, fmt.Sprintf("output %q is not produced", o))
+			}
+		}
+	}
+	return v.err()
+}
+
+// implicitDomains are domains onnxruntime resolves without an opset_import
+// entry (it assumes its own version); real exporters and onnxruntime's
+// optimizer write models that rely on it.
+var implicitDomains = map[string]bool{"com.microsoft": true, "ai.onnx.ml": true, "com.microsoft.nchwc": true}
+
+type validator struct {
+	problems  []Problem
+	imported  map[string]bool
+	functions map[string]bool
+}
+
+const maxProblems = 50
+
+func (v *validator) add(where, what string) {
+	if len(v.problems) < maxProblems {
+		v.problems = append(v.problems, Problem{where, what})
+	}
+}
+
+func (v *validator) err() error {
+	if len(v.problems) == 0 {
+		return nil
+	}
+	return &ValidationError{Problems: v.problems}
+}
+
+func nodeWhere(n *onnxpb.NodeProto) string {
+	op := n.GetOpType()
+	if d := n.GetDomain(); d != "" {
+		op = d + ":" + op
+	}
+	return fmt.Sprintf("node %q (%s)", n.GetName(), op)
+}
+
+// graph checks g; outer holds names visible from enclosing scopes.
+func (v *validator) graph(g *onnxpb.GraphProto, where string, outer map[string]bool) {
+	defined := map[string]bool{}
+	for k := range outer {
+		defined[k] = true
+	}
+	for _, t := range g.Initializer {
+		v.tensor(t)
+		if t.GetName() == "" {
+			v.add(where, "initializer without a name")
+		}
+		defined[t.GetName()] = true
+	}
+	for _, st := range g.SparseInitializer {
+		v.tensor(st.GetValues())
+		v.tensor(st.GetIndices())
+		defined[st.GetValues().GetName()] = true
+	}
+	for _, in := range g.Input {
+		defined[in.GetName()] = true
+	}
+	own := map[string]bool{} // produced in this graph
+	for _, n := range g.Node {
+		for _, o := range n.Output {
+			if o == "" {
+				continue
+			}
+			if own[o] {
+				v.add(nodeWhere(n), fmt.Sprintf("output %q is produced by another node too", o))
+			} else if defined[o] && !outer[o] {
+				v.add(nodeWhere(n), fmt.Sprintf("output %q shadows a graph input or initializer", o))
+			}
+			own[o] = true
+		}
+	}
+	all := map[string]bool{}
+	for k := range defined {
+		all[k] = true
+	}
+	for k := range own {
+		all[k] = true
+	}
+	for _, n := range g.Node {
+		v.node(n, nil, all, where)
+	}
+	for _, o := range g.Output {
+		if !all[o.GetName()] {
+			v.add(where, fmt.Sprintf("output %q is not produced by any node", o.GetName()))
+		}
+	}
+	if len(v.problems) == 0 {
+		if _, err := TopoSort(g); err != nil {
+			v.add(where, strings.TrimPrefix(err.Error(), "onnx: "))
+		}
+	}
+}
+
+// node checks one node. In a function body (defined != nil) names become
+// defined in order; in a graph (scope != nil) any name in scope is
+// available.
+func (v *validator) node(n *onnxpb.NodeProto, defined, scope map[string]bool, where string) {
+	w := nodeWhere(n)
+	d := n.GetDomain()
+	if d == "ai.onnx" {
+		d = ""
+	}
+	if !v.imported[d] && !v.functions[n.GetDomain()+":"+n.GetOpType()] && !implicitDomains[d] {
+		v.add(w, fmt.Sprintf("domain %q is not in the model's opset_import", n.GetDomain()))
+	}
+	if n.GetOpType() == "" {
+		v.add(w, "no op_type")
+	}
+	for _, in := range n.Input {
+		if in == "" {
+			continue
+		}
+		ok := (defined != nil && defined[in]) || (scope != nil && scope[in])
+		if !ok {
+			v.add(w, fmt.Sprintf("input %q is not a graph input, initializer or node output", in))
+		}
+	}
+	for _, a := range n.Attribute {
+		if a.T != nil {
+			v.tensor(a.T)
+		}
+		for _, t := range a.Tensors {
+			v.tensor(t)
+		}
+		if a.G != nil {
+			v.graph(a.G, w+" attribute "+a.GetName(), scope)
+		}
+		for _, g := range a.Graphs {
+			v.graph(g, w+" attribute "+a.GetName(), scope)
+		}
+	}
+	if defined != nil {
+		for _, o := range n.Output {
+			defined[o] = true
+		}
+	}
+}
+
+// tensor checks a TensorProto's size against its data without decoding it.
+func (v *validator) tensor(t *onnxpb.TensorProto) {
+	if t == nil {
+		return
+	}
+	w := fmt.Sprintf("tensor %q", t.GetName())
+	n := int64(1)
+	for _, d := range t.GetDims() {
+		if d < 0 {
+			v.add(w, fmt.Sprintf("negative dimension %d", d))
+			return
+		}
+		if d != 0 && n > MaxTensorElements/d {
+			v.add(w, fmt.Sprintf("shape %v exceeds %d elements", t.GetDims(), int64(MaxTensorElements)))
+			return
+		}
+		n *= d
+	}
+	if t.GetDataLocation() == onnxpb.TensorProto_EXTERNAL {
+		return // checked when the data is loaded
+	}
+	dt := DataType(t.GetDataType())
+	if t.RawData != nil && dt != String {
+		es := int64(ElemSize(dt))
+		if es == 0 {
+			v.add(w, fmt.Sprintf("unsupported element type %s", TypeName(dt)))
+			return
+		}
+		if int64(len(t.RawData)) != n*es {
+			v.add(w, fmt.Sprintf("raw_data has %d bytes, shape %v of %s needs %d", len(t.RawData), t.GetDims(), TypeName(dt), n*es))
+		}
+		return
+	}
+	var have int
+	switch dt {
+	case Float:
+		have = len(t.FloatData)
+	case Double:
+		have = len(t.DoubleData)
+	case Int64:
+		have = len(t.Int64Data)
+	case Uint32, Uint64:
+		have = len(t.Uint64Data)
+	case Int32, Int16, Int8, Uint16, Uint8, Bool, Float16, BFloat16:
+		have = len(t.Int32Data)
+	case String:
+		have = len(t.StringData)
+	default:
+		v.add(w, fmt.Sprintf("unsupported element type %s", TypeName(dt)))
+		return
+	}
+	if int64(have) != n {
+		v.add(w, fmt.Sprintf("%d values, shape %v needs %d", have, t.GetDims(), n))
+	}
+}

@@ -1,0 +1,214 @@
+package onnx_test
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/linearize/linearize/onnx"
+	"github.com/linearize/linearize/onnx/onnxpb"
+	"google.golang.org/protobuf/proto"
+)
+
+func sp(s string) *string { return &s }
+func ip(i int32) *int32   { return &i }
+func i64p(i int64) *int64 { return &i }
+
+// tinyModel is Y = MatMul(X, W) + B with a valid structure; the cases below
+// break it one way each.
+func tinyModel() *onnxpb.ModelProto {
+	w, _ := onnx.EncodeTensor("W", onnx.NewFloat([]int{2, 2}, []float32{1, 2, 3, 4}))
+	b, _ := onnx.EncodeTensor("B", onnx.NewFloat([]int{2}, []float32{1, 1}))
+	return &onnxpb.ModelProto{
+		IrVersion:   i64p(8),
+		OpsetImport: []*onnxpb.OperatorSetIdProto{{Domain: sp(""), Version: i64p(17)}},
+		Graph: &onnxpb.GraphProto{
+			Name: sp("g"),
+			Node: []*onnxpb.NodeProto{
+				{Name: sp("mm"), OpType: sp("MatMul"), Input: []string{"X", "W"}, Output: []string{"T"}},
+				{Name: sp("add"), OpType: sp("Add"), Input: []string{"T", "B"}, Output: []string{"Y"}},
+			},
+			Initializer: []*onnxpb.TensorProto{w, b},
+			Input:       []*onnxpb.ValueInfoProto{onnx.MakeValueInfo("X", onnx.Float, []onnx.Dim{{Value: 1}, {Value: 2}})},
+			Output:      []*onnxpb.ValueInfoProto{onnx.MakeValueInfo("Y", onnx.Float, []onnx.Dim{{Value: 1}, {Value: 2}})},
+		},
+	}
+}
+
+func TestValidateRejectsEachClass(t *testing.T) {
+	cases := []struct {
+		name   string
+		break_ func(m *onnxpb.ModelProto)
+		want   string // substring of the error
+	}{
+		{"cycle", func(m *onnxpb.ModelProto) {
+			m.Graph.Node[0].Input[0] = "Y" // mm reads add's output, add reads mm's
+		}, "cycle"},
+		{"dangling input", func(m *onnxpb.ModelProto) {
+			m.Graph.Node[1].Input[1] = "nowhere"
+		}, `node "add" (Add): input "nowhere"`},
+		{"missing initializer", func(m *onnxpb.ModelProto) {
+			m.Graph.Initializer = m.Graph.Initializer[:1]
+		}, `input "B"`},
+		{"duplicate output", func(m *onnxpb.ModelProto) {
+			m.Graph.Node[1].Output[0] = "T"
+			m.Graph.Output[0].Name = sp("T")
+		}, `output "T" is produced by another node too`},
+		{"output shadows initializer", func(m *onnxpb.ModelProto) {
+			m.Graph.Node[0].Output[0] = "W"
+		}, `shadows`},
+		{"graph output not produced", func(m *onnxpb.ModelProto) {
+			m.Graph.Output[0].Name = sp("Z")
+		}, `output "Z" is not produced`},
+		{"raw size mismatch", func(m *onnxpb.ModelProto) {
+			m.Graph.Initializer[0].RawData = m.Graph.Initializer[0].RawData[:12]
+		}, `tensor "W": raw_data has 12 bytes`},
+		{"typed size mismatch", func(m *onnxpb.ModelProto) {
+			t := m.Graph.Initializer[1]
+			t.RawData = nil
+			t.FloatData = []float32{1, 2, 3}
+		}, `tensor "B": 3 values`},
+		{"absurd dims", func(m *onnxpb.ModelProto) {
+			m.Graph.Initializer[0].Dims = []int64{1 << 40, 1 << 40}
+		}, `tensor "W": shape`},
+		{"negative dim", func(m *onnxpb.ModelProto) {
+			m.Graph.Initializer[0].Dims = []int64{-2, -2}
+		}, `negative dimension`},
+		{"unimported domain", func(m *onnxpb.ModelProto) {
+			m.Graph.Node[1].Domain = sp("ai.linearize")
+		}, `domain "ai.linearize" is not in the model's opset_import`},
+		{"no opset import", func(m *onnxpb.ModelProto) {
+			m.OpsetImport = nil
+		}, `no opset_import`},
+	}
+	if err := onnx.Validate(tinyModel()); err != nil {
+		t.Fatalf("the unbroken model is invalid: %v", err)
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			m := tinyModel()
+			c.break_(m)
+			err := onnx.Validate(m)
+			if err == nil {
+				t.Fatal("Validate accepted the broken model")
+			}
+			if !errors.Is(err, onnx.ErrInvalid) {
+				t.Errorf("error %v is not ErrInvalid", err)
+			}
+			if !strings.Contains(err.Error(), c.want) {
+				t.Errorf("error %q does not mention %q", err, c.want)
+			}
+		})
+	}
+}
+
+// TestValidateAcceptsRealModels guards against false alarms: every model
+// written by a real tool must pass.
+func TestValidateAcceptsRealModels(t *testing.T) {
+	var paths []string
+	corpus, _ := filepath.Glob("../../shared/corpus/ort-fusion/*.onnx")
+	paths = append(paths, corpus...)
+	node, _ := filepath.Glob("/usr/share/libonnx-testdata/data/node/*/model.onnx")
+	paths = append(paths, node...)
+	if len(paths) == 0 {
+		t.Skip("no corpus (../shared/corpus) and no ONNX test data; run scripts/setup.sh")
+	}
+	for _, p := range paths {
+		m, err := onnx.Load(p)
+		if err != nil {
+			t.Errorf("%s: %v", p, err)
+			continue
+		}
+		if err := onnx.Validate(m); err != nil {
+			t.Errorf("%s: %v", p, err)
+		}
+	}
+	t.Logf("validated %d real models (%d corpus, %d ONNX node tests)", len(paths), len(corpus), len(node))
+}
+
+func FuzzDecodeModel(f *testing.F) {
+	b, _ := proto.Marshal(tinyModel())
+	f.Add(b)
+	seeds, _ := filepath.Glob("../../shared/corpus/ort-fusion/*.onnx")
+	for _, p := range seeds {
+		if data, err := os.ReadFile(p); err == nil && len(data) < 64<<10 {
+			f.Add(data)
+		}
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		m, err := onnx.Decode(data)
+		if err != nil {
+			return
+		}
+		if onnx.Validate(m) != nil {
+			return
+		}
+		for _, tp := range m.Graph.Initializer {
+			if _, err := onnx.DecodeTensor(tp); err != nil {
+				t.Fatalf("Validate accepted tensor %q that DecodeTensor rejects: %v", tp.GetName(), err)
+			}
+		}
+		if _, err := onnx.Encode(m); err != nil {
+			t.Fatal(err)
+		}
+		onnx.NewIndex(m.Graph)
+		onnx.RemoveDeadNodes(m.Graph)
+	})
+}
+
+func FuzzDecodeTensor(f *testing.F) {
+	for _, tc := range []*onnx.Tensor{
+		onnx.NewFloat([]int{2, 2}, []float32{1, 2, 3, 4}),
+		onnx.NewInt64([]int{3}, []int64{1, -2, 3}),
+		{DType: onnx.Bool, Shape: []int{2}, Data: []bool{true, false}},
+		{DType: onnx.Float16, Shape: []int{1}, Data: []uint16{0x3c00}},
+	} {
+		tp, _ := onnx.EncodeTensor("t", tc)
+		b, _ := proto.Marshal(tp)
+		f.Add(b)
+	}
+	typed := &onnxpb.TensorProto{Name: sp("typed"), DataType: ip(int32(onnx.Int32)), Dims: []int64{2}, Int32Data: []int32{7, 8}}
+	b, _ := proto.Marshal(typed)
+	f.Add(b)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		tp := &onnxpb.TensorProto{}
+		if proto.Unmarshal(data, tp) != nil {
+			return
+		}
+		x, err := onnx.DecodeTensor(tp)
+		if err != nil {
+			return
+		}
+		if err := x.Check(); err != nil {
+			t.Fatalf("decoded tensor is inconsistent: %v", err)
+		}
+		back, err := onnx.EncodeTensor("t", x)
+		if err != nil {
+			t.Fatalf("re-encoding: %v", err)
+		}
+		y, err := onnx.DecodeTensor(back)
+		if err != nil {
+			t.Fatalf("decoding the re-encoded tensor: %v", err)
+		}
+		if len(onnx.EncodeRaw(x)) != len(onnx.EncodeRaw(y)) || string(onnx.EncodeRaw(x)) != string(onnx.EncodeRaw(y)) {
+			t.Fatal("round trip changed the data")
+		}
+	})
+}
+
+func FuzzDecodeNPY(f *testing.F) {
+	var sb strings.Builder
+	_ = onnx.EncodeNPY(&sb, onnx.NewFloat([]int{2, 3}, []float32{1, 2, 3, 4, 5, 6}))
+	f.Add([]byte(sb.String()))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		x, err := onnx.DecodeNPY(data)
+		if err != nil {
+			return
+		}
+		if err := x.Check(); err != nil {
+			t.Fatalf("decoded .npy tensor is inconsistent: %v", err)
+		}
+	})
+}
