@@ -1,0 +1,477 @@
+package runtime
+
+import (
+	"fmt"
+	goruntime "runtime"
+	"strconv"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/linearize/linearize/onnx"
+	"github.com/linearize/linearize/onnx/onnxpb"
+	"github.com/linearize/linearize/ops"
+)
+
+func init() {
+	RegisterBackend("native", func(m *onnxpb.ModelProto, opts Options) (Session, error) {
+		return NewNativeSession(m, opts)
+	})
+}
+
+// NativeOptions configures a native session beyond Options.
+type NativeOptions struct {
+	Options
+	// InlineFunctions expands every call of a model-local function into
+	// the function's body, even when a native kernel is registered for the
+	// function's (domain, op). By default such a kernel is preferred and
+	// only functions without a kernel are expanded.
+	InlineFunctions bool
+}
+
+// NewNativeSession creates a session that runs m with the pure-Go kernels
+// of package ops. Every node's kernel is looked up when the session is
+// created, so an unsupported op fails here rather than in Run.
+func NewNativeSession(m *onnxpb.ModelProto, opts Options) (Session, error) {
+	return NewNativeSessionWith(m, NativeOptions{Options: opts})
+}
+
+// nativeNode is one step of the execution plan.
+type nativeNode struct {
+	node   *onnxpb.NodeProto
+	kernel ops.Kernel
+	opset  int64
+	in     []int // value slots, -1 for an absent optional input
+	out    []int // value slots, -1 for an unused output
+	free   []int // slots whose last use is this node
+}
+
+// nativeSession is an interpreter over a flattened, topologically sorted
+// node list. Values live in slots; a slot is released after its last
+// consumer ran (reference counting resolved when the session is built).
+type nativeSession struct {
+	threads int
+	inputs  []Value
+	outputs []Value
+	plan    []nativeNode
+	slots   map[string]int
+	nslots  int
+	consts  map[int]*onnx.Tensor // initializers, decoded once
+	inSlot  map[string]int       // graph inputs (overridable initializers too)
+	decl    map[string]Value     // declared input types by name
+	visible map[string]bool      // graph outputs and exposed values
+	lastUse []int                // per slot: index of the last node using it, -1 if none
+}
+
+// NewNativeSessionWith is NewNativeSession with native-only options.
+func NewNativeSessionWith(m *onnxpb.ModelProto, opts NativeOptions) (Session, error) {
+	if m == nil || m.Graph == nil {
+		return nil, fmt.Errorf("runtime: native: model has no graph")
+	}
+	g := m.Graph
+	s := &nativeSession{
+		threads: opts.Threads,
+		slots:   map[string]int{},
+		consts:  map[int]*onnx.Tensor{},
+		inSlot:  map[string]int{},
+		decl:    map[string]Value{},
+		visible: map[string]bool{},
+	}
+	if s.threads <= 0 {
+		s.threads = goruntime.GOMAXPROCS(0)
+	}
+	slot := func(name string) int {
+		if i, ok := s.slots[name]; ok {
+			return i
+		}
+		s.slots[name] = s.nslots
+		s.nslots++
+		return s.nslots - 1
+	}
+
+	for _, t := range g.Initializer {
+		v, err := onnx.DecodeTensor(t)
+		if err != nil {
+			return nil, fmt.Errorf("runtime: native: initializer %q: %v", t.GetName(), err)
+		}
+		s.consts[slot(t.GetName())] = v
+	}
+	for _, vi := range g.Input {
+		dt, shape, _ := onnx.TensorType(vi)
+		v := Value{Name: vi.GetName(), DType: dt, Shape: shape}
+		s.inSlot[vi.GetName()] = slot(vi.GetName())
+		s.decl[vi.GetName()] = v
+		if _, isInit := s.consts[s.slots[vi.GetName()]]; !isInit {
+			s.inputs = append(s.inputs, v)
+		}
+	}
+	for _, vi := range g.Output {
+		dt, shape, _ := onnx.TensorType(vi)
+		s.outputs = append(s.outputs, Value{Name: vi.GetName(), DType: dt, Shape: shape})
+		s.visible[vi.GetName()] = true
+	}
+	for _, e := range opts.Expose {
+		s.visible[e] = true
+	}
+
+	nodes, err := onnx.TopoSort(g)
+	if err != nil {
+		return nil, fmt.Errorf("runtime: native: %v", err)
+	}
+	fx := newFuncExpander(m, opts.InlineFunctions)
+	flat, err := fx.expand(nodes, nil, 0)
+	if err != nil {
+		return nil, err
+	}
+
+	for _, fn := range flat {
+		n := fn.node
+		k, err := ops.Lookup(n.GetDomain(), n.GetOpType(), fn.opset)
+		if err != nil {
+			return nil, fmt.Errorf("runtime: node %s: %v", nodeLabel(n), err)
+		}
+		pn := nativeNode{node: n, kernel: k, opset: fn.opset}
+		for _, in := range n.Input {
+			if in == "" {
+				pn.in = append(pn.in, -1)
+				continue
+			}
+			i, ok := s.slots[in]
+			if !ok {
+				return nil, fmt.Errorf("runtime: node %s: input %q is neither a graph input, an initializer nor produced by a node", nodeLabel(n), in)
+			}
+			pn.in = append(pn.in, i)
+		}
+		for _, o := range n.Output {
+			if o == "" {
+				pn.out = append(pn.out, -1)
+				continue
+			}
+			pn.out = append(pn.out, slot(o))
+		}
+		s.plan = append(s.plan, pn)
+	}
+	for _, o := range s.outputs {
+		if _, ok := s.slots[o.Name]; !ok {
+			return nil, fmt.Errorf("runtime: native: graph output %q is not produced by any node", o.Name)
+		}
+	}
+	for e := range s.visible {
+		if _, ok := s.slots[e]; !ok {
+			return nil, fmt.Errorf("runtime: native: exposed value %q does not exist in the graph", e)
+		}
+	}
+
+	// Reference counting: a slot can be released after its last consumer.
+	s.lastUse = make([]int, s.nslots)
+	for i := range s.lastUse {
+		s.lastUse[i] = -1
+	}
+	for ni, pn := range s.plan {
+		for _, i := range pn.in {
+			if i >= 0 {
+				s.lastUse[i] = ni
+			}
+		}
+	}
+	for i, last := range s.lastUse {
+		if last >= 0 {
+			s.plan[last].free = append(s.plan[last].free, i)
+		}
+	}
+	return s, nil
+}
+
+func nodeLabel(n *onnxpb.NodeProto) string {
+	name := n.GetName()
+	if name == "" && len(n.Output) > 0 {
+		name = n.Output[0]
+	}
+	op := n.GetOpType()
+	if d := n.GetDomain(); d != "" && d != "ai.onnx" {
+		op = d + ":" + op
+	}
+	return fmt.Sprintf("%q (%s)", name, op)
+}
+
+func (s *nativeSession) Inputs() []Value  { return append([]Value(nil), s.inputs...) }
+func (s *nativeSession) Outputs() []Value { return append([]Value(nil), s.outputs...) }
+func (s *nativeSession) Close() error     { return nil }
+
+// Run evaluates the model. It does not modify the session, so concurrent
+// calls are safe.
+func (s *nativeSession) Run(inputs map[string]*onnx.Tensor, names ...string) (map[string]*onnx.Tensor, error) {
+	if len(names) == 0 {
+		for _, o := range s.outputs {
+			names = append(names, o.Name)
+		}
+	}
+	keep := map[int]bool{}
+	for _, name := range names {
+		if !s.visible[name] {
+			return nil, fmt.Errorf("runtime: native: %q is not a graph output or exposed value", name)
+		}
+		keep[s.slots[name]] = true
+	}
+	vals := make([]*onnx.Tensor, s.nslots)
+	for i, c := range s.consts {
+		vals[i] = c
+	}
+	for name, t := range inputs {
+		i, ok := s.inSlot[name]
+		if !ok {
+			return nil, fmt.Errorf("runtime: native: model has no input %q", name)
+		}
+		if err := checkInput(s.decl[name], t); err != nil {
+			return nil, err
+		}
+		vals[i] = t
+	}
+	for _, in := range s.inputs {
+		if vals[s.inSlot[in.Name]] == nil {
+			return nil, fmt.Errorf("runtime: native: input %q is missing", in.Name)
+		}
+	}
+
+	ctx := &ops.Context{Threads: s.threads}
+	args := make([]*onnx.Tensor, 0, 8)
+	for _, pn := range s.plan {
+		args = args[:0]
+		for _, i := range pn.in {
+			if i < 0 {
+				args = append(args, nil)
+				continue
+			}
+			if vals[i] == nil {
+				return nil, fmt.Errorf("runtime: node %s: input %q has no value", nodeLabel(pn.node), pn.node.Input[len(args)])
+			}
+			args = append(args, vals[i])
+		}
+		ctx.Node, ctx.Opset = pn.node, pn.opset
+		out, err := pn.kernel(ctx, args)
+		if err != nil {
+			return nil, fmt.Errorf("runtime: node %s: %v", nodeLabel(pn.node), err)
+		}
+		for j, i := range pn.out {
+			if i < 0 {
+				continue
+			}
+			if j >= len(out) || out[j] == nil {
+				return nil, fmt.Errorf("runtime: node %s: kernel produced no value for output %q", nodeLabel(pn.node), pn.node.Output[j])
+			}
+			vals[i] = out[j]
+		}
+		for _, i := range pn.free {
+			if !keep[i] {
+				if _, c := s.consts[i]; !c {
+					vals[i] = nil
+				}
+			}
+		}
+	}
+	res := make(map[string]*onnx.Tensor, len(names))
+	for _, name := range names {
+		v := vals[s.slots[name]]
+		if v == nil {
+			return nil, fmt.Errorf("runtime: native: %q was not computed", name)
+		}
+		res[name] = v
+	}
+	return res, nil
+}
+
+// checkInput compares a fed tensor with the input's declaration.
+func checkInput(d Value, t *onnx.Tensor) error {
+	if t == nil {
+		return fmt.Errorf("runtime: native: input %q is nil", d.Name)
+	}
+	if d.DType != onnx.Undefined && t.DType != d.DType {
+		return fmt.Errorf("runtime: native: input %q has type %s, the model declares %s", d.Name, onnx.TypeName(t.DType), onnx.TypeName(d.DType))
+	}
+	if err := t.Check(); err != nil {
+		return fmt.Errorf("runtime: native: input %q: %v", d.Name, err)
+	}
+	if d.Shape == nil {
+		return nil
+	}
+	if len(t.Shape) != len(d.Shape) {
+		return fmt.Errorf("runtime: native: input %q has shape %v, the model declares rank %d", d.Name, t.Shape, len(d.Shape))
+	}
+	for i, dim := range d.Shape {
+		if dim.Value >= 0 && int64(t.Shape[i]) != dim.Value {
+			return fmt.Errorf("runtime: native: input %q has shape %v, the model declares dimension %d = %d", d.Name, t.Shape, i, dim.Value)
+		}
+	}
+	return nil
+}
+
+// flatNode is a node of the flattened graph with the opset its domain has
+// where it was written (the model, or the function that contains it).
+type flatNode struct {
+	node  *onnxpb.NodeProto
+	opset int64
+}
+
+// funcExpander inlines calls of model-local functions.
+type funcExpander struct {
+	model  *onnxpb.ModelProto
+	funcs  map[string]*onnxpb.FunctionProto // "domain:name:overload"
+	inline bool
+	count  int
+}
+
+const maxFunctionDepth = 64
+
+func newFuncExpander(m *onnxpb.ModelProto, inline bool) *funcExpander {
+	fx := &funcExpander{model: m, funcs: map[string]*onnxpb.FunctionProto{}, inline: inline}
+	for _, f := range m.Functions {
+		fx.funcs[funcKey(f.GetDomain(), f.GetName(), f.GetOverload())] = f
+	}
+	return fx
+}
+
+func funcKey(domain, name, overload string) string {
+	if domain == "ai.onnx" {
+		domain = ""
+	}
+	return domain + ":" + name + ":" + overload
+}
+
+// opsetOf returns the version of domain imported by the function f (nil:
+// the model), falling back to the model's import.
+func (fx *funcExpander) opsetOf(f *onnxpb.FunctionProto, domain string) int64 {
+	if domain == "ai.onnx" {
+		domain = ""
+	}
+	if f != nil {
+		for _, op := range f.OpsetImport {
+			d := op.GetDomain()
+			if d == "ai.onnx" {
+				d = ""
+			}
+			if d == domain {
+				return op.GetVersion()
+			}
+		}
+	}
+	return onnx.OpsetVersion(fx.model, domain)
+}
+
+// expand flattens nodes (written inside function f, nil for the main
+// graph), replacing calls of model-local functions by their bodies.
+func (fx *funcExpander) expand(nodes []*onnxpb.NodeProto, f *onnxpb.FunctionProto, depth int) ([]flatNode, error) {
+	var out []flatNode
+	for _, n := range nodes {
+		opset := fx.opsetOf(f, n.GetDomain())
+		callee := fx.funcs[funcKey(n.GetDomain(), n.GetOpType(), n.GetOverload())]
+		if callee == nil {
+			out = append(out, flatNode{n, opset})
+			continue
+		}
+		if !fx.inline {
+			if _, err := ops.Lookup(n.GetDomain(), n.GetOpType(), opset); err == nil {
+				out = append(out, flatNode{n, opset})
+				continue
+			}
+		}
+		if depth >= maxFunctionDepth {
+			return nil, fmt.Errorf("runtime: node %s: model-local functions nest deeper than %d (recursive?)", nodeLabel(n), maxFunctionDepth)
+		}
+		body, err := fx.instantiate(n, callee)
+		if err != nil {
+			return nil, err
+		}
+		sub, err := fx.expand(body, callee, depth+1)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, sub...)
+	}
+	return out, nil
+}
+
+// instantiate returns copies of callee's body nodes for the call n: formal
+// inputs and outputs renamed to the call's actual names, internal values
+// given fresh unique names, attribute references resolved.
+func (fx *funcExpander) instantiate(n *onnxpb.NodeProto, callee *onnxpb.FunctionProto) ([]*onnxpb.NodeProto, error) {
+	if len(n.Input) > len(callee.Input) {
+		return nil, fmt.Errorf("runtime: node %s: %d inputs, function %s has %d", nodeLabel(n), len(n.Input), callee.GetName(), len(callee.Input))
+	}
+	if len(n.Output) > len(callee.Output) {
+		return nil, fmt.Errorf("runtime: node %s: %d outputs, function %s has %d", nodeLabel(n), len(n.Output), callee.GetName(), len(callee.Output))
+	}
+	fx.count++
+	prefix := n.GetName()
+	if prefix == "" {
+		prefix = callee.GetName()
+	}
+	prefix += "/" + strconv.Itoa(fx.count) + "/"
+	rename := map[string]string{}
+	for i, formal := range callee.Input {
+		actual := ""
+		if i < len(n.Input) {
+			actual = n.Input[i]
+		}
+		rename[formal] = actual
+	}
+	for i, formal := range callee.Output {
+		actual := ""
+		if i < len(n.Output) {
+			actual = n.Output[i]
+		}
+		rename[formal] = actual
+	}
+	name := func(s string) string {
+		if s == "" {
+			return ""
+		}
+		if r, ok := rename[s]; ok {
+			return r
+		}
+		return prefix + s
+	}
+	// Attribute values for references: the call's, else the function's defaults.
+	attrs := map[string]*onnxpb.AttributeProto{}
+	for _, a := range callee.AttributeProto {
+		attrs[a.GetName()] = a
+	}
+	for _, a := range n.Attribute {
+		attrs[a.GetName()] = a
+	}
+	body := make([]*onnxpb.NodeProto, 0, len(callee.Node))
+	for _, bn := range callee.Node {
+		c := &onnxpb.NodeProto{
+			Name:     strPtr(prefix + bn.GetName()),
+			OpType:   bn.OpType,
+			Domain:   bn.Domain,
+			Overload: bn.Overload,
+		}
+		for _, in := range bn.Input {
+			c.Input = append(c.Input, name(in))
+		}
+		for _, o := range bn.Output {
+			c.Output = append(c.Output, name(o))
+		}
+		for _, a := range bn.Attribute {
+			if ref := a.GetRefAttrName(); ref != "" {
+				v, ok := attrs[ref]
+				if !ok {
+					continue // not given and no default: the attribute is absent
+				}
+				ca := cloneAttr(v)
+				ca.Name = a.Name
+				ca.RefAttrName = nil
+				c.Attribute = append(c.Attribute, ca)
+				continue
+			}
+			c.Attribute = append(c.Attribute, a)
+		}
+		body = append(body, c)
+	}
+	return body, nil
+}
+
+func cloneAttr(a *onnxpb.AttributeProto) *onnxpb.AttributeProto {
+	return proto.Clone(a).(*onnxpb.AttributeProto)
+}
+
+func strPtr(s string) *string { return &s }
