@@ -7,9 +7,13 @@ import (
 	"io"
 	"math"
 	"os"
+	"path/filepath"
 	"sort"
+	"strconv"
+	"strings"
 
 	"github.com/linearize/linearize/onnx"
+	"github.com/linearize/linearize/onnx/onnxpb"
 )
 
 // maxSafetensorsHeader bounds the JSON header of a .safetensors file (the
@@ -226,4 +230,104 @@ func ToFloat32(t *onnx.Tensor) (*onnx.Tensor, error) {
 		return onnx.NewFloat(shape, f), nil
 	}
 	return nil, fmt.Errorf("models: %s is not a float tensor", onnx.TypeName(t.DType))
+}
+
+// PretrainedConfig reads a Hugging Face BERT folder's config.json and
+// returns the matching Config (opset 17, weights not yet loaded).
+func PretrainedConfig(dir string) (Config, error) {
+	p := filepath.Join(dir, "config.json")
+	data, err := os.ReadFile(p)
+	if err != nil {
+		return Config{}, fmt.Errorf("models: %w", err)
+	}
+	var c struct {
+		ModelType    string  `json:"model_type"`
+		Vocab        int     `json:"vocab_size"`
+		Hidden       int     `json:"hidden_size"`
+		Heads        int     `json:"num_attention_heads"`
+		Layers       int     `json:"num_hidden_layers"`
+		Intermediate int     `json:"intermediate_size"`
+		MaxPositions int     `json:"max_position_embeddings"`
+		TypeVocab    int     `json:"type_vocab_size"`
+		Act          string  `json:"hidden_act"`
+		Eps          float64 `json:"layer_norm_eps"`
+		PosType      string  `json:"position_embedding_type"`
+	}
+	if err := json.Unmarshal(data, &c); err != nil {
+		return Config{}, fmt.Errorf("models: %s: %w", p, err)
+	}
+	if c.ModelType != "bert" {
+		return Config{}, fmt.Errorf("models: %s: model_type %q, want bert", p, c.ModelType)
+	}
+	if c.Act != "" && c.Act != "gelu" {
+		return Config{}, fmt.Errorf("models: %s: hidden_act %q, only gelu (erf) is built", p, c.Act)
+	}
+	if c.PosType != "" && c.PosType != "absolute" {
+		return Config{}, fmt.Errorf("models: %s: position_embedding_type %q, only absolute is built", p, c.PosType)
+	}
+	cfg := Config{Vocab: c.Vocab, Hidden: c.Hidden, Heads: c.Heads, Layers: c.Layers,
+		Intermediate: c.Intermediate, MaxPositions: c.MaxPositions, TypeVocab: c.TypeVocab,
+		Opset: 17, Seed: 1, LNEps: float32(c.Eps)}
+	if err := cfg.Validate(); err != nil {
+		return Config{}, fmt.Errorf("%w (%s)", err, p)
+	}
+	return cfg, nil
+}
+
+// Pretrained builds the BERT graph of a Hugging Face BertModel folder
+// (config.json + model.safetensors) with its trained weights. Every
+// parameter BERT uses must be in the file (none is drawn at random);
+// buffers such as embeddings.position_ids are ignored.
+func Pretrained(dir string) (*onnxpb.ModelProto, Config, error) {
+	cfg, err := PretrainedConfig(dir)
+	if err != nil {
+		return nil, cfg, err
+	}
+	p := filepath.Join(dir, "model.safetensors")
+	ts, err := ReadSafetensors(p)
+	if err != nil {
+		return nil, cfg, err
+	}
+	// Some checkpoints prefix names with the architecture ("bert.").
+	ws := map[string]*onnx.Tensor{}
+	for name, t := range ts {
+		name = strings.TrimPrefix(name, "bert.")
+		if strings.HasSuffix(name, "position_ids") {
+			continue
+		}
+		if t.DType != onnx.Float {
+			if t, err = ToFloat32(t); err != nil {
+				return nil, cfg, fmt.Errorf("models: %s: %s: %w", p, name, err)
+			}
+		}
+		ws[name] = t
+	}
+	for _, name := range bertParamNames(cfg.Layers) {
+		if _, ok := ws[name]; !ok {
+			return nil, cfg, fmt.Errorf("models: %s: weight %q missing", p, name)
+		}
+	}
+	cfg.Weights = ws
+	m, err := BERT(cfg)
+	if err != nil {
+		return nil, cfg, fmt.Errorf("%w (%s)", err, p)
+	}
+	return m, cfg, nil
+}
+
+// bertParamNames lists the state-dict names of a BertModel's parameters.
+func bertParamNames(layers int) []string {
+	names := []string{
+		"embeddings.word_embeddings.weight", "embeddings.position_embeddings.weight",
+		"embeddings.token_type_embeddings.weight", "embeddings.LayerNorm.weight", "embeddings.LayerNorm.bias",
+		"pooler.dense.weight", "pooler.dense.bias",
+	}
+	for l := 0; l < layers; l++ {
+		p := "encoder.layer." + strconv.Itoa(l) + "."
+		for _, s := range []string{"attention.self.query", "attention.self.key", "attention.self.value",
+			"attention.output.dense", "attention.output.LayerNorm", "intermediate.dense", "output.dense", "output.LayerNorm"} {
+			names = append(names, p+s+".weight", p+s+".bias")
+		}
+	}
+	return names
 }
