@@ -1,0 +1,376 @@
+package convert
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/linearize/linearize/onnx"
+	"github.com/linearize/linearize/onnx/onnxpb"
+	"google.golang.org/protobuf/proto"
+)
+
+// ExtendOptions configures ExtendPositions.
+type ExtendOptions struct {
+	// MaxPositions is the number of rows the position table gets. It must
+	// exceed the current number.
+	MaxPositions int
+	// Method is "copy" (the default) or "interpolate".
+	//
+	// copy tiles the learned rows, as Longformer did when it extended
+	// RoBERTa from 512 to 4096 positions: new row Offset+i is old row
+	// Offset + i mod (old − Offset). Every existing row keeps its value, so
+	// inputs shorter than the old table give bit-identical embeddings.
+	//
+	// interpolate resamples the learned rows linearly over the new length
+	// (position interpolation): new row Offset+i lies at old coordinate
+	// Offset + i·(old−Offset−1)/(new−Offset−1). The first and last learned
+	// rows are kept; the rows between move, so short inputs change too.
+	Method string
+	// Offset is the number of leading rows that are not positions and are
+	// copied unchanged. BERT numbers positions from row 0 (Offset 0).
+	// RoBERTa-style models number them from padding_idx+1 = 2 and keep rows
+	// 0 and 1 (padding and an unused row): use Offset 2 for those, as
+	// Longformer's conversion copied rows 2.. only.
+	Offset int
+}
+
+// ExtendReport says what ExtendPositions changed.
+type ExtendReport struct {
+	Table       string // the position-table initializer
+	OldRows     int
+	NewRows     int
+	Hidden      int
+	Method      string
+	Source      string // how position ids are formed: "slice of buffer", "range", "input", "cumsum"
+	PositionIDs string // the constant position_ids buffer extended too, if any
+	Notes       []string
+}
+
+// String is a one-paragraph summary.
+func (r *ExtendReport) String() string {
+	s := fmt.Sprintf("position table %s: %d → %d rows (hidden %d, method %s; position ids from %s)",
+		r.Table, r.OldRows, r.NewRows, r.Hidden, r.Method, r.Source)
+	if r.PositionIDs != "" {
+		s += fmt.Sprintf("; buffer %s extended to %d", r.PositionIDs, r.NewRows)
+	}
+	for _, n := range r.Notes {
+		s += "\nnote: " + n
+	}
+	return s
+}
+
+// posTable is one candidate absolute position-embedding lookup.
+type posTable struct {
+	gather *onnxpb.NodeProto // Gather(table, ids) or nil for a fused node
+	table  string
+	source string
+	buffer string // constant position_ids buffer feeding a Slice, if any
+}
+
+// ExtendPositions returns a copy of m whose absolute position-embedding
+// table has opts.MaxPositions rows, so that the model accepts inputs of
+// that many tokens. The table is the initializer a Gather reads with
+// position ids, where the ids are a Slice of a constant position_ids
+// buffer (Hugging Face exports; the buffer is extended too), a Range over
+// the sequence length, a CumSum over the mask (RoBERTa's
+// create_position_ids_from_input_ids), or a graph input named like
+// "position_ids"; onnxruntime's fused EmbedLayerNormalization is handled
+// too. Word, token-type and other tables are left untouched. m is not
+// modified.
+func ExtendPositions(m *onnxpb.ModelProto, opts ExtendOptions) (*onnxpb.ModelProto, *ExtendReport, error) {
+	if m == nil || m.Graph == nil {
+		return nil, nil, errors.New("convert: extend positions: no graph")
+	}
+	method := opts.Method
+	if method == "" {
+		method = "copy"
+	}
+	if method != "copy" && method != "interpolate" {
+		return nil, nil, fmt.Errorf("convert: extend positions: method %q: want copy or interpolate", opts.Method)
+	}
+	if opts.Offset < 0 {
+		return nil, nil, fmt.Errorf("convert: extend positions: offset %d is negative", opts.Offset)
+	}
+	out := proto.Clone(m).(*onnxpb.ModelProto)
+	g := out.Graph
+	ix := onnx.NewIndex(g)
+	pt, err := findPositionTable(ix)
+	if err != nil {
+		return nil, nil, err
+	}
+	tp := ix.Initializers[pt.table]
+	t, err := onnx.DecodeTensor(tp)
+	if err != nil {
+		return nil, nil, fmt.Errorf("convert: extend positions: table %s: %w", pt.table, err)
+	}
+	if len(t.Shape) != 2 || t.DType != onnx.Float {
+		return nil, nil, fmt.Errorf("convert: extend positions: table %s is %s %v, want a 2-D float32 table", pt.table, onnx.TypeName(t.DType), t.Shape)
+	}
+	old, hidden := t.Shape[0], t.Shape[1]
+	n := opts.MaxPositions
+	if n <= old {
+		return nil, nil, fmt.Errorf("convert: extend positions: --max-positions %d must exceed the table's %d rows (%s)", n, old, pt.table)
+	}
+	if opts.Offset >= old-1 {
+		return nil, nil, fmt.Errorf("convert: extend positions: offset %d leaves fewer than 2 learned rows in %s (%d rows)", opts.Offset, pt.table, old)
+	}
+	if int64(n)*int64(hidden) > onnx.MaxTensorElements {
+		return nil, nil, fmt.Errorf("convert: extend positions: %d × %d table is too large", n, hidden)
+	}
+	rows := ExtendTable(t.Floats(), old, hidden, n, opts.Offset, method)
+	nt, err := onnx.EncodeTensor(pt.table, onnx.NewFloat([]int{n, hidden}, rows))
+	if err != nil {
+		return nil, nil, fmt.Errorf("convert: extend positions: %w", err)
+	}
+	proto.Reset(tp)
+	proto.Merge(tp, nt)
+	setDeclaredRows(g, pt.table, n)
+	rep := &ExtendReport{Table: pt.table, OldRows: old, NewRows: n, Hidden: hidden, Method: method, Source: pt.source}
+	if pt.buffer != "" {
+		if err := extendIDBuffer(ix, pt.buffer, n); err != nil {
+			return nil, nil, err
+		}
+		rep.PositionIDs = pt.buffer
+	}
+	if opts.Offset > 0 {
+		rep.Notes = append(rep.Notes, fmt.Sprintf("rows 0..%d kept as non-position rows (offset %d)", opts.Offset-1, opts.Offset))
+	}
+	for _, vi := range g.Input {
+		if ix.Initializers[vi.GetName()] != nil {
+			continue
+		}
+		_, shape, ok := onnx.TensorType(vi)
+		if ok && len(shape) >= 2 && shape[len(shape)-1].Value > 0 {
+			rep.Notes = append(rep.Notes, fmt.Sprintf("input %s declares a fixed sequence length %d; the model was exported for that length only", vi.GetName(), shape[len(shape)-1].Value))
+		}
+	}
+	return out, rep, nil
+}
+
+// ExtendTable returns a [newRows, hidden] table grown from the row-major
+// [old, hidden] rows by method "copy" or "interpolate" (see ExtendOptions),
+// keeping the first offset rows.
+func ExtendTable(rows []float32, old, hidden, newRows, offset int, method string) []float32 {
+	out := make([]float32, newRows*hidden)
+	copy(out, rows[:offset*hidden])
+	learned := old - offset
+	span := newRows - offset
+	for i := 0; i < span; i++ {
+		dst := out[(offset+i)*hidden : (offset+i+1)*hidden]
+		if method == "copy" {
+			src := offset + i%learned
+			copy(dst, rows[src*hidden:(src+1)*hidden])
+			continue
+		}
+		// Exact rational coordinate i·(learned−1)/(span−1), split into an
+		// integer row and a fraction so that end points are exact.
+		num := i * (learned - 1)
+		lo := num / (span - 1)
+		frac := float64(num%(span-1)) / float64(span-1)
+		a := rows[(offset+lo)*hidden : (offset+lo+1)*hidden]
+		if frac == 0 {
+			copy(dst, a)
+			continue
+		}
+		b := rows[(offset+lo+1)*hidden : (offset+lo+2)*hidden]
+		for j := range dst {
+			dst[j] = float32(float64(a[j])*(1-frac) + float64(b[j])*frac)
+		}
+	}
+	return out
+}
+
+// findPositionTable returns the one absolute position table of the graph.
+func findPositionTable(ix *onnx.Index) (*posTable, error) {
+	var found []*posTable
+	var rejected []string
+	for _, n := range ix.Graph.Node {
+		switch {
+		case n.GetOpType() == "EmbedLayerNormalization" && n.GetDomain() == "com.microsoft":
+			if len(n.Input) > 3 && ix.Initializers[n.Input[3]] != nil {
+				found = append(found, &posTable{table: n.Input[3], source: "EmbedLayerNormalization"})
+			}
+		case n.GetOpType() == "Gather" && (n.GetDomain() == "" || n.GetDomain() == "ai.onnx") && len(n.Input) == 2:
+			if onnx.AttrInt(n, "axis", 0) != 0 || ix.Initializers[n.Input[0]] == nil {
+				continue
+			}
+			src, buf := positionSource(ix, n.Input[1], 0)
+			if src == "" {
+				if strings.Contains(strings.ToLower(n.Input[0]), "position") {
+					rejected = append(rejected, n.Input[0])
+				}
+				continue
+			}
+			found = append(found, &posTable{gather: n, table: n.Input[0], source: src, buffer: buf})
+		}
+	}
+	// One table may be read by several Gathers; keep distinct tables.
+	uniq := map[string]*posTable{}
+	var tables []string
+	for _, p := range found {
+		if uniq[p.table] == nil {
+			uniq[p.table] = p
+			tables = append(tables, p.table)
+		} else if uniq[p.table].buffer == "" {
+			uniq[p.table].buffer = p.buffer
+		}
+	}
+	switch len(tables) {
+	case 1:
+		return uniq[tables[0]], nil
+	case 0:
+		if len(rejected) > 0 {
+			return nil, fmt.Errorf("convert: extend positions: table %s looks like a position table but its indices come from neither a position_ids buffer, a Range, a CumSum nor a position input", rejected[0])
+		}
+		return nil, errors.New("convert: extend positions: no absolute position-embedding table found (Gather from an initializer indexed by position ids); models with relative or rotary positions need no extension")
+	default:
+		return nil, fmt.Errorf("convert: extend positions: %d candidate position tables (%s); expected one", len(tables), strings.Join(tables, ", "))
+	}
+}
+
+// positionSource traces Gather indices back to how position ids are made.
+// It returns "" when they are not position ids (e.g. input_ids), and the
+// constant buffer name when the ids are a Slice of one.
+func positionSource(ix *onnx.Index, v string, depth int) (string, string) {
+	if depth > 8 {
+		return "", ""
+	}
+	if ix.GraphInputs[v] {
+		if strings.Contains(strings.ToLower(v), "position") {
+			return "input", ""
+		}
+		return "", ""
+	}
+	p := ix.Producer[v]
+	if p == nil || (p.GetDomain() != "" && p.GetDomain() != "ai.onnx") {
+		return "", ""
+	}
+	switch p.GetOpType() {
+	case "Range":
+		return "range", ""
+	case "CumSum":
+		return "cumsum", ""
+	case "Slice":
+		if len(p.Input) > 0 {
+			if t, ok := ix.Constant(p.Input[0]); ok && isIntType(t.DType) {
+				return "slice of buffer", p.Input[0]
+			}
+			return positionSource(ix, p.Input[0], depth+1)
+		}
+	case "Cast", "Unsqueeze", "Squeeze", "Reshape", "Expand", "Identity", "Add", "Mul", "Tile":
+		for _, in := range p.Input {
+			if in == "" {
+				continue
+			}
+			if _, isConst := ix.Constant(in); isConst {
+				continue
+			}
+			if s, b := positionSource(ix, in, depth+1); s != "" {
+				return s, b
+			}
+		}
+	}
+	return "", ""
+}
+
+func isIntType(dt onnx.DataType) bool {
+	return dt == onnx.Int64 || dt == onnx.Int32
+}
+
+// extendIDBuffer grows a constant [1, P] or [P] arithmetic position_ids
+// buffer (an initializer or Constant node) to n entries.
+func extendIDBuffer(ix *onnx.Index, name string, n int) error {
+	t, _ := ix.Constant(name)
+	ids, err := t.AsInt64s()
+	if err != nil || len(ids) < 1 {
+		return fmt.Errorf("convert: extend positions: position_ids buffer %s: unreadable", name)
+	}
+	if len(t.Shape) == 0 || len(t.Shape) > 2 || (len(t.Shape) == 2 && t.Shape[0] != 1) {
+		return fmt.Errorf("convert: extend positions: position_ids buffer %s has shape %v, want [1, P] or [P]", name, t.Shape)
+	}
+	step := int64(1)
+	if len(ids) > 1 {
+		step = ids[1] - ids[0]
+	}
+	for i := 1; i < len(ids); i++ {
+		if ids[i]-ids[i-1] != step {
+			return fmt.Errorf("convert: extend positions: position_ids buffer %s is not an arithmetic sequence at entry %d", name, i)
+		}
+	}
+	if n <= len(ids) {
+		return nil
+	}
+	shape := []int{n}
+	if len(t.Shape) == 2 {
+		shape = []int{1, n}
+	}
+	var nt *onnx.Tensor
+	if t.DType == onnx.Int32 {
+		d := make([]int32, n)
+		for i := range d {
+			d[i] = int32(ids[0] + int64(i)*step)
+		}
+		nt = &onnx.Tensor{DType: onnx.Int32, Shape: shape, Data: d}
+	} else {
+		d := make([]int64, n)
+		for i := range d {
+			d[i] = ids[0] + int64(i)*step
+		}
+		nt = onnx.NewInt64(shape, d)
+	}
+	if tp := ix.Initializers[name]; tp != nil {
+		enc, err := onnx.EncodeTensor(name, nt)
+		if err != nil {
+			return fmt.Errorf("convert: extend positions: %w", err)
+		}
+		proto.Reset(tp)
+		proto.Merge(tp, enc)
+		setDeclaredRows(ix.Graph, name, -1)
+		return nil
+	}
+	c := ix.Producer[name]
+	enc, err := onnx.EncodeTensor("", nt)
+	if err != nil {
+		return fmt.Errorf("convert: extend positions: %w", err)
+	}
+	enc.Name = nil
+	for _, a := range c.Attribute {
+		if a.GetName() == "value" {
+			a.T = enc
+			return nil
+		}
+	}
+	// value_ints form.
+	for _, a := range c.Attribute {
+		if a.GetName() == "value_ints" {
+			a.Ints = nt.Int64s()
+			return nil
+		}
+	}
+	return fmt.Errorf("convert: extend positions: Constant %s holds the position ids in a form that cannot be extended", name)
+}
+
+// setDeclaredRows updates a declared shape of name (graph input or
+// value_info, as old IR versions list initializers as inputs): rows ≥ 0
+// sets the first dimension, −1 drops the declared shape.
+func setDeclaredRows(g *onnxpb.GraphProto, name string, rows int) {
+	fix := func(vis []*onnxpb.ValueInfoProto) {
+		for _, vi := range vis {
+			if vi.GetName() != name {
+				continue
+			}
+			tt := vi.GetType().GetTensorType()
+			if tt == nil || tt.Shape == nil || len(tt.Shape.Dim) == 0 {
+				continue
+			}
+			if rows < 0 {
+				tt.Shape = nil
+				continue
+			}
+			tt.Shape.Dim[0].Value = &onnxpb.TensorShapeProto_Dimension_DimValue{DimValue: int64(rows)}
+		}
+	}
+	fix(g.Input)
+	fix(g.ValueInfo)
+}

@@ -1,0 +1,352 @@
+package convert_test
+
+import (
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/linearize/linearize/convert"
+	"github.com/linearize/linearize/models"
+	"github.com/linearize/linearize/onnx"
+	"github.com/linearize/linearize/onnx/onnxpb"
+	"github.com/linearize/linearize/runtime"
+)
+
+func needORT(t *testing.T) {
+	t.Helper()
+	if err := runtime.ORTAvailable(); err != nil {
+		t.Skipf("onnxruntime not available (install with scripts/setup.sh): %v", err)
+	}
+}
+
+func smallBERT(t *testing.T, maxPos int) *onnxpb.ModelProto {
+	t.Helper()
+	cfg := models.Config{Vocab: 60, Hidden: 32, Heads: 4, Layers: 1, Intermediate: 64,
+		MaxPositions: maxPos, TypeVocab: 2, Opset: 17, Seed: 9, InitStd: 0.2}
+	m, err := models.BERT(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func nodeByName(g *onnxpb.GraphProto, name string) (int, *onnxpb.NodeProto) {
+	for i, n := range g.Node {
+		if n.GetName() == name {
+			return i, n
+		}
+	}
+	return -1, nil
+}
+
+func str(s string) *string { return &s }
+
+// withRangeIDs replaces the Slice of the position_ids buffer by
+// Unsqueeze(Range(0, seq_len, 1), 0), the form older exporters write.
+func withRangeIDs(t *testing.T, m *onnxpb.ModelProto) {
+	g := m.Graph
+	i, sl := nodeByName(g, "/embeddings/Slice")
+	if sl == nil {
+		t.Fatal("builder changed: no /embeddings/Slice")
+	}
+	zero, _ := onnx.EncodeTensor("range_start", onnx.NewInt64([]int{}, []int64{0}))
+	one, _ := onnx.EncodeTensor("range_delta", onnx.NewInt64([]int{}, []int64{1}))
+	axes, _ := onnx.EncodeTensor("range_axes", onnx.NewInt64([]int{1}, []int64{0}))
+	g.Initializer = append(g.Initializer, zero, one, axes)
+	_, gat := nodeByName(g, "/embeddings/Gather") // the scalar seq_len
+	rng := &onnxpb.NodeProto{OpType: str("Range"), Name: str("range"), Input: []string{"range_start", gat.Output[0], "range_delta"}, Output: []string{"range_out"}}
+	unsq := &onnxpb.NodeProto{OpType: str("Unsqueeze"), Name: str("range_unsq"), Input: []string{"range_out", "range_axes"}, Output: sl.Output}
+	g.Node[i] = rng
+	g.Node = append(g.Node[:i+1], append([]*onnxpb.NodeProto{unsq}, g.Node[i+1:]...)...)
+	onnx.RemoveDeadNodes(g)
+}
+
+// withInputIDs makes position_ids a graph input [1, sequence].
+func withInputIDs(t *testing.T, m *onnxpb.ModelProto) {
+	g := m.Graph
+	_, sl := nodeByName(g, "/embeddings/Slice")
+	old := sl.Output[0]
+	for _, n := range g.Node {
+		for j, in := range n.Input {
+			if in == old {
+				n.Input[j] = "position_ids"
+			}
+		}
+	}
+	g.Input = append(g.Input, onnx.MakeValueInfo("position_ids", onnx.Int64, []onnx.Dim{{Value: 1}, {Value: -1, Param: "sequence_length"}}))
+	onnx.RemoveDeadNodes(g)
+}
+
+func runHidden(t *testing.T, m *onnxpb.ModelProto, S int, withPos bool) ([]float32, error) {
+	t.Helper()
+	s, err := runtime.Open("ort", m, runtime.Options{Threads: 1})
+	if err != nil {
+		t.Fatalf("onnxruntime rejects the model: %v", err)
+	}
+	defer s.Close()
+	rng := rand.New(rand.NewPCG(uint64(S), 1))
+	ids, types, mask, pos := make([]int64, S), make([]int64, S), make([]int64, S), make([]int64, S)
+	for i := range ids {
+		ids[i] = int64(rng.IntN(60))
+		types[i] = int64(rng.IntN(2))
+		mask[i] = 1
+		pos[i] = int64(i)
+	}
+	feed := map[string]*onnx.Tensor{
+		"input_ids":      onnx.NewInt64([]int{1, S}, ids),
+		"token_type_ids": onnx.NewInt64([]int{1, S}, types),
+		"attention_mask": onnx.NewInt64([]int{1, S}, mask),
+	}
+	if withPos {
+		feed["position_ids"] = onnx.NewInt64([]int{1, S}, pos)
+	}
+	out, err := s.Run(feed, "last_hidden_state")
+	if err != nil {
+		return nil, err
+	}
+	return out["last_hidden_state"].Floats(), nil
+}
+
+func table(t *testing.T, m *onnxpb.ModelProto, name string) *onnx.Tensor {
+	t.Helper()
+	for _, tp := range m.Graph.Initializer {
+		if tp.GetName() == name {
+			v, err := onnx.DecodeTensor(tp)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return v
+		}
+	}
+	t.Fatalf("no initializer %s", name)
+	return nil
+}
+
+// TestExtendPositionsRunsLonger: for each way of forming position ids, a
+// copy-extended model gives bit-identical outputs on inputs shorter than
+// the old table, accepts inputs as long as the new one, while the original
+// rejects them; the new rows tile the old ones.
+func TestExtendPositionsRunsLonger(t *testing.T) {
+	needORT(t)
+	const old, newN = 16, 40
+	cases := []struct {
+		name    string
+		edit    func(*testing.T, *onnxpb.ModelProto)
+		source  string
+		withPos bool
+	}{
+		{"slice", func(*testing.T, *onnxpb.ModelProto) {}, "slice of buffer", false},
+		{"range", withRangeIDs, "range", false},
+		{"input", withInputIDs, "input", true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			m := smallBERT(t, old)
+			tc.edit(t, m)
+			ext, rep, err := convert.ExtendPositions(m, convert.ExtendOptions{MaxPositions: newN})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rep.Table != "embeddings.position_embeddings.weight" || rep.Source != tc.source || rep.OldRows != old || rep.NewRows != newN {
+				t.Fatalf("report %+v", rep)
+			}
+			if tc.name == "slice" && rep.PositionIDs != "embeddings.position_ids" {
+				t.Errorf("position_ids buffer not extended: %+v", rep)
+			}
+			before, err := runHidden(t, m, 12, tc.withPos)
+			if err != nil {
+				t.Fatal(err)
+			}
+			after, err := runHidden(t, ext, 12, tc.withPos)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range before {
+				if math.Float32bits(before[i]) != math.Float32bits(after[i]) {
+					t.Fatalf("output %d changed on a 12-token input: %v → %v", i, before[i], after[i])
+				}
+			}
+			if _, err := runHidden(t, m, newN, tc.withPos); err == nil {
+				t.Errorf("the original model accepted %d tokens with a %d-row table", newN, old)
+			}
+			long, err := runHidden(t, ext, newN, tc.withPos)
+			if err != nil {
+				t.Fatalf("extended model rejects %d tokens: %v", newN, err)
+			}
+			for _, v := range long {
+				if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+					t.Fatal("non-finite output at full length")
+				}
+			}
+			ot, nt := table(t, m, rep.Table), table(t, ext, rep.Table)
+			h := ot.Shape[1]
+			for r := 0; r < newN; r++ {
+				for j := 0; j < h; j++ {
+					if nt.Floats()[r*h+j] != ot.Floats()[(r%old)*h+j] {
+						t.Fatalf("row %d is not a copy of row %d", r, r%old)
+					}
+				}
+			}
+			// Token-type and word tables untouched.
+			for _, name := range []string{"embeddings.token_type_embeddings.weight", "embeddings.word_embeddings.weight"} {
+				a, b := table(t, m, name), table(t, ext, name)
+				if len(a.Floats()) != len(b.Floats()) {
+					t.Errorf("%s changed size", name)
+				}
+			}
+		})
+	}
+}
+
+// TestExtendTableInterpolate compares linear resampling with a float64
+// evaluation of the piecewise-linear function through the learned rows.
+func TestExtendTableInterpolate(t *testing.T) {
+	rng := rand.New(rand.NewPCG(4, 4))
+	for _, tc := range []struct{ old, newN, offset, hidden int }{
+		{16, 40, 0, 3}, {10, 11, 0, 2}, {512, 4098, 2, 4}, {7, 100, 1, 1},
+	} {
+		rows := make([]float32, tc.old*tc.hidden)
+		for i := range rows {
+			rows[i] = float32(rng.NormFloat64())
+		}
+		got := convert.ExtendTable(rows, tc.old, tc.hidden, tc.newN, tc.offset, "interpolate")
+		L, N := tc.old-tc.offset, tc.newN-tc.offset
+		for r := 0; r < tc.offset; r++ {
+			for j := 0; j < tc.hidden; j++ {
+				if got[r*tc.hidden+j] != rows[r*tc.hidden+j] {
+					t.Fatalf("%+v: offset row %d changed", tc, r)
+				}
+			}
+		}
+		for i := 0; i < N; i++ {
+			x := float64(i) * float64(L-1) / float64(N-1)
+			lo := int(math.Floor(x))
+			if lo > L-2 {
+				lo = L - 2
+			}
+			f := x - float64(lo)
+			for j := 0; j < tc.hidden; j++ {
+				a := float64(rows[(tc.offset+lo)*tc.hidden+j])
+				b := float64(rows[(tc.offset+lo+1)*tc.hidden+j])
+				want := a + f*(b-a)
+				if d := math.Abs(float64(got[(tc.offset+i)*tc.hidden+j]) - want); d > 1e-6 {
+					t.Fatalf("%+v: row %d col %d = %v, want %v", tc, i, j, got[(tc.offset+i)*tc.hidden+j], want)
+				}
+			}
+		}
+		// End points are the learned end points exactly.
+		for j := 0; j < tc.hidden; j++ {
+			if got[tc.offset*tc.hidden+j] != rows[tc.offset*tc.hidden+j] || got[(tc.newN-1)*tc.hidden+j] != rows[(tc.old-1)*tc.hidden+j] {
+				t.Fatalf("%+v: end points moved", tc)
+			}
+		}
+	}
+}
+
+// TestExtendTableCopyOffset: RoBERTa-style offset 2 keeps rows 0 and 1 and
+// tiles rows 2.. (Longformer's recipe).
+func TestExtendTableCopyOffset(t *testing.T) {
+	const old, newN, h = 6, 15, 2
+	rows := make([]float32, old*h)
+	for i := range rows {
+		rows[i] = float32(i)
+	}
+	got := convert.ExtendTable(rows, old, h, newN, 2, "copy")
+	for r := 0; r < newN; r++ {
+		src := r
+		if r >= 2 {
+			src = 2 + (r-2)%(old-2)
+		}
+		for j := 0; j < h; j++ {
+			if got[r*h+j] != rows[src*h+j] {
+				t.Fatalf("row %d = %v, want row %d", r, got[r*h:(r+1)*h], src)
+			}
+		}
+	}
+}
+
+func TestExtendPositionsErrors(t *testing.T) {
+	m := smallBERT(t, 16)
+	for _, tc := range []struct {
+		opts convert.ExtendOptions
+		want string
+	}{
+		{convert.ExtendOptions{MaxPositions: 16}, "must exceed"},
+		{convert.ExtendOptions{MaxPositions: 32, Method: "cubic"}, "method"},
+		{convert.ExtendOptions{MaxPositions: 32, Offset: 15}, "offset"},
+	} {
+		if _, _, err := convert.ExtendPositions(m, tc.opts); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: error %v, want one mentioning %q", tc.opts, err, tc.want)
+		}
+	}
+	// A graph without a position table (remove the position Gather).
+	noPos := smallBERT(t, 16)
+	_, g := nodeByName(noPos.Graph, "/embeddings/position_embeddings/Gather")
+	g.OpType = str("Identity")
+	g.Input = []string{"embeddings.word_embeddings.weight"}
+	if _, _, err := convert.ExtendPositions(noPos, convert.ExtendOptions{MaxPositions: 32}); err == nil {
+		t.Error("extension of a model without position table succeeded")
+	}
+	// The input model is not modified.
+	before, _ := onnx.Encode(m)
+	if _, _, err := convert.ExtendPositions(m, convert.ExtendOptions{MaxPositions: 64}); err != nil {
+		t.Fatal(err)
+	}
+	after, _ := onnx.Encode(m)
+	if string(before) != string(after) {
+		t.Error("ExtendPositions modified its input")
+	}
+}
+
+// TestExtendPositionsCorpus extends the 2-row position table of a graph
+// written by another exporter (onnxruntime's fusion test-suite, Range
+// position ids, fused Attention) and runs it on 6 tokens in onnxruntime.
+func TestExtendPositionsCorpus(t *testing.T) {
+	path := filepath.Join("..", "..", "shared", "corpus", "ort-fusion", "embed_layer_norm_format8_opset13.onnx")
+	if _, err := os.Stat(path); err != nil {
+		t.Skipf("corpus file absent (%s): %v", path, err)
+	}
+	m, err := onnx.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ext, rep, err := convert.ExtendPositions(m, convert.ExtendOptions{MaxPositions: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.OldRows != 2 || rep.NewRows != 8 {
+		t.Fatalf("report %+v", rep)
+	}
+	needORT(t)
+	runAt := func(m *onnxpb.ModelProto, S int) error {
+		s, err := runtime.Open("ort", m, runtime.Options{Threads: 1})
+		if err != nil {
+			t.Fatalf("onnxruntime rejects the model: %v", err)
+		}
+		defer s.Close()
+		feed := map[string]*onnx.Tensor{}
+		for _, in := range s.Inputs() {
+			shape := []int{2, S}
+			n := 2 * S
+			switch in.DType {
+			case onnx.Int32:
+				feed[in.Name] = &onnx.Tensor{DType: onnx.Int32, Shape: shape, Data: make([]int32, n)}
+			case onnx.Int64:
+				feed[in.Name] = onnx.NewInt64(shape, make([]int64, n))
+			default:
+				t.Fatalf("unexpected input %s of type %s", in.Name, onnx.TypeName(in.DType))
+			}
+		}
+		_, err = s.Run(feed)
+		return err
+	}
+	if err := runAt(m, 6); err == nil {
+		t.Error("the original 2-position model accepted 6 tokens")
+	}
+	if err := runAt(ext, 6); err != nil {
+		t.Fatalf("extended model rejects 6 tokens: %v", err)
+	}
+}
