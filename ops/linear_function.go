@@ -12,7 +12,7 @@ package ops
 //     built for the model's default-domain opset: PerformerFunction(kernel,
 //     opset) and LinformerFunction(opset). The function body imports the
 //     default domain at exactly that version, so the model and the function
-//     agree; opsets 13 to 23 are supported.
+//     agree; opsets 11 to 23 are supported.
 //   - The node (NewPerformerNode / NewLinformerNode) always has five or six
 //     inputs: key_bias is always passed. When the graph has no padding mask
 //     the converter passes a zero [1,1,1,1] float initializer. Model-local
@@ -51,7 +51,7 @@ const (
 
 // Range of default-domain opsets the function bodies can be built for.
 const (
-	MinFunctionOpset = 13
+	MinFunctionOpset = 11
 	MaxFunctionOpset = 23
 )
 
@@ -130,19 +130,42 @@ func attrString(name, v string) *onnxpb.AttributeProto {
 
 // constFloat emits a scalar float constant.
 func (b *fnBuilder) constFloat(v float32) string {
+	if b.opset < 12 { // value_float arrived in Constant-12
+		return b.op("Constant", nil, attrTensor("value", onnx.NewFloat(nil, []float32{v})))
+	}
 	return b.op("Constant", nil, attrFloat("value_float", v))
 }
 
 // constInts emits a 1-D int64 constant.
 func (b *fnBuilder) constInts(v ...int64) string {
+	if b.opset < 12 {
+		return b.op("Constant", nil, attrTensor("value", onnx.NewInt64([]int{len(v)}, v)))
+	}
 	return b.op("Constant", nil, attrInts("value_ints", v...))
 }
 
-// constFloatAttr emits a scalar float constant whose value is the
-// function's attribute ref.
+// constFloatAttr emits a scalar float whose value is the function's
+// attribute ref. Before opset 12 Constant has no float attribute, so the
+// value is read through LeakyRelu's alpha: −LeakyRelu(−1; alpha) = alpha.
 func (b *fnBuilder) constFloatAttr(ref string) string {
+	if b.opset < 12 {
+		a := &onnxpb.AttributeProto{Name: proto.String("alpha"), Type: onnxpb.AttributeProto_FLOAT.Enum(), RefAttrName: proto.String(ref)}
+		return b.op("Neg", []string{b.op("LeakyRelu", []string{b.constFloat(-1)}, a)})
+	}
 	a := &onnxpb.AttributeProto{Name: proto.String("value_float"), Type: onnxpb.AttributeProto_FLOAT.Enum(), RefAttrName: proto.String(ref)}
 	return b.op("Constant", nil, a)
+}
+
+// attrTensor returns a tensor attribute holding a float32 scalar or an
+// int64 vector.
+func attrTensor(name string, t *onnx.Tensor) *onnxpb.AttributeProto {
+	tp := &onnxpb.TensorProto{DataType: proto.Int32(int32(t.DType))}
+	for _, d := range t.Shape {
+		tp.Dims = append(tp.Dims, int64(d))
+	}
+	tp.FloatData = t.Floats()
+	tp.Int64Data = t.Int64s()
+	return &onnxpb.AttributeProto{Name: proto.String(name), Type: onnxpb.AttributeProto_TENSOR.Enum(), T: tp}
 }
 
 // reduce emits ReduceSum or ReduceMax over axes with keepdims=1, in the

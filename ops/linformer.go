@@ -173,7 +173,7 @@ func NewLinformerNode(name string, inputs []string, output string, a LinformerAt
 
 // LinformerFunction returns the FunctionProto that defines
 // LinformerAttention with standard ops of the default domain at opset
-// (13..23; use the model's own default-domain opset). Its inputs are Q, K,
+// (11..23; use the model's own default-domain opset). Its inputs are Q, K,
 // V, E, F, key_bias (all required) and its attribute scale (required).
 func LinformerFunction(opset int64) (*onnxpb.FunctionProto, error) {
 	if err := checkOpset(LinformerOp, opset); err != nil {

@@ -287,7 +287,7 @@ func NewPerformerNode(name string, inputs []string, output string, a PerformerAt
 
 // PerformerFunction returns the FunctionProto that defines
 // PerformerAttention with standard ops of the default domain at opset
-// (13..23; use the model's own default-domain opset), for one kernel
+// (11..23; use the model's own default-domain opset), for one kernel
 // ("positive" or "trig"). Its inputs are Q, K, V, Omega, key_bias (all
 // required), its attributes scale (required), kernel (ignored by the body)
 // and epsilon (default 1e-6).
