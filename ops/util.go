@@ -1,0 +1,217 @@
+package ops
+
+import (
+	"fmt"
+
+	"github.com/linearize/linearize/onnx"
+)
+
+// errf returns an error naming the op and node the kernel computes.
+func (ctx *Context) errf(format string, args ...any) error {
+	op, name := "?", ""
+	if ctx != nil && ctx.Node != nil {
+		op, name = ctx.Node.GetOpType(), ctx.Node.GetName()
+	}
+	msg := fmt.Sprintf(format, args...)
+	if name != "" {
+		return fmt.Errorf("ops: %s node %q: %s", op, name, msg)
+	}
+	return fmt.Errorf("ops: %s: %s", op, msg)
+}
+
+// attrInt, attrFloat, attrInts and attrString read attributes of the node
+// being computed; they tolerate a nil node so that kernels can be called
+// directly from tests.
+func (ctx *Context) attrInt(name string, def int64) int64 {
+	if ctx == nil || ctx.Node == nil {
+		return def
+	}
+	return onnx.AttrInt(ctx.Node, name, def)
+}
+
+func (ctx *Context) attrFloat(name string, def float32) float32 {
+	if ctx == nil || ctx.Node == nil {
+		return def
+	}
+	return onnx.AttrFloat(ctx.Node, name, def)
+}
+
+func (ctx *Context) attrInts(name string) ([]int64, bool) {
+	if ctx == nil || ctx.Node == nil {
+		return nil, false
+	}
+	a := onnx.Attr(ctx.Node, name)
+	if a == nil {
+		return nil, false
+	}
+	return a.Ints, true
+}
+
+func (ctx *Context) attrString(name string, def string) string {
+	if ctx == nil || ctx.Node == nil {
+		return def
+	}
+	return onnx.AttrString(ctx.Node, name, def)
+}
+
+func (ctx *Context) hasAttr(name string) bool {
+	return ctx != nil && ctx.Node != nil && onnx.Attr(ctx.Node, name) != nil
+}
+
+// checkInputs validates the number of inputs and that the required ones
+// (the first min) are present and well formed.
+func (ctx *Context) checkInputs(in []*onnx.Tensor, min, max int) error {
+	if len(in) < min || (max >= 0 && len(in) > max) {
+		if max == min {
+			return ctx.errf("want %d inputs, got %d", min, len(in))
+		}
+		if max < 0 {
+			return ctx.errf("want at least %d inputs, got %d", min, len(in))
+		}
+		return ctx.errf("want %d to %d inputs, got %d", min, max, len(in))
+	}
+	for i, t := range in {
+		if t == nil {
+			if i < min {
+				return ctx.errf("input %d is missing", i)
+			}
+			continue
+		}
+		if err := t.Check(); err != nil {
+			return ctx.errf("input %d: %v", i, err)
+		}
+	}
+	return nil
+}
+
+// opt returns input i or nil when absent.
+func opt(in []*onnx.Tensor, i int) *onnx.Tensor {
+	if i < len(in) {
+		return in[i]
+	}
+	return nil
+}
+
+// normAxis maps a possibly negative axis into [0, rank).
+func (ctx *Context) normAxis(axis int64, rank int) (int, error) {
+	if axis < -int64(rank) || axis >= int64(rank) {
+		return 0, ctx.errf("axis %d out of range for rank %d", axis, rank)
+	}
+	if axis < 0 {
+		axis += int64(rank)
+	}
+	return int(axis), nil
+}
+
+// intsInput reads an integer tensor input (shape, axes, pads, ...) as int64.
+func (ctx *Context) intsInput(t *onnx.Tensor, what string) ([]int64, error) {
+	v, err := t.AsInt64s()
+	if err != nil || t.DType == onnx.Bool {
+		return nil, ctx.errf("%s must be an integer tensor, got %s", what, t)
+	}
+	return v, nil
+}
+
+// prod returns the product of dims.
+func prod(dims []int) int {
+	n := 1
+	for _, d := range dims {
+		n *= d
+	}
+	return n
+}
+
+// stridesOf returns the row-major element strides of shape.
+func stridesOf(shape []int) []int {
+	s := make([]int, len(shape))
+	acc := 1
+	for i := len(shape) - 1; i >= 0; i-- {
+		s[i] = acc
+		acc *= shape[i]
+	}
+	return s
+}
+
+func sameShape(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func cloneShape(s []int) []int { return append([]int{}, s...) }
+
+// newTensor allocates a zero tensor; shape must be valid.
+func (ctx *Context) newTensor(dt onnx.DataType, shape []int) (*onnx.Tensor, error) {
+	if onnx.NumElements(shape) < 0 {
+		return nil, ctx.errf("invalid output shape %v", shape)
+	}
+	t, err := onnx.NewZeros(dt, shape)
+	if err != nil {
+		return nil, ctx.errf("%v", err)
+	}
+	return t, nil
+}
+
+// view returns a tensor sharing t's data under another shape (same element
+// count). Kernels use it to return inputs reshaped without copying; outputs
+// may alias inputs because no kernel modifies its inputs.
+func view(t *onnx.Tensor, shape []int) *onnx.Tensor {
+	return &onnx.Tensor{DType: t.DType, Shape: shape, Data: t.Data}
+}
+
+func isFloat(dt onnx.DataType) bool {
+	return dt == onnx.Float || dt == onnx.Double || dt == onnx.Float16 || dt == onnx.BFloat16
+}
+
+// scalar1 returns a rank-0 tensor of type dt holding v.
+func scalarOf(dt onnx.DataType, v float64) (*onnx.Tensor, error) {
+	t, err := onnx.NewZeros(dt, []int{})
+	if err != nil {
+		return nil, err
+	}
+	setFloat(t, 0, v)
+	return t, nil
+}
+
+// setFloat stores v at element i of a numeric or bool tensor.
+func setFloat(t *onnx.Tensor, i int, v float64) {
+	switch d := t.Data.(type) {
+	case []float32:
+		d[i] = float32(v)
+	case []float64:
+		d[i] = v
+	case []int8:
+		d[i] = int8(v)
+	case []uint8:
+		d[i] = uint8(v)
+	case []int16:
+		d[i] = int16(v)
+	case []uint16:
+		switch t.DType {
+		case onnx.Float16:
+			d[i] = onnx.FloatToHalf(float32(v))
+		case onnx.BFloat16:
+			d[i] = floatToBF16(float32(v))
+		default:
+			d[i] = uint16(v)
+		}
+	case []int32:
+		d[i] = int32(v)
+	case []uint32:
+		d[i] = uint32(v)
+	case []int64:
+		d[i] = int64(v)
+	case []uint64:
+		d[i] = uint64(v)
+	case []bool:
+		d[i] = v != 0
+	}
+}
+
+func fmtErr(format string, args ...any) error { return fmt.Errorf(format, args...) }
