@@ -1,0 +1,148 @@
+package runtime
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/linearize/linearize/onnx"
+)
+
+// Diff summarizes how a tensor differs from a reference tensor.
+type Diff struct {
+	// Mismatch is non-empty when the tensors cannot be compared element
+	// by element (different type or shape); the numbers are then zero.
+	Mismatch string
+	N        int     // elements compared
+	MaxAbs   float64 // max |a−b|
+	MeanAbs  float64 // mean |a−b|
+	// MaxRel is max |a−b| / max(|a|,|b|) over elements where either is
+	// non-zero; it is large where the reference is near zero.
+	MaxRel float64
+	// Scale is max |b|, the reference's magnitude; Scaled = MaxAbs/Scale
+	// (MaxAbs when Scale < 1e-12) is the error relative to the output's
+	// scale, the figure agreement tolerances are stated in.
+	Scale  float64
+	Scaled float64
+	// Cosine is the cosine similarity of a and b as vectors (1 when both
+	// are zero).
+	Cosine float64
+	// NaNMismatch counts elements that are NaN in exactly one tensor.
+	NaNMismatch int
+}
+
+// OK reports whether the tensors agree within tol relative to the
+// reference's scale.
+func (d Diff) OK(tol float64) bool {
+	return d.Mismatch == "" && d.NaNMismatch == 0 && d.Scaled <= tol
+}
+
+func (d Diff) String() string {
+	if d.Mismatch != "" {
+		return "mismatch: " + d.Mismatch
+	}
+	s := fmt.Sprintf("max abs %.3g, max rel %.3g, mean abs %.3g, scaled %.3g, cosine %.6f", d.MaxAbs, d.MaxRel, d.MeanAbs, d.Scaled, d.Cosine)
+	if d.NaNMismatch > 0 {
+		s += fmt.Sprintf(", %d NaN mismatches", d.NaNMismatch)
+	}
+	return s
+}
+
+// CompareTensors compares a with the reference b. Numeric and bool tensors
+// of the same type and shape are compared element by element in float64.
+func CompareTensors(a, b *onnx.Tensor) Diff {
+	if a == nil || b == nil {
+		return Diff{Mismatch: "missing tensor"}
+	}
+	if a.DType != b.DType {
+		return Diff{Mismatch: fmt.Sprintf("type %s vs %s", onnx.TypeName(a.DType), onnx.TypeName(b.DType))}
+	}
+	if len(a.Shape) != len(b.Shape) || a.Len() != b.Len() {
+		return Diff{Mismatch: fmt.Sprintf("shape %v vs %v", a.Shape, b.Shape)}
+	}
+	for i := range a.Shape {
+		if a.Shape[i] != b.Shape[i] {
+			return Diff{Mismatch: fmt.Sprintf("shape %v vs %v", a.Shape, b.Shape)}
+		}
+	}
+	x, err := a.AsFloat64s()
+	if err != nil {
+		return Diff{Mismatch: err.Error()}
+	}
+	y, err := b.AsFloat64s()
+	if err != nil {
+		return Diff{Mismatch: err.Error()}
+	}
+	d := Diff{N: len(x)}
+	var sum, dot, nx, ny float64
+	for i := range x {
+		xi, yi := x[i], y[i]
+		xn, yn := math.IsNaN(xi), math.IsNaN(yi)
+		if xn || yn {
+			if xn != yn {
+				d.NaNMismatch++
+			}
+			continue
+		}
+		if math.IsInf(xi, 0) || math.IsInf(yi, 0) {
+			if xi != yi {
+				d.MaxAbs, d.MaxRel = math.Inf(1), math.Inf(1)
+			}
+			continue
+		}
+		e := math.Abs(xi - yi)
+		sum += e
+		d.MaxAbs = max(d.MaxAbs, e)
+		if m := max(math.Abs(xi), math.Abs(yi)); m > 0 {
+			d.MaxRel = max(d.MaxRel, e/m)
+		}
+		d.Scale = max(d.Scale, math.Abs(yi))
+		dot += xi * yi
+		nx += xi * xi
+		ny += yi * yi
+	}
+	if d.N > 0 {
+		d.MeanAbs = sum / float64(d.N)
+	}
+	d.Scaled = d.MaxAbs
+	if d.Scale >= 1e-12 {
+		d.Scaled = d.MaxAbs / d.Scale
+	}
+	switch {
+	case nx == 0 && ny == 0:
+		d.Cosine = 1
+	case nx == 0 || ny == 0:
+		d.Cosine = 0
+	default:
+		d.Cosine = dot / math.Sqrt(nx*ny)
+	}
+	return d
+}
+
+// OutputDiff is the comparison of one output of two sessions.
+type OutputDiff struct {
+	Name string
+	Diff
+}
+
+// CompareSessions runs a and b (the reference) on the same inputs and
+// compares the named outputs (every output of b when names is empty).
+func CompareSessions(a, b Session, inputs map[string]*onnx.Tensor, names ...string) ([]OutputDiff, error) {
+	if len(names) == 0 {
+		for _, o := range b.Outputs() {
+			names = append(names, o.Name)
+		}
+	}
+	ra, err := a.Run(inputs, names...)
+	if err != nil {
+		return nil, err
+	}
+	rb, err := b.Run(inputs, names...)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]OutputDiff, len(names))
+	for i, n := range names {
+		out[i] = OutputDiff{Name: n, Diff: CompareTensors(ra[n], rb[n])}
+	}
+	return out, nil
+}
