@@ -1,0 +1,269 @@
+package ops_test
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/linearize/linearize/onnx"
+	"github.com/linearize/linearize/ops"
+)
+
+type linCase struct {
+	name       string
+	b, h, s, d int
+	dv, k, n   int
+	perHead    bool
+	shareKV    bool   // F is the same tensor (and graph input) as E
+	bias       string // "none", "pad", "inf"
+	sigma      float64
+}
+
+func linCases() []linCase {
+	var cs []linCase
+	for _, perHead := range []bool{false, true} {
+		for _, shareKV := range []bool{false, true} {
+			for _, bias := range []string{"none", "pad", "inf"} {
+				for _, n := range []int{7, 12} { // S = N and S < N
+					c := linCase{b: 2, h: 3, s: 7, d: 8, dv: 5, k: 4, n: n, perHead: perHead, shareKV: shareKV, bias: bias, sigma: 1}
+					c.name = fmt.Sprintf("perhead=%v/kv=%v/bias=%s/N=%d", perHead, shareKV, bias, n)
+					cs = append(cs, c)
+				}
+			}
+		}
+	}
+	return cs
+}
+
+func (c linCase) inputs(seed uint64) (q, k, v, e, f, bias *onnx.Tensor) {
+	rng := rand.New(rand.NewPCG(seed, 11))
+	q = randTensor(rng, c.sigma, c.b, c.h, c.s, c.d)
+	k = randTensor(rng, c.sigma, c.b, c.h, c.s, c.d)
+	v = randTensor(rng, 1, c.b, c.h, c.s, c.dv)
+	hp := 1
+	if c.perHead {
+		hp = c.h
+	}
+	e = randTensor(rng, 1/math.Sqrt(float64(c.k)), hp, c.k, c.n)
+	f = e
+	if !c.shareKV {
+		f = randTensor(rng, 1/math.Sqrt(float64(c.k)), hp, c.k, c.n)
+	}
+	switch c.bias {
+	case "pad":
+		bias = padBias(c.s, -1e4, 0, 3)
+	case "inf":
+		bias = padBias(c.s, float32(math.Inf(-1)), 2, 1)
+	}
+	return
+}
+
+// linformerRef evaluates the op's definition in float64: padded keys and
+// values zeroed, Kp = E[:, :, :S]·K, Vp = F[:, :, :S]·V,
+// out = softmax(scale·Q·Kpᵀ)·Vp.
+func linformerRef(q, k, v, e, f, bias *onnx.Tensor, scale float64) []float64 {
+	b, h, sq, d := q.Shape[0], q.Shape[1], q.Shape[2], q.Shape[3]
+	sk, dv := k.Shape[2], v.Shape[3]
+	kk, n := e.Shape[1], e.Shape[2]
+	qd, kd, vd := widen(q.Floats()), widen(k.Floats()), widen(v.Floats())
+	ed, fd := widen(e.Floats()), widen(f.Floats())
+	out := make([]float64, b*h*sq*dv)
+	for bh := 0; bh < b*h; bh++ {
+		bi, hi := bh/h, bh%h
+		eo, fo := 0, 0
+		if e.Shape[0] > 1 {
+			eo = hi * kk * n
+		}
+		if f.Shape[0] > 1 {
+			fo = hi * kk * n
+		}
+		kp := make([]float64, kk*d)
+		vp := make([]float64, kk*dv)
+		for j := 0; j < sk; j++ {
+			if bias != nil && float64(bias.Floats()[bi*sk+j]) <= -1e4 {
+				continue
+			}
+			for r := 0; r < kk; r++ {
+				for c := 0; c < d; c++ {
+					kp[r*d+c] += ed[eo+r*n+j] * kd[(bh*sk+j)*d+c]
+				}
+				for c := 0; c < dv; c++ {
+					vp[r*dv+c] += fd[fo+r*n+j] * vd[(bh*sk+j)*dv+c]
+				}
+			}
+		}
+		for i := 0; i < sq; i++ {
+			p := make([]float64, kk)
+			top := math.Inf(-1)
+			for r := range p {
+				for c := 0; c < d; c++ {
+					p[r] += qd[(bh*sq+i)*d+c] * kp[r*d+c]
+				}
+				p[r] *= scale
+				top = math.Max(top, p[r])
+			}
+			var sum float64
+			for r := range p {
+				p[r] = math.Exp(p[r] - top)
+				sum += p[r]
+			}
+			for r := range p {
+				for c := 0; c < dv; c++ {
+					out[(bh*sq+i)*dv+c] += p[r] / sum * vp[r*dv+c]
+				}
+			}
+		}
+	}
+	return out
+}
+
+func TestLinformerKernelMatchesFormula(t *testing.T) {
+	for _, c := range linCases() {
+		t.Run(c.name, func(t *testing.T) {
+			q, k, v, e, f, bias := c.inputs(1)
+			got, err := ops.Linformer(q, k, v, e, f, bias, ops.LinformerAttrs{Scale: 0.4, Threads: 2})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := linformerRef(q, k, v, e, f, bias, 0.4)
+			var wmax float64
+			for _, x := range want {
+				wmax = math.Max(wmax, math.Abs(x))
+			}
+			if d := maxDiff(t, got.Floats(), want); d > 1e-5*wmax {
+				t.Errorf("max abs error %.3g > %.3g", d, 1e-5*wmax)
+			}
+		})
+	}
+}
+
+// With k = S and E = F = identity the op is exact softmax attention (no
+// padding), which is computed independently in float64.
+func TestLinformerIdentityIsExact(t *testing.T) {
+	rng := rand.New(rand.NewPCG(12, 12))
+	for _, s := range []int{1, 5, 16} {
+		const b, h, d, dv = 2, 3, 8, 6
+		q := randTensor(rng, 1, b, h, s, d)
+		k := randTensor(rng, 1, b, h, s, d)
+		v := randTensor(rng, 1, b, h, s, dv)
+		id := make([]float32, s*s)
+		for i := 0; i < s; i++ {
+			id[i*s+i] = 1
+		}
+		e := onnx.NewFloat([]int{1, s, s}, id)
+		got, err := ops.Linformer(q, k, v, e, e, nil, ops.LinformerAttrs{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := exactAttention(q, k, v, nil, 1/math.Sqrt(d))
+		if dd := maxDiff(t, got.Floats(), want); dd > 1e-5 {
+			t.Errorf("S=%d: max abs error vs exact attention %.3g > 1e-5", s, dd)
+		}
+	}
+}
+
+func TestLinformerFunctionMatchesKernel(t *testing.T) {
+	requireORT(t)
+	for _, opset := range []int64{11, 13, 17, 18} {
+		for _, c := range linCases() {
+			t.Run(fmt.Sprintf("opset%d/%s", opset, c.name), func(t *testing.T) {
+				q, k, v, e, f, bias := c.inputs(2)
+				if bias == nil {
+					bias = onnx.NewFloat([]int{1, 1, 1, 1}, []float32{0})
+				}
+				attrs := ops.LinformerAttrs{Scale: 0.4}
+				want, err := ops.Linformer(q, k, v, e, f, bias, attrs)
+				if err != nil {
+					t.Fatal(err)
+				}
+				fn, err := ops.LinformerFunction(opset)
+				if err != nil {
+					t.Fatal(err)
+				}
+				names := []string{"Q", "K", "V", "E", "F", "key_bias"}
+				if c.shareKV {
+					names[4] = "E"
+				}
+				node := ops.NewLinformerNode("lin", names, "out", attrs)
+				in := map[string]*onnx.Tensor{"Q": q, "K": k, "V": v, "E": e, "F": f, "key_bias": bias}
+				got := runORT(t, oneNodeModel(t, node, fn, opset, in), in)
+				checkClose(t, "onnxruntime vs Go kernel", got, want, 1e-4)
+			})
+		}
+	}
+}
+
+// Appending padded tokens leaves the outputs at real tokens unchanged: the
+// padded keys and values are zeroed, so the extra columns of E and F see
+// zeros.
+func TestLinformerPaddingInvariance(t *testing.T) {
+	for _, masked := range []float32{-1e4, float32(math.Inf(-1))} {
+		rng := rand.New(rand.NewPCG(13, 13))
+		const b, h, s, pad, d, dv, kk, n = 2, 2, 6, 5, 8, 3, 4, 16
+		q := randTensor(rng, 1, b, h, s+pad, d)
+		k := randTensor(rng, 1, b, h, s+pad, d)
+		v := randTensor(rng, 1, b, h, s+pad, dv)
+		for i := range v.Floats() {
+			if (i/dv)%(s+pad) >= s {
+				v.Floats()[i] = float32(math.NaN()) // padded values must never be read
+			}
+		}
+		e := randTensor(rng, 0.5, h, kk, n)
+		f := randTensor(rng, 0.5, h, kk, n)
+		full, err := ops.Linformer(q, k, v, e, f, padBias(s+pad, masked, pad, pad), ops.LinformerAttrs{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		short, err := ops.Linformer(prefix(q, s), prefix(k, s), prefix(v, s), e, f, nil, ops.LinformerAttrs{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkClose(t, fmt.Sprintf("bias %g: padded vs unpadded", masked), prefix(full, s), short, 1e-5)
+	}
+}
+
+func TestLinformerLargeNormsFinite(t *testing.T) {
+	c := linCase{b: 2, h: 2, s: 9, d: 16, dv: 4, k: 5, n: 12, perHead: true, bias: "pad", sigma: 10}
+	q, k, v, e, f, bias := c.inputs(3)
+	attrs := ops.LinformerAttrs{Scale: 0.25}
+	got, err := ops.Linformer(q, k, v, e, f, bias, attrs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	maxDiff(t, got.Floats(), make([]float64, got.Len()))
+	requireORT(t)
+	fn, err := ops.LinformerFunction(17)
+	if err != nil {
+		t.Fatal(err)
+	}
+	node := ops.NewLinformerNode("lin", []string{"Q", "K", "V", "E", "F", "key_bias"}, "out", attrs)
+	in := map[string]*onnx.Tensor{"Q": q, "K": k, "V": v, "E": e, "F": f, "key_bias": bias}
+	checkClose(t, "large norms: onnxruntime vs Go kernel", runORT(t, oneNodeModel(t, node, fn, 17, in), in), got, 1e-4)
+}
+
+func TestLinformerErrors(t *testing.T) {
+	rng := rand.New(rand.NewPCG(14, 14))
+	q := randTensor(rng, 1, 1, 2, 9, 4)
+	v := randTensor(rng, 1, 1, 2, 9, 5)
+	e := randTensor(rng, 1, 1, 3, 8)
+	_, err := ops.Linformer(q, q, v, e, e, nil, ops.LinformerAttrs{})
+	if err == nil || !strings.Contains(err.Error(), "exceeds") || !strings.HasPrefix(err.Error(), "ops: ") {
+		t.Errorf("S > N: error %v", err)
+	}
+	e = randTensor(rng, 1, 1, 3, 9)
+	for _, c := range []struct {
+		name string
+		e, f *onnx.Tensor
+	}{
+		{"E heads", randTensor(rng, 1, 3, 3, 9), e},
+		{"F rows", e, randTensor(rng, 1, 1, 2, 9)},
+		{"E rank", randTensor(rng, 1, 3, 9), e},
+		{"F nil", e, nil},
+	} {
+		if _, err := ops.Linformer(q, q, v, c.e, c.f, nil, ops.LinformerAttrs{}); err == nil {
+			t.Errorf("%s: no error", c.name)
+		}
+	}
+}
