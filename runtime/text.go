@@ -1,0 +1,219 @@
+package runtime
+
+import (
+	"bufio"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/linearize/linearize/onnx"
+	"github.com/linearize/linearize/tokenize"
+)
+
+// Roles of a BERT-style model's inputs.
+const (
+	RoleIDs       = "ids"
+	RoleMask      = "mask"
+	RoleTokenType = "token_type"
+)
+
+// InputRole guesses what a token-level input holds from its name:
+// RoleIDs (input_ids), RoleMask (attention_mask, input_mask) or
+// RoleTokenType (token_type_ids, segment_ids); "" when the name says
+// nothing.
+func InputRole(name string) string {
+	n := strings.ToLower(name)
+	switch {
+	case strings.Contains(n, "type") || strings.Contains(n, "segment"):
+		return RoleTokenType
+	case strings.Contains(n, "mask"):
+		return RoleMask
+	case strings.Contains(n, "ids") || strings.Contains(n, "input") || strings.Contains(n, "token"):
+		return RoleIDs
+	}
+	return ""
+}
+
+// FindTokenizer returns the tokenizer at vocab (a folder, tokenizer.json or
+// vocab.txt) or, when vocab is empty, the one beside the model: in the
+// model's folder, or in a folder named like the model without ".onnx"
+// (testdata/real/minilm.onnx → testdata/real/minilm/).
+func FindTokenizer(modelPath, vocab string) (*tokenize.WordPiece, error) {
+	if vocab != "" {
+		return tokenize.Load(vocab)
+	}
+	dir := filepath.Dir(modelPath)
+	cands := []string{dir, strings.TrimSuffix(modelPath, filepath.Ext(modelPath))}
+	for _, c := range cands {
+		for _, f := range []string{"tokenizer.json", "vocab.txt"} {
+			if st, err := os.Stat(filepath.Join(c, f)); err == nil && !st.IsDir() {
+				return tokenize.Load(c)
+			}
+		}
+	}
+	return nil, fmt.Errorf("runtime: no tokenizer.json or vocab.txt in %s or %s; pass --vocab PATH", cands[0], cands[1])
+}
+
+// maxTexts bounds a text file.
+const maxTexts = 1 << 16
+
+// ReadTexts reads one text per line from path; blank lines are skipped.
+func ReadTexts(path string) ([]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("runtime: %w", err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	var texts []string
+	for sc.Scan() {
+		s := strings.TrimRight(sc.Text(), "\r")
+		if strings.TrimSpace(s) == "" {
+			continue
+		}
+		if len(texts) == maxTexts {
+			return nil, fmt.Errorf("runtime: %s: more than %d texts", path, maxTexts)
+		}
+		texts = append(texts, s)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("runtime: %s: %w", path, err)
+	}
+	if len(texts) == 0 {
+		return nil, fmt.Errorf("runtime: %s: no texts (one per line)", path)
+	}
+	return texts, nil
+}
+
+// TokenInputs are a model's token-level inputs and the padding mask that
+// goes with them.
+type TokenInputs struct {
+	Feed    map[string]*onnx.Tensor
+	Batch   int
+	SeqLen  int
+	Mask    []int64 // [Batch, SeqLen], 1 on real tokens
+	Lengths []int   // real tokens per row
+}
+
+// TextInputs tokenizes texts and fills every input of the model by role
+// (see InputRole): ids, attention mask, token types (zeros). The sequence
+// length is seqLen when positive, else the length the model declares, else
+// the longest text (at most maxLen tokens when maxLen > 0). Integer inputs
+// get the declared element type (int64 or int32).
+func TextInputs(tok *tokenize.WordPiece, inputs []Value, texts []string, seqLen, maxLen int) (*TokenInputs, error) {
+	if seqLen <= 0 {
+		seqLen = declaredSeqLen(inputs)
+	}
+	b, err := tok.EncodeBatch(texts, seqLen, maxLen)
+	if err != nil {
+		return nil, fmt.Errorf("runtime: %w", err)
+	}
+	ti := &TokenInputs{Feed: map[string]*onnx.Tensor{}, Batch: b.Size, SeqLen: b.SeqLen, Mask: b.AttentionMask, Lengths: b.Lengths}
+	for _, in := range inputs {
+		var data []int64
+		switch InputRole(in.Name) {
+		case RoleIDs:
+			data = b.InputIDs
+		case RoleMask:
+			data = b.AttentionMask
+		case RoleTokenType:
+			data = b.TokenTypeIDs
+		default:
+			return nil, fmt.Errorf("runtime: cannot fill input %q from text (not ids, mask or token types by its name)", in.Name)
+		}
+		t, err := intTensor(in, []int{b.Size, b.SeqLen}, data)
+		if err != nil {
+			return nil, err
+		}
+		ti.Feed[in.Name] = t
+	}
+	return ti, nil
+}
+
+// RandomTokenInputs draws a deterministic batch for a BERT-style model:
+// ids uniform in [first, vocab) with first = 1000 when vocab > 2000 (past
+// the special tokens of BERT vocabularies) else 1, a full attention mask
+// and zero token types. The same seed gives the same inputs everywhere.
+func RandomTokenInputs(inputs []Value, batch, seqLen, vocab int, seed uint64) (*TokenInputs, error) {
+	if batch <= 0 || seqLen <= 0 {
+		return nil, fmt.Errorf("runtime: random inputs need a positive batch and sequence length, got %d×%d", batch, seqLen)
+	}
+	if vocab < 2 {
+		return nil, fmt.Errorf("runtime: random inputs: vocabulary size %d", vocab)
+	}
+	first := 1
+	if vocab > 2000 {
+		first = 1000
+	}
+	rng := rand.New(rand.NewPCG(seed, 0x6c696e656172697a))
+	n := batch * seqLen
+	ids, mask, types := make([]int64, n), make([]int64, n), make([]int64, n)
+	for i := range ids {
+		ids[i] = int64(first + rng.IntN(vocab-first))
+		mask[i] = 1
+	}
+	lengths := make([]int, batch)
+	for i := range lengths {
+		lengths[i] = seqLen
+	}
+	ti := &TokenInputs{Feed: map[string]*onnx.Tensor{}, Batch: batch, SeqLen: seqLen, Mask: mask, Lengths: lengths}
+	for _, in := range inputs {
+		var data []int64
+		switch InputRole(in.Name) {
+		case RoleIDs:
+			data = ids
+		case RoleMask:
+			data = mask
+		case RoleTokenType:
+			data = types
+		default:
+			return nil, fmt.Errorf("runtime: cannot draw random values for input %q (not ids, mask or token types by its name)", in.Name)
+		}
+		t, err := intTensor(in, []int{batch, seqLen}, data)
+		if err != nil {
+			return nil, err
+		}
+		ti.Feed[in.Name] = t
+	}
+	return ti, nil
+}
+
+// declaredSeqLen is the fixed second dimension of the first rank-2 input
+// that has one, or 0.
+func declaredSeqLen(inputs []Value) int {
+	for _, in := range inputs {
+		if len(in.Shape) == 2 && in.Shape[1].Value > 0 {
+			return int(in.Shape[1].Value)
+		}
+	}
+	return 0
+}
+
+func intTensor(in Value, shape []int, data []int64) (*onnx.Tensor, error) {
+	if len(in.Shape) != 0 && len(in.Shape) != 2 {
+		return nil, fmt.Errorf("runtime: input %q has rank %d, want [batch, sequence]", in.Name, len(in.Shape))
+	}
+	if len(in.Shape) == 2 && in.Shape[0].Value > 0 && int(in.Shape[0].Value) != shape[0] {
+		return nil, fmt.Errorf("runtime: input %q takes batch %d, got %d texts", in.Name, in.Shape[0].Value, shape[0])
+	}
+	switch in.DType {
+	case onnx.Int64, onnx.Undefined:
+		return onnx.NewInt64(shape, append([]int64(nil), data...)), nil
+	case onnx.Int32:
+		d := make([]int32, len(data))
+		for i, v := range data {
+			d[i] = int32(v)
+		}
+		return &onnx.Tensor{DType: onnx.Int32, Shape: shape, Data: d}, nil
+	case onnx.Float:
+		d := make([]float32, len(data))
+		for i, v := range data {
+			d[i] = float32(v)
+		}
+		return onnx.NewFloat(shape, d), nil
+	}
+	return nil, fmt.Errorf("runtime: input %q is %s; text inputs are int64, int32 or float32", in.Name, onnx.TypeName(in.DType))
+}

@@ -1,0 +1,125 @@
+package runtime
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/linearize/linearize/onnx"
+	"github.com/linearize/linearize/tokenize"
+)
+
+func tinyTokenizer(t *testing.T) *tokenize.WordPiece {
+	t.Helper()
+	v := map[string]int64{"[PAD]": 0, "[UNK]": 1, "[CLS]": 2, "[SEP]": 3, "hello": 4, "world": 5, "!": 6}
+	tok, err := tokenize.New(v, tokenize.DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+func TestInputRole(t *testing.T) {
+	for name, want := range map[string]string{
+		"input_ids": RoleIDs, "attention_mask": RoleMask, "token_type_ids": RoleTokenType,
+		"input_mask": RoleMask, "segment_ids": RoleTokenType, "ids": RoleIDs, "pixel_values": "",
+	} {
+		if got := InputRole(name); got != want {
+			t.Errorf("InputRole(%q) = %q, want %q", name, got, want)
+		}
+	}
+}
+
+func TestTextInputs(t *testing.T) {
+	tok := tinyTokenizer(t)
+	dyn := []onnx.Dim{{Value: -1, Param: "batch"}, {Value: -1, Param: "sequence"}}
+	inputs := []Value{
+		{Name: "input_ids", DType: onnx.Int64, Shape: dyn},
+		{Name: "attention_mask", DType: onnx.Int32, Shape: dyn},
+		{Name: "token_type_ids", DType: onnx.Int64, Shape: dyn},
+	}
+	ti, err := TextInputs(tok, inputs, []string{"Hello world!", "hello"}, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ti.Batch != 2 || ti.SeqLen != 5 {
+		t.Fatalf("batch %d × %d, want 2 × 5", ti.Batch, ti.SeqLen)
+	}
+	if got, want := ti.Feed["input_ids"].Int64s(), []int64{2, 4, 5, 6, 3, 2, 4, 3, 0, 0}; !reflect.DeepEqual(got, want) {
+		t.Errorf("ids %v, want %v", got, want)
+	}
+	if m := ti.Feed["attention_mask"]; m.DType != onnx.Int32 || !reflect.DeepEqual(m.Data, []int32{1, 1, 1, 1, 1, 1, 1, 1, 0, 0}) {
+		t.Errorf("mask %v %v", m, m.Data)
+	}
+	if got := ti.Feed["token_type_ids"].Int64s(); !reflect.DeepEqual(got, make([]int64, 10)) {
+		t.Errorf("token types %v", got)
+	}
+	if err := CheckInputs(inputs, ti.Feed); err != nil {
+		t.Error(err)
+	}
+	// A fixed declared length wins over the longest text.
+	fixed := []Value{{Name: "input_ids", DType: onnx.Int64, Shape: []onnx.Dim{{Value: -1}, {Value: 7}}}}
+	ti, err = TextInputs(tok, fixed, []string{"hello"}, 0, 0)
+	if err != nil || ti.SeqLen != 7 {
+		t.Errorf("declared length: %v %v", ti, err)
+	}
+	if _, err := TextInputs(tok, []Value{{Name: "pixel_values", DType: onnx.Float}}, []string{"x"}, 0, 0); err == nil || !strings.Contains(err.Error(), "pixel_values") {
+		t.Errorf("unknown input: err = %v", err)
+	}
+	if _, err := TextInputs(tok, []Value{{Name: "input_ids", DType: onnx.String}}, []string{"x"}, 0, 0); err == nil {
+		t.Error("string input: no error")
+	}
+}
+
+func TestRandomTokenInputs(t *testing.T) {
+	inputs := []Value{{Name: "input_ids", DType: onnx.Int64}, {Name: "attention_mask", DType: onnx.Int64}}
+	a, err := RandomTokenInputs(inputs, 2, 16, 30522, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := RandomTokenInputs(inputs, 2, 16, 30522, 7)
+	c, _ := RandomTokenInputs(inputs, 2, 16, 30522, 8)
+	if !reflect.DeepEqual(a.Feed, b.Feed) {
+		t.Error("same seed, different inputs")
+	}
+	if reflect.DeepEqual(a.Feed["input_ids"], c.Feed["input_ids"]) {
+		t.Error("different seeds, same ids")
+	}
+	for _, id := range a.Feed["input_ids"].Int64s() {
+		if id < 1000 || id >= 30522 {
+			t.Fatalf("id %d outside [1000, 30522)", id)
+		}
+	}
+	if _, err := RandomTokenInputs(inputs, 0, 16, 100, 1); err == nil {
+		t.Error("batch 0: no error")
+	}
+}
+
+func TestReadTextsAndFindTokenizer(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "texts.txt")
+	os.WriteFile(p, []byte("first line\r\n\n  \nsecond line\n"), 0o644)
+	texts, err := ReadTexts(p)
+	if err != nil || !reflect.DeepEqual(texts, []string{"first line", "second line"}) {
+		t.Errorf("ReadTexts = %q, %v", texts, err)
+	}
+	os.WriteFile(p, []byte("\n\n"), 0o644)
+	if _, err := ReadTexts(p); err == nil {
+		t.Error("blank file: no error")
+	}
+	model := filepath.Join(dir, "m.onnx")
+	if _, err := FindTokenizer(model, ""); err == nil || !strings.Contains(err.Error(), "--vocab") {
+		t.Errorf("no tokenizer: err = %v", err)
+	}
+	os.Mkdir(filepath.Join(dir, "m"), 0o755)
+	os.WriteFile(filepath.Join(dir, "m", "vocab.txt"), []byte("[PAD]\n[UNK]\n[CLS]\n[SEP]\nhi\n"), 0o644)
+	tok, err := FindTokenizer(model, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := tok.Encode("hi", 0); !reflect.DeepEqual(got, []int64{2, 4, 3}) {
+		t.Errorf("tokenizer beside the model: %v", got)
+	}
+}
