@@ -1,0 +1,316 @@
+package convert
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/linearize/linearize/onnx"
+	"github.com/linearize/linearize/onnx/onnxpb"
+)
+
+// Dims are the dimensions of a BERT-style encoder that decide its cost.
+type Dims struct {
+	Layers       int `json:"layers"`
+	Hidden       int `json:"hidden"` // Heads·HeadDim
+	Heads        int `json:"heads"`
+	HeadDim      int `json:"head_dim"`
+	FFN          int `json:"ffn"`           // intermediate width
+	MaxPositions int `json:"max_positions"` // rows of the position table, 0 if none
+	// WeightBytes is the size of the model's initializers.
+	WeightBytes int64 `json:"weight_bytes"`
+}
+
+// Form is an attention form the cost model prices.
+type Form string
+
+// The forms.
+const (
+	Original  Form = "original"
+	Performer Form = "performer"
+	Linformer Form = "linformer"
+)
+
+// CostModel counts the multiply-accumulates (MACs) of one forward pass of
+// batch 1 at sequence length n, per layer:
+//
+//	projections  4·n·h²                   Q, K, V and output dense
+//	FFN          2·n·h·f                  two dense layers
+//	core, original   2·n²·h               Q·Kᵀ and P·V over all heads
+//	core, Performer  4·n·M·h + 2·n·M·H    φ(Q), φ(K) (Ω·x), φ(K)ᵀV, φ(Q)·(φ(K)ᵀV),
+//	                                      and the normaliser φ(K)ᵀ1, φ(Q)·z
+//	core, Linformer  4·n·k·h              E·K, F·V, Q·Kpᵀ, P·Vp
+//
+// with h = H·d. Exponentials (H·n² for the softmax, 2·H·n·M for the
+// Performer features), LayerNorms, biases and Gelu are elementwise work and
+// are reported (Exps) but not counted in MACs or in the predicted speedup.
+// The predicted speedup of a form is original MACs / form MACs.
+type CostModel struct {
+	Dims     Dims
+	Features int // Performer M
+	K        int // Linformer k
+}
+
+// LayerCost is the cost of one layer at one length.
+type LayerCost struct {
+	Form        Form  `json:"form"`
+	Length      int   `json:"length"`
+	Projections int64 `json:"projection_macs"`
+	Core        int64 `json:"core_macs"`
+	FFN         int64 `json:"ffn_macs"`
+	Total       int64 `json:"total_macs"`
+	Exps        int64 `json:"exps"`
+	// Largest is the size in bytes of the largest float32 intermediate:
+	// the H·n·n scores for the original form, H·n·M features or H·n·k
+	// scores for the linear forms, or the n·f FFN activation.
+	Largest     int64  `json:"largest_intermediate_bytes"`
+	LargestName string `json:"largest_intermediate"`
+}
+
+// PeakFactor is how many largest-intermediate-sized buffers onnxruntime
+// keeps alive at once in an unfused attention block (scores, scaled
+// scores, masked scores, probabilities); measured while planning (13.1 GiB
+// peak for 3.2 GB of scores at n = 8192).
+const PeakFactor = 4
+
+// Layer returns the cost of one layer of form f at length n.
+func (c CostModel) Layer(f Form, n int) LayerCost {
+	d := c.Dims
+	N, h, H, F := int64(n), int64(d.Hidden), int64(d.Heads), int64(d.FFN)
+	M, K := int64(c.Features), int64(c.K)
+	lc := LayerCost{Form: f, Length: n, Projections: 4 * N * h * h, FFN: 2 * N * h * F}
+	lc.Largest, lc.LargestName = 4*N*F, "FFN activation n·f"
+	big := func(bytes int64, name string) {
+		if bytes > lc.Largest {
+			lc.Largest, lc.LargestName = bytes, name
+		}
+	}
+	switch f {
+	case Original:
+		lc.Core = 2 * N * N * h
+		lc.Exps = H * N * N
+		big(4*H*N*N, "scores H·n·n")
+	case Performer:
+		lc.Core = 4*N*M*h + 2*N*M*H
+		lc.Exps = 2 * H * N * M
+		big(4*H*N*M, "features H·n·M")
+	case Linformer:
+		lc.Core = 4 * N * K * h
+		lc.Exps = H * N * K
+		big(4*H*N*K, "scores H·n·k")
+	}
+	lc.Total = lc.Projections + lc.Core + lc.FFN
+	return lc
+}
+
+// Total returns the whole-model MACs of form f at length n (all layers).
+func (c CostModel) Total(f Form, n int) int64 {
+	return int64(c.Dims.Layers) * c.Layer(f, n).Total
+}
+
+// Speedup is the predicted speedup of form f over the original at n.
+func (c CostModel) Speedup(f Form, n int) float64 {
+	return float64(c.Total(Original, n)) / float64(c.Total(f, n))
+}
+
+// PeakBytes estimates the peak memory of a run: weights plus PeakFactor
+// largest intermediates.
+func (c CostModel) PeakBytes(f Form, n int) int64 {
+	return c.Dims.WeightBytes + PeakFactor*c.Layer(f, n).Largest
+}
+
+// Crossover returns the smallest length n ≥ 1 at which form f needs fewer
+// MACs than the original. In closed form the cores are equal at
+// n = 2M + M/d (Performer) and n = 2k (Linformer).
+func (c CostModel) Crossover(f Form) int {
+	if f == Original {
+		return 0
+	}
+	lo, hi := 1, 1
+	for c.Total(f, hi) >= c.Total(Original, hi) {
+		hi *= 2
+		if hi > 1<<30 {
+			return -1
+		}
+	}
+	for lo < hi {
+		mid := (lo + hi) / 2
+		if c.Total(f, mid) < c.Total(Original, mid) {
+			hi = mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	return lo
+}
+
+// Validate reports dimensions the model cannot price.
+func (c CostModel) Validate() error {
+	d := c.Dims
+	if d.Layers <= 0 || d.Hidden <= 0 || d.Heads <= 0 || d.HeadDim <= 0 || d.FFN <= 0 {
+		return fmt.Errorf("convert: cost model: dimensions must be positive: %+v", d)
+	}
+	if c.Features <= 0 || c.K <= 0 {
+		return fmt.Errorf("convert: cost model: features %d and k %d must be positive", c.Features, c.K)
+	}
+	return nil
+}
+
+// ModelDims reads a model's dimensions: layers, heads and head size from
+// its attention blocks (Detect), the FFN width from the MatMul weights
+// shaped [h, f] (f ≠ h), the position-table rows from ExtendPositions'
+// finder. Notes say what had to be assumed.
+func ModelDims(m *onnxpb.ModelProto) (Dims, []string, error) {
+	var d Dims
+	var notes []string
+	det, err := Detect(m)
+	if err != nil {
+		return d, nil, err
+	}
+	if len(det.Blocks) == 0 {
+		return d, nil, errors.New("convert: cost model: no attention blocks found")
+	}
+	b := det.Blocks[0]
+	d.Layers, d.Heads, d.HeadDim = len(det.Blocks), b.Heads, b.HeadDim
+	for _, o := range det.Blocks[1:] {
+		if o.Heads != b.Heads || o.HeadDim != b.HeadDim {
+			notes = append(notes, fmt.Sprintf("block %d has %d heads of %d, block 0 %d of %d; layer 0's dimensions used", o.Layer, o.Heads, o.HeadDim, b.Heads, b.HeadDim))
+			break
+		}
+	}
+	if d.Heads <= 0 || d.HeadDim <= 0 {
+		return d, nil, fmt.Errorf("convert: cost model: attention block 0 has unknown heads (%d) or head size (%d)", d.Heads, d.HeadDim)
+	}
+	d.Hidden = d.Heads * d.HeadDim
+	ix := onnx.NewIndex(m.Graph)
+	widths := map[int]int{}
+	for _, n := range m.Graph.Node {
+		if n.GetOpType() != "MatMul" || len(n.Input) != 2 {
+			continue
+		}
+		tp := ix.Initializers[n.Input[1]]
+		if tp == nil || len(tp.Dims) != 2 {
+			continue
+		}
+		r, c := int(tp.Dims[0]), int(tp.Dims[1])
+		if r == d.Hidden && c != d.Hidden {
+			widths[c]++
+		}
+	}
+	best, count := 0, 0
+	for w, k := range widths {
+		if k > count || (k == count && w > best) {
+			best, count = w, k
+		}
+	}
+	if best == 0 {
+		best = 4 * d.Hidden
+		notes = append(notes, fmt.Sprintf("no FFN MatMul weight [%d, f] found; assuming f = 4·h = %d", d.Hidden, best))
+	}
+	d.FFN = best
+	if pt, err := findPositionTable(ix); err == nil {
+		if tp := ix.Initializers[pt.table]; tp != nil && len(tp.Dims) == 2 {
+			d.MaxPositions = int(tp.Dims[0])
+		}
+	}
+	for _, t := range m.Graph.Initializer {
+		d.WeightBytes += tensorBytes(t)
+	}
+	return d, notes, nil
+}
+
+func tensorBytes(t *onnxpb.TensorProto) int64 {
+	n := int64(1)
+	for _, v := range t.Dims {
+		n *= v
+	}
+	es := onnx.ElemSize(onnx.DataType(t.GetDataType()))
+	if es <= 0 {
+		return int64(len(t.RawData))
+	}
+	return n * int64(es)
+}
+
+// WriteCostTable prints the per-layer and whole-model costs at each length
+// and the crossover lengths, as text.
+func (c CostModel) WriteCostTable(w io.Writer, lengths []int) error {
+	if err := c.Validate(); err != nil {
+		return err
+	}
+	d := c.Dims
+	fmt.Fprintf(w, "cost model: %d layers, hidden %d, %d heads × %d, FFN %d; Performer M = %d, Linformer k = %d; batch 1\n",
+		d.Layers, d.Hidden, d.Heads, d.HeadDim, d.FFN, c.Features, c.K)
+	fmt.Fprintln(w, "multiply-accumulates (MACs) per layer and for the model (k/M/G/T = 1e3/1e6/1e9/1e12); exps and elementwise ops not counted")
+	fmt.Fprintf(w, "%-8s %-10s %10s %10s %10s %10s %12s %9s  %s\n", "length", "form", "proj", "core", "ffn", "layer", "model", "speedup", "largest intermediate")
+	forms := []Form{Original, Performer, Linformer}
+	ls := append([]int(nil), lengths...)
+	sort.Ints(ls)
+	for _, n := range ls {
+		for _, f := range forms {
+			lc := c.Layer(f, n)
+			fmt.Fprintf(w, "%-8d %-10s %10s %10s %10s %10s %12s %8.2fx  %s (%s)\n", n, f,
+				giga(lc.Projections), giga(lc.Core), giga(lc.FFN), giga(lc.Total), giga(c.Total(f, n)),
+				c.Speedup(f, n), humanBytes(lc.Largest), lc.LargestName)
+		}
+	}
+	fmt.Fprintf(w, "predicted crossover (first n with fewer MACs than the original): performer %d (cores equal at 2M + M/d = %d), linformer %d (cores equal at 2k = %d)\n",
+		c.Crossover(Performer), 2*c.Features+c.Features/d.HeadDim, c.Crossover(Linformer), 2*c.K)
+	return nil
+}
+
+// giga formats a MAC count with an SI suffix.
+func giga(v int64) string {
+	f := float64(v)
+	switch {
+	case f >= 1e12:
+		return fmt.Sprintf("%.3gT", f/1e12)
+	case f >= 1e9:
+		return fmt.Sprintf("%.3gG", f/1e9)
+	case f >= 1e6:
+		return fmt.Sprintf("%.3gM", f/1e6)
+	case f >= 1e3:
+		return fmt.Sprintf("%.3gk", f/1e3)
+	}
+	return fmt.Sprintf("%d", v)
+}
+
+func humanBytes(b int64) string {
+	const k = 1024
+	switch {
+	case b >= k*k*k:
+		return fmt.Sprintf("%.2f GiB", float64(b)/(k*k*k))
+	case b >= k*k:
+		return fmt.Sprintf("%.1f MiB", float64(b)/(k*k))
+	case b >= k:
+		return fmt.Sprintf("%.1f KiB", float64(b)/k)
+	}
+	return fmt.Sprintf("%d B", b)
+}
+
+// ParseLengths parses "512,1024,4K" into lengths (K = 1024).
+func ParseLengths(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		mul := 1
+		if strings.HasSuffix(f, "k") || strings.HasSuffix(f, "K") {
+			mul, f = 1024, f[:len(f)-1]
+		}
+		v, err := strconv.Atoi(f)
+		if err != nil || v <= 0 || v > math.MaxInt32/mul {
+			return nil, fmt.Errorf("convert: bad length %q (want positive integers like 512,1024,4K)", f)
+		}
+		out = append(out, v*mul)
+	}
+	if len(out) == 0 {
+		return nil, errors.New("convert: no lengths given")
+	}
+	return out, nil
+}

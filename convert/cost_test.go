@@ -1,0 +1,137 @@
+package convert_test
+
+import (
+	"bytes"
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/linearize/linearize/convert"
+	"github.com/linearize/linearize/models"
+)
+
+// countMACs walks the loops of a naive forward pass of one layer (batch 1)
+// and counts every multiply-accumulate; it is the independent reference
+// for the cost model's closed forms.
+func countMACs(form convert.Form, n, H, d, f, M, k int) (proj, core, ffn int64) {
+	h := H * d
+	dense := func(rows, in, out int) (c int64) {
+		for r := 0; r < rows; r++ {
+			for o := 0; o < out; o++ {
+				for i := 0; i < in; i++ {
+					c++
+				}
+			}
+		}
+		return
+	}
+	proj = 4 * dense(n, h, h)
+	ffn = dense(n, h, f) + dense(n, f, h)
+	for head := 0; head < H; head++ {
+		switch form {
+		case convert.Original:
+			core += dense(n, d, n) // Q·Kᵀ: n×n dot products of length d
+			core += dense(n, n, d) // P·V
+		case convert.Performer:
+			core += dense(n, d, M) // φ(Q) = exp(Ω·q ...)
+			core += dense(n, d, M) // φ(K)
+			core += dense(M, n, d) // φ(K)ᵀV
+			core += dense(n, M, d) // φ(Q)·(φ(K)ᵀV)
+			core += dense(M, n, 1) // φ(K)ᵀ1
+			core += dense(n, M, 1) // φ(Q)·z
+		case convert.Linformer:
+			core += dense(k, n, d) // E·K
+			core += dense(k, n, d) // F·V
+			core += dense(n, d, k) // Q·Kpᵀ
+			core += dense(n, k, d) // P·Vp
+		}
+	}
+	return
+}
+
+func TestCostModelClosedForms(t *testing.T) {
+	for _, tc := range []struct{ n, H, d, f, M, k int }{
+		{5, 2, 3, 7, 4, 3}, {9, 3, 2, 10, 6, 2}, {1, 1, 1, 1, 1, 1}, {16, 4, 4, 32, 8, 8},
+	} {
+		cm := convert.CostModel{Dims: convert.Dims{Layers: 3, Hidden: tc.H * tc.d, Heads: tc.H, HeadDim: tc.d, FFN: tc.f}, Features: tc.M, K: tc.k}
+		for _, form := range []convert.Form{convert.Original, convert.Performer, convert.Linformer} {
+			p, c, f := countMACs(form, tc.n, tc.H, tc.d, tc.f, tc.M, tc.k)
+			lc := cm.Layer(form, tc.n)
+			if lc.Projections != p || lc.Core != c || lc.FFN != f || lc.Total != p+c+f {
+				t.Errorf("%+v %s: model %d/%d/%d, loops %d/%d/%d", tc, form, lc.Projections, lc.Core, lc.FFN, p, c, f)
+			}
+			if cm.Total(form, tc.n) != 3*(p+c+f) {
+				t.Errorf("%+v %s: total not layers × layer", tc, form)
+			}
+		}
+		// Largest intermediate: the H·n·n scores of the original.
+		if got, want := cm.Layer(convert.Original, tc.n).Largest, int64(4*max(tc.H*tc.n*tc.n, tc.n*tc.f)); got != want {
+			t.Errorf("%+v: largest %d, want %d", tc, got, want)
+		}
+	}
+}
+
+// TestCostModelIssueNumbers: for BERT-base width, 2 layers, M = k = 256,
+// issue 7 quotes predicted speedups ≈1.7× at 4096, ≈2.5× at 8192 and
+// ≈4.1× at 16384. MACs alone (no exp counted) give them.
+func TestCostModelIssueNumbers(t *testing.T) {
+	cm := convert.CostModel{Dims: convert.Dims{Layers: 2, Hidden: 768, Heads: 12, HeadDim: 64, FFN: 3072}, Features: 256, K: 256}
+	for _, tc := range []struct {
+		n    int
+		want float64
+	}{{4096, 1.7}, {8192, 2.5}, {16384, 4.1}} {
+		for _, f := range []convert.Form{convert.Performer, convert.Linformer} {
+			if got := cm.Speedup(f, tc.n); math.Abs(got-tc.want) > 0.05 {
+				t.Errorf("%s at %d: predicted %.3f×, issue says ≈%.1f×", f, tc.n, got, tc.want)
+			}
+		}
+	}
+	// Crossovers: the cores are equal at 2M + M/d and 2k.
+	if got := cm.Crossover(convert.Performer); got != 2*256+256/64+1 {
+		t.Errorf("performer crossover %d, want %d", got, 2*256+256/64+1)
+	}
+	if got := cm.Crossover(convert.Linformer); got != 2*256+1 {
+		t.Errorf("linformer crossover %d, want %d", got, 2*256+1)
+	}
+	// 16384: the original's scores alone are 12·16384²·4 bytes = 12 GiB.
+	if got := cm.Layer(convert.Original, 16384).Largest; got != 12*16384*16384*4 {
+		t.Errorf("largest at 16384: %d", got)
+	}
+}
+
+func TestModelDimsFromBuiltModel(t *testing.T) {
+	cfg := models.Config{Vocab: 50, Hidden: 48, Heads: 3, Layers: 3, Intermediate: 80, MaxPositions: 40, TypeVocab: 2, Opset: 17, Seed: 2}
+	m, err := models.BERT(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, notes, err := convert.ModelDims(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := convert.Dims{Layers: 3, Hidden: 48, Heads: 3, HeadDim: 16, FFN: 80, MaxPositions: 40}
+	d.WeightBytes = 0
+	if d != want {
+		t.Fatalf("dims %+v, want %+v (notes %v)", d, want, notes)
+	}
+	var buf bytes.Buffer
+	cm := convert.CostModel{Dims: d, Features: 32, K: 32}
+	if err := cm.WriteCostTable(&buf, []int{64, 1024}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(buf.String(), "predicted crossover") || strings.Count(buf.String(), "\n") != 10 {
+		t.Errorf("table:\n%s", buf.String())
+	}
+}
+
+func TestParseLengths(t *testing.T) {
+	got, err := convert.ParseLengths("512, 1024,4K")
+	if err != nil || len(got) != 3 || got[2] != 4096 {
+		t.Fatalf("%v %v", got, err)
+	}
+	for _, bad := range []string{"", "12abc", "-5", "0", "1,,x"} {
+		if _, err := convert.ParseLengths(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
