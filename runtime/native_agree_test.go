@@ -1,0 +1,215 @@
+package runtime
+
+import (
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/linearize/linearize/models"
+	"github.com/linearize/linearize/onnx"
+	"github.com/linearize/linearize/ops"
+)
+
+// corpusDir is ../shared/corpus/ort-fusion relative to the repository root.
+func corpusDir(t *testing.T) string {
+	t.Helper()
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, ok := findRepoRoot(wd)
+	if !ok {
+		t.Skip("repository root not found")
+	}
+	dir := filepath.Join(root, "..", "shared", "corpus", "ort-fusion")
+	if _, err := os.Stat(dir); err != nil {
+		t.Skipf("corpus absent (%s): place the shared corpus beside the clone", dir)
+	}
+	return dir
+}
+
+// corpusInputs builds valid inputs for a corpus model following
+// ../shared/corpus/README.md: batch 2, token ids and masks 0 or 1, the
+// declared fixed sizes, sequence 3 (seq ≤ 2 where the position table has 2
+// rows), past length 3.
+func corpusInputs(t *testing.T, s Session, seq int, rng *rand.Rand) map[string]*onnx.Tensor {
+	t.Helper()
+	dims := map[string]int{}
+	feeds := map[string]*onnx.Tensor{}
+	for _, in := range s.Inputs() {
+		shape := make([]int, len(in.Shape))
+		for i, d := range in.Shape {
+			switch {
+			case d.Value >= 0:
+				shape[i] = int(d.Value)
+			case strings.Contains(d.Param, "+"):
+				shape[i] = 3 + seq // past_seq_len+seq_len
+			case strings.Contains(d.Param, "past"):
+				shape[i] = 3
+			case i == 0 && in.Name != "past_0":
+				shape[i] = 2
+			case d.Param == "batch_size":
+				shape[i] = 2
+			default:
+				shape[i] = seq
+			}
+			if d.Param != "" {
+				if v, ok := dims[d.Param]; ok {
+					shape[i] = v
+				}
+				dims[d.Param] = shape[i]
+			}
+		}
+		n := onnx.NumElements(shape)
+		var t0 *onnx.Tensor
+		mask := strings.Contains(in.Name, "mask")
+		switch in.DType {
+		case onnx.Float:
+			d := make([]float32, n)
+			for i := range d {
+				if mask {
+					d[i] = 1
+				} else {
+					d[i] = float32(rng.NormFloat64())
+				}
+			}
+			t0 = onnx.NewFloat(shape, d)
+		case onnx.Int64:
+			d := make([]int64, n)
+			for i := range d {
+				d[i] = int64(rng.IntN(2))
+				if mask && i%shape[len(shape)-1] == 0 {
+					d[i] = 1 // at least one visible key per row
+				}
+			}
+			t0 = onnx.NewInt64(shape, d)
+		case onnx.Int32:
+			d := make([]int32, n)
+			for i := range d {
+				d[i] = int32(rng.IntN(2))
+				if mask && i%shape[len(shape)-1] == 0 {
+					d[i] = 1
+				}
+			}
+			t0 = &onnx.Tensor{DType: onnx.Int32, Shape: shape, Data: d}
+		default:
+			t.Fatalf("input %q: unexpected type %s", in.Name, onnx.TypeName(in.DType))
+		}
+		feeds[in.Name] = t0
+	}
+	return feeds
+}
+
+// TestNativeCorpusAgreement runs every runnable corpus model in both
+// backends and requires agreement within 1e-4 of each output's scale.
+func TestNativeCorpusAgreement(t *testing.T) {
+	needORT(t)
+	dir := corpusDir(t)
+	files, err := filepath.Glob(filepath.Join(dir, "*.onnx"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no corpus models in %s", dir)
+	}
+	notRunnable := map[string]string{
+		"attention_distilbert.onnx": "its constant mask is [1,3] while its input has sequence length 1 (README: detection only)",
+	}
+	seqOf := map[string]int{"embed_layer_norm_format8_opset13.onnx": 2}
+	ran, pending := 0, 0
+	for _, f := range files {
+		base := filepath.Base(f)
+		t.Run(base, func(t *testing.T) {
+			if why, ok := notRunnable[base]; ok {
+				t.Skip(why)
+			}
+			m, err := onnx.Load(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			nat, err := NewNativeSession(m, Options{Threads: 2})
+			if err != nil {
+				if _, lerr := ops.Lookup("", "Einsum", 19); lerr != nil && strings.Contains(err.Error(), "Einsum") {
+					pending++
+					t.Skipf("Einsum has no native kernel yet: %v", err)
+				}
+				t.Fatal(err)
+			}
+			ref, err := NewORTSession(m, Options{Threads: 2})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ref.Close()
+			seq := seqOf[base]
+			if seq == 0 {
+				seq = 3
+			}
+			rng := rand.New(rand.NewPCG(uint64(len(base)), 9))
+			for trial := 0; trial < 3; trial++ {
+				feeds := corpusInputs(t, ref, seq, rng)
+				diffs, err := CompareSessions(nat, ref, feeds)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, d := range diffs {
+					if !d.OK(1e-4) || d.N == 0 {
+						t.Errorf("output %q: %v", d.Name, d.Diff)
+					} else if trial == 0 {
+						t.Logf("output %q: %v", d.Name, d.Diff)
+					}
+				}
+			}
+			ran++
+		})
+	}
+	if ran+pending < len(files)-len(notRunnable) {
+		t.Errorf("ran %d corpus models of %d", ran, len(files)-len(notRunnable))
+	}
+}
+
+// TestNativeBERTAgreement checks the native backend against onnxruntime on
+// BERT graphs from package models in each of the builder's forms.
+func TestNativeBERTAgreement(t *testing.T) {
+	needORT(t)
+	for _, c := range []struct {
+		name string
+		edit func(*models.Config)
+		seq  int
+	}{
+		{"tiny/opset17", func(*models.Config) {}, 16},
+		{"tiny/opset11/two-step-K/mul-scale", func(c *models.Config) { c.Opset, c.KTranspose, c.Scale = 11, models.KTwoStep, models.ScaleMul }, 9},
+		{"tiny/opset13/scale-q", func(c *models.Config) { c.Opset, c.Scale = 13, models.ScaleQ }, 32},
+		{"tiny/opset21", func(c *models.Config) { c.Opset, c.Seed = 21, 5 }, 5},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := models.TinyConfig()
+			c.edit(&cfg)
+			m, err := models.BERT(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			feeds := bertInputs(2, c.seq, cfg.Vocab, uint64(c.seq))
+			agree(t, c.name, m, feeds, 1e-4, 2)
+		})
+	}
+}
+
+// bertInputs returns random BERT inputs with the second row padded.
+func bertInputs(batch, seq, vocab int, seed uint64) map[string]*onnx.Tensor {
+	rng := rand.New(rand.NewPCG(seed, 1))
+	ids, mask, types := make([]int64, batch*seq), make([]int64, batch*seq), make([]int64, batch*seq)
+	for b := 0; b < batch; b++ {
+		valid := seq - b*seq/3
+		for s := 0; s < seq; s++ {
+			i := b*seq + s
+			ids[i] = int64(rng.IntN(vocab))
+			if s < valid {
+				mask[i] = 1
+			}
+			if s >= seq/2 {
+				types[i] = 1
+			}
+		}
+	}
+	sh := []int{batch, seq}
+	return map[string]*onnx.Tensor{"input_ids": onnx.NewInt64(sh, ids), "attention_mask": onnx.NewInt64(sh, mask), "token_type_ids": onnx.NewInt64(sh, types)}
+}
