@@ -1,0 +1,318 @@
+package runtime
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/linearize/linearize/onnx"
+	"github.com/linearize/linearize/onnx/onnxpb"
+)
+
+// ModelCompareOptions configures CompareModels.
+type ModelCompareOptions struct {
+	// Backend names the backend that runs every model ("ort" when empty).
+	Backend string
+	// Threads bounds each session's intra-op parallelism.
+	Threads int
+	// Values are internal values (e.g. each layer's attention output) to
+	// compare besides the graph outputs; each is compared between the
+	// reference and every model whose graph also produces it.
+	Values []string
+	// Mask is the [Batch, SeqLen] padding mask (1 on real tokens) of the
+	// inputs; nil means every position is real.
+	Mask          []int64
+	Batch, SeqLen int
+}
+
+// ValueComparison compares one value of a model with the same value of the
+// reference model (the first one).
+//
+// Token-level metrics look at the vectors along the last axis ("tokens"):
+// for a [B,S,D] value each row (b, s), for a [B,H,S,D] value each (b, h, s),
+// for a [B,D] value each row; positions the mask marks as padding are left
+// out of every metric. Pooled metrics exist for [B,S,D] values: the masked
+// mean over s of each batch row, the sentence embedding of mean-pooling
+// models. Top-1 agreement is reported for logits-like values only: those
+// whose name contains "logit" (a hidden state's arg-max means nothing), with
+// a last axis longer than 1; it is the fraction of (unmasked) vectors whose
+// arg-max index is the same in both models.
+type ValueComparison struct {
+	Value    string `json:"value"`
+	Model    string `json:"model"`
+	Kind     string `json:"kind"` // "output" or "layer"
+	Shape    []int  `json:"shape,omitempty"`
+	Mismatch string `json:"mismatch,omitempty"`
+	// MaxAbs and MeanAbs are over unmasked elements; RelErr is
+	// ‖a−b‖₂/‖b‖₂ over them (b the reference); Cosine treats them as one
+	// vector.
+	MaxAbs  float64 `json:"max_abs"`
+	MeanAbs float64 `json:"mean_abs"`
+	RelErr  float64 `json:"rel_err"`
+	Cosine  float64 `json:"cosine"`
+	// Per-token cosine similarity: mean and minimum over tokens.
+	TokenCosMean float64 `json:"token_cos_mean"`
+	TokenCosMin  float64 `json:"token_cos_min"`
+	// Pooled (masked mean over tokens) cosine: mean and minimum over the
+	// batch; nil when not applicable.
+	PooledCosMean *float64 `json:"pooled_cos_mean,omitempty"`
+	PooledCosMin  *float64 `json:"pooled_cos_min,omitempty"`
+	// Top1 is the arg-max agreement of logits-like values; nil otherwise.
+	Top1 *float64 `json:"top1,omitempty"`
+}
+
+// ModelComparison is the result of CompareModels.
+type ModelComparison struct {
+	Models []string          `json:"models"` // labels; the first is the reference
+	Batch  int               `json:"batch"`
+	SeqLen int               `json:"seq_len"`
+	Rows   []ValueComparison `json:"comparisons"`
+}
+
+// Produces reports whether the graph of m has a value called name (a node
+// output, graph input or initializer).
+func Produces(m *onnxpb.ModelProto, name string) bool {
+	return m != nil && m.Graph != nil && producedOrDeclared(m.Graph, name)
+}
+
+// CompareModels feeds the same inputs to every model and compares each
+// later model's outputs (and opt.Values) with the first model's. Outputs
+// are matched by name; outputs missing from a model are reported as a
+// mismatch row.
+func CompareModels(models []*onnxpb.ModelProto, labels []string, feed map[string]*onnx.Tensor, opt ModelCompareOptions) (*ModelComparison, error) {
+	if len(models) < 2 {
+		return nil, fmt.Errorf("runtime: compare needs at least two models, got %d", len(models))
+	}
+	if len(labels) != len(models) {
+		return nil, fmt.Errorf("runtime: compare: %d labels for %d models", len(labels), len(models))
+	}
+	backend := opt.Backend
+	if backend == "" {
+		backend = "ort"
+	}
+	if opt.Mask != nil && len(opt.Mask) != opt.Batch*opt.SeqLen {
+		return nil, fmt.Errorf("runtime: compare: mask has %d entries for batch %d × %d", len(opt.Mask), opt.Batch, opt.SeqLen)
+	}
+	results := make([]map[string]*onnx.Tensor, len(models))
+	var outputs []string // the reference's graph outputs
+	for i, m := range models {
+		var expose []string
+		for _, v := range opt.Values {
+			if Produces(m, v) {
+				expose = append(expose, v)
+			}
+		}
+		s, err := Open(backend, m, Options{Threads: opt.Threads, Expose: expose})
+		if err != nil {
+			return nil, fmt.Errorf("runtime: compare: %s: %w", labels[i], err)
+		}
+		var names []string
+		for _, o := range s.Outputs() {
+			names = append(names, o.Name)
+		}
+		if i == 0 {
+			outputs = names
+		}
+		res, err := s.Run(feed, append(names, expose...)...)
+		s.Close()
+		if err != nil {
+			return nil, fmt.Errorf("runtime: compare: %s: %w", labels[i], err)
+		}
+		results[i] = res
+	}
+	mc := &ModelComparison{Models: labels, Batch: opt.Batch, SeqLen: opt.SeqLen}
+	for i := 1; i < len(models); i++ {
+		for _, o := range outputs {
+			mc.Rows = append(mc.Rows, compareValue(o, labels[i], "output", results[i][o], results[0][o], opt))
+		}
+		for _, v := range opt.Values {
+			ref, ok0 := results[0][v]
+			got, ok1 := results[i][v]
+			if !ok0 || !ok1 {
+				continue
+			}
+			mc.Rows = append(mc.Rows, compareValue(v, labels[i], "layer", got, ref, opt))
+		}
+	}
+	return mc, nil
+}
+
+// tokenIndex maps the index of a last-axis vector of a tensor with the
+// given shape to its (batch, position) for the mask, or ok = false when
+// the layout has no token axis the mask applies to.
+func tokenIndex(shape []int, batch, seqLen int) func(v int) (b, s int, ok bool) {
+	switch {
+	case len(shape) == 3 && shape[0] == batch && shape[1] == seqLen:
+		return func(v int) (int, int, bool) { return v / seqLen, v % seqLen, true }
+	case len(shape) == 4 && shape[0] == batch && shape[2] == seqLen:
+		return func(v int) (int, int, bool) { return v / (shape[1] * seqLen), v % seqLen, true }
+	}
+	return func(int) (int, int, bool) { return 0, 0, false }
+}
+
+func compareValue(name, model, kind string, got, ref *onnx.Tensor, opt ModelCompareOptions) ValueComparison {
+	r := ValueComparison{Value: name, Model: model, Kind: kind}
+	switch {
+	case ref == nil:
+		r.Mismatch = "missing in the reference"
+		return r
+	case got == nil:
+		r.Mismatch = "missing in this model"
+		return r
+	}
+	r.Shape = got.Shape
+	if fmt.Sprint(got.Shape) != fmt.Sprint(ref.Shape) {
+		r.Mismatch = fmt.Sprintf("shape %v vs reference %v", got.Shape, ref.Shape)
+		return r
+	}
+	a, err := got.AsFloat64s()
+	if err != nil {
+		r.Mismatch = err.Error()
+		return r
+	}
+	b, err := ref.AsFloat64s()
+	if err != nil {
+		r.Mismatch = err.Error()
+		return r
+	}
+	dim := 1
+	if len(got.Shape) > 0 {
+		dim = got.Shape[len(got.Shape)-1]
+	}
+	if dim == 0 || len(a) == 0 {
+		r.Mismatch = "empty tensor"
+		return r
+	}
+	pos := tokenIndex(got.Shape, opt.Batch, opt.SeqLen)
+	masked := func(v int) bool {
+		if opt.Mask == nil {
+			return false
+		}
+		bi, s, ok := pos(v)
+		return ok && opt.Mask[bi*opt.SeqLen+s] == 0
+	}
+	logits := strings.Contains(strings.ToLower(name), "logit") && dim > 1
+	var sumAbs, dd, ab, aa, bb float64
+	var n, vectors, agree int
+	r.TokenCosMin = math.Inf(1)
+	var cosSum float64
+	for v := 0; v < len(a)/dim; v++ {
+		if masked(v) {
+			continue
+		}
+		x, y := a[v*dim:(v+1)*dim], b[v*dim:(v+1)*dim]
+		var vab, vaa, vbb float64
+		for k := range x {
+			e := math.Abs(x[k] - y[k])
+			r.MaxAbs = math.Max(r.MaxAbs, e)
+			sumAbs += e
+			dd += e * e
+			vab += x[k] * y[k]
+			vaa += x[k] * x[k]
+			vbb += y[k] * y[k]
+		}
+		n += dim
+		ab, aa, bb = ab+vab, aa+vaa, bb+vbb
+		c := cos(vab, vaa, vbb)
+		cosSum += c
+		r.TokenCosMin = math.Min(r.TokenCosMin, c)
+		vectors++
+		if logits && argmax(x) == argmax(y) {
+			agree++
+		}
+	}
+	if vectors == 0 {
+		r.Mismatch = "every position is masked"
+		return r
+	}
+	r.MeanAbs = sumAbs / float64(n)
+	r.RelErr = math.Sqrt(dd / math.Max(bb, 1e-300))
+	r.Cosine = cos(ab, aa, bb)
+	r.TokenCosMean = cosSum / float64(vectors)
+	if logits {
+		t := float64(agree) / float64(vectors)
+		r.Top1 = &t
+	}
+	if len(got.Shape) == 3 && got.Shape[0] == opt.Batch && got.Shape[1] == opt.SeqLen {
+		S, D := opt.SeqLen, dim
+		var mean float64
+		minc := math.Inf(1)
+		for bi := 0; bi < opt.Batch; bi++ {
+			pa, pb := make([]float64, D), make([]float64, D)
+			for s := 0; s < S; s++ {
+				if opt.Mask != nil && opt.Mask[bi*S+s] == 0 {
+					continue
+				}
+				for k := 0; k < D; k++ {
+					pa[k] += a[(bi*S+s)*D+k]
+					pb[k] += b[(bi*S+s)*D+k]
+				}
+			}
+			var vab, vaa, vbb float64
+			for k := range pa {
+				vab += pa[k] * pb[k]
+				vaa += pa[k] * pa[k]
+				vbb += pb[k] * pb[k]
+			}
+			c := cos(vab, vaa, vbb)
+			mean += c / float64(opt.Batch)
+			minc = math.Min(minc, c)
+		}
+		r.PooledCosMean, r.PooledCosMin = &mean, &minc
+	}
+	return r
+}
+
+// cos is ab/√(aa·bb), 1 when both vectors are zero and 0 when one is.
+func cos(ab, aa, bb float64) float64 {
+	switch {
+	case aa == 0 && bb == 0:
+		return 1
+	case aa == 0 || bb == 0:
+		return 0
+	}
+	return ab / math.Sqrt(aa*bb)
+}
+
+func argmax(x []float64) int {
+	best := 0
+	for i, v := range x {
+		if v > x[best] {
+			best = i
+		}
+	}
+	return best
+}
+
+// WriteTable prints the comparison as an aligned table.
+func (mc *ModelComparison) WriteTable(w io.Writer) error {
+	fmt.Fprintf(w, "reference: %s; inputs: batch %d × %d tokens\n", mc.Models[0], mc.Batch, mc.SeqLen)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "model\tkind\tvalue\tmax abs\tmean abs\trel err\ttoken cos mean\ttoken cos min\tpooled cos mean\tpooled cos min\ttop-1\t")
+	opt := func(p *float64, f string) string {
+		if p == nil {
+			return "-"
+		}
+		return fmt.Sprintf(f, *p)
+	}
+	for _, r := range mc.Rows {
+		if r.Mismatch != "" {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t\t\t\t\t\t\t\t\n", r.Model, r.Kind, r.Value, r.Mismatch)
+			continue
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%.3g\t%.3g\t%.3g\t%.5f\t%.5f\t%s\t%s\t%s\t\n", r.Model, r.Kind, r.Value,
+			r.MaxAbs, r.MeanAbs, r.RelErr, r.TokenCosMean, r.TokenCosMin,
+			opt(r.PooledCosMean, "%.5f"), opt(r.PooledCosMin, "%.5f"), opt(r.Top1, "%.3f"))
+	}
+	return tw.Flush()
+}
+
+// WriteJSON writes the comparison as indented JSON.
+func (mc *ModelComparison) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(mc)
+}
