@@ -1,0 +1,198 @@
+package convert
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/linearize/linearize/onnx"
+	"github.com/linearize/linearize/onnx/onnxpb"
+)
+
+// BiasKind says what is added to the attention scores before the softmax.
+type BiasKind string
+
+// The bias kinds Detect reports.
+const (
+	// BiasNone: nothing is added to the scores.
+	BiasNone BiasKind = "none"
+	// BiasPerKey: a padding mask b_j of shape [B,1,1,S], the one kind a
+	// Performer conversion keeps exactly.
+	BiasPerKey BiasKind = "per-key"
+	// BiasPerQueryKey: a bias that depends on query and key position
+	// (relative position, ALiBi, a 3-D mask).
+	BiasPerQueryKey BiasKind = "per-query-key"
+	// BiasCausal: a triangular (decoder) mask; never converted.
+	BiasCausal BiasKind = "causal"
+)
+
+// Block is one multi-head self-attention core,
+//
+//	out = softmax(Scale·Q·Kᵀ + bias)·V,
+//
+// with Q, K [B,Heads,S,HeadDim] and V [B,Heads,S,Dv].
+type Block struct {
+	Layer int    `json:"layer"` // 0-based order of the block in the graph
+	Form  string `json:"form"`
+	// Nodes are the names (or op@index for unnamed nodes) of the nodes of
+	// the core that a rewrite replaces.
+	Nodes   []string `json:"nodes"`
+	Heads   int      `json:"heads"`
+	HeadDim int      `json:"head_dim"`
+	Scale   float64  `json:"scale"`
+	Bias    BiasKind `json:"bias"`
+	// BiasValue names the value that carries the per-key bias or mask.
+	BiasValue string `json:"bias_value,omitempty"`
+	Causal    bool   `json:"causal"`
+	// Convertible is true when the block can be replaced exactly by a
+	// linear-attention op; Reason says why not otherwise.
+	Convertible bool   `json:"convertible"`
+	Reason      string `json:"reason,omitempty"`
+	// Q, K and V name the graph values the core reads, as the graph holds
+	// them (K may be held transposed; a fused node packs all three).
+	Q string `json:"q"`
+	K string `json:"k"`
+	V string `json:"v"`
+	// Output is the value the core produces.
+	Output string `json:"output"`
+	// Function is the model-local function holding the block, if any.
+	Function string `json:"function,omitempty"`
+
+	core  *coreMatch
+	fused *fusedMatch
+	order int
+}
+
+// Unmatched is a Softmax that is not the core of an attention block, with
+// the check that failed.
+type Unmatched struct {
+	Softmax string `json:"softmax"`
+	Reason  string `json:"reason"`
+}
+
+// Detection is what Detect found in a model.
+type Detection struct {
+	Blocks    []*Block    `json:"attention"`
+	Unmatched []Unmatched `json:"unmatched,omitempty"`
+}
+
+// Count returns the number of blocks found.
+func (d *Detection) Count() int { return len(d.Blocks) }
+
+// Convertible returns the blocks that can be rewritten.
+func (d *Detection) Convertible() []*Block {
+	var out []*Block
+	for _, b := range d.Blocks {
+		if b.Convertible {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+// Detect finds every multi-head self-attention core in m: unfused cores
+// anchored on a Softmax (also inside model-local functions) and
+// onnxruntime's fused com.microsoft Attention and MultiHeadAttention
+// nodes. Blocks are numbered in graph order.
+func Detect(m *onnxpb.ModelProto) (*Detection, error) {
+	if m == nil || m.Graph == nil {
+		return nil, errors.New("convert: model has no graph")
+	}
+	d := &Detection{}
+	g := m.Graph
+	order, err := onnx.TopoSort(g)
+	if err != nil {
+		return nil, fmt.Errorf("convert: %w", err)
+	}
+	pos := map[*onnxpb.NodeProto]int{}
+	for i, n := range order {
+		pos[n] = i
+	}
+	ix := onnx.NewIndex(g)
+	mt := &matcher{ix: ix, opset: onnx.OpsetVersion(m, "")}
+	for _, n := range order {
+		var b *Block
+		var reason string
+		switch {
+		case n.GetOpType() == "Softmax" && defaultDomain(n):
+			b, reason = mt.matchSoftmax(n)
+		case n.GetDomain() == "com.microsoft" && n.GetOpType() == "Attention":
+			b = mt.matchFusedAttention(n)
+		case n.GetDomain() == "com.microsoft" && n.GetOpType() == "MultiHeadAttention":
+			b = mt.matchFusedMHA(n)
+		default:
+			continue
+		}
+		if b == nil {
+			d.Unmatched = append(d.Unmatched, Unmatched{Softmax: nodeName(n), Reason: reason})
+			continue
+		}
+		b.order = pos[n]
+		d.Blocks = append(d.Blocks, b)
+	}
+	// Attention inside model-local functions (export_modules_as_functions).
+	for _, f := range m.Functions {
+		fg := &onnxpb.GraphProto{Node: f.Node}
+		for _, in := range f.Input {
+			name := in
+			fg.Input = append(fg.Input, &onnxpb.ValueInfoProto{Name: &name})
+		}
+		for _, out := range f.Output {
+			name := out
+			fg.Output = append(fg.Output, &onnxpb.ValueInfoProto{Name: &name})
+		}
+		fm := &matcher{ix: onnx.NewIndex(fg), opset: mt.opset}
+		for i, n := range f.Node {
+			if n.GetOpType() != "Softmax" || !defaultDomain(n) {
+				continue
+			}
+			b, reason := fm.matchSoftmax(n)
+			if b == nil {
+				d.Unmatched = append(d.Unmatched, Unmatched{Softmax: f.GetName() + "/" + nodeName(n), Reason: reason})
+				continue
+			}
+			b.Function = f.GetName()
+			b.order = len(order) + i
+			if b.Convertible {
+				b.Convertible = false
+				b.Reason = fmt.Sprintf("inside model-local function %s.%s: rewrite inside functions is not supported; inline the function first", f.GetDomain(), f.GetName())
+			}
+			d.Blocks = append(d.Blocks, b)
+		}
+	}
+	sort.SliceStable(d.Blocks, func(i, j int) bool { return d.Blocks[i].order < d.Blocks[j].order })
+	for i, b := range d.Blocks {
+		b.Layer = i
+	}
+	return d, nil
+}
+
+// nodeName names a node in messages: its name, else op(first output).
+func nodeName(n *onnxpb.NodeProto) string {
+	if n.GetName() != "" {
+		return n.GetName()
+	}
+	out := ""
+	if len(n.Output) > 0 {
+		out = n.Output[0]
+	}
+	return n.GetOpType() + "(" + out + ")"
+}
+
+// Explain writes one line per block and per unmatched Softmax.
+func (d *Detection) Explain() string {
+	var sb strings.Builder
+	for _, b := range d.Blocks {
+		fmt.Fprintf(&sb, "block %d: %s heads=%d head_dim=%d scale=%.6g bias=%s", b.Layer, b.Form, b.Heads, b.HeadDim, b.Scale, b.Bias)
+		if b.Convertible {
+			sb.WriteString(" convertible\n")
+		} else {
+			fmt.Fprintf(&sb, " not convertible: %s\n", b.Reason)
+		}
+	}
+	for _, u := range d.Unmatched {
+		fmt.Fprintf(&sb, "softmax %s: not attention: %s\n", u.Softmax, u.Reason)
+	}
+	return sb.String()
+}

@@ -1,0 +1,119 @@
+package convert
+
+import (
+	"path/filepath"
+	"testing"
+
+	"github.com/linearize/linearize/onnx"
+	"github.com/linearize/linearize/runtime"
+)
+
+// identityProjections returns E = F = I [1,n,n], which makes Linformer
+// with k = N = S exactly the original attention when no key is padded.
+func identityProjections(n int) func(layer, heads int) (*onnx.Tensor, *onnx.Tensor, error) {
+	return func(layer, heads int) (*onnx.Tensor, *onnx.Tensor, error) {
+		d := make([]float32, n*n)
+		for i := 0; i < n; i++ {
+			d[i*n+i] = 1
+		}
+		e := onnx.NewFloat([]int{1, n, n}, d)
+		return e, e, nil
+	}
+}
+
+// runnable corpus files (see ../shared/corpus/README.md) with the sequence
+// length to run them at.
+var corpusRunnable = []struct {
+	file string
+	seq  int
+}{
+	{"TFBertForQuestionAnswering.onnx", 7},
+	{"attention_int32_mask.onnx", 3},
+	{"attention_mask_no_cast.onnx", 3},
+	{"attention_symbolic_batch.onnx", 3},
+	{"attention_opt.onnx", 3},
+	{"attention_mha.onnx", 3},
+	{"attention_with_varied_qkv_opt.onnx", 3},
+	{"bert_3d_attention_opt.onnx", 3},
+	{"pruned_attention_opt.onnx", 3},
+	{"embed_layer_norm_format3.onnx", 3},
+	{"embed_layer_norm_format8_opset13.onnx", 2},
+	{"embed_layer_norm_multiple.onnx", 3},
+	{"whisper_hf_fp32_encoder_self_attention.onnx", 10},
+}
+
+// TestCorpusLinformerIdentityExact: Linformer with k = S and E = F = I must
+// reproduce the original model's outputs (no padding) to 1e-5: it checks
+// that Q, K, V, scale and the output layout are wired exactly.
+func TestCorpusLinformerIdentityExact(t *testing.T) {
+	dir := corpusDir(t)
+	needORT(t)
+	for _, c := range corpusRunnable {
+		if c.file == "attention_mask_no_cast.onnx" {
+			// Its constant mask masks every key with −10000: softmax is
+			// shift-invariant so the original ignores it, while the linear
+			// ops treat bias ≤ −1e4 as padding (documented semantics).
+			continue
+		}
+		t.Run(c.file, func(t *testing.T) {
+			m := loadModel(t, filepath.Join(dir, c.file))
+			sess, err := runtime.NewORTSession(m, runtime.Options{Threads: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			in := feedsOpt(t, sess.Inputs(), c.seq, 0, 1, true)
+			sess.Close()
+			want := runORT(t, m, in)
+			lm, rep, err := ToLinformer(m, LinformerOptions{K: c.seq, MaxLen: c.seq, Projections: identityProjections(c.seq)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(rep.Converted) == 0 {
+				t.Fatalf("nothing converted: %+v", rep.Skipped)
+			}
+			got := runORT(t, lm, in)
+			for name, w := range want {
+				d := runtime.CompareTensors(got[name], w)
+				if !d.OK(1e-5) {
+					t.Errorf("output %s: %v", name, d)
+				}
+			}
+		})
+	}
+}
+
+// TestCorpusPerformerRuns: every runnable corpus model converts to
+// Performer, loads and runs in onnxruntime; the outputs stay close to the
+// original (random tiny weights; a loose sanity bound, the accurate
+// numbers are the op tests').
+func TestCorpusPerformerRuns(t *testing.T) {
+	dir := corpusDir(t)
+	needORT(t)
+	for _, c := range corpusRunnable {
+		t.Run(c.file, func(t *testing.T) {
+			m := loadModel(t, filepath.Join(dir, c.file))
+			sess, err := runtime.NewORTSession(m, runtime.Options{Threads: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			in := feeds(t, sess.Inputs(), c.seq, 1, 2)
+			sess.Close()
+			want := runORT(t, m, in)
+			pm, rep, err := ToPerformer(m, PerformerOptions{Features: 1024, Seed: 3})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(rep.Converted) == 0 {
+				t.Fatalf("nothing converted: %+v", rep.Skipped)
+			}
+			got := runORT(t, pm, in)
+			for name, w := range want {
+				d := runtime.CompareTensors(got[name], w)
+				t.Logf("%s: %v", name, d)
+				if d.Mismatch != "" || d.NaNMismatch > 0 || d.Cosine < 0.9 {
+					t.Errorf("output %s: %v", name, d)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,237 @@
+package convert
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/linearize/linearize/onnx"
+	"github.com/linearize/linearize/onnx/onnxpb"
+)
+
+// maskForm is how a fused node receives its padding mask.
+type maskForm int
+
+const (
+	maskNone    maskForm = iota
+	maskLengths          // [B] valid lengths (right padding)
+	maskRaw2D            // [B,S] 1 = keep, 0 = pad
+)
+
+// fusedMatch is a matched com.microsoft Attention or MultiHeadAttention.
+type fusedMatch struct {
+	node       *onnxpb.NodeProto
+	mha        bool
+	qSize      int64 // Q (and K) projection width
+	vSize      int64 // V projection width
+	mask       maskForm
+	maskValue  string
+	maskFilter float64
+}
+
+func (mt *matcher) fusedCommon(n *onnxpb.NodeProto, form string) *Block {
+	heads := onnx.AttrInt(n, "num_heads", 0)
+	b := &Block{Form: form, Nodes: []string{nodeName(n)}, Heads: int(heads), Bias: BiasNone, Convertible: true, Output: n.Output[0]}
+	if heads <= 0 {
+		b.Convertible = false
+		b.Reason = fmt.Sprintf("%s has no num_heads", nodeName(n))
+	}
+	if onnx.AttrInt(n, "unidirectional", 0) == 1 {
+		b.Bias, b.Causal = BiasCausal, true
+		b.Convertible = false
+		b.Reason = "unidirectional=1 (causal); a bidirectional linear attention would let tokens see the future"
+	}
+	return b
+}
+
+func optInput(n *onnxpb.NodeProto, i int) string {
+	if i < len(n.Input) {
+		return n.Input[i]
+	}
+	return ""
+}
+
+// matchFusedAttention reads com.microsoft:Attention(input, weights, bias,
+// mask_index, past, attention_bias, past_sequence_length).
+func (mt *matcher) matchFusedAttention(n *onnxpb.NodeProto) *Block {
+	ix := mt.ix
+	b := mt.fusedCommon(n, "com.microsoft:Attention")
+	fm := &fusedMatch{node: n, maskFilter: float64(onnx.AttrFloat(n, "mask_filter_value", -10000))}
+	b.fused = fm
+	b.Q, b.K, b.V = optInput(n, 0), optInput(n, 0), optInput(n, 0)
+	w, ok := ix.Initializers[optInput(n, 1)]
+	if !ok || len(w.Dims) != 2 {
+		b.Convertible, b.Reason = false, "packed QKV weights are not a constant [in, 3·hidden] matrix"
+		return b
+	}
+	sizes := onnx.AttrInts(n, "qkv_hidden_sizes")
+	if len(sizes) == 3 {
+		if sizes[0] != sizes[1] {
+			b.Convertible, b.Reason = false, "Q and K projection widths differ"
+		}
+		fm.qSize, fm.vSize = sizes[0], sizes[2]
+		b.Form += "(qkv_hidden_sizes)"
+	} else {
+		if w.Dims[1]%3 != 0 {
+			b.Convertible, b.Reason = false, "packed QKV width is not divisible by 3"
+			return b
+		}
+		fm.qSize, fm.vSize = w.Dims[1]/3, w.Dims[1]/3
+	}
+	if fm.qSize+fm.qSize+fm.vSize != w.Dims[1] {
+		b.Convertible, b.Reason = false, fmt.Sprintf("qkv_hidden_sizes do not sum to the weight width %d", w.Dims[1])
+		return b
+	}
+	if b.Heads > 0 {
+		if fm.qSize%int64(b.Heads) != 0 || fm.vSize%int64(b.Heads) != 0 {
+			b.Convertible, b.Reason = false, "projection widths are not divisible by num_heads"
+			return b
+		}
+		b.HeadDim = int(fm.qSize) / b.Heads
+	}
+	b.Scale = float64(onnx.AttrFloat(n, "scale", 0))
+	if b.Scale == 0 && b.HeadDim > 0 {
+		b.Scale = 1 / math.Sqrt(float64(b.HeadDim))
+	}
+	if optInput(n, 4) != "" || (len(n.Output) > 1 && n.Output[1] != "") {
+		b.Convertible, b.Reason = false, "uses past/present key-value state"
+	}
+	if optInput(n, 5) != "" {
+		b.Bias = BiasPerQueryKey
+		b.Convertible, b.Reason = false, "attention_bias (per query-key) input is present"
+	}
+	if onnx.AttrInt(n, "do_rotary", 0) != 0 {
+		b.Convertible, b.Reason = false, "rotary embedding inside the fused node"
+	}
+	mt.fusedMask(b, fm, optInput(n, 3))
+	if b.Causal {
+		b.Convertible = false
+		b.Reason = "unidirectional=1 (causal); a bidirectional linear attention would let tokens see the future"
+	}
+	return b
+}
+
+// fusedMask classifies the mask input of a fused node.
+func (mt *matcher) fusedMask(b *Block, fm *fusedMatch, mask string) {
+	if mask == "" {
+		return
+	}
+	fm.maskValue = mask
+	b.BiasValue = mask
+	rank := mt.rank(mask)
+	switch rank {
+	case 1:
+		// [B] lengths, or [2B] start/end: tell by a ReduceSum producer or a
+		// declared dim equal to the batch.
+		fm.mask = maskLengths
+		if p := mt.ix.Producer[mask]; p == nil || p.GetOpType() != "ReduceSum" {
+			b.Form += "(mask 1-D)"
+		}
+		if b.Bias == BiasNone {
+			b.Bias = BiasPerKey
+		}
+	case 2:
+		fm.mask = maskRaw2D
+		if b.Bias == BiasNone {
+			b.Bias = BiasPerKey
+		}
+	default:
+		if b.Bias == BiasNone {
+			b.Bias = BiasPerQueryKey
+		}
+		b.Convertible = false
+		if rank < 0 {
+			b.Reason = fmt.Sprintf("mask_index %q has unknown rank", mask)
+		} else {
+			b.Reason = fmt.Sprintf("mask_index %q has rank %d (only [B] lengths and [B,S] masks are per-key)", mask, rank)
+		}
+	}
+}
+
+// rank returns v's rank from declared shapes or simple producers, −1 if
+// unknown.
+func (mt *matcher) rank(v string) int {
+	ix := mt.ix
+	for i := 0; i < 6; i++ {
+		if vi, ok := ix.ValueInfo[v]; ok {
+			if _, sh, ok := onnx.TensorType(vi); ok && sh != nil {
+				return len(sh)
+			}
+		}
+		n := ix.Producer[v]
+		if n == nil {
+			return -1
+		}
+		switch n.GetOpType() {
+		case "Cast", "Identity":
+			v = n.Input[0]
+			continue
+		case "ReduceSum":
+			r := mt.rank(n.Input[0])
+			if r < 0 {
+				return -1
+			}
+			axes := onnx.AttrInts(n, "axes")
+			if axes == nil && len(n.Input) > 1 {
+				axes, _ = intsOf(ix, n.Input[1])
+			}
+			if onnx.AttrInt(n, "keepdims", 1) == 1 {
+				return r
+			}
+			if axes == nil {
+				return 0
+			}
+			return r - len(axes)
+		}
+		return -1
+	}
+	return -1
+}
+
+// matchFusedMHA reads com.microsoft:MultiHeadAttention(query, key, value,
+// bias, key_padding_mask, attention_bias, past_key, past_value) in its
+// unpacked 3-D form.
+func (mt *matcher) matchFusedMHA(n *onnxpb.NodeProto) *Block {
+	ix := mt.ix
+	b := mt.fusedCommon(n, "com.microsoft:MultiHeadAttention")
+	fm := &fusedMatch{node: n, mha: true, maskFilter: float64(onnx.AttrFloat(n, "mask_filter_value", -10000))}
+	b.fused = fm
+	b.Q, b.K, b.V = optInput(n, 0), optInput(n, 1), optInput(n, 2)
+	if b.K == "" || b.V == "" {
+		b.Convertible, b.Reason = false, "packed QKV or packed KV input form is not supported"
+		return b
+	}
+	if mt.rank(b.Q) != 3 && mt.rank(b.Q) != -1 || mt.rank(b.K) == 4 {
+		b.Convertible, b.Reason = false, "query/key are not [B,S,hidden]"
+	}
+	qw := mt.projWidth(b.Q, 0)
+	vw := mt.projWidth(b.V, 0)
+	if bias, ok := ix.Initializers[optInput(n, 3)]; ok && len(bias.Dims) == 1 && qw > 0 && vw > 0 && 2*qw+vw != bias.Dims[0] {
+		b.Convertible, b.Reason = false, "bias length does not match the projections"
+	}
+	if bias, ok := ix.Initializers[optInput(n, 3)]; ok && qw <= 0 && len(bias.Dims) == 1 && bias.Dims[0]%3 == 0 {
+		qw, vw = bias.Dims[0]/3, bias.Dims[0]/3
+	}
+	fm.qSize, fm.vSize = qw, vw
+	if b.Heads > 0 && qw > 0 {
+		b.HeadDim = int(qw) / b.Heads
+	} else {
+		b.Convertible, b.Reason = false, "projection width unknown"
+	}
+	b.Scale = float64(onnx.AttrFloat(n, "scale", 0))
+	if b.Scale == 0 && b.HeadDim > 0 {
+		b.Scale = 1 / math.Sqrt(float64(b.HeadDim))
+	}
+	if optInput(n, 6) != "" || optInput(n, 7) != "" || (len(n.Output) > 1 && n.Output[1] != "") {
+		b.Convertible, b.Reason = false, "uses past key/value state"
+	}
+	if optInput(n, 5) != "" {
+		b.Bias = BiasPerQueryKey
+		b.Convertible, b.Reason = false, "attention_bias (per query-key) input is present"
+	}
+	mt.fusedMask(b, fm, optInput(n, 4))
+	if b.Causal {
+		b.Convertible = false
+		b.Reason = "unidirectional=1 (causal); a bidirectional linear attention would let tokens see the future"
+	}
+	return b
+}

@@ -1,0 +1,577 @@
+package convert
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+
+	"github.com/linearize/linearize/onnx"
+	"github.com/linearize/linearize/onnx/onnxpb"
+	"github.com/linearize/linearize/ops"
+	"google.golang.org/protobuf/proto"
+)
+
+// PerformerOptions configures ToPerformer.
+type PerformerOptions struct {
+	Features int    // M random features per head (default 256)
+	Seed     uint64 // ω is deterministic from Seed and the layer index
+	Omega    string // "orthogonal" (default) or "iid"
+	Norms    string // row norms: "chi" (default), "sqrt-d" or "qmc"
+	Kernel   string // "positive" (FAVOR+, default) or "trig"
+	// Layers selects blocks by their Detect layer index; nil means all.
+	Layers []int
+	// PerHead samples an independent ω for every head ([H,M,D]) instead
+	// of one shared by the heads of a layer ([1,M,D]).
+	PerHead bool
+	// Omegas, when set, supplies ω for a layer instead of sampling it
+	// (shape [H or 1, M, D]).
+	Omegas func(layer, heads, headDim int) (*onnx.Tensor, error)
+}
+
+// LinformerOptions configures ToLinformer.
+type LinformerOptions struct {
+	K      int    // projected length k (default 128)
+	MaxLen int    // N, the longest sequence the projections accept (default 512)
+	Share  string // "none", "headwise" (default), "kv" or "layerwise"
+	Seed   uint64
+	Layers []int
+	// Projections, when set, supplies E and F for a layer instead of
+	// sampling them (shapes [H or 1, k, N]; f may equal e).
+	Projections func(layer, heads int) (e, f *onnx.Tensor, err error)
+}
+
+// Report says what a conversion did.
+type Report struct {
+	Op        string         `json:"op"`
+	Blocks    int            `json:"blocks"`
+	Converted []BlockReport  `json:"converted"`
+	Skipped   []BlockReport  `json:"skipped"`
+	Params    int64          `json:"params_added"`
+	Bytes     int64          `json:"bytes_added"`
+	Options   map[string]any `json:"options"`
+}
+
+// BlockReport is one block in a Report.
+type BlockReport struct {
+	Layer   int      `json:"layer"`
+	Form    string   `json:"form"`
+	Heads   int      `json:"heads"`
+	HeadDim int      `json:"head_dim"`
+	Scale   float64  `json:"scale"`
+	Bias    BiasKind `json:"bias"`
+	Node    string   `json:"node,omitempty"`
+	Reason  string   `json:"reason,omitempty"`
+}
+
+// ToPerformer returns a copy of m in which every convertible attention core
+// (of the selected layers) is a PerformerAttention node with frozen random
+// features. m is not modified.
+func ToPerformer(m *onnxpb.ModelProto, o PerformerOptions) (*onnxpb.ModelProto, *Report, error) {
+	if o.Features == 0 {
+		o.Features = 256
+	}
+	if o.Features < 1 {
+		return nil, nil, fmt.Errorf("convert: performer: features %d must be positive", o.Features)
+	}
+	if o.Omega == "" {
+		o.Omega = "orthogonal"
+	}
+	if o.Norms == "" {
+		o.Norms = "chi"
+	}
+	if o.Kernel == "" {
+		o.Kernel = ops.KernelPositive
+	}
+	if o.Omega != "orthogonal" && o.Omega != "iid" {
+		return nil, nil, fmt.Errorf("convert: performer: omega %q, want orthogonal or iid", o.Omega)
+	}
+	if o.Norms != "chi" && o.Norms != "sqrt-d" && o.Norms != "qmc" {
+		return nil, nil, fmt.Errorf("convert: performer: norms %q, want chi, sqrt-d or qmc", o.Norms)
+	}
+	if o.Kernel != ops.KernelPositive && o.Kernel != ops.KernelTrig {
+		return nil, nil, fmt.Errorf("convert: performer: kernel %q, want positive or trig", o.Kernel)
+	}
+	rw := &rewriter{op: ops.PerformerOp, layers: o.Layers}
+	rw.report.Options = map[string]any{"features": o.Features, "seed": o.Seed, "omega": o.Omega, "norms": o.Norms, "kernel": o.Kernel, "per_head": o.PerHead}
+	rw.core = func(b *Block, q, k, v, bias string) (*onnxpb.NodeProto, error) {
+		var omega *onnx.Tensor
+		var err error
+		if o.Omegas != nil {
+			omega, err = o.Omegas(b.Layer, b.Heads, b.HeadDim)
+		} else {
+			omega, err = sampleOmega(o, b.Layer, b.Heads, b.HeadDim)
+		}
+		if err != nil {
+			return nil, err
+		}
+		if len(omega.Shape) != 3 || omega.Shape[2] != b.HeadDim || (omega.Shape[0] != 1 && omega.Shape[0] != b.Heads) {
+			return nil, fmt.Errorf("omega has shape %v, want [1 or %d, M, %d]", omega.Shape, b.Heads, b.HeadDim)
+		}
+		name, err := rw.addInit(fmt.Sprintf("linearize/layer%d/omega", b.Layer), omega)
+		if err != nil {
+			return nil, err
+		}
+		node := ops.NewPerformerNode(rw.names.Name(fmt.Sprintf("linearize/layer%d/PerformerAttention", b.Layer)),
+			[]string{q, k, v, name, bias}, rw.names.Name(fmt.Sprintf("linearize/layer%d/attn", b.Layer)),
+			ops.PerformerAttrs{Scale: float32(b.Scale), Kernel: o.Kernel})
+		return node, nil
+	}
+	rw.function = func(opset int64) (*onnxpb.FunctionProto, error) { return ops.PerformerFunction(o.Kernel, opset) }
+	return rw.run(m)
+}
+
+// ToLinformer returns a copy of m in which every convertible attention core
+// (of the selected layers) is a LinformerAttention node with projections
+// E, F as initializers. m is not modified.
+func ToLinformer(m *onnxpb.ModelProto, o LinformerOptions) (*onnxpb.ModelProto, *Report, error) {
+	if o.K == 0 {
+		o.K = 128
+	}
+	if o.MaxLen == 0 {
+		o.MaxLen = 512
+	}
+	if o.Share == "" {
+		o.Share = "headwise"
+	}
+	if o.K < 1 || o.MaxLen < 1 {
+		return nil, nil, fmt.Errorf("convert: linformer: k %d and max-len %d must be positive", o.K, o.MaxLen)
+	}
+	switch o.Share {
+	case "none", "headwise", "kv", "layerwise":
+	default:
+		return nil, nil, fmt.Errorf("convert: linformer: share %q, want none, headwise, kv or layerwise", o.Share)
+	}
+	rw := &rewriter{op: ops.LinformerOp, layers: o.Layers}
+	rw.report.Options = map[string]any{"k": o.K, "max_len": o.MaxLen, "share": o.Share, "seed": o.Seed}
+	shared := map[string]string{} // layerwise: one E per (heads) shape
+	rw.core = func(b *Block, q, k, v, bias string) (*onnxpb.NodeProto, error) {
+		var en, fn string
+		if key := fmt.Sprint(b.Heads); o.Share == "layerwise" && o.Projections == nil && shared[key] != "" {
+			en, fn = shared[key], shared[key]
+		} else {
+			var e, f *onnx.Tensor
+			var err error
+			if o.Projections != nil {
+				e, f, err = o.Projections(b.Layer, b.Heads)
+			} else {
+				e, f, err = sampleProjections(o, b.Layer, b.Heads)
+			}
+			if err != nil {
+				return nil, err
+			}
+			for _, t := range []*onnx.Tensor{e, f} {
+				if t != nil && (len(t.Shape) != 3 || (t.Shape[0] != 1 && t.Shape[0] != b.Heads)) {
+					return nil, fmt.Errorf("projection has shape %v, want [1 or %d, k, N]", t.Shape, b.Heads)
+				}
+			}
+			if en, err = rw.addInit(fmt.Sprintf("linearize/layer%d/E", b.Layer), e); err != nil {
+				return nil, err
+			}
+			fn = en
+			if f != nil && f != e {
+				if fn, err = rw.addInit(fmt.Sprintf("linearize/layer%d/F", b.Layer), f); err != nil {
+					return nil, err
+				}
+			}
+			if o.Share == "layerwise" {
+				shared[key] = en
+			}
+		}
+		node := ops.NewLinformerNode(rw.names.Name(fmt.Sprintf("linearize/layer%d/LinformerAttention", b.Layer)),
+			[]string{q, k, v, en, fn, bias}, rw.names.Name(fmt.Sprintf("linearize/layer%d/attn", b.Layer)),
+			ops.LinformerAttrs{Scale: float32(b.Scale)})
+		return node, nil
+	}
+	rw.function = func(opset int64) (*onnxpb.FunctionProto, error) { return ops.LinformerFunction(opset) }
+	return rw.run(m)
+}
+
+// rewriter holds the state of one conversion.
+type rewriter struct {
+	op       string
+	layers   []int
+	core     func(b *Block, q, k, v, bias string) (*onnxpb.NodeProto, error)
+	function func(opset int64) (*onnxpb.FunctionProto, error)
+
+	m        *onnxpb.ModelProto
+	g        *onnxpb.GraphProto
+	ix       *onnx.Index
+	names    *onnx.Namer
+	opset    int64
+	report   Report
+	zeroBias string
+	consts   map[string]string
+	// insert maps a node to the nodes that replace it (in order).
+	insert map[*onnxpb.NodeProto][]*onnxpb.NodeProto
+}
+
+func (rw *rewriter) run(m0 *onnxpb.ModelProto) (*onnxpb.ModelProto, *Report, error) {
+	if m0 == nil || m0.Graph == nil {
+		return nil, nil, errors.New("convert: model has no graph")
+	}
+	m := proto.Clone(m0).(*onnxpb.ModelProto)
+	det, err := Detect(m)
+	if err != nil {
+		return nil, nil, err
+	}
+	rw.m, rw.g = m, m.Graph
+	rw.ix = onnx.NewIndex(m.Graph)
+	rw.names = onnx.NewNamer(m.Graph)
+	rw.opset = onnx.OpsetVersion(m, "")
+	rw.consts = map[string]string{}
+	rw.insert = map[*onnxpb.NodeProto][]*onnxpb.NodeProto{}
+	rw.report.Op = rw.op
+	rw.report.Blocks = det.Count()
+	rw.report.Converted = []BlockReport{}
+	rw.report.Skipped = []BlockReport{}
+	want := map[int]bool{}
+	for _, l := range rw.layers {
+		if l < 0 || l >= det.Count() {
+			return nil, nil, fmt.Errorf("convert: layer %d selected, but the model has %d attention blocks (0..%d)", l, det.Count(), det.Count()-1)
+		}
+		want[l] = true
+	}
+	converted := 0
+	for _, b := range det.Blocks {
+		br := BlockReport{Layer: b.Layer, Form: b.Form, Heads: b.Heads, HeadDim: b.HeadDim, Scale: b.Scale, Bias: b.Bias}
+		if len(want) > 0 && !want[b.Layer] {
+			br.Reason = "not selected by --layers"
+			rw.report.Skipped = append(rw.report.Skipped, br)
+			continue
+		}
+		if !b.Convertible {
+			br.Reason = b.Reason
+			rw.report.Skipped = append(rw.report.Skipped, br)
+			continue
+		}
+		var node *onnxpb.NodeProto
+		if b.core != nil {
+			node, err = rw.rewriteCore(b)
+		} else {
+			node, err = rw.rewriteFused(b)
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("convert: layer %d: %w", b.Layer, err)
+		}
+		br.Node = node.GetName()
+		rw.report.Converted = append(rw.report.Converted, br)
+		converted++
+	}
+	if converted == 0 {
+		return m, &rw.report, nil
+	}
+	// Splice the new nodes in place of the nodes they replace.
+	var nodes []*onnxpb.NodeProto
+	for _, n := range rw.g.Node {
+		if repl, ok := rw.insert[n]; ok {
+			nodes = append(nodes, repl...)
+			continue
+		}
+		nodes = append(nodes, n)
+	}
+	rw.g.Node = nodes
+	onnx.RemoveDeadNodes(rw.g)
+	fopset := rw.opset
+	if fopset < ops.MinFunctionOpset {
+		// onnxruntime runs a model-local function at the model's own
+		// opset, so the model must import one the bodies can be built at.
+		if err := upgradeOpset(m, ops.MinFunctionOpset); err != nil {
+			return nil, nil, fmt.Errorf("convert: %w", err)
+		}
+		fopset = ops.MinFunctionOpset
+	}
+	if fopset > ops.MaxFunctionOpset {
+		fopset = ops.MaxFunctionOpset
+	}
+	fn, err := rw.function(fopset)
+	if err != nil {
+		return nil, nil, fmt.Errorf("convert: %w", err)
+	}
+	if err := ops.ImportFunction(m, fn); err != nil {
+		return nil, nil, fmt.Errorf("convert: %w", err)
+	}
+	return m, &rw.report, nil
+}
+
+// addInit adds t as an initializer under a fresh name based on base.
+func (rw *rewriter) addInit(base string, t *onnx.Tensor) (string, error) {
+	name := rw.names.Name(base)
+	tp, err := onnx.EncodeTensor(name, t)
+	if err != nil {
+		return "", err
+	}
+	rw.g.Initializer = append(rw.g.Initializer, tp)
+	rw.report.Params += int64(t.Len())
+	rw.report.Bytes += int64(t.Len() * onnx.ElemSize(t.DType))
+	return name, nil
+}
+
+// constant returns an initializer holding a small constant (shared).
+func (rw *rewriter) constant(base string, t *onnx.Tensor) string {
+	key := fmt.Sprintf("%v%v%v", t.DType, t.Shape, t.Data)
+	if n, ok := rw.consts[key]; ok {
+		return n
+	}
+	name := rw.names.Name("linearize/" + base)
+	tp, err := onnx.EncodeTensor(name, t)
+	if err != nil {
+		panic(err) // only called with well-formed literals
+	}
+	rw.g.Initializer = append(rw.g.Initializer, tp)
+	rw.consts[key] = name
+	return name
+}
+
+func (rw *rewriter) floatConst(base string, shape []int, v ...float32) string {
+	return rw.constant(base, onnx.NewFloat(shape, v))
+}
+
+func (rw *rewriter) intsConst(base string, v ...int64) string {
+	return rw.constant(base, onnx.NewInt64([]int{len(v)}, v))
+}
+
+// node builds a default-domain node with a fresh output.
+func (rw *rewriter) node(op, base string, inputs []string, attrs ...*onnxpb.AttributeProto) *onnxpb.NodeProto {
+	out := rw.names.Name(base + "/" + op)
+	return &onnxpb.NodeProto{Name: proto.String(rw.names.Name(base + "/" + op + "_node")), OpType: proto.String(op), Input: inputs, Output: []string{out}, Attribute: attrs}
+}
+
+func permAttr(p []int) *onnxpb.AttributeProto {
+	ints := make([]int64, len(p))
+	for i, v := range p {
+		ints[i] = int64(v)
+	}
+	return &onnxpb.AttributeProto{Name: proto.String("perm"), Type: onnxpb.AttributeProto_INTS.Enum(), Ints: ints}
+}
+
+// toBHSD returns v in [B,H,S,D] layout given the perm from v's layout,
+// folding into a Transpose that produced v when there is one.
+func (rw *rewriter) toBHSD(v string, perm []int, base string, out *[]*onnxpb.NodeProto) string {
+	if perm == nil {
+		return v
+	}
+	src := v
+	if p := rw.ix.Producer[v]; p != nil && p.GetOpType() == "Transpose" && defaultDomain(p) {
+		pp := onnx.AttrInts(p, "perm")
+		if len(pp) == len(perm) {
+			comp := make([]int, len(perm))
+			for i, j := range perm {
+				comp[i] = int(pp[j])
+			}
+			src, perm = p.Input[0], nilIfIdentity(comp)
+			if perm == nil {
+				return src
+			}
+		}
+	}
+	n := rw.node("Transpose", base, []string{src}, permAttr(perm))
+	*out = append(*out, n)
+	return n.Output[0]
+}
+
+// rewriteCore replaces an unfused core.
+func (rw *rewriter) rewriteCore(b *Block) (*onnxpb.NodeProto, error) {
+	c := b.core
+	base := fmt.Sprintf("linearize/layer%d", b.Layer)
+	var pre []*onnxpb.NodeProto
+	q := rw.toBHSD(c.q, c.qPerm, base+"/q", &pre)
+	k := rw.toBHSD(c.k, c.kPerm, base+"/k", &pre)
+	v := rw.toBHSD(c.v, c.vPerm, base+"/v", &pre)
+	bias, err := rw.coreBias(b, base, &pre)
+	if err != nil {
+		return nil, err
+	}
+	node, err := rw.core(b, q, k, v, bias)
+	if err != nil {
+		return nil, err
+	}
+	pre = append(pre, node)
+	if c.outPerm != nil {
+		t := rw.node("Transpose", base+"/out", []string{node.Output[0]}, permAttr(c.outPerm))
+		t.Output[0] = c.av.Output[0]
+		pre = append(pre, t)
+	} else {
+		node.Output[0] = c.av.Output[0]
+	}
+	rw.insert[c.av] = pre
+	return node, nil
+}
+
+// coreBias builds the [B,1,1,S] key bias of an unfused core.
+func (rw *rewriter) coreBias(b *Block, base string, out *[]*onnxpb.NodeProto) (string, error) {
+	for _, bt := range b.core.biases {
+		if bt.kind != BiasPerKey {
+			continue
+		}
+		if bt.where {
+			zero := rw.floatConst("zero", []int{}, 0)
+			fill := rw.floatConst("mask_fill", []int{}, float32(bt.fill))
+			in := []string{bt.keyValue, fill, zero}
+			if bt.scoresOnTrue {
+				in = []string{bt.keyValue, zero, fill}
+			}
+			n := rw.node("Where", base+"/key_bias", in)
+			*out = append(*out, n)
+			return n.Output[0], nil
+		}
+		v := bt.keyValue
+		if bt.factor != 1 {
+			n := rw.node("Mul", base+"/key_bias", []string{v, rw.floatConst("bias_factor", []int{}, float32(bt.factor))})
+			*out = append(*out, n)
+			v = n.Output[0]
+		}
+		return v, nil
+	}
+	return rw.floatConst("zero_key_bias", []int{1, 1, 1, 1}, 0), nil
+}
+
+// rewriteFused unpacks a com.microsoft Attention / MultiHeadAttention into
+// projections feeding the new op.
+func (rw *rewriter) rewriteFused(b *Block) (*onnxpb.NodeProto, error) {
+	fm := b.fused
+	n := fm.node
+	base := fmt.Sprintf("linearize/layer%d", b.Layer)
+	var nodes []*onnxpb.NodeProto
+	h := int64(b.Heads)
+	var qIn, kIn, vIn string
+	var bq, bk, bv string
+	biasName := optInput(n, 2)
+	if fm.mha {
+		biasName = optInput(n, 3)
+	}
+	var biasVals []float32
+	if biasName != "" {
+		t, ok := rw.ix.Constant(biasName)
+		if !ok || t.DType != onnx.Float || t.Len() != int(2*fm.qSize+fm.vSize) {
+			return nil, fmt.Errorf("bias %q of %s is not a float constant of length %d", biasName, nodeName(n), 2*fm.qSize+fm.vSize)
+		}
+		biasVals = t.Floats()
+	}
+	sliceBias := func(name string, from, to int64) string {
+		if biasVals == nil {
+			return ""
+		}
+		t := onnx.NewFloat([]int{int(to - from)}, append([]float32(nil), biasVals[from:to]...))
+		s, _ := rw.addInitNoCount(base+"/"+name, t)
+		return s
+	}
+	if fm.mha {
+		qIn, kIn, vIn = n.Input[0], n.Input[1], n.Input[2]
+	} else {
+		wt, ok := rw.ix.Constant(n.Input[1])
+		if !ok || wt.DType != onnx.Float {
+			return nil, fmt.Errorf("weights %q of %s are not a float constant", n.Input[1], nodeName(n))
+		}
+		in := wt.Shape[0]
+		cols := wt.Shape[1]
+		w := wt.Floats()
+		sliceW := func(name string, from, to int64) string {
+			width := int(to - from)
+			d := make([]float32, in*width)
+			for r := 0; r < in; r++ {
+				copy(d[r*width:(r+1)*width], w[r*cols+int(from):r*cols+int(to)])
+			}
+			s, _ := rw.addInitNoCount(base+"/"+name, onnx.NewFloat([]int{in, width}, d))
+			return s
+		}
+		x := n.Input[0]
+		wq := sliceW("Wq", 0, fm.qSize)
+		wk := sliceW("Wk", fm.qSize, 2*fm.qSize)
+		wv := sliceW("Wv", 2*fm.qSize, 2*fm.qSize+fm.vSize)
+		mm := func(w, name string) string {
+			nd := rw.node("MatMul", base+"/"+name, []string{x, w})
+			nodes = append(nodes, nd)
+			return nd.Output[0]
+		}
+		qIn, kIn, vIn = mm(wq, "q"), mm(wk, "k"), mm(wv, "v")
+	}
+	bq = sliceBias("bq", 0, fm.qSize)
+	bk = sliceBias("bk", fm.qSize, 2*fm.qSize)
+	bv = sliceBias("bv", 2*fm.qSize, 2*fm.qSize+fm.vSize)
+	split := func(x, bias, name string, width int64) string {
+		if bias != "" {
+			a := rw.node("Add", base+"/"+name, []string{x, bias})
+			nodes = append(nodes, a)
+			x = a.Output[0]
+		}
+		r := rw.node("Reshape", base+"/"+name, []string{x, rw.intsConst("shape_heads", 0, 0, h, width/h)})
+		t := rw.node("Transpose", base+"/"+name, []string{r.Output[0]}, permAttr([]int{0, 2, 1, 3}))
+		nodes = append(nodes, r, t)
+		return t.Output[0]
+	}
+	q := split(qIn, bq, "q", fm.qSize)
+	k := split(kIn, bk, "k", fm.qSize)
+	v := split(vIn, bv, "v", fm.vSize)
+	bias, err := rw.fusedBias(b, fm, n.Input[0], base, &nodes)
+	if err != nil {
+		return nil, err
+	}
+	core, err := rw.core(b, q, k, v, bias)
+	if err != nil {
+		return nil, err
+	}
+	t := rw.node("Transpose", base+"/out", []string{core.Output[0]}, permAttr([]int{0, 2, 1, 3}))
+	r := rw.node("Reshape", base+"/out", []string{t.Output[0], rw.intsConst("shape_merge", 0, 0, fm.vSize)})
+	r.Output[0] = n.Output[0]
+	nodes = append(nodes, core, t, r)
+	rw.insert[n] = nodes
+	return core, nil
+}
+
+// addInitNoCount adds an initializer that re-packs existing weights (not
+// counted as added parameters: the fused original goes away).
+func (rw *rewriter) addInitNoCount(base string, t *onnx.Tensor) (string, error) {
+	name := rw.names.Name(base)
+	tp, err := onnx.EncodeTensor(name, t)
+	if err != nil {
+		return "", err
+	}
+	rw.g.Initializer = append(rw.g.Initializer, tp)
+	return name, nil
+}
+
+// fusedBias turns a fused node's mask into a [B,1,1,S] additive bias.
+func (rw *rewriter) fusedBias(b *Block, fm *fusedMatch, x, base string, out *[]*onnxpb.NodeProto) (string, error) {
+	add := func(nd *onnxpb.NodeProto) string { *out = append(*out, nd); return nd.Output[0] }
+	filter := float32(fm.maskFilter)
+	switch fm.mask {
+	case maskNone:
+		return rw.floatConst("zero_key_bias", []int{1, 1, 1, 1}, 0), nil
+	case maskRaw2D:
+		m := add(rw.node("Cast", base+"/mask", []string{fm.maskValue}, castTo(onnx.Float)))
+		inv := add(rw.node("Sub", base+"/mask", []string{rw.floatConst("one", []int{}, 1), m}))
+		bias := add(rw.node("Mul", base+"/mask", []string{inv, rw.floatConst("mask_filter", []int{}, filter)}))
+		return add(rw.node("Reshape", base+"/mask", []string{bias, rw.intsConst("shape_key_bias", 0, 1, 1, -1)})), nil
+	case maskLengths:
+		// valid[b, j] = j < length[b], j over the sequence length of x.
+		shape := add(rw.node("Shape", base+"/mask", []string{x}))
+		s := add(rw.node("Gather", base+"/mask", []string{shape, rw.constant("one_scalar", onnx.NewInt64([]int{}, []int64{1}))}, intAttr("axis", 0)))
+		rng := add(rw.node("Range", base+"/mask", []string{rw.constant("zero_scalar", onnx.NewInt64([]int{}, []int64{0})), s, rw.constant("one_scalar", onnx.NewInt64([]int{}, []int64{1}))}))
+		row := add(rw.node("Reshape", base+"/mask", []string{rng, rw.intsConst("shape_row", 1, -1)}))
+		l64 := add(rw.node("Cast", base+"/mask", []string{fm.maskValue}, castTo(onnx.Int64)))
+		col := add(rw.node("Reshape", base+"/mask", []string{l64, rw.intsConst("shape_col", -1, 1)}))
+		valid := add(rw.node("Less", base+"/mask", []string{row, col}))
+		bias := add(rw.node("Where", base+"/mask", []string{valid, rw.floatConst("zero", []int{}, 0), rw.floatConst("mask_filter", []int{}, filter)}))
+		return add(rw.node("Reshape", base+"/mask", []string{bias, rw.intsConst("shape_key_bias", 0, 1, 1, -1)})), nil
+	}
+	return "", fmt.Errorf("unsupported mask form of %s", nodeName(fm.node))
+}
+
+func castTo(dt onnx.DataType) *onnxpb.AttributeProto { return intAttr("to", int64(dt)) }
+
+func intAttr(name string, v int64) *onnxpb.AttributeProto {
+	return &onnxpb.AttributeProto{Name: proto.String(name), Type: onnxpb.AttributeProto_INT.Enum(), I: proto.Int64(v)}
+}
+
+// sortedLayers is used by reports.
+func sortedLayers(m map[int]bool) []int {
+	var out []int
+	for l := range m {
+		out = append(out, l)
+	}
+	sort.Ints(out)
+	return out
+}
+
+var _ = math.Sqrt
