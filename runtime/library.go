@@ -79,7 +79,8 @@ var (
 )
 
 // initORT loads the shared library and creates the onnxruntime environment,
-// once per process.
+// once per process. onnxruntime's own log goes quiet (fatal only): every
+// failure reaches the caller as an error value instead.
 func initORT() error {
 	ortOnce.Do(func() {
 		p, err := LibraryPath()
@@ -88,7 +89,7 @@ func initORT() error {
 			return
 		}
 		ort.SetSharedLibraryPath(p)
-		if err := ort.InitializeEnvironment(ort.WithLogLevelError()); err != nil {
+		if err := ort.InitializeEnvironment(ort.WithLogLevelFatal()); err != nil {
 			ortErr = fmt.Errorf("runtime: loading onnxruntime from %s: %v (reinstall with scripts/setup.sh)", p, err)
 		}
 	})
