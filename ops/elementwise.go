@@ -39,7 +39,7 @@ func init() {
 			return math.Log1p(math.Exp(x))
 		},
 	}
-	since := map[string]int64{"Erf": 9, "Sin": 7, "Cos": 7, "Tan": 7, "Asin": 7, "Acos": 7, "Atan": 7,
+	since := map[string]int64{"Softplus": 1, "Softsign": 1, "Erf": 9, "Sin": 7, "Cos": 7, "Tan": 7, "Asin": 7, "Acos": 7, "Atan": 7,
 		"Sinh": 9, "Cosh": 9, "Asinh": 9, "Acosh": 9, "Atanh": 9, "Round": 11}
 	for name, f := range unaryFloats {
 		s := since[name]

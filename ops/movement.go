@@ -470,8 +470,11 @@ func pad(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
 			}
 		}
 	}
-	if mode := ctx.attrString("mode", "constant"); mode != "constant" {
-		return nil, ctx.errf("mode %q is not supported (only constant)", mode)
+	mode := ctx.attrString("mode", "constant")
+	switch mode {
+	case "constant", "edge", "reflect", "wrap":
+	default:
+		return nil, ctx.errf("unsupported mode %q", mode)
 	}
 	x := in[0]
 	r := len(x.Shape)
@@ -515,6 +518,16 @@ func pad(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
 	if err != nil {
 		return nil, err
 	}
+	if mode != "constant" {
+		idx, err := ctx.padIndex(x.Shape, shape, before, mode)
+		if err != nil {
+			return nil, err
+		}
+		if err := gatherIndex(out.Data, x.Data, idx); err != nil {
+			return nil, ctx.errf("%v", err)
+		}
+		return []*onnx.Tensor{out}, nil
+	}
 	if cval != nil {
 		if cval.DType != x.DType || cval.Len() != 1 {
 			return nil, ctx.errf("constant_value must be a scalar of the input's type, got %s", cval)
@@ -524,4 +537,97 @@ func pad(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
 		}
 	}
 	return []*onnx.Tensor{out}, ctx.run(out, x, walk{Shape: inner, SrcOff: srcOff, SrcStrides: xs, DstOff: dstOff, DstStrides: ds})
+}
+
+// padIndex maps every output element of an edge/reflect/wrap Pad to the
+// input element it copies.
+func (ctx *Context) padIndex(in, out, before []int, mode string) ([]int, error) {
+	r := len(in)
+	// Per dimension, the source coordinate of each output coordinate.
+	src := make([][]int, r)
+	for k := range r {
+		d := in[k]
+		if d == 0 && out[k] > 0 {
+			return nil, ctx.errf("cannot %s-pad an empty dimension", mode)
+		}
+		if d == 1 {
+			src[k] = make([]int, out[k]) // every mode repeats a single element
+			continue
+		}
+		src[k] = make([]int, out[k])
+		for o := range out[k] {
+			i := o - before[k]
+			switch mode {
+			case "edge":
+				i = max(0, min(i, d-1))
+			case "wrap":
+				i = ((i % d) + d) % d
+			case "reflect":
+				period := 2 * (d - 1)
+				i = ((i % period) + period) % period
+				if i >= d {
+					i = period - i
+				}
+			}
+			src[k][o] = i
+		}
+	}
+	xs := stridesOf(in)
+	n := prod(out)
+	idx := make([]int, n)
+	pos := make([]int, r)
+	for j := range n {
+		s := 0
+		for k := range r {
+			s += src[k][pos[k]] * xs[k]
+		}
+		idx[j] = s
+		for k := r - 1; k >= 0; k-- {
+			pos[k]++
+			if pos[k] < out[k] {
+				break
+			}
+			pos[k] = 0
+		}
+	}
+	return idx, nil
+}
+
+func gatherIndexT[T any](dst, src []T, idx []int) {
+	for i, j := range idx {
+		dst[i] = src[j]
+	}
+}
+
+// gatherIndex sets dst[i] = src[idx[i]]; dst and src have the same type.
+func gatherIndex(dst, src any, idx []int) error {
+	switch d := dst.(type) {
+	case []float32:
+		gatherIndexT(d, src.([]float32), idx)
+	case []float64:
+		gatherIndexT(d, src.([]float64), idx)
+	case []int8:
+		gatherIndexT(d, src.([]int8), idx)
+	case []uint8:
+		gatherIndexT(d, src.([]uint8), idx)
+	case []int16:
+		gatherIndexT(d, src.([]int16), idx)
+	case []uint16:
+		gatherIndexT(d, src.([]uint16), idx)
+	case []int32:
+		gatherIndexT(d, src.([]int32), idx)
+	case []uint32:
+		gatherIndexT(d, src.([]uint32), idx)
+	case []int64:
+		gatherIndexT(d, src.([]int64), idx)
+	case []uint64:
+		gatherIndexT(d, src.([]uint64), idx)
+	case []bool:
+		gatherIndexT(d, src.([]bool), idx)
+	case []string:
+		gatherIndexT(d, src.([]string), idx)
+	default:
+		return fmtErr("unsupported data %T", dst)
+	}
+	return nil
 }
