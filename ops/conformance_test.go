@@ -32,7 +32,6 @@ var opTolerance = map[string][2]float64{
 	"MatMul":          {1e-4, 1e-5},
 	"Gemm":            {1e-4, 1e-5},
 	"ReduceLogSumExp": {1e-4, 1e-5},
-
 }
 
 func readList(t *testing.T, path string) map[string]string {
