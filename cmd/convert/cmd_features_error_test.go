@@ -1,0 +1,28 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestFeaturesErrorCommand(t *testing.T) {
+	code, out, errOut := runCLI("features-error", "-q", "--d", "16", "--n", "32", "--features", "16,64", "--seeds", "2", "--norms", "sqrt-d", "--omega", "iid")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if !strings.Contains(out, "| iid") || !strings.Contains(out, "| sqrt-d") || strings.Contains(out, "orthogonal") {
+		t.Errorf("table row missing:\n%s", out)
+	}
+	if !strings.Contains(out, "M = 16") || !strings.Contains(out, "M = 64") {
+		t.Errorf("M columns missing:\n%s", out)
+	}
+	for _, bad := range [][]string{
+		{"features-error", "--features", "0"},
+		{"features-error", "--norms", "unit"},
+		{"features-error", "--kernel", "relu"},
+	} {
+		if code, _, _ := runCLI(bad...); code != exitBadInput {
+			t.Errorf("%v: exit %d, want %d", bad, code, exitBadInput)
+		}
+	}
+}
