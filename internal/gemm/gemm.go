@@ -10,13 +10,14 @@
 package gemm
 
 import (
+	"fmt"
 	"sync"
 )
 
 // Cache blocking parameters (in elements).
 const (
 	kc = 256  // depth of a packed panel: a kr×nr B panel (16 KiB) stays in L1
-	mc = 120  // rows of A packed at once (multiple of every mr): 120 KiB in L2
+	mc = 120  // rows of A packed at once (a multiple of every mr): 120 KiB in L2
 	nc = 3072 // columns of B packed at once
 )
 
@@ -33,6 +34,9 @@ type microKernel struct {
 }
 
 var impl microKernel = genericKernel
+
+// available lists every kernel this CPU can run (for tests).
+var available = []microKernel{genericKernel}
 
 // small is the m·n·k below which packing does not pay.
 const small = 8 * 8 * 8
@@ -191,7 +195,7 @@ func run(m, n, k int, alpha float32, A, B matrix, c []float32, ldc int) {
 	mr, nr := impl.mr, impl.nr
 	buf := bufPool.Get().(*buffers)
 	defer bufPool.Put(buf)
-	var tile [8 * 16]float32 // edge tiles: mr·nr ≤ 128
+	var tile [12 * 32]float32 // edge tiles: mr·nr ≤ 384
 	for jc := 0; jc < n; jc += nc {
 		nb := min(nc, n-jc)
 		nbp := (nb + nr - 1) / nr * nr
@@ -238,6 +242,15 @@ func packB(dst []float32, B matrix, pc, jc, kb, nb, nr int) {
 	for j0 := 0; j0 < nb; j0 += nr {
 		panel := dst[j0*kb : (j0+nr)*kb]
 		nn := min(nr, nb-j0)
+		if !B.trans && nn == 16 && nr == 16 {
+			// Full 16-wide panel: fixed-size array copies compile to vector
+			// moves without a call.
+			for p := 0; p < kb; p++ {
+				o := (pc+p)*B.ld + jc + j0
+				*(*[16]float32)(panel[p*16 : p*16+16]) = *(*[16]float32)(B.d[o : o+16])
+			}
+			continue
+		}
 		if !B.trans {
 			for p := 0; p < kb; p++ {
 				src := B.d[(pc+p)*B.ld+jc+j0:]
@@ -343,4 +356,26 @@ func kernel4x4(k int, a, b, c []float32, ldc int) {
 	r[1] += c31
 	r[2] += c32
 	r[3] += c33
+}
+
+// Kernels lists the micro-kernels this CPU can run, slowest first.
+func Kernels() []string {
+	names := make([]string, len(available))
+	for i, k := range available {
+		names[i] = k.name
+	}
+	return names
+}
+
+// UseKernel selects a micro-kernel by name (one of Kernels) for all later
+// calls; it is meant for benchmarks and tests, not for concurrent use with
+// Sgemm.
+func UseKernel(name string) error {
+	for _, k := range available {
+		if k.name == name {
+			impl = k
+			return nil
+		}
+	}
+	return fmt.Errorf("gemm: kernel %q not available (have %v)", name, Kernels())
 }

@@ -41,13 +41,7 @@ func randSlice(rng *rand.Rand, n int) []float32 {
 	return s
 }
 
-func kernels() []microKernel {
-	ks := []microKernel{genericKernel}
-	if impl.name != genericKernel.name {
-		ks = append(ks, impl)
-	}
-	return ks
-}
+func kernels() []microKernel { return available }
 
 func TestSgemm(t *testing.T) {
 	saved := impl
@@ -106,6 +100,7 @@ func TestSgemm(t *testing.T) {
 // TestSgemmThreadsDeterministic checks that the thread count does not change
 // a single bit of the result.
 func TestSgemmThreadsDeterministic(t *testing.T) {
+	t.Logf("kernels: %v, in use: %s", len(available), Kernel())
 	rng := rand.New(rand.NewPCG(3, 4))
 	m, n, k := 130, 300, 700
 	a, b := randSlice(rng, m*k), randSlice(rng, k*n)
@@ -124,16 +119,22 @@ func TestSgemmThreadsDeterministic(t *testing.T) {
 
 func BenchmarkSgemm(b *testing.B) {
 	rng := rand.New(rand.NewPCG(5, 6))
-	for _, s := range []struct{ m, n, k, threads int }{
-		{128, 768, 768, 1}, {512, 3072, 768, 1}, {512, 3072, 768, 2}, {128, 128, 64, 1},
-	} {
-		a, bb := randSlice(rng, s.m*s.k), randSlice(rng, s.k*s.n)
-		c := make([]float32, s.m*s.n)
-		b.Run(fmt.Sprintf("%s/%dx%dx%d/t%d", Kernel(), s.m, s.n, s.k, s.threads), func(b *testing.B) {
-			for b.Loop() {
-				Sgemm(false, false, s.m, s.n, s.k, 1, a, s.k, bb, s.n, 0, c, s.n, s.threads)
-			}
-			b.ReportMetric(2*float64(s.m*s.n*s.k)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOPS")
-		})
+	for _, kn := range Kernels()[1:] {
+		if err := UseKernel(kn); err != nil {
+			b.Fatal(err)
+		}
+		for _, s := range []struct{ m, n, k, threads int }{
+			{128, 768, 768, 1}, {512, 3072, 768, 1}, {512, 3072, 768, 2}, {128, 128, 64, 1},
+		} {
+			a, bb := randSlice(rng, s.m*s.k), randSlice(rng, s.k*s.n)
+			c := make([]float32, s.m*s.n)
+			b.Run(fmt.Sprintf("%s/%dx%dx%d/t%d", Kernel(), s.m, s.n, s.k, s.threads), func(b *testing.B) {
+				for b.Loop() {
+					Sgemm(false, false, s.m, s.n, s.k, 1, a, s.k, bb, s.n, 0, c, s.n, s.threads)
+				}
+				b.ReportMetric(2*float64(s.m*s.n*s.k)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOPS")
+			})
+		}
 	}
+	_ = UseKernel(Kernels()[len(Kernels())-1])
 }

@@ -14,6 +14,25 @@ func xgetbv() (eax, edx uint32)
 //go:noescape
 func kernel6x16(k int, a, b, c *float32, ldc int)
 
+// kernel12x32 computes C[12×32] += A·B for packed panels of depth k ≥ 1
+// (a: k×12, b: k×32), C row stride ldc elements.
+//
+//go:noescape
+func kernel12x32(k int, a, b, c *float32, ldc int)
+
+// hasAVX512F reports whether the CPU and OS support AVX-512 Foundation
+// (ZMM state enabled in XCR0).
+func hasAVX512F() bool {
+	if !hasAVX2FMA() {
+		return false
+	}
+	if xcr0, _ := xgetbv(); xcr0&0xe6 != 0xe6 {
+		return false
+	}
+	_, ebx7, _, _ := cpuid(7, 0)
+	return ebx7&(1<<16) != 0
+}
+
 // hasAVX2FMA reports whether the CPU and OS support AVX2 and FMA3.
 func hasAVX2FMA() bool {
 	maxID, _, _, _ := cpuid(0, 0)
@@ -48,8 +67,32 @@ var avx2Kernel = microKernel{
 	},
 }
 
+var avx512Kernel = microKernel{
+	name: "avx512 12x32",
+	mr:   12,
+	nr:   32,
+	full: func(k int, a, b, c []float32, ldc int) {
+		if k == 0 {
+			return
+		}
+		_ = a[12*k-1]
+		_ = b[32*k-1]
+		_ = c[11*ldc+31]
+		kernel12x32(k, unsafe.SliceData(a), unsafe.SliceData(b), unsafe.SliceData(c), ldc)
+	},
+}
+
 func init() {
 	if hasAVX2FMA() {
+		available = append(available, avx2Kernel)
+	}
+	if hasAVX512F() {
+		available = append(available, avx512Kernel)
+	}
+	switch {
+	case hasAVX512F():
+		impl = avx512Kernel
+	case hasAVX2FMA():
 		impl = avx2Kernel
 	}
 }
