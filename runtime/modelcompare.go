@@ -22,6 +22,9 @@ type ModelCompareOptions struct {
 	// compare besides the graph outputs; each is compared between the
 	// reference and every model whose graph also produces it.
 	Values []string
+	// Labels optionally name values in the report (e.g. "layer 3
+	// attention").
+	Labels map[string]string
 	// Mask is the [Batch, SeqLen] padding mask (1 on real tokens) of the
 	// inputs; nil means every position is real.
 	Mask          []int64
@@ -44,6 +47,7 @@ type ValueComparison struct {
 	Value    string `json:"value"`
 	Model    string `json:"model"`
 	Kind     string `json:"kind"` // "output" or "layer"
+	Label    string `json:"label,omitempty"`
 	Shape    []int  `json:"shape,omitempty"`
 	Mismatch string `json:"mismatch,omitempty"`
 	// MaxAbs and MeanAbs are over unmasked elements; RelErr is
@@ -66,7 +70,8 @@ type ValueComparison struct {
 
 // ModelComparison is the result of CompareModels.
 type ModelComparison struct {
-	Models []string          `json:"models"` // labels; the first is the reference
+	Models []string          `json:"models"`           // labels; the first is the reference
+	Inputs string            `json:"inputs,omitempty"` // how the inputs were made
 	Batch  int               `json:"batch"`
 	SeqLen int               `json:"seq_len"`
 	Rows   []ValueComparison `json:"comparisons"`
@@ -154,7 +159,7 @@ func tokenIndex(shape []int, batch, seqLen int) func(v int) (b, s int, ok bool) 
 }
 
 func compareValue(name, model, kind string, got, ref *onnx.Tensor, opt ModelCompareOptions) ValueComparison {
-	r := ValueComparison{Value: name, Model: model, Kind: kind}
+	r := ValueComparison{Value: name, Model: model, Kind: kind, Label: opt.Labels[name]}
 	switch {
 	case ref == nil:
 		r.Mismatch = "missing in the reference"
@@ -289,7 +294,11 @@ func argmax(x []float64) int {
 
 // WriteTable prints the comparison as an aligned table.
 func (mc *ModelComparison) WriteTable(w io.Writer) error {
-	fmt.Fprintf(w, "reference: %s; inputs: batch %d × %d tokens\n", mc.Models[0], mc.Batch, mc.SeqLen)
+	in := mc.Inputs
+	if in == "" {
+		in = fmt.Sprintf("batch %d × %d", mc.Batch, mc.SeqLen)
+	}
+	fmt.Fprintf(w, "reference: %s; inputs: %s\n", mc.Models[0], in)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "model\tkind\tvalue\tmax abs\tmean abs\trel err\ttoken cos mean\ttoken cos min\tpooled cos mean\tpooled cos min\ttop-1\t")
 	opt := func(p *float64, f string) string {
@@ -299,11 +308,15 @@ func (mc *ModelComparison) WriteTable(w io.Writer) error {
 		return fmt.Sprintf(f, *p)
 	}
 	for _, r := range mc.Rows {
+		name := r.Value
+		if r.Label != "" {
+			name = r.Label
+		}
 		if r.Mismatch != "" {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t\t\t\t\t\t\t\t\n", r.Model, r.Kind, r.Value, r.Mismatch)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t\t\t\t\t\t\t\t\n", r.Model, r.Kind, name, r.Mismatch)
 			continue
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%.3g\t%.3g\t%.3g\t%.5f\t%.5f\t%s\t%s\t%s\t\n", r.Model, r.Kind, r.Value,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%.3g\t%.3g\t%.3g\t%.5f\t%.5f\t%s\t%s\t%s\t\n", r.Model, r.Kind, name,
 			r.MaxAbs, r.MeanAbs, r.RelErr, r.TokenCosMean, r.TokenCosMin,
 			opt(r.PooledCosMean, "%.5f"), opt(r.PooledCosMin, "%.5f"), opt(r.Top1, "%.3f"))
 	}
@@ -315,4 +328,46 @@ func (mc *ModelComparison) WriteJSON(w io.Writer) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(mc)
+}
+
+// MergedValue follows name through single-consumer Transpose and Reshape
+// nodes (the head merge after an attention core, [B,H,S,D] → [B,S,H·D])
+// and returns the last value reached: the attention block's output in
+// token layout, a value a rewrite of the core leaves in place.
+func MergedValue(m *onnxpb.ModelProto, name string) string {
+	if m == nil || m.Graph == nil {
+		return name
+	}
+	ix := onnx.NewIndex(m.Graph)
+	for i := 0; i < 8; i++ {
+		cs := ix.Consumers[name]
+		if len(cs) != 1 || ix.GraphOutputs[name] {
+			return name
+		}
+		op := cs[0].GetOpType()
+		if cs[0].GetDomain() != "" || (op != "Transpose" && op != "Reshape") || len(cs[0].Output) != 1 {
+			return name
+		}
+		name = cs[0].Output[0]
+	}
+	return name
+}
+
+// GraphInputs lists m's graph inputs that are not initializers, with their
+// declared types.
+func GraphInputs(m *onnxpb.ModelProto) []Value {
+	if m == nil || m.Graph == nil {
+		return nil
+	}
+	inits := map[string]bool{}
+	for _, t := range m.Graph.Initializer {
+		inits[t.GetName()] = true
+	}
+	var vs []Value
+	for _, vi := range m.Graph.Input {
+		if !inits[vi.GetName()] {
+			vs = append(vs, valueOf(vi))
+		}
+	}
+	return vs
 }

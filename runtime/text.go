@@ -3,7 +3,6 @@ package runtime
 import (
 	"bufio"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -125,54 +124,6 @@ func TextInputs(tok *tokenize.WordPiece, inputs []Value, texts []string, seqLen,
 			return nil, fmt.Errorf("runtime: cannot fill input %q from text (not ids, mask or token types by its name)", in.Name)
 		}
 		t, err := intTensor(in, []int{b.Size, b.SeqLen}, data)
-		if err != nil {
-			return nil, err
-		}
-		ti.Feed[in.Name] = t
-	}
-	return ti, nil
-}
-
-// RandomTokenInputs draws a deterministic batch for a BERT-style model:
-// ids uniform in [first, vocab) with first = 1000 when vocab > 2000 (past
-// the special tokens of BERT vocabularies) else 1, a full attention mask
-// and zero token types. The same seed gives the same inputs everywhere.
-func RandomTokenInputs(inputs []Value, batch, seqLen, vocab int, seed uint64) (*TokenInputs, error) {
-	if batch <= 0 || seqLen <= 0 {
-		return nil, fmt.Errorf("runtime: random inputs need a positive batch and sequence length, got %d×%d", batch, seqLen)
-	}
-	if vocab < 2 {
-		return nil, fmt.Errorf("runtime: random inputs: vocabulary size %d", vocab)
-	}
-	first := 1
-	if vocab > 2000 {
-		first = 1000
-	}
-	rng := rand.New(rand.NewPCG(seed, 0x6c696e656172697a))
-	n := batch * seqLen
-	ids, mask, types := make([]int64, n), make([]int64, n), make([]int64, n)
-	for i := range ids {
-		ids[i] = int64(first + rng.IntN(vocab-first))
-		mask[i] = 1
-	}
-	lengths := make([]int, batch)
-	for i := range lengths {
-		lengths[i] = seqLen
-	}
-	ti := &TokenInputs{Feed: map[string]*onnx.Tensor{}, Batch: batch, SeqLen: seqLen, Mask: mask, Lengths: lengths}
-	for _, in := range inputs {
-		var data []int64
-		switch InputRole(in.Name) {
-		case RoleIDs:
-			data = ids
-		case RoleMask:
-			data = mask
-		case RoleTokenType:
-			data = types
-		default:
-			return nil, fmt.Errorf("runtime: cannot draw random values for input %q (not ids, mask or token types by its name)", in.Name)
-		}
-		t, err := intTensor(in, []int{batch, seqLen}, data)
 		if err != nil {
 			return nil, err
 		}

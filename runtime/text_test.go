@@ -73,30 +73,6 @@ func TestTextInputs(t *testing.T) {
 	}
 }
 
-func TestRandomTokenInputs(t *testing.T) {
-	inputs := []Value{{Name: "input_ids", DType: onnx.Int64}, {Name: "attention_mask", DType: onnx.Int64}}
-	a, err := RandomTokenInputs(inputs, 2, 16, 30522, 7)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := RandomTokenInputs(inputs, 2, 16, 30522, 7)
-	c, _ := RandomTokenInputs(inputs, 2, 16, 30522, 8)
-	if !reflect.DeepEqual(a.Feed, b.Feed) {
-		t.Error("same seed, different inputs")
-	}
-	if reflect.DeepEqual(a.Feed["input_ids"], c.Feed["input_ids"]) {
-		t.Error("different seeds, same ids")
-	}
-	for _, id := range a.Feed["input_ids"].Int64s() {
-		if id < 1000 || id >= 30522 {
-			t.Fatalf("id %d outside [1000, 30522)", id)
-		}
-	}
-	if _, err := RandomTokenInputs(inputs, 0, 16, 100, 1); err == nil {
-		t.Error("batch 0: no error")
-	}
-}
-
 func TestReadTextsAndFindTokenizer(t *testing.T) {
 	dir := t.TempDir()
 	p := filepath.Join(dir, "texts.txt")
