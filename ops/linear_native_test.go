@@ -1,0 +1,83 @@
+package ops_test
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/linearize/linearize/onnx"
+	"github.com/linearize/linearize/onnx/onnxpb"
+	"github.com/linearize/linearize/ops"
+	"github.com/linearize/linearize/runtime"
+)
+
+// runInlined runs the model in the native backend with the function body
+// expanded into standard ops (the kernel is not used), so that the body is
+// checked without onnxruntime too.
+func runInlined(t *testing.T, m *onnxpb.ModelProto, inputs map[string]*onnx.Tensor) *onnx.Tensor {
+	t.Helper()
+	s, err := runtime.NewNativeSessionWith(m, runtime.NativeOptions{InlineFunctions: true})
+	if err != nil {
+		t.Fatalf("native session: %v", err)
+	}
+	defer s.Close()
+	feed := map[string]*onnx.Tensor{}
+	for _, v := range s.Inputs() {
+		feed[v.Name] = inputs[v.Name]
+	}
+	res, err := s.Run(feed, "out")
+	if err != nil {
+		t.Fatalf("native run: %v", err)
+	}
+	return res["out"]
+}
+
+func TestFunctionBodiesInNativeBackend(t *testing.T) {
+	for _, opset := range []int64{11, 17, 18} {
+		for _, c := range perfCases() {
+			if c.perHead {
+				continue
+			}
+			t.Run(fmt.Sprintf("opset%d/performer/%s", opset, c.name), func(t *testing.T) {
+				q, k, v, omega, bias := c.inputs(8)
+				if bias == nil {
+					bias = onnx.NewFloat([]int{1, 1, 1, 1}, []float32{0})
+				}
+				attrs := ops.PerformerAttrs{Scale: 0.3, Kernel: c.kernel}
+				want, err := ops.Performer(q, k, v, omega, bias, attrs)
+				if err != nil {
+					t.Fatal(err)
+				}
+				fn, err := ops.PerformerFunction(c.kernel, opset)
+				if err != nil {
+					t.Fatal(err)
+				}
+				node := ops.NewPerformerNode("perf", []string{"Q", "K", "V", "Omega", "key_bias"}, "out", attrs)
+				in := map[string]*onnx.Tensor{"Q": q, "K": k, "V": v, "Omega": omega, "key_bias": bias}
+				checkClose(t, "inlined function vs Go kernel", runInlined(t, oneNodeModel(t, node, fn, opset, in), in), want, 1e-4)
+			})
+		}
+		for _, c := range linCases() {
+			if c.perHead || c.n != 12 {
+				continue
+			}
+			t.Run(fmt.Sprintf("opset%d/linformer/%s", opset, c.name), func(t *testing.T) {
+				q, k, v, e, f, bias := c.inputs(8)
+				if bias == nil {
+					bias = onnx.NewFloat([]int{1, 1, 1, 1}, []float32{0})
+				}
+				attrs := ops.LinformerAttrs{Scale: 0.4}
+				want, err := ops.Linformer(q, k, v, e, f, bias, attrs)
+				if err != nil {
+					t.Fatal(err)
+				}
+				fn, err := ops.LinformerFunction(opset)
+				if err != nil {
+					t.Fatal(err)
+				}
+				node := ops.NewLinformerNode("lin", []string{"Q", "K", "V", "E", "F", "key_bias"}, "out", attrs)
+				in := map[string]*onnx.Tensor{"Q": q, "K": k, "V": v, "E": e, "F": f, "key_bias": bias}
+				checkClose(t, "inlined function vs Go kernel", runInlined(t, oneNodeModel(t, node, fn, opset, in), in), want, 1e-4)
+			})
+		}
+	}
+}
