@@ -1,0 +1,102 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/linearize/linearize/convert"
+	"github.com/linearize/linearize/internal/benchrun"
+	"github.com/linearize/linearize/onnx"
+)
+
+func init() {
+	// A benchmark child is this binary re-executed with the job in its
+	// environment: run it and exit before the normal command dispatch.
+	if os.Getenv(benchrun.ChildEnv) != "" {
+		benchrun.ChildMain(os.Stdout)
+		os.Exit(0)
+	}
+	register(&command{
+		name:    "bench",
+		summary: "time and measure peak memory of the original, Performer and Linformer forms of a model over sequence lengths",
+		usage:   "MODEL [--variants original,performer,linformer] [--lengths 512,1024,...] [--features M] [--k K] [--threads T] [--repeat R] [--json F] [--plot F.png]",
+		run:     runBench,
+	})
+}
+
+func runBench(args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	variants := fs.String("variants", "original,performer,linformer", "comma-separated forms to run")
+	lengths := fs.String("lengths", "512,1024,2048,4096,8192,16384", "comma-separated sequence lengths (batch 1)")
+	features := fs.Int("features", 256, "Performer random features M")
+	k := fs.Int("k", 256, "Linformer projected length k")
+	threads := fs.Int("threads", 2, "onnxruntime intra-op threads per run")
+	repeat := fs.Int("repeat", 3, "timed runs per (variant, length), each in its own process; the median is reported")
+	seed := fs.Uint64("seed", 1, "seed of the Performer features and Linformer projections")
+	jsonOut := fs.String("json", "", "write the results as JSON to this file")
+	plotOut := fs.String("plot", "", "write a PNG plot of time and memory against length to this file")
+	pos, err := parseFlags(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		commandUsage(stdout, commands["bench"], fs)
+		return err
+	}
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usageError("want exactly one MODEL argument, got %d", len(pos))
+	}
+	ls, err := convert.ParseLengths(*lengths)
+	if err != nil {
+		return usageError("--lengths: %v", err)
+	}
+	var forms []convert.Form
+	for _, v := range strings.Split(*variants, ",") {
+		f := convert.Form(strings.TrimSpace(v))
+		if f != convert.Original && f != convert.Performer && f != convert.Linformer {
+			return usageError("--variants: unknown variant %q (want original, performer, linformer)", v)
+		}
+		forms = append(forms, f)
+	}
+	if *features <= 0 || *k <= 0 || *threads <= 0 || *repeat <= 0 {
+		return usageError("--features, --k, --threads and --repeat must be positive")
+	}
+	m, err := onnx.Load(pos[0])
+	if err != nil {
+		return badInput(err)
+	}
+	res, err := benchrun.Run(benchrun.Options{
+		ModelPath: pos[0],
+		Model:     m,
+		Bench:     convert.BenchOptions{Variants: forms, Lengths: ls, Features: *features, K: *k, Seed: *seed},
+		Threads:   *threads,
+		Repeat:    *repeat,
+		Progress:  os.Stderr,
+	})
+	if err != nil {
+		return runtimeFailure(err)
+	}
+	benchrun.WriteTable(stdout, res)
+	if *jsonOut != "" {
+		b, err := json.MarshalIndent(res, "", "  ")
+		if err != nil {
+			return runtimeFailure(err)
+		}
+		if err := onnx.WriteFileAtomic(*jsonOut, append(b, '\n')); err != nil {
+			return runtimeFailure(err)
+		}
+		fmt.Fprintf(stdout, "wrote %s\n", *jsonOut)
+	}
+	if *plotOut != "" {
+		if err := benchrun.Plot(res, *plotOut); err != nil {
+			return runtimeFailure(err)
+		}
+		fmt.Fprintf(stdout, "wrote %s\n", *plotOut)
+	}
+	return nil
+}

@@ -1,0 +1,127 @@
+package benchrun
+
+import (
+	"bytes"
+	"fmt"
+	"image/color"
+	"math"
+	"strconv"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
+
+	"github.com/linearize/linearize/convert"
+	"github.com/linearize/linearize/onnx"
+)
+
+var variantColors = map[convert.Form]color.Color{
+	convert.Original:  color.RGBA{R: 0x33, G: 0x33, B: 0x33, A: 0xff},
+	convert.Performer: color.RGBA{R: 0xd6, G: 0x27, B: 0x28, A: 0xff},
+	convert.Linformer: color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 0xff},
+}
+
+// Plot writes a PNG with two log-log panels, median time and peak RSS
+// against sequence length, one line per variant (successful runs only).
+func Plot(r *convert.BenchResult, path string) error {
+	panels := []struct {
+		title, ylabel string
+		value         func(convert.BenchRun) float64
+	}{
+		{"median time", "ms", func(b convert.BenchRun) float64 { return b.MedianMS }},
+		{"peak memory (RSS)", "MiB", func(b convert.BenchRun) float64 { return b.PeakRSSMB }},
+	}
+	var plots []*plot.Plot
+	for _, pn := range panels {
+		p := plot.New()
+		p.Title.Text = pn.title
+		p.X.Label.Text = "sequence length"
+		p.Y.Label.Text = pn.ylabel
+		p.X.Scale, p.Y.Scale = plot.LogScale{}, plot.LogScale{}
+		p.X.Tick.Marker, p.Y.Tick.Marker = geomTicks{}, geomTicks{}
+		p.Legend.Top, p.Legend.Left = false, false
+		p.Add(plotter.NewGrid())
+		lines := 0
+		for _, f := range []convert.Form{convert.Original, convert.Performer, convert.Linformer} {
+			var xys plotter.XYs
+			for _, run := range r.Runs {
+				if run.Variant == f && run.Status == "ok" && pn.value(run) > 0 {
+					xys = append(xys, plotter.XY{X: float64(run.Length), Y: pn.value(run)})
+				}
+			}
+			if len(xys) == 0 {
+				continue
+			}
+			l, pts, err := plotter.NewLinePoints(xys)
+			if err != nil {
+				return fmt.Errorf("benchrun: plot: %w", err)
+			}
+			c := variantColors[f]
+			l.Color, pts.Color = c, c
+			l.Width = vg.Points(1.5)
+			p.Add(l, pts)
+			p.Legend.Add(string(f), l, pts)
+			lines++
+		}
+		if lines == 0 {
+			return fmt.Errorf("benchrun: plot: no successful runs to plot")
+		}
+		plots = append(plots, p)
+	}
+	const w, h = 12 * vg.Inch, 5 * vg.Inch
+	img := vgimg.New(w, h)
+	dc := draw.New(img)
+	tiles := draw.Tiles{Rows: 1, Cols: len(plots), PadX: vg.Millimeter * 4, PadY: vg.Millimeter * 2,
+		PadTop: vg.Millimeter * 2, PadBottom: vg.Millimeter * 2, PadLeft: vg.Millimeter * 2, PadRight: vg.Millimeter * 2}
+	canvases := plot.Align([][]*plot.Plot{plots}, tiles, dc)
+	for i, p := range plots {
+		p.Draw(canvases[0][i])
+	}
+	var buf bytes.Buffer
+	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(&buf); err != nil {
+		return fmt.Errorf("benchrun: plot: %w", err)
+	}
+	return onnx.WriteFileAtomic(path, buf.Bytes())
+}
+
+// geomTicks labels about six geometrically spaced values, rounded to two
+// significant digits (powers of two when the range is wide enough), so
+// that a log axis spanning less than a decade still has labels.
+type geomTicks struct{}
+
+func (geomTicks) Ticks(min, max float64) []plot.Tick {
+	if !(min > 0) || !(max > min) {
+		return plot.LogTicks{}.Ticks(min, max)
+	}
+	var ticks []plot.Tick
+	if max/min >= 4 {
+		for v := math.Exp2(math.Ceil(math.Log2(min))); v <= max; v *= 2 {
+			ticks = append(ticks, plot.Tick{Value: v, Label: strconv.FormatFloat(v, 'g', 6, 64)})
+		}
+		if len(ticks) > 8 { // thin to every other power
+			var thin []plot.Tick
+			for i, t := range ticks {
+				if i%2 == len(ticks)%2 {
+					thin = append(thin, t)
+				} else {
+					thin = append(thin, plot.Tick{Value: t.Value})
+				}
+			}
+			ticks = thin
+		}
+		return ticks
+	}
+	seen := map[float64]bool{}
+	for i := 0; i <= 5; i++ {
+		v := min * math.Pow(max/min, float64(i)/5)
+		r, _ := strconv.ParseFloat(strconv.FormatFloat(v, 'g', 2, 64), 64)
+		if r < min || r > max || seen[r] {
+			continue
+		}
+		seen[r] = true
+		ticks = append(ticks, plot.Tick{Value: r, Label: strconv.FormatFloat(r, 'g', 6, 64)})
+	}
+	return ticks
+}

@@ -1,0 +1,454 @@
+// Package benchrun runs the long-input benchmark of `convert bench`: it
+// prepares the model variants, runs every (variant, length) in its own
+// child process (a re-exec of the running binary) so that peak memory is
+// clean, interleaves the variants round by round, and collects median
+// times, peak RSS and the cost model's predictions.
+package benchrun
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/linearize/linearize/convert"
+	"github.com/linearize/linearize/onnx"
+	"github.com/linearize/linearize/onnx/onnxpb"
+	"github.com/linearize/linearize/runtime"
+)
+
+// ChildEnv is the environment variable that turns a process into a
+// benchmark child; it holds the JSON ChildSpec.
+const ChildEnv = "LINEARIZE_BENCH_CHILD"
+
+// ChildSpec is one child's job: load Model, run it once to warm up, then
+// time Runs runs at batch 1 and sequence length Length.
+type ChildSpec struct {
+	Model   string `json:"model"`
+	Length  int    `json:"length"`
+	Threads int    `json:"threads"`
+	Runs    int    `json:"runs"`
+	Warmup  int    `json:"warmup"`
+}
+
+// ChildResult is what a child prints on stdout.
+type ChildResult struct {
+	TimesMS []float64 `json:"times_ms"`
+	VmHWMKB int64     `json:"vmhwm_kb"`
+	Error   string    `json:"error,omitempty"`
+}
+
+// ChildMain runs the child job when ChildEnv is set, writes its result
+// to stdout and reports true; otherwise it does nothing and reports false.
+// Binaries that the benchmark re-executes call it first thing.
+func ChildMain(stdout io.Writer) bool {
+	spec := os.Getenv(ChildEnv)
+	if spec == "" {
+		return false
+	}
+	var s ChildSpec
+	res := ChildResult{}
+	if err := json.Unmarshal([]byte(spec), &s); err != nil {
+		res.Error = "benchrun: bad child spec: " + err.Error()
+	} else if err := runChild(s, &res); err != nil {
+		res.Error = err.Error()
+	}
+	res.VmHWMKB = vmHWM()
+	json.NewEncoder(stdout).Encode(res)
+	return true
+}
+
+func runChild(s ChildSpec, res *ChildResult) error {
+	m, err := onnx.Load(s.Model)
+	if err != nil {
+		return err
+	}
+	sess, err := runtime.Open("ort", m, runtime.Options{Threads: s.Threads})
+	if err != nil {
+		return err
+	}
+	defer sess.Close()
+	feed, err := Inputs(sess.Inputs(), s.Length)
+	if err != nil {
+		return err
+	}
+	m = nil
+	for i := 0; i < s.Warmup; i++ {
+		if _, err := sess.Run(feed); err != nil {
+			return err
+		}
+	}
+	for i := 0; i < s.Runs; i++ {
+		t0 := time.Now()
+		if _, err := sess.Run(feed); err != nil {
+			return err
+		}
+		res.TimesMS = append(res.TimesMS, float64(time.Since(t0).Microseconds())/1000)
+	}
+	return nil
+}
+
+// Inputs builds a batch-1 feed of length n for a BERT-style model: token
+// ids drawn from [0, 100) with a fixed seed, a mask of ones, token types 0,
+// position ids 0..n−1; any other integer input is zeros.
+func Inputs(vals []runtime.Value, n int) (map[string]*onnx.Tensor, error) {
+	rng := rand.New(rand.NewPCG(uint64(n), 17))
+	feed := map[string]*onnx.Tensor{}
+	for _, v := range vals {
+		d := make([]int64, n)
+		name := strings.ToLower(v.Name)
+		switch {
+		case strings.Contains(name, "mask"):
+			for i := range d {
+				d[i] = 1
+			}
+		case strings.Contains(name, "position"):
+			for i := range d {
+				d[i] = int64(i)
+			}
+		case strings.Contains(name, "type"):
+		default:
+			for i := range d {
+				d[i] = int64(rng.IntN(100))
+			}
+		}
+		switch v.DType {
+		case onnx.Int64:
+			feed[v.Name] = onnx.NewInt64([]int{1, n}, d)
+		case onnx.Int32:
+			d32 := make([]int32, n)
+			for i, x := range d {
+				d32[i] = int32(x)
+			}
+			feed[v.Name] = &onnx.Tensor{DType: onnx.Int32, Shape: []int{1, n}, Data: d32}
+		default:
+			return nil, fmt.Errorf("benchrun: input %s is %s; the benchmark feeds integer [1, n] inputs only", v.Name, onnx.TypeName(v.DType))
+		}
+	}
+	return feed, nil
+}
+
+// vmHWM reads the peak resident set size of this process (kB).
+func vmHWM() int64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "VmHWM:") {
+			f := strings.Fields(line)
+			if len(f) >= 2 {
+				v, _ := strconv.ParseInt(f[1], 10, 64)
+				return v
+			}
+		}
+	}
+	return 0
+}
+
+// MemAvailable reads MemAvailable from /proc/meminfo, in bytes.
+func MemAvailable() (int64, error) {
+	f, err := os.Open("/proc/meminfo")
+	if err != nil {
+		return 0, fmt.Errorf("benchrun: %w", err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fs := strings.Fields(sc.Text())
+		if len(fs) >= 2 && fs[0] == "MemAvailable:" {
+			v, err := strconv.ParseInt(fs[1], 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("benchrun: /proc/meminfo: %w", err)
+			}
+			return v * 1024, nil
+		}
+	}
+	return 0, errors.New("benchrun: no MemAvailable in /proc/meminfo")
+}
+
+// Options configures Run.
+type Options struct {
+	ModelPath string             // for the report
+	Model     *onnxpb.ModelProto // the original model
+	Bench     convert.BenchOptions
+	Threads   int // intra-op threads per child (default 2)
+	Repeat    int // timed runs per (variant, length), one per round (default 3)
+	// Command is the argv that starts a child (ChildEnv set in its
+	// environment); default: this executable with no arguments.
+	Command []string
+	// Progress receives one line per step; nil discards.
+	Progress io.Writer
+	// TempDir holds the variant models; default a new folder in os.TempDir,
+	// removed afterwards.
+	TempDir string
+	// MemAvailable reports the memory a child may use; default reads
+	// /proc/meminfo before each run. A (variant, length) whose predicted
+	// peak exceeds MemFraction of it is skipped.
+	MemAvailable func() (int64, error)
+	MemFraction  float64       // default 0.8
+	Timeout      time.Duration // per child; default 20 minutes
+}
+
+// Run benchmarks the variants of o.Model at every length.
+func Run(o Options) (*convert.BenchResult, error) {
+	if o.Model == nil {
+		return nil, errors.New("benchrun: no model")
+	}
+	if o.Threads <= 0 {
+		o.Threads = 2
+	}
+	if o.Repeat <= 0 {
+		o.Repeat = 3
+	}
+	if o.MemAvailable == nil {
+		o.MemAvailable = MemAvailable
+	}
+	if o.MemFraction <= 0 {
+		o.MemFraction = 0.8
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = 20 * time.Minute
+	}
+	if len(o.Command) == 0 {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, fmt.Errorf("benchrun: %w", err)
+		}
+		o.Command = []string{exe}
+	}
+	progress := o.Progress
+	if progress == nil {
+		progress = io.Discard
+	}
+	bo := o.Bench
+	if len(bo.Variants) == 0 {
+		bo.Variants = []convert.Form{convert.Original, convert.Performer, convert.Linformer}
+	}
+	if bo.Features == 0 {
+		bo.Features = 256
+	}
+	if bo.K == 0 {
+		bo.K = 256
+	}
+	lengths := append([]int(nil), bo.Lengths...)
+	sort.Ints(lengths)
+	bo.Lengths = lengths
+
+	dims, notes, err := convert.ModelDims(o.Model)
+	if err != nil {
+		return nil, err
+	}
+	cm := convert.CostModel{Dims: dims, Features: bo.Features, K: bo.K}
+	if err := cm.Validate(); err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(progress, "bench: %d layers, hidden %d, %d heads, FFN %d; preparing %d variants\n", dims.Layers, dims.Hidden, dims.Heads, dims.FFN, len(bo.Variants))
+	variants, vnotes, err := convert.BenchVariants(o.Model, bo)
+	if err != nil {
+		return nil, err
+	}
+	notes = append(notes, vnotes...)
+	for _, n := range vnotes {
+		fmt.Fprintf(progress, "bench: %s\n", n)
+	}
+	dir := o.TempDir
+	if dir == "" {
+		dir, err = os.MkdirTemp("", "linearize-bench-")
+		if err != nil {
+			return nil, fmt.Errorf("benchrun: %w", err)
+		}
+		defer os.RemoveAll(dir)
+	}
+	paths := map[convert.Form]string{}
+	for _, f := range bo.Variants {
+		p := filepath.Join(dir, string(f)+".onnx")
+		if err := onnx.Save(variants[f], p, onnx.SaveOptions{}); err != nil {
+			return nil, err
+		}
+		paths[f] = p
+	}
+	variants = nil
+
+	res := &convert.BenchResult{Model: o.ModelPath, Threads: o.Threads, Features: bo.Features, K: bo.K, Repeat: o.Repeat,
+		Dims: dims, Notes: notes, Crossover: map[convert.Form]int{}}
+	for _, f := range bo.Variants {
+		res.Crossover[f] = cm.Crossover(f)
+	}
+	for _, n := range lengths {
+		runs := map[convert.Form]*convert.BenchRun{}
+		var order []convert.Form
+		for _, f := range bo.Variants {
+			runs[f] = &convert.BenchRun{Variant: f, Length: n, Status: "ok",
+				PredictedSpeedup: cm.Speedup(f, n), PredictedPeakMB: float64(cm.PeakBytes(f, n)) / (1 << 20)}
+			order = append(order, f)
+		}
+		for round := 0; round < o.Repeat; round++ {
+			for i := range order {
+				// Rotate the order every round so that no variant always
+				// runs first after a cooler or hotter predecessor.
+				f := order[(i+round)%len(order)]
+				r := runs[f]
+				if r.Status != "ok" {
+					continue
+				}
+				avail, err := o.MemAvailable()
+				if err == nil && float64(cm.PeakBytes(f, n)) > o.MemFraction*float64(avail) {
+					r.Status = "skipped"
+					r.Reason = fmt.Sprintf("predicted peak %s exceeds %.0f%% of available memory %s", gib(cm.PeakBytes(f, n)), 100*o.MemFraction, gib(avail))
+					fmt.Fprintf(progress, "bench: %-9s n=%-6d skipped: %s\n", f, n, r.Reason)
+					continue
+				}
+				fmt.Fprintf(progress, "bench: %-9s n=%-6d round %d/%d ...", f, n, round+1, o.Repeat)
+				cr, rss, err := o.child(ChildSpec{Model: paths[f], Length: n, Threads: o.Threads, Runs: 1, Warmup: 1})
+				if err != nil {
+					r.Status = "failed"
+					r.Reason = err.Error()
+					fmt.Fprintf(progress, " failed: %v\n", err)
+					continue
+				}
+				r.TimesMS = append(r.TimesMS, cr.TimesMS...)
+				r.PeakRSSMB = max(r.PeakRSSMB, float64(rss)/1024)
+				fmt.Fprintf(progress, " %.1f ms, peak %.0f MiB\n", cr.TimesMS[0], float64(rss)/1024)
+			}
+		}
+		for _, f := range bo.Variants {
+			r := runs[f]
+			if r.Status == "ok" {
+				r.MedianMS = median(r.TimesMS)
+			}
+			res.Runs = append(res.Runs, *r)
+		}
+	}
+	res.Summarize()
+	return res, nil
+}
+
+// child runs one child process and returns its result and peak RSS (kB).
+func (o Options) child(spec ChildSpec) (*ChildResult, int64, error) {
+	js, _ := json.Marshal(spec)
+	ctx, cancel := context.WithTimeout(context.Background(), o.Timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, o.Command[0], o.Command[1:]...)
+	cmd.Env = append(os.Environ(), ChildEnv+"="+string(js))
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	var rss int64
+	if cmd.ProcessState != nil {
+		if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+			rss = ru.Maxrss // kB on Linux
+		}
+	}
+	var cr ChildResult
+	if jerr := json.Unmarshal(lastLine(stdout.Bytes()), &cr); jerr != nil {
+		msg := strings.TrimSpace(stderr.String())
+		if len(msg) > 300 {
+			msg = "..." + msg[len(msg)-300:]
+		}
+		if err == nil {
+			err = jerr
+		}
+		if ctx.Err() != nil {
+			err = fmt.Errorf("timed out after %v", o.Timeout)
+		}
+		if ee, ok := err.(*exec.ExitError); ok && ee.ProcessState != nil {
+			if ws, ok := ee.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+				err = fmt.Errorf("child killed by %v (out of memory?)", ws.Signal())
+			}
+		}
+		if msg != "" {
+			return nil, rss, fmt.Errorf("%v: %s", err, msg)
+		}
+		return nil, rss, err
+	}
+	if cr.Error != "" {
+		return nil, rss, errors.New(cr.Error)
+	}
+	if len(cr.TimesMS) == 0 {
+		return nil, rss, errors.New("child reported no timings")
+	}
+	rss = max(rss, cr.VmHWMKB)
+	return &cr, rss, nil
+}
+
+func lastLine(b []byte) []byte {
+	b = bytes.TrimSpace(b)
+	if i := bytes.LastIndexByte(b, '\n'); i >= 0 {
+		return b[i+1:]
+	}
+	return b
+}
+
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := append([]float64(nil), v...)
+	sort.Float64s(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+func gib(b int64) string {
+	return fmt.Sprintf("%.1f GiB", float64(b)/(1<<30))
+}
+
+// WriteTable prints the result as a text table.
+func WriteTable(w io.Writer, r *convert.BenchResult) {
+	fmt.Fprintf(w, "model %s: %d layers, hidden %d, %d heads, FFN %d; threads %d, M = %d, k = %d, %d runs each (median)\n",
+		r.Model, r.Dims.Layers, r.Dims.Hidden, r.Dims.Heads, r.Dims.FFN, r.Threads, r.Features, r.K, r.Repeat)
+	fmt.Fprintf(w, "%-7s %-10s %-8s %11s %11s %9s %10s %9s %9s\n", "length", "variant", "status", "median ms", "peak MiB", "speedup", "predicted", "meas/pred", "mem ratio")
+	for _, run := range r.Runs {
+		if run.Status != "ok" {
+			fmt.Fprintf(w, "%-7d %-10s %-8s %11s %11s %9s %9.2fx %9s %9s  %s\n", run.Length, run.Variant, run.Status, "-", "-", "-", run.PredictedSpeedup, "-", "-", run.Reason)
+			continue
+		}
+		sp, ratio, mem := "-", "-", "-"
+		if run.Speedup > 0 {
+			sp = fmt.Sprintf("%.2fx", run.Speedup)
+			ratio = fmt.Sprintf("%.2f", run.Speedup/run.PredictedSpeedup)
+		}
+		if run.MemoryRatio > 0 {
+			mem = fmt.Sprintf("%.3f", run.MemoryRatio)
+		}
+		fmt.Fprintf(w, "%-7d %-10s %-8s %11.1f %11.0f %9s %9.2fx %9s %9s\n", run.Length, run.Variant, run.Status, run.MedianMS, run.PeakRSSMB, sp, run.PredictedSpeedup, ratio, mem)
+	}
+	var forms []string
+	for f := range r.Crossover {
+		if f != convert.Original {
+			forms = append(forms, string(f))
+		}
+	}
+	sort.Strings(forms)
+	for _, f := range forms {
+		mc := r.MeasuredCrossover[convert.Form(f)]
+		ms := strconv.Itoa(mc)
+		switch mc {
+		case 0:
+			ms = "not within the measured lengths"
+		case -1:
+			ms = "unknown (original did not run)"
+		}
+		fmt.Fprintf(w, "%s crossover: predicted n = %d, measured n = %s (first measured length from which it stays faster)\n", f, r.Crossover[convert.Form(f)], ms)
+	}
+	for _, run := range r.Runs {
+		if run.Variant == convert.Original && run.Status == "skipped" {
+			fmt.Fprintf(w, "original skipped at n = %d: %s\n", run.Length, run.Reason)
+		}
+	}
+}

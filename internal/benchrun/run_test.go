@@ -1,0 +1,162 @@
+package benchrun
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/linearize/linearize/convert"
+	"github.com/linearize/linearize/onnx"
+	"github.com/linearize/linearize/runtime"
+)
+
+// TestMain lets the test binary act as a benchmark child: Run re-executes
+// it with ChildEnv set.
+func TestMain(m *testing.M) {
+	if ChildMain(os.Stdout) {
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+func tinyModel(t *testing.T) string {
+	t.Helper()
+	if err := runtime.ORTAvailable(); err != nil {
+		t.Skipf("onnxruntime not available (install with scripts/setup.sh): %v", err)
+	}
+	return filepath.Join("..", "..", "testdata", "bert-tiny.onnx")
+}
+
+// TestRunTinyModel runs the whole benchmark on the bundled tiny model at
+// two short lengths (one beyond its 128-row position table, so the
+// extension path runs too), with a fake memory limit that lets the linear
+// forms run at the longer length but not the original.
+func TestRunTinyModel(t *testing.T) {
+	path := tinyModel(t)
+	m, err := onnx.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dims, _, err := convert.ModelDims(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm := convert.CostModel{Dims: dims, Features: 32, K: 32}
+	// Between the original's and the Performer's predicted peak at 192.
+	limit := (cm.PeakBytes(convert.Original, 192) + cm.PeakBytes(convert.Performer, 192)) / 2
+	if cm.PeakBytes(convert.Original, 64) > limit || cm.PeakBytes(convert.Linformer, 192) > limit {
+		t.Fatalf("test set-up: limits do not separate the forms")
+	}
+	var progress strings.Builder
+	res, err := Run(Options{
+		ModelPath:    path,
+		Model:        m,
+		Bench:        convert.BenchOptions{Lengths: []int{192, 64}, Features: 32, K: 32},
+		Threads:      1,
+		Repeat:       2,
+		Command:      []string{os.Args[0], "-test.run=^$"},
+		Progress:     &progress,
+		MemAvailable: func() (int64, error) { return int64(float64(limit) / 0.8), nil },
+	})
+	if err != nil {
+		t.Fatalf("%v\nprogress:\n%s", err, progress.String())
+	}
+	if len(res.Runs) != 6 {
+		t.Fatalf("%d runs, want 6", len(res.Runs))
+	}
+	for _, r := range res.Runs {
+		skipped := r.Variant == convert.Original && r.Length == 192
+		switch {
+		case skipped:
+			if r.Status != "skipped" || !strings.Contains(r.Reason, "available memory") {
+				t.Errorf("original at 192: status %s (%s), want skipped for memory", r.Status, r.Reason)
+			}
+		case r.Status != "ok":
+			t.Errorf("%s at %d: %s: %s", r.Variant, r.Length, r.Status, r.Reason)
+		default:
+			if r.MedianMS <= 0 || len(r.TimesMS) != 2 || r.PeakRSSMB < 5 || r.PredictedSpeedup <= 0 {
+				t.Errorf("%s at %d: implausible %+v", r.Variant, r.Length, r)
+			}
+			if r.Length == 64 && (r.Speedup <= 0 || r.MemoryRatio <= 0) {
+				t.Errorf("%s at 64: no ratio vs original: %+v", r.Variant, r)
+			}
+		}
+	}
+	if res.Runs[0].Length != 64 {
+		t.Errorf("lengths not run in increasing order")
+	}
+	if !strings.Contains(progress.String(), "extended position table") || !strings.Contains(progress.String(), "skipped") {
+		t.Errorf("progress lacks the extension or skip lines:\n%s", progress.String())
+	}
+	// The JSON has issue 7's fields.
+	b, err := json.Marshal(res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var generic map[string]any
+	json.Unmarshal(b, &generic)
+	runs, _ := generic["runs"].([]any)
+	if generic["model"] == nil || generic["threads"] == nil || len(runs) != 6 {
+		t.Fatalf("JSON lacks model/threads/runs: %s", b)
+	}
+	for _, k := range []string{"variant", "length", "status", "median_ms", "peak_rss_mb", "predicted_speedup"} {
+		if _, ok := runs[0].(map[string]any)[k]; !ok {
+			t.Errorf("run lacks %q: %v", k, runs[0])
+		}
+	}
+	var table strings.Builder
+	WriteTable(&table, res)
+	if !strings.Contains(table.String(), "original skipped at n = 192") {
+		t.Errorf("table does not say the original was skipped:\n%s", table.String())
+	}
+	png := filepath.Join(t.TempDir(), "bench.png")
+	if err := Plot(res, png); err != nil {
+		t.Fatal(err)
+	}
+	if data, err := os.ReadFile(png); err != nil || len(data) < 1000 || string(data[1:4]) != "PNG" {
+		t.Errorf("plot is not a PNG (%d bytes, %v)", len(data), err)
+	}
+}
+
+// TestChildFailureIsReported: a child that cannot load its model makes the
+// run "failed" with the reason, not an aborted benchmark.
+func TestChildFailureIsReported(t *testing.T) {
+	tinyModel(t)
+	o := Options{Command: []string{os.Args[0], "-test.run=^$"}, Timeout: 60e9}
+	_, _, err := o.child(ChildSpec{Model: filepath.Join(t.TempDir(), "missing.onnx"), Length: 8, Threads: 1, Runs: 1})
+	if err == nil || !strings.Contains(err.Error(), "missing.onnx") {
+		t.Fatalf("error %v, want one naming the missing model", err)
+	}
+}
+
+func TestSummarizeCrossover(t *testing.T) {
+	r := &convert.BenchResult{Runs: []convert.BenchRun{
+		{Variant: convert.Original, Length: 512, Status: "ok", MedianMS: 10, PeakRSSMB: 100},
+		{Variant: convert.Performer, Length: 512, Status: "ok", MedianMS: 12, PeakRSSMB: 90},
+		{Variant: convert.Original, Length: 1024, Status: "ok", MedianMS: 30, PeakRSSMB: 300},
+		{Variant: convert.Performer, Length: 1024, Status: "ok", MedianMS: 20, PeakRSSMB: 150},
+		{Variant: convert.Original, Length: 2048, Status: "skipped"},
+		{Variant: convert.Performer, Length: 2048, Status: "ok", MedianMS: 40, PeakRSSMB: 300},
+		{Variant: convert.Linformer, Length: 512, Status: "ok", MedianMS: 5},
+		{Variant: convert.Linformer, Length: 1024, Status: "ok", MedianMS: 31},
+	}}
+	r.Summarize()
+	if got := r.Runs[3].Speedup; got != 1.5 {
+		t.Errorf("speedup %v, want 1.5", got)
+	}
+	if got := r.Runs[3].MemoryRatio; got != 0.5 {
+		t.Errorf("memory ratio %v, want 0.5", got)
+	}
+	if r.Runs[5].Speedup != 0 {
+		t.Error("speedup set where the original did not run")
+	}
+	if r.MeasuredCrossover[convert.Performer] != 1024 {
+		t.Errorf("performer crossover %d, want 1024", r.MeasuredCrossover[convert.Performer])
+	}
+	// Faster at 512 but slower at 1024: no crossover within the lengths.
+	if r.MeasuredCrossover[convert.Linformer] != 0 {
+		t.Errorf("linformer crossover %d, want 0", r.MeasuredCrossover[convert.Linformer])
+	}
+}
