@@ -106,6 +106,7 @@ func TestORTNodeConformance(t *testing.T) {
 		{"test_size", "rank-0 int64 output (workaround)"},
 		{"test_range_int32_type_negative_delta", "rank-0 int32 inputs"},
 		{"test_constant", "zero-input model (workaround)"},
+		{"test_constantofshape_int_shape_zero", "zero-element output"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -179,7 +180,7 @@ func TestORTExpose(t *testing.T) {
 	needORT(t)
 	m := tinyModel()
 	before, _ := onnx.Encode(m)
-	s, err := Open("ort", m, Options{Expose: []string{"a", "s", "h"}})
+	s, err := Open("ort", m, Options{Expose: []string{"a", "s", "h", "x"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,9 +190,12 @@ func TestORTExpose(t *testing.T) {
 		t.Error("NewORTSession modified the caller's model")
 	}
 	x := onnx.NewFloat([]int{2, 3}, []float32{-1, 2, -3, 4.5, 0, -0.25})
-	got, err := s.Run(map[string]*onnx.Tensor{"x": x}, "y", "a", "s", "h")
+	got, err := s.Run(map[string]*onnx.Tensor{"x": x}, "y", "a", "s", "h", "x")
 	if err != nil {
 		t.Fatal(err)
+	}
+	if fmt.Sprint(got["x"].Floats()) != fmt.Sprint(x.Floats()) {
+		t.Errorf("exposed graph input x = %v, want %v", got["x"].Floats(), x.Floats())
 	}
 	// Closed-form expectations.
 	var sum float64
