@@ -28,17 +28,20 @@ func init() {
 type inspectReport struct {
 	Model string `json:"model"`
 	onnx.Summary
+	Cost *costReport `json:"cost,omitempty"` // --cost (inspect_cost.go)
 }
 
 // inspectFlags are the flags buildInspect may consult.
 type inspectFlags struct {
 	json bool
+	cost costFlags
 }
 
 func runInspect(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("inspect", flag.ContinueOnError)
 	var f inspectFlags
 	fs.BoolVar(&f.json, "json", false, "print one JSON object instead of text")
+	f.cost.register(fs)
 	pos, err := parseFlags(fs, args)
 	if errors.Is(err, flag.ErrHelp) {
 		commandUsage(stdout, commands["inspect"], fs)
@@ -68,7 +71,11 @@ func runInspect(args []string, stdout io.Writer) error {
 }
 
 func buildInspect(path string, m *onnxpb.ModelProto, f inspectFlags) (*inspectReport, error) {
-	return &inspectReport{Model: path, Summary: onnx.Summarize(m)}, nil
+	cost, err := buildCost(m, f.cost)
+	if err != nil {
+		return nil, err
+	}
+	return &inspectReport{Model: path, Summary: onnx.Summarize(m), Cost: cost}, nil
 }
 
 func printInspect(w io.Writer, r *inspectReport) {
@@ -132,6 +139,7 @@ func printInspect(w io.Writer, r *inspectReport) {
 	if s.Functions > 0 {
 		fmt.Fprintf(w, "functions:    %d\n", s.Functions)
 	}
+	printCost(w, r.Cost)
 }
 
 // humanBytes formats a byte count as "1.5 MiB".

@@ -1,0 +1,94 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/linearize/linearize/convert"
+	"github.com/linearize/linearize/onnx/onnxpb"
+)
+
+// costFlags are inspect's cost-model flags.
+type costFlags struct {
+	on       bool
+	seqLen   string
+	features int
+	k        int
+}
+
+func (c *costFlags) register(fs *flag.FlagSet) {
+	fs.BoolVar(&c.on, "cost", false, "print the cost model: MACs of projections, attention core and FFN per layer and in total for original / Performer / Linformer, largest intermediate, crossover")
+	fs.StringVar(&c.seqLen, "seq-len", "512,1024,2048,4096,8192,16384", "with --cost: comma-separated sequence lengths")
+	fs.IntVar(&c.features, "features", 256, "with --cost: Performer random features M")
+	fs.IntVar(&c.k, "k", 256, "with --cost: Linformer projected length k")
+}
+
+// costReport is the cost section of inspect's report.
+type costReport struct {
+	Dims      convert.Dims         `json:"dims"`
+	Features  int                  `json:"features"`
+	K         int                  `json:"k"`
+	Notes     []string             `json:"notes,omitempty"`
+	Lengths   []int                `json:"lengths"`
+	Layer     []convert.LayerCost  `json:"per_layer"`
+	Total     []costTotal          `json:"total"`
+	Crossover map[convert.Form]int `json:"predicted_crossover"`
+	model     convert.CostModel
+}
+
+type costTotal struct {
+	Form             convert.Form `json:"form"`
+	Length           int          `json:"length"`
+	MACs             int64        `json:"macs"`
+	PredictedSpeedup float64      `json:"predicted_speedup"`
+	PredictedPeakMB  float64      `json:"predicted_peak_mb"`
+}
+
+func buildCost(m *onnxpb.ModelProto, f costFlags) (*costReport, error) {
+	if !f.on {
+		return nil, nil
+	}
+	lengths, err := convert.ParseLengths(f.seqLen)
+	if err != nil {
+		return nil, usageError("--seq-len: %v", err)
+	}
+	if f.features <= 0 || f.k <= 0 {
+		return nil, usageError("--features and --k must be positive")
+	}
+	dims, notes, err := convert.ModelDims(m)
+	if err != nil {
+		return nil, badInput(err)
+	}
+	cm := convert.CostModel{Dims: dims, Features: f.features, K: f.k}
+	if err := cm.Validate(); err != nil {
+		return nil, badInput(err)
+	}
+	r := &costReport{Dims: dims, Features: f.features, K: f.k, Notes: notes, Lengths: lengths, model: cm, Crossover: map[convert.Form]int{}}
+	forms := []convert.Form{convert.Original, convert.Performer, convert.Linformer}
+	for _, n := range lengths {
+		for _, fm := range forms {
+			r.Layer = append(r.Layer, cm.Layer(fm, n))
+			r.Total = append(r.Total, costTotal{Form: fm, Length: n, MACs: cm.Total(fm, n),
+				PredictedSpeedup: cm.Speedup(fm, n), PredictedPeakMB: float64(cm.PeakBytes(fm, n)) / (1 << 20)})
+		}
+	}
+	for _, fm := range forms[1:] {
+		r.Crossover[fm] = cm.Crossover(fm)
+	}
+	return r, nil
+}
+
+func printCost(w io.Writer, r *costReport) {
+	if r == nil {
+		return
+	}
+	fmt.Fprintln(w)
+	for _, n := range r.Notes {
+		fmt.Fprintf(w, "note: %s\n", n)
+	}
+	var sb strings.Builder
+	r.model.WriteCostTable(&sb, r.Lengths)
+	io.WriteString(w, sb.String())
+}
