@@ -28,9 +28,9 @@ func Kernel() string { return impl.name }
 type microKernel struct {
 	name   string
 	mr, nr int
-	// full computes C[mr×nr] += Apanel·Bpanel for packed panels of depth k,
-	// C row stride ldc.
-	full func(k int, a, b, c []float32, ldc int)
+	// full computes C[mr×nr] += Apanel·Bpanel (add) or C = Apanel·Bpanel
+	// (!add) for packed panels of depth k, C row stride ldc.
+	full func(k int, a, b, c []float32, ldc int, add bool)
 }
 
 var impl microKernel = genericKernel
@@ -49,15 +49,20 @@ func Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int
 	if m <= 0 || n <= 0 {
 		return
 	}
-	scaleC(m, n, beta, c, ldc)
-	if k <= 0 || alpha == 0 {
-		return
-	}
 	A := matrix{a, lda, transA}
 	B := matrix{b, ldb, transB}
-	if m*n*k <= small {
-		naive(m, n, k, alpha, A, B, c, ldc)
+	if k <= 0 || alpha == 0 || m*n*k <= small {
+		scaleC(m, n, beta, c, ldc)
+		if k > 0 && alpha != 0 {
+			naive(m, n, k, alpha, A, B, c, ldc)
+		}
 		return
+	}
+	// With beta = 0 the first depth block overwrites C, so C is never
+	// cleared separately (nor read: NaNs in it do not propagate).
+	overwrite := beta == 0
+	if !overwrite {
+		scaleC(m, n, beta, c, ldc)
 	}
 	// Split C into a grid of at most threads parts. Columns are split first
 	// (each part then packs only its own share of B), rows when n is narrow.
@@ -76,7 +81,7 @@ func Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int
 		pm--
 	}
 	if pn*pm <= 1 {
-		run(m, n, k, alpha, A, B, c, ldc)
+		run(m, n, k, alpha, A, B, c, ldc, overwrite)
 		return
 	}
 	var wg sync.WaitGroup
@@ -90,7 +95,7 @@ func Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int
 			wg.Add(1)
 			go func(i0, i1, j0, j1 int) {
 				defer wg.Done()
-				run(i1-i0, j1-j0, k, alpha, A.rows(i0), B.cols(j0), c[i0*ldc+j0:], ldc)
+				run(i1-i0, j1-j0, k, alpha, A.rows(i0), B.cols(j0), c[i0*ldc+j0:], ldc, overwrite)
 			}(i0, i1, j0, j1)
 		}
 	}
@@ -190,8 +195,9 @@ func grow(s []float32, n int) []float32 {
 	return s[:n]
 }
 
-// run is the serial blocked algorithm: C += alpha·op(A)·op(B).
-func run(m, n, k int, alpha float32, A, B matrix, c []float32, ldc int) {
+// run is the serial blocked algorithm: C += alpha·op(A)·op(B), or C =
+// alpha·op(A)·op(B) when overwrite is set.
+func run(m, n, k int, alpha float32, A, B matrix, c []float32, ldc int, overwrite bool) {
 	mr, nr := impl.mr, impl.nr
 	buf := bufPool.Get().(*buffers)
 	defer bufPool.Put(buf)
@@ -201,6 +207,7 @@ func run(m, n, k int, alpha float32, A, B matrix, c []float32, ldc int) {
 		nbp := (nb + nr - 1) / nr * nr
 		for pc := 0; pc < k; pc += kc {
 			kb := min(kc, k-pc)
+			add := pc > 0 || !overwrite
 			buf.b = grow(buf.b, nbp*kb)
 			packB(buf.b, B, pc, jc, kb, nb, nr)
 			for ic := 0; ic < m; ic += mc {
@@ -216,15 +223,18 @@ func run(m, n, k int, alpha float32, A, B matrix, c []float32, ldc int) {
 						mm := min(mr, mb-ir)
 						co := (ic+ir)*ldc + jc + jr
 						if mm == mr && nn == nr {
-							impl.full(kb, ap, bp, c[co:], ldc)
+							impl.full(kb, ap, bp, c[co:], ldc, add)
 							continue
 						}
 						t := tile[:mr*nr]
-						clear(t)
-						impl.full(kb, ap, bp, t, nr)
+						impl.full(kb, ap, bp, t, nr, false)
 						for i := 0; i < mm; i++ {
 							crow := c[co+i*ldc : co+i*ldc+nn]
 							trow := t[i*nr : i*nr+nn]
+							if !add {
+								copy(crow, trow)
+								continue
+							}
 							for j := range crow {
 								crow[j] += trow[j]
 							}
@@ -307,7 +317,12 @@ func packA(dst []float32, A matrix, ic, pc, mb, kb, mr int, alpha float32) {
 // accumulators that the compiler keeps in registers.
 var genericKernel = microKernel{name: "go 4x4", mr: 4, nr: 4, full: kernel4x4}
 
-func kernel4x4(k int, a, b, c []float32, ldc int) {
+func kernel4x4(k int, a, b, c []float32, ldc int, add bool) {
+	if !add {
+		for i := 0; i < 4; i++ {
+			clear(c[i*ldc : i*ldc+4])
+		}
+	}
 	var c00, c01, c02, c03 float32
 	var c10, c11, c12, c13 float32
 	var c20, c21, c22, c23 float32

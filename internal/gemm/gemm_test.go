@@ -138,3 +138,29 @@ func BenchmarkSgemm(b *testing.B) {
 	}
 	_ = UseKernel(Kernels()[len(Kernels())-1])
 }
+
+// TestSgemmBetaZeroIgnoresC checks that beta = 0 never reads C (NaN in C
+// must not leak into the result), for every kernel and the small path.
+func TestSgemmBetaZeroIgnoresC(t *testing.T) {
+	saved := impl
+	defer func() { impl = saved }()
+	rng := rand.New(rand.NewPCG(8, 9))
+	for _, kn := range kernels() {
+		impl = kn
+		for _, s := range [][3]int{{3, 3, 3}, {13, 37, 300}, {40, 70, 9}} {
+			m, n, k := s[0], s[1], s[2]
+			a, b := randSlice(rng, m*k), randSlice(rng, k*n)
+			c := make([]float32, m*n)
+			for i := range c {
+				c[i] = float32(math.NaN())
+			}
+			Sgemm(false, false, m, n, k, 1, a, k, b, n, 0, c, n, 2)
+			want := refGemm(false, false, m, n, k, 1, a, k, b, n, 0, make([]float32, m*n), n)
+			for i := range c {
+				if math.Abs(float64(c[i])-want[i]) > 1e-4*(1+math.Abs(want[i])) {
+					t.Fatalf("%s %v: C[%d] = %v, want %v", kn.name, s, i, c[i], want[i])
+				}
+			}
+		}
+	}
+}

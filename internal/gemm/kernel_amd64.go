@@ -9,16 +9,17 @@ func cpuid(eaxArg, ecxArg uint32) (eax, ebx, ecx, edx uint32)
 func xgetbv() (eax, edx uint32)
 
 // kernel6x16 computes C[6×16] += A·B for packed panels of depth k ≥ 1
-// (a: k×6, b: k×16), C row stride ldc elements.
+// (a: k×6, b: k×16), C row stride ldc elements; with add false it stores
+// C = A·B instead.
 //
 //go:noescape
-func kernel6x16(k int, a, b, c *float32, ldc int)
+func kernel6x16(k int, a, b, c *float32, ldc int, add bool)
 
 // kernel12x32 computes C[12×32] += A·B for packed panels of depth k ≥ 1
-// (a: k×12, b: k×32), C row stride ldc elements.
+// (a: k×12, b: k×32), C row stride ldc elements; add as for kernel6x16.
 //
 //go:noescape
-func kernel12x32(k int, a, b, c *float32, ldc int)
+func kernel12x32(k int, a, b, c *float32, ldc int, add bool)
 
 // hasAVX512F reports whether the CPU and OS support AVX-512 Foundation
 // (ZMM state enabled in XCR0).
@@ -55,15 +56,20 @@ var avx2Kernel = microKernel{
 	name: "avx2-fma 6x16",
 	mr:   6,
 	nr:   16,
-	full: func(k int, a, b, c []float32, ldc int) {
+	full: func(k int, a, b, c []float32, ldc int, add bool) {
 		if k == 0 {
+			if !add {
+				for i := 0; i < 6; i++ {
+					clear(c[i*ldc : i*ldc+16])
+				}
+			}
 			return
 		}
 		// Bounds the assembly relies on.
 		_ = a[6*k-1]
 		_ = b[16*k-1]
 		_ = c[5*ldc+15]
-		kernel6x16(k, unsafe.SliceData(a), unsafe.SliceData(b), unsafe.SliceData(c), ldc)
+		kernel6x16(k, unsafe.SliceData(a), unsafe.SliceData(b), unsafe.SliceData(c), ldc, add)
 	},
 }
 
@@ -71,14 +77,19 @@ var avx512Kernel = microKernel{
 	name: "avx512 12x32",
 	mr:   12,
 	nr:   32,
-	full: func(k int, a, b, c []float32, ldc int) {
+	full: func(k int, a, b, c []float32, ldc int, add bool) {
 		if k == 0 {
+			if !add {
+				for i := 0; i < 12; i++ {
+					clear(c[i*ldc : i*ldc+32])
+				}
+			}
 			return
 		}
 		_ = a[12*k-1]
 		_ = b[32*k-1]
 		_ = c[11*ldc+31]
-		kernel12x32(k, unsafe.SliceData(a), unsafe.SliceData(b), unsafe.SliceData(c), ldc)
+		kernel12x32(k, unsafe.SliceData(a), unsafe.SliceData(b), unsafe.SliceData(c), ldc, add)
 	},
 }
 

@@ -44,6 +44,11 @@ TEXT ·xgetbv(SB), NOSPLIT, $0-8
 	VFMADD231PS Y0, Y3, Y14; \
 	VFMADD231PS Y1, Y3, Y15
 
+#define STOREOVER(lo, hi) \
+	VMOVUPS lo, (DX); \
+	VMOVUPS hi, 32(DX); \
+	ADDQ R8, DX
+
 #define STORE(lo, hi) \
 	VADDPS (DX), lo, lo; \
 	VMOVUPS lo, (DX); \
@@ -51,8 +56,8 @@ TEXT ·xgetbv(SB), NOSPLIT, $0-8
 	VMOVUPS hi, 32(DX); \
 	ADDQ R8, DX
 
-// func kernel6x16(k int, a, b, c *float32, ldc int)
-TEXT ·kernel6x16(SB), NOSPLIT, $0-40
+// func kernel6x16(k int, a, b, c *float32, ldc int, add bool)
+TEXT ·kernel6x16(SB), NOSPLIT, $0-41
 	MOVQ k+0(FP), CX
 	MOVQ a+8(FP), SI
 	MOVQ b+16(FP), DI
@@ -99,12 +104,25 @@ loop1:
 	JNZ loop1
 
 store:
+	MOVBQZX add+40(FP), R9
+	TESTQ R9, R9
+	JZ overwrite
 	STORE(Y4, Y5)
 	STORE(Y6, Y7)
 	STORE(Y8, Y9)
 	STORE(Y10, Y11)
 	STORE(Y12, Y13)
 	STORE(Y14, Y15)
+	VZEROUPPER
+	RET
+
+overwrite:
+	STOREOVER(Y4, Y5)
+	STOREOVER(Y6, Y7)
+	STOREOVER(Y8, Y9)
+	STOREOVER(Y10, Y11)
+	STOREOVER(Y12, Y13)
+	STOREOVER(Y14, Y15)
 	VZEROUPPER
 	RET
 
@@ -149,8 +167,8 @@ store:
 	VFMADD231PS Z0, Z3, Z30; \
 	VFMADD231PS Z1, Z3, Z31
 
-// func kernel12x32(k int, a, b, c *float32, ldc int)
-TEXT ·kernel12x32(SB), NOSPLIT, $0-40
+// func kernel12x32(k int, a, b, c *float32, ldc int, add bool)
+TEXT ·kernel12x32(SB), NOSPLIT, $0-41
 	MOVQ k+0(FP), CX
 	MOVQ a+8(FP), SI
 	MOVQ b+16(FP), DI
@@ -201,6 +219,9 @@ tail512:
 	STEP512(0, 0)
 
 store512:
+	MOVBQZX add+40(FP), R9
+	TESTQ R9, R9
+	JZ overwrite512
 	VADDPS (DX), Z8, Z8
 	VMOVUPS Z8, (DX)
 	VADDPS 64(DX), Z9, Z9
@@ -259,6 +280,46 @@ store512:
 	VADDPS (DX), Z30, Z30
 	VMOVUPS Z30, (DX)
 	VADDPS 64(DX), Z31, Z31
+	VMOVUPS Z31, 64(DX)
+	ADDQ R8, DX
+	VZEROUPPER
+	RET
+
+overwrite512:
+	VMOVUPS Z8, (DX)
+	VMOVUPS Z9, 64(DX)
+	ADDQ R8, DX
+	VMOVUPS Z10, (DX)
+	VMOVUPS Z11, 64(DX)
+	ADDQ R8, DX
+	VMOVUPS Z12, (DX)
+	VMOVUPS Z13, 64(DX)
+	ADDQ R8, DX
+	VMOVUPS Z14, (DX)
+	VMOVUPS Z15, 64(DX)
+	ADDQ R8, DX
+	VMOVUPS Z16, (DX)
+	VMOVUPS Z17, 64(DX)
+	ADDQ R8, DX
+	VMOVUPS Z18, (DX)
+	VMOVUPS Z19, 64(DX)
+	ADDQ R8, DX
+	VMOVUPS Z20, (DX)
+	VMOVUPS Z21, 64(DX)
+	ADDQ R8, DX
+	VMOVUPS Z22, (DX)
+	VMOVUPS Z23, 64(DX)
+	ADDQ R8, DX
+	VMOVUPS Z24, (DX)
+	VMOVUPS Z25, 64(DX)
+	ADDQ R8, DX
+	VMOVUPS Z26, (DX)
+	VMOVUPS Z27, 64(DX)
+	ADDQ R8, DX
+	VMOVUPS Z28, (DX)
+	VMOVUPS Z29, 64(DX)
+	ADDQ R8, DX
+	VMOVUPS Z30, (DX)
 	VMOVUPS Z31, 64(DX)
 	ADDQ R8, DX
 	VZEROUPPER
