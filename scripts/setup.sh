@@ -41,6 +41,13 @@ need_apt=()
 command -v protoc >/dev/null 2>&1 || need_apt+=(protobuf-compiler)
 [ -d /usr/share/libonnx-testdata/data/node ] || need_apt+=(libonnx-testdata)
 command -v unzip >/dev/null 2>&1 || need_apt+=(unzip)
+command -v npm >/dev/null 2>&1 || need_apt+=(npm)
+command -v python3 >/dev/null 2>&1 || need_apt+=(python3)
+python3 -m pip --version >/dev/null 2>&1 || need_apt+=(python3-pip)
+if ! command -v go >/dev/null 2>&1; then
+  echo "setup: Go is not installed; install Go 1.26 from https://go.dev/dl/ and re-run" >&2
+  exit 1
+fi
 if [ ${#need_apt[@]} -gt 0 ]; then
   sudo=""
   [ "$(id -u)" -eq 0 ] || sudo="sudo"
