@@ -94,17 +94,21 @@ func (o BenchOptions) withDefaults() BenchOptions {
 // BenchRun is one (variant, length) measurement; the JSON names follow
 // issue 7.
 type BenchRun struct {
-	Variant          Form      `json:"variant"`
-	Length           int       `json:"length"`
-	Status           string    `json:"status"` // ok, skipped or failed
-	MedianMS         float64   `json:"median_ms"`
-	PeakRSSMB        float64   `json:"peak_rss_mb"`
-	PredictedSpeedup float64   `json:"predicted_speedup"`
-	Speedup          float64   `json:"speedup,omitempty"`      // original median / this median
-	MemoryRatio      float64   `json:"memory_ratio,omitempty"` // this peak RSS / original's
-	PredictedPeakMB  float64   `json:"predicted_peak_mb"`
-	TimesMS          []float64 `json:"times_ms,omitempty"`
-	Reason           string    `json:"reason,omitempty"`
+	Variant          Form    `json:"variant"`
+	Length           int     `json:"length"`
+	Status           string  `json:"status"` // ok, skipped or failed
+	MedianMS         float64 `json:"median_ms"`
+	PeakRSSMB        float64 `json:"peak_rss_mb"`
+	PredictedSpeedup float64 `json:"predicted_speedup"`
+	Speedup          float64 `json:"speedup,omitempty"`      // original median / this median
+	MemoryRatio      float64 `json:"memory_ratio,omitempty"` // this peak RSS / original's
+	PredictedPeakMB  float64 `json:"predicted_peak_mb"`
+	// LoadPeakRSSMB is the peak while loading the model; PeakRSSMB is the
+	// peak while running (the child resets the high-water mark after
+	// loading), which is what the forms differ in.
+	LoadPeakRSSMB float64   `json:"load_peak_rss_mb,omitempty"`
+	TimesMS       []float64 `json:"times_ms,omitempty"`
+	Reason        string    `json:"reason,omitempty"`
 }
 
 // BenchResult is what a benchmark writes with --json.

@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/debug"
 	"sort"
 	"strconv"
 	"strings"
@@ -46,8 +47,16 @@ type ChildSpec struct {
 // ChildResult is what a child prints on stdout.
 type ChildResult struct {
 	TimesMS []float64 `json:"times_ms"`
-	VmHWMKB int64     `json:"vmhwm_kb"`
-	Error   string    `json:"error,omitempty"`
+	// LoadPeakKB is the peak RSS while loading the model and creating the
+	// session (Go's copies of the model included). RunPeakKB is the peak
+	// RSS while running: the high-water mark is reset (/proc/self/clear_refs)
+	// after loading, so it counts what stays resident (onnxruntime's
+	// weights) plus the inference's own memory. Reset is false when the
+	// kernel refused the reset; RunPeakKB then includes loading.
+	LoadPeakKB int64  `json:"load_peak_kb"`
+	RunPeakKB  int64  `json:"run_peak_kb"`
+	Reset      bool   `json:"reset"`
+	Error      string `json:"error,omitempty"`
 }
 
 // ChildMain runs the child job when ChildEnv is set, writes its result
@@ -65,7 +74,10 @@ func ChildMain(stdout io.Writer) bool {
 	} else if err := runChild(s, &res); err != nil {
 		res.Error = err.Error()
 	}
-	res.VmHWMKB = vmHWM()
+	res.RunPeakKB = vmHWM()
+	if !res.Reset {
+		res.LoadPeakKB = res.RunPeakKB
+	}
 	json.NewEncoder(stdout).Encode(res)
 	return true
 }
@@ -85,6 +97,10 @@ func runChild(s ChildSpec, res *ChildResult) error {
 		return err
 	}
 	m = nil
+	debug.FreeOSMemory()
+	res.LoadPeakKB = vmHWM()
+	// Writing 5 to clear_refs resets the peak RSS (Linux ≥ 4.0).
+	res.Reset = os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) == nil
 	for i := 0; i < s.Warmup; i++ {
 		if _, err := sess.Run(feed); err != nil {
 			return err
@@ -312,7 +328,7 @@ func Run(o Options) (*convert.BenchResult, error) {
 					continue
 				}
 				fmt.Fprintf(progress, "bench: %-9s n=%-6d round %d/%d ...", f, n, round+1, o.Repeat)
-				cr, rss, err := o.child(ChildSpec{Model: paths[f], Length: n, Threads: o.Threads, Runs: 1, Warmup: 1})
+				cr, rss, err := o.child(ChildSpec{Model: paths[f], Length: n, Threads: o.Threads, Runs: 1, Warmup: 2})
 				if err != nil {
 					r.Status = "failed"
 					r.Reason = err.Error()
@@ -321,6 +337,7 @@ func Run(o Options) (*convert.BenchResult, error) {
 				}
 				r.TimesMS = append(r.TimesMS, cr.TimesMS...)
 				r.PeakRSSMB = max(r.PeakRSSMB, float64(rss)/1024)
+				r.LoadPeakRSSMB = max(r.LoadPeakRSSMB, float64(cr.LoadPeakKB)/1024)
 				fmt.Fprintf(progress, " %.1f ms, peak %.0f MiB\n", cr.TimesMS[0], float64(rss)/1024)
 			}
 		}
@@ -380,8 +397,10 @@ func (o Options) child(spec ChildSpec) (*ChildResult, int64, error) {
 	if len(cr.TimesMS) == 0 {
 		return nil, rss, errors.New("child reported no timings")
 	}
-	rss = max(rss, cr.VmHWMKB)
-	return &cr, rss, nil
+	if cr.Reset {
+		return &cr, cr.RunPeakKB, nil
+	}
+	return &cr, max(rss, cr.RunPeakKB), nil
 }
 
 func lastLine(b []byte) []byte {
