@@ -183,6 +183,12 @@ func compareValue(name, model, kind string, got, ref *onnx.Tensor, opt ModelComp
 		r.Mismatch = err.Error()
 		return r
 	}
+	for i := range a {
+		if math.IsNaN(a[i]) || math.IsInf(a[i], 0) || math.IsNaN(b[i]) || math.IsInf(b[i], 0) {
+			r.Mismatch = "non-finite values (Inf or NaN)"
+			return r
+		}
+	}
 	dim := 1
 	if len(got.Shape) > 0 {
 		dim = got.Shape[len(got.Shape)-1]

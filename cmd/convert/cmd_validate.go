@@ -1,0 +1,81 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+
+	"github.com/linearize/linearize/onnx"
+	"github.com/linearize/linearize/runtime"
+)
+
+func init() {
+	register(&command{
+		name:    "validate",
+		summary: "check every converted op: onnxruntime (the op's ONNX function body) vs the Go kernel on the op's captured inputs",
+		usage:   "CONVERTED [--text T]... [--text-file F] [--vocab PATH] [--input NAME=FILE]... [--random-inputs --batch B --seq-len L --seed S] [--tolerance X] [--json]",
+		run:     runValidate,
+	})
+}
+
+func runValidate(args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
+	var ff feedFlags
+	ff.register(fs)
+	backend := fs.String("backend", "ort", "backend that runs the model: "+strings.Join(runtime.Backends(), " or "))
+	threads := fs.Int("threads", 0, "intra-op threads (0: backend default)")
+	tol := fs.Float64("tolerance", runtime.DefaultTolerance, "largest accepted max abs error relative to the op output's scale")
+	asJSON := fs.Bool("json", false, "print JSON instead of a table")
+	pos, err := parseFlags(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		commandUsage(stdout, commands["validate"], fs)
+		return err
+	}
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usageError("want exactly one CONVERTED model, got %d arguments", len(pos))
+	}
+	if !(*tol > 0) {
+		return usageError("--tolerance %g must be positive", *tol)
+	}
+	if !slices.Contains(runtime.Backends(), *backend) {
+		return usageError("--backend %q: want %s", *backend, strings.Join(runtime.Backends(), " or "))
+	}
+	if *threads < 0 {
+		return usageError("--threads must be non-negative")
+	}
+	m, err := onnx.Load(pos[0])
+	if err != nil {
+		return badInput(err)
+	}
+	mf, err := ff.build(pos[0], m)
+	if err != nil {
+		return err
+	}
+	v, err := runtime.ValidateOps(m, mf.feed, runtime.ValidateOptions{Backend: *backend, Threads: *threads, Tolerance: *tol})
+	if err != nil {
+		if strings.Contains(err.Error(), "has no ai.linearize nodes") {
+			return badInput(err)
+		}
+		return runtimeFailure(err)
+	}
+	if *asJSON {
+		if err := v.WriteJSON(stdout); err != nil {
+			return runtimeFailure(err)
+		}
+	} else {
+		fmt.Fprintf(stdout, "%s; inputs: %s\n", pos[0], mf.desc)
+		if err := v.WriteTable(stdout); err != nil {
+			return runtimeFailure(err)
+		}
+	}
+	if !v.OK() {
+		return runtimeFailure(fmt.Errorf("%d of %d converted ops disagree beyond tolerance %g", v.Failed(), len(v.Checks), *tol))
+	}
+	return nil
+}

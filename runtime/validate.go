@@ -1,0 +1,219 @@
+package runtime
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"text/tabwriter"
+
+	"github.com/linearize/linearize/onnx"
+	"github.com/linearize/linearize/onnx/onnxpb"
+	"github.com/linearize/linearize/ops"
+)
+
+// DefaultTolerance is the agreement ValidateOps requires between a custom
+// op's ONNX function body (run by onnxruntime) and its Go kernel: the max
+// abs difference relative to the output's scale (max |Go output|).
+const DefaultTolerance = 1e-4
+
+// ValidateOptions configures ValidateOps.
+type ValidateOptions struct {
+	// Backend runs the model ("ort" when empty): onnxruntime executes the
+	// function body each converted node carries.
+	Backend string
+	Threads int
+	// Tolerance on Diff.Scaled; DefaultTolerance when 0.
+	Tolerance float64
+	// Domain selects the nodes to check; ops.Domain ("ai.linearize") when
+	// empty.
+	Domain string
+}
+
+// OpCheck is the result for one converted node.
+type OpCheck struct {
+	Index  int    `json:"index"` // order among the checked nodes (the layer for one op per layer)
+	Node   string `json:"node"`
+	Op     string `json:"op"`
+	Output string `json:"output"`
+	Diff   Diff   `json:"diff"`
+	OK     bool   `json:"ok"`
+	Error  string `json:"error,omitempty"`
+}
+
+// Validation is the result of ValidateOps.
+type Validation struct {
+	Tolerance float64   `json:"tolerance"`
+	Checks    []OpCheck `json:"checks"`
+}
+
+// OK reports whether every node was checked and agreed.
+func (v *Validation) OK() bool {
+	for _, c := range v.Checks {
+		if !c.OK {
+			return false
+		}
+	}
+	return len(v.Checks) > 0
+}
+
+// Failed counts the nodes that failed.
+func (v *Validation) Failed() int {
+	n := 0
+	for _, c := range v.Checks {
+		if !c.OK {
+			n++
+		}
+	}
+	return n
+}
+
+// ValidateOps checks every node of the given custom domain in m's graph:
+// it runs m on feed with the nodes' inputs and outputs exposed, recomputes
+// each node from its captured inputs with the Go kernel registered in
+// package ops, and compares that with what the backend produced. An error
+// is returned only when the model cannot be run at all; per-node failures
+// (including a missing kernel) are reported in the checks.
+func ValidateOps(m *onnxpb.ModelProto, feed map[string]*onnx.Tensor, opt ValidateOptions) (*Validation, error) {
+	if m == nil || m.Graph == nil {
+		return nil, fmt.Errorf("runtime: validate: model has no graph")
+	}
+	if opt.Backend == "" {
+		opt.Backend = "ort"
+	}
+	if opt.Tolerance == 0 {
+		opt.Tolerance = DefaultTolerance
+	}
+	if opt.Tolerance < 0 {
+		return nil, fmt.Errorf("runtime: validate: tolerance %g must be positive", opt.Tolerance)
+	}
+	if opt.Domain == "" {
+		opt.Domain = ops.Domain
+	}
+	ix := onnx.NewIndex(m.Graph)
+	var nodes []*onnxpb.NodeProto
+	var expose []string
+	seen := map[string]bool{}
+	add := func(name string) {
+		if name != "" && !seen[name] && ix.Initializers[name] == nil {
+			seen[name] = true
+			expose = append(expose, name)
+		}
+	}
+	for _, n := range m.Graph.Node {
+		if n.GetDomain() != opt.Domain {
+			continue
+		}
+		nodes = append(nodes, n)
+		for _, in := range n.Input {
+			add(in)
+		}
+		for _, o := range n.Output {
+			add(o)
+		}
+	}
+	if len(nodes) == 0 {
+		return nil, fmt.Errorf("runtime: validate: the model has no %s nodes (not a converted model?)", opt.Domain)
+	}
+	s, err := Open(opt.Backend, m, Options{Threads: opt.Threads, Expose: expose})
+	if err != nil {
+		return nil, fmt.Errorf("runtime: validate: %w", err)
+	}
+	defer s.Close()
+	got, err := s.Run(feed, expose...)
+	if err != nil {
+		return nil, fmt.Errorf("runtime: validate: %w", err)
+	}
+	opset := onnx.OpsetVersion(m, opt.Domain)
+	v := &Validation{Tolerance: opt.Tolerance}
+	for i, n := range nodes {
+		c := OpCheck{Index: i, Node: n.GetName(), Op: n.GetOpType()}
+		if len(n.Output) > 0 {
+			c.Output = n.Output[0]
+		}
+		c.Error = checkNode(n, opset, opt, ix, got, &c)
+		c.OK = c.Error == "" && c.Diff.OK(opt.Tolerance)
+		v.Checks = append(v.Checks, c)
+	}
+	return v, nil
+}
+
+// checkNode recomputes n with its Go kernel and fills c.Diff; it returns a
+// reason when that is impossible.
+func checkNode(n *onnxpb.NodeProto, opset int64, opt ValidateOptions, ix *onnx.Index, got map[string]*onnx.Tensor, c *OpCheck) string {
+	k, err := ops.Lookup(n.GetDomain(), n.GetOpType(), opset)
+	if err != nil {
+		return err.Error()
+	}
+	in := make([]*onnx.Tensor, len(n.Input))
+	for j, name := range n.Input {
+		switch {
+		case name == "":
+		case ix.Initializers[name] != nil:
+			t, err := onnx.DecodeTensor(ix.Initializers[name])
+			if err != nil {
+				return fmt.Sprintf("initializer %q: %v", name, err)
+			}
+			in[j] = t
+		default:
+			t, ok := got[name]
+			if !ok {
+				return fmt.Sprintf("input %q was not captured", name)
+			}
+			in[j] = t
+		}
+	}
+	outs, err := k(&ops.Context{Node: n, Opset: opset, Threads: opt.Threads}, in)
+	if err != nil {
+		return fmt.Sprintf("Go kernel: %v", err)
+	}
+	if len(outs) == 0 || got[c.Output] == nil {
+		return "no output to compare"
+	}
+	// The Go kernel is the reference.
+	c.Diff = CompareTensors(got[c.Output], outs[0])
+	for _, x := range []float64{c.Diff.MaxAbs, c.Diff.MeanAbs, c.Diff.MaxRel, c.Diff.Scale, c.Diff.Scaled, c.Diff.Cosine} {
+		if math.IsNaN(x) || math.IsInf(x, 0) {
+			c.Diff = Diff{Mismatch: "non-finite values (Inf or NaN) in the outputs", NaNMismatch: c.Diff.NaNMismatch}
+			break
+		}
+	}
+	return ""
+}
+
+// WriteTable prints one line per checked node.
+func (v *Validation) WriteTable(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "#\top\tnode\tmax abs\tscale\terr/scale\tmax rel\tcosine\tresult")
+	for _, c := range v.Checks {
+		res := "ok"
+		if !c.OK {
+			res = "FAIL"
+		}
+		if c.Error != "" {
+			fmt.Fprintf(tw, "%d\t%s\t%s\t\t\t\t\t\t%s: %s\n", c.Index, c.Op, c.Node, res, c.Error)
+			continue
+		}
+		if c.Diff.Mismatch != "" {
+			fmt.Fprintf(tw, "%d\t%s\t%s\t\t\t\t\t\t%s: %s\n", c.Index, c.Op, c.Node, res, c.Diff.Mismatch)
+			continue
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%.3g\t%.3g\t%.3g\t%.3g\t%.7f\t%s\n", c.Index, c.Op, c.Node,
+			c.Diff.MaxAbs, c.Diff.Scale, c.Diff.Scaled, c.Diff.MaxRel, c.Diff.Cosine, res)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintf(w, "%d of %d ops within tolerance %g (max abs error relative to output scale)\n", len(v.Checks)-v.Failed(), len(v.Checks), v.Tolerance)
+	return err
+}
+
+// WriteJSON writes the validation as indented JSON.
+func (v *Validation) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(struct {
+		*Validation
+		OK bool `json:"ok"`
+	}{v, v.OK()})
+}
