@@ -311,10 +311,12 @@ func saveExternal(m *onnxpb.ModelProto, path string, opts SaveOptions) error {
 	m = proto.Clone(m).(*onnxpb.ModelProto)
 	dataName := filepath.Base(path) + ".data"
 	var blob []byte
+	moved := 0
 	for _, t := range m.Graph.Initializer {
 		if len(t.RawData) < min {
 			continue
 		}
+		moved++
 		for len(blob)%64 != 0 { // keep tensors aligned for mmap readers
 			blob = append(blob, 0)
 		}
@@ -333,10 +335,22 @@ func saveExternal(m *onnxpb.ModelProto, path string, opts SaveOptions) error {
 	if err != nil {
 		return err
 	}
-	if err := WriteFileAtomic(filepath.Join(filepath.Dir(path), dataName), blob); err != nil {
+	if moved == 0 { // nothing large enough: no data file to write
+		return WriteFileAtomic(path, data)
+	}
+	dataPath := filepath.Join(filepath.Dir(path), dataName)
+	_, statErr := os.Lstat(dataPath)
+	existed := statErr == nil
+	if err := WriteFileAtomic(dataPath, blob); err != nil {
 		return err
 	}
-	return WriteFileAtomic(path, data)
+	if err := WriteFileAtomic(path, data); err != nil {
+		if !existed { // leave no half-saved model behind
+			os.Remove(dataPath)
+		}
+		return err
+	}
+	return nil
 }
 
 func kvEntry(k, v string) *onnxpb.StringStringEntryProto {

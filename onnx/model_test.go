@@ -316,3 +316,19 @@ func TestLoadBadFiles(t *testing.T) {
 		t.Error("Load of a directory succeeded")
 	}
 }
+
+func TestExternalDataNothingToMove(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "small.onnx")
+	if err := Save(smallModel(4), p, SaveOptions{ExternalData: true, ExternalMin: 1 << 20}); err != nil {
+		t.Fatal(err)
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 1 {
+		t.Errorf("want only the model file, got %d entries", len(entries))
+	}
+	m, err := Load(p)
+	if err != nil || !proto.Equal(m, smallModel(4)) {
+		t.Errorf("reload: %v", err)
+	}
+}
