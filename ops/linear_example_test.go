@@ -1,0 +1,42 @@
+package ops_test
+
+import (
+	"fmt"
+
+	"github.com/linearize/linearize/onnx/onnxpb"
+	"github.com/linearize/linearize/ops"
+	"google.golang.org/protobuf/proto"
+)
+
+// How a converter adds PerformerAttention to a model at default-domain
+// opset 17: the node (always with a key_bias input), the function that
+// defines it, and the domain import.
+func ExampleImportFunction() {
+	m := &onnxpb.ModelProto{
+		IrVersion:   proto.Int64(8),
+		OpsetImport: []*onnxpb.OperatorSetIdProto{{Domain: proto.String(""), Version: proto.Int64(17)}},
+		Graph:       &onnxpb.GraphProto{Name: proto.String("g")},
+	}
+	node := ops.NewPerformerNode("layer0/PerformerAttention",
+		[]string{"q", "k", "v", "layer0/omega", "mask_bias"}, "attn",
+		ops.PerformerAttrs{Scale: 0.125, Kernel: ops.KernelPositive})
+	m.Graph.Node = append(m.Graph.Node, node)
+	fn, err := ops.PerformerFunction(ops.KernelPositive, 17)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	if err := ops.ImportFunction(m, fn); err != nil {
+		fmt.Println(err)
+		return
+	}
+	f := m.Functions[0]
+	fmt.Println(f.GetDomain(), f.GetName(), f.Input, f.Attribute)
+	for _, op := range m.OpsetImport {
+		fmt.Printf("import %q v%d\n", op.GetDomain(), op.GetVersion())
+	}
+	// Output:
+	// ai.linearize PerformerAttention [Q K V Omega key_bias] [scale kernel]
+	// import "" v17
+	// import "ai.linearize" v1
+}
