@@ -252,12 +252,16 @@ func packB(dst []float32, B matrix, pc, jc, kb, nb, nr int) {
 	for j0 := 0; j0 < nb; j0 += nr {
 		panel := dst[j0*kb : (j0+nr)*kb]
 		nn := min(nr, nb-j0)
-		if !B.trans && nn == 16 && nr == 16 {
-			// Full 16-wide panel: fixed-size array copies compile to vector
-			// moves without a call.
+		if !B.trans && nn == nr && nr%8 == 0 {
+			// Full panel: copy in fixed-size chunks of 8, which compile to
+			// vector moves without a call.
 			for p := 0; p < kb; p++ {
 				o := (pc+p)*B.ld + jc + j0
-				*(*[16]float32)(panel[p*16 : p*16+16]) = *(*[16]float32)(B.d[o : o+16])
+				src := B.d[o : o+nr]
+				dst := panel[p*nr : p*nr+nr]
+				for q := 0; q < nr; q += 8 {
+					*(*[8]float32)(dst[q : q+8]) = *(*[8]float32)(src[q : q+8])
+				}
 			}
 			continue
 		}
@@ -299,6 +303,16 @@ func packA(dst []float32, A matrix, ic, pc, mb, kb, mr int, alpha float32) {
 				col := panel[p*mr : p*mr+mm]
 				for i, v := range src {
 					col[i] = alpha * v
+				}
+			}
+			continue
+		}
+		if alpha == 1 {
+			for i := 0; i < mm; i++ {
+				src := A.d[(ic+i0+i)*A.ld+pc:]
+				src = src[:kb]
+				for p, v := range src {
+					panel[p*mr+i] = v
 				}
 			}
 			continue
