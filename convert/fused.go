@@ -118,6 +118,16 @@ func (mt *matcher) fusedMask(b *Block, fm *fusedMatch, mask string) {
 	fm.maskValue = mask
 	b.BiasValue = mask
 	rank := mt.rank(mask)
+	if p := mt.ix.Producer[mask]; p != nil && p.GetDomain() == "com.microsoft" && p.GetOpType() == "EmbedLayerNormalization" && len(p.Output) > 1 && p.Output[1] == mask {
+		if optInput(p, 7) == "" {
+			// No mask reaches EmbedLayerNormalization: its mask_index
+			// output is a placeholder and the fused attention is unmasked.
+			fm.maskValue, b.BiasValue = "", ""
+			b.Form += "(no mask: optimizer dropped it)"
+			return
+		}
+		rank = 1
+	}
 	switch rank {
 	case 1:
 		// [B] lengths, or [2B] start/end: tell by a ReduceSum producer or a

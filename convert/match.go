@@ -10,8 +10,9 @@ import (
 )
 
 type matcher struct {
-	ix    *onnx.Index
-	opset int64
+	ix     *onnx.Index
+	opset  int64
+	shapes map[string][]int64
 }
 
 // biasTerm is one thing added to (or masking) the scores.
@@ -28,6 +29,13 @@ type biasTerm struct {
 	scoresOnTrue bool
 	kind         BiasKind
 	keyValue     string // [B,1,1,S] value to build the key bias from
+	// rebuildWhere: the additive bias is this Where(cond, a, b) of
+	// constants with cond broadcast over queries; the key bias is the
+	// same Where on keyValue (the unexpanded condition).
+	rebuildWhere *onnxpb.NodeProto
+	// sliceKey: keyValue is constant along the head and query axes but
+	// not of size one there; the rewrite takes index 0 of those axes.
+	sliceKey bool
 }
 
 // coreMatch is a matched unfused core.
@@ -489,6 +497,9 @@ func (mt *matcher) finish(c *coreMatch) (*Block, string) {
 	for i := range c.biases {
 		bt := &c.biases[i]
 		bt.kind, bt.keyValue = mt.classifyBias(bt)
+		if bt.kind == BiasPerKey && !queryFree(mt.usize(bt.keyValue, 0)) {
+			bt.sliceKey = true
+		}
 		switch {
 		case bt.kind == BiasCausal:
 			b.Bias, b.Causal = BiasCausal, true
@@ -761,9 +772,28 @@ func (mt *matcher) classifyBias(bt *biasTerm) (BiasKind, string) {
 		if n := mt.ix.Producer[v]; n != nil && n.GetOpType() == "Expand" {
 			v = n.Input[0]
 		}
+		if mt.perKey(v, 0) || queryFree(mt.bshape(v)) {
+			return BiasPerKey, v
+		}
+		return BiasPerQueryKey, ""
 	}
-	if mt.perKey(v, 0) {
+	if mt.perKey(v, 0) || queryFree(mt.bshape(v)) {
 		return BiasPerKey, v
+	}
+	// HF transformers ≥ 4.48: bias = Where(Expand(mask[B,1,1,S]), 0, min):
+	// the values are per key, broadcast over queries; the rewrite rebuilds
+	// the Where on the unexpanded condition.
+	if n := mt.ix.Producer[v]; n != nil && n.GetOpType() == "Where" && defaultDomain(n) {
+		c := n.Input[0]
+		if e := mt.ix.Producer[c]; e != nil && e.GetOpType() == "Expand" {
+			c = e.Input[0]
+		}
+		_, okA := scalarOf(mt.ix, n.Input[1])
+		_, okB := scalarOf(mt.ix, n.Input[2])
+		if okA && okB && queryFree(mt.bshape(c)) {
+			bt.rebuildWhere = n
+			return BiasPerKey, c
+		}
 	}
 	return BiasPerQueryKey, ""
 }
@@ -877,7 +907,11 @@ func (mt *matcher) causal(v string) bool {
 		case "Range":
 			hasRange = true
 		case "Less", "Greater", "LessOrEqual", "GreaterOrEqual":
-			hasCompare = true
+			// A comparison of two index vectors (q_idx vs kv_idx); a
+			// comparison with a constant (kv_idx ≥ 0) is not causal.
+			if len(n.Input) == 2 && mt.fromRange(n.Input[0], 0) && mt.fromRange(n.Input[1], 0) {
+				hasCompare = true
+			}
 		case "Shape", "Size":
 			continue // the size of a tensor says nothing about its mask
 		}

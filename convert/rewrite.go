@@ -404,6 +404,11 @@ func (rw *rewriter) coreBias(b *Block, base string, out *[]*onnxpb.NodeProto) (s
 		if bt.kind != BiasPerKey {
 			continue
 		}
+		if bt.sliceKey {
+			n := rw.node("Slice", base+"/key_bias", []string{bt.keyValue, rw.intsConst("zeros2", 0, 0), rw.intsConst("ones2", 1, 1), rw.intsConst("axes12", 1, 2)})
+			*out = append(*out, n)
+			bt.keyValue = n.Output[0]
+		}
 		if bt.where {
 			zero := rw.floatConst("zero", []int{}, 0)
 			fill := rw.floatConst("mask_fill", []int{}, float32(bt.fill))
@@ -416,6 +421,11 @@ func (rw *rewriter) coreBias(b *Block, base string, out *[]*onnxpb.NodeProto) (s
 			return n.Output[0], nil
 		}
 		v := bt.keyValue
+		if w := bt.rebuildWhere; w != nil {
+			n := rw.node("Where", base+"/key_bias", []string{v, w.Input[1], w.Input[2]})
+			*out = append(*out, n)
+			v = n.Output[0]
+		}
 		if bt.factor != 1 {
 			n := rw.node("Mul", base+"/key_bias", []string{v, rw.floatConst("bias_factor", []int{}, float32(bt.factor))})
 			*out = append(*out, n)

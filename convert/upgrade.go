@@ -44,7 +44,7 @@ func upgradeOpset(m *onnxpb.ModelProto, to int64) error {
 			}
 			unsupported[n.GetOpType()] = true
 		case "Slice":
-			if from < 10 {
+			if from < 10 && onnx.Attr(n, "starts") != nil {
 				moveAttrsToInputs(g, nm, n, []string{"starts", "ends", "axes"})
 			}
 		case "Pad":

@@ -1,0 +1,398 @@
+package convert
+
+import (
+	"github.com/linearize/linearize/onnx"
+)
+
+// Broadcast shapes: what a bias matcher needs to know of a value's shape
+// is its rank and which axes have size 1. bshape computes that for the
+// ops exporters build masks from (HF transformers ≥ 4.48 builds masks from
+// Range indices, Gather on the flattened mask, And, Expand and Where).
+// Each entry is 1 (size one), or −1 (anything else or unknown).
+
+const maxShapeDepth = 40
+
+// bshape returns, per axis of v, 1 where v's values do not vary along
+// the axis (a size-one axis, or one that Expand or ConstantOfShape made)
+// and −1 where they may; nil if unknown. Only the rank and size-one axes
+// of a shape input (Shape(y) of Reshape/Expand/ConstantOfShape) are taken
+// from y, computed in shape mode (usize).
+func (mt *matcher) bshape(v string) []int64 {
+	if mt.shapes == nil {
+		mt.shapes = map[string][]int64{}
+	}
+	return mt.bshapeDepth(v, 0)
+}
+
+// usize returns v's rank and size-one axes (1) in shape mode.
+func (mt *matcher) usize(v string, depth int) []int64 {
+	if mt.shapes == nil {
+		mt.shapes = map[string][]int64{}
+	}
+	return mt.bshapeMode(v, depth, true)
+}
+
+func (mt *matcher) bshapeDepth(v string, depth int) []int64 {
+	return mt.bshapeMode(v, depth, false)
+}
+
+func unitDims(d []int64) []int64 {
+	out := make([]int64, len(d))
+	for i, x := range d {
+		if x == 1 {
+			out[i] = 1
+		} else {
+			out[i] = -1
+		}
+	}
+	return out
+}
+
+func broadcastDims(shapes ...[]int64) []int64 {
+	r := 0
+	for _, s := range shapes {
+		if s == nil {
+			return nil
+		}
+		if len(s) > r {
+			r = len(s)
+		}
+	}
+	out := make([]int64, r)
+	for i := range out {
+		out[i] = 1
+	}
+	for _, s := range shapes {
+		off := r - len(s)
+		for i, x := range s {
+			if x != 1 {
+				out[off+i] = -1
+			}
+		}
+	}
+	return out
+}
+
+func (mt *matcher) bshapeMode(v string, depth int, shapeMode bool) (res []int64) {
+	key := v
+	if shapeMode {
+		key = "\x00shape:" + v
+	}
+	if s, ok := mt.shapes[key]; ok {
+		return s
+	}
+	if depth > maxShapeDepth {
+		return nil
+	}
+	defer func() { mt.shapes[key] = res }()
+	ix := mt.ix
+	if t, ok := ix.Constant(v); ok {
+		d := make([]int64, len(t.Shape))
+		for i, x := range t.Shape {
+			d[i] = int64(x)
+		}
+		return unitDims(d)
+	}
+	if vi, ok := ix.ValueInfo[v]; ok {
+		if _, sh, ok := onnx.TensorType(vi); ok && sh != nil {
+			d := make([]int64, len(sh))
+			for i, x := range sh {
+				d[i] = x.Value
+			}
+			return unitDims(d)
+		}
+	}
+	n := ix.Producer[v]
+	if n == nil || !defaultDomain(n) {
+		return nil
+	}
+	in := func(i int) []int64 {
+		if i >= len(n.Input) || n.Input[i] == "" {
+			return nil
+		}
+		return mt.bshapeMode(n.Input[i], depth+1, shapeMode)
+	}
+	switch n.GetOpType() {
+	case "Range", "Shape", "NonZero":
+		return []int64{-1}
+	case "Cast", "Not", "Neg", "Identity", "Sqrt", "Abs", "Exp", "Log", "Reciprocal", "IsNaN", "IsInf", "Sign", "Floor", "Ceil", "Softmax":
+		return in(0)
+	case "Add", "Sub", "Mul", "Div", "And", "Or", "Xor", "Equal", "LessOrEqual", "Pow", "Min", "Max", "Mod", "Where", "BitwiseAnd", "BitwiseOr":
+		var ss [][]int64
+		for i := range n.Input {
+			ss = append(ss, in(i))
+		}
+		return broadcastDims(ss...)
+	case "Unsqueeze":
+		x := in(0)
+		axes := onnx.AttrInts(n, "axes")
+		if axes == nil && len(n.Input) > 1 {
+			axes, _ = intsOf(ix, n.Input[1])
+		}
+		if x == nil || axes == nil {
+			return nil
+		}
+		r := len(x) + len(axes)
+		out := make([]int64, r)
+		isNew := make([]bool, r)
+		for _, a := range axes {
+			if a < 0 {
+				a += int64(r)
+			}
+			if a < 0 || a >= int64(r) {
+				return nil
+			}
+			isNew[a] = true
+		}
+		j := 0
+		for i := range out {
+			if isNew[i] {
+				out[i] = 1
+			} else {
+				out[i] = x[j]
+				j++
+			}
+		}
+		return out
+	case "Squeeze":
+		x := in(0)
+		axes := onnx.AttrInts(n, "axes")
+		if axes == nil && len(n.Input) > 1 {
+			axes, _ = intsOf(ix, n.Input[1])
+		}
+		if x == nil || axes == nil {
+			return nil
+		}
+		drop := map[int64]bool{}
+		for _, a := range axes {
+			if a < 0 {
+				a += int64(len(x))
+			}
+			drop[a] = true
+		}
+		var out []int64
+		for i, d := range x {
+			if !drop[int64(i)] {
+				out = append(out, d)
+			}
+		}
+		return out
+	case "Gather":
+		data, idx := in(0), in(1)
+		if data == nil || idx == nil {
+			return nil
+		}
+		axis := int(onnx.AttrInt(n, "axis", 0))
+		if axis < 0 {
+			axis += len(data)
+		}
+		if axis < 0 || axis >= len(data) {
+			return nil
+		}
+		out := append(append(append([]int64{}, data[:axis]...), idx...), data[axis+1:]...)
+		return out
+	case "Flatten":
+		x := in(0)
+		if x == nil {
+			return nil
+		}
+		axis := int(onnx.AttrInt(n, "axis", 1))
+		if axis < 0 {
+			axis += len(x)
+		}
+		out := []int64{1, 1}
+		for i, d := range x {
+			if d != 1 {
+				out[boolIndex(i >= axis)] = -1
+			}
+		}
+		return out
+	case "GreaterOrEqual", "Greater", "Less":
+		// Range(start, n, delta>0) ≥ c with start ≥ c (> c) is all true,
+		// and < c all false: HF masks and-in such checks along the query
+		// axis (opset 11 exports write ≥ as Not(Less)).
+		if !shapeMode && len(n.Input) == 2 {
+			if c, ok := scalarOf(ix, n.Input[1]); ok && mt.rangeAtLeast(n.Input[0], c, n.GetOpType() == "Greater") {
+				x := in(0)
+				if x == nil {
+					return nil
+				}
+				out := make([]int64, len(x))
+				for i := range out {
+					out[i] = 1
+				}
+				return out
+			}
+		}
+		return broadcastDims(in(0), in(1))
+	case "Reshape", "ConstantOfShape", "Expand":
+		si := 1
+		if n.GetOpType() == "ConstantOfShape" {
+			si = 0
+		}
+		target := mt.shapeUnits(n.Input[si], depth+1)
+		if target == nil {
+			return nil
+		}
+		out := unitDims(target)
+		switch n.GetOpType() {
+		case "Reshape":
+			x := mt.usize(n.Input[0], depth+1)
+			for i, t := range target {
+				if t == 0 && x != nil && i < len(x) {
+					out[i] = x[i]
+				}
+			}
+		case "ConstantOfShape":
+			if !shapeMode {
+				for i := range out {
+					out[i] = 1 // one value everywhere
+				}
+			}
+		case "Expand":
+			if !shapeMode {
+				// Values vary only where the input varies.
+				x := in(0)
+				if x == nil || len(x) > len(out) {
+					return nil
+				}
+				res := make([]int64, len(out))
+				for i := range res {
+					res[i] = 1
+				}
+				copy(res[len(out)-len(x):], x)
+				return res
+			}
+			return broadcastDims(in(0), out)
+		}
+		return out
+	case "Slice":
+		x := in(0)
+		return x
+	case "Transpose":
+		x := in(0)
+		p := onnx.AttrInts(n, "perm")
+		if x == nil {
+			return nil
+		}
+		if p == nil {
+			out := make([]int64, len(x))
+			for i := range x {
+				out[i] = x[len(x)-1-i]
+			}
+			return out
+		}
+		ip := make([]int, len(p))
+		for i, v := range p {
+			ip[i] = int(v)
+		}
+		return permute(x, ip)
+	}
+	return nil
+}
+
+func boolIndex(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// shapeUnits returns the entries of a shape tensor (1 where the size is
+// one, −1 unknown, 0 "copy" for Reshape), built from constants, Shape(y)
+// (y's shape-mode axes) and Concat of such pieces.
+func (mt *matcher) shapeUnits(v string, depth int) []int64 {
+	if depth > maxShapeDepth {
+		return nil
+	}
+	if s, ok := intsOf(mt.ix, v); ok {
+		return s
+	}
+	n := mt.ix.Producer[v]
+	if n == nil || !defaultDomain(n) {
+		return nil
+	}
+	switch n.GetOpType() {
+	case "Shape":
+		if len(onnx.AttrInts(n, "start")) > 0 || onnx.Attr(n, "start") != nil || onnx.Attr(n, "end") != nil {
+			return nil
+		}
+		return mt.usize(n.Input[0], depth+1)
+	case "Cast", "Identity":
+		return mt.shapeUnits(n.Input[0], depth+1)
+	case "Concat":
+		var out []int64
+		for _, in := range n.Input {
+			p := mt.shapeUnits(in, depth+1)
+			if p == nil {
+				// A dynamic scalar piece (Unsqueeze of a dim).
+				if q := mt.ix.Producer[in]; q != nil && q.GetOpType() == "Unsqueeze" {
+					p = []int64{-1}
+				} else {
+					return nil
+				}
+			}
+			out = append(out, p...)
+		}
+		return out
+	}
+	return nil
+}
+
+// rangeAtLeast reports whether v is an Unsqueeze/Reshape/Cast of
+// Range(start, limit, delta) with constant start ≥ c (> c if strict) and
+// delta > 0.
+func (mt *matcher) rangeAtLeast(v string, c float64, strict bool) bool {
+	for i := 0; i < 8; i++ {
+		n := mt.ix.Producer[v]
+		if n == nil || !defaultDomain(n) {
+			return false
+		}
+		switch n.GetOpType() {
+		case "Unsqueeze", "Reshape", "Cast", "Identity":
+			v = n.Input[0]
+			continue
+		case "Range":
+			s, ok1 := scalarOf(mt.ix, n.Input[0])
+			d, ok2 := scalarOf(mt.ix, n.Input[2])
+			if !ok1 || !ok2 || d <= 0 {
+				return false
+			}
+			if strict {
+				return s > c
+			}
+			return s >= c
+		}
+		return false
+	}
+	return false
+}
+
+// queryFree reports whether v, added to [B,H,S,S] scores, has size one on
+// the head and query axes (so it is a per-key bias [B,1,1,S]).
+func queryFree(s []int64) bool {
+	return len(s) == 4 && s[1] == 1 && s[2] == 1
+}
+
+// fromRange reports whether v is computed from a Range (an index vector).
+func (mt *matcher) fromRange(v string, depth int) bool {
+	if depth > 12 {
+		return false
+	}
+	n := mt.ix.Producer[v]
+	if n == nil {
+		return false
+	}
+	switch n.GetOpType() {
+	case "Range":
+		return true
+	case "Shape", "Size", "Constant", "ConstantOfShape":
+		return false
+	}
+	for _, in := range n.Input {
+		if in != "" && mt.fromRange(in, depth+1) {
+			return true
+		}
+	}
+	return false
+}

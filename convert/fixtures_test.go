@@ -1,0 +1,171 @@
+package convert
+
+import (
+	"encoding/json"
+	"math"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/linearize/linearize/onnx"
+	"github.com/linearize/linearize/runtime"
+)
+
+// fixtureEntry is one file of testdata/fixtures/manifest.json, written by
+// gen_fixtures.py from the exporter's own configuration (not from Detect).
+type fixtureEntry struct {
+	File        string   `json:"file"`
+	Model       string   `json:"model"`
+	Opset       int      `json:"opset"`
+	Fused       bool     `json:"fused"`
+	Blocks      int      `json:"blocks"`
+	Heads       int      `json:"heads"`
+	HeadDim     int      `json:"head_dim"`
+	Scale       float64  `json:"scale"`
+	Causal      bool     `json:"causal"`
+	Convertible int      `json:"convertible"`
+	Inputs      []string `json:"inputs"`
+	Vocab       int      `json:"vocab"`
+}
+
+const fixtureDir = "../testdata/fixtures"
+
+func fixtures(t *testing.T) []fixtureEntry {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(fixtureDir, "manifest.json"))
+	if err != nil {
+		t.Fatalf("fixture manifest: %v", err)
+	}
+	var man struct {
+		Files []fixtureEntry `json:"files"`
+	}
+	if err := json.Unmarshal(data, &man); err != nil {
+		t.Fatal(err)
+	}
+	if len(man.Files) == 0 {
+		t.Fatal("fixture manifest lists no files")
+	}
+	return man.Files
+}
+
+// TestDetectFixtures: every block of every exporter fixture is found with
+// the heads, head size and scale of the configuration it was exported from.
+func TestDetectFixtures(t *testing.T) {
+	for _, f := range fixtures(t) {
+		t.Run(f.File, func(t *testing.T) {
+			m := loadModel(t, filepath.Join(fixtureDir, f.File))
+			d, err := Detect(m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.Count() != f.Blocks {
+				t.Fatalf("found %d blocks, want %d\n%s", d.Count(), f.Blocks, d.Explain())
+			}
+			conv := 0
+			for _, b := range d.Blocks {
+				if b.Heads != f.Heads || b.HeadDim != f.HeadDim || math.Abs(b.Scale-f.Scale) > 1e-6*f.Scale {
+					t.Errorf("block %d: heads %d head_dim %d scale %g, want %d %d %g", b.Layer, b.Heads, b.HeadDim, b.Scale, f.Heads, f.HeadDim, f.Scale)
+				}
+				if b.Causal != f.Causal {
+					t.Errorf("block %d: causal %v, want %v (%s)", b.Layer, b.Causal, f.Causal, b.Reason)
+				}
+				if b.Convertible {
+					conv++
+				}
+			}
+			if conv != f.Convertible {
+				t.Errorf("%d convertible blocks, want %d\n%s", conv, f.Convertible, d.Explain())
+			}
+		})
+	}
+}
+
+// fixtureFeeds builds inputs: ids from a fixed seed, token types 0, the
+// mask 1 on the first valid tokens of each row and 0 after.
+func fixtureFeeds(f fixtureEntry, batch, seq int, valid []int, seed uint64) map[string]*onnx.Tensor {
+	ids := make([]int64, batch*seq)
+	x := seed
+	for i := range ids {
+		x = x*6364136223846793005 + 1442695040888963407
+		ids[i] = int64(2 + (x>>33)%uint64(f.Vocab-2))
+	}
+	mask := make([]int64, batch*seq)
+	for b := 0; b < batch; b++ {
+		for j := 0; j < valid[b]; j++ {
+			mask[b*seq+j] = 1
+		}
+	}
+	in := map[string]*onnx.Tensor{}
+	for _, name := range f.Inputs {
+		switch name {
+		case "input_ids":
+			in[name] = onnx.NewInt64([]int{batch, seq}, ids)
+		case "attention_mask":
+			in[name] = onnx.NewInt64([]int{batch, seq}, mask)
+		default:
+			in[name] = onnx.NewInt64([]int{batch, seq}, make([]int64, batch*seq))
+		}
+	}
+	return in
+}
+
+// prefix returns the first n positions of a [1,S,H] tensor.
+func prefix(t *onnx.Tensor, n int) *onnx.Tensor {
+	h := t.Shape[2]
+	return onnx.NewFloat([]int{1, n, h}, append([]float32(nil), t.Floats()[:n*h]...))
+}
+
+// TestFixturesConvert: every fixture converts with both ops and runs in
+// onnxruntime; Linformer with k = S and E = F = I reproduces the original
+// (no padding) to 1e-5; and for both ops appending padded tokens leaves
+// the outputs at the real tokens unchanged (the mask reaches the op).
+func TestFixturesConvert(t *testing.T) {
+	needORT(t)
+	const seq = 8
+	for _, f := range fixtures(t) {
+		if f.Convertible == 0 {
+			continue
+		}
+		t.Run(f.File, func(t *testing.T) {
+			m := loadModel(t, filepath.Join(fixtureDir, f.File))
+			full := fixtureFeeds(f, 2, seq, []int{seq, seq}, 11)
+			want := runORT(t, m, full)["last_hidden_state"]
+
+			lm, rep, err := ToLinformer(m, LinformerOptions{K: seq, MaxLen: seq, Projections: identityProjections(seq)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(rep.Converted) != f.Convertible {
+				t.Fatalf("linformer converted %d blocks, want %d: %+v", len(rep.Converted), f.Convertible, rep.Skipped)
+			}
+			got := runORT(t, lm, full)["last_hidden_state"]
+			if d := runtime.CompareTensors(got, want); !d.OK(1e-5) {
+				t.Errorf("linformer k=S, E=F=I vs original: %v", d)
+			}
+
+			pm, _, err := ToPerformer(m, PerformerOptions{Features: 64, Seed: 5})
+			if err != nil {
+				t.Fatal(err)
+			}
+			lr, _, err := ToLinformer(m, LinformerOptions{K: 4, MaxLen: 16, Seed: 5})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Padding invariance: 5 real tokens padded to 8 vs the same 5.
+			padded := fixtureFeeds(f, 1, seq, []int{5}, 13)
+			short := map[string]*onnx.Tensor{}
+			for k, v := range padded {
+				d := v.Int64s()
+				short[k] = onnx.NewInt64([]int{1, 5}, append([]int64(nil), d[:5]...))
+			}
+			check := func(name string, a, b *onnx.Tensor) {
+				if d := runtime.CompareTensors(prefix(a, 5), b); !d.OK(1e-5) {
+					t.Errorf("%s: padded vs unpadded outputs at real tokens: %v", name, d)
+				}
+			}
+			check("original", runORT(t, m, padded)["last_hidden_state"], runORT(t, m, short)["last_hidden_state"])
+			check("performer", runORT(t, pm, padded)["last_hidden_state"], runORT(t, pm, short)["last_hidden_state"])
+			check("linformer", runORT(t, lr, padded)["last_hidden_state"], runORT(t, lr, short)["last_hidden_state"])
+		})
+	}
+}
