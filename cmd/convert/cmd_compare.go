@@ -230,3 +230,35 @@ func runCompare(args []string, stdout io.Writer) error {
 	}
 	return mc.WriteTable(stdout)
 }
+
+// addTextInputs tokenizes texts (and the lines of textFile) with the
+// tokenizer beside the model (or vocab) and adds the token-level inputs
+// not already in feed. seqLen > 0 pads or truncates to that length.
+func addTextInputs(feed map[string]*onnx.Tensor, path string, inputs []runtime.Value, texts []string, textFile, vocab string, seqLen int) error {
+	texts = append([]string(nil), texts...)
+	if textFile != "" {
+		more, err := runtime.ReadTexts(textFile)
+		if err != nil {
+			return badInput(fmt.Errorf("--text-file: %w", err))
+		}
+		texts = append(texts, more...)
+	}
+	var want []runtime.Value
+	for _, v := range inputs {
+		if _, ok := feed[v.Name]; !ok {
+			want = append(want, v)
+		}
+	}
+	tok, err := runtime.FindTokenizer(path, vocab)
+	if err != nil {
+		return badInput(err)
+	}
+	ti, err := runtime.TextInputs(tok, want, texts, seqLen, 512)
+	if err != nil {
+		return badInput(err)
+	}
+	for k, v := range ti.Feed {
+		feed[k] = v
+	}
+	return nil
+}

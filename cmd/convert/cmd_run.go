@@ -19,7 +19,7 @@ func init() {
 	register(&command{
 		name:    "run",
 		summary: "run a model on inputs from .npy/.pb files or seeded random inputs; print and save the outputs",
-		usage:   "MODEL [--backend ort|native] [--input NAME=FILE]... [--random-inputs] [--batch B] [--seq-len L] [--seed S] [--threads T] [--out-dir DIR]",
+		usage:   "MODEL [--backend ort|native] [--input NAME=FILE]... [--text T]... [--text-file F] [--vocab PATH] [--random-inputs] [--batch B] [--seq-len L] [--seed S] [--threads T] [--out-dir DIR]",
 		run:     runRun,
 	})
 }
@@ -34,6 +34,10 @@ func runRun(args []string, stdout io.Writer) error {
 	seqLen := fs.Int("seq-len", 8, "size of symbolic sequence dimensions (with --random-inputs)")
 	seed := fs.Uint64("seed", 1, "seed of the random inputs")
 	threads := fs.Int("threads", 0, "intra-op threads (0: backend default)")
+	var texts multiFlag
+	fs.Var(&texts, "text", "a text to tokenize with the model's tokenizer (repeatable; one batch row each)")
+	textFile := fs.String("text-file", "", "a file with one text per line (tokenized like --text)")
+	vocab := fs.String("vocab", "", "tokenizer for --text: a folder, tokenizer.json or vocab.txt (default: found beside the model)")
 	outDir := fs.String("out-dir", "", "write each output as DIR/NAME.npy and DIR/NAME.pb")
 	pos, err := parseFlags(fs, args)
 	if errors.Is(err, flag.ErrHelp) {
@@ -59,7 +63,7 @@ func runRun(args []string, stdout io.Writer) error {
 		if !slices.Contains(runtime.Backends(), *backend) {
 			return usageError("--backend: %v", err)
 		}
-		return runtimeFailure(err)
+		return runtimeFailure(oneLine(err))
 	}
 	defer sess.Close()
 
@@ -81,6 +85,17 @@ func runRun(args []string, stdout io.Writer) error {
 			return badInput(fmt.Errorf("--input %s: %v", name, err))
 		}
 		feed[name] = t
+	}
+	if len(texts) > 0 || *textFile != "" {
+		fixed := 0 // pad texts to --seq-len only when it is given
+		fs.Visit(func(f *flag.Flag) {
+			if f.Name == "seq-len" {
+				fixed = *seqLen
+			}
+		})
+		if err := addTextInputs(feed, path, sess.Inputs(), texts, *textFile, *vocab, fixed); err != nil {
+			return err
+		}
 	}
 	var missing []runtime.Value
 	for _, v := range sess.Inputs() {
@@ -109,7 +124,7 @@ func runRun(args []string, stdout io.Writer) error {
 	}
 	outs, err := sess.Run(feed)
 	if err != nil {
-		return runtimeFailure(err)
+		return runtimeFailure(oneLine(err))
 	}
 	if *outDir != "" {
 		if err := os.MkdirAll(*outDir, 0o755); err != nil {
@@ -137,6 +152,16 @@ func runRun(args []string, stdout io.Writer) error {
 		fmt.Fprintf(stdout, "wrote %d outputs to %s\n", len(sess.Outputs()), *outDir)
 	}
 	return nil
+}
+
+// oneLine folds a multi-line error (onnxruntime's messages can span lines)
+// into one line.
+func oneLine(err error) error {
+	msg := err.Error()
+	if !strings.ContainsAny(msg, "\r\n") {
+		return err
+	}
+	return errors.New(strings.Join(strings.Fields(msg), " "))
 }
 
 func runInputNames(vs []runtime.Value) string {
