@@ -267,3 +267,43 @@ func TestLinformerErrors(t *testing.T) {
 		}
 	}
 }
+
+// The registered kernels return errors, never panic, on malformed inputs.
+func TestLinearKernelsRejectBadInputs(t *testing.T) {
+	f := func(shape ...int) *onnx.Tensor { return onnx.NewFloat(shape, make([]float32, onnx.NumElements(shape))) }
+	broken := &onnx.Tensor{DType: onnx.Float, Shape: []int{1, 1, 2, 2}, Data: []float32{1}}
+	ints := onnx.NewInt64([]int{1, 1, 1, 2}, []int64{1, 2})
+	q := f(1, 1, 2, 2)
+	cases := [][]*onnx.Tensor{
+		{},
+		{nil, nil, nil, nil},
+		{q, q, q, nil},
+		{q, q, q, nil, nil},
+		{q, q, q, broken, broken},
+		{broken, q, q, f(1, 3, 2), f(1, 3, 2)},
+		{q, f(1, 1, 3, 2), q, f(1, 3, 2), f(1, 3, 2)},
+		{q, q, q, f(1, 3, 2), f(1, 3, 2), ints},
+		{q, q, q, f(1, 3, 2), f(1, 3, 2), f(2, 1, 1, 2)},
+		{q, q, q, f(1, 3, 2), f(1, 3, 2), f(1, 2)},
+		{q, q, q, f(1, 3), f(1, 3, 2), f(1, 1, 1, 2)},
+		{q, q, q, f(1, 0, 2), f(1, 0, 2)},
+		{ints, ints, ints, ints, ints, ints},
+		{f(0, 1, 2, 2), f(0, 1, 2, 2), f(0, 1, 2, 2), f(1, 3, 2), f(1, 3, 2)},
+	}
+	for _, op := range []string{ops.PerformerOp, ops.LinformerOp} {
+		kern, err := ops.Lookup(ops.Domain, op, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, in := range cases {
+			func() {
+				defer func() {
+					if r := recover(); r != nil {
+						t.Errorf("%s case %d: panic: %v", op, i, r)
+					}
+				}()
+				_, _ = kern(&ops.Context{}, in)
+			}()
+		}
+	}
+}
