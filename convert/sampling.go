@@ -1,46 +1,19 @@
 package convert
 
 import (
-	"math"
-	"math/rand/v2"
-
+	"github.com/linearize/linearize/features"
 	"github.com/linearize/linearize/onnx"
 )
 
-// sampleOmega draws ω for one layer. TEMPORARY until package features
-// lands: iid Gaussian rows with sqrt-d norms.
+// sampleOmega draws ω for one layer from package features (deterministic
+// from the seed and the layer index).
 func sampleOmega(o PerformerOptions, layer, heads, d int) (*onnx.Tensor, error) {
-	h := 1
-	if o.PerHead {
-		h = heads
-	}
-	r := rand.New(rand.NewPCG(o.Seed, uint64(layer)))
-	data := make([]float32, h*o.Features*d)
-	for i := range data {
-		data[i] = float32(r.NormFloat64())
-	}
-	return onnx.NewFloat([]int{h, o.Features, d}, data), nil
+	return features.Omega(o.Seed, layer, heads, o.Features, d, features.OmegaOptions{Kind: o.Omega, Norms: o.Norms, PerHead: o.PerHead})
 }
 
-// sampleProjections draws E and F for one layer. TEMPORARY until package
-// features lands.
+// sampleProjections draws E and F for one layer from package features.
+// With sharing "kv" and "layerwise" F is E (one initializer); with
+// "layerwise" it does not depend on the layer and the rewrite adds it once.
 func sampleProjections(o LinformerOptions, layer, heads int) (e, f *onnx.Tensor, err error) {
-	h := heads
-	if o.Share != "none" {
-		h = 1
-	}
-	r := rand.New(rand.NewPCG(o.Seed, uint64(layer)))
-	gen := func() *onnx.Tensor {
-		data := make([]float32, h*o.K*o.MaxLen)
-		s := 1 / math.Sqrt(float64(o.K))
-		for i := range data {
-			data[i] = float32(r.NormFloat64() * s)
-		}
-		return onnx.NewFloat([]int{h, o.K, o.MaxLen}, data)
-	}
-	e = gen()
-	if o.Share == "kv" || o.Share == "layerwise" {
-		return e, e, nil
-	}
-	return e, gen(), nil
+	return features.Projection(o.Seed, layer, heads, o.K, o.MaxLen, features.ProjOptions{Share: o.Share})
 }
