@@ -11,7 +11,8 @@
 //     TensorProto (raw_data and typed fields, little-endian) and .npy files;
 //   - graph helpers: producer/consumer index, topological order, dead-node
 //     removal, unique names, opset lookup, attribute access and constant
-//     folding of Constant nodes and initializers.
+//     folding of Constant nodes and initializers;
+//   - Summarize, the at-a-glance description that convert inspect prints.
 //
 // Errors are values prefixed with "onnx: " and name the file, tensor or node
 // they concern.
