@@ -29,12 +29,14 @@ type inspectReport struct {
 	Model string `json:"model"`
 	onnx.Summary
 	Cost *costReport `json:"cost,omitempty"` // --cost (inspect_cost.go)
+	attentionSection // attention blocks (inspect_attention.go)
 }
 
 // inspectFlags are the flags buildInspect may consult.
 type inspectFlags struct {
-	json bool
-	cost costFlags
+	json    bool
+	cost    costFlags
+	explain bool // inspect_attention.go
 }
 
 func runInspect(args []string, stdout io.Writer) error {
@@ -42,6 +44,7 @@ func runInspect(args []string, stdout io.Writer) error {
 	var f inspectFlags
 	fs.BoolVar(&f.json, "json", false, "print one JSON object instead of text")
 	f.cost.register(fs)
+	fs.BoolVar(&f.explain, "explain", false, "say for each Softmax that is not an attention core which check failed, and why each block is or is not convertible")
 	pos, err := parseFlags(fs, args)
 	if errors.Is(err, flag.ErrHelp) {
 		commandUsage(stdout, commands["inspect"], fs)
@@ -75,7 +78,11 @@ func buildInspect(path string, m *onnxpb.ModelProto, f inspectFlags) (*inspectRe
 	if err != nil {
 		return nil, err
 	}
-	return &inspectReport{Model: path, Summary: onnx.Summarize(m), Cost: cost}, nil
+	att, err := buildAttention(m, f)
+	if err != nil {
+		return nil, err
+	}
+	return &inspectReport{Model: path, Summary: onnx.Summarize(m), Cost: cost, attentionSection: att}, nil
 }
 
 func printInspect(w io.Writer, r *inspectReport) {
@@ -139,6 +146,7 @@ func printInspect(w io.Writer, r *inspectReport) {
 	if s.Functions > 0 {
 		fmt.Fprintf(w, "functions:    %d\n", s.Functions)
 	}
+	printAttention(w, r)
 	printCost(w, r.Cost)
 }
 

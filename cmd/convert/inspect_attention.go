@@ -1,0 +1,58 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/linearize/linearize/convert"
+	"github.com/linearize/linearize/onnx/onnxpb"
+)
+
+// attentionSection is inspect's report of the attention blocks Detect
+// finds (always present in --json), and with --explain the Softmax nodes
+// that are not attention cores with the check that failed.
+type attentionSection struct {
+	Attention      []*convert.Block    `json:"attention"`
+	AttentionCount int                 `json:"attention_count"`
+	Unmatched      []convert.Unmatched `json:"unmatched_softmax,omitempty"`
+	explain        bool
+}
+
+func buildAttention(m *onnxpb.ModelProto, f inspectFlags) (attentionSection, error) {
+	d, err := convert.Detect(m)
+	if err != nil {
+		return attentionSection{}, badInput(err)
+	}
+	s := attentionSection{Attention: d.Blocks, AttentionCount: d.Count(), explain: f.explain}
+	if s.Attention == nil {
+		s.Attention = []*convert.Block{}
+	}
+	if f.explain {
+		s.Unmatched = d.Unmatched
+	}
+	return s, nil
+}
+
+func printAttention(w io.Writer, r *inspectReport) {
+	s := r.attentionSection
+	fmt.Fprintf(w, "attention:    %d blocks\n", s.AttentionCount)
+	for _, b := range s.Attention {
+		conv := "convertible"
+		if !b.Convertible {
+			conv = "not convertible"
+			if s.explain {
+				conv += ": " + b.Reason
+			}
+		}
+		fmt.Fprintf(w, "  %2d  %-40s heads %d × %d  scale %.6g  bias %s  %s\n", b.Layer, b.Form, b.Heads, b.HeadDim, b.Scale, b.Bias, conv)
+		if s.explain {
+			fmt.Fprintf(w, "      nodes: %s\n", strings.Join(b.Nodes, ", "))
+		}
+	}
+	if s.explain {
+		for _, u := range s.Unmatched {
+			fmt.Fprintf(w, "  softmax %s is not an attention core: %s\n", u.Softmax, u.Reason)
+		}
+	}
+}
