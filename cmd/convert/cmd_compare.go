@@ -12,6 +12,7 @@ import (
 	"github.com/linearize/linearize/convert"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
+	"github.com/linearize/linearize/ops"
 	"github.com/linearize/linearize/runtime"
 )
 
@@ -208,17 +209,7 @@ func runCompare(args []string, stdout io.Writer) error {
 	}
 	opt := runtime.ModelCompareOptions{Backend: *backend, Threads: *threads, Mask: mf.mask, Batch: mf.batch, SeqLen: mf.seqLen, Labels: map[string]string{}}
 	if *layers {
-		det, err := convert.Detect(models[0])
-		if err == nil {
-			for _, b := range det.Blocks {
-				if b.Function != "" {
-					continue
-				}
-				v := runtime.MergedValue(models[0], b.Output)
-				opt.Values = append(opt.Values, v)
-				opt.Labels[v] = fmt.Sprintf("layer %d attention", b.Layer)
-			}
-		}
+		opt.Values = layerValues(models, opt.Labels)
 	}
 	mc, err := runtime.CompareModels(models, modelLabels(pos), mf.feed, opt)
 	if err != nil {
@@ -261,4 +252,38 @@ func addTextInputs(feed map[string]*onnx.Tensor, path string, inputs []runtime.V
 		feed[k] = v
 	}
 	return nil
+}
+
+// layerValues names each attention block's output in token layout: the
+// head-merged output of every core convert.Detect finds and of every
+// converted (ai.linearize) node, in any of the models. A conversion keeps
+// the merge nodes, so the same name exists in the original and converted
+// models.
+func layerValues(models []*onnxpb.ModelProto, labels map[string]string) []string {
+	var values []string
+	add := func(m *onnxpb.ModelProto, out string, layer int) {
+		v := runtime.MergedValue(m, out)
+		if _, dup := labels[v]; dup {
+			return
+		}
+		labels[v] = fmt.Sprintf("layer %d attention", layer)
+		values = append(values, v)
+	}
+	for _, m := range models {
+		if det, err := convert.Detect(m); err == nil {
+			for _, b := range det.Blocks {
+				if b.Function == "" {
+					add(m, b.Output, b.Layer)
+				}
+			}
+		}
+		layer := 0
+		for _, n := range m.GetGraph().GetNode() {
+			if n.GetDomain() == ops.Domain && len(n.Output) > 0 {
+				add(m, n.Output[0], layer)
+				layer++
+			}
+		}
+	}
+	return values
 }
