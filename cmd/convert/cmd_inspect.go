@@ -28,8 +28,8 @@ func init() {
 type inspectReport struct {
 	Model string `json:"model"`
 	onnx.Summary
-	Cost *costReport `json:"cost,omitempty"` // --cost (inspect_cost.go)
-	attentionSection // attention blocks (inspect_attention.go)
+	Cost             *costReport `json:"cost,omitempty"` // --cost (inspect_cost.go)
+	attentionSection             // attention blocks (inspect_attention.go)
 }
 
 // inspectFlags are the flags buildInspect may consult.
