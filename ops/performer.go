@@ -217,14 +217,8 @@ func features(x []float32, s, d int, om []float32, m int, rs float32, kernel str
 		}
 		return phi
 	}
-	// Positive kernel: t = u − h (+ b for keys), overwritten in place.
-	for i := 0; i < s; i++ {
-		bv, _ := valid(i)
-		c := hh[i] - bv
-		for j := range u[i*m : (i+1)*m] {
-			u[i*m+j] -= c
-		}
-	}
+	// Positive kernel. For a query row, h is constant over the features
+	// and cancels against the row maximum: φ(q) = exp(u − max u)/√M.
 	if !isKey {
 		for i := 0; i < s; i++ {
 			row := u[i*m : (i+1)*m]
@@ -233,17 +227,24 @@ func features(x []float32, s, d int, om []float32, m int, rs float32, kernel str
 				top = max(top, t)
 			}
 			for j, t := range row {
-				row[j] = float32(math.Exp(float64(t-top))) * invSqrtM
+				row[j] = expNeg(t-top) * invSqrtM
 			}
 		}
 		return u
 	}
+	// Keys: t = u − h + b, one maximum over the valid keys.
 	top := float32(math.Inf(-1))
 	for i := 0; i < s; i++ {
-		if _, ok := valid(i); ok {
-			for _, t := range u[i*m : (i+1)*m] {
-				top = max(top, t)
-			}
+		bv, ok := valid(i)
+		if !ok {
+			continue
+		}
+		c := hh[i] - bv
+		row := u[i*m : (i+1)*m]
+		for j, t := range row {
+			t -= c
+			row[j] = t
+			top = max(top, t)
 		}
 	}
 	for i := 0; i < s; i++ {
@@ -253,10 +254,30 @@ func features(x []float32, s, d int, om []float32, m int, rs float32, kernel str
 			continue
 		}
 		for j, t := range row {
-			row[j] = float32(math.Exp(float64(t-top))) * invSqrtM
+			row[j] = expNeg(t-top) * invSqrtM
 		}
 	}
 	return u
+}
+
+// expNeg returns eˣ for x ≤ 0 in float32 with a relative error below
+// 3e-7, and 0 for x < −87 (where eˣ is below float32's normal range).
+// Range reduction x = k·ln2 + r with |r| ≤ ln2/2, then a degree-7 Taylor
+// polynomial for eʳ.
+func expNeg(x float32) float32 {
+	if x < -87 {
+		return 0
+	}
+	const (
+		log2e = 1.44269504088896341
+		ln2hi = 0.693359375
+		ln2lo = -2.12194440e-4
+	)
+	k := int32(x*log2e - 0.5) // round to nearest for x ≤ 0
+	kf := float32(k)
+	r := x - kf*ln2hi - kf*ln2lo
+	p := 1 + r*(1+r*(1.0/2+r*(1.0/6+r*(1.0/24+r*(1.0/120+r*(1.0/720+r*(1.0/5040)))))))
+	return p * math.Float32frombits(uint32(k+127)<<23)
 }
 
 // NewPerformerNode returns a PerformerAttention node reading inputs (Q, K,
