@@ -13,23 +13,23 @@ import (
 type Diff struct {
 	// Mismatch is non-empty when the tensors cannot be compared element
 	// by element (different type or shape); the numbers are then zero.
-	Mismatch string
-	N        int     // elements compared
-	MaxAbs   float64 // max |a−b|
-	MeanAbs  float64 // mean |a−b|
+	Mismatch string  `json:"mismatch,omitempty"`
+	N        int     `json:"n"`        // elements compared
+	MaxAbs   float64 `json:"max_abs"`  // max |a−b|
+	MeanAbs  float64 `json:"mean_abs"` // mean |a−b|
 	// MaxRel is max |a−b| / max(|a|,|b|) over elements where either is
 	// non-zero; it is large where the reference is near zero.
-	MaxRel float64
+	MaxRel float64 `json:"max_rel"`
 	// Scale is max |b|, the reference's magnitude; Scaled = MaxAbs/Scale
 	// (MaxAbs when Scale < 1e-12) is the error relative to the output's
 	// scale, the figure agreement tolerances are stated in.
-	Scale  float64
-	Scaled float64
+	Scale  float64 `json:"scale"`
+	Scaled float64 `json:"scaled"`
 	// Cosine is the cosine similarity of a and b as vectors (1 when both
 	// are zero).
-	Cosine float64
+	Cosine float64 `json:"cosine"`
 	// NaNMismatch counts elements that are NaN in exactly one tensor.
-	NaNMismatch int
+	NaNMismatch int `json:"nan_mismatch,omitempty"`
 }
 
 // OK reports whether the tensors agree within tol relative to the
@@ -122,7 +122,7 @@ func CompareTensors(a, b *onnx.Tensor) Diff {
 
 // OutputDiff is the comparison of one output of two sessions.
 type OutputDiff struct {
-	Name string
+	Name string `json:"name"`
 	Diff
 }
 

@@ -7,6 +7,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/linearize/linearize/internal/gemm"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
 	"github.com/linearize/linearize/ops"
@@ -17,6 +18,11 @@ func init() {
 		return NewNativeSession(m, opts)
 	})
 }
+
+// NativeGEMM names the matrix-multiply micro-kernel the native backend
+// uses on this CPU (chosen at start-up from CPUID): "avx512 12x32",
+// "avx2-fma 6x16" or the pure-Go "go 4x4".
+func NativeGEMM() string { return gemm.Kernel() }
 
 // NativeOptions configures a native session beyond Options.
 type NativeOptions struct {

@@ -1,0 +1,127 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/linearize/linearize/models"
+	"github.com/linearize/linearize/runtime"
+)
+
+func init() {
+	register(&command{
+		name:    "bench-backends",
+		summary: "time the native Go backend against onnxruntime on a BERT-base-width model (hidden 768, 12 heads, FFN 3072) and print the ratio",
+		usage:   "[--seq-lens 128,512] [--layers 2] [--batch 1] [--threads 2] [--repeat 5] [--seed S] [--json]",
+		run:     runBenchBackends,
+	})
+}
+
+type benchBackendsRow struct {
+	SeqLen    int     `json:"seq_len"`
+	NativeMS  float64 `json:"native_ms"`
+	ORTMS     float64 `json:"ort_ms"`
+	Ratio     float64 `json:"ratio"`
+	NativeMin float64 `json:"native_min_ms"`
+	ORTMin    float64 `json:"ort_min_ms"`
+}
+
+type benchBackendsReport struct {
+	Model   string             `json:"model"`
+	Batch   int                `json:"batch"`
+	Threads int                `json:"threads"`
+	Repeat  int                `json:"repeat"`
+	GEMM    string             `json:"native_gemm"`
+	Rows    []benchBackendsRow `json:"rows"`
+}
+
+func runBenchBackends(args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("bench-backends", flag.ContinueOnError)
+	seqLens := fs.String("seq-lens", "128,512", "comma-separated sequence lengths")
+	layers := fs.Int("layers", 2, "encoder layers")
+	batch := fs.Int("batch", 1, "batch size")
+	threads := fs.Int("threads", 2, "intra-op threads of both backends")
+	repeat := fs.Int("repeat", 5, "timed runs per backend and length (the backends alternate); the median is reported")
+	seed := fs.Uint64("seed", 1, "seed of the weights and inputs")
+	asJSON := fs.Bool("json", false, "print JSON instead of a table")
+	pos, err := parseFlags(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		commandUsage(stdout, commands["bench-backends"], fs)
+		return err
+	}
+	if err != nil {
+		return err
+	}
+	if len(pos) != 0 {
+		return usageError("bench-backends takes no positional arguments, got %q", pos[0])
+	}
+	var lens []int
+	for _, f := range strings.Split(*seqLens, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n <= 0 {
+			return usageError("--seq-lens %q: want positive integers separated by commas", *seqLens)
+		}
+		lens = append(lens, n)
+	}
+	if *layers <= 0 || *batch <= 0 || *threads <= 0 || *repeat <= 0 {
+		return usageError("--layers, --batch, --threads and --repeat must be positive")
+	}
+	cfg := models.BaseConfig(*layers, max(512, slices.Max(lens)))
+	cfg.Seed = *seed
+	m, err := models.BERT(cfg)
+	if err != nil {
+		return badInput(err)
+	}
+	opts := runtime.Options{Threads: *threads}
+	nat, err := runtime.NewNativeSession(m, opts)
+	if err != nil {
+		return runtimeFailure(err)
+	}
+	defer nat.Close()
+	ref, err := runtime.NewORTSession(m, opts)
+	if err != nil {
+		return runtimeFailure(err)
+	}
+	defer ref.Close()
+	rep := benchBackendsReport{
+		Model: fmt.Sprintf("BERT hidden %d, %d heads, FFN %d, %d layers (models.BaseConfig)", cfg.Hidden, cfg.Heads, cfg.Intermediate, cfg.Layers),
+		Batch: *batch, Threads: *threads, Repeat: *repeat, GEMM: runtime.NativeGEMM(),
+	}
+	if !*asJSON {
+		fmt.Fprintf(stdout, "%s, batch %d, %d threads, median of %d alternating runs; native GEMM %s\n", rep.Model, *batch, *threads, *repeat, rep.GEMM)
+	}
+	for _, n := range lens {
+		feed, err := runtime.RandomInputs(m, ref.Inputs(), runtime.RandomOptions{Batch: *batch, SeqLen: n, Seed: *seed})
+		if err != nil {
+			return runtimeFailure(err)
+		}
+		ts, err := runtime.TimeRuns([]runtime.Session{nat, ref}, feed, 1, *repeat)
+		if err != nil {
+			return runtimeFailure(err)
+		}
+		ms := func(d interface{ Seconds() float64 }) float64 { return d.Seconds() * 1e3 }
+		rep.Rows = append(rep.Rows, benchBackendsRow{SeqLen: n, NativeMS: ms(ts[0].Median), ORTMS: ms(ts[1].Median),
+			Ratio: float64(ts[0].Median) / float64(ts[1].Median), NativeMin: ms(ts[0].Min), ORTMin: ms(ts[1].Min)})
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(rep); err != nil {
+			return runtimeFailure(err)
+		}
+		return nil
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "seq\tnative ms\tort ms\tnative/ort\t")
+	for _, r := range rep.Rows {
+		fmt.Fprintf(tw, "%d\t%.1f\t%.1f\t%.2f\t\n", r.SeqLen, r.NativeMS, r.ORTMS, r.Ratio)
+	}
+	return tw.Flush()
+}

@@ -1,0 +1,124 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"text/tabwriter"
+
+	"github.com/linearize/linearize/onnx"
+	"github.com/linearize/linearize/runtime"
+)
+
+func init() {
+	register(&command{
+		name:    "compare-backends",
+		summary: "run a model in the native Go backend and in onnxruntime on the same inputs and print the error of every output",
+		usage:   "MODEL [--text T]... [--input NAME=FILE]... [--random-inputs --batch B --seq-len L --seed S] [--threads T] [--tol X] [--json]",
+		run:     runCompareBackends,
+	})
+}
+
+// backendsReport is the JSON form of compare-backends.
+type backendsReport struct {
+	Model     string                `json:"model"`
+	Inputs    string                `json:"inputs"`
+	Reference string                `json:"reference"`
+	Tolerance float64               `json:"tolerance"`
+	Outputs   []backendsOutputEntry `json:"outputs"`
+	Agree     bool                  `json:"agree"`
+}
+
+type backendsOutputEntry struct {
+	Shape []int `json:"shape"`
+	runtime.OutputDiff
+	OK bool `json:"ok"`
+}
+
+func runCompareBackends(args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("compare-backends", flag.ContinueOnError)
+	var ff feedFlags
+	ff.register(fs)
+	threads := fs.Int("threads", 0, "intra-op threads of both backends (0: backend default)")
+	tol := fs.Float64("tol", 1e-4, "agreement tolerance: max abs error relative to the output's scale (max |onnxruntime output|)")
+	asJSON := fs.Bool("json", false, "print JSON instead of a table")
+	pos, err := parseFlags(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		commandUsage(stdout, commands["compare-backends"], fs)
+		return err
+	}
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usageError("want exactly one MODEL argument, got %d", len(pos))
+	}
+	if *threads < 0 || !(*tol >= 0) {
+		return usageError("--threads and --tol must be non-negative")
+	}
+	m, err := onnx.Load(pos[0])
+	if err != nil {
+		return badInput(err)
+	}
+	mf, err := ff.build(pos[0], m)
+	if err != nil {
+		return err
+	}
+	opts := runtime.Options{Threads: *threads}
+	nat, err := runtime.NewNativeSession(m, opts)
+	if err != nil {
+		return runtimeFailure(err)
+	}
+	defer nat.Close()
+	ref, err := runtime.NewORTSession(m, opts)
+	if err != nil {
+		return runtimeFailure(err)
+	}
+	defer ref.Close()
+	diffs, err := runtime.CompareSessions(nat, ref, mf.feed)
+	if err != nil {
+		return runtimeFailure(err)
+	}
+	outs, err := ref.Run(mf.feed)
+	if err != nil {
+		return runtimeFailure(err)
+	}
+	rep := backendsReport{Model: pos[0], Inputs: mf.desc, Reference: "ort", Tolerance: *tol, Agree: true}
+	for _, d := range diffs {
+		e := backendsOutputEntry{OutputDiff: d, OK: d.OK(*tol)}
+		if t := outs[d.Name]; t != nil {
+			e.Shape = t.Shape
+		}
+		rep.Agree = rep.Agree && e.OK
+		rep.Outputs = append(rep.Outputs, e)
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(rep); err != nil {
+			return runtimeFailure(err)
+		}
+	} else {
+		fmt.Fprintf(stdout, "model   %s\ninputs  %s\nnative (gemm %s) vs onnxruntime; tolerance %g of each output's scale\n\n", rep.Model, rep.Inputs, runtime.NativeGEMM(), *tol)
+		tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "output\tshape\tmax abs\tmax rel\tmean abs\tscaled\tcosine\tagree")
+		for _, e := range rep.Outputs {
+			if e.Mismatch != "" {
+				fmt.Fprintf(tw, "%s\t%v\t%s\t\t\t\t\tno\n", e.Name, e.Shape, e.Mismatch)
+				continue
+			}
+			ok := "yes"
+			if !e.OK {
+				ok = "no"
+			}
+			fmt.Fprintf(tw, "%s\t%v\t%.3g\t%.3g\t%.3g\t%.3g\t%.6f\t%s\n", e.Name, e.Shape, e.MaxAbs, e.MaxRel, e.MeanAbs, e.Scaled, e.Cosine, ok)
+		}
+		tw.Flush()
+	}
+	if !rep.Agree {
+		return runtimeFailure(fmt.Errorf("compare-backends: the backends disagree beyond --tol %g on %s", *tol, pos[0]))
+	}
+	return nil
+}
