@@ -81,3 +81,64 @@ func TestFunctionBodiesInNativeBackend(t *testing.T) {
 		}
 	}
 }
+
+// One onnxruntime session serves several batch sizes and sequence lengths:
+// the function bodies have no fixed shapes.
+func TestFunctionsDynamicShapes(t *testing.T) {
+	requireORT(t)
+	type run struct{ b, s int }
+	runs := []run{{1, 3}, {3, 9}, {2, 1}}
+	for _, op := range []string{ops.PerformerOp, ops.LinformerOp} {
+		var fn *onnxpb.FunctionProto
+		var node *onnxpb.NodeProto
+		var err error
+		var names []string
+		if op == ops.PerformerOp {
+			fn, err = ops.PerformerFunction(ops.KernelPositive, 17)
+			names = []string{"Q", "K", "V", "Omega", "key_bias"}
+			node = ops.NewPerformerNode("p", names, "out", ops.PerformerAttrs{Scale: 0.3})
+		} else {
+			fn, err = ops.LinformerFunction(17)
+			names = []string{"Q", "K", "V", "E", "F", "key_bias"}
+			node = ops.NewLinformerNode("l", names, "out", ops.LinformerAttrs{Scale: 0.3})
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		var sess runtime.Session
+		for i, r := range runs {
+			var in map[string]*onnx.Tensor
+			var want *onnx.Tensor
+			if op == ops.PerformerOp {
+				c := perfCase{kernel: ops.KernelPositive, b: r.b, h: 2, s: r.s, d: 8, dv: 4, m: 12, sigma: 0.5}
+				q, k, v, omega, _ := c.inputs(uint64(20 + i))
+				bias := padBias(r.s, -1e4, make([]int, r.b)...)
+				bias.Floats()[len(bias.Floats())-1] = -1e4
+				in = map[string]*onnx.Tensor{"Q": q, "K": k, "V": v, "Omega": omega, "key_bias": bias}
+				want, err = ops.Performer(q, k, v, omega, bias, ops.PerformerAttrs{Scale: 0.3})
+			} else {
+				c := linCase{b: r.b, h: 2, s: r.s, d: 8, dv: 4, k: 3, n: 10, sigma: 1}
+				q, k, v, e, f, _ := c.inputs(uint64(20 + i))
+				bias := padBias(r.s, -1e4, make([]int, r.b)...)
+				bias.Floats()[len(bias.Floats())-1] = -1e4
+				in = map[string]*onnx.Tensor{"Q": q, "K": k, "V": v, "E": e, "F": f, "key_bias": bias}
+				want, err = ops.Linformer(q, k, v, e, f, bias, ops.LinformerAttrs{Scale: 0.3})
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if sess == nil {
+				sess, err = runtime.NewORTSession(oneNodeModel(t, node, fn, 17, in), runtime.Options{Threads: 1})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer sess.Close()
+			}
+			res, err := sess.Run(in, "out")
+			if err != nil {
+				t.Fatalf("%s B=%d S=%d: %v", op, r.b, r.s, err)
+			}
+			checkClose(t, fmt.Sprintf("%s B=%d S=%d", op, r.b, r.s), res["out"], want, 1e-4)
+		}
+	}
+}
