@@ -46,9 +46,16 @@ func init() {
 		if s == 0 {
 			s = 6
 		}
-		Register("", name, s, unaryFloat(func(*Context) (func(float64) float64, error) { return f, nil }))
+		var f32 func(float32) float32
+		switch name {
+		case "Exp":
+			f32 = exp32
+		case "Sigmoid":
+			f32 = sigmoid32
+		}
+		Register("", name, s, unaryFloat32(func(*Context) (func(float64) float64, error) { return f, nil }, f32))
 	}
-	Register("", "Gelu", 20, unaryFloat(geluFunc))
+	Register("", "Gelu", 20, unaryFloat32(geluFunc, nil))
 	Register("", "LeakyRelu", 6, unaryFloat(func(ctx *Context) (func(float64) float64, error) {
 		alpha := float64(ctx.attrFloat("alpha", 0.01))
 		return func(x float64) float64 {
@@ -151,6 +158,13 @@ func mapSlice[T, R any](src []T, f func(T) R) []R {
 // unaryFloat builds a kernel for a float op defined by a float64 function
 // (float32 inputs are computed in float64 and rounded once).
 func unaryFloat(mk func(*Context) (func(float64) float64, error)) Kernel {
+	return unaryFloat32(mk, nil)
+}
+
+// unaryFloat32 is unaryFloat with an optional faster float32 function
+// (within an ulp of the float64 one), used on float32 inputs. Large inputs
+// are split over ctx.Threads.
+func unaryFloat32(mk func(*Context) (func(float64) float64, error), f32 func(float32) float32) Kernel {
 	var k Kernel
 	k = func(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
 		if err := ctx.checkInputs(in, 1, 1); err != nil {
@@ -164,7 +178,17 @@ func unaryFloat(mk func(*Context) (func(float64) float64, error)) Kernel {
 		var out any
 		switch d := x.Data.(type) {
 		case []float32:
-			out = mapSlice(d, func(v float32) float32 { return float32(f(float64(v))) })
+			g := f32
+			if g == nil {
+				g = func(v float32) float32 { return float32(f(float64(v))) }
+			}
+			o := make([]float32, len(d))
+			parallelFor(len(d), ctx.threads(), 1<<14, func(lo, hi int) {
+				for i, v := range d[lo:hi] {
+					o[lo+i] = g(v)
+				}
+			})
+			out = o
 		case []float64:
 			out = mapSlice(d, f)
 		default:

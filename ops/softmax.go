@@ -49,7 +49,9 @@ func softmaxKernel(log bool) Kernel {
 		case []float32:
 			out := make([]float32, len(v))
 			if inner == 1 {
-				softmaxRows32(out, v, outer, d, log)
+				parallelFor(outer, ctx.threads(), max(1, (1<<14)/max(d, 1)), func(lo, hi int) {
+					softmaxRows32(out[lo*d:hi*d], v[lo*d:hi*d], hi-lo, d, log)
+				})
 			} else {
 				softmaxStrided(out, v, outer, d, inner, log)
 			}
@@ -79,7 +81,7 @@ func softmaxRows32(dst, src []float32, rows, d int, log bool) {
 		}
 		var sum float64
 		for j, v := range x {
-			e := float32(math.Exp(float64(v - m)))
+			e := exp32(v - m)
 			y[j] = e
 			sum += float64(e)
 		}
