@@ -119,3 +119,22 @@ func TestSafetensorsRejects(t *testing.T) {
 		t.Errorf("missing file: err = %v", err)
 	}
 }
+
+// FuzzDecodeSafetensors: arbitrary bytes never panic, and whatever decodes
+// is consistent with its shape.
+func FuzzDecodeSafetensors(f *testing.F) {
+	f.Add(build(`{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}`, []byte{0, 0, 192, 63}))
+	f.Add(build(`{"__metadata__":{},"b":{"dtype":"BOOL","shape":[2],"data_offsets":[0,2]}}`, []byte{0, 1}))
+	f.Add([]byte{255, 255, 255, 255, 255, 255, 255, 255})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		ts, err := DecodeSafetensors(bytes.NewReader(data), int64(len(data)))
+		if err != nil {
+			return
+		}
+		for name, x := range ts {
+			if err := x.Check(); err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+		}
+	})
+}
