@@ -31,6 +31,9 @@ type microKernel struct {
 	// full computes C[mr×nr] += Apanel·Bpanel (add) or C = Apanel·Bpanel
 	// (!add) for packed panels of depth k, C row stride ldc.
 	full func(k int, a, b, c []float32, ldc int, add bool)
+	// copyPanel, when set, copies a full kb×nr panel of a row-major
+	// (untransposed) B with row stride ld into dst.
+	copyPanel func(dst, src []float32, kb, ld, nr int)
 }
 
 var impl microKernel = genericKernel
@@ -252,17 +255,8 @@ func packB(dst []float32, B matrix, pc, jc, kb, nb, nr int) {
 	for j0 := 0; j0 < nb; j0 += nr {
 		panel := dst[j0*kb : (j0+nr)*kb]
 		nn := min(nr, nb-j0)
-		if !B.trans && nn == nr && nr%8 == 0 {
-			// Full panel: copy in fixed-size chunks of 8, which compile to
-			// vector moves without a call.
-			for p := 0; p < kb; p++ {
-				o := (pc+p)*B.ld + jc + j0
-				src := B.d[o : o+nr]
-				dst := panel[p*nr : p*nr+nr]
-				for q := 0; q < nr; q += 8 {
-					*(*[8]float32)(dst[q : q+8]) = *(*[8]float32)(src[q : q+8])
-				}
-			}
+		if !B.trans && nn == nr && impl.copyPanel != nil && kb > 0 {
+			impl.copyPanel(panel, B.d[pc*B.ld+jc+j0:], kb, B.ld, nr)
 			continue
 		}
 		if !B.trans {
@@ -307,6 +301,15 @@ func packA(dst []float32, A matrix, ic, pc, mb, kb, mr int, alpha float32) {
 			}
 			continue
 		}
+		if mm == mr && (mr == 12 || mr == 6) {
+			packRows(panel, A.d[(ic+i0)*A.ld+pc:], A.ld, kb, mm)
+			if alpha != 1 {
+				for i := range panel {
+					panel[i] *= alpha
+				}
+			}
+			continue
+		}
 		if alpha == 1 {
 			for i := 0; i < mm; i++ {
 				src := A.d[(ic+i0+i)*A.ld+pc:]
@@ -324,6 +327,27 @@ func packA(dst []float32, A matrix, ic, pc, mb, kb, mr int, alpha float32) {
 				panel[p*mr+i] = alpha * v
 			}
 		}
+	}
+}
+
+// packRows interleaves mr (6 or 12) rows of a (row stride ld, kb values
+// each) into panel: panel[p·mr+i] = a[i·ld+p]. Reading the rows side by
+// side keeps the writes sequential.
+func packRows(panel, a []float32, ld, kb, mr int) {
+	row := func(i int) []float32 { return a[i*ld : i*ld+kb] }
+	r0, r1, r2, r3, r4, r5 := row(0), row(1), row(2), row(3), row(4), row(5)
+	if mr == 6 {
+		for p := 0; p < kb; p++ {
+			c := panel[p*6 : p*6+6 : p*6+6]
+			c[0], c[1], c[2], c[3], c[4], c[5] = r0[p], r1[p], r2[p], r3[p], r4[p], r5[p]
+		}
+		return
+	}
+	r6, r7, r8, r9, r10, r11 := row(6), row(7), row(8), row(9), row(10), row(11)
+	for p := 0; p < kb; p++ {
+		c := panel[p*12 : p*12+12 : p*12+12]
+		c[0], c[1], c[2], c[3], c[4], c[5] = r0[p], r1[p], r2[p], r3[p], r4[p], r5[p]
+		c[6], c[7], c[8], c[9], c[10], c[11] = r6[p], r7[p], r8[p], r9[p], r10[p], r11[p]
 	}
 }
 

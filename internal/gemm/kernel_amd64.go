@@ -21,6 +21,12 @@ func kernel6x16(k int, a, b, c *float32, ldc int, add bool)
 //go:noescape
 func kernel12x32(k int, a, b, c *float32, ldc int, add bool)
 
+// copyRows copies rows×width floats from src (row stride ld) to dst
+// (contiguous); width must be a positive multiple of 8. It needs AVX.
+//
+//go:noescape
+func copyRows(dst, src *float32, rows, ld, width int)
+
 // hasAVX512F reports whether the CPU and OS support AVX-512 Foundation
 // (ZMM state enabled in XCR0).
 func hasAVX512F() bool {
@@ -93,8 +99,17 @@ var avx512Kernel = microKernel{
 	},
 }
 
+// copyPanelAVX copies a full kb×nr panel of a row-major B.
+func copyPanelAVX(dst, src []float32, kb, ld, nr int) {
+	_ = dst[kb*nr-1]
+	_ = src[(kb-1)*ld+nr-1]
+	copyRows(unsafe.SliceData(dst), unsafe.SliceData(src), kb, ld, nr)
+}
+
 func init() {
 	if hasAVX2FMA() {
+		avx2Kernel.copyPanel = copyPanelAVX
+		avx512Kernel.copyPanel = copyPanelAVX
 		available = append(available, avx2Kernel)
 	}
 	if hasAVX512F() {

@@ -324,3 +324,37 @@ overwrite512:
 	ADDQ R8, DX
 	VZEROUPPER
 	RET
+
+// func copyRows(dst, src *float32, rows, ld, width int)
+// Copies rows×width floats from src (row stride ld) to dst (contiguous);
+// width is a multiple of 8. Uses AVX moves.
+TEXT ·copyRows(SB), NOSPLIT, $0-40
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ rows+16(FP), CX
+	MOVQ ld+24(FP), R8
+	SHLQ $2, R8
+	MOVQ width+32(FP), R9
+	SHRQ $3, R9
+	TESTQ CX, CX
+	JZ done
+
+row:
+	MOVQ SI, AX
+	MOVQ R9, BX
+
+chunk:
+	VMOVUPS (AX), Y0
+	VMOVUPS Y0, (DI)
+	ADDQ $32, AX
+	ADDQ $32, DI
+	DECQ BX
+	JNZ chunk
+
+	ADDQ R8, SI
+	DECQ CX
+	JNZ row
+
+done:
+	VZEROUPPER
+	RET
