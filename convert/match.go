@@ -444,6 +444,16 @@ func (mt *matcher) finish(c *coreMatch) (*Block, string) {
 			}
 		}
 	}
+	// Layouts: each of Q, K, V must come from its head split [B,S,H,D]
+	// by the transposes that make it [B,H,S,D] (K: [B,H,D,S] for MatMul).
+	for _, x := range []struct {
+		name, v string
+		perm    []int
+	}{{"Q", c.q, c.qPerm}, {"K", c.k, c.kPerm}, {"V", c.v, c.vPerm}} {
+		if msg := mt.checkLayout(x.name, x.v, x.perm); msg != "" {
+			return nil, msg
+		}
+	}
 	b := &Block{core: c, Scale: c.scale, Q: c.q, K: c.k, V: c.v, Output: c.av.Output[0], Bias: BiasNone, Convertible: true}
 	seen := map[*onnxpb.NodeProto]bool{}
 	for _, n := range append(c.nodes, c.av) {
@@ -543,6 +553,67 @@ func (mt *matcher) finish(c *coreMatch) (*Block, string) {
 	}
 	b.Form = "unfused:" + strings.Join(dedup(c.form), "+")
 	return b, ""
+}
+
+// checkLayout follows v back through Transposes (and scalar scales) to a
+// rank-4 Reshape (the head split, [B,S,H,D]) and checks that v, taken to
+// [B,H,S,D] by perm, is that split transposed by [0,2,1,3]. When no head
+// split is found the layout cannot be checked and is accepted.
+func (mt *matcher) checkLayout(name, v string, perm []int) string {
+	comp := []int{0, 1, 2, 3} // v axis i = current value's axis comp[i]
+	var seen []string
+	for step := 0; step < 8; step++ {
+		n := mt.ix.Producer[v]
+		if n == nil || !defaultDomain(n) {
+			return ""
+		}
+		switch n.GetOpType() {
+		case "Transpose":
+			p := onnx.AttrInts(n, "perm")
+			if len(p) != 4 {
+				return ""
+			}
+			next := make([]int, 4)
+			for i := range comp {
+				next[i] = int(p[comp[i]])
+			}
+			comp = next
+			seen = append([]string{fmt.Sprint(p)}, seen...) // graph order
+			v = n.Input[0]
+			continue
+		case "Mul", "Div":
+			if _, ok := scalarOf(mt.ix, n.Input[1]); ok {
+				v = n.Input[0]
+				continue
+			}
+			if _, ok := scalarOf(mt.ix, n.Input[0]); ok && n.GetOpType() == "Mul" {
+				v = n.Input[1]
+				continue
+			}
+			return ""
+		case "Reshape":
+			if s := mt.shapeValue(n.Input[1], 0); len(s) != 4 {
+				return ""
+			}
+			p := perm
+			if p == nil {
+				p = []int{0, 1, 2, 3}
+			}
+			want := []int{0, 2, 1, 3}
+			for i := range want {
+				if comp[p[i]] != want[i] {
+					need := "[0 2 1 3]"
+					if name == "K" && perm != nil && perm[2] == 3 && perm[3] == 2 {
+						need = "[0 2 3 1] (Kᵀ)"
+					}
+					return fmt.Sprintf("%s is transposed by perm %s from its head split [B,S,H,D]; the attention product needs %s", name, strings.Join(seen, " then "), need)
+				}
+			}
+			return ""
+		}
+		return ""
+	}
+	return ""
 }
 
 func dedup(s []string) []string {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strings"
 
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
@@ -27,6 +28,9 @@ type PerformerOptions struct {
 	// Omegas, when set, supplies ω for a layer instead of sampling it
 	// (shape [H or 1, M, D]).
 	Omegas func(layer, heads, headDim int) (*onnx.Tensor, error)
+	// Positions, when MaxPositions > 0, first grows the absolute position
+	// table (ExtendPositions) so the model accepts longer inputs.
+	Positions ExtendOptions
 }
 
 // LinformerOptions configures ToLinformer.
@@ -39,6 +43,9 @@ type LinformerOptions struct {
 	// Projections, when set, supplies E and F for a layer instead of
 	// sampling them (shapes [H or 1, k, N]; f may equal e).
 	Projections func(layer, heads int) (e, f *onnx.Tensor, err error)
+	// Positions, when MaxPositions > 0, first grows the absolute position
+	// table (ExtendPositions); MaxLen then defaults to MaxPositions.
+	Positions ExtendOptions
 }
 
 // Report says what a conversion did.
@@ -50,6 +57,8 @@ type Report struct {
 	Params    int64          `json:"params_added"`
 	Bytes     int64          `json:"bytes_added"`
 	Options   map[string]any `json:"options"`
+	// Positions reports the position-table extension, if any.
+	Positions *ExtendReport `json:"positions,omitempty"`
 }
 
 // BlockReport is one block in a Report.
@@ -92,7 +101,7 @@ func ToPerformer(m *onnxpb.ModelProto, o PerformerOptions) (*onnxpb.ModelProto, 
 	if o.Kernel != ops.KernelPositive && o.Kernel != ops.KernelTrig {
 		return nil, nil, fmt.Errorf("convert: performer: kernel %q, want positive or trig", o.Kernel)
 	}
-	rw := &rewriter{op: ops.PerformerOp, layers: o.Layers}
+	rw := &rewriter{op: ops.PerformerOp, layers: o.Layers, positions: o.Positions}
 	rw.report.Options = map[string]any{"features": o.Features, "seed": o.Seed, "omega": o.Omega, "norms": o.Norms, "kernel": o.Kernel, "per_head": o.PerHead}
 	rw.core = func(b *Block, q, k, v, bias string) (*onnxpb.NodeProto, error) {
 		var omega *onnx.Tensor
@@ -130,6 +139,9 @@ func ToLinformer(m *onnxpb.ModelProto, o LinformerOptions) (*onnxpb.ModelProto, 
 	}
 	if o.MaxLen == 0 {
 		o.MaxLen = 512
+		if o.Positions.MaxPositions > 0 {
+			o.MaxLen = o.Positions.MaxPositions
+		}
 	}
 	if o.Share == "" {
 		o.Share = "headwise"
@@ -142,7 +154,7 @@ func ToLinformer(m *onnxpb.ModelProto, o LinformerOptions) (*onnxpb.ModelProto, 
 	default:
 		return nil, nil, fmt.Errorf("convert: linformer: share %q, want none, headwise, kv or layerwise", o.Share)
 	}
-	rw := &rewriter{op: ops.LinformerOp, layers: o.Layers}
+	rw := &rewriter{op: ops.LinformerOp, layers: o.Layers, positions: o.Positions}
 	rw.report.Options = map[string]any{"k": o.K, "max_len": o.MaxLen, "share": o.Share, "seed": o.Seed}
 	shared := map[string]string{} // layerwise: one E per (heads) shape
 	rw.core = func(b *Block, q, k, v, bias string) (*onnxpb.NodeProto, error) {
@@ -189,10 +201,11 @@ func ToLinformer(m *onnxpb.ModelProto, o LinformerOptions) (*onnxpb.ModelProto, 
 
 // rewriter holds the state of one conversion.
 type rewriter struct {
-	op       string
-	layers   []int
-	core     func(b *Block, q, k, v, bias string) (*onnxpb.NodeProto, error)
-	function func(opset int64) (*onnxpb.FunctionProto, error)
+	op        string
+	layers    []int
+	positions ExtendOptions
+	core      func(b *Block, q, k, v, bias string) (*onnxpb.NodeProto, error)
+	function  func(opset int64) (*onnxpb.FunctionProto, error)
 
 	m        *onnxpb.ModelProto
 	g        *onnxpb.GraphProto
@@ -211,6 +224,14 @@ func (rw *rewriter) run(m0 *onnxpb.ModelProto) (*onnxpb.ModelProto, *Report, err
 		return nil, nil, errors.New("convert: model has no graph")
 	}
 	m := proto.Clone(m0).(*onnxpb.ModelProto)
+	if rw.positions.MaxPositions > 0 {
+		ext, rep, err := ExtendPositions(m, rw.positions)
+		if err != nil {
+			return nil, nil, err
+		}
+		m = ext
+		rw.report.Positions = rep
+	}
 	det, err := Detect(m)
 	if err != nil {
 		return nil, nil, err
@@ -585,3 +606,30 @@ func sortedLayers(m map[int]bool) []int {
 }
 
 var _ = math.Sqrt
+
+// Text formats the report for people.
+func (r *Report) Text() string {
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "%s: %d attention blocks, %d converted, %d skipped; %d parameters added (%s)\n",
+		r.Op, r.Blocks, len(r.Converted), len(r.Skipped), r.Params, byteCount(r.Bytes))
+	if r.Positions != nil {
+		fmt.Fprintf(&sb, "%s\n", r.Positions)
+	}
+	for _, b := range r.Converted {
+		fmt.Fprintf(&sb, "  converted %2d  %s  heads %d × %d  scale %.6g  bias %s\n", b.Layer, b.Form, b.Heads, b.HeadDim, b.Scale, b.Bias)
+	}
+	for _, b := range r.Skipped {
+		fmt.Fprintf(&sb, "  skipped   %2d  %s: %s\n", b.Layer, b.Form, b.Reason)
+	}
+	return sb.String()
+}
+
+func byteCount(n int64) string {
+	switch {
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}
