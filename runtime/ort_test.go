@@ -287,3 +287,42 @@ func TestFindRepoRoot(t *testing.T) {
 		t.Error("findRepoRoot found a root in an empty temp dir")
 	}
 }
+
+// TestORTConcurrent opens and runs sessions from several goroutines: the
+// environment is initialized once and sessions run in parallel.
+func TestORTConcurrent(t *testing.T) {
+	needORT(t)
+	shared, err := NewORTSession(tinyModel(), Options{Threads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer shared.Close()
+	errs := make(chan error, 8)
+	for g := 0; g < 8; g++ {
+		go func(g int) {
+			s := shared
+			if g%2 == 0 { // half open their own session
+				own, err := NewORTSession(tinyModel(), Options{Threads: 1})
+				if err != nil {
+					errs <- err
+					return
+				}
+				defer own.Close()
+				s = own
+			}
+			x := onnx.NewFloat([]int{1, 3}, []float32{float32(g), -1, 2})
+			out, err := s.Run(map[string]*onnx.Tensor{"x": x})
+			if err == nil {
+				if y := out["y"].Floats(); y[0] != -float32(g) || y[1] != 0 || y[2] != -2 {
+					err = fmt.Errorf("goroutine %d: y = %v", g, y)
+				}
+			}
+			errs <- err
+		}(g)
+	}
+	for g := 0; g < 8; g++ {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+}
