@@ -24,8 +24,9 @@ const MaxExternalBytes = 64 << 30
 
 // Load reads the model at path. Tensors stored as external data are read
 // into raw_data; their locations must resolve, after following symbolic
-// links, to regular files inside the model's folder. Errors name the file
-// and, for external data, the tensor.
+// links, to regular files inside the model's folder. The model is then
+// checked with Validate, so every caller works only on well-formed graphs.
+// Errors name the file and the tensor or node at fault.
 func Load(path string) (*onnxpb.ModelProto, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -52,6 +53,9 @@ func Load(path string) (*onnxpb.ModelProto, error) {
 	}
 	if err := loadExternal(m, filepath.Dir(path)); err != nil {
 		return nil, fmt.Errorf("onnx: %s: %w", path, err)
+	}
+	if err := Validate(m); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return m, nil
 }
