@@ -1,0 +1,456 @@
+package finetune
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/linearize/linearize/convert"
+	"github.com/linearize/linearize/onnx"
+	"github.com/linearize/linearize/onnx/onnxpb"
+	"github.com/linearize/linearize/ops"
+	"github.com/linearize/linearize/runtime"
+	"gonum.org/v1/gonum/blas"
+	"gonum.org/v1/gonum/blas/blas64"
+	"google.golang.org/protobuf/proto"
+)
+
+// Options configures fitting.
+type Options struct {
+	Steps   int     // Adam steps per layer (default 200)
+	LR      float64 // Adam learning rate (default 0.01)
+	Backend string  // runs the models ("ort" when empty)
+	Threads int
+}
+
+func (o *Options) defaults() error {
+	if o.Steps == 0 {
+		o.Steps = 200
+	}
+	if o.LR == 0 {
+		o.LR = 0.01
+	}
+	if o.Backend == "" {
+		o.Backend = "ort"
+	}
+	if o.Steps < 0 || !(o.LR > 0) || math.IsInf(o.LR, 0) {
+		return fmt.Errorf("finetune: steps %d must be ≥ 0 and learning rate %g positive", o.Steps, o.LR)
+	}
+	return nil
+}
+
+// LayerReport is the fit of one converted node.
+type LayerReport struct {
+	Layer  int     `json:"layer"`
+	Node   string  `json:"node"`
+	Before float64 `json:"rel_err_before"` // √L before fitting
+	After  float64 `json:"rel_err_after"`  // √L after fitting
+}
+
+// Report says what fitting did.
+type Report struct {
+	Op     string        `json:"op"`
+	Steps  int           `json:"steps"`
+	LR     float64       `json:"lr"`
+	Layers []LayerReport `json:"layers"`
+}
+
+// linNode is a LinformerAttention node with its target value.
+type linNode struct {
+	node   *onnxpb.NodeProto
+	layer  int
+	target string // the original core's output
+}
+
+// Linformer returns a copy of converted whose Linformer projections are
+// fitted to the original model's attention on the calibration inputs feed
+// (see the package documentation). Models that share one projection
+// between layers ("layerwise") are refused: they cannot be fitted layer by
+// layer.
+func Linformer(original, converted *onnxpb.ModelProto, feed map[string]*onnx.Tensor, opt Options) (*onnxpb.ModelProto, *Report, error) {
+	if err := opt.defaults(); err != nil {
+		return nil, nil, err
+	}
+	det, err := convert.Detect(original)
+	if err != nil {
+		return nil, nil, fmt.Errorf("finetune: original model: %w", err)
+	}
+	// The original core whose head-merged output is also the merged output
+	// of a converted node is that node's target.
+	byMerged := map[string]*convert.Block{}
+	for _, b := range det.Blocks {
+		if b.Function == "" {
+			byMerged[runtime.MergedValue(original, b.Output)] = b
+		}
+	}
+	out := proto.Clone(converted).(*onnxpb.ModelProto)
+	if out.Graph == nil {
+		return nil, nil, fmt.Errorf("finetune: converted model has no graph")
+	}
+	var nodes []linNode
+	uses := map[string]int{}
+	for _, n := range out.Graph.Node {
+		if n.GetDomain() != ops.Domain || n.GetOpType() != ops.LinformerOp {
+			continue
+		}
+		if len(n.Input) < 5 || len(n.Output) != 1 {
+			return nil, nil, fmt.Errorf("finetune: node %s: want inputs Q, K, V, E, F[, bias] and one output", n.GetName())
+		}
+		b, ok := byMerged[runtime.MergedValue(out, n.Output[0])]
+		if !ok {
+			return nil, nil, fmt.Errorf("finetune: node %s: no attention block of the original model produces the same layer output (is the original the model it was converted from?)", n.GetName())
+		}
+		nodes = append(nodes, linNode{node: n, layer: b.Layer, target: b.Output})
+		uses[n.Input[3]]++
+		if n.Input[4] != n.Input[3] {
+			uses[n.Input[4]]++
+		}
+	}
+	if len(nodes) == 0 {
+		return nil, nil, fmt.Errorf("finetune: the converted model has no %s nodes", ops.LinformerOp)
+	}
+	for name, u := range uses {
+		if u > 1 {
+			return nil, nil, fmt.Errorf("finetune: projection %q is shared by %d layers (layerwise sharing) and cannot be fitted layer by layer", name, u)
+		}
+	}
+	// Targets: the exact attention outputs of the original model.
+	var targets []string
+	for _, ln := range nodes {
+		targets = append(targets, ln.target)
+	}
+	ref, err := runOnce(original, feed, targets, opt)
+	if err != nil {
+		return nil, nil, fmt.Errorf("finetune: original model: %w", err)
+	}
+	inits := map[string]int{}
+	for i, t := range out.Graph.Initializer {
+		inits[t.GetName()] = i
+	}
+	rep := &Report{Op: ops.LinformerOp, Steps: opt.Steps, LR: opt.LR}
+	for _, ln := range nodes {
+		n := ln.node
+		var expose []string
+		for _, in := range []string{n.Input[0], n.Input[1], n.Input[2]} {
+			expose = append(expose, in)
+		}
+		if len(n.Input) > 5 && n.Input[5] != "" {
+			if _, isInit := inits[n.Input[5]]; !isInit {
+				expose = append(expose, n.Input[5])
+			}
+		}
+		got, err := runOnce(out, feed, expose, opt)
+		if err != nil {
+			return nil, nil, fmt.Errorf("finetune: converted model, layer %d: %w", ln.layer, err)
+		}
+		var bias *onnx.Tensor
+		if len(n.Input) > 5 && n.Input[5] != "" {
+			if i, isInit := inits[n.Input[5]]; isInit {
+				if bias, err = onnx.DecodeTensor(out.Graph.Initializer[i]); err != nil {
+					return nil, nil, fmt.Errorf("finetune: layer %d bias: %w", ln.layer, err)
+				}
+			} else {
+				bias = got[n.Input[5]]
+			}
+		}
+		params := make([]*onnx.Tensor, 0, 2)
+		for _, name := range []string{n.Input[3], n.Input[4]} {
+			i, ok := inits[name]
+			if !ok {
+				return nil, nil, fmt.Errorf("finetune: layer %d: projection %q is not an initializer", ln.layer, name)
+			}
+			t, err := onnx.DecodeTensor(out.Graph.Initializer[i])
+			if err != nil || t.DType != onnx.Float {
+				return nil, nil, fmt.Errorf("finetune: layer %d: projection %q: want float32 (%v)", ln.layer, name, err)
+			}
+			params = append(params, t)
+		}
+		shared := n.Input[3] == n.Input[4]
+		p := &LinformerProblem{
+			Q: got[n.Input[0]], K: got[n.Input[1]], V: got[n.Input[2]], Bias: bias, Y: ref[ln.target],
+			E: params[0], F: params[1], SharedEF: shared,
+			Scale: float64(onnx.AttrFloat(n, "scale", 0)),
+		}
+		if err := p.init(); err != nil {
+			return nil, nil, fmt.Errorf("finetune: layer %d (%s): %w", ln.layer, n.GetName(), err)
+		}
+		before, after := p.Fit(opt.Steps, opt.LR)
+		rep.Layers = append(rep.Layers, LayerReport{Layer: ln.layer, Node: n.GetName(), Before: math.Sqrt(before), After: math.Sqrt(after)})
+		e, f := p.Params()
+		for _, w := range []struct {
+			name string
+			t    *onnx.Tensor
+		}{{n.Input[3], e}, {n.Input[4], f}} {
+			tp, err := onnx.EncodeTensor(w.name, w.t)
+			if err != nil {
+				return nil, nil, fmt.Errorf("finetune: layer %d: %w", ln.layer, err)
+			}
+			out.Graph.Initializer[inits[w.name]] = tp
+		}
+	}
+	return out, rep, nil
+}
+
+func runOnce(m *onnxpb.ModelProto, feed map[string]*onnx.Tensor, names []string, opt Options) (map[string]*onnx.Tensor, error) {
+	s, err := runtime.Open(opt.Backend, m, runtime.Options{Threads: opt.Threads, Expose: names})
+	if err != nil {
+		return nil, err
+	}
+	defer s.Close()
+	return s.Run(feed, names...)
+}
+
+// LinformerProblem is the fit of one layer's projections: minimise
+// Σ‖out − Y‖²/Σ‖Y‖² over the valid query rows, with out the
+// LinformerAttention of (Q, K, V, E, F, Bias) and scale Scale (0: 1/√D).
+type LinformerProblem struct {
+	Q, K, V, Y *onnx.Tensor // [B,H,S,D], [B,H,S,D], [B,H,S,Dv], [B,H,S,Dv]
+	E, F       *onnx.Tensor // [H or 1, k, N]
+	Bias       *onnx.Tensor // [B or 1,1,1,S or 1] or nil
+	SharedEF   bool         // E and F are one parameter
+	Scale      float64
+
+	b, h, s, d, dv, k, n, he, hf int
+	q, kk, v, y                  []float64
+	valid                        []bool // [B*S]: key (and query) j of batch b is real
+	e, f                         []float64
+	norm                         float64
+}
+
+func (p *LinformerProblem) init() error {
+	for _, t := range []*onnx.Tensor{p.Q, p.K, p.V, p.Y, p.E, p.F} {
+		if t == nil || t.DType != onnx.Float || len(t.Shape) != 4 && len(t.Shape) != 3 {
+			return fmt.Errorf("missing or malformed tensor")
+		}
+	}
+	if len(p.Q.Shape) != 4 || len(p.K.Shape) != 4 || len(p.V.Shape) != 4 || len(p.Y.Shape) != 4 {
+		return fmt.Errorf("Q, K, V and target must be [B,H,S,D]")
+	}
+	p.b, p.h, p.s, p.d = p.Q.Shape[0], p.Q.Shape[1], p.Q.Shape[2], p.Q.Shape[3]
+	p.dv = p.V.Shape[3]
+	if fmt.Sprint(p.K.Shape) != fmt.Sprint(p.Q.Shape) || p.V.Shape[0] != p.b || p.V.Shape[1] != p.h || p.V.Shape[2] != p.s ||
+		fmt.Sprint(p.Y.Shape) != fmt.Sprint(p.V.Shape) {
+		return fmt.Errorf("shapes Q %v K %v V %v target %v do not fit self-attention", p.Q.Shape, p.K.Shape, p.V.Shape, p.Y.Shape)
+	}
+	if len(p.E.Shape) != 3 || fmt.Sprint(p.E.Shape[1:]) != fmt.Sprint(p.F.Shape[1:]) {
+		return fmt.Errorf("projections E %v and F %v must be [H or 1, k, N] alike", p.E.Shape, p.F.Shape)
+	}
+	p.he, p.k, p.n, p.hf = p.E.Shape[0], p.E.Shape[1], p.E.Shape[2], p.F.Shape[0]
+	if (p.he != 1 && p.he != p.h) || (p.hf != 1 && p.hf != p.h) {
+		return fmt.Errorf("projections have %d and %d heads, the layer %d", p.he, p.hf, p.h)
+	}
+	if p.s > p.n {
+		return fmt.Errorf("calibration length %d exceeds the projections' N = %d", p.s, p.n)
+	}
+	if p.Scale == 0 {
+		p.Scale = 1 / math.Sqrt(float64(p.d))
+	}
+	p.q, p.kk, p.v, p.y = f64(p.Q), f64(p.K), f64(p.V), f64(p.Y)
+	p.e, p.f = f64(p.E), f64(p.F)
+	p.valid = make([]bool, p.b*p.s)
+	for i := range p.valid {
+		p.valid[i] = true
+	}
+	if p.Bias != nil {
+		bs := p.Bias.Shape
+		if len(bs) != 4 || (bs[0] != 1 && bs[0] != p.b) || bs[1] != 1 || bs[2] != 1 || (bs[3] != 1 && bs[3] != p.s) {
+			return fmt.Errorf("key bias shape %v, want [B or 1,1,1,S or 1]", bs)
+		}
+		bv, err := p.Bias.AsFloat64s()
+		if err != nil {
+			return err
+		}
+		for bi := 0; bi < p.b; bi++ {
+			for j := 0; j < p.s; j++ {
+				x := bv[min(bi, bs[0]-1)*bs[3]+min(j, bs[3]-1)]
+				p.valid[bi*p.s+j] = !(x <= -1e4 || math.IsNaN(x) || math.IsInf(x, -1))
+			}
+		}
+	}
+	for bi := 0; bi < p.b; bi++ {
+		for hi := 0; hi < p.h; hi++ {
+			for i := 0; i < p.s; i++ {
+				if !p.valid[bi*p.s+i] {
+					continue
+				}
+				for _, x := range p.y[((bi*p.h+hi)*p.s+i)*p.dv:][:p.dv] {
+					p.norm += x * x
+				}
+			}
+		}
+	}
+	if p.norm == 0 {
+		return fmt.Errorf("the target attention output is zero")
+	}
+	return nil
+}
+
+func f64(t *onnx.Tensor) []float64 {
+	x := t.Floats()
+	out := make([]float64, len(x))
+	for i, v := range x {
+		out[i] = float64(v)
+	}
+	return out
+}
+
+// Params returns the current E and F as float32 tensors of their shapes.
+func (p *LinformerProblem) Params() (e, f *onnx.Tensor) {
+	to32 := func(x []float64, shape []int) *onnx.Tensor {
+		d := make([]float32, len(x))
+		for i, v := range x {
+			d[i] = float32(v)
+		}
+		return onnx.NewFloat(append([]int(nil), shape...), d)
+	}
+	e = to32(p.e, p.E.Shape)
+	if p.SharedEF {
+		return e, e
+	}
+	return e, to32(p.f, p.F.Shape)
+}
+
+// LossGrad returns the relative loss and, when ge and gf are non-nil,
+// adds its gradients with respect to E and F into them (for SharedEF both
+// parts go into ge).
+func (p *LinformerProblem) LossGrad(ge, gf []float64) float64 {
+	impl := blas64.Implementation()
+	k, s, d, dv, n := p.k, p.s, p.d, p.dv, p.n
+	kp := make([]float64, k*d)
+	vp := make([]float64, k*dv)
+	z := make([]float64, s*k)
+	o := make([]float64, s*dv)
+	km := make([]float64, s*d)
+	vm := make([]float64, s*dv)
+	do := make([]float64, s*dv)
+	da := make([]float64, s*k)
+	dkp := make([]float64, k*d)
+	dvp := make([]float64, k*dv)
+	fpar := p.f
+	if p.SharedEF {
+		fpar = p.e
+	}
+	var loss float64
+	for bi := 0; bi < p.b; bi++ {
+		for hi := 0; hi < p.h; hi++ {
+			bh := bi*p.h + hi
+			eOff, fOff := 0, 0
+			if p.he > 1 {
+				eOff = hi * k * n
+			}
+			if p.hf > 1 {
+				fOff = hi * k * n
+			}
+			copy(km, p.kk[bh*s*d:(bh+1)*s*d])
+			copy(vm, p.v[bh*s*dv:(bh+1)*s*dv])
+			for j := 0; j < s; j++ {
+				if !p.valid[bi*s+j] {
+					clear(km[j*d : (j+1)*d])
+					clear(vm[j*dv : (j+1)*dv])
+				}
+			}
+			q := p.q[bh*s*d : (bh+1)*s*d]
+			// Forward: Kp = Es·K, Vp = Fs·V, Z = softmax(scale·Q·Kpᵀ), O = Z·Vp.
+			impl.Dgemm(blas.NoTrans, blas.NoTrans, k, d, s, 1, p.e[eOff:], n, km, d, 0, kp, d)
+			impl.Dgemm(blas.NoTrans, blas.NoTrans, k, dv, s, 1, fpar[fOff:], n, vm, dv, 0, vp, dv)
+			impl.Dgemm(blas.NoTrans, blas.Trans, s, k, d, p.Scale, q, d, kp, d, 0, z, k)
+			for i := 0; i < s; i++ {
+				row := z[i*k : (i+1)*k]
+				mx := math.Inf(-1)
+				for _, x := range row {
+					mx = math.Max(mx, x)
+				}
+				var sum float64
+				for r := range row {
+					row[r] = math.Exp(row[r] - mx)
+					sum += row[r]
+				}
+				for r := range row {
+					row[r] /= sum
+				}
+			}
+			impl.Dgemm(blas.NoTrans, blas.NoTrans, s, dv, k, 1, z, k, vp, dv, 0, o, dv)
+			y := p.y[bh*s*dv : (bh+1)*s*dv]
+			for i := 0; i < s; i++ {
+				for c := 0; c < dv; c++ {
+					idx := i*dv + c
+					if !p.valid[bi*s+i] {
+						do[idx] = 0
+						continue
+					}
+					r := o[idx] - y[idx]
+					loss += r * r
+					do[idx] = 2 * r / p.norm
+				}
+			}
+			if ge == nil {
+				continue
+			}
+			// Backward.
+			impl.Dgemm(blas.Trans, blas.NoTrans, k, dv, s, 1, z, k, do, dv, 0, dvp, dv)
+			impl.Dgemm(blas.NoTrans, blas.Trans, s, k, dv, 1, do, dv, vp, dv, 0, da, k)
+			for i := 0; i < s; i++ {
+				a, g := z[i*k:(i+1)*k], da[i*k:(i+1)*k]
+				var dot float64
+				for r := range a {
+					dot += a[r] * g[r]
+				}
+				for r := range a {
+					g[r] = a[r] * (g[r] - dot) // dZ, in place
+				}
+			}
+			impl.Dgemm(blas.Trans, blas.NoTrans, k, d, s, p.Scale, da, k, q, d, 0, dkp, d)
+			// dE[:, :s] += dKp·Kᵀ, dF[:, :s] += dVp·Vᵀ (row stride n).
+			impl.Dgemm(blas.NoTrans, blas.Trans, k, s, d, 1, dkp, d, km, d, 1, ge[eOff:], n)
+			gF, off := gf, fOff
+			if p.SharedEF {
+				gF, off = ge, eOff
+			}
+			impl.Dgemm(blas.NoTrans, blas.Trans, k, s, dv, 1, dvp, dv, vm, dv, 1, gF[off:], n)
+		}
+	}
+	return loss / p.norm
+}
+
+// Fit runs full-batch Adam for steps steps and returns the loss before and
+// after.
+func (p *LinformerProblem) Fit(steps int, lr float64) (before, after float64) {
+	const b1, b2, eps = 0.9, 0.999, 1e-8
+	ge, gf := make([]float64, len(p.e)), make([]float64, len(p.f))
+	me, ve := make([]float64, len(p.e)), make([]float64, len(p.e))
+	mf, vf := make([]float64, len(p.f)), make([]float64, len(p.f))
+	adam := func(x, g, m, v []float64, t int) {
+		c1, c2 := 1-math.Pow(b1, float64(t)), 1-math.Pow(b2, float64(t))
+		for i := range x {
+			if g[i] == 0 && m[i] == 0 {
+				continue // columns no calibration input reaches
+			}
+			m[i] = b1*m[i] + (1-b1)*g[i]
+			v[i] = b2*v[i] + (1-b2)*g[i]*g[i]
+			x[i] -= lr * (m[i] / c1) / (math.Sqrt(v[i]/c2) + eps)
+		}
+	}
+	before = p.LossGrad(nil, nil)
+	best, bestE, bestF := before, append([]float64(nil), p.e...), append([]float64(nil), p.f...)
+	for t := 1; t <= steps; t++ {
+		clear(ge)
+		clear(gf)
+		l := p.LossGrad(ge, gf)
+		if l < best {
+			best = l
+			copy(bestE, p.e)
+			copy(bestF, p.f)
+		}
+		adam(p.e, ge, me, ve, t)
+		if !p.SharedEF {
+			adam(p.f, gf, mf, vf, t)
+		}
+	}
+	if l := p.LossGrad(nil, nil); l < best {
+		best = l
+		copy(bestE, p.e)
+		copy(bestF, p.f)
+	}
+	copy(p.e, bestE)
+	copy(p.f, bestF)
+	return before, best
+}

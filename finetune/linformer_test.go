@@ -1,0 +1,176 @@
+package finetune
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/linearize/linearize/convert"
+	"github.com/linearize/linearize/models"
+	"github.com/linearize/linearize/onnx"
+	"github.com/linearize/linearize/onnx/onnxpb"
+	"github.com/linearize/linearize/ops"
+	"github.com/linearize/linearize/runtime"
+)
+
+func randTensor(rng *rand.Rand, std float64, shape ...int) *onnx.Tensor {
+	d := make([]float32, onnx.NumElements(shape))
+	for i := range d {
+		d[i] = float32(rng.NormFloat64() * std)
+	}
+	return onnx.NewFloat(shape, d)
+}
+
+// problem draws a small random layer with the last key of batch row 1
+// padded.
+func problem(t *testing.T, seed uint64, he, hf int, shared bool) *LinformerProblem {
+	t.Helper()
+	rng := rand.New(rand.NewPCG(seed, 9))
+	B, H, S, D, K, N := 2, 2, 5, 3, 3, 7
+	bias := make([]float32, B*S)
+	bias[1*S+S-1] = -1e9
+	p := &LinformerProblem{
+		Q: randTensor(rng, 1, B, H, S, D), K: randTensor(rng, 1, B, H, S, D), V: randTensor(rng, 1, B, H, S, D),
+		Y: randTensor(rng, 1, B, H, S, D), E: randTensor(rng, 0.5, he, K, N), F: randTensor(rng, 0.5, hf, K, N),
+		Bias: onnx.NewFloat([]int{B, 1, 1, S}, bias), SharedEF: shared,
+	}
+	if shared {
+		p.F = p.E
+	}
+	if err := p.init(); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestLinformerForward: the float64 forward pass used for fitting agrees
+// with the op's Go kernel (ops.Linformer) at the valid query rows.
+func TestLinformerForward(t *testing.T) {
+	for _, c := range []struct{ he, hf int }{{1, 1}, {2, 2}, {1, 2}} {
+		p := problem(t, 1, c.he, c.hf, false)
+		out, err := ops.Linformer(p.Q, p.K, p.V, p.E, p.F, p.Bias, ops.LinformerAttrs{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Against the kernel's own output the (unnormalised) loss is ~0.
+		p.y = f64(out)
+		if l := p.LossGrad(nil, nil); l > 1e-10 {
+			t.Errorf("E heads %d, F heads %d: loss %g against the kernel's own output", c.he, c.hf, l*p.norm)
+		}
+	}
+}
+
+// TestLinformerGradient compares the analytic gradient with central finite
+// differences of the loss, for shared and per-head projections and E = F.
+func TestLinformerGradient(t *testing.T) {
+	for _, c := range []struct {
+		he, hf int
+		shared bool
+	}{{1, 1, false}, {2, 2, false}, {2, 1, false}, {2, 2, true}} {
+		p := problem(t, 2, c.he, c.hf, c.shared)
+		ge, gf := make([]float64, len(p.e)), make([]float64, len(p.f))
+		p.LossGrad(ge, gf)
+		check := func(name string, x, g []float64) {
+			const h = 1e-6
+			var worst float64
+			for i := range x {
+				old := x[i]
+				x[i] = old + h
+				lp := p.LossGrad(nil, nil)
+				x[i] = old - h
+				lm := p.LossGrad(nil, nil)
+				x[i] = old
+				num := (lp - lm) / (2 * h)
+				worst = math.Max(worst, math.Abs(num-g[i])/math.Max(1e-3, math.Abs(num)))
+				if i%7 == 6 && g[i] != 0 && num == 0 {
+					t.Errorf("%s[%d]: analytic %g, numeric 0", name, i, g[i])
+				}
+			}
+			if worst > 1e-5 {
+				t.Errorf("E heads %d F heads %d shared %v: %s gradient relative error %g", c.he, c.hf, c.shared, name, worst)
+			}
+		}
+		check("E", p.e, ge)
+		if !c.shared {
+			check("F", p.f, gf)
+		}
+		// Columns past S are not reached: zero gradient.
+		for r := 0; r < p.he*p.k; r++ {
+			for j := p.s; j < p.n; j++ {
+				if ge[r*p.n+j] != 0 {
+					t.Fatalf("gradient at column %d ≥ S", j)
+				}
+			}
+		}
+	}
+}
+
+// TestLinformerFitTiny converts the tiny BERT to Linformer with random
+// projections, fits them on seeded random calibration inputs, and checks
+// on other (held-out) inputs that the fitted model is closer to the
+// original than the unfitted one, and that its ops still validate.
+func TestLinformerFitTiny(t *testing.T) {
+	if err := runtime.ORTAvailable(); err != nil {
+		t.Skipf("%v (run scripts/setup.sh)", err)
+	}
+	cfg := models.TinyConfig()
+	orig, err := models.BERT(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conv, _, err := convert.ToLinformer(orig, convert.LinformerOptions{K: 8, MaxLen: 32, Seed: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inputs := runtime.GraphInputs(orig)
+	calib, err := runtime.RandomInputs(orig, inputs, runtime.RandomOptions{Batch: 8, SeqLen: 32, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, err := runtime.RandomInputs(orig, inputs, runtime.RandomOptions{Batch: 4, SeqLen: 32, Seed: 99})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fitted, rep, err := Linformer(orig, conv, calib, Options{Steps: 150, LR: 0.02})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Layers) != cfg.Layers {
+		t.Fatalf("%d layers fitted, want %d", len(rep.Layers), cfg.Layers)
+	}
+	for _, l := range rep.Layers {
+		t.Logf("layer %d: relative error %.4f → %.4f", l.Layer, l.Before, l.After)
+		if !(l.After < 0.7*l.Before) {
+			t.Errorf("layer %d: fit did not reduce the error enough: %.4f → %.4f", l.Layer, l.Before, l.After)
+		}
+	}
+	mc, err := runtime.CompareModels([]*onnxpb.ModelProto{orig, conv, fitted}, []string{"orig", "before", "after"}, held,
+		runtime.ModelCompareOptions{Batch: 4, SeqLen: 32})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pooled := map[string]float64{}
+	for _, r := range mc.Rows {
+		if r.Value == "last_hidden_state" {
+			pooled[r.Model] = *r.PooledCosMean
+		}
+	}
+	t.Logf("held-out mean-pooled cosine vs original: before %.4f, after %.4f", pooled["before"], pooled["after"])
+	if !(pooled["after"] > pooled["before"]) {
+		t.Errorf("fitting did not bring the model closer on held-out inputs: %.4f → %.4f", pooled["before"], pooled["after"])
+	}
+	v, err := runtime.ValidateOps(fitted, held, runtime.ValidateOptions{})
+	if err != nil || !v.OK() {
+		t.Errorf("fitted model does not validate: %v", err)
+	}
+	// Deterministic: fitting again gives the same model.
+	again, _, err := Linformer(orig, conv, calib, Options{Steps: 150, LR: 0.02})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := onnx.Encode(fitted)
+	b, _ := onnx.Encode(again)
+	if string(a) != string(b) {
+		t.Error("two fits of the same inputs differ")
+	}
+}
