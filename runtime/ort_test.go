@@ -102,6 +102,8 @@ func TestORTNodeConformance(t *testing.T) {
 		{"test_cast_FLOAT16_to_FLOAT", "float16 input"},
 		{"test_cast_FLOAT_to_BFLOAT16", "bfloat16 output (workaround)"},
 		{"test_quantizelinear", "uint8 output"},
+		{"test_max_int8", "int8 inputs and output"},
+		{"test_add_uint8", "uint8 inputs and output"},
 		{"test_dequantizelinear", "uint8 input, rank-0 scale"},
 		{"test_size", "rank-0 int64 output (workaround)"},
 		{"test_range_int32_type_negative_delta", "rank-0 int32 inputs"},
