@@ -154,10 +154,11 @@ func Detect(m *onnxpb.ModelProto) (*Detection, error) {
 			}
 			b.Function = f.GetName()
 			b.order = len(order) + i
-			if b.Convertible {
-				b.Convertible = false
-				b.Reason = fmt.Sprintf("inside model-local function %s.%s: rewrite inside functions is not supported; inline the function first", f.GetDomain(), f.GetName())
+			why := fmt.Sprintf("inside model-local function %s.%s: rewrite inside functions is not supported; inline the function first", f.GetDomain(), f.GetName())
+			if !b.Convertible && b.Reason != "" {
+				why += " (also: " + b.Reason + ")"
 			}
+			b.Convertible, b.Reason = false, why
 			d.Blocks = append(d.Blocks, b)
 		}
 	}

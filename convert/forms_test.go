@@ -1,0 +1,381 @@
+package convert
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/linearize/linearize/models"
+	"github.com/linearize/linearize/onnx"
+	"github.com/linearize/linearize/onnx/onnxpb"
+	"github.com/linearize/linearize/runtime"
+	"google.golang.org/protobuf/proto"
+)
+
+// form describes one hand-built attention block, for the forms the corpus
+// and the exporter fixtures lack.
+type form struct {
+	name   string
+	opset  int64
+	k      string // "0231", "twostep", "einsum", "einsum-swapped"
+	scale  string // "div", "mul", "q", "split", "none"
+	mask   string // "add", "where", "none", "isnan"
+	axis   int64  // Softmax axis attribute; 0 means absent
+	expose bool   // make the scores a graph output
+	fn     bool   // put the core in a model-local function
+}
+
+const (
+	fB, fS, fH, fD = 2, 5, 2, 4
+	fHid           = fH * fD
+)
+
+// gb builds a graph.
+type gb struct {
+	g   *onnxpb.GraphProto
+	n   int
+	rng *rand.Rand
+}
+
+func (b *gb) node(op string, in []string, attrs ...*onnxpb.AttributeProto) string {
+	b.n++
+	out := fmt.Sprintf("%s_%d", strings.ToLower(op), b.n)
+	b.g.Node = append(b.g.Node, &onnxpb.NodeProto{Name: proto.String(out + "_node"), OpType: proto.String(op), Input: in, Output: []string{out}, Attribute: attrs})
+	return out
+}
+
+func (b *gb) init(name string, t *onnx.Tensor) string {
+	tp, err := onnx.EncodeTensor(name, t)
+	if err != nil {
+		panic(err)
+	}
+	b.g.Initializer = append(b.g.Initializer, tp)
+	return name
+}
+
+func (b *gb) randn(name string, shape ...int) string {
+	d := make([]float32, onnx.NumElements(shape))
+	for i := range d {
+		d[i] = float32(b.rng.NormFloat64() * 0.5)
+	}
+	return b.init(name, onnx.NewFloat(shape, d))
+}
+
+func (b *gb) scalar(v float32) string {
+	b.n++
+	return b.init(fmt.Sprintf("c%d", b.n), onnx.NewFloat([]int{}, []float32{v}))
+}
+
+func (b *gb) ints(v ...int64) string {
+	b.n++
+	return b.init(fmt.Sprintf("i%d", b.n), onnx.NewInt64([]int{len(v)}, v))
+}
+
+func ints(name string, v ...int64) *onnxpb.AttributeProto {
+	return &onnxpb.AttributeProto{Name: proto.String(name), Type: onnxpb.AttributeProto_INTS.Enum(), Ints: v}
+}
+
+func (b *gb) unsqueeze(x string, axis int64, opset int64) string {
+	if opset >= 13 {
+		return b.node("Unsqueeze", []string{x, b.ints(axis)})
+	}
+	return b.node("Unsqueeze", []string{x}, ints("axes", axis))
+}
+
+// build returns the model of form f.
+func (f form) build() *onnxpb.ModelProto {
+	b := &gb{g: &onnxpb.GraphProto{Name: proto.String(f.name)}, rng: rand.New(rand.NewPCG(1, 2))}
+	b.g.Input = append(b.g.Input, onnx.MakeValueInfo("x", onnx.Float, []onnx.Dim{{Value: -1, Param: "batch"}, {Value: -1, Param: "seq"}, {Value: fHid}}))
+	if f.mask != "none" {
+		b.g.Input = append(b.g.Input, onnx.MakeValueInfo("mask", onnx.Int64, []onnx.Dim{{Value: -1, Param: "batch"}, {Value: -1, Param: "seq"}}))
+	}
+	einsum := strings.HasPrefix(f.k, "einsum")
+	split := func(name string) string {
+		p := b.node("Add", []string{b.node("MatMul", []string{"x", b.randn("W"+name, fHid, fHid)}), b.randn("b"+name, fHid)})
+		return b.node("Reshape", []string{p, b.ints(0, 0, fH, fD)}) // [B,S,H,D]
+	}
+	q4, k4, v4 := split("q"), split("k"), split("v")
+	invSqrtD := float32(1 / math.Sqrt(fD))
+	quarter := float32(math.Pow(fD, -0.25))
+	q, k := q4, k4
+	if !einsum {
+		q = b.node("Transpose", []string{q4}, ints("perm", 0, 2, 1, 3))
+		if f.k == "0231" {
+			k = b.node("Transpose", []string{k4}, ints("perm", 0, 2, 3, 1))
+		} else {
+			k = b.node("Transpose", []string{b.node("Transpose", []string{k4}, ints("perm", 0, 2, 1, 3))}, ints("perm", 0, 1, 3, 2))
+		}
+	}
+	coreStart := len(b.g.Node)
+	switch f.scale {
+	case "q":
+		q = b.node("Mul", []string{q, b.scalar(invSqrtD)})
+	case "split":
+		q = b.node("Mul", []string{q, b.scalar(quarter)})
+		k = b.node("Mul", []string{b.scalar(quarter), k})
+	}
+	var s string
+	switch f.k {
+	case "einsum":
+		s = b.node("Einsum", []string{q, k}, &onnxpb.AttributeProto{Name: proto.String("equation"), Type: onnxpb.AttributeProto_STRING.Enum(), S: []byte("bshd,bthd->bhst")})
+	case "einsum-swapped":
+		s = b.node("Einsum", []string{k, q}, &onnxpb.AttributeProto{Name: proto.String("equation"), Type: onnxpb.AttributeProto_STRING.Enum(), S: []byte("bthd,bshd->bhst")})
+	default:
+		s = b.node("MatMul", []string{q, k})
+	}
+	scoresName := s
+	switch f.scale {
+	case "div":
+		s = b.node("Div", []string{s, b.scalar(float32(math.Sqrt(fD)))})
+	case "mul":
+		s = b.node("Mul", []string{b.scalar(invSqrtD), s})
+	}
+	switch f.mask {
+	case "add", "isnan":
+		m := b.unsqueeze(b.unsqueeze("mask", 1, f.opset), 2, f.opset)
+		m = b.node("Mul", []string{b.node("Sub", []string{b.scalar(1), b.node("Cast", []string{m}, &onnxpb.AttributeProto{Name: proto.String("to"), Type: onnxpb.AttributeProto_INT.Enum(), I: proto.Int64(int64(onnx.Float))})}), b.scalar(-10000)})
+		s = b.node("Add", []string{m, s})
+	case "where":
+		cond := b.node("Equal", []string{b.node("Reshape", []string{"mask", b.ints(0, 1, 1, -1)}), b.ints(0)})
+		s = b.node("Where", []string{cond, b.scalar(-math.MaxFloat32), s})
+	}
+	var sm []*onnxpb.AttributeProto
+	if f.axis != 0 {
+		sm = append(sm, &onnxpb.AttributeProto{Name: proto.String("axis"), Type: onnxpb.AttributeProto_INT.Enum(), I: proto.Int64(f.axis)})
+	}
+	p := b.node("Softmax", []string{s}, sm...)
+	if f.mask == "isnan" {
+		p = b.node("Where", []string{b.node("IsNaN", []string{p}), b.scalar(0), p})
+	}
+	var o string
+	if einsum {
+		o = b.node("Einsum", []string{p, v4}, &onnxpb.AttributeProto{Name: proto.String("equation"), Type: onnxpb.AttributeProto_STRING.Enum(), S: []byte("bhst,bthd->bshd")})
+	} else {
+		v := b.node("Transpose", []string{v4}, ints("perm", 0, 2, 1, 3))
+		o = b.node("Transpose", []string{b.node("MatMul", []string{p, v})}, ints("perm", 0, 2, 1, 3))
+	}
+	out := b.node("Reshape", []string{o, b.ints(0, 0, fHid)})
+	b.g.Output = append(b.g.Output, onnx.MakeValueInfo(out, onnx.Float, nil))
+	if f.expose {
+		b.g.Output = append(b.g.Output, onnx.MakeValueInfo(scoresName, onnx.Float, nil))
+	}
+	m := &onnxpb.ModelProto{IrVersion: proto.Int64(8), Graph: b.g,
+		OpsetImport: []*onnxpb.OperatorSetIdProto{{Domain: proto.String(""), Version: proto.Int64(f.opset)}}}
+	if f.fn {
+		wrapFunction(m, coreStart)
+	}
+	return m
+}
+
+// wrapFunction moves the nodes from index start up to the node before the
+// output Reshape into a model-local function, as PyTorch's
+// export_modules_as_functions does for a module.
+func wrapFunction(m *onnxpb.ModelProto, start int) {
+	g := m.Graph
+	body := g.Node[start : len(g.Node)-1]
+	defined := map[string]bool{}
+	for _, n := range body {
+		for _, o := range n.Output {
+			defined[o] = true
+		}
+	}
+	var ins []string
+	seen := map[string]bool{}
+	inits := map[string]*onnxpb.TensorProto{}
+	for _, t := range g.Initializer {
+		inits[t.GetName()] = t
+	}
+	var fnodes []*onnxpb.NodeProto
+	for _, n := range body {
+		for _, in := range n.Input {
+			if t, ok := inits[in]; ok && !seen[in] {
+				// Constants become Constant nodes inside the function.
+				seen[in] = true
+				fnodes = append(fnodes, &onnxpb.NodeProto{OpType: proto.String("Constant"), Output: []string{in},
+					Attribute: []*onnxpb.AttributeProto{{Name: proto.String("value"), Type: onnxpb.AttributeProto_TENSOR.Enum(), T: t}}})
+				continue
+			}
+			if !defined[in] && !seen[in] {
+				seen[in] = true
+				ins = append(ins, in)
+			}
+		}
+	}
+	fnodes = append(fnodes, body...)
+	last := body[len(body)-1].Output[0]
+	f := &onnxpb.FunctionProto{Name: proto.String("SelfAttention"), Domain: proto.String("local"), Input: ins, Output: []string{last}, Node: fnodes,
+		OpsetImport: m.OpsetImport}
+	call := &onnxpb.NodeProto{Name: proto.String("attn_call"), OpType: proto.String("SelfAttention"), Domain: proto.String("local"), Input: ins, Output: []string{last}}
+	g.Node = append(append(append([]*onnxpb.NodeProto{}, g.Node[:start]...), call), g.Node[len(g.Node)-1])
+	m.Functions = append(m.Functions, f)
+	m.OpsetImport = append(m.OpsetImport, &onnxpb.OperatorSetIdProto{Domain: proto.String("local"), Version: proto.Int64(1)})
+}
+
+// TestMatcherForms: each hand-built form is detected with the right heads,
+// head size and scale (the product of every factor), or refused with the
+// expected reason; convertible forms convert, and Linformer with k = S,
+// E = F = I reproduces the original in onnxruntime to 1e-5 while Performer
+// runs and, with padding, leaves the real tokens' outputs unchanged.
+func TestMatcherForms(t *testing.T) {
+	want := 1 / math.Sqrt(fD)
+	for _, c := range []struct {
+		f      form
+		reason string // "" = convertible; else a substring of Reason / Unmatched
+	}{
+		{form{name: "div-0231-add-op11", opset: 11, k: "0231", scale: "div", mask: "add", axis: -1}, ""},
+		{form{name: "mul-twostep-add-op13", opset: 13, k: "twostep", scale: "mul", mask: "add"}, ""},
+		{form{name: "q-scaled-twostep-op17", opset: 17, k: "twostep", scale: "q", mask: "add"}, ""},
+		{form{name: "split-sqrt-scale-op17", opset: 17, k: "twostep", scale: "split", mask: "add"}, ""},
+		{form{name: "where-mask-op14", opset: 14, k: "0231", scale: "div", mask: "where"}, ""},
+		{form{name: "no-mask-op17", opset: 17, k: "0231", scale: "mul", mask: "none"}, ""},
+		{form{name: "isnan-guard-op17", opset: 17, k: "twostep", scale: "div", mask: "isnan"}, ""},
+		{form{name: "einsum-op13", opset: 13, k: "einsum", scale: "div", mask: "add"}, ""},
+		{form{name: "einsum-swapped-qk-op13", opset: 13, k: "einsum-swapped", scale: "q", mask: "add"}, ""},
+		{form{name: "softmax-axis3-op11", opset: 11, k: "0231", scale: "div", mask: "add", axis: 3}, ""},
+		{form{name: "softmax-axis1-op11", opset: 11, k: "0231", scale: "div", mask: "add", axis: 1}, "Softmax axis 1 (opset 11)"},
+		{form{name: "scores-exposed", opset: 17, k: "0231", scale: "div", mask: "add", expose: true}, "is a graph output"},
+		{form{name: "in-function", opset: 17, k: "0231", scale: "div", mask: "add", fn: true}, "model-local function"},
+	} {
+		t.Run(c.f.name, func(t *testing.T) {
+			m := c.f.build()
+			d, err := Detect(m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.Contains(c.reason, "Softmax axis") || strings.Contains(c.reason, "graph output") {
+				if d.Count() != 0 || len(d.Unmatched) != 1 || !strings.Contains(d.Unmatched[0].Reason, c.reason) {
+					t.Fatalf("want unmatched with %q, got\n%s", c.reason, d.Explain())
+				}
+				return
+			}
+			if d.Count() != 1 {
+				t.Fatalf("found %d blocks\n%s", d.Count(), d.Explain())
+			}
+			bl := d.Blocks[0]
+			if c.f.fn {
+				// The head split sits outside the function: only the core
+				// is visible, and a block there is reported, not converted.
+				if bl.Function != "SelfAttention" || bl.Convertible || !strings.Contains(bl.Reason, c.reason) || math.Abs(bl.Scale-want) > 1e-6 {
+					t.Errorf("function block: %+v", bl)
+				}
+				return
+			}
+			if bl.Heads != fH || bl.HeadDim != fD || math.Abs(bl.Scale-want) > 1e-6 {
+				t.Errorf("heads %d head_dim %d scale %g, want %d %d %g", bl.Heads, bl.HeadDim, bl.Scale, fH, fD, want)
+			}
+			if c.reason != "" {
+				if bl.Convertible || !strings.Contains(bl.Reason, c.reason) {
+					t.Errorf("convertible %v reason %q, want refusal with %q", bl.Convertible, bl.Reason, c.reason)
+				}
+				return
+			}
+			if !bl.Convertible {
+				t.Fatalf("not convertible: %s", bl.Reason)
+			}
+			if c.f.mask != "none" && bl.Bias != BiasPerKey {
+				t.Errorf("bias %s, want per-key", bl.Bias)
+			}
+			checkConversion(t, m, c.f.mask != "none")
+		})
+	}
+}
+
+// checkConversion runs the original and converted models in onnxruntime.
+func checkConversion(t *testing.T, m *onnxpb.ModelProto, masked bool) {
+	needORT(t)
+	x := make([]float32, fB*fS*fHid)
+	r := rand.New(rand.NewPCG(3, 4))
+	for i := range x {
+		x[i] = float32(r.NormFloat64())
+	}
+	in := map[string]*onnx.Tensor{"x": onnx.NewFloat([]int{fB, fS, fHid}, x)}
+	if masked {
+		ones := make([]int64, fB*fS)
+		for i := range ones {
+			ones[i] = 1
+		}
+		in["mask"] = onnx.NewInt64([]int{fB, fS}, ones)
+	}
+	padMask := func(t *onnx.Tensor) *onnx.Tensor {
+		c := t.Clone()
+		for j := fS - 2; j < fS; j++ {
+			c.Int64s()[fS+j] = 0
+		}
+		return c
+	}
+	out := m.Graph.Output[0].GetName()
+	want := runORT(t, m, in)[out]
+	lm, _, err := ToLinformer(m, LinformerOptions{K: fS, MaxLen: fS, Projections: identityProjections(fS)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := runtime.CompareTensors(runORT(t, lm, in)[out], want); !d.OK(1e-5) {
+		t.Errorf("linformer identity vs original: %v", d)
+	}
+	pm, _, err := ToPerformer(m, PerformerOptions{Features: 32, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !masked {
+		runORT(t, pm, in)
+		return
+	}
+	// Padding: pad the last 2 tokens of row 1 and change their inputs; the
+	// outputs at the other positions must not move.
+	base := map[string]*onnx.Tensor{"x": in["x"], "mask": padMask(in["mask"])}
+	pin := map[string]*onnx.Tensor{"x": in["x"].Clone(), "mask": padMask(in["mask"])}
+	xd := pin["x"].Floats()
+	for j := fS - 2; j < fS; j++ {
+		for h := 0; h < fHid; h++ {
+			xd[(fS+j)*fHid+h] += 3
+		}
+	}
+	for name, cm := range map[string]*onnxpb.ModelProto{"original": m, "performer": pm, "linformer": lm} {
+		a, b := runORT(t, cm, base)[out].Floats(), runORT(t, cm, pin)[out].Floats()
+		worst := 0.0
+		for i := range a {
+			row, pos := i/(fS*fHid), (i/fHid)%fS
+			if row == 1 && pos >= fS-2 {
+				continue
+			}
+			worst = math.Max(worst, math.Abs(float64(a[i]-b[i])))
+		}
+		if worst > 1e-5 {
+			t.Errorf("%s: padding changed real-token outputs by %g", name, worst)
+		}
+	}
+}
+
+// TestModelsBERTForms: models.BERT graphs in each K-transpose and scale
+// form, at several opsets, are detected and convert exactly (Linformer
+// identity) in onnxruntime.
+func TestModelsBERTForms(t *testing.T) {
+	for _, opset := range []int{11, 13, 17} {
+		for _, kt := range []models.KTranspose{models.KPerm0231, models.KTwoStep} {
+			for _, sc := range []models.ScaleForm{models.ScaleDiv, models.ScaleMul, models.ScaleQ} {
+				name := fmt.Sprintf("op%d-k%d-scale%d", opset, kt, sc)
+				t.Run(name, func(t *testing.T) {
+					cfg := models.Config{Vocab: 50, Hidden: 16, Heads: 4, Layers: 2, Intermediate: 32, MaxPositions: 16, TypeVocab: 2, Opset: opset, Seed: 9, KTranspose: kt, Scale: sc}
+					m, err := models.BERT(cfg)
+					if err != nil {
+						t.Fatal(err)
+					}
+					d, err := Detect(m)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if d.Count() != cfg.Layers {
+						t.Fatalf("found %d blocks, want %d\n%s", d.Count(), cfg.Layers, d.Explain())
+					}
+					for _, b := range d.Blocks {
+						if !b.Convertible || b.Heads != 4 || b.HeadDim != 4 || math.Abs(b.Scale-0.5) > 1e-6 || b.Bias != BiasPerKey {
+							t.Errorf("block %d: %+v", b.Layer, b)
+						}
+					}
+				})
+			}
+		}
+	}
+}
