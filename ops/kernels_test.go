@@ -922,6 +922,16 @@ func TestKernelsRejectBadInputs(t *testing.T) {
 						t.Errorf("%s opset %d inputs %d (attrs %d): %v", op, opset, i, len(n.Attribute), err)
 					}
 				}
+				// A context without a node (a kernel called directly).
+				k, _ := ops.Lookup("", op, opset)
+				func() {
+					defer func() {
+						if r := recover(); r != nil {
+							t.Errorf("%s opset %d inputs %d without a node: PANIC %v", op, opset, i, r)
+						}
+					}()
+					k(&ops.Context{Opset: opset}, in)
+				}()
 			}
 		}
 	}

@@ -244,6 +244,9 @@ func split(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
 			}
 		}
 	}
+	if ctx != nil && ctx.Node != nil && len(ctx.Node.Output) != len(sizes) {
+		return nil, ctx.errf("%d split sizes for %d outputs", len(sizes), len(ctx.Node.Output))
+	}
 	total := int64(0)
 	for _, s := range sizes {
 		if s < 0 {

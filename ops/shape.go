@@ -225,7 +225,7 @@ func constantOfShape(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
 		shape[i] = int(v)
 	}
 	val := &onnx.Tensor{DType: onnx.Float, Shape: []int{1}, Data: []float32{0}}
-	if a := onnx.Attr(ctx.Node, "value"); a != nil {
+	if a := ctx.attr("value"); a != nil {
 		val, err = onnx.DecodeTensor(a.GetT())
 		if err != nil {
 			return nil, ctx.errf("value: %v", err)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/linearize/linearize/onnx"
+	"github.com/linearize/linearize/onnx/onnxpb"
 )
 
 // errf returns an error naming the op and node the kernel computes.
@@ -55,7 +56,15 @@ func (ctx *Context) attrString(name string, def string) string {
 }
 
 func (ctx *Context) hasAttr(name string) bool {
-	return ctx != nil && ctx.Node != nil && onnx.Attr(ctx.Node, name) != nil
+	return ctx.attr(name) != nil
+}
+
+// attr returns the named attribute of the node, or nil.
+func (ctx *Context) attr(name string) *onnxpb.AttributeProto {
+	if ctx == nil || ctx.Node == nil {
+		return nil
+	}
+	return onnx.Attr(ctx.Node, name)
 }
 
 // checkInputs validates the number of inputs and that the required ones
