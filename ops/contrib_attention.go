@@ -364,6 +364,9 @@ func multiHeadAttention(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error)
 			return nil, err
 		}
 		l, h := ks[1], ks[4]
+		if bias != nil && len(bias) != 3*d {
+			return nil, ctx.errf("bias has %d values, want %d", len(bias), 3*d)
+		}
 		p.b, p.s, p.t, p.dk, p.dv = b, s, l, h, h
 		p.q = make([]float32, b*s*d)
 		toHeads(p.q, qd, b, s, n, h, d, 0, bias)
@@ -424,6 +427,9 @@ func multiHeadAttention(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error)
 		}
 		if p.v, err = ctx.floatsOf(value, "value"); err != nil {
 			return nil, err
+		}
+		if bias != nil && len(bias) < d {
+			return nil, ctx.errf("bias has %d values, want at least %d", len(bias), d)
 		}
 		p.b, p.s, p.t, p.dk, p.dv = b, s, ks[2], ks[3], vs[3]
 		p.q = make([]float32, b*s*d)

@@ -137,8 +137,16 @@ func skipLayerNorm(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
 // the count of ones in each mask row, zeros without a mask) and the
 // embedding sum before normalization.
 func embedLayerNorm(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
-	if err := ctx.checkInputs(in, 7, 9); err != nil {
+	if err := ctx.checkInputs(in, 1, 9); err != nil {
 		return nil, err
+	}
+	if len(in) < 7 {
+		return nil, ctx.errf("want 7 to 9 inputs, got %d", len(in))
+	}
+	for _, i := range []int{2, 3, 5, 6} { // segment inputs 1 and 4 are optional
+		if in[i] == nil {
+			return nil, ctx.errf("input %d is missing", i)
+		}
 	}
 	if len(in[0].Shape) != 2 {
 		return nil, ctx.errf("input_ids must be [batch, sequence], got %v", in[0].Shape)

@@ -230,6 +230,9 @@ func TestNativeContribVsORT(t *testing.T) {
 	add("MHA/mask1d+scale", ntNode(ms, "MultiHeadAttention", []string{"q", "k", "v", "", "kpm"}, []string{"y"}, heads, ntAttrF("scale", 0.2)), []string{"q", "k", "v", "kpm"},
 		map[string]*onnx.Tensor{"q": q, "k": k, "v": v, "kpm": ntInt32([]int{b}, 4, 7)})
 
+	add("MHA/kv-BNSH", ntNode(ms, "MultiHeadAttention", []string{"q", "k4", "v4", "bias"}, []string{"y"}, heads), []string{"q", "k4", "v4", "bias"},
+		map[string]*onnx.Tensor{"q": q, "k4": ntRandn(rng, 1, b, nh, l, d/nh), "v4": ntRandn(rng, 1, b, nh, l, d/nh), "bias": mb})
+
 	for _, c := range cases {
 		for _, threads := range []int{1, 2} {
 			agree(t, c.name, ntModel(c.nodes, c.feeds, c.order, c.outs...), c.feeds, 1e-5, threads)
