@@ -117,3 +117,33 @@ func TestCorpusPerformerRuns(t *testing.T) {
 		})
 	}
 }
+
+// TestPerformerWithExtendedPositions: --max-positions grows the position
+// table before the rewrite, and the converted model runs in onnxruntime on
+// inputs longer than the original table (64 rows) allowed.
+func TestPerformerWithExtendedPositions(t *testing.T) {
+	needORT(t)
+	m := loadModel(t, filepath.Join(fixtureDir, "bert_eager_op14.onnx"))
+	pm, rep, err := ToPerformer(m, PerformerOptions{Features: 32, Seed: 1, Positions: ExtendOptions{MaxPositions: 256}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Positions == nil || rep.Positions.NewRows != 256 || len(rep.Converted) != 2 {
+		t.Fatalf("report: %+v", rep)
+	}
+	var f fixtureEntry
+	for _, e := range fixtures(t) {
+		if e.File == "bert_eager_op14.onnx" {
+			f = e
+		}
+	}
+	out := runORT(t, pm, fixtureFeeds(f, 1, 200, []int{200}, 1))["last_hidden_state"]
+	if out.Shape[1] != 200 {
+		t.Fatalf("output shape %v", out.Shape)
+	}
+	for _, v := range out.Floats() {
+		if v != v {
+			t.Fatal("NaN in output")
+		}
+	}
+}

@@ -3,8 +3,6 @@ package convert
 import (
 	"errors"
 	"fmt"
-	"math"
-	"sort"
 	"strings"
 
 	"github.com/linearize/linearize/onnx"
@@ -595,17 +593,6 @@ func intAttr(name string, v int64) *onnxpb.AttributeProto {
 	return &onnxpb.AttributeProto{Name: proto.String(name), Type: onnxpb.AttributeProto_INT.Enum(), I: proto.Int64(v)}
 }
 
-// sortedLayers is used by reports.
-func sortedLayers(m map[int]bool) []int {
-	var out []int
-	for l := range m {
-		out = append(out, l)
-	}
-	sort.Ints(out)
-	return out
-}
-
-var _ = math.Sqrt
 
 // Text formats the report for people.
 func (r *Report) Text() string {
