@@ -374,6 +374,24 @@ func TestModelsBERTForms(t *testing.T) {
 							t.Errorf("block %d: %+v", b.Layer, b)
 						}
 					}
+					needORT(t)
+					s, err := runtime.NewORTSession(m, runtime.Options{Threads: 1})
+					if err != nil {
+						t.Fatal(err)
+					}
+					in := feedsOpt(t, s.Inputs(), 6, 0, 1, true)
+					s.Close()
+					want := runORT(t, m, in)
+					lm, _, err := ToLinformer(m, LinformerOptions{K: 6, MaxLen: 6, Projections: identityProjections(6)})
+					if err != nil {
+						t.Fatal(err)
+					}
+					got := runORT(t, lm, in)
+					for o, w := range want {
+						if d := runtime.CompareTensors(got[o], w); !d.OK(1e-5) {
+							t.Errorf("output %s: linformer identity vs original: %v", o, d)
+						}
+					}
 				})
 			}
 		}

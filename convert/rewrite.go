@@ -593,7 +593,6 @@ func intAttr(name string, v int64) *onnxpb.AttributeProto {
 	return &onnxpb.AttributeProto{Name: proto.String(name), Type: onnxpb.AttributeProto_INT.Enum(), I: proto.Int64(v)}
 }
 
-
 // Text formats the report for people.
 func (r *Report) Text() string {
 	var sb strings.Builder
