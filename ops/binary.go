@@ -132,8 +132,8 @@ func arithVec[T number](op int) vec2[T, T] {
 	}
 }
 
-func arithT[T number](p *plan2, a, b *onnx.Tensor, op int) any {
-	return apply2(p, a.Data.([]T), b.Data.([]T), arithVec[T](op))
+func arithT[T number](p *plan2, a, b *onnx.Tensor, op int, threads int) any {
+	return apply2p(p, a.Data.([]T), b.Data.([]T), arithVec[T](op), threads)
 }
 
 // hasZero reports whether an integer slice holds a zero (integer division
@@ -190,25 +190,25 @@ func arith(op int) Kernel {
 		var out any
 		switch a.DType {
 		case onnx.Float:
-			out = arithT[float32](p, a, b, op)
+			out = arithT[float32](p, a, b, op, ctx.threads())
 		case onnx.Double:
-			out = arithT[float64](p, a, b, op)
+			out = arithT[float64](p, a, b, op, ctx.threads())
 		case onnx.Int32:
-			out = arithT[int32](p, a, b, op)
+			out = arithT[int32](p, a, b, op, ctx.threads())
 		case onnx.Int64:
-			out = arithT[int64](p, a, b, op)
+			out = arithT[int64](p, a, b, op, ctx.threads())
 		case onnx.Int8:
-			out = arithT[int8](p, a, b, op)
+			out = arithT[int8](p, a, b, op, ctx.threads())
 		case onnx.Int16:
-			out = arithT[int16](p, a, b, op)
+			out = arithT[int16](p, a, b, op, ctx.threads())
 		case onnx.Uint8:
-			out = arithT[uint8](p, a, b, op)
+			out = arithT[uint8](p, a, b, op, ctx.threads())
 		case onnx.Uint16:
-			out = arithT[uint16](p, a, b, op)
+			out = arithT[uint16](p, a, b, op, ctx.threads())
 		case onnx.Uint32:
-			out = arithT[uint32](p, a, b, op)
+			out = arithT[uint32](p, a, b, op, ctx.threads())
 		case onnx.Uint64:
-			out = arithT[uint64](p, a, b, op)
+			out = arithT[uint64](p, a, b, op, ctx.threads())
 		default:
 			return nil, ctx.errf("unsupported type %s", onnx.TypeName(a.DType))
 		}

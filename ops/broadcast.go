@@ -99,13 +99,24 @@ func makePlan2(as, bs []int) (*plan2, error) {
 
 // runs calls fn for every run: output offset, a offset, b offset.
 func (p *plan2) runs(fn func(o, a, b int)) {
-	if p.N == 0 {
+	p.runRange(0, p.N/max(p.Inner, 1), fn)
+}
+
+// runRange calls fn for runs lo..hi-1.
+func (p *plan2) runRange(lo, hi int, fn func(o, a, b int)) {
+	if p.N == 0 || lo >= hi {
 		return
 	}
 	r := len(p.shape)
 	idx := make([]int, r)
 	ao, bo := 0, 0
-	for o := 0; o < p.N; o += p.Inner {
+	for k, rest := r-1, lo; k >= 0; k-- {
+		idx[k] = rest % p.shape[k]
+		rest /= p.shape[k]
+		ao += idx[k] * p.sa[k]
+		bo += idx[k] * p.sb[k]
+	}
+	for o := lo * p.Inner; o < hi*p.Inner; o += p.Inner {
 		fn(o, ao, bo)
 		for k := r - 1; k >= 0; k-- {
 			idx[k]++
@@ -126,9 +137,14 @@ type vec2[T, R any] func(dst []R, a []T, sa int, b []T, sb int)
 
 // apply2 runs f over the broadcast of a and b.
 func apply2[T, R any](p *plan2, a, b []T, f vec2[T, R]) []R {
+	return apply2p(p, a, b, f, 1)
+}
+
+// apply2p is apply2 split over up to threads goroutines for large outputs.
+func apply2p[T, R any](p *plan2, a, b []T, f vec2[T, R], threads int) []R {
 	out := make([]R, p.N)
 	n := p.Inner
-	p.runs(func(o, ao, bo int) {
+	one := func(o, ao, bo int) {
 		ae, be := ao+1, bo+1
 		if p.SA == 1 {
 			ae = ao + n
@@ -137,6 +153,10 @@ func apply2[T, R any](p *plan2, a, b []T, f vec2[T, R]) []R {
 			be = bo + n
 		}
 		f(out[o:o+n], a[ao:ae], p.SA, b[bo:be], p.SB)
+	}
+	runs := p.N / max(n, 1)
+	parallelFor(runs, threads, max(1, (1<<15)/max(n, 1)), func(lo, hi int) {
+		p.runRange(lo, hi, one)
 	})
 	return out
 }

@@ -478,56 +478,61 @@ func TestGemmAttributes(t *testing.T) {
 
 func TestLayerNormalizationAxes(t *testing.T) {
 	rng := rand.New(rand.NewPCG(9, 10))
-	shape := []int{2, 3, 8}
-	for _, opset := range []int64{11, 17} { // 11: onnxruntime's default-domain extension
-		for _, axis := range []int{-1, 1} {
-			for _, withBias := range []bool{false, true} {
-				x := kRand(rng, shape...)
-				ax := axis
-				if ax < 0 {
-					ax += 3
-				}
-				norm := shape[ax:]
-				scale := kRand(rng, norm...)
-				in := []*onnx.Tensor{x, scale}
-				var bias *onnx.Tensor
-				if withBias {
-					bias = kRand(rng, norm...)
-					in = append(in, bias)
-				}
-				eps := float32(1e-3)
-				rows, d := onnx.NumElements(shape[:ax]), onnx.NumElements(norm)
-				xv, sv := kF64(x), kF64(scale)
-				want := make([]float64, len(xv))
-				means, invs := make([]float64, rows), make([]float64, rows)
-				for r := range rows {
-					mu := 0.0
-					for j := range d {
-						mu += xv[r*d+j]
+	for _, shape := range [][]int{{2, 3, 8}, {2, 1024, 16}} { // the second splits rows over threads
+		for _, opset := range []int64{11, 17} { // 11: onnxruntime's default-domain extension
+			for _, axis := range []int{-1, 1} {
+				for _, withBias := range []bool{false, true} {
+					x := kRand(rng, shape...)
+					ax := axis
+					if ax < 0 {
+						ax += 3
 					}
-					mu /= float64(d)
-					v := 0.0
-					for j := range d {
-						v += (xv[r*d+j] - mu) * (xv[r*d+j] - mu)
+					norm := shape[ax:]
+					scale := kRand(rng, norm...)
+					in := []*onnx.Tensor{x, scale}
+					var bias *onnx.Tensor
+					if withBias {
+						bias = kRand(rng, norm...)
+						in = append(in, bias)
 					}
-					inv := 1 / math.Sqrt(v/float64(d)+float64(eps))
-					means[r], invs[r] = mu, inv
-					for j := range d {
-						want[r*d+j] = (xv[r*d+j] - mu) * inv * sv[j]
-						if bias != nil {
-							want[r*d+j] += kF64(bias)[j]
+					eps := float32(1e-3)
+					rows, d := onnx.NumElements(shape[:ax]), onnx.NumElements(norm)
+					xv, sv := kF64(x), kF64(scale)
+					var bv []float64
+					if bias != nil {
+						bv = kF64(bias)
+					}
+					want := make([]float64, len(xv))
+					means, invs := make([]float64, rows), make([]float64, rows)
+					for r := range rows {
+						mu := 0.0
+						for j := range d {
+							mu += xv[r*d+j]
+						}
+						mu /= float64(d)
+						v := 0.0
+						for j := range d {
+							v += (xv[r*d+j] - mu) * (xv[r*d+j] - mu)
+						}
+						inv := 1 / math.Sqrt(v/float64(d)+float64(eps))
+						means[r], invs[r] = mu, inv
+						for j := range d {
+							want[r*d+j] = (xv[r*d+j] - mu) * inv * sv[j]
+							if bias != nil {
+								want[r*d+j] += bv[j]
+							}
 						}
 					}
+					out := kRun(t, kNode("LayerNormalization", 3, kAttr("axis", axis), kAttr("epsilon", eps)), opset, in...)
+					name := fmt.Sprintf("LayerNormalization %v opset %d axis %d bias %v", shape, opset, axis, withBias)
+					kClose(t, name, out[0], shape, want, 1e-5, 1e-5)
+					stat := append(append([]int{}, shape[:ax]...), make([]int, 3-ax)...)
+					for i := ax; i < 3; i++ {
+						stat[i] = 1
+					}
+					kClose(t, name+" Mean", out[1], stat, means, 1e-5, 1e-6)
+					kClose(t, name+" InvStdDev", out[2], stat, invs, 1e-5, 1e-6)
 				}
-				out := kRun(t, kNode("LayerNormalization", 3, kAttr("axis", axis), kAttr("epsilon", eps)), opset, in...)
-				name := fmt.Sprintf("LayerNormalization opset %d axis %d bias %v", opset, axis, withBias)
-				kClose(t, name, out[0], shape, want, 1e-5, 1e-5)
-				stat := append(append([]int{}, shape[:ax]...), make([]int, 3-ax)...)
-				for i := ax; i < 3; i++ {
-					stat[i] = 1
-				}
-				kClose(t, name+" Mean", out[1], stat, means, 1e-5, 1e-6)
-				kClose(t, name+" InvStdDev", out[2], stat, invs, 1e-5, 1e-6)
 			}
 		}
 	}
@@ -832,6 +837,7 @@ func TestBinaryBroadcasting(t *testing.T) {
 		{{2, 3, 4}, {2, 3, 4}}, {{2, 3, 4}, {4}}, {{2, 3, 4}, {}}, {{}, {2, 3}},
 		{{2, 1, 4}, {3, 1}}, {{1, 3, 1}, {2, 1, 5}}, {{4, 1}, {1, 4}}, {{2, 3, 4}, {3, 1}},
 		{{2, 0, 3}, {3}},
+		{{8, 64, 300}, {64, 1}}, {{8, 64, 300}, {300}}, // large: split over threads
 	}
 	fs := map[string]func(x, y float64) float64{
 		"Add": func(x, y float64) float64 { return x + y },

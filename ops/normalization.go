@@ -58,14 +58,14 @@ func layerNorm(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
 		if bias != nil {
 			b = bias.Floats()
 		}
-		yd, md, id := layerNormT(xv, scale.Floats(), b, rows, d, eps)
+		yd, md, id := layerNormT(xv, scale.Floats(), b, rows, d, eps, ctx.threads())
 		y, mean, inv = onnx.NewFloat(cloneShape(x.Shape), yd), onnx.NewFloat(statShape, md), onnx.NewFloat(cloneShape(statShape), id)
 	case []float64:
 		var b []float64
 		if bias != nil {
 			b = bias.Data.([]float64)
 		}
-		yd, md, id := layerNormT(xv, scale.Data.([]float64), b, rows, d, eps)
+		yd, md, id := layerNormT(xv, scale.Data.([]float64), b, rows, d, eps, ctx.threads())
 		y = &onnx.Tensor{DType: onnx.Double, Shape: cloneShape(x.Shape), Data: yd}
 		mean = &onnx.Tensor{DType: onnx.Double, Shape: statShape, Data: md}
 		inv = &onnx.Tensor{DType: onnx.Double, Shape: cloneShape(statShape), Data: id}
@@ -75,14 +75,21 @@ func layerNorm(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
 	return []*onnx.Tensor{y, mean, inv}, nil
 }
 
-func layerNormT[T float](x, scale, bias []T, rows, d int, eps float64) (y, mean, inv []T) {
+func layerNormT[T float](x, scale, bias []T, rows, d int, eps float64, threads int) (y, mean, inv []T) {
 	y = make([]T, len(x))
 	mean, inv = make([]T, rows), make([]T, rows)
 	scale = scale[:d]
 	if bias != nil {
 		bias = bias[:d]
 	}
-	for i := range rows {
+	parallelFor(rows, threads, max(1, (1<<14)/max(d, 1)), func(lo, hi int) {
+		layerNormRows(x, scale, bias, y, mean, inv, lo, hi, d, eps)
+	})
+	return y, mean, inv
+}
+
+func layerNormRows[T float](x, scale, bias, y, mean, inv []T, lo, hi, d int, eps float64) {
+	for i := lo; i < hi; i++ {
 		row := x[i*d : i*d+d]
 		out := y[i*d : i*d+d]
 		var s float64
@@ -108,5 +115,4 @@ func layerNormT[T float](x, scale, bias []T, rows, d int, eps float64) (y, mean,
 			}
 		}
 	}
-	return y, mean, inv
 }
