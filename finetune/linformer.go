@@ -17,17 +17,19 @@ import (
 // Options configures fitting.
 type Options struct {
 	Steps   int     // Adam steps per layer (default 200)
-	LR      float64 // Adam learning rate (default 0.01)
+	LR      float64 // Adam learning rate (default 0.01 for Linformer, 0.0005 for Performer)
+	Batch   int     // Performer: batch rows per step (0: all)
+	Seed    uint64  // Performer: seeds the mini-batch draws
 	Backend string  // runs the models ("ort" when empty)
 	Threads int
 }
 
-func (o *Options) defaults() error {
+func (o *Options) defaults(lr float64) error {
 	if o.Steps == 0 {
 		o.Steps = 200
 	}
 	if o.LR == 0 {
-		o.LR = 0.01
+		o.LR = lr
 	}
 	if o.Backend == "" {
 		o.Backend = "ort"
@@ -67,7 +69,7 @@ type linNode struct {
 // between layers ("layerwise") are refused: they cannot be fitted layer by
 // layer.
 func Linformer(original, converted *onnxpb.ModelProto, feed map[string]*onnx.Tensor, opt Options) (*onnxpb.ModelProto, *Report, error) {
-	if err := opt.defaults(); err != nil {
+	if err := opt.defaults(0.01); err != nil {
 		return nil, nil, err
 	}
 	det, err := convert.Detect(original)

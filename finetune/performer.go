@@ -1,0 +1,810 @@
+package finetune
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"sync"
+
+	"github.com/linearize/linearize/convert"
+	"github.com/linearize/linearize/onnx"
+	"github.com/linearize/linearize/onnx/onnxpb"
+	"github.com/linearize/linearize/ops"
+	"github.com/linearize/linearize/runtime"
+	"gonum.org/v1/gonum/blas"
+	"gonum.org/v1/gonum/blas/blas64"
+	"google.golang.org/protobuf/proto"
+)
+
+// projection is the MatMul (+ Add) that produces a Q or K input of a
+// converted node: value = split_heads(X·W + Bias).
+type projection struct {
+	x, w, b string // layer input, weight [Dm, H·D], bias [H·D] ("" if none)
+}
+
+// findProjection walks back from v through Transpose, Reshape and
+// Identity nodes to an Add of a constant bias and a MatMul by a constant
+// weight. Whether the head split between them is the standard one is
+// checked numerically later, against the captured value.
+func findProjection(ix *onnx.Index, inits map[string]int, v string) (projection, error) {
+	var p projection
+	cur := v
+	for range 16 {
+		n := ix.Producer[cur]
+		if n == nil {
+			return p, fmt.Errorf("%q is not produced by a node", cur)
+		}
+		if d := n.GetDomain(); d != "" && d != "ai.onnx" {
+			return p, fmt.Errorf("%q comes from %s node %s", cur, n.GetOpType(), n.GetName())
+		}
+		switch n.GetOpType() {
+		case "Transpose", "Reshape", "Identity":
+			cur = n.Input[0]
+		case "Add":
+			if p.b != "" || len(n.Input) != 2 {
+				return p, fmt.Errorf("Add node %s: want one bias Add", n.GetName())
+			}
+			_, c0 := inits[n.Input[0]]
+			_, c1 := inits[n.Input[1]]
+			switch {
+			case c0 && !c1:
+				p.b, cur = n.Input[0], n.Input[1]
+			case c1 && !c0:
+				p.b, cur = n.Input[1], n.Input[0]
+			default:
+				return p, fmt.Errorf("Add node %s does not add a constant bias", n.GetName())
+			}
+		case "MatMul":
+			if _, ok := inits[n.Input[1]]; !ok {
+				return p, fmt.Errorf("MatMul node %s: weight %q is not an initializer", n.GetName(), n.Input[1])
+			}
+			p.x, p.w = n.Input[0], n.Input[1]
+			return p, nil
+		default:
+			return p, fmt.Errorf("%q comes from %s node %s, want Transpose/Reshape/Add/MatMul back to the projection", cur, n.GetOpType(), n.GetName())
+		}
+	}
+	return p, fmt.Errorf("no projection MatMul within 16 nodes of %q", v)
+}
+
+// Performer returns a copy of converted in which, for every
+// PerformerAttention node, the Q and K projection weights and biases
+// feeding the random features are fitted to the original model's
+// attention on the calibration inputs feed; ω stays frozen (see the
+// package documentation). Only the positive kernel is supported.
+func Performer(original, converted *onnxpb.ModelProto, feed map[string]*onnx.Tensor, opt Options) (*onnxpb.ModelProto, *Report, error) {
+	if err := opt.defaults(5e-4); err != nil {
+		return nil, nil, err
+	}
+	out := proto.Clone(converted).(*onnxpb.ModelProto)
+	if out.Graph == nil {
+		return nil, nil, fmt.Errorf("finetune: converted model has no graph")
+	}
+	nodes, err := matchTargets(original, out, ops.PerformerOp, 4)
+	if err != nil {
+		return nil, nil, err
+	}
+	ix := onnx.NewIndex(out.Graph)
+	inits := map[string]int{}
+	for i, t := range out.Graph.Initializer {
+		inits[t.GetName()] = i
+	}
+	type layerProj struct{ q, k projection }
+	projs := make([]layerProj, len(nodes))
+	seen := map[string]int{}
+	for i, ln := range nodes {
+		n := ln.node
+		if k := onnx.AttrString(n, "kernel", ops.KernelPositive); k != ops.KernelPositive {
+			return nil, nil, fmt.Errorf("finetune: node %s: kernel %q, only %q can be fitted", n.GetName(), k, ops.KernelPositive)
+		}
+		if _, ok := inits[n.Input[3]]; !ok {
+			return nil, nil, fmt.Errorf("finetune: node %s: Omega %q is not an initializer", n.GetName(), n.Input[3])
+		}
+		q, err := findProjection(ix, inits, n.Input[0])
+		if err != nil {
+			return nil, nil, fmt.Errorf("finetune: layer %d (%s): Q projection: %w", ln.layer, n.GetName(), err)
+		}
+		k, err := findProjection(ix, inits, n.Input[1])
+		if err != nil {
+			return nil, nil, fmt.Errorf("finetune: layer %d (%s): K projection: %w", ln.layer, n.GetName(), err)
+		}
+		if q.w == k.w || (q.b != "" && q.b == k.b) {
+			return nil, nil, fmt.Errorf("finetune: layer %d (%s): Q and K share projection parameters (packed QKV is not supported)", ln.layer, n.GetName())
+		}
+		for _, name := range []string{q.w, q.b, k.w, k.b} {
+			if name == "" {
+				continue
+			}
+			seen[name]++
+			if seen[name] > 1 || len(ix.Consumers[name]) != 1 {
+				return nil, nil, fmt.Errorf("finetune: layer %d (%s): projection parameter %q has other uses", ln.layer, n.GetName(), name)
+			}
+		}
+		projs[i] = layerProj{q, k}
+	}
+	var targets []string
+	for _, ln := range nodes {
+		targets = append(targets, ln.target)
+	}
+	ref, err := runOnce(original, feed, targets, opt)
+	if err != nil {
+		return nil, nil, fmt.Errorf("finetune: original model: %w", err)
+	}
+	decode := func(layer int, name string) (*onnx.Tensor, error) {
+		t, err := onnx.DecodeTensor(out.Graph.Initializer[inits[name]])
+		if err != nil || t.DType != onnx.Float {
+			return nil, fmt.Errorf("finetune: layer %d: %q: want a float32 initializer (%v)", layer, name, err)
+		}
+		return t, nil
+	}
+	rep := &Report{Op: ops.PerformerOp, Steps: opt.Steps, LR: opt.LR}
+	for i, ln := range nodes {
+		n, pr := ln.node, projs[i]
+		expose := []string{n.Input[0], n.Input[1], n.Input[2], pr.q.x, pr.k.x}
+		if len(n.Input) > 4 && n.Input[4] != "" {
+			if _, isInit := inits[n.Input[4]]; !isInit {
+				expose = append(expose, n.Input[4])
+			}
+		}
+		got, err := runOnce(out, feed, dedup(expose), opt)
+		if err != nil {
+			return nil, nil, fmt.Errorf("finetune: converted model, layer %d: %w", ln.layer, err)
+		}
+		var bias *onnx.Tensor
+		if len(n.Input) > 4 && n.Input[4] != "" {
+			if _, isInit := inits[n.Input[4]]; isInit {
+				if bias, err = decode(ln.layer, n.Input[4]); err != nil {
+					return nil, nil, err
+				}
+			} else {
+				bias = got[n.Input[4]]
+			}
+		}
+		p := &PerformerProblem{
+			XQ: got[pr.q.x], XK: got[pr.k.x], V: got[n.Input[2]], Bias: bias, Y: ref[ln.target],
+			Scale:   float64(onnx.AttrFloat(n, "scale", 0)),
+			Epsilon: float64(onnx.AttrFloat(n, "epsilon", 1e-6)),
+		}
+		if p.Omega, err = decode(ln.layer, n.Input[3]); err != nil {
+			return nil, nil, err
+		}
+		if p.WQ, err = decode(ln.layer, pr.q.w); err != nil {
+			return nil, nil, err
+		}
+		if p.WK, err = decode(ln.layer, pr.k.w); err != nil {
+			return nil, nil, err
+		}
+		if pr.q.b != "" {
+			if p.BQ, err = decode(ln.layer, pr.q.b); err != nil {
+				return nil, nil, err
+			}
+		}
+		if pr.k.b != "" {
+			if p.BK, err = decode(ln.layer, pr.k.b); err != nil {
+				return nil, nil, err
+			}
+		}
+		if err := p.init(); err != nil {
+			return nil, nil, fmt.Errorf("finetune: layer %d (%s): %w", ln.layer, n.GetName(), err)
+		}
+		// The projections must reproduce the captured Q and K.
+		for _, c := range []struct {
+			name string
+			w    []float64
+			b    []float64
+		}{{n.Input[0], p.wq, p.bq}, {n.Input[1], p.wk, p.bk}} {
+			x := p.xq
+			if c.name == n.Input[1] {
+				x = p.xk
+			}
+			if e := p.headSplitError(x, c.w, c.b, got[c.name]); !(e < 1e-3) {
+				return nil, nil, fmt.Errorf("finetune: layer %d (%s): %q is not the head split of its projection (relative error %.3g)", ln.layer, n.GetName(), c.name, e)
+			}
+		}
+		before, after := p.Fit(opt)
+		rep.Layers = append(rep.Layers, LayerReport{Layer: ln.layer, Node: n.GetName(), Before: math.Sqrt(before), After: math.Sqrt(after)})
+		wq, bq, wk, bk := p.Params()
+		for _, w := range []struct {
+			name string
+			t    *onnx.Tensor
+		}{{pr.q.w, wq}, {pr.q.b, bq}, {pr.k.w, wk}, {pr.k.b, bk}} {
+			if w.name == "" {
+				continue
+			}
+			tp, err := onnx.EncodeTensor(w.name, w.t)
+			if err != nil {
+				return nil, nil, fmt.Errorf("finetune: layer %d: %w", ln.layer, err)
+			}
+			out.Graph.Initializer[inits[w.name]] = tp
+		}
+	}
+	return out, rep, nil
+}
+
+func dedup(names []string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, n := range names {
+		if !seen[n] {
+			seen[n] = true
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// targetNode is a converted node with the original core output it must
+// reproduce.
+type targetNode struct {
+	node   *onnxpb.NodeProto
+	layer  int
+	target string
+}
+
+// matchTargets pairs every op node of converted with the attention block
+// of original whose head-merged output is the node's merged output.
+func matchTargets(original, converted *onnxpb.ModelProto, op string, minInputs int) ([]targetNode, error) {
+	det, err := convert.Detect(original)
+	if err != nil {
+		return nil, fmt.Errorf("finetune: original model: %w", err)
+	}
+	byMerged := map[string]*convert.Block{}
+	for _, b := range det.Blocks {
+		if b.Function == "" {
+			byMerged[runtime.MergedValue(original, b.Output)] = b
+		}
+	}
+	var nodes []targetNode
+	for _, n := range converted.Graph.Node {
+		if n.GetDomain() != ops.Domain || n.GetOpType() != op {
+			continue
+		}
+		if len(n.Input) < minInputs || len(n.Output) != 1 {
+			return nil, fmt.Errorf("finetune: node %s: want at least %d inputs and one output", n.GetName(), minInputs)
+		}
+		b, ok := byMerged[runtime.MergedValue(converted, n.Output[0])]
+		if !ok {
+			return nil, fmt.Errorf("finetune: node %s: no attention block of the original model produces the same layer output (is the original the model it was converted from?)", n.GetName())
+		}
+		nodes = append(nodes, targetNode{node: n, layer: b.Layer, target: b.Output})
+	}
+	if len(nodes) == 0 {
+		return nil, fmt.Errorf("finetune: the converted model has no %s nodes", op)
+	}
+	return nodes, nil
+}
+
+// PerformerProblem is the fit of one layer's Q and K projections under
+// frozen random features: minimise Σ‖out − Y‖²/Σ‖Y‖² over the valid query
+// rows, where out is the positive-kernel PerformerAttention of
+// Q = heads(XQ·WQ + BQ), K = heads(XK·WK + BK), V, Omega and Bias, and
+// heads splits the last axis H·D into H heads of D.
+type PerformerProblem struct {
+	XQ, XK       *onnx.Tensor // [B,S,Dm] layer inputs of the two projections
+	WQ, WK       *onnx.Tensor // [Dm, H·D]
+	BQ, BK       *onnx.Tensor // [H·D] or nil
+	V, Y         *onnx.Tensor // [B,H,S,Dv]
+	Omega        *onnx.Tensor // [H or 1, M, D]
+	Bias         *onnx.Tensor // [B or 1,1,1,S or 1] or nil
+	Scale        float64      // 0: 1/√D
+	Epsilon      float64      // added to the denominator
+	FixedMaxima  bool         // keep the stabilising maxima of the last LossGrad (for gradient checks)
+	maxQ, maxK   []float64
+	b, s, dm, h  int
+	d, dv, m, ho int
+	xq, xk       []float64
+	wq, wk       []float64
+	bq, bk       []float64
+	hasBQ, hasBK bool
+	v, y, om     []float64
+	keyBias      []float64 // [B*S]
+	valid        []bool    // [B*S]
+	rowNorm      []float64 // Σ‖Y‖² per batch row
+}
+
+func (p *PerformerProblem) init() error {
+	for _, t := range []*onnx.Tensor{p.XQ, p.XK, p.WQ, p.WK, p.V, p.Y, p.Omega} {
+		if t == nil || t.DType != onnx.Float {
+			return fmt.Errorf("missing or non-float32 tensor")
+		}
+	}
+	if len(p.XQ.Shape) != 3 || fmt.Sprint(p.XK.Shape) != fmt.Sprint(p.XQ.Shape) {
+		return fmt.Errorf("layer inputs %v and %v, want equal [B,S,Dm]", p.XQ.Shape, p.XK.Shape)
+	}
+	p.b, p.s, p.dm = p.XQ.Shape[0], p.XQ.Shape[1], p.XQ.Shape[2]
+	if len(p.V.Shape) != 4 || p.V.Shape[0] != p.b || p.V.Shape[2] != p.s || fmt.Sprint(p.Y.Shape) != fmt.Sprint(p.V.Shape) {
+		return fmt.Errorf("V %v and target %v, want [%d,H,%d,Dv]", p.V.Shape, p.Y.Shape, p.b, p.s)
+	}
+	p.h, p.dv = p.V.Shape[1], p.V.Shape[3]
+	if len(p.Omega.Shape) != 3 {
+		return fmt.Errorf("omega shape %v, want [H or 1, M, D]", p.Omega.Shape)
+	}
+	p.ho, p.m, p.d = p.Omega.Shape[0], p.Omega.Shape[1], p.Omega.Shape[2]
+	if (p.ho != 1 && p.ho != p.h) || p.m < 1 {
+		return fmt.Errorf("omega shape %v for %d heads", p.Omega.Shape, p.h)
+	}
+	hd := p.h * p.d
+	for _, w := range []*onnx.Tensor{p.WQ, p.WK} {
+		if len(w.Shape) != 2 || w.Shape[0] != p.dm || w.Shape[1] != hd {
+			return fmt.Errorf("projection weight %v, want [%d, %d]", w.Shape, p.dm, hd)
+		}
+	}
+	for _, b := range []*onnx.Tensor{p.BQ, p.BK} {
+		if b != nil && (b.DType != onnx.Float || b.Len() != hd) {
+			return fmt.Errorf("projection bias %v, want [%d]", b.Shape, hd)
+		}
+	}
+	if p.Scale == 0 {
+		p.Scale = 1 / math.Sqrt(float64(p.d))
+	}
+	if !(p.Scale > 0) || p.Epsilon < 0 {
+		return fmt.Errorf("scale %g and epsilon %g", p.Scale, p.Epsilon)
+	}
+	p.xq, p.xk, p.wq, p.wk = f64(p.XQ), f64(p.XK), f64(p.WQ), f64(p.WK)
+	p.v, p.y, p.om = f64(p.V), f64(p.Y), f64(p.Omega)
+	p.bq, p.bk = make([]float64, hd), make([]float64, hd)
+	if p.BQ != nil {
+		p.bq, p.hasBQ = f64(p.BQ), true
+	}
+	if p.BK != nil {
+		p.bk, p.hasBK = f64(p.BK), true
+	}
+	p.keyBias = make([]float64, p.b*p.s)
+	p.valid = make([]bool, p.b*p.s)
+	for i := range p.valid {
+		p.valid[i] = true
+	}
+	if p.Bias != nil {
+		bs := p.Bias.Shape
+		if len(bs) != 4 || (bs[0] != 1 && bs[0] != p.b) || bs[1] != 1 || bs[2] != 1 || (bs[3] != 1 && bs[3] != p.s) {
+			return fmt.Errorf("key bias shape %v, want [B or 1,1,1,S or 1]", bs)
+		}
+		bv, err := p.Bias.AsFloat64s()
+		if err != nil {
+			return err
+		}
+		for bi := 0; bi < p.b; bi++ {
+			for j := 0; j < p.s; j++ {
+				x := bv[min(bi, bs[0]-1)*bs[3]+min(j, bs[3]-1)]
+				p.valid[bi*p.s+j] = !(x <= -1e4 || math.IsNaN(x) || math.IsInf(x, -1))
+				p.keyBias[bi*p.s+j] = x
+			}
+		}
+	}
+	p.rowNorm = make([]float64, p.b)
+	var total float64
+	for bi := 0; bi < p.b; bi++ {
+		for hi := 0; hi < p.h; hi++ {
+			for i := 0; i < p.s; i++ {
+				if !p.valid[bi*p.s+i] {
+					continue
+				}
+				for _, x := range p.y[((bi*p.h+hi)*p.s+i)*p.dv:][:p.dv] {
+					p.rowNorm[bi] += x * x
+				}
+			}
+		}
+		total += p.rowNorm[bi]
+	}
+	if total == 0 {
+		return fmt.Errorf("the target attention output is zero")
+	}
+	p.maxQ = make([]float64, p.b*p.h*p.s)
+	p.maxK = make([]float64, p.b*p.h)
+	return nil
+}
+
+// headSplitError is the relative error between heads(x·w + b) and the
+// captured [B,H,S,D] value t.
+func (p *PerformerProblem) headSplitError(x, w, b []float64, t *onnx.Tensor) float64 {
+	if t == nil || fmt.Sprint(t.Shape) != fmt.Sprint([]int{p.b, p.h, p.s, p.d}) {
+		return math.Inf(1)
+	}
+	hd := p.h * p.d
+	proj := make([]float64, p.b*p.s*hd)
+	blas64.Implementation().Dgemm(blas.NoTrans, blas.NoTrans, p.b*p.s, hd, p.dm, 1, x, p.dm, w, hd, 0, proj, hd)
+	want := t.Floats()
+	var num, den float64
+	for bi := 0; bi < p.b; bi++ {
+		for hi := 0; hi < p.h; hi++ {
+			for i := 0; i < p.s; i++ {
+				for c := 0; c < p.d; c++ {
+					g := proj[(bi*p.s+i)*hd+hi*p.d+c] + b[hi*p.d+c]
+					r := float64(want[((bi*p.h+hi)*p.s+i)*p.d+c])
+					num += (g - r) * (g - r)
+					den += r * r
+				}
+			}
+		}
+	}
+	return math.Sqrt(num / math.Max(den, 1e-30))
+}
+
+// Params returns the current projections as float32 tensors (biases nil
+// when the layer has none).
+func (p *PerformerProblem) Params() (wq, bq, wk, bk *onnx.Tensor) {
+	to32 := func(x []float64, shape []int) *onnx.Tensor {
+		d := make([]float32, len(x))
+		for i, v := range x {
+			d[i] = float32(v)
+		}
+		return onnx.NewFloat(append([]int(nil), shape...), d)
+	}
+	wq, wk = to32(p.wq, p.WQ.Shape), to32(p.wk, p.WK.Shape)
+	if p.hasBQ {
+		bq = to32(p.bq, p.BQ.Shape)
+	}
+	if p.hasBK {
+		bk = to32(p.bk, p.BK.Shape)
+	}
+	return
+}
+
+// perfGrads holds gradients with respect to the four parameters.
+type perfGrads struct{ wq, bq, wk, bk []float64 }
+
+func (p *PerformerProblem) newGrads() *perfGrads {
+	return &perfGrads{make([]float64, len(p.wq)), make([]float64, len(p.bq)), make([]float64, len(p.wk)), make([]float64, len(p.bk))}
+}
+
+// LossGrad returns the relative loss over the batch rows rows (all when
+// nil) and, when g is non-nil, adds its gradients into g.
+func (p *PerformerProblem) LossGrad(rows []int, g *perfGrads) float64 {
+	if rows == nil {
+		rows = make([]int, p.b)
+		for i := range rows {
+			rows[i] = i
+		}
+	}
+	impl := blas64.Implementation()
+	s, hd, dm := p.s, p.h*p.d, p.dm
+	nr := len(rows)
+	xq := make([]float64, nr*s*dm)
+	xk := make([]float64, nr*s*dm)
+	for r, bi := range rows {
+		copy(xq[r*s*dm:(r+1)*s*dm], p.xq[bi*s*dm:(bi+1)*s*dm])
+		copy(xk[r*s*dm:(r+1)*s*dm], p.xk[bi*s*dm:(bi+1)*s*dm])
+	}
+	qm := make([]float64, nr*s*hd)
+	km := make([]float64, nr*s*hd)
+	impl.Dgemm(blas.NoTrans, blas.NoTrans, nr*s, hd, dm, 1, xq, dm, p.wq, hd, 0, qm, hd)
+	impl.Dgemm(blas.NoTrans, blas.NoTrans, nr*s, hd, dm, 1, xk, dm, p.wk, hd, 0, km, hd)
+	for i := 0; i < nr*s; i++ {
+		for c := 0; c < hd; c++ {
+			qm[i*hd+c] += p.bq[c]
+			km[i*hd+c] += p.bk[c]
+		}
+	}
+	var dqm, dkm []float64
+	if g != nil {
+		dqm = make([]float64, nr*s*hd)
+		dkm = make([]float64, nr*s*hd)
+	}
+	var norm float64
+	for _, bi := range rows {
+		norm += p.rowNorm[bi]
+	}
+	if norm == 0 {
+		return 0
+	}
+	losses := make([]float64, nr*p.h)
+	var wg sync.WaitGroup
+	work := make(chan int)
+	for range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sc := p.newScratch()
+			for job := range work {
+				r, hi := job/p.h, job%p.h
+				losses[job] = p.head(sc, rows[r], hi, qm[r*s*hd:], km[r*s*hd:], dqm, dkm, r, norm)
+			}
+		}()
+	}
+	for job := range nr * p.h {
+		work <- job
+	}
+	close(work)
+	wg.Wait()
+	var loss float64
+	for _, l := range losses {
+		loss += l
+	}
+	if g != nil {
+		impl.Dgemm(blas.Trans, blas.NoTrans, dm, hd, nr*s, 1, xq, dm, dqm, hd, 1, g.wq, hd)
+		impl.Dgemm(blas.Trans, blas.NoTrans, dm, hd, nr*s, 1, xk, dm, dkm, hd, 1, g.wk, hd)
+		for i := 0; i < nr*s; i++ {
+			for c := 0; c < hd; c++ {
+				g.bq[c] += dqm[i*hd+c]
+				g.bk[c] += dkm[i*hd+c]
+			}
+		}
+	}
+	return loss / norm
+}
+
+type perfScratch struct {
+	q, k, uq, uk, kv, ks, num, den, do, dnum, dden, dq, dk, dkv, dks []float64
+}
+
+func (p *PerformerProblem) newScratch() *perfScratch {
+	s, d, m, dv := p.s, p.d, p.m, p.dv
+	return &perfScratch{
+		q: make([]float64, s*d), k: make([]float64, s*d), uq: make([]float64, s*m), uk: make([]float64, s*m),
+		kv: make([]float64, m*dv), ks: make([]float64, m), num: make([]float64, s*dv), den: make([]float64, s),
+		do: make([]float64, s*dv), dnum: make([]float64, s*dv), dden: make([]float64, s),
+		dq: make([]float64, s*d), dk: make([]float64, s*d), dkv: make([]float64, m*dv), dks: make([]float64, m),
+	}
+}
+
+// head computes one (batch row, head): the squared error (unnormalised)
+// and, when dqm is non-nil, the gradient with respect to the head's
+// columns of the merged projections (row r of the selection).
+func (p *PerformerProblem) head(sc *perfScratch, bi, hi int, qm, km, dqm, dkm []float64, r int, norm float64) float64 {
+	impl := blas64.Implementation()
+	s, d, m, dv, hd := p.s, p.d, p.m, p.dv, p.h*p.d
+	rs := math.Sqrt(p.Scale)
+	om := p.om
+	if p.ho > 1 {
+		om = p.om[hi*m*d : (hi+1)*m*d]
+	}
+	// x̃ = √scale · x for the head's columns.
+	for i := 0; i < s; i++ {
+		for c := 0; c < d; c++ {
+			sc.q[i*d+c] = rs * qm[i*hd+hi*d+c]
+			sc.k[i*d+c] = rs * km[i*hd+hi*d+c]
+		}
+	}
+	invSqrtM := 1 / math.Sqrt(float64(m))
+	bh := bi*p.h + hi
+	// Query features φ(q) = exp(u − h − max)/√M (per-row maximum).
+	impl.Dgemm(blas.NoTrans, blas.Trans, s, m, d, 1, sc.q, d, om, d, 0, sc.uq, m)
+	for i := 0; i < s; i++ {
+		var hq float64
+		for _, x := range sc.q[i*d : (i+1)*d] {
+			hq += x * x
+		}
+		hq /= 2
+		row := sc.uq[i*m : (i+1)*m]
+		top := math.Inf(-1)
+		for _, u := range row {
+			top = math.Max(top, u-hq)
+		}
+		if p.FixedMaxima {
+			top = p.maxQ[bh*s+i]
+		} else {
+			p.maxQ[bh*s+i] = top
+		}
+		for f, u := range row {
+			row[f] = math.Exp(u-hq-top) * invSqrtM
+		}
+	}
+	// Key features φ(k) = exp(u − h + b − max)/√M, one maximum over the
+	// valid keys; padded keys are zero.
+	impl.Dgemm(blas.NoTrans, blas.Trans, s, m, d, 1, sc.k, d, om, d, 0, sc.uk, m)
+	top := math.Inf(-1)
+	for j := 0; j < s; j++ {
+		row := sc.uk[j*m : (j+1)*m]
+		if !p.valid[bi*s+j] {
+			continue
+		}
+		var hk float64
+		for _, x := range sc.k[j*d : (j+1)*d] {
+			hk += x * x
+		}
+		c := p.keyBias[bi*s+j] - hk/2
+		for f := range row {
+			row[f] += c
+			top = math.Max(top, row[f])
+		}
+	}
+	if p.FixedMaxima {
+		top = p.maxK[bh]
+	} else {
+		p.maxK[bh] = top
+	}
+	for j := 0; j < s; j++ {
+		row := sc.uk[j*m : (j+1)*m]
+		if !p.valid[bi*s+j] {
+			clear(row)
+			continue
+		}
+		for f, u := range row {
+			row[f] = math.Exp(u-top) * invSqrtM
+		}
+	}
+	phiQ, phiK := sc.uq, sc.uk
+	v := p.v[bh*s*dv : (bh+1)*s*dv]
+	y := p.y[bh*s*dv : (bh+1)*s*dv]
+	// kv = φ(K)ᵀV, ks = φ(K)ᵀ1, num = φ(Q)·kv, den = φ(Q)·ks + ε.
+	impl.Dgemm(blas.Trans, blas.NoTrans, m, dv, s, 1, phiK, m, v, dv, 0, sc.kv, dv)
+	clear(sc.ks)
+	for j := 0; j < s; j++ {
+		for f, x := range phiK[j*m : (j+1)*m] {
+			sc.ks[f] += x
+		}
+	}
+	impl.Dgemm(blas.NoTrans, blas.NoTrans, s, dv, m, 1, phiQ, m, sc.kv, dv, 0, sc.num, dv)
+	var loss float64
+	for i := 0; i < s; i++ {
+		var den float64
+		for f, x := range phiQ[i*m : (i+1)*m] {
+			den += x * sc.ks[f]
+		}
+		den += p.Epsilon
+		sc.den[i] = den
+		var dd float64
+		for c := 0; c < dv; c++ {
+			idx := i*dv + c
+			if !p.valid[bi*s+i] {
+				sc.dnum[idx] = 0
+				continue
+			}
+			o := sc.num[idx] / den
+			res := o - y[idx]
+			loss += res * res
+			do := 2 * res / norm
+			sc.dnum[idx] = do / den
+			dd -= do * o / den
+		}
+		sc.dden[i] = dd
+	}
+	if dqm == nil {
+		return loss
+	}
+	// dφ(Q) = dnum·kvᵀ + dden ⊗ ks (into uq's place after use: use dq path).
+	dphiQ := make([]float64, s*m)
+	impl.Dgemm(blas.NoTrans, blas.Trans, s, m, dv, 1, sc.dnum, dv, sc.kv, dv, 0, dphiQ, m)
+	for i := 0; i < s; i++ {
+		for f := 0; f < m; f++ {
+			dphiQ[i*m+f] += sc.dden[i] * sc.ks[f]
+		}
+	}
+	// dkv = φ(Q)ᵀ dnum, dks = φ(Q)ᵀ dden, dφ(K) = V·dkvᵀ + 1 ⊗ dks.
+	impl.Dgemm(blas.Trans, blas.NoTrans, m, dv, s, 1, phiQ, m, sc.dnum, dv, 0, sc.dkv, dv)
+	clear(sc.dks)
+	for i := 0; i < s; i++ {
+		for f, x := range phiQ[i*m : (i+1)*m] {
+			sc.dks[f] += x * sc.dden[i]
+		}
+	}
+	dphiK := make([]float64, s*m)
+	impl.Dgemm(blas.NoTrans, blas.Trans, s, m, dv, 1, v, dv, sc.dkv, dv, 0, dphiK, m)
+	for j := 0; j < s; j++ {
+		for f := 0; f < m; f++ {
+			dphiK[j*m+f] += sc.dks[f]
+		}
+	}
+	// Through φ = exp(Ωx̃ − ‖x̃‖²/2 + const): du = dφ ⊙ φ,
+	// dx̃ = du·Ω − (Σ du)·x̃, dx = √scale·dx̃.
+	back := func(dphi, phi, x, dx []float64, isKey bool) {
+		for i := range dphi {
+			dphi[i] *= phi[i]
+		}
+		impl.Dgemm(blas.NoTrans, blas.NoTrans, s, d, m, 1, dphi, m, om, d, 0, dx, d)
+		for i := 0; i < s; i++ {
+			if isKey && !p.valid[bi*s+i] {
+				clear(dx[i*d : (i+1)*d])
+				continue
+			}
+			var sum float64
+			for _, u := range dphi[i*m : (i+1)*m] {
+				sum += u
+			}
+			for c := 0; c < d; c++ {
+				dx[i*d+c] = rs * (dx[i*d+c] - sum*x[i*d+c])
+			}
+		}
+	}
+	back(dphiQ, phiQ, sc.q, sc.dq, false)
+	back(dphiK, phiK, sc.k, sc.dk, true)
+	for i := 0; i < s; i++ {
+		row := (r*s + i) * hd
+		for c := 0; c < d; c++ {
+			dqm[row+hi*d+c] = sc.dq[i*d+c]
+			dkm[row+hi*d+c] = sc.dk[i*d+c]
+		}
+	}
+	return loss
+}
+
+// Fit runs Adam for opt.Steps steps on seeded mini-batches of opt.Batch
+// batch rows (all rows when 0) and returns the full-batch loss before and
+// after; the parameters end at the best full-batch loss seen among the
+// start, the end and checkpoints every 25 steps.
+func (p *PerformerProblem) Fit(opt Options) (before, after float64) {
+	rng := rand.New(rand.NewPCG(opt.Seed, 0x5eed))
+	params := [][]float64{p.wq, p.bq, p.wk, p.bk}
+	if !p.hasBQ {
+		params[1] = nil
+	}
+	if !p.hasBK {
+		params[3] = nil
+	}
+	ad := newAdam(params, opt.LR)
+	before = p.LossGrad(nil, nil)
+	best := before
+	bestP := snapshot(params)
+	g := p.newGrads()
+	for t := 1; t <= opt.Steps; t++ {
+		rows := minibatch(rng, p.b, opt.Batch)
+		for _, x := range [][]float64{g.wq, g.bq, g.wk, g.bk} {
+			clear(x)
+		}
+		p.LossGrad(rows, g)
+		ad.step([][]float64{g.wq, g.bq, g.wk, g.bk})
+		if t%25 == 0 || t == opt.Steps {
+			if l := p.LossGrad(nil, nil); l < best {
+				best = l
+				bestP = snapshot(params)
+			}
+		}
+	}
+	restore(params, bestP)
+	return before, best
+}
+
+func snapshot(ps [][]float64) [][]float64 {
+	out := make([][]float64, len(ps))
+	for i, p := range ps {
+		out[i] = append([]float64(nil), p...)
+	}
+	return out
+}
+
+func restore(ps, from [][]float64) {
+	for i := range ps {
+		copy(ps[i], from[i])
+	}
+}
+
+// minibatch draws k distinct rows of n in increasing order (all when k is
+// 0 or ≥ n).
+func minibatch(rng *rand.Rand, n, k int) []int {
+	if k <= 0 || k >= n {
+		return nil
+	}
+	perm := rng.Perm(n)[:k]
+	sortInts(perm)
+	return perm
+}
+
+func sortInts(x []int) {
+	for i := 1; i < len(x); i++ {
+		for j := i; j > 0 && x[j] < x[j-1]; j-- {
+			x[j], x[j-1] = x[j-1], x[j]
+		}
+	}
+}
+
+// adam is the Adam optimiser over a list of parameter slices (nil
+// entries are frozen).
+type adam struct {
+	params [][]float64
+	m, v   [][]float64
+	lr     float64
+	t      int
+}
+
+func newAdam(params [][]float64, lr float64) *adam {
+	a := &adam{params: params, lr: lr}
+	for _, p := range params {
+		a.m = append(a.m, make([]float64, len(p)))
+		a.v = append(a.v, make([]float64, len(p)))
+	}
+	return a
+}
+
+func (a *adam) step(grads [][]float64) {
+	const b1, b2, eps = 0.9, 0.999, 1e-8
+	a.t++
+	c1, c2 := 1-math.Pow(b1, float64(a.t)), 1-math.Pow(b2, float64(a.t))
+	for k, x := range a.params {
+		g, m, v := grads[k], a.m[k], a.v[k]
+		for i := range x {
+			m[i] = b1*m[i] + (1-b1)*g[i]
+			v[i] = b2*v[i] + (1-b2)*g[i]*g[i]
+			x[i] -= a.lr * (m[i] / c1) / (math.Sqrt(v[i]/c2) + eps)
+		}
+	}
+}

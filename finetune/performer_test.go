@@ -1,0 +1,247 @@
+package finetune
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/linearize/linearize/convert"
+	"github.com/linearize/linearize/models"
+	"github.com/linearize/linearize/onnx"
+	"github.com/linearize/linearize/onnx/onnxpb"
+	"github.com/linearize/linearize/ops"
+	"github.com/linearize/linearize/runtime"
+	"google.golang.org/protobuf/proto"
+)
+
+// perfProblem draws a small random Performer layer with the last key of
+// batch row 1 padded and a non-zero bias on one real key.
+func perfProblem(t *testing.T, seed uint64, ho int, withBias bool) *PerformerProblem {
+	t.Helper()
+	rng := rand.New(rand.NewPCG(seed, 11))
+	B, S, Dm, H, D, M := 3, 5, 6, 2, 3, 7
+	bias := make([]float32, B*S)
+	bias[1*S+S-1] = -1e9
+	bias[2] = 0.3
+	p := &PerformerProblem{
+		XQ: randTensor(rng, 1, B, S, Dm), XK: randTensor(rng, 1, B, S, Dm),
+		WQ: randTensor(rng, 0.4, Dm, H*D), WK: randTensor(rng, 0.4, Dm, H*D),
+		V: randTensor(rng, 1, B, H, S, D), Y: randTensor(rng, 0.3, B, H, S, D),
+		Omega: randTensor(rng, 1, ho, M, D), Bias: onnx.NewFloat([]int{B, 1, 1, S}, bias),
+		Epsilon: 1e-6,
+	}
+	if withBias {
+		p.BQ, p.BK = randTensor(rng, 0.3, H*D), randTensor(rng, 0.3, H*D)
+	}
+	if err := p.init(); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// heads computes split_heads(x·w + b) in float32 as an independent
+// reference for the projection.
+func heads(x, w, b *onnx.Tensor, h int) *onnx.Tensor {
+	B, S, Dm, HD := x.Shape[0], x.Shape[1], x.Shape[2], w.Shape[1]
+	D := HD / h
+	out := make([]float32, B*h*S*D)
+	xd, wd := x.Floats(), w.Floats()
+	for bi := 0; bi < B; bi++ {
+		for i := 0; i < S; i++ {
+			for c := 0; c < HD; c++ {
+				var acc float64
+				for k := 0; k < Dm; k++ {
+					acc += float64(xd[(bi*S+i)*Dm+k]) * float64(wd[k*HD+c])
+				}
+				if b != nil {
+					acc += float64(b.Floats()[c])
+				}
+				out[((bi*h+c/D)*S+i)*D+c%D] = float32(acc)
+			}
+		}
+	}
+	return onnx.NewFloat([]int{B, h, S, D}, out)
+}
+
+// TestPerformerForward: the float64 forward pass used for fitting agrees
+// with the op's Go kernel (ops.Performer) on the projected Q and K.
+func TestPerformerForward(t *testing.T) {
+	for _, c := range []struct {
+		ho   int
+		bias bool
+	}{{1, false}, {2, true}} {
+		p := perfProblem(t, 3, c.ho, c.bias)
+		q, k := heads(p.XQ, p.WQ, p.BQ, p.h), heads(p.XK, p.WK, p.BK, p.h)
+		out, err := ops.Performer(q, k, p.V, p.Omega, p.Bias, ops.PerformerAttrs{Epsilon: 1e-6})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.y = f64(out)
+		// The residual against the kernel's own output is float32 rounding.
+		var res float64
+		p.rowNorm = []float64{1, 1, 1}
+		res = p.LossGrad(nil, nil) * 3
+		var ref float64
+		for bi := 0; bi < p.b; bi++ {
+			for hi := 0; hi < p.h; hi++ {
+				for i := 0; i < p.s; i++ {
+					if p.valid[bi*p.s+i] {
+						for _, x := range p.y[((bi*p.h+hi)*p.s+i)*p.dv:][:p.dv] {
+							ref += x * x
+						}
+					}
+				}
+			}
+		}
+		if rel := math.Sqrt(res / ref); rel > 1e-5 {
+			t.Errorf("Omega heads %d, bias %v: relative error %g against ops.Performer", c.ho, c.bias, rel)
+		}
+	}
+}
+
+// TestPerformerGradient compares the analytic gradient with central finite
+// differences of the loss (stabilising maxima held fixed, as in the
+// derivation), on all rows and on a mini-batch.
+func TestPerformerGradient(t *testing.T) {
+	for _, c := range []struct {
+		ho   int
+		bias bool
+		rows []int
+	}{{1, true, nil}, {2, true, []int{0, 2}}, {2, false, []int{1}}} {
+		p := perfProblem(t, 5, c.ho, c.bias)
+		g := p.newGrads()
+		p.LossGrad(c.rows, g)
+		p.FixedMaxima = true
+		check := func(name string, x, grad []float64) {
+			const h = 1e-6
+			var worst float64
+			nonzero := 0
+			for i := range x {
+				old := x[i]
+				x[i] = old + h
+				lp := p.LossGrad(c.rows, nil)
+				x[i] = old - h
+				lm := p.LossGrad(c.rows, nil)
+				x[i] = old
+				num := (lp - lm) / (2 * h)
+				worst = math.Max(worst, math.Abs(num-grad[i])/math.Max(1e-4, math.Abs(num)))
+				if num != 0 {
+					nonzero++
+				}
+			}
+			if worst > 1e-5 {
+				t.Errorf("Omega heads %d rows %v: %s gradient relative error %g", c.ho, c.rows, name, worst)
+			}
+			if nonzero == 0 {
+				t.Errorf("%s: loss does not depend on it", name)
+			}
+		}
+		check("WQ", p.wq, g.wq)
+		check("WK", p.wk, g.wk)
+		check("BQ", p.bq, g.bq)
+		check("BK", p.bk, g.bk)
+	}
+}
+
+// TestPerformerFitTiny converts the tiny BERT to Performer, fits the Q/K
+// projections on seeded random calibration inputs, and checks on other
+// (held-out) inputs that the fitted model is closer to the original than
+// the unfitted one, that ω is untouched, that its ops still validate, and
+// that fitting is deterministic.
+func TestPerformerFitTiny(t *testing.T) {
+	if err := runtime.ORTAvailable(); err != nil {
+		t.Skipf("%v (run scripts/setup.sh)", err)
+	}
+	cfg := models.TinyConfig()
+	orig, err := models.BERT(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conv, _, err := convert.ToPerformer(orig, convert.PerformerOptions{Features: 32, Seed: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inputs := runtime.GraphInputs(orig)
+	calib, err := runtime.RandomInputs(orig, inputs, runtime.RandomOptions{Batch: 16, SeqLen: 24, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, err := runtime.RandomInputs(orig, inputs, runtime.RandomOptions{Batch: 4, SeqLen: 24, Seed: 99})
+	if err != nil {
+		t.Fatal(err)
+	}
+	opt := Options{Steps: 120, LR: 2e-3, Batch: 8, Seed: 3}
+	fitted, rep, err := Performer(orig, conv, calib, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Layers) != cfg.Layers {
+		t.Fatalf("%d layers fitted, want %d", len(rep.Layers), cfg.Layers)
+	}
+	for _, l := range rep.Layers {
+		t.Logf("layer %d: relative error %.4f → %.4f", l.Layer, l.Before, l.After)
+		if !(l.After < 0.8*l.Before) {
+			t.Errorf("layer %d: fit did not reduce the error enough: %.4f → %.4f", l.Layer, l.Before, l.After)
+		}
+	}
+	// Held-out per-layer attention error and final output, measured by the
+	// compare library.
+	det, err := convert.Detect(orig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var values []string
+	for _, b := range det.Blocks {
+		values = append(values, runtime.MergedValue(orig, b.Output))
+	}
+	mc, err := runtime.CompareModels([]*onnxpb.ModelProto{orig, conv, fitted}, []string{"orig", "before", "after"}, held,
+		runtime.ModelCompareOptions{Batch: 4, SeqLen: 24, Values: values})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pooled := map[string]float64{}
+	layerErr := map[string]float64{}
+	for _, r := range mc.Rows {
+		if r.Value == "last_hidden_state" {
+			pooled[r.Model] = *r.PooledCosMean
+		}
+		if r.Kind == "layer" {
+			layerErr[r.Model] += r.RelErr
+		}
+	}
+	t.Logf("held-out: pooled cosine %.4f → %.4f; summed layer relative error %.4f → %.4f",
+		pooled["before"], pooled["after"], layerErr["before"], layerErr["after"])
+	if !(pooled["after"] > pooled["before"]) {
+		t.Errorf("fitting did not bring the model closer on held-out inputs: %.4f → %.4f", pooled["before"], pooled["after"])
+	}
+	if !(layerErr["after"] < layerErr["before"]) || layerErr["before"] == 0 {
+		t.Errorf("held-out layer attention error did not fall: %.4f → %.4f", layerErr["before"], layerErr["after"])
+	}
+	// ω and every initializer other than the Q/K projections are unchanged.
+	before := map[string]*onnxpb.TensorProto{}
+	for _, t := range conv.Graph.Initializer {
+		before[t.GetName()] = t
+	}
+	changed := 0
+	for _, t := range fitted.Graph.Initializer {
+		if !proto.Equal(t, before[t.GetName()]) {
+			changed++
+		}
+	}
+	if changed != 4*cfg.Layers {
+		t.Errorf("%d initializers changed, want the 4 Q/K projection tensors of each of %d layers", changed, cfg.Layers)
+	}
+	v, err := runtime.ValidateOps(fitted, held, runtime.ValidateOptions{})
+	if err != nil || !v.OK() {
+		t.Errorf("fitted model does not validate: %v", err)
+	}
+	again, _, err := Performer(orig, conv, calib, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, _ := onnx.Encode(fitted)
+	y, _ := onnx.Encode(again)
+	if string(x) != string(y) {
+		t.Error("two fits with the same inputs and seed differ")
+	}
+}
