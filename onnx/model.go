@@ -49,7 +49,9 @@ func Load(path string) (*onnxpb.ModelProto, error) {
 	}
 	m, err := Decode(data)
 	if err != nil {
-		return nil, fmt.Errorf("onnx: %s: %w", path, errors.Unwrap(err))
+		// Decode's errors start with "onnx: not an ONNX model"; keep that
+		// text, not only the protobuf detail, and name the file.
+		return nil, fmt.Errorf("onnx: %s: %s", path, strings.TrimPrefix(err.Error(), "onnx: "))
 	}
 	if err := loadExternal(m, filepath.Dir(path)); err != nil {
 		return nil, fmt.Errorf("onnx: %s: %w", path, err)
@@ -64,7 +66,10 @@ func Load(path string) (*onnxpb.ModelProto, error) {
 func Decode(data []byte) (*onnxpb.ModelProto, error) {
 	m := &onnxpb.ModelProto{}
 	if err := proto.Unmarshal(data, m); err != nil {
-		return nil, fmt.Errorf("onnx: not an ONNX model: %w", err)
+		return nil, fmt.Errorf("onnx: not an ONNX model (truncated, or not a protobuf file): %w", err)
+	}
+	if len(data) == 0 {
+		return nil, errors.New("onnx: not an ONNX model: empty file")
 	}
 	if m.Graph == nil {
 		return nil, errors.New("onnx: not an ONNX model: no graph")
@@ -293,8 +298,8 @@ type SaveOptions struct {
 // same folder, which is renamed over path only when complete. It refuses to
 // overwrite opts.Input unless opts.Overwrite is set. m is not modified.
 func Save(m *onnxpb.ModelProto, path string, opts SaveOptions) error {
-	if opts.Input != "" && SamePath(opts.Input, path) && !opts.Overwrite {
-		return fmt.Errorf("onnx: refusing to overwrite the input model %s (choose another output path)", path)
+	if err := CheckSavePath(path, opts); err != nil {
+		return err
 	}
 	size := proto.Size(m)
 	if opts.ExternalData || size > MaxModelBytes-(1<<20) {
@@ -305,6 +310,35 @@ func Save(m *onnxpb.ModelProto, path string, opts SaveOptions) error {
 		return err
 	}
 	return WriteFileAtomic(path, data)
+}
+
+// ErrOverwriteInput is matched by errors.Is when Save or CheckSavePath
+// refuses to replace the model's own input file.
+var ErrOverwriteInput = errors.New("onnx: refusing to overwrite the input model")
+
+// CheckSavePath reports whether Save could write path with opts, without
+// writing anything: path must not be the input model (unless
+// opts.Overwrite), must not be a directory, and its folder must exist.
+// Commands call it before doing any work, so a bad -o fails at once.
+func CheckSavePath(path string, opts SaveOptions) error {
+	if path == "" {
+		return errors.New("onnx: empty output path")
+	}
+	if opts.Input != "" && SamePath(opts.Input, path) && !opts.Overwrite {
+		return fmt.Errorf("%w %s (choose another output path)", ErrOverwriteInput, path)
+	}
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		return fmt.Errorf("onnx: output %s is a directory, not a file path", path)
+	}
+	dir := filepath.Dir(path)
+	st, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("onnx: output folder %s of %s does not exist", dir, path)
+	}
+	if !st.IsDir() {
+		return fmt.Errorf("onnx: output folder %s of %s is not a directory", dir, path)
+	}
+	return nil
 }
 
 func saveExternal(m *onnxpb.ModelProto, path string, opts SaveOptions) error {

@@ -47,6 +47,9 @@ func runBuildModel(args []string, stdout io.Writer) error {
 	if *out == "" {
 		return usageError("-o OUT is required")
 	}
+	if err := checkOutput("", *out, false); err != nil {
+		return err
+	}
 	var cfg models.Config
 	switch *preset {
 	case "tiny":

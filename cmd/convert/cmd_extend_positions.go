@@ -14,7 +14,7 @@ func init() {
 	register(&command{
 		name:    "extend-positions",
 		summary: "grow a model's absolute position-embedding table so it accepts longer inputs",
-		usage:   "MODEL -o OUT --max-positions N [--method copy|interpolate] [--offset K]",
+		usage:   "MODEL -o OUT --max-positions N [--method copy|interpolate] [--offset K] [--overwrite]",
 		run:     runExtendPositions,
 	})
 }
@@ -25,6 +25,7 @@ func runExtendPositions(args []string, stdout io.Writer) error {
 	maxPos := fs.Int("max-positions", 0, "rows of the new position table (required; more than the current rows)")
 	method := fs.String("method", "copy", "copy (tile the learned rows, as Longformer did) or interpolate (resample linearly)")
 	offset := fs.Int("offset", 0, "leading non-position rows kept as they are (0 for BERT; 2 for RoBERTa's padding_idx+1 numbering)")
+	overwrite := fs.Bool("overwrite", false, "allow -o to be the input model")
 	pos, err := parseFlags(fs, args)
 	if errors.Is(err, flag.ErrHelp) {
 		commandUsage(stdout, commands["extend-positions"], fs)
@@ -42,6 +43,9 @@ func runExtendPositions(args []string, stdout io.Writer) error {
 	if *maxPos <= 0 {
 		return usageError("--max-positions N is required")
 	}
+	if err := checkOutput(pos[0], *out, *overwrite); err != nil {
+		return err
+	}
 	m, err := onnx.Load(pos[0])
 	if err != nil {
 		return badInput(err)
@@ -50,7 +54,7 @@ func runExtendPositions(args []string, stdout io.Writer) error {
 	if err != nil {
 		return badInput(err)
 	}
-	if err := onnx.Save(ext, *out, onnx.SaveOptions{Input: pos[0]}); err != nil {
+	if err := onnx.Save(ext, *out, onnx.SaveOptions{Input: pos[0], Overwrite: *overwrite}); err != nil {
 		return runtimeFailure(err)
 	}
 	fmt.Fprintf(stdout, "%s\nwrote %s\n", rep, *out)

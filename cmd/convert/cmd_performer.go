@@ -93,6 +93,9 @@ func loadForRewrite(name string, fs *flag.FlagSet, f *rewriteFlags, args []strin
 	if err != nil {
 		return nil, "", nil, usageError("%v", err)
 	}
+	if err := checkOutput(pos[0], f.out, f.overwrite); err != nil {
+		return nil, "", nil, err
+	}
 	m, err := onnx.Load(pos[0])
 	if err != nil {
 		return nil, "", nil, badInput(err)
