@@ -66,7 +66,12 @@ type nativeSession struct {
 	decl    map[string]Value     // declared input types by name
 	visible map[string]bool      // graph outputs and exposed values
 	lastUse []int                // per slot: index of the last node using it, -1 if none
+	release []func()             // drop the GEMM's packed copies of the weights
 }
+
+// minPackedConstant is the size from which a float initializer is
+// registered with the GEMM as a constant (packed once, reused every run).
+const minPackedConstant = 4096
 
 // NewNativeSessionWith is NewNativeSession with native-only options.
 func NewNativeSessionWith(m *onnxpb.ModelProto, opts NativeOptions) (Session, error) {
@@ -100,6 +105,17 @@ func NewNativeSessionWith(m *onnxpb.ModelProto, opts NativeOptions) (Session, er
 			return nil, fmt.Errorf("runtime: native: initializer %q: %v", t.GetName(), err)
 		}
 		s.consts[slot(t.GetName())] = v
+		if d, ok := v.Data.([]float32); ok && len(d) >= minPackedConstant {
+			s.release = append(s.release, gemm.RegisterConstant(d))
+		}
+	}
+	if len(s.release) > 0 {
+		// Sessions dropped without Close still release the packed weights.
+		goruntime.AddCleanup(s, func(rel []func()) {
+			for _, r := range rel {
+				r()
+			}
+		}, s.release)
 	}
 	for _, vi := range g.Input {
 		dt, shape, _ := onnx.TensorType(vi)
@@ -201,7 +217,14 @@ func nodeLabel(n *onnxpb.NodeProto) string {
 
 func (s *nativeSession) Inputs() []Value  { return append([]Value(nil), s.inputs...) }
 func (s *nativeSession) Outputs() []Value { return append([]Value(nil), s.outputs...) }
-func (s *nativeSession) Close() error     { return nil }
+
+// Close releases the packed weights. Run must not be called afterwards.
+func (s *nativeSession) Close() error {
+	for _, r := range s.release {
+		r()
+	}
+	return nil
+}
 
 // Run evaluates the model. It does not modify the session, so concurrent
 // calls are safe.

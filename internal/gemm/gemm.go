@@ -67,6 +67,7 @@ func Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int
 	if !overwrite {
 		scaleC(m, n, beta, c, ldc)
 	}
+	pk := constantPack(B, k, n)
 	// Split C into a grid of at most threads parts. Columns are split first
 	// (each part then packs only its own share of B), rows when n is narrow.
 	if threads < 1 {
@@ -84,7 +85,7 @@ func Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int
 		pm--
 	}
 	if pn*pm <= 1 {
-		run(m, n, k, alpha, A, B, c, ldc, overwrite)
+		run(m, n, k, alpha, A, B, c, ldc, overwrite, pk, 0)
 		return
 	}
 	var wg sync.WaitGroup
@@ -98,7 +99,7 @@ func Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int
 			wg.Add(1)
 			go func(i0, i1, j0, j1 int) {
 				defer wg.Done()
-				run(i1-i0, j1-j0, k, alpha, A.rows(i0), B.cols(j0), c[i0*ldc+j0:], ldc, overwrite)
+				run(i1-i0, j1-j0, k, alpha, A.rows(i0), B.cols(j0), c[i0*ldc+j0:], ldc, overwrite, pk, j0)
 			}(i0, i1, j0, j1)
 		}
 	}
@@ -199,8 +200,10 @@ func grow(s []float32, n int) []float32 {
 }
 
 // run is the serial blocked algorithm: C += alpha·op(A)·op(B), or C =
-// alpha·op(A)·op(B) when overwrite is set.
-func run(m, n, k int, alpha float32, A, B matrix, c []float32, ldc int, overwrite bool) {
+// alpha·op(A)·op(B) when overwrite is set. pk, when not nil, is op(B) of
+// the whole call packed in advance, of which this part starts at column
+// j0 (a multiple of nr).
+func run(m, n, k int, alpha float32, A, B matrix, c []float32, ldc int, overwrite bool, pk *packedB, j0 int) {
 	mr, nr := impl.mr, impl.nr
 	buf := bufPool.Get().(*buffers)
 	defer bufPool.Put(buf)
@@ -211,15 +214,21 @@ func run(m, n, k int, alpha float32, A, B matrix, c []float32, ldc int, overwrit
 		for pc := 0; pc < k; pc += kc {
 			kb := min(kc, k-pc)
 			add := pc > 0 || !overwrite
-			buf.b = grow(buf.b, nbp*kb)
-			packB(buf.b, B, pc, jc, kb, nb, nr)
+			var bpack []float32
+			if pk != nil {
+				bpack = pk.panels(pc/kc, kb, j0+jc)[:nbp*kb]
+			} else {
+				buf.b = grow(buf.b, nbp*kb)
+				packB(buf.b, B, pc, jc, kb, nb, nr)
+				bpack = buf.b
+			}
 			for ic := 0; ic < m; ic += mc {
 				mb := min(mc, m-ic)
 				mbp := (mb + mr - 1) / mr * mr
 				buf.a = grow(buf.a, mbp*kb)
 				packA(buf.a, A, ic, pc, mb, kb, mr, alpha)
 				for jr := 0; jr < nb; jr += nr {
-					bp := buf.b[jr*kb : (jr+nr)*kb]
+					bp := bpack[jr*kb : (jr+nr)*kb]
 					nn := min(nr, nb-jr)
 					for ir := 0; ir < mb; ir += mr {
 						ap := buf.a[ir*kb : (ir+mr)*kb]

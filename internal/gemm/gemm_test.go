@@ -164,3 +164,49 @@ func TestSgemmBetaZeroIgnoresC(t *testing.T) {
 		}
 	}
 }
+
+// TestSgemmConstant checks that a registered constant B gives bit-identical
+// results to the same call without registration, for whole matrices,
+// sub-matrices, transposes and thread counts, and that release really
+// drops the packed copy.
+func TestSgemmConstant(t *testing.T) {
+	saved := impl
+	defer func() { impl = saved }()
+	rng := rand.New(rand.NewPCG(10, 11))
+	for _, kn := range kernels() {
+		impl = kn
+		for _, s := range [][3]int{{20, 70, 300}, {130, 96, 40}, {7, 33, 600}} {
+			m, n, k := s[0], s[1], s[2]
+			for _, transB := range []bool{false, true} {
+				a := randSlice(rng, m*k)
+				b := randSlice(rng, k*n+5)
+				ldb := n
+				if transB {
+					ldb = k
+				}
+				for _, threads := range []int{1, 2} {
+					want := make([]float32, m*n)
+					Sgemm(false, transB, m, n, k, 1, a, k, b, ldb, 0, want, n, threads)
+					release := RegisterConstant(b)
+					for rep := 0; rep < 2; rep++ { // first call packs, second reuses
+						got := make([]float32, m*n)
+						Sgemm(false, transB, m, n, k, 1, a, k, b, ldb, 0, got, n, threads)
+						for i := range got {
+							if got[i] != want[i] {
+								t.Fatalf("%s %v transB=%v threads=%d rep %d: C[%d] = %v, want %v", kn.name, s, transB, threads, rep, i, got[i], want[i])
+							}
+						}
+					}
+					release()
+					// After release a changed B must be seen.
+					b[0] += 1
+					Sgemm(false, transB, m, n, k, 1, a, k, b, ldb, 0, want, n, threads)
+					ref := refGemm(false, transB, m, n, k, 1, a, k, b, ldb, 0, make([]float32, m*n), n)
+					if math.Abs(float64(want[0])-ref[0]) > 1e-3*(1+math.Abs(ref[0])) {
+						t.Fatalf("%s: stale packed B used after release", kn.name)
+					}
+				}
+			}
+		}
+	}
+}
