@@ -450,8 +450,12 @@ func (mt *matcher) finish(c *coreMatch) (*Block, string) {
 		name, v string
 		perm    []int
 	}{{"Q", c.q, c.qPerm}, {"K", c.k, c.kPerm}, {"V", c.v, c.vPerm}} {
-		if msg := mt.checkLayout(x.name, x.v, x.perm); msg != "" {
+		msg, perms := mt.checkLayout(x.name, x.v, x.perm)
+		if msg != "" {
 			return nil, msg
+		}
+		if x.name == "K" && len(perms) > 0 {
+			c.form = append(c.form, "k-perm"+strings.Join(perms, ","))
 		}
 	}
 	b := &Block{core: c, Scale: c.scale, Q: c.q, K: c.k, V: c.v, Output: c.av.Output[0], Bias: BiasNone, Convertible: true}
@@ -559,19 +563,19 @@ func (mt *matcher) finish(c *coreMatch) (*Block, string) {
 // rank-4 Reshape (the head split, [B,S,H,D]) and checks that v, taken to
 // [B,H,S,D] by perm, is that split transposed by [0,2,1,3]. When no head
 // split is found the layout cannot be checked and is accepted.
-func (mt *matcher) checkLayout(name, v string, perm []int) string {
+func (mt *matcher) checkLayout(name, v string, perm []int) (string, []string) {
 	comp := []int{0, 1, 2, 3} // v axis i = current value's axis comp[i]
-	var seen []string
+	var seen, compact []string
 	for step := 0; step < 8; step++ {
 		n := mt.ix.Producer[v]
 		if n == nil || !defaultDomain(n) {
-			return ""
+			return "", nil
 		}
 		switch n.GetOpType() {
 		case "Transpose":
 			p := onnx.AttrInts(n, "perm")
 			if len(p) != 4 {
-				return ""
+				return "", nil
 			}
 			next := make([]int, 4)
 			for i := range comp {
@@ -579,6 +583,7 @@ func (mt *matcher) checkLayout(name, v string, perm []int) string {
 			}
 			comp = next
 			seen = append([]string{fmt.Sprint(p)}, seen...) // graph order
+			compact = append([]string{fmt.Sprintf("%d%d%d%d", p[0], p[1], p[2], p[3])}, compact...)
 			v = n.Input[0]
 			continue
 		case "Mul", "Div":
@@ -590,10 +595,10 @@ func (mt *matcher) checkLayout(name, v string, perm []int) string {
 				v = n.Input[1]
 				continue
 			}
-			return ""
+			return "", nil
 		case "Reshape":
 			if s := mt.shapeValue(n.Input[1], 0); len(s) != 4 {
-				return ""
+				return "", nil
 			}
 			p := perm
 			if p == nil {
@@ -606,14 +611,14 @@ func (mt *matcher) checkLayout(name, v string, perm []int) string {
 					if name == "K" && perm != nil && perm[2] == 3 && perm[3] == 2 {
 						need = "[0 2 3 1] (Kᵀ)"
 					}
-					return fmt.Sprintf("%s is transposed by perm %s from its head split [B,S,H,D]; the attention product needs %s", name, strings.Join(seen, " then "), need)
+					return fmt.Sprintf("%s is transposed by perm %s from its head split [B,S,H,D]; the attention product needs %s", name, strings.Join(seen, " then "), need), nil
 				}
 			}
-			return ""
+			return "", compact
 		}
-		return ""
+		return "", nil
 	}
-	return ""
+	return "", nil
 }
 
 func dedup(s []string) []string {
