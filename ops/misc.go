@@ -1,0 +1,231 @@
+package ops
+
+import (
+	"math"
+
+	"github.com/linearize/linearize/onnx"
+)
+
+// Less common elementwise ops: Mod, BitShift, Celu, Shrink, Hardmax,
+// EyeLike.
+
+func init() {
+	Register("", "Mod", 10, mod)
+	Register("", "BitShift", 11, bitShift)
+	Register("", "Celu", 12, unaryFloat(func(ctx *Context) (func(float64) float64, error) {
+		alpha := float64(ctx.attrFloat("alpha", 1))
+		if alpha == 0 {
+			return nil, ctx.errf("alpha must be nonzero")
+		}
+		return func(x float64) float64 { return max(0, x) + min(0, alpha*(math.Exp(x/alpha)-1)) }, nil
+	}))
+	Register("", "Shrink", 9, unaryFloat(func(ctx *Context) (func(float64) float64, error) {
+		bias, lambd := float64(ctx.attrFloat("bias", 0)), float64(ctx.attrFloat("lambd", 0.5))
+		return func(x float64) float64 {
+			switch {
+			case x < -lambd:
+				return x + bias
+			case x > lambd:
+				return x - bias
+			}
+			return 0
+		}, nil
+	}))
+	Register("", "Hardmax", 1, hardmax)
+	Register("", "EyeLike", 9, eyeLike)
+}
+
+func modInt[T integer](a, b T, fmod bool) T {
+	r := a % b
+	if !fmod && r != 0 && (r < 0) != (b < 0) {
+		r += b
+	}
+	return r
+}
+
+func modT[T integer](p *plan2, a, b *onnx.Tensor, fmod bool) any {
+	return apply2(p, a.Data.([]T), b.Data.([]T), elementwise(func(x, y T) T { return modInt(x, y, fmod) }))
+}
+
+// mod is the remainder: with fmod=0 (integers only) it takes the sign of
+// the divisor, like Python's %; with fmod=1 the sign of the dividend.
+func mod(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
+	if err := ctx.checkInputs(in, 2, 2); err != nil {
+		return nil, err
+	}
+	a, b := in[0], in[1]
+	if a.DType != b.DType {
+		return nil, ctx.errf("input types differ: %s and %s", a, b)
+	}
+	fmod := ctx.attrInt("fmod", 0) != 0
+	if isFloat(a.DType) {
+		if !fmod {
+			return nil, ctx.errf("fmod=0 is not defined for floating-point inputs")
+		}
+		if a.DType == onnx.Float16 || a.DType == onnx.BFloat16 {
+			return viaFloat32(ctx, in, mod)
+		}
+	} else {
+		bv, err := b.AsInt64s()
+		if err != nil {
+			return nil, ctx.errf("%v", err)
+		}
+		for _, v := range bv {
+			if v == 0 {
+				return nil, ctx.errf("integer modulo by zero")
+			}
+		}
+	}
+	p, err := makePlan2(a.Shape, b.Shape)
+	if err != nil {
+		return nil, ctx.errf("%v", err)
+	}
+	var out any
+	switch a.DType {
+	case onnx.Float:
+		out = apply2(p, a.Floats(), b.Floats(), elementwise(func(x, y float32) float32 { return float32(math.Mod(float64(x), float64(y))) }))
+	case onnx.Double:
+		out = apply2(p, a.Data.([]float64), b.Data.([]float64), elementwise(math.Mod))
+	case onnx.Int8:
+		out = modT[int8](p, a, b, fmod)
+	case onnx.Int16:
+		out = modT[int16](p, a, b, fmod)
+	case onnx.Int32:
+		out = modT[int32](p, a, b, fmod)
+	case onnx.Int64:
+		out = modT[int64](p, a, b, fmod)
+	case onnx.Uint8:
+		out = modT[uint8](p, a, b, fmod)
+	case onnx.Uint16:
+		out = modT[uint16](p, a, b, fmod)
+	case onnx.Uint32:
+		out = modT[uint32](p, a, b, fmod)
+	case onnx.Uint64:
+		out = modT[uint64](p, a, b, fmod)
+	default:
+		return nil, ctx.errf("unsupported type %s", onnx.TypeName(a.DType))
+	}
+	return []*onnx.Tensor{{DType: a.DType, Shape: p.Out, Data: out}}, nil
+}
+
+func shiftT[T integer](p *plan2, a, b *onnx.Tensor, left bool) any {
+	return apply2(p, a.Data.([]T), b.Data.([]T), elementwise(func(x, y T) T {
+		if left {
+			return x << y
+		}
+		return x >> y
+	}))
+}
+
+func bitShift(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
+	if err := ctx.checkInputs(in, 2, 2); err != nil {
+		return nil, err
+	}
+	a, b := in[0], in[1]
+	if a.DType != b.DType {
+		return nil, ctx.errf("input types differ: %s and %s", a, b)
+	}
+	var left bool
+	switch dir := ctx.attrString("direction", ""); dir {
+	case "LEFT":
+		left = true
+	case "RIGHT":
+	default:
+		return nil, ctx.errf("direction must be LEFT or RIGHT, got %q", dir)
+	}
+	p, err := makePlan2(a.Shape, b.Shape)
+	if err != nil {
+		return nil, ctx.errf("%v", err)
+	}
+	var out any
+	switch a.DType {
+	case onnx.Uint8:
+		out = shiftT[uint8](p, a, b, left)
+	case onnx.Uint16:
+		out = shiftT[uint16](p, a, b, left)
+	case onnx.Uint32:
+		out = shiftT[uint32](p, a, b, left)
+	case onnx.Uint64:
+		out = shiftT[uint64](p, a, b, left)
+	default:
+		return nil, ctx.errf("inputs must be unsigned integers, got %s", onnx.TypeName(a.DType))
+	}
+	return []*onnx.Tensor{{DType: a.DType, Shape: p.Out, Data: out}}, nil
+}
+
+// hardmax puts 1 at the first maximum of each group (Softmax's grouping:
+// flattened at axis before opset 13, the single axis from 13).
+func hardmax(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
+	if err := ctx.checkInputs(in, 1, 1); err != nil {
+		return nil, err
+	}
+	x := in[0]
+	if !isFloat(x.DType) {
+		return nil, ctx.errf("input must be a float tensor, got %s", x)
+	}
+	r := len(x.Shape)
+	modern := ctx.Opset >= 13 || ctx.Opset == 0
+	def := int64(1)
+	if modern {
+		def = -1
+	}
+	outer, d, inner := 1, 1, 1
+	if r > 0 {
+		axis, err := ctx.normAxis(ctx.attrInt("axis", def), r)
+		if err != nil {
+			return nil, err
+		}
+		if modern {
+			outer, d, inner = prod(x.Shape[:axis]), x.Shape[axis], prod(x.Shape[axis+1:])
+		} else {
+			outer, d = prod(x.Shape[:axis]), prod(x.Shape[axis:])
+		}
+	}
+	v, _ := x.AsFloat64s()
+	out, err := ctx.newTensor(x.DType, x.Shape)
+	if err != nil {
+		return nil, err
+	}
+	if d == 0 {
+		return []*onnx.Tensor{out}, nil
+	}
+	for o := range outer {
+		for i := range inner {
+			base := o*d*inner + i
+			best := 0
+			for j := 1; j < d; j++ {
+				if v[base+j*inner] > v[base+best*inner] {
+					best = j
+				}
+			}
+			setFloat(out, base+best*inner, 1)
+		}
+	}
+	return []*onnx.Tensor{out}, nil
+}
+
+func eyeLike(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
+	if err := ctx.checkInputs(in, 1, 1); err != nil {
+		return nil, err
+	}
+	x := in[0]
+	if len(x.Shape) != 2 {
+		return nil, ctx.errf("input must be 2-D, got %v", x.Shape)
+	}
+	dt := x.DType
+	if ctx.hasAttr("dtype") {
+		dt = onnx.DataType(ctx.attrInt("dtype", 0))
+	}
+	out, err := ctx.newTensor(dt, x.Shape)
+	if err != nil {
+		return nil, err
+	}
+	k := int(ctx.attrInt("k", 0))
+	rows, cols := x.Shape[0], x.Shape[1]
+	for i := range rows {
+		if j := i + k; j >= 0 && j < cols {
+			setFloat(out, i*cols+j, 1)
+		}
+	}
+	return []*onnx.Tensor{out}, nil
+}
