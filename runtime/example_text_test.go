@@ -1,0 +1,38 @@
+package runtime_test
+
+import (
+	"fmt"
+
+	"github.com/linearize/linearize/onnx"
+	"github.com/linearize/linearize/runtime"
+	"github.com/linearize/linearize/tokenize"
+)
+
+func ExampleTextInputs() {
+	// A real model's tokenizer comes from runtime.FindTokenizer(modelPath, "")
+	// and its inputs from session.Inputs(); both are spelled out here.
+	vocab := map[string]int64{"[PAD]": 0, "[UNK]": 1, "[CLS]": 2, "[SEP]": 3, "linear": 4, "attention": 5, "scales": 6}
+	tok, err := tokenize.New(vocab, tokenize.DefaultOptions())
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	dims := []onnx.Dim{{Value: -1, Param: "batch"}, {Value: -1, Param: "sequence"}}
+	inputs := []runtime.Value{
+		{Name: "input_ids", DType: onnx.Int64, Shape: dims},
+		{Name: "attention_mask", DType: onnx.Int64, Shape: dims},
+		{Name: "token_type_ids", DType: onnx.Int64, Shape: dims},
+	}
+	ti, err := runtime.TextInputs(tok, inputs, []string{"Linear attention scales.", "Attention"}, 0, 512)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for _, in := range inputs {
+		fmt.Println(in.Name, ti.Feed[in.Name].Shape, ti.Feed[in.Name].Int64s())
+	}
+	// Output:
+	// input_ids [2 6] [2 4 5 6 1 3 2 5 3 0 0 0]
+	// attention_mask [2 6] [1 1 1 1 1 1 1 1 1 0 0 0]
+	// token_type_ids [2 6] [0 0 0 0 0 0 0 0 0 0 0 0]
+}
