@@ -84,7 +84,7 @@ func TestPerformerLinformerCLI(t *testing.T) {
 		{[]string{"performer", in, "-o", filepath.Join(tmp, "p2.onnx"), "--kernel", "trig", "--norms", "qmc", "--omega", "iid"}, 0, "1 converted"},
 		{[]string{"linformer", in, "-o", filepath.Join(tmp, "l.onnx"), "--k", "4", "--max-len", "16", "--share", "kv"}, 0, "1 converted"},
 		{[]string{"performer", in}, exitUsage, "-o OUT is required"},
-		{[]string{"performer", in, "-o", in}, exitRuntime, "refusing to overwrite"},
+		{[]string{"performer", in, "-o", in}, exitUsage, "pass --overwrite"},
 		{[]string{"performer", in, "-o", filepath.Join(tmp, "x.onnx"), "--kernel", "cosine"}, exitBadInput, `kernel "cosine"`},
 		{[]string{"linformer", in, "-o", filepath.Join(tmp, "x.onnx"), "--share", "all"}, exitBadInput, `share "all"`},
 		{[]string{"linformer", in, "-o", filepath.Join(tmp, "x.onnx"), "--layers", "3"}, exitBadInput, "layer 3 selected"},
