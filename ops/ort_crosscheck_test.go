@@ -34,7 +34,9 @@ func xcases() []xcase {
 	i32 := func(shape []int, v ...int32) *onnx.Tensor {
 		return &onnx.Tensor{DType: onnx.Int32, Shape: shape, Data: v}
 	}
-	b := func(shape []int, v ...bool) *onnx.Tensor { return &onnx.Tensor{DType: onnx.Bool, Shape: shape, Data: v} }
+	b := func(shape []int, v ...bool) *onnx.Tensor {
+		return &onnx.Tensor{DType: onnx.Bool, Shape: shape, Data: v}
+	}
 	A := kAttr
 	return []xcase{
 		{"Gelu", "Gelu", 20, nil, []*onnx.Tensor{f(3, 50)}, 1},
