@@ -36,6 +36,15 @@ func BenchmarkBackends(b *testing.B) {
 	defer ref.Close()
 	for _, seq := range []int{128, 512} {
 		feeds := bertInputs(1, seq, 30522, 1)
+		diffs, err := CompareSessions(nat, ref, feeds)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, d := range diffs {
+			if !d.OK(1e-4) {
+				b.Fatalf("seq %d: output %s: backends disagree: %v", seq, d.Name, d.Diff)
+			}
+		}
 		b.Run(fmt.Sprintf("seq=%d", seq), func(b *testing.B) {
 			var tn, to time.Duration
 			for _, s := range []Session{nat, ref} { // warm up

@@ -30,7 +30,10 @@ type benchBackendsRow struct {
 	ORTMS     float64 `json:"ort_ms"`
 	Ratio     float64 `json:"ratio"`
 	NativeMin float64 `json:"native_min_ms"`
-	ORTMin    float64 `json:"ort_min_ms"`
+	// MaxScaledErr is the largest output error of native against
+	// onnxruntime relative to the output's scale, from the first run.
+	MaxScaledErr float64 `json:"max_scaled_err"`
+	ORTMin       float64 `json:"ort_min_ms"`
 }
 
 type benchBackendsReport struct {
@@ -102,13 +105,24 @@ func runBenchBackends(args []string, stdout io.Writer) error {
 		if err != nil {
 			return runtimeFailure(err)
 		}
+		diffs, err := runtime.CompareSessions(nat, ref, feed)
+		if err != nil {
+			return runtimeFailure(err)
+		}
+		worst := 0.0
+		for _, d := range diffs {
+			if d.Mismatch != "" || d.NaNMismatch > 0 {
+				return runtimeFailure(fmt.Errorf("bench-backends: output %s: %v", d.Name, d.Diff))
+			}
+			worst = max(worst, d.Scaled)
+		}
 		ts, err := runtime.TimeRuns([]runtime.Session{nat, ref}, feed, 1, *repeat)
 		if err != nil {
 			return runtimeFailure(err)
 		}
 		ms := func(d interface{ Seconds() float64 }) float64 { return d.Seconds() * 1e3 }
 		rep.Rows = append(rep.Rows, benchBackendsRow{SeqLen: n, NativeMS: ms(ts[0].Median), ORTMS: ms(ts[1].Median),
-			Ratio: float64(ts[0].Median) / float64(ts[1].Median), NativeMin: ms(ts[0].Min), ORTMin: ms(ts[1].Min)})
+			Ratio: float64(ts[0].Median) / float64(ts[1].Median), NativeMin: ms(ts[0].Min), ORTMin: ms(ts[1].Min), MaxScaledErr: worst})
 	}
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
@@ -119,9 +133,9 @@ func runBenchBackends(args []string, stdout io.Writer) error {
 		return nil
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "seq\tnative ms\tort ms\tnative/ort\t")
+	fmt.Fprintln(tw, "seq\tnative ms\tort ms\tnative/ort\tfastest native/ort\tmax error\t")
 	for _, r := range rep.Rows {
-		fmt.Fprintf(tw, "%d\t%.1f\t%.1f\t%.2f\t\n", r.SeqLen, r.NativeMS, r.ORTMS, r.Ratio)
+		fmt.Fprintf(tw, "%d\t%.1f\t%.1f\t%.2f\t%.2f\t%.1e\t\n", r.SeqLen, r.NativeMS, r.ORTMS, r.Ratio, r.NativeMin/r.ORTMin, r.MaxScaledErr)
 	}
 	return tw.Flush()
 }
