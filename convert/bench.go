@@ -108,7 +108,14 @@ type BenchRun struct {
 	// loading), which is what the forms differ in.
 	LoadPeakRSSMB float64   `json:"load_peak_rss_mb,omitempty"`
 	TimesMS       []float64 `json:"times_ms,omitempty"`
-	Reason        string    `json:"reason,omitempty"`
+	// MedianCPUMS is the median CPU time (user + system, all threads) of
+	// a run, and CPUSpeedup the original's over this one: on a machine
+	// shared with other work, wall time includes waiting for a core and
+	// CPU time does not.
+	MedianCPUMS float64   `json:"median_cpu_ms,omitempty"`
+	CPUSpeedup  float64   `json:"cpu_speedup,omitempty"`
+	CPUTimesMS  []float64 `json:"cpu_times_ms,omitempty"`
+	Reason      string    `json:"reason,omitempty"`
 }
 
 // BenchResult is what a benchmark writes with --json.
@@ -145,6 +152,9 @@ func (r *BenchResult) Summarize() {
 			continue
 		}
 		run.Speedup = o.MedianMS / run.MedianMS
+		if o.MedianCPUMS > 0 && run.MedianCPUMS > 0 {
+			run.CPUSpeedup = o.MedianCPUMS / run.MedianCPUMS
+		}
 		if o.PeakRSSMB > 0 {
 			run.MemoryRatio = run.PeakRSSMB / o.PeakRSSMB
 		}

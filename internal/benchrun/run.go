@@ -46,7 +46,8 @@ type ChildSpec struct {
 
 // ChildResult is what a child prints on stdout.
 type ChildResult struct {
-	TimesMS []float64 `json:"times_ms"`
+	TimesMS    []float64 `json:"times_ms"`
+	CPUTimesMS []float64 `json:"cpu_times_ms"`
 	// LoadPeakKB is the peak RSS while loading the model and creating the
 	// session (Go's copies of the model included). RunPeakKB is the peak
 	// RSS while running: the high-water mark is reset (/proc/self/clear_refs)
@@ -107,11 +108,13 @@ func runChild(s ChildSpec, res *ChildResult) error {
 		}
 	}
 	for i := 0; i < s.Runs; i++ {
+		c0 := cpuTime()
 		t0 := time.Now()
 		if _, err := sess.Run(feed); err != nil {
 			return err
 		}
 		res.TimesMS = append(res.TimesMS, float64(time.Since(t0).Microseconds())/1000)
+		res.CPUTimesMS = append(res.CPUTimesMS, float64((cpuTime()-c0).Microseconds())/1000)
 	}
 	return nil
 }
@@ -154,6 +157,15 @@ func Inputs(vals []runtime.Value, n int) (map[string]*onnx.Tensor, error) {
 		}
 	}
 	return feed, nil
+}
+
+// cpuTime is the user + system time of this process, all threads.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // vmHWM reads the peak resident set size of this process (kB).
@@ -336,15 +348,17 @@ func Run(o Options) (*convert.BenchResult, error) {
 					continue
 				}
 				r.TimesMS = append(r.TimesMS, cr.TimesMS...)
+				r.CPUTimesMS = append(r.CPUTimesMS, cr.CPUTimesMS...)
 				r.PeakRSSMB = max(r.PeakRSSMB, float64(rss)/1024)
 				r.LoadPeakRSSMB = max(r.LoadPeakRSSMB, float64(cr.LoadPeakKB)/1024)
-				fmt.Fprintf(progress, " %.1f ms, peak %.0f MiB\n", cr.TimesMS[0], float64(rss)/1024)
+				fmt.Fprintf(progress, " %.1f ms (cpu %.1f ms), peak %.0f MiB\n", cr.TimesMS[0], cr.CPUTimesMS[0], float64(rss)/1024)
 			}
 		}
 		for _, f := range bo.Variants {
 			r := runs[f]
 			if r.Status == "ok" {
 				r.MedianMS = median(r.TimesMS)
+				r.MedianCPUMS = median(r.CPUTimesMS)
 			}
 			res.Runs = append(res.Runs, *r)
 		}
@@ -431,13 +445,16 @@ func gib(b int64) string {
 func WriteTable(w io.Writer, r *convert.BenchResult) {
 	fmt.Fprintf(w, "model %s: %d layers, hidden %d, %d heads, FFN %d; threads %d, M = %d, k = %d, %d runs each (median)\n",
 		r.Model, r.Dims.Layers, r.Dims.Hidden, r.Dims.Heads, r.Dims.FFN, r.Threads, r.Features, r.K, r.Repeat)
-	fmt.Fprintf(w, "%-7s %-10s %-8s %11s %11s %9s %10s %9s %9s\n", "length", "variant", "status", "median ms", "peak MiB", "speedup", "predicted", "meas/pred", "mem ratio")
+	fmt.Fprintf(w, "%-7s %-10s %-8s %10s %10s %9s %9s %10s %9s %9s %9s\n", "length", "variant", "status", "median ms", "cpu ms", "peak MiB", "speedup", "predicted", "meas/pred", "cpu spdup", "mem ratio")
 	for _, run := range r.Runs {
 		if run.Status != "ok" {
-			fmt.Fprintf(w, "%-7d %-10s %-8s %11s %11s %9s %9.2fx %9s %9s  %s\n", run.Length, run.Variant, run.Status, "-", "-", "-", run.PredictedSpeedup, "-", "-", run.Reason)
+			fmt.Fprintf(w, "%-7d %-10s %-8s %10s %10s %9s %9s %9.2fx %9s %9s %9s  %s\n", run.Length, run.Variant, run.Status, "-", "-", "-", "-", run.PredictedSpeedup, "-", "-", "-", run.Reason)
 			continue
 		}
-		sp, ratio, mem := "-", "-", "-"
+		sp, ratio, mem, cpu := "-", "-", "-", "-"
+		if run.CPUSpeedup > 0 {
+			cpu = fmt.Sprintf("%.2fx", run.CPUSpeedup)
+		}
 		if run.Speedup > 0 {
 			sp = fmt.Sprintf("%.2fx", run.Speedup)
 			ratio = fmt.Sprintf("%.2f", run.Speedup/run.PredictedSpeedup)
@@ -445,7 +462,7 @@ func WriteTable(w io.Writer, r *convert.BenchResult) {
 		if run.MemoryRatio > 0 {
 			mem = fmt.Sprintf("%.3f", run.MemoryRatio)
 		}
-		fmt.Fprintf(w, "%-7d %-10s %-8s %11.1f %11.0f %9s %9.2fx %9s %9s\n", run.Length, run.Variant, run.Status, run.MedianMS, run.PeakRSSMB, sp, run.PredictedSpeedup, ratio, mem)
+		fmt.Fprintf(w, "%-7d %-10s %-8s %10.1f %10.1f %9.0f %9s %9.2fx %9s %9s %9s\n", run.Length, run.Variant, run.Status, run.MedianMS, run.MedianCPUMS, run.PeakRSSMB, sp, run.PredictedSpeedup, ratio, cpu, mem)
 	}
 	var forms []string
 	for f := range r.Crossover {
