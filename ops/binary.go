@@ -499,6 +499,9 @@ func variadic(op string) Kernel {
 		if err := ctx.checkInputs(in, 1, -1); err != nil {
 			return nil, err
 		}
+		if err := ctx.checkPresent(in); err != nil {
+			return nil, err
+		}
 		dt := in[0].DType
 		for i, t := range in {
 			if t.DType != dt {

@@ -115,6 +115,9 @@ func einsum(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
 	if err := ctx.checkInputs(in, 1, -1); err != nil {
 		return nil, err
 	}
+	if err := ctx.checkPresent(in); err != nil {
+		return nil, err
+	}
 	dt := in[0].DType
 	for i, t := range in {
 		if t.DType != dt {

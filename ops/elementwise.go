@@ -322,14 +322,22 @@ func clipT[T number](d []T, lo, hi T) []T {
 }
 
 func clip(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
-	if err := ctx.checkInputs(in, 1, 3); err != nil {
+	maxIn := 3
+	if ctx.Opset < 11 {
+		maxIn = 1
+	}
+	if err := ctx.checkInputs(in, 1, maxIn); err != nil {
 		return nil, err
 	}
 	x := in[0]
 	lo, hi := math.Inf(-1), math.Inf(1)
+	var ilo, ihi int64 = math.MinInt64, math.MaxInt64 // exact int64 bounds
 	if ctx.Opset < 11 {
 		lo = float64(ctx.attrFloat("min", -math.MaxFloat32))
 		hi = float64(ctx.attrFloat("max", math.MaxFloat32))
+		if x.DType != onnx.Float && x.DType != onnx.Double && x.DType != onnx.Float16 {
+			return nil, ctx.errf("Clip before opset 11 takes floats, got %s", x)
+		}
 	} else {
 		for i, p := range []*float64{&lo, &hi} {
 			t := opt(in, i+1)
@@ -344,6 +352,13 @@ func clip(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
 				return nil, ctx.errf("%v", err)
 			}
 			*p = v[0]
+			if iv, err := t.AsInt64s(); err == nil {
+				if i == 0 {
+					ilo = iv[0]
+				} else {
+					ihi = iv[0]
+				}
+			}
 		}
 	}
 	var out any
@@ -355,14 +370,7 @@ func clip(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
 	case []int32:
 		out = clipT(d, int32(max(lo, math.MinInt32)), int32(min(hi, math.MaxInt32)))
 	case []int64:
-		l, h := int64(math.MinInt64), int64(math.MaxInt64)
-		if t := opt(in, 1); t != nil {
-			l = t.Int64s()[0]
-		}
-		if t := opt(in, 2); t != nil {
-			h = t.Int64s()[0]
-		}
-		out = clipT(d, l, h)
+		out = clipT(d, ilo, ihi)
 	case []int8:
 		out = clipT(d, int8(max(lo, math.MinInt8)), int8(min(hi, math.MaxInt8)))
 	case []uint8:

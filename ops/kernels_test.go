@@ -942,3 +942,83 @@ func TestKernelsRejectBadInputs(t *testing.T) {
 		}
 	}
 }
+
+// TestKernelsRandomInputsNoPanic feeds every standard kernel seeded random
+// inputs (random ranks, sizes, types, attribute values and input counts);
+// whatever they make of them, kernels must return a result or an error.
+func TestKernelsRandomInputsNoPanic(t *testing.T) {
+	rng := rand.New(rand.NewPCG(41, 42))
+	tensor := func() *onnx.Tensor {
+		r := rng.IntN(4)
+		shape := make([]int, r)
+		for i := range shape {
+			shape[i] = rng.IntN(4)
+		}
+		n := onnx.NumElements(shape)
+		switch rng.IntN(4) {
+		case 0:
+			d := make([]int64, n)
+			for i := range d {
+				d[i] = int64(rng.IntN(9) - 4)
+			}
+			return onnx.NewInt64(shape, d)
+		case 1:
+			d := make([]bool, n)
+			for i := range d {
+				d[i] = rng.IntN(2) == 0
+			}
+			return &onnx.Tensor{DType: onnx.Bool, Shape: shape, Data: d}
+		default:
+			return kRand(rng, shape...)
+		}
+	}
+	ints := func() []int64 {
+		v := make([]int64, rng.IntN(4))
+		for i := range v {
+			v[i] = int64(rng.IntN(9) - 4)
+		}
+		return v
+	}
+	attrPool := func() []*onnxpb.AttributeProto {
+		var a []*onnxpb.AttributeProto
+		for _, name := range []string{"axis", "keepdims", "to", "k", "batch_dims", "num_outputs", "transA", "upper", "largest", "exclusive"} {
+			if rng.IntN(3) == 0 {
+				a = append(a, kAttr(name, rng.IntN(9)-4))
+			}
+		}
+		for _, name := range []string{"axes", "perm", "split", "starts", "ends", "pads"} {
+			if rng.IntN(4) == 0 {
+				a = append(a, kAttr(name, ints()))
+			}
+		}
+		if rng.IntN(4) == 0 {
+			a = append(a, kAttr("equation", []string{"ij,jk->ik", "ii->i", "...i->i", "i,i", "ab->ba", "->"}[rng.IntN(6)]))
+		}
+		if rng.IntN(4) == 0 {
+			a = append(a, kAttr("mode", []string{"constant", "reflect", "edge", "wrap"}[rng.IntN(4)]))
+		}
+		return a
+	}
+	for _, name := range ops.Supported() {
+		if !strings.HasPrefix(name, ":") {
+			continue
+		}
+		op := name[1:]
+		for range 300 {
+			opset := []int64{9, 11, 13, 18, 21}[rng.IntN(5)]
+			if _, err := ops.Lookup("", op, opset); err != nil {
+				continue
+			}
+			in := make([]*onnx.Tensor, rng.IntN(5))
+			for i := range in {
+				if rng.IntN(8) > 0 {
+					in[i] = tensor()
+				}
+			}
+			n := kNode(op, 1+rng.IntN(3), attrPool()...)
+			if _, err := kTry(n, opset, in...); err != nil && strings.Contains(err.Error(), "PANIC") {
+				t.Errorf("%s opset %d attrs %v inputs %v: %v", op, opset, n.Attribute, in, err)
+			}
+		}
+	}
+}

@@ -64,6 +64,9 @@ func concat(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
 	if err := ctx.checkInputs(in, 1, -1); err != nil {
 		return nil, err
 	}
+	if err := ctx.checkPresent(in); err != nil {
+		return nil, err
+	}
 	if !ctx.hasAttr("axis") {
 		return nil, ctx.errf("missing attribute axis")
 	}

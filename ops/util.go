@@ -93,6 +93,16 @@ func (ctx *Context) checkInputs(in []*onnx.Tensor, min, max int) error {
 	return nil
 }
 
+// checkPresent requires every input to be present (variadic ops).
+func (ctx *Context) checkPresent(in []*onnx.Tensor) error {
+	for i, t := range in {
+		if t == nil {
+			return ctx.errf("input %d is missing", i)
+		}
+	}
+	return nil
+}
+
 // opt returns input i or nil when absent.
 func opt(in []*onnx.Tensor, i int) *onnx.Tensor {
 	if i < len(in) {
