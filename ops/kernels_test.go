@@ -955,7 +955,31 @@ func TestKernelsRandomInputsNoPanic(t *testing.T) {
 			shape[i] = rng.IntN(4)
 		}
 		n := onnx.NumElements(shape)
-		switch rng.IntN(4) {
+		switch rng.IntN(8) {
+		case 4:
+			d := make([]float64, n)
+			for i := range d {
+				d[i] = rng.NormFloat64()
+			}
+			return &onnx.Tensor{DType: onnx.Double, Shape: shape, Data: d}
+		case 5:
+			d := make([]int32, n)
+			for i := range d {
+				d[i] = int32(rng.IntN(9) - 4)
+			}
+			return &onnx.Tensor{DType: onnx.Int32, Shape: shape, Data: d}
+		case 6:
+			d := make([]uint16, n)
+			for i := range d {
+				d[i] = onnx.FloatToHalf(float32(rng.NormFloat64()))
+			}
+			return &onnx.Tensor{DType: onnx.Float16, Shape: shape, Data: d}
+		case 7:
+			d := make([]uint8, n)
+			for i := range d {
+				d[i] = uint8(rng.IntN(5))
+			}
+			return &onnx.Tensor{DType: onnx.Uint8, Shape: shape, Data: d}
 		case 0:
 			d := make([]int64, n)
 			for i := range d {
