@@ -107,10 +107,10 @@ func (mt *matcher) bshapeMode(v string, depth int, shapeMode bool) (res []int64)
 		return nil
 	}
 	in := func(i int) []int64 {
-		if i >= len(n.Input) || n.Input[i] == "" {
+		if i >= len(n.Input) || inp(n, i) == "" {
 			return nil
 		}
-		return mt.bshapeMode(n.Input[i], depth+1, shapeMode)
+		return mt.bshapeMode(inp(n, i), depth+1, shapeMode)
 	}
 	switch n.GetOpType() {
 	case "Range", "Shape", "NonZero":
@@ -127,7 +127,7 @@ func (mt *matcher) bshapeMode(v string, depth int, shapeMode bool) (res []int64)
 		x := in(0)
 		axes := onnx.AttrInts(n, "axes")
 		if axes == nil && len(n.Input) > 1 {
-			axes, _ = intsOf(ix, n.Input[1])
+			axes, _ = intsOf(ix, inp(n, 1))
 		}
 		if x == nil || axes == nil {
 			return nil
@@ -158,7 +158,7 @@ func (mt *matcher) bshapeMode(v string, depth int, shapeMode bool) (res []int64)
 		x := in(0)
 		axes := onnx.AttrInts(n, "axes")
 		if axes == nil && len(n.Input) > 1 {
-			axes, _ = intsOf(ix, n.Input[1])
+			axes, _ = intsOf(ix, inp(n, 1))
 		}
 		if x == nil || axes == nil {
 			return nil
@@ -212,7 +212,7 @@ func (mt *matcher) bshapeMode(v string, depth int, shapeMode bool) (res []int64)
 		// and < c all false: HF masks and-in such checks along the query
 		// axis (opset 11 exports write ≥ as Not(Less)).
 		if !shapeMode && len(n.Input) == 2 {
-			if c, ok := scalarOf(ix, n.Input[1]); ok && mt.rangeAtLeast(n.Input[0], c, n.GetOpType() == "Greater") {
+			if c, ok := scalarOf(ix, inp(n, 1)); ok && mt.rangeAtLeast(inp(n, 0), c, n.GetOpType() == "Greater") {
 				x := in(0)
 				if x == nil {
 					return nil
@@ -230,14 +230,14 @@ func (mt *matcher) bshapeMode(v string, depth int, shapeMode bool) (res []int64)
 		if n.GetOpType() == "ConstantOfShape" {
 			si = 0
 		}
-		target := mt.shapeUnits(n.Input[si], depth+1)
+		target := mt.shapeUnits(inp(n, si), depth+1)
 		if target == nil {
 			return nil
 		}
 		out := unitDims(target)
 		switch n.GetOpType() {
 		case "Reshape":
-			x := mt.usize(n.Input[0], depth+1)
+			x := mt.usize(inp(n, 0), depth+1)
 			for i, t := range target {
 				if t == 0 && x != nil && i < len(x) {
 					out[i] = x[i]
@@ -317,9 +317,9 @@ func (mt *matcher) shapeUnits(v string, depth int) []int64 {
 		if len(onnx.AttrInts(n, "start")) > 0 || onnx.Attr(n, "start") != nil || onnx.Attr(n, "end") != nil {
 			return nil
 		}
-		return mt.usize(n.Input[0], depth+1)
+		return mt.usize(inp(n, 0), depth+1)
 	case "Cast", "Identity":
-		return mt.shapeUnits(n.Input[0], depth+1)
+		return mt.shapeUnits(inp(n, 0), depth+1)
 	case "Concat":
 		var out []int64
 		for _, in := range n.Input {
@@ -350,11 +350,11 @@ func (mt *matcher) rangeAtLeast(v string, c float64, strict bool) bool {
 		}
 		switch n.GetOpType() {
 		case "Unsqueeze", "Reshape", "Cast", "Identity":
-			v = n.Input[0]
+			v = inp(n, 0)
 			continue
 		case "Range":
-			s, ok1 := scalarOf(mt.ix, n.Input[0])
-			d, ok2 := scalarOf(mt.ix, n.Input[2])
+			s, ok1 := scalarOf(mt.ix, inp(n, 0))
+			d, ok2 := scalarOf(mt.ix, inp(n, 2))
 			if !ok1 || !ok2 || d <= 0 {
 				return false
 			}

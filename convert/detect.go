@@ -95,11 +95,18 @@ func (d *Detection) Convertible() []*Block {
 // anchored on a Softmax (also inside model-local functions) and
 // onnxruntime's fused com.microsoft Attention and MultiHeadAttention
 // nodes. Blocks are numbered in graph order.
-func Detect(m *onnxpb.ModelProto) (*Detection, error) {
+func Detect(m *onnxpb.ModelProto) (d *Detection, err error) {
+	defer func() {
+		// The matcher guards its reads of the graph; this is the last
+		// line of defence against a malformed model it did not foresee.
+		if r := recover(); r != nil {
+			d, err = nil, fmt.Errorf("convert: malformed graph: %v", r)
+		}
+	}()
 	if m == nil || m.Graph == nil {
 		return nil, errors.New("convert: model has no graph")
 	}
-	d := &Detection{}
+	d = &Detection{}
 	g := m.Graph
 	order, err := onnx.TopoSort(g)
 	if err != nil {
@@ -114,6 +121,12 @@ func Detect(m *onnxpb.ModelProto) (*Detection, error) {
 	for _, n := range order {
 		var b *Block
 		var reason string
+		if len(n.Output) == 0 || n.Output[0] == "" || len(n.Input) == 0 {
+			if n.GetOpType() == "Softmax" || n.GetOpType() == "Attention" || n.GetOpType() == "MultiHeadAttention" {
+				d.Unmatched = append(d.Unmatched, Unmatched{Softmax: nodeName(n), Reason: "node has no input or output"})
+			}
+			continue
+		}
 		switch {
 		case n.GetOpType() == "Softmax" && defaultDomain(n):
 			b, reason = mt.matchSoftmax(n)
@@ -144,7 +157,7 @@ func Detect(m *onnxpb.ModelProto) (*Detection, error) {
 		}
 		fm := &matcher{ix: onnx.NewIndex(fg), opset: mt.opset}
 		for i, n := range f.Node {
-			if n.GetOpType() != "Softmax" || !defaultDomain(n) {
+			if n.GetOpType() != "Softmax" || !defaultDomain(n) || len(n.Output) == 0 || n.Output[0] == "" {
 				continue
 			}
 			b, reason := fm.matchSoftmax(n)

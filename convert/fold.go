@@ -37,10 +37,10 @@ func scalarFold(ix *onnx.Index, name string, depth int) (float64, bool) {
 		return 0, false
 	}
 	arg := func(i int) (float64, bool) {
-		if i >= len(n.Input) || n.Input[i] == "" {
+		if i >= len(n.Input) || inp(n, i) == "" {
 			return 0, false
 		}
-		return scalarFold(ix, n.Input[i], depth+1)
+		return scalarFold(ix, inp(n, i), depth+1)
 	}
 	switch n.GetOpType() {
 	case "Sqrt":
@@ -111,4 +111,13 @@ func intsOf(ix *onnx.Index, name string) ([]int64, bool) {
 func defaultDomain(n *onnxpb.NodeProto) bool {
 	d := n.GetDomain()
 	return d == "" || d == "ai.onnx"
+}
+
+// inp returns input i of n, or "" when n has fewer inputs (a malformed
+// node then simply fails to match instead of panicking).
+func inp(n *onnxpb.NodeProto, i int) string {
+	if n == nil || i < 0 || i >= len(n.Input) {
+		return ""
+	}
+	return n.Input[i]
 }

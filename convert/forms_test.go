@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -393,6 +394,36 @@ func TestModelsBERTForms(t *testing.T) {
 						}
 					}
 				})
+			}
+		}
+	}
+}
+
+// TestDetectMalformed: truncated node inputs anywhere in a real block make
+// Detect and the rewrites fail or skip with an error value, never panic.
+func TestDetectMalformed(t *testing.T) {
+	bases := []*onnxpb.ModelProto{form{name: "base", opset: 17, k: "0231", scale: "div", mask: "add"}.build()}
+	for _, f := range []string{"attention_opt.onnx", "attention_mha.onnx", "gpt2_one_layer.onnx"} {
+		if m, err := onnx.Load(filepath.Join("..", "..", "shared", "corpus", "ort-fusion", f)); err == nil {
+			bases = append(bases, m)
+		}
+	}
+	for _, base := range bases {
+		malformedCases(t, base)
+	}
+}
+
+func malformedCases(t *testing.T, base *onnxpb.ModelProto) {
+	for i := range base.Graph.Node {
+		for keep := 0; keep < len(base.Graph.Node[i].Input); keep++ {
+			m := proto.Clone(base).(*onnxpb.ModelProto)
+			n := m.Graph.Node[i]
+			n.Input = n.Input[:keep]
+			if _, err := Detect(m); err != nil && (!strings.HasPrefix(err.Error(), "convert: ") || strings.Contains(err.Error(), "malformed graph")) {
+				t.Errorf("node %s with %d inputs: error %q (a recovered panic, or no package prefix)", n.GetName(), keep, err)
+			}
+			if _, _, err := ToPerformer(m, PerformerOptions{Features: 8}); err != nil && (!strings.HasPrefix(err.Error(), "convert: ") || strings.Contains(err.Error(), "malformed graph")) {
+				t.Errorf("node %s with %d inputs: error %q (a recovered panic, or no package prefix)", n.GetName(), keep, err)
 			}
 		}
 	}

@@ -45,7 +45,7 @@ func (mt *matcher) fusedCommon(n *onnxpb.NodeProto, form string) *Block {
 
 func optInput(n *onnxpb.NodeProto, i int) string {
 	if i < len(n.Input) {
-		return n.Input[i]
+		return inp(n, i)
 	}
 	return ""
 }
@@ -173,16 +173,16 @@ func (mt *matcher) rank(v string) int {
 		}
 		switch n.GetOpType() {
 		case "Cast", "Identity":
-			v = n.Input[0]
+			v = inp(n, 0)
 			continue
 		case "ReduceSum":
-			r := mt.rank(n.Input[0])
+			r := mt.rank(inp(n, 0))
 			if r < 0 {
 				return -1
 			}
 			axes := onnx.AttrInts(n, "axes")
 			if axes == nil && len(n.Input) > 1 {
-				axes, _ = intsOf(ix, n.Input[1])
+				axes, _ = intsOf(ix, inp(n, 1))
 			}
 			if onnx.AttrInt(n, "keepdims", 1) == 1 {
 				return r

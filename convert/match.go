@@ -93,7 +93,7 @@ func (mt *matcher) matchSoftmax(sm *onnxpb.NodeProto) (*Block, string) {
 	// Backward: scores.
 	var best string
 	var found *coreMatch
-	mt.scores(sm.Input[0], st, func(c *coreMatch) bool {
+	mt.scores(inp(sm, 0), st, func(c *coreMatch) bool {
 		found = c
 		return true
 	}, &best)
@@ -152,7 +152,7 @@ func (mt *matcher) followProbs(p string, st state) (*onnxpb.NodeProto, state, st
 			p = c.Output[0]
 			continue
 		case "MatMul", "Einsum":
-			if c.Input[0] != p {
+			if inp(c, 0) != p {
 				return nil, st, fmt.Sprintf("%s %s takes the probabilities as its second operand (P·V wanted)", c.GetOpType(), nodeName(c))
 			}
 			return c, st, ""
@@ -185,10 +185,10 @@ func (mt *matcher) scores(v string, st state, done func(*coreMatch) bool, best *
 	switch n.GetOpType() {
 	case "Add":
 		for i := 0; i < 2; i++ {
-			bt := biasTerm{node: n, value: n.Input[1-i], factor: st.scale}
+			bt := biasTerm{node: n, value: inp(n, 1-i), factor: st.scale}
 			s2 := st.with(n).addForm("add-bias")
 			s2.biases = append(append([]biasTerm{}, st.biases...), bt)
-			if mt.scores(n.Input[i], s2, done, best) {
+			if mt.scores(inp(n, i), s2, done, best) {
 				return true
 			}
 		}
@@ -198,47 +198,47 @@ func (mt *matcher) scores(v string, st state, done func(*coreMatch) bool, best *
 			return fail("malformed Where %s", nodeName(n))
 		}
 		for i := 1; i <= 2; i++ {
-			other := n.Input[3-i]
+			other := inp(n, 3-i)
 			fill, ok := scalarOf(ix, other)
 			if !ok {
 				continue
 			}
-			bt := biasTerm{node: n, value: n.Input[0], factor: 1, where: true, fill: fill, scoresOnTrue: i == 1}
+			bt := biasTerm{node: n, value: inp(n, 0), factor: 1, where: true, fill: fill, scoresOnTrue: i == 1}
 			s2 := st.with(n).addForm("where-mask")
 			s2.biases = append(append([]biasTerm{}, st.biases...), bt)
-			if mt.scores(n.Input[i], s2, done, best) {
+			if mt.scores(inp(n, i), s2, done, best) {
 				return true
 			}
 		}
 		return fail("Where %s selects between two non-constant values", nodeName(n))
 	case "Div":
-		c, ok := scalarOf(ix, n.Input[1])
+		c, ok := scalarOf(ix, inp(n, 1))
 		if !ok || c == 0 {
 			return fail("Div %s divides the scores by a non-constant or zero", nodeName(n))
 		}
 		s2 := st.with(n).addForm("div-scale")
 		s2.scale = st.scale / c
-		return mt.scores(n.Input[0], s2, done, best)
+		return mt.scores(inp(n, 0), s2, done, best)
 	case "Mul":
 		for i := 0; i < 2; i++ {
-			c, ok := scalarOf(ix, n.Input[1-i])
+			c, ok := scalarOf(ix, inp(n, 1-i))
 			if !ok {
 				continue
 			}
 			s2 := st.with(n).addForm("mul-scale")
 			s2.scale = st.scale * c
-			if mt.scores(n.Input[i], s2, done, best) {
+			if mt.scores(inp(n, i), s2, done, best) {
 				return true
 			}
 		}
 		return fail("Mul %s multiplies the scores by a non-constant", nodeName(n))
 	case "Identity", "Cast":
-		return mt.scores(n.Input[0], st.with(n), done, best)
+		return mt.scores(inp(n, 0), st.with(n), done, best)
 	case "MatMul":
 		c := &coreMatch{qk: n, scale: st.scale}
 		s2 := st.with(n)
-		q, sq, qn := mt.stripScale(n.Input[0])
-		k, sk, kn := mt.stripScale(n.Input[1])
+		q, sq, qn := mt.stripScale(inp(n, 0))
+		k, sk, kn := mt.stripScale(inp(n, 1))
 		c.q, c.k = q, k
 		c.kPerm = []int{0, 1, 3, 2}
 		c.scale *= sq * sk
@@ -268,24 +268,24 @@ func (mt *matcher) stripScale(v string) (string, float64, []*onnxpb.NodeProto) {
 			break
 		}
 		if n.GetOpType() == "Div" {
-			if c, ok := scalarOf(mt.ix, n.Input[1]); ok && c != 0 {
+			if c, ok := scalarOf(mt.ix, inp(n, 1)); ok && c != 0 {
 				scale /= c
 				nodes = append(nodes, n)
-				v = n.Input[0]
+				v = inp(n, 0)
 				continue
 			}
 		}
 		if n.GetOpType() == "Mul" {
-			if c, ok := scalarOf(mt.ix, n.Input[1]); ok {
+			if c, ok := scalarOf(mt.ix, inp(n, 1)); ok {
 				scale *= c
 				nodes = append(nodes, n)
-				v = n.Input[0]
+				v = inp(n, 0)
 				continue
 			}
-			if c, ok := scalarOf(mt.ix, n.Input[0]); ok {
+			if c, ok := scalarOf(mt.ix, inp(n, 0)); ok {
 				scale *= c
 				nodes = append(nodes, n)
-				v = n.Input[1]
+				v = inp(n, 1)
 				continue
 			}
 		}
@@ -341,7 +341,7 @@ func (mt *matcher) einsumQK(n *onnxpb.NodeProto, st state, done func(*coreMatch)
 	if d < 0 {
 		return fail("Einsum %s contracts no index", nodeName(n))
 	}
-	qv, kv, ql, kl := n.Input[0], n.Input[1], a, b
+	qv, kv, ql, kl := inp(n, 0), inp(n, 1), a, b
 	swapped := false
 	if strings.ContainsRune(a, rune(ki)) && strings.ContainsRune(b, rune(qi)) {
 		qv, kv, ql, kl = kv, qv, kl, ql
@@ -381,7 +381,7 @@ func (mt *matcher) matchV(c *coreMatch, p string) string {
 	av := c.av
 	switch av.GetOpType() {
 	case "MatMul":
-		c.v = av.Input[1]
+		c.v = inp(av, 1)
 		return ""
 	case "Einsum":
 		a, b, out, ok := einsumEq(av)
@@ -404,7 +404,7 @@ func (mt *matcher) matchV(c *coreMatch, p string) string {
 		if !ok1 || !ok2 {
 			return fmt.Sprintf("Einsum %s equation %q is not P·V", nodeName(av), onnx.AttrString(av, "equation", ""))
 		}
-		c.v = av.Input[1]
+		c.v = inp(av, 1)
 		c.vPerm, c.outPerm = nilIfIdentity(vp), nilIfIdentity(op)
 		c.form = append(c.form, "einsum-v")
 		return ""
@@ -584,20 +584,20 @@ func (mt *matcher) checkLayout(name, v string, perm []int) (string, []string) {
 			comp = next
 			seen = append([]string{fmt.Sprint(p)}, seen...) // graph order
 			compact = append([]string{fmt.Sprintf("%d%d%d%d", p[0], p[1], p[2], p[3])}, compact...)
-			v = n.Input[0]
+			v = inp(n, 0)
 			continue
 		case "Mul", "Div":
-			if _, ok := scalarOf(mt.ix, n.Input[1]); ok {
-				v = n.Input[0]
+			if _, ok := scalarOf(mt.ix, inp(n, 1)); ok {
+				v = inp(n, 0)
 				continue
 			}
-			if _, ok := scalarOf(mt.ix, n.Input[0]); ok && n.GetOpType() == "Mul" {
-				v = n.Input[1]
+			if _, ok := scalarOf(mt.ix, inp(n, 0)); ok && n.GetOpType() == "Mul" {
+				v = inp(n, 1)
 				continue
 			}
 			return "", nil
 		case "Reshape":
-			if s := mt.shapeValue(n.Input[1], 0); len(s) != 4 {
+			if s := mt.shapeValue(inp(n, 1), 0); len(s) != 4 {
 				return "", nil
 			}
 			p := perm
@@ -669,7 +669,7 @@ func (mt *matcher) dims(v string, depth int) []int64 {
 	}
 	switch n.GetOpType() {
 	case "Transpose":
-		in := mt.dims(n.Input[0], depth+1)
+		in := mt.dims(inp(n, 0), depth+1)
 		p := onnx.AttrInts(n, "perm")
 		if in == nil || len(p) != len(in) {
 			return nil
@@ -680,11 +680,11 @@ func (mt *matcher) dims(v string, depth int) []int64 {
 		}
 		return permute(in, ip)
 	case "Reshape":
-		s := mt.shapeValue(n.Input[1], depth+1)
+		s := mt.shapeValue(inp(n, 1), depth+1)
 		if s == nil {
 			return nil
 		}
-		in := mt.dims(n.Input[0], depth+1)
+		in := mt.dims(inp(n, 0), depth+1)
 		out := make([]int64, len(s))
 		for i, x := range s {
 			switch {
@@ -731,7 +731,7 @@ func (mt *matcher) shapeValue(v string, depth int) []int64 {
 	}
 	switch n.GetOpType() {
 	case "Cast", "Identity":
-		return mt.shapeValue(n.Input[0], depth+1)
+		return mt.shapeValue(inp(n, 0), depth+1)
 	case "Concat":
 		var out []int64
 		for _, in := range n.Input {
@@ -761,7 +761,7 @@ func (mt *matcher) projWidth(v string, depth int) int64 {
 	}
 	switch n.GetOpType() {
 	case "Transpose", "Reshape", "Identity", "Cast":
-		return mt.projWidth(n.Input[0], depth+1)
+		return mt.projWidth(inp(n, 0), depth+1)
 	case "Add", "Mul", "Div":
 		for _, in := range n.Input {
 			if _, isConst := ix.Constant(in); isConst {
@@ -774,7 +774,7 @@ func (mt *matcher) projWidth(v string, depth int) int64 {
 	case "Split":
 		split := onnx.AttrInts(n, "split")
 		if split == nil && len(n.Input) > 1 {
-			split, _ = intsOf(ix, n.Input[1])
+			split, _ = intsOf(ix, inp(n, 1))
 		}
 		for i, o := range n.Output {
 			if o == v && i < len(split) {
@@ -782,7 +782,7 @@ func (mt *matcher) projWidth(v string, depth int) int64 {
 			}
 		}
 	case "MatMul", "Gemm":
-		if t, ok := ix.Initializers[n.Input[1]]; ok && len(t.Dims) == 2 {
+		if t, ok := ix.Initializers[inp(n, 1)]; ok && len(t.Dims) == 2 {
 			if n.GetOpType() == "Gemm" && onnx.AttrInt(n, "transB", 0) == 1 {
 				return t.Dims[0]
 			}
@@ -803,7 +803,7 @@ func (mt *matcher) pastState(v string) bool {
 		}
 		switch n.GetOpType() {
 		case "Transpose", "Identity", "Cast":
-			v = n.Input[0]
+			v = inp(n, 0)
 			continue
 		case "Concat":
 			for _, in := range n.Input {
@@ -830,7 +830,7 @@ func (mt *matcher) reachesInput(v string, depth int) bool {
 	}
 	switch n.GetOpType() {
 	case "Gather", "Transpose", "Identity", "Cast", "Squeeze", "Unsqueeze", "Split", "Slice":
-		return mt.reachesInput(n.Input[0], depth-1)
+		return mt.reachesInput(inp(n, 0), depth-1)
 	}
 	return false
 }
@@ -846,7 +846,7 @@ func (mt *matcher) classifyBias(bt *biasTerm) (BiasKind, string) {
 		// DistilBERT: Where(Expand(Reshape(mask==0)), ...): the Expand's
 		// input holds the per-key condition.
 		if n := mt.ix.Producer[v]; n != nil && n.GetOpType() == "Expand" {
-			v = n.Input[0]
+			v = inp(n, 0)
 		}
 		if mt.perKey(v, 0) || queryFree(mt.bshape(v)) {
 			return BiasPerKey, v
@@ -860,12 +860,12 @@ func (mt *matcher) classifyBias(bt *biasTerm) (BiasKind, string) {
 	// the values are per key, broadcast over queries; the rewrite rebuilds
 	// the Where on the unexpanded condition.
 	if n := mt.ix.Producer[v]; n != nil && n.GetOpType() == "Where" && defaultDomain(n) {
-		c := n.Input[0]
+		c := inp(n, 0)
 		if e := mt.ix.Producer[c]; e != nil && e.GetOpType() == "Expand" {
-			c = e.Input[0]
+			c = inp(e, 0)
 		}
-		_, okA := scalarOf(mt.ix, n.Input[1])
-		_, okB := scalarOf(mt.ix, n.Input[2])
+		_, okA := scalarOf(mt.ix, inp(n, 1))
+		_, okB := scalarOf(mt.ix, inp(n, 2))
 		if okA && okB && queryFree(mt.bshape(c)) {
 			bt.rebuildWhere = n
 			return BiasPerKey, c
@@ -906,7 +906,7 @@ func (mt *matcher) perKey(v string, depth int) bool {
 			return a
 		}
 		if len(n.Input) > 1 {
-			a, _ := intsOf(ix, n.Input[1])
+			a, _ := intsOf(ix, inp(n, 1))
 			return a
 		}
 		return nil
@@ -918,21 +918,21 @@ func (mt *matcher) perKey(v string, depth int) bool {
 			return true
 		}
 		if len(a) == 1 && a[0] == 2 {
-			if p := ix.Producer[n.Input[0]]; p != nil && p.GetOpType() == "Unsqueeze" {
+			if p := ix.Producer[inp(n, 0)]; p != nil && p.GetOpType() == "Unsqueeze" {
 				pa := onnx.AttrInts(p, "axes")
 				if pa == nil && len(p.Input) > 1 {
-					pa, _ = intsOf(ix, p.Input[1])
+					pa, _ = intsOf(ix, inp(p, 1))
 				}
 				return len(pa) == 1 && pa[0] == 1
 			}
 		}
 		return false
 	case "Reshape":
-		s := mt.shapeValue(n.Input[1], 0)
+		s := mt.shapeValue(inp(n, 1), 0)
 		return len(s) == 4 && s[1] == 1 && s[2] == 1
 	case "Cast", "Identity", "Neg", "Not", "Sub", "Mul", "Add", "Div", "Equal", "Less", "Greater", "Slice", "Where", "Sqrt", "Reciprocal":
 		ins := n.Input
-		if n.GetOpType() == "Slice" {
+		if n.GetOpType() == "Slice" && len(ins) > 1 {
 			ins = ins[:1]
 		}
 		any := false
@@ -985,7 +985,7 @@ func (mt *matcher) causal(v string) bool {
 		case "Less", "Greater", "LessOrEqual", "GreaterOrEqual":
 			// A comparison of two index vectors (q_idx vs kv_idx); a
 			// comparison with a constant (kv_idx ≥ 0) is not causal.
-			if len(n.Input) == 2 && mt.fromRange(n.Input[0], 0) && mt.fromRange(n.Input[1], 0) {
+			if len(n.Input) == 2 && mt.fromRange(inp(n, 0), 0) && mt.fromRange(inp(n, 1), 0) {
 				hasCompare = true
 			}
 		case "Shape", "Size":

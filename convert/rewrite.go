@@ -217,7 +217,12 @@ type rewriter struct {
 	insert map[*onnxpb.NodeProto][]*onnxpb.NodeProto
 }
 
-func (rw *rewriter) run(m0 *onnxpb.ModelProto) (*onnxpb.ModelProto, *Report, error) {
+func (rw *rewriter) run(m0 *onnxpb.ModelProto) (out *onnxpb.ModelProto, rep *Report, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			out, rep, err = nil, nil, fmt.Errorf("convert: malformed graph: %v", r)
+		}
+	}()
 	if m0 == nil || m0.Graph == nil {
 		return nil, nil, errors.New("convert: model has no graph")
 	}
@@ -371,7 +376,7 @@ func (rw *rewriter) toBHSD(v string, perm []int, base string, out *[]*onnxpb.Nod
 		return v
 	}
 	src := v
-	if p := rw.ix.Producer[v]; p != nil && p.GetOpType() == "Transpose" && defaultDomain(p) {
+	if p := rw.ix.Producer[v]; p != nil && p.GetOpType() == "Transpose" && defaultDomain(p) && inp(p, 0) != "" {
 		pp := onnx.AttrInts(p, "perm")
 		if len(pp) == len(perm) {
 			comp := make([]int, len(perm))
