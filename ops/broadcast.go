@@ -64,6 +64,9 @@ func makePlan2(as, bs []int) (*plan2, error) {
 	if err != nil {
 		return nil, err
 	}
+	if n := onnx.NumElements(out); n < 0 || n > MaxElements {
+		return nil, fmt.Errorf("broadcast shape %v has more than %d elements", out, MaxElements)
+	}
 	p := &plan2{Out: out, N: prod(out), aLen: prod(as), bLen: prod(bs)}
 	sa, sb := bstrides(as, out), bstrides(bs, out)
 	// collapse: drop 1-dims, merge dims whose strides chain in both inputs.
@@ -197,6 +200,9 @@ func broadcastTo(t *onnx.Tensor, out []int) (*onnx.Tensor, error) {
 	full, err := broadcastShapes(t.Shape, out)
 	if err != nil || !sameShape(full, out) {
 		return nil, fmt.Errorf("cannot broadcast %v to %v", t.Shape, out)
+	}
+	if n := onnx.NumElements(out); n < 0 || n > MaxElements {
+		return nil, fmt.Errorf("broadcast shape %v has more than %d elements", out, MaxElements)
 	}
 	res, err := onnx.NewZeros(t.DType, out)
 	if err != nil {

@@ -1046,3 +1046,31 @@ func TestKernelsRandomInputsNoPanic(t *testing.T) {
 		}
 	}
 }
+
+// TestKernelsRefuseHugeOutputs: shapes that would need more than
+// ops.MaxElements elements are errors, not allocations.
+func TestKernelsRefuseHugeOutputs(t *testing.T) {
+	big := int64(1) << 20
+	f := onnx.NewFloat([]int{1}, []float32{1})
+	cases := []struct {
+		op string
+		in []*onnx.Tensor
+	}{
+		{"Expand", []*onnx.Tensor{f, onnx.NewInt64([]int{3}, []int64{big, big, 4})}},
+		{"ConstantOfShape", []*onnx.Tensor{onnx.NewInt64([]int{2}, []int64{big, big})}},
+		{"Tile", []*onnx.Tensor{f, onnx.NewInt64([]int{1}, []int64{big * big})}},
+		{"Range", []*onnx.Tensor{onnx.NewInt64([]int{}, []int64{0}), onnx.NewInt64([]int{}, []int64{big * big}), onnx.NewInt64([]int{}, []int64{1})}},
+		{"Range", []*onnx.Tensor{onnx.NewFloat([]int{}, []float32{0}), onnx.NewFloat([]int{}, []float32{1}), onnx.NewFloat([]int{}, []float32{float32(math.NaN())})}},
+	}
+	for _, c := range cases {
+		if out, err := kTry(kNode(c.op, 1), 13, c.in...); err == nil || strings.Contains(err.Error(), "PANIC") {
+			t.Errorf("%s %v: want an error, got %v %v", c.op, c.in, out, err)
+		}
+	}
+	// Broadcasting two large vectors against each other.
+	a, _ := onnx.NewZeros(onnx.Float, []int{1 << 16, 1})
+	b, _ := onnx.NewZeros(onnx.Float, []int{1, 1 << 16})
+	if _, err := kTry(kNode("Add", 1), 13, a, b); err == nil {
+		t.Errorf("Add [65536 1] + [1 65536]: want an error")
+	}
+}

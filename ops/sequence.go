@@ -18,7 +18,11 @@ func init() {
 }
 
 func rangeT[T number](start, limit, delta T) []T {
-	n := int(math.Max(math.Ceil((float64(limit)-float64(start))/float64(delta)), 0))
+	f := math.Max(math.Ceil((float64(limit)-float64(start))/float64(delta)), 0)
+	if !(f <= MaxElements) {
+		return nil
+	}
+	n := int(f)
 	out := make([]T, n)
 	v := start
 	for i := range out {
@@ -62,6 +66,9 @@ func rangeOp(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
 			return nil, ctx.errf("delta is 0")
 		}
 		r := rangeT(v[0], v[1], v[2])
+		if r == nil {
+			return nil, ctx.errf("range has more than %d elements", MaxElements)
+		}
 		switch dt {
 		case onnx.Int16:
 			data = fromI64[int16](r)
@@ -75,6 +82,9 @@ func rangeOp(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
 	}
 	t := &onnx.Tensor{DType: dt, Data: data}
 	t.Shape = []int{dataLenOf(data)}
+	if rangeTooLong(data) {
+		return nil, ctx.errf("range has more than %d elements", MaxElements)
+	}
 	return []*onnx.Tensor{t}, nil
 }
 
@@ -284,4 +294,22 @@ func oneHot(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
 		}
 	}
 	return []*onnx.Tensor{out}, nil
+}
+
+// rangeTooLong reports a nil slice from rangeT (which stands for a range
+// longer than MaxElements; an empty range is a non-nil empty slice).
+func rangeTooLong(v any) bool {
+	switch d := v.(type) {
+	case []float32:
+		return d == nil
+	case []float64:
+		return d == nil
+	case []int16:
+		return d == nil
+	case []int32:
+		return d == nil
+	case []int64:
+		return d == nil
+	}
+	return false
 }
