@@ -1,0 +1,96 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+
+	"github.com/linearize/linearize/finetune"
+	"github.com/linearize/linearize/onnx"
+	"github.com/linearize/linearize/runtime"
+)
+
+func init() {
+	register(&command{
+		name:    "finetune",
+		summary: "fit a converted model's Linformer E/F, or the Q/K projections feeding its Performer features (ω frozen), to the original model's per-layer attention outputs on calibration inputs (distillation, layer by layer)",
+		usage:   "ORIGINAL CONVERTED -o OUT (--text-file F | --text T... | --input NAME=FILE... | --random-inputs --batch B --seq-len L) [--steps N] [--lr X] [--minibatch R] [--seed S] [--json]",
+		run:     runFinetune,
+	})
+}
+
+func runFinetune(args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("finetune", flag.ContinueOnError)
+	var ff feedFlags
+	ff.register(fs)
+	out := fs.String("o", "", "output model path (must differ from both inputs)")
+	var opt finetune.Options
+	fs.IntVar(&opt.Steps, "steps", 200, "Adam steps per layer")
+	fs.Float64Var(&opt.LR, "lr", 0, "Adam learning rate (0: 0.01 for Linformer, 0.0005 for Performer)")
+	fs.IntVar(&opt.Batch, "minibatch", 0, "Performer: calibration rows per step, drawn with --seed (0: all)")
+	backend := fs.String("backend", "ort", "runtime backend that captures values: "+strings.Join(runtime.Backends(), " or "))
+	fs.IntVar(&opt.Threads, "threads", 0, "intra-op threads (0: backend default)")
+	asJSON := fs.Bool("json", false, "print the per-layer report as JSON")
+	pos, err := parseFlags(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		commandUsage(stdout, commands["finetune"], fs)
+		return err
+	}
+	if err != nil {
+		return err
+	}
+	if len(pos) != 2 {
+		return usageError("want ORIGINAL and CONVERTED models, got %d arguments", len(pos))
+	}
+	if *out == "" {
+		return usageError("-o OUT is required")
+	}
+	if opt.Steps < 0 || opt.LR < 0 || opt.Batch < 0 || opt.Threads < 0 {
+		return usageError("--steps, --lr, --minibatch and --threads must be non-negative")
+	}
+	if !slices.Contains(runtime.Backends(), *backend) {
+		return usageError("--backend %q: want %s", *backend, strings.Join(runtime.Backends(), " or "))
+	}
+	for _, in := range pos {
+		if err := checkOutput(in, *out, false); err != nil {
+			return err
+		}
+	}
+	orig, err := onnx.Load(pos[0])
+	if err != nil {
+		return badInput(err)
+	}
+	conv, err := onnx.Load(pos[1])
+	if err != nil {
+		return badInput(err)
+	}
+	mf, err := ff.build(pos[0], orig)
+	if err != nil {
+		return err
+	}
+	opt.Seed, opt.Backend = ff.seed, *backend
+	fitted, rep, err := finetune.Fit(orig, conv, mf.feed, opt)
+	if err != nil {
+		return badInput(err)
+	}
+	if err := onnx.Save(fitted, *out, onnx.SaveOptions{Input: pos[1]}); err != nil {
+		return runtimeFailure(err)
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(struct {
+			*finetune.Report
+			Inputs string `json:"inputs"`
+			Output string `json:"output"`
+		}{rep, mf.desc, *out})
+	}
+	fmt.Fprintf(stdout, "calibration: %s\n", mf.desc)
+	fmt.Fprint(stdout, rep.Text())
+	fmt.Fprintf(stdout, "wrote %s\n", *out)
+	return nil
+}
