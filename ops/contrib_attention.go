@@ -1,6 +1,7 @@
 package ops
 
 import (
+	"fmt"
 	"math"
 	"sync"
 
@@ -35,11 +36,17 @@ type attnProblem struct {
 }
 
 // run computes softmax(scale·QKᵀ + mask + bias)·V for every (batch, head),
-// spreading the pairs over the available goroutines.
-func (p *attnProblem) run() {
+// spreading the pairs over the available goroutines. A panic in a worker
+// (a bug: the inputs were validated) is returned as an error rather than
+// crashing the process.
+func (p *attnProblem) run() (err error) {
 	pairs := p.b * p.n
+	if pairs == 0 || p.s == 0 || p.dv == 0 {
+		return nil // empty output
+	}
 	workers := max(1, min(p.threads, pairs))
 	var wg sync.WaitGroup
+	var mu sync.Mutex
 	next := make(chan int, pairs)
 	for i := 0; i < pairs; i++ {
 		next <- i
@@ -49,6 +56,13 @@ func (p *attnProblem) run() {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			defer func() {
+				if r := recover(); r != nil {
+					mu.Lock()
+					err = fmt.Errorf("internal error: %v", r)
+					mu.Unlock()
+				}
+			}()
 			scores := make([]float32, p.s*p.t)
 			for bh := range next {
 				p.head(bh/p.n, bh%p.n, scores)
@@ -56,6 +70,7 @@ func (p *attnProblem) run() {
 		}()
 	}
 	wg.Wait()
+	return err
 }
 
 func (p *attnProblem) head(b, h int, scores []float32) {
@@ -280,7 +295,9 @@ func msAttention(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
 		return nil, err
 	}
 	p.out = make([]float32, b*s*hv)
-	p.run()
+	if err := p.run(); err != nil {
+		return nil, ctx.errf("%v", err)
+	}
 	return []*onnx.Tensor{onnx.NewFloat([]int{b, s, hv}, p.out)}, nil
 }
 
@@ -449,8 +466,13 @@ func multiHeadAttention(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error)
 	if p.bias, p.biasB, p.biasN, err = ctx.attnBias(opt(in, 5), p.b, n, p.s, p.t); err != nil {
 		return nil, err
 	}
+	if p.t == 0 {
+		return nil, ctx.errf("key/value sequence length is 0")
+	}
 	p.out = make([]float32, p.b*p.s*n*p.dv)
-	p.run()
+	if err := p.run(); err != nil {
+		return nil, ctx.errf("%v", err)
+	}
 	return []*onnx.Tensor{onnx.NewFloat([]int{p.b, p.s, n * p.dv}, p.out)}, nil
 }
 

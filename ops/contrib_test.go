@@ -370,3 +370,159 @@ func TestMSBadInputs(t *testing.T) {
 		}
 	}
 }
+
+// TestMSNoPanic feeds every com.microsoft kernel random shapes, types,
+// absent inputs and attributes: each call must return a result or an
+// error, never panic.
+func TestMSNoPanic(t *testing.T) {
+	rng := rand.New(rand.NewPCG(12, 13))
+	tensor := func() *onnx.Tensor {
+		if rng.IntN(8) == 0 {
+			return nil
+		}
+		shape := make([]int, rng.IntN(6))
+		for i := range shape {
+			shape[i] = rng.IntN(5)
+		}
+		n := onnx.NumElements(shape)
+		switch rng.IntN(4) {
+		case 0:
+			d := make([]int32, n)
+			for i := range d {
+				d[i] = int32(rng.IntN(9) - 2)
+			}
+			return &onnx.Tensor{DType: onnx.Int32, Shape: shape, Data: d}
+		case 1:
+			d := make([]int64, n)
+			for i := range d {
+				d[i] = int64(rng.IntN(9) - 2)
+			}
+			return onnx.NewInt64(shape, d)
+		default:
+			return randT(rng, 1, shape...)
+		}
+	}
+	attrs := func() []*onnxpb.AttributeProto {
+		var a []*onnxpb.AttributeProto
+		for _, name := range []string{"num_heads", "unidirectional", "transA", "transB", "transBatchA"} {
+			if rng.IntN(2) == 0 {
+				a = append(a, aInt(name, int64(rng.IntN(6)-1)))
+			}
+		}
+		if rng.IntN(3) == 0 {
+			a = append(a, aInts("qkv_hidden_sizes", int64(rng.IntN(9)-1), int64(rng.IntN(9)-1), int64(rng.IntN(9)-1)))
+		}
+		if rng.IntN(3) == 0 {
+			a = append(a, aFloat("scale", float32(rng.NormFloat64())))
+		}
+		return a
+	}
+	kernels := map[string]Kernel{
+		"Attention": msAttention, "MultiHeadAttention": multiHeadAttention, "SkipLayerNormalization": skipLayerNorm,
+		"EmbedLayerNormalization": embedLayerNorm, "Gelu": msGelu, "BiasGelu": biasGelu, "FastGelu": fastGelu, "FusedMatMul": fusedMatMul,
+	}
+	for _, name := range []string{"Attention", "MultiHeadAttention", "SkipLayerNormalization", "EmbedLayerNormalization", "Gelu", "BiasGelu", "FastGelu", "FusedMatMul"} {
+		k := kernels[name]
+		for trial := 0; trial < 3000; trial++ {
+			in := make([]*onnx.Tensor, rng.IntN(10))
+			for i := range in {
+				in[i] = tensor()
+			}
+			ctx := msNode(name, len(in), attrs()...)
+			func() {
+				defer func() {
+					if r := recover(); r != nil {
+						t.Fatalf("%s: panic %v with inputs %v attributes %v", name, r, in, ctx.Node.Attribute)
+					}
+				}()
+				if _, err := k(ctx, in); err != nil && strings.Contains(err.Error(), "internal error") {
+					t.Fatalf("%s: %v with inputs %v attributes %v", name, err, in, ctx.Node.Attribute)
+				}
+			}()
+		}
+	}
+}
+
+// TestMSNoPanicNearValid perturbs well-formed Attention and
+// MultiHeadAttention calls (one dimension off, odd mask forms and values)
+// so that the deeper checks are exercised.
+func TestMSNoPanicNearValid(t *testing.T) {
+	rng := rand.New(rand.NewPCG(14, 15))
+	dim := func(v int) int {
+		if rng.IntN(6) == 0 {
+			return max(0, v+rng.IntN(3)-1)
+		}
+		return v
+	}
+	mask := func(b, s, l int) *onnx.Tensor {
+		var shape []int
+		switch rng.IntN(6) {
+		case 0:
+			return nil
+		case 1:
+			shape = []int{dim(b)}
+		case 2:
+			shape = []int{dim(2 * b)}
+		case 3:
+			shape = []int{dim(b), dim(l)}
+		case 4:
+			shape = []int{dim(b), dim(s), dim(l)}
+		default:
+			shape = []int{dim(b), 1, dim(s), dim(l)}
+		}
+		d := make([]int32, onnx.NumElements(shape))
+		for i := range d {
+			d[i] = int32(rng.IntN(2*l+3) - l)
+		}
+		return &onnx.Tensor{DType: onnx.Int32, Shape: shape, Data: d}
+	}
+	for trial := 0; trial < 4000; trial++ {
+		b, s, l, n, h := 1+rng.IntN(2), 1+rng.IntN(4), 1+rng.IntN(4), 1+rng.IntN(3), 1+rng.IntN(3)
+		d := n * h
+		var name string
+		var k Kernel
+		var in []*onnx.Tensor
+		if rng.IntN(2) == 0 {
+			name, k = "Attention", msAttention
+			total := dim(3 * d)
+			in = []*onnx.Tensor{randT(rng, 1, dim(b), dim(s), dim(d)), randT(rng, 1, dim(d), total), randT(rng, 1, dim(total)), mask(b, s, s)}
+			if rng.IntN(3) == 0 {
+				in = append(in, nil, randT(rng, 1, dim(b), dim(n), dim(s), dim(s)))
+			}
+		} else {
+			name, k = "MultiHeadAttention", multiHeadAttention
+			switch rng.IntN(4) {
+			case 0:
+				in = []*onnx.Tensor{randT(rng, 1, dim(b), dim(s), dim(n), dim(3), dim(h))}
+			case 1:
+				in = []*onnx.Tensor{randT(rng, 1, dim(b), dim(s), dim(d)), randT(rng, 1, dim(b), dim(l), dim(n), dim(2), dim(h))}
+			case 2:
+				in = []*onnx.Tensor{randT(rng, 1, dim(b), dim(s), dim(d)), randT(rng, 1, dim(b), dim(n), dim(l), dim(h)), randT(rng, 1, dim(b), dim(n), dim(l), dim(h))}
+			default:
+				in = []*onnx.Tensor{randT(rng, 1, dim(b), dim(s), dim(d)), randT(rng, 1, dim(b), dim(l), dim(d)), randT(rng, 1, dim(b), dim(l), dim(d))}
+			}
+			for len(in) < 3 {
+				in = append(in, nil)
+			}
+			in = append(in, randT(rng, 1, dim(3*d)), mask(b, s, l))
+			if rng.IntN(3) == 0 {
+				in = append(in, randT(rng, 1, dim(b), dim(n), dim(s), dim(l)))
+			}
+		}
+		attrs := []*onnxpb.AttributeProto{aInt("num_heads", int64(dim(n)))}
+		if rng.IntN(3) == 0 {
+			attrs = append(attrs, aInt("unidirectional", 1))
+		}
+		ctx := msNode(name, len(in), attrs...)
+		func() {
+			defer func() {
+				if r := recover(); r != nil {
+					t.Fatalf("%s: panic %v with inputs %v", name, r, in)
+				}
+			}()
+			if _, err := k(ctx, in); err != nil && strings.Contains(err.Error(), "internal error") {
+				t.Fatalf("%s: %v with inputs %v", name, err, in)
+			}
+		}()
+	}
+}
