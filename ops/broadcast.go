@@ -64,8 +64,8 @@ func makePlan2(as, bs []int) (*plan2, error) {
 	if err != nil {
 		return nil, err
 	}
-	if n := onnx.NumElements(out); n < 0 || n > MaxElements {
-		return nil, fmt.Errorf("broadcast shape %v has more than %d elements", out, MaxElements)
+	if n := onnx.NumElements(out); n < 0 || n > maxElements {
+		return nil, fmt.Errorf("broadcast shape %v has more than %d elements", out, maxElements)
 	}
 	p := &plan2{Out: out, N: prod(out), aLen: prod(as), bLen: prod(bs)}
 	sa, sb := bstrides(as, out), bstrides(bs, out)
@@ -201,8 +201,8 @@ func broadcastTo(t *onnx.Tensor, out []int) (*onnx.Tensor, error) {
 	if err != nil || !sameShape(full, out) {
 		return nil, fmt.Errorf("cannot broadcast %v to %v", t.Shape, out)
 	}
-	if n := onnx.NumElements(out); n < 0 || n > MaxElements {
-		return nil, fmt.Errorf("broadcast shape %v has more than %d elements", out, MaxElements)
+	if n := onnx.NumElements(out); n < 0 || n > maxElements {
+		return nil, fmt.Errorf("broadcast shape %v has more than %d elements", out, maxElements)
 	}
 	res, err := onnx.NewZeros(t.DType, out)
 	if err != nil {

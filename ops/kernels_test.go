@@ -1048,7 +1048,7 @@ func TestKernelsRandomInputsNoPanic(t *testing.T) {
 }
 
 // TestKernelsRefuseHugeOutputs: shapes that would need more than
-// ops.MaxElements elements are errors, not allocations.
+// ops.maxElements (2³¹) elements are errors, not allocations.
 func TestKernelsRefuseHugeOutputs(t *testing.T) {
 	big := int64(1) << 20
 	f := onnx.NewFloat([]int{1}, []float32{1})

@@ -19,7 +19,7 @@ func init() {
 
 func rangeT[T number](start, limit, delta T) []T {
 	f := math.Max(math.Ceil((float64(limit)-float64(start))/float64(delta)), 0)
-	if !(f <= MaxElements) {
+	if !(f <= maxElements) {
 		return nil
 	}
 	n := int(f)
@@ -67,7 +67,7 @@ func rangeOp(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
 		}
 		r := rangeT(v[0], v[1], v[2])
 		if r == nil {
-			return nil, ctx.errf("range has more than %d elements", MaxElements)
+			return nil, ctx.errf("range has more than %d elements", maxElements)
 		}
 		switch dt {
 		case onnx.Int16:
@@ -83,7 +83,7 @@ func rangeOp(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
 	t := &onnx.Tensor{DType: dt, Data: data}
 	t.Shape = []int{dataLenOf(data)}
 	if rangeTooLong(data) {
-		return nil, ctx.errf("range has more than %d elements", MaxElements)
+		return nil, ctx.errf("range has more than %d elements", maxElements)
 	}
 	return []*onnx.Tensor{t}, nil
 }
@@ -297,7 +297,7 @@ func oneHot(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
 }
 
 // rangeTooLong reports a nil slice from rangeT (which stands for a range
-// longer than MaxElements; an empty range is a non-nil empty slice).
+// longer than maxElements; an empty range is a non-nil empty slice).
 func rangeTooLong(v any) bool {
 	switch d := v.(type) {
 	case []float32:

@@ -165,15 +165,15 @@ func sameShape(a, b []int) bool {
 
 func cloneShape(s []int) []int { return append([]int{}, s...) }
 
-// MaxElements bounds the size of any tensor a kernel allocates, so that a
+// maxElements bounds the size of any tensor a kernel allocates, so that a
 // malformed shape (a huge Expand, Tile, ConstantOfShape, Range or
 // broadcast) is an error rather than an out-of-memory crash.
-const MaxElements = 1 << 31
+const maxElements = 1 << 31
 
 // newTensor allocates a zero tensor; shape must be valid.
 func (ctx *Context) newTensor(dt onnx.DataType, shape []int) (*onnx.Tensor, error) {
-	if n := onnx.NumElements(shape); n < 0 || n > MaxElements {
-		return nil, ctx.errf("invalid output shape %v (more than %d elements)", shape, MaxElements)
+	if n := onnx.NumElements(shape); n < 0 || n > maxElements {
+		return nil, ctx.errf("invalid output shape %v (more than %d elements)", shape, maxElements)
 	}
 	t, err := onnx.NewZeros(dt, shape)
 	if err != nil {
