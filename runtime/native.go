@@ -276,7 +276,7 @@ func (s *nativeSession) Run(inputs map[string]*onnx.Tensor, names ...string) (ma
 			args = append(args, vals[i])
 		}
 		ctx.Node, ctx.Opset = pn.node, pn.opset
-		out, err := pn.kernel(ctx, args)
+		out, err := callKernel(pn.kernel, ctx, args)
 		if err != nil {
 			return nil, fmt.Errorf("runtime: node %s: %v", nodeLabel(pn.node), err)
 		}
@@ -306,6 +306,17 @@ func (s *nativeSession) Run(inputs map[string]*onnx.Tensor, names ...string) (ma
 		res[name] = v
 	}
 	return res, nil
+}
+
+// callKernel runs k, turning a panic (a kernel bug) into an error so that
+// one bad node cannot bring down the caller.
+func callKernel(k ops.Kernel, ctx *ops.Context, args []*onnx.Tensor) (out []*onnx.Tensor, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			out, err = nil, fmt.Errorf("kernel panicked: %v", r)
+		}
+	}()
+	return k(ctx, args)
 }
 
 // checkInput compares a fed tensor with the input's declaration.
