@@ -120,6 +120,9 @@ func (ctx *Context) axesArg(in []*onnx.Tensor, i int, inputFrom int64) ([]int64,
 		v, err := ctx.intsInput(t, "axes")
 		return v, true, err
 	}
+	if opt(in, i) != nil {
+		return nil, false, ctx.errf("axes is an attribute before opset %d, not an input", inputFrom)
+	}
 	v, ok := ctx.attrInts("axes")
 	return v, ok, nil
 }
