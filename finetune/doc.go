@@ -1,22 +1,42 @@
 // Package finetune fits the parameters a linear-attention conversion
-// inserted so that the converted model reproduces the original model's
-// attention, by distillation on unlabeled calibration inputs, without an
-// external training framework.
+// inserted (or feeds) so that the converted model reproduces the original
+// model's attention, by distillation on unlabeled calibration inputs,
+// without an external training framework.
 //
-// Linformer fits each layer's projections E and F: the original model is
-// run once to capture every attention core's exact output Y; then, layer by
-// layer in graph order, the converted model is run (with the layers before
-// already fitted) to capture the LinformerAttention node's inputs Q, K, V
-// and key bias, and E, F minimise the relative squared error
+// The original model is run once to capture every attention core's exact
+// output Y (found with convert.Detect and matched to the converted nodes by
+// their head-merged output). Then, layer by layer in graph order, the
+// converted model is run (with the layers before already fitted) to
+// capture the converted node's inputs, and the layer's parameters
+// minimise the relative squared error
 //
-//	L = Σ ‖out − Y‖² / Σ ‖Y‖²,  out = softmax(scale·Q·(E·K)ᵀ)·(F·V),
+//	L = Σ ‖out − Y‖² / Σ ‖Y‖²
 //
-// over the real (unpadded) query rows, by full-batch Adam with analytic
-// gradients of the attention core:
+// over the real (unpadded) query rows, by Adam on seeded mini-batches of
+// calibration rows with analytic gradients in float64; each layer keeps
+// the parameters of the lowest full-batch loss seen.
+//
+// Linformer fits E and F (per head or shared, or E = F), with
+// out = softmax(scale·Q·(E·K)ᵀ)·(F·V):
 //
 //	dVp = Aᵀ·dO, dA = dO·Vpᵀ, dZ = A ⊙ (dA − rowsum(A ⊙ dA)),
 //	dKp = scale·dZᵀ·Q, dE = dKp·Kᵀ, dF = dVp·Vᵀ.
 //
 // Only the columns E[:, :, :S] that calibration inputs of length S reach
 // are trained; calibrate with inputs as long as those the model will see.
+// Projections shared by several layers ("layerwise") are refused.
+//
+// Performer keeps ω frozen and fits the projection weights and biases
+// that produce Q and K (Q = heads(X·WQ + bQ), found by walking back from
+// the node through Transpose/Reshape/Add/MatMul and checked numerically
+// against the captured Q and K), with the positive features
+// φ(x) = exp(Ω·x̃ − ‖x̃‖²/2 − c)/√M, x̃ = √scale·x, and
+// out_i = φ(q_i)·(φ(K)ᵀV) / (φ(q_i)·φ(K)ᵀ1 + ε). The stabilising maxima c
+// are treated as constants (they cancel in the ratio up to ε):
+//
+//	dnum = dO/den, dden = −rowsum(dO ⊙ out)/den,
+//	dφ(Q) = dnum·(φ(K)ᵀV)ᵀ + dden·(φ(K)ᵀ1)ᵀ, dφ(K) = V·(φ(Q)ᵀdnum)ᵀ + 1·(φ(Q)ᵀdden)ᵀ,
+//	du = dφ ⊙ φ, dx = √scale·(du·Ω − rowsum(du)·x̃), dW = Xᵀ·dX, db = Σ dX.
+//
+// Gradients of both are checked against finite differences in the tests.
 package finetune

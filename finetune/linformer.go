@@ -3,6 +3,8 @@ package finetune
 import (
 	"fmt"
 	"math"
+	"math/rand/v2"
+	"sync"
 
 	"github.com/linearize/linearize/convert"
 	"github.com/linearize/linearize/onnx"
@@ -18,8 +20,8 @@ import (
 type Options struct {
 	Steps   int     // Adam steps per layer (default 200)
 	LR      float64 // Adam learning rate (default 0.01 for Linformer, 0.0005 for Performer)
-	Batch   int     // Performer: batch rows per step (0: all)
-	Seed    uint64  // Performer: seeds the mini-batch draws
+	Batch   int     // calibration batch rows per step (0: all)
+	Seed    uint64  // seeds the mini-batch draws
 	Backend string  // runs the models ("ort" when empty)
 	Threads int
 }
@@ -175,7 +177,7 @@ func Linformer(original, converted *onnxpb.ModelProto, feed map[string]*onnx.Ten
 		if err := p.init(); err != nil {
 			return nil, nil, fmt.Errorf("finetune: layer %d (%s): %w", ln.layer, n.GetName(), err)
 		}
-		before, after := p.Fit(opt.Steps, opt.LR)
+		before, after := p.Fit(opt)
 		rep.Layers = append(rep.Layers, LayerReport{Layer: ln.layer, Node: n.GetName(), Before: math.Sqrt(before), After: math.Sqrt(after)})
 		e, f := p.Params()
 		for _, w := range []struct {
@@ -215,7 +217,7 @@ type LinformerProblem struct {
 	q, kk, v, y                  []float64
 	valid                        []bool // [B*S]: key (and query) j of batch b is real
 	e, f                         []float64
-	norm                         float64
+	rowNorm                      []float64 // Σ‖Y‖² over the valid query rows of each batch row
 }
 
 func (p *LinformerProblem) init() error {
@@ -268,6 +270,8 @@ func (p *LinformerProblem) init() error {
 			}
 		}
 	}
+	p.rowNorm = make([]float64, p.b)
+	var total float64
 	for bi := 0; bi < p.b; bi++ {
 		for hi := 0; hi < p.h; hi++ {
 			for i := 0; i < p.s; i++ {
@@ -275,12 +279,13 @@ func (p *LinformerProblem) init() error {
 					continue
 				}
 				for _, x := range p.y[((bi*p.h+hi)*p.s+i)*p.dv:][:p.dv] {
-					p.norm += x * x
+					p.rowNorm[bi] += x * x
 				}
 			}
 		}
+		total += p.rowNorm[bi]
 	}
-	if p.norm == 0 {
+	if total == 0 {
 		return fmt.Errorf("the target attention output is zero")
 	}
 	return nil
@@ -311,10 +316,59 @@ func (p *LinformerProblem) Params() (e, f *onnx.Tensor) {
 	return e, to32(p.f, p.F.Shape)
 }
 
-// LossGrad returns the relative loss and, when ge and gf are non-nil,
-// adds its gradients with respect to E and F into them (for SharedEF both
-// parts go into ge).
-func (p *LinformerProblem) LossGrad(ge, gf []float64) float64 {
+// LossGrad returns the relative loss over the batch rows rows (all when
+// nil) and, when ge and gf are non-nil, adds its gradients with respect
+// to E and F into them (for SharedEF both parts go into ge). The work is
+// split statically over two goroutines, so results are deterministic.
+func (p *LinformerProblem) LossGrad(rows []int, ge, gf []float64) float64 {
+	if rows == nil {
+		rows = make([]int, p.b)
+		for i := range rows {
+			rows[i] = i
+		}
+	}
+	var norm float64
+	for _, bi := range rows {
+		norm += p.rowNorm[bi]
+	}
+	if norm == 0 {
+		return 0
+	}
+	const workers = 2
+	var losses [workers]float64
+	var gs [workers][2][]float64
+	var wg sync.WaitGroup
+	for w := range workers {
+		if ge != nil {
+			gs[w] = [2][]float64{make([]float64, len(ge)), make([]float64, len(gf))}
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for job := w; job < len(rows)*p.h; job += workers {
+				losses[w] += p.head(rows[job/p.h], job%p.h, norm, gs[w][0], gs[w][1])
+			}
+		}()
+	}
+	wg.Wait()
+	var loss float64
+	for w := range workers {
+		loss += losses[w]
+		if ge != nil {
+			for i, x := range gs[w][0] {
+				ge[i] += x
+			}
+			for i, x := range gs[w][1] {
+				gf[i] += x
+			}
+		}
+	}
+	return loss / norm
+}
+
+// head returns the squared error of batch row bi, head hi, and adds its
+// gradient (scaled by 1/norm) into ge, gf when they are non-nil.
+func (p *LinformerProblem) head(bi, hi int, norm float64, ge, gf []float64) float64 {
 	impl := blas64.Implementation()
 	k, s, d, dv, n := p.k, p.s, p.d, p.dv, p.n
 	kp := make([]float64, k*d)
@@ -332,127 +386,110 @@ func (p *LinformerProblem) LossGrad(ge, gf []float64) float64 {
 		fpar = p.e
 	}
 	var loss float64
-	for bi := 0; bi < p.b; bi++ {
-		for hi := 0; hi < p.h; hi++ {
-			bh := bi*p.h + hi
-			eOff, fOff := 0, 0
-			if p.he > 1 {
-				eOff = hi * k * n
-			}
-			if p.hf > 1 {
-				fOff = hi * k * n
-			}
-			copy(km, p.kk[bh*s*d:(bh+1)*s*d])
-			copy(vm, p.v[bh*s*dv:(bh+1)*s*dv])
-			for j := 0; j < s; j++ {
-				if !p.valid[bi*s+j] {
-					clear(km[j*d : (j+1)*d])
-					clear(vm[j*dv : (j+1)*dv])
-				}
-			}
-			q := p.q[bh*s*d : (bh+1)*s*d]
-			// Forward: Kp = Es·K, Vp = Fs·V, Z = softmax(scale·Q·Kpᵀ), O = Z·Vp.
-			impl.Dgemm(blas.NoTrans, blas.NoTrans, k, d, s, 1, p.e[eOff:], n, km, d, 0, kp, d)
-			impl.Dgemm(blas.NoTrans, blas.NoTrans, k, dv, s, 1, fpar[fOff:], n, vm, dv, 0, vp, dv)
-			impl.Dgemm(blas.NoTrans, blas.Trans, s, k, d, p.Scale, q, d, kp, d, 0, z, k)
-			for i := 0; i < s; i++ {
-				row := z[i*k : (i+1)*k]
-				mx := math.Inf(-1)
-				for _, x := range row {
-					mx = math.Max(mx, x)
-				}
-				var sum float64
-				for r := range row {
-					row[r] = math.Exp(row[r] - mx)
-					sum += row[r]
-				}
-				for r := range row {
-					row[r] /= sum
-				}
-			}
-			impl.Dgemm(blas.NoTrans, blas.NoTrans, s, dv, k, 1, z, k, vp, dv, 0, o, dv)
-			y := p.y[bh*s*dv : (bh+1)*s*dv]
-			for i := 0; i < s; i++ {
-				for c := 0; c < dv; c++ {
-					idx := i*dv + c
-					if !p.valid[bi*s+i] {
-						do[idx] = 0
-						continue
-					}
-					r := o[idx] - y[idx]
-					loss += r * r
-					do[idx] = 2 * r / p.norm
-				}
-			}
-			if ge == nil {
+	bh := bi*p.h + hi
+	eOff, fOff := 0, 0
+	if p.he > 1 {
+		eOff = hi * k * n
+	}
+	if p.hf > 1 {
+		fOff = hi * k * n
+	}
+	copy(km, p.kk[bh*s*d:(bh+1)*s*d])
+	copy(vm, p.v[bh*s*dv:(bh+1)*s*dv])
+	for j := 0; j < s; j++ {
+		if !p.valid[bi*s+j] {
+			clear(km[j*d : (j+1)*d])
+			clear(vm[j*dv : (j+1)*dv])
+		}
+	}
+	q := p.q[bh*s*d : (bh+1)*s*d]
+	// Forward: Kp = Es·K, Vp = Fs·V, Z = softmax(scale·Q·Kpᵀ), O = Z·Vp.
+	impl.Dgemm(blas.NoTrans, blas.NoTrans, k, d, s, 1, p.e[eOff:], n, km, d, 0, kp, d)
+	impl.Dgemm(blas.NoTrans, blas.NoTrans, k, dv, s, 1, fpar[fOff:], n, vm, dv, 0, vp, dv)
+	impl.Dgemm(blas.NoTrans, blas.Trans, s, k, d, p.Scale, q, d, kp, d, 0, z, k)
+	for i := 0; i < s; i++ {
+		row := z[i*k : (i+1)*k]
+		mx := math.Inf(-1)
+		for _, x := range row {
+			mx = math.Max(mx, x)
+		}
+		var sum float64
+		for r := range row {
+			row[r] = math.Exp(row[r] - mx)
+			sum += row[r]
+		}
+		for r := range row {
+			row[r] /= sum
+		}
+	}
+	impl.Dgemm(blas.NoTrans, blas.NoTrans, s, dv, k, 1, z, k, vp, dv, 0, o, dv)
+	y := p.y[bh*s*dv : (bh+1)*s*dv]
+	for i := 0; i < s; i++ {
+		for c := 0; c < dv; c++ {
+			idx := i*dv + c
+			if !p.valid[bi*s+i] {
+				do[idx] = 0
 				continue
 			}
-			// Backward.
-			impl.Dgemm(blas.Trans, blas.NoTrans, k, dv, s, 1, z, k, do, dv, 0, dvp, dv)
-			impl.Dgemm(blas.NoTrans, blas.Trans, s, k, dv, 1, do, dv, vp, dv, 0, da, k)
-			for i := 0; i < s; i++ {
-				a, g := z[i*k:(i+1)*k], da[i*k:(i+1)*k]
-				var dot float64
-				for r := range a {
-					dot += a[r] * g[r]
-				}
-				for r := range a {
-					g[r] = a[r] * (g[r] - dot) // dZ, in place
-				}
-			}
-			impl.Dgemm(blas.Trans, blas.NoTrans, k, d, s, p.Scale, da, k, q, d, 0, dkp, d)
-			// dE[:, :s] += dKp·Kᵀ, dF[:, :s] += dVp·Vᵀ (row stride n).
-			impl.Dgemm(blas.NoTrans, blas.Trans, k, s, d, 1, dkp, d, km, d, 1, ge[eOff:], n)
-			gF, off := gf, fOff
-			if p.SharedEF {
-				gF, off = ge, eOff
-			}
-			impl.Dgemm(blas.NoTrans, blas.Trans, k, s, dv, 1, dvp, dv, vm, dv, 1, gF[off:], n)
+			r := o[idx] - y[idx]
+			loss += r * r
+			do[idx] = 2 * r / norm
 		}
 	}
-	return loss / p.norm
+	if ge == nil {
+		return loss
+	}
+	// Backward.
+	impl.Dgemm(blas.Trans, blas.NoTrans, k, dv, s, 1, z, k, do, dv, 0, dvp, dv)
+	impl.Dgemm(blas.NoTrans, blas.Trans, s, k, dv, 1, do, dv, vp, dv, 0, da, k)
+	for i := 0; i < s; i++ {
+		a, g := z[i*k:(i+1)*k], da[i*k:(i+1)*k]
+		var dot float64
+		for r := range a {
+			dot += a[r] * g[r]
+		}
+		for r := range a {
+			g[r] = a[r] * (g[r] - dot) // dZ, in place
+		}
+	}
+	impl.Dgemm(blas.Trans, blas.NoTrans, k, d, s, p.Scale, da, k, q, d, 0, dkp, d)
+	// dE[:, :s] += dKp·Kᵀ, dF[:, :s] += dVp·Vᵀ (row stride n).
+	impl.Dgemm(blas.NoTrans, blas.Trans, k, s, d, 1, dkp, d, km, d, 1, ge[eOff:], n)
+	gF, off := gf, fOff
+	if p.SharedEF {
+		gF, off = ge, eOff
+	}
+	impl.Dgemm(blas.NoTrans, blas.Trans, k, s, dv, 1, dvp, dv, vm, dv, 1, gF[off:], n)
+	return loss
 }
 
-// Fit runs full-batch Adam for steps steps and returns the loss before and
-// after.
-func (p *LinformerProblem) Fit(steps int, lr float64) (before, after float64) {
-	const b1, b2, eps = 0.9, 0.999, 1e-8
-	ge, gf := make([]float64, len(p.e)), make([]float64, len(p.f))
-	me, ve := make([]float64, len(p.e)), make([]float64, len(p.e))
-	mf, vf := make([]float64, len(p.f)), make([]float64, len(p.f))
-	adam := func(x, g, m, v []float64, t int) {
-		c1, c2 := 1-math.Pow(b1, float64(t)), 1-math.Pow(b2, float64(t))
-		for i := range x {
-			if g[i] == 0 && m[i] == 0 {
-				continue // columns no calibration input reaches
-			}
-			m[i] = b1*m[i] + (1-b1)*g[i]
-			v[i] = b2*v[i] + (1-b2)*g[i]*g[i]
-			x[i] -= lr * (m[i] / c1) / (math.Sqrt(v[i]/c2) + eps)
-		}
+// Fit runs Adam for opt.Steps steps on seeded mini-batches of opt.Batch
+// batch rows (all rows when 0) and returns the full-batch loss before and
+// after; the parameters end at the best full-batch loss seen among the
+// start, the end and checkpoints every 25 steps. Only the columns of E and
+// F that calibration inputs reach receive gradient, so Adam leaves the
+// others unchanged.
+func (p *LinformerProblem) Fit(opt Options) (before, after float64) {
+	rng := rand.New(rand.NewPCG(opt.Seed, 0x5eed))
+	params := [][]float64{p.e, p.f}
+	if p.SharedEF {
+		params[1] = nil
 	}
-	before = p.LossGrad(nil, nil)
-	best, bestE, bestF := before, append([]float64(nil), p.e...), append([]float64(nil), p.f...)
-	for t := 1; t <= steps; t++ {
+	ad := newAdam(params, opt.LR)
+	before = p.LossGrad(nil, nil, nil)
+	best, bestP := before, snapshot(params)
+	ge, gf := make([]float64, len(p.e)), make([]float64, len(p.f))
+	for t := 1; t <= opt.Steps; t++ {
 		clear(ge)
 		clear(gf)
-		l := p.LossGrad(ge, gf)
-		if l < best {
-			best = l
-			copy(bestE, p.e)
-			copy(bestF, p.f)
-		}
-		adam(p.e, ge, me, ve, t)
-		if !p.SharedEF {
-			adam(p.f, gf, mf, vf, t)
+		p.LossGrad(minibatch(rng, p.b, opt.Batch), ge, gf)
+		ad.step([][]float64{ge, gf})
+		if t%25 == 0 || t == opt.Steps {
+			if l := p.LossGrad(nil, nil, nil); l < best {
+				best, bestP = l, snapshot(params)
+			}
 		}
 	}
-	if l := p.LossGrad(nil, nil); l < best {
-		best = l
-		copy(bestE, p.e)
-		copy(bestF, p.f)
-	}
-	copy(p.e, bestE)
-	copy(p.f, bestF)
+	restore(params, bestP)
 	return before, best
 }
