@@ -119,9 +119,20 @@ func runNodeTest(dir string, m *onnxpb.ModelProto) (err error) {
 			in = in[:len(in)-1]
 		}
 		ctx := &ops.Context{Node: n, Opset: onnx.OpsetVersion(m, n.GetDomain()), Threads: 1}
+		before := make([]string, len(in))
+		for j, t := range in {
+			if t != nil {
+				before[j] = snapshot(t)
+			}
+		}
 		out, err := k(ctx, in)
 		if err != nil {
 			return err
+		}
+		for j, t := range in {
+			if t != nil && snapshot(t) != before[j] {
+				return fmt.Errorf("node %s modified its input %d", n.GetOpType(), j)
+			}
 		}
 		for j, name := range n.Output {
 			if name == "" {
@@ -157,6 +168,14 @@ func runNodeTest(dir string, m *onnxpb.ModelProto) (err error) {
 		}
 	}
 	return nil
+}
+
+// snapshot captures a tensor's shape and exact bits (NaNs included).
+func snapshot(t *onnx.Tensor) string {
+	if d, ok := t.Data.([]string); ok {
+		return fmt.Sprint(t.Shape, d)
+	}
+	return fmt.Sprint(t.Shape) + string(onnx.EncodeRaw(t))
 }
 
 // asDeclared relabels test data stored as uint16 for a value the graph
