@@ -3,7 +3,10 @@ package runtime
 import (
 	"fmt"
 	goruntime "runtime"
+	"sort"
 	"strconv"
+	"sync"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 
@@ -32,6 +35,38 @@ type NativeOptions struct {
 	// function's (domain, op). By default such a kernel is preferred and
 	// only functions without a kernel are expanded.
 	InlineFunctions bool
+	// Profile records the time spent in each op type; read it with
+	// NativeProfile.
+	Profile bool
+}
+
+// OpTime is the time a native session spent in one op type over all Runs.
+type OpTime struct {
+	Op    string // "MatMul", or "domain:Op" outside the default domain
+	Calls int
+	Total time.Duration
+}
+
+// NativeProfile returns the per-op-type times of a native session created
+// with NativeOptions.Profile, slowest first; ok is false for other
+// sessions.
+func NativeProfile(s Session) (times []OpTime, ok bool) {
+	ns, isNative := s.(*nativeSession)
+	if !isNative || ns.prof == nil {
+		return nil, false
+	}
+	ns.profMu.Lock()
+	defer ns.profMu.Unlock()
+	for _, t := range ns.prof {
+		times = append(times, *t)
+	}
+	sort.Slice(times, func(i, j int) bool {
+		if times[i].Total != times[j].Total {
+			return times[i].Total > times[j].Total
+		}
+		return times[i].Op < times[j].Op
+	})
+	return times, true
 }
 
 // NewNativeSession creates a session that runs m with the pure-Go kernels
@@ -67,6 +102,9 @@ type nativeSession struct {
 	visible map[string]bool      // graph outputs and exposed values
 	lastUse []int                // per slot: index of the last node using it, -1 if none
 	release []func()             // drop the GEMM's packed copies of the weights
+
+	profMu sync.Mutex
+	prof   map[string]*OpTime // by op label; nil unless profiling
 }
 
 // minPackedConstant is the size from which a float initializer is
@@ -89,6 +127,9 @@ func NewNativeSessionWith(m *onnxpb.ModelProto, opts NativeOptions) (Session, er
 	}
 	if s.threads <= 0 {
 		s.threads = goruntime.GOMAXPROCS(0)
+	}
+	if opts.Profile {
+		s.prof = map[string]*OpTime{}
 	}
 	slot := func(name string) int {
 		if i, ok := s.slots[name]; ok {
@@ -276,7 +317,14 @@ func (s *nativeSession) Run(inputs map[string]*onnx.Tensor, names ...string) (ma
 			args = append(args, vals[i])
 		}
 		ctx.Node, ctx.Opset = pn.node, pn.opset
+		var t0 time.Time
+		if s.prof != nil {
+			t0 = time.Now()
+		}
 		out, err := callKernel(pn.kernel, ctx, args)
+		if s.prof != nil {
+			s.record(pn.node, time.Since(t0))
+		}
 		if err != nil {
 			return nil, fmt.Errorf("runtime: node %s: %v", nodeLabel(pn.node), err)
 		}
@@ -306,6 +354,22 @@ func (s *nativeSession) Run(inputs map[string]*onnx.Tensor, names ...string) (ma
 		res[name] = v
 	}
 	return res, nil
+}
+
+func (s *nativeSession) record(n *onnxpb.NodeProto, d time.Duration) {
+	op := n.GetOpType()
+	if dom := n.GetDomain(); dom != "" && dom != "ai.onnx" {
+		op = dom + ":" + op
+	}
+	s.profMu.Lock()
+	t := s.prof[op]
+	if t == nil {
+		t = &OpTime{Op: op}
+		s.prof[op] = t
+	}
+	t.Calls++
+	t.Total += d
+	s.profMu.Unlock()
 }
 
 // callKernel runs k, turning a panic (a kernel bug) into an error so that

@@ -458,3 +458,33 @@ func TestNativePackedQKV(t *testing.T) {
 		}
 	}
 }
+
+func TestNativeProfile(t *testing.T) {
+	feeds := map[string]*onnx.Tensor{"x": onnx.NewFloat([]int{3}, []float32{-1, 2, -3})}
+	m := ntModel([]*onnxpb.NodeProto{
+		ntNode("", "Relu", []string{"x"}, []string{"a"}),
+		ntNode("", "Neg", []string{"a"}, []string{"b"}),
+		ntNode("", "Neg", []string{"b"}, []string{"y"}),
+	}, feeds, []string{"x"}, "y")
+	s, err := NewNativeSessionWith(m, NativeOptions{Profile: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 2; i++ {
+		if _, err := s.Run(feeds); err != nil {
+			t.Fatal(err)
+		}
+	}
+	times, ok := NativeProfile(s)
+	calls := map[string]int{}
+	for _, o := range times {
+		calls[o.Op] = o.Calls
+	}
+	if !ok || len(times) != 2 || calls["Relu"] != 2 || calls["Neg"] != 4 {
+		t.Errorf("profile %+v (ok %v)", times, ok)
+	}
+	plain, _ := NewNativeSession(m, Options{})
+	if _, ok := NativeProfile(plain); ok {
+		t.Error("profile reported for a session created without Profile")
+	}
+}

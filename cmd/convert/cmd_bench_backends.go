@@ -12,6 +12,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/linearize/linearize/models"
+	"github.com/linearize/linearize/onnx/onnxpb"
 	"github.com/linearize/linearize/runtime"
 )
 
@@ -19,7 +20,7 @@ func init() {
 	register(&command{
 		name:    "bench-backends",
 		summary: "time the native Go backend against onnxruntime on a BERT-base-width model (hidden 768, 12 heads, FFN 3072) and print the ratio",
-		usage:   "[--seq-lens 128,512] [--layers 2] [--batch 1] [--threads 2] [--repeat 5] [--seed S] [--json]",
+		usage:   "[--seq-lens 128,512] [--layers 2] [--batch 1] [--threads 2] [--repeat 5] [--seed S] [--json | --profile]",
 		run:     runBenchBackends,
 	})
 }
@@ -54,6 +55,7 @@ func runBenchBackends(args []string, stdout io.Writer) error {
 	repeat := fs.Int("repeat", 5, "timed runs per backend and length (the backends alternate); the median is reported")
 	seed := fs.Uint64("seed", 1, "seed of the weights and inputs")
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
+	profile := fs.Bool("profile", false, "after timing, run the native backend once more per length and print the time per op type")
 	pos, err := parseFlags(fs, args)
 	if errors.Is(err, flag.ErrHelp) {
 		commandUsage(stdout, commands["bench-backends"], fs)
@@ -72,6 +74,9 @@ func runBenchBackends(args []string, stdout io.Writer) error {
 			return usageError("--seq-lens %q: want positive integers separated by commas", *seqLens)
 		}
 		lens = append(lens, n)
+	}
+	if *profile && *asJSON {
+		return usageError("--profile prints tables; it cannot be combined with --json")
 	}
 	if *layers <= 0 || *batch <= 0 || *threads <= 0 || *repeat <= 0 {
 		return usageError("--layers, --batch, --threads and --repeat must be positive")
@@ -132,10 +137,65 @@ func runBenchBackends(args []string, stdout io.Writer) error {
 		}
 		return nil
 	}
+	if *profile {
+		if err := printNativeProfile(stdout, m, *threads, lens, *batch, *seed, ref.Inputs()); err != nil {
+			return err
+		}
+	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "seq\tnative ms\tort ms\tnative/ort\tfastest native/ort\tmax error\t")
 	for _, r := range rep.Rows {
 		fmt.Fprintf(tw, "%d\t%.1f\t%.1f\t%.2f\t%.2f\t%.1e\t\n", r.SeqLen, r.NativeMS, r.ORTMS, r.Ratio, r.NativeMin/r.ORTMin, r.MaxScaledErr)
 	}
 	return tw.Flush()
+}
+
+// printNativeProfile runs a profiling native session twice per length
+// and prints where the second run's time went (the first packs the
+// weights).
+func printNativeProfile(w io.Writer, m *onnxpb.ModelProto, threads int, lens []int, batch int, seed uint64, inputs []runtime.Value) error {
+	s, err := runtime.NewNativeSessionWith(m, runtime.NativeOptions{Options: runtime.Options{Threads: threads}, Profile: true})
+	if err != nil {
+		return runtimeFailure(err)
+	}
+	defer s.Close()
+	for _, n := range lens {
+		feed, err := runtime.RandomInputs(m, inputs, runtime.RandomOptions{Batch: batch, SeqLen: n, Seed: seed})
+		if err != nil {
+			return runtimeFailure(err)
+		}
+		if _, err := s.Run(feed); err != nil {
+			return runtimeFailure(err)
+		}
+		before, _ := runtime.NativeProfile(s)
+		if _, err := s.Run(feed); err != nil {
+			return runtimeFailure(err)
+		}
+		after, _ := runtime.NativeProfile(s)
+		prev := map[string]runtime.OpTime{}
+		for _, t := range before {
+			prev[t.Op] = t
+		}
+		var times []runtime.OpTime
+		var total float64
+		for _, t := range after {
+			t.Calls -= prev[t.Op].Calls
+			t.Total -= prev[t.Op].Total
+			times = append(times, t)
+			total += t.Total.Seconds()
+		}
+		slices.SortFunc(times, func(a, b runtime.OpTime) int { return int(b.Total - a.Total) })
+		fmt.Fprintf(w, "native time per op type at seq %d (one run, %.1f ms in kernels):\n", n, total*1e3)
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "op\tcalls\tms\tshare\t")
+		for i, t := range times {
+			if i == 12 {
+				break
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%.2f\t%.1f%%\t\n", t.Op, t.Calls, t.Total.Seconds()*1e3, 100*t.Total.Seconds()/total)
+		}
+		tw.Flush()
+		fmt.Fprintln(w)
+	}
+	return nil
 }

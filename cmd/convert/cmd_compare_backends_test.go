@@ -77,6 +77,7 @@ func TestCompareBackendsCLIErrors(t *testing.T) {
 		{[]string{"bench-backends", "--seq-lens", "128,x"}, exitUsage, "--seq-lens"},
 		{[]string{"bench-backends", "--repeat", "0"}, exitUsage, "--repeat"},
 		{[]string{"bench-backends", "model.onnx"}, exitUsage, "no positional"},
+		{[]string{"bench-backends", "--profile", "--json"}, exitUsage, "--profile"},
 	} {
 		code, _, errOut := runCLI(c.args...)
 		if code != c.code || !strings.Contains(errOut, c.msg) {
@@ -99,6 +100,10 @@ func TestBenchBackendsCLI(t *testing.T) {
 	}
 	if len(rep.Rows) != 2 || rep.Rows[0].SeqLen != 8 || rep.Rows[1].SeqLen != 16 || rep.GEMM == "" {
 		t.Fatalf("report: %+v", rep)
+	}
+	code, out, errOut = runCLI("bench-backends", "--seq-lens", "8", "--layers", "1", "--repeat", "1", "--profile")
+	if code != 0 || !strings.Contains(out, "MatMul") || !strings.Contains(out, "native/ort") {
+		t.Errorf("--profile: exit %d: %s\n%s", code, errOut, out)
 	}
 	for _, r := range rep.Rows {
 		if r.NativeMS <= 0 || r.ORTMS <= 0 || r.Ratio <= 0 || math.Abs(r.Ratio-r.NativeMS/r.ORTMS) > 1e-9*r.Ratio {
