@@ -213,3 +213,39 @@ func bertInputs(batch, seq, vocab int, seed uint64) map[string]*onnx.Tensor {
 	sh := []int{batch, seq}
 	return map[string]*onnx.Tensor{"input_ids": onnx.NewInt64(sh, ids), "attention_mask": onnx.NewInt64(sh, mask), "token_type_ids": onnx.NewInt64(sh, types)}
 }
+
+// TestNativeDeterministic requires bit-identical outputs across runs and
+// thread counts (the GEMM's per-element summation order does not depend
+// on how C is split among goroutines).
+func TestNativeDeterministic(t *testing.T) {
+	cfg := models.TinyConfig()
+	m, err := models.BERT(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	feeds := bertInputs(2, 40, cfg.Vocab, 3)
+	var ref map[string]*onnx.Tensor
+	for _, threads := range []int{1, 2, 3, 1} {
+		s, err := NewNativeSession(m, Options{Threads: threads})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := s.Run(feeds)
+		s.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ref == nil {
+			ref = out
+			continue
+		}
+		for name, want := range ref {
+			got := out[name].Floats()
+			for i, w := range want.Floats() {
+				if got[i] != w {
+					t.Fatalf("threads=%d: %s[%d] = %v, first run %v", threads, name, i, got[i], w)
+				}
+			}
+		}
+	}
+}
