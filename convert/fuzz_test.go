@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"testing"
 
 	"github.com/linearize/linearize/models"
@@ -66,7 +67,16 @@ func checkConversions(t *testing.T, m *onnxpb.ModelProto) {
 	if err != nil {
 		t.Fatalf("encoding the input: %v", err)
 	}
+	// Detect and the rewrites recover from a panic as a last resort and
+	// return "convert: malformed graph: <panic>"; to the fuzzer that is
+	// still a crash to fix.
+	checkErr := func(what string, err error) {
+		if err != nil && (!strings.HasPrefix(err.Error(), "convert: ") || strings.Contains(err.Error(), "malformed graph")) {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
 	det, err := Detect(m)
+	checkErr("Detect", err)
 	if err == nil {
 		for _, b := range det.Blocks {
 			if b.Convertible && (b.Heads < 1 || b.HeadDim < 1 || math.IsNaN(b.Scale) || math.IsInf(b.Scale, 0)) {
@@ -90,6 +100,7 @@ func checkConversions(t *testing.T, m *onnxpb.ModelProto) {
 		if after, _ := onnx.Encode(m); !bytes.Equal(before, after) {
 			t.Fatalf("%s: the input model was modified", c.op)
 		}
+		checkErr(c.op, err)
 		if err != nil {
 			continue
 		}

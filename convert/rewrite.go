@@ -296,6 +296,23 @@ func (rw *rewriter) run(m0 *onnxpb.ModelProto) (out *onnxpb.ModelProto, rep *Rep
 	}
 	rw.g.Node = nodes
 	onnx.RemoveDeadNodes(rw.g)
+	// A block whose output reaches no graph output is dropped with the
+	// dead nodes; the report must not count it as converted.
+	live := map[string]bool{}
+	for _, n := range rw.g.Node {
+		live[n.GetName()] = true
+	}
+	kept := rw.report.Converted[:0]
+	for _, br := range rw.report.Converted {
+		if live[br.Node] {
+			kept = append(kept, br)
+			continue
+		}
+		br.Reason = "its output reaches no graph output (removed as dead code)"
+		br.Node = ""
+		rw.report.Skipped = append(rw.report.Skipped, br)
+	}
+	rw.report.Converted = kept
 	fopset := rw.opset
 	if fopset < ops.MinFunctionOpset {
 		// onnxruntime runs a model-local function at the model's own
