@@ -93,19 +93,18 @@ func (mt *matcher) bshapeMode(v string, depth int, shapeMode bool) (res []int64)
 		}
 		return unitDims(d)
 	}
-	if vi, ok := ix.ValueInfo[v]; ok {
-		if _, sh, ok := onnx.TensorType(vi); ok && sh != nil {
-			d := make([]int64, len(sh))
-			for i, x := range sh {
-				d[i] = x.Value
-			}
-			return unitDims(d)
-		}
-	}
 	n := ix.Producer[v]
 	if n == nil || !defaultDomain(n) {
-		return nil
+		return mt.declaredUnits(v)
 	}
+	// The op analysis knows more than a declared shape (symbolic dims that
+	// are 1, axes a value is constant along); the declaration is the
+	// fallback.
+	defer func() {
+		if res == nil {
+			res = mt.declaredUnits(v)
+		}
+	}()
 	in := func(i int) []int64 {
 		if i >= len(n.Input) || inp(n, i) == "" {
 			return nil
@@ -269,6 +268,49 @@ func (mt *matcher) bshapeMode(v string, depth int, shapeMode bool) (res []int64)
 	case "Slice":
 		x := in(0)
 		return x
+	case "Concat":
+		var ss [][]int64
+		r := -1
+		for i := range n.Input {
+			x := in(i)
+			if x == nil || (r >= 0 && len(x) != r) {
+				return nil
+			}
+			r = len(x)
+			ss = append(ss, x)
+		}
+		if r <= 0 {
+			return nil
+		}
+		axis := int(onnx.AttrInt(n, "axis", 0))
+		if axis < 0 {
+			axis += r
+		}
+		if axis < 0 || axis >= r {
+			return nil
+		}
+		out := broadcastDims(ss...)
+		if len(ss) > 1 {
+			out[axis] = -1
+		}
+		return out
+	case "GatherND":
+		// Output = indices.shape[:-1] + data.shape[batch_dims+last:].
+		data, idx := in(0), in(1)
+		if data == nil || len(idx) < 1 || onnx.AttrInt(n, "batch_dims", 0) != 0 {
+			return nil
+		}
+		last := mt.usize(inp(n, 1), depth+1)
+		if len(last) != len(idx) {
+			return nil
+		}
+		// The depth of each index tuple must be known: it is the size of
+		// the last axis, read from the Concat that built it.
+		k := mt.tupleLen(inp(n, 1))
+		if k <= 0 || k > len(data) {
+			return nil
+		}
+		return append(append([]int64{}, idx[:len(idx)-1]...), data[k:]...)
 	case "Transpose":
 		x := in(0)
 		p := onnx.AttrInts(n, "perm")
@@ -314,10 +356,23 @@ func (mt *matcher) shapeUnits(v string, depth int) []int64 {
 	}
 	switch n.GetOpType() {
 	case "Shape":
-		if len(onnx.AttrInts(n, "start")) > 0 || onnx.Attr(n, "start") != nil || onnx.Attr(n, "end") != nil {
+		x := mt.usize(inp(n, 0), depth+1)
+		if x == nil {
 			return nil
 		}
-		return mt.usize(inp(n, 0), depth+1)
+		r := int64(len(x))
+		lo, hi := onnx.AttrInt(n, "start", 0), onnx.AttrInt(n, "end", r)
+		if lo < 0 {
+			lo += r
+		}
+		if hi < 0 {
+			hi += r
+		}
+		lo, hi = max(0, min(lo, r)), max(0, min(hi, r))
+		if lo > hi {
+			return nil
+		}
+		return x[lo:hi]
 	case "Cast", "Identity":
 		return mt.shapeUnits(inp(n, 0), depth+1)
 	case "Concat":
@@ -366,6 +421,49 @@ func (mt *matcher) rangeAtLeast(v string, c float64, strict bool) bool {
 		return false
 	}
 	return false
+}
+
+// tupleLen returns the size of the last axis of an index tensor built by
+// Concat along the last axis of Unsqueeze(·, −1) pieces, or −1.
+func (mt *matcher) tupleLen(v string) int {
+	n := mt.ix.Producer[v]
+	if n == nil || n.GetOpType() != "Concat" {
+		if t, ok := mt.ix.Constant(v); ok && len(t.Shape) > 0 {
+			return t.Shape[len(t.Shape)-1]
+		}
+		return -1
+	}
+	x := mt.usize(v, 0)
+	if x == nil {
+		return -1
+	}
+	axis := int(onnx.AttrInt(n, "axis", 0))
+	if axis != -1 && axis != len(x)-1 {
+		return -1
+	}
+	total := 0
+	for _, in := range n.Input {
+		s := mt.usize(in, 0)
+		if len(s) != len(x) || s[len(s)-1] != 1 {
+			return -1
+		}
+		total++
+	}
+	return total
+}
+
+// declaredUnits returns the size-one axes of v's declared shape.
+func (mt *matcher) declaredUnits(v string) []int64 {
+	if vi, ok := mt.ix.ValueInfo[v]; ok {
+		if _, sh, ok := onnx.TensorType(vi); ok && sh != nil {
+			d := make([]int64, len(sh))
+			for i, x := range sh {
+				d[i] = x.Value
+			}
+			return unitDims(d)
+		}
+	}
+	return nil
 }
 
 // queryFree reports whether v, added to [B,H,S,S] scores, has size one on
