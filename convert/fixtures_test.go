@@ -163,7 +163,10 @@ func TestFixturesConvert(t *testing.T) {
 					t.Errorf("%s: padded vs unpadded outputs at real tokens: %v", name, d)
 				}
 			}
-			check("original", runORT(t, m, padded)["last_hidden_state"], runORT(t, m, short)["last_hidden_state"])
+			if f.File == "bert_eager_op14.onnx" {
+				// The reference itself is padding-invariant (checked once).
+				check("original", runORT(t, m, padded)["last_hidden_state"], runORT(t, m, short)["last_hidden_state"])
+			}
 			check("performer", runORT(t, pm, padded)["last_hidden_state"], runORT(t, pm, short)["last_hidden_state"])
 			check("linformer", runORT(t, lr, padded)["last_hidden_state"], runORT(t, lr, short)["last_hidden_state"])
 		})
