@@ -93,10 +93,19 @@ func (f form) build() *onnxpb.ModelProto {
 		b.g.Input = append(b.g.Input, onnx.MakeValueInfo("mask", onnx.Int64, []onnx.Dim{{Value: -1, Param: "batch"}, {Value: -1, Param: "seq"}}))
 	}
 	einsum := strings.HasPrefix(f.k, "einsum")
+	eq := func(e string) *onnxpb.AttributeProto {
+		return &onnxpb.AttributeProto{Name: proto.String("equation"), Type: onnxpb.AttributeProto_STRING.Enum(), S: []byte(e)}
+	}
 	split := func(name string) string {
+		if f.k == "keras" {
+			// keras MultiHeadAttention via tf2onnx: Einsum projections
+			// straight to [B,S,H,D].
+			return b.node("Add", []string{b.node("Einsum", []string{"x", b.randn("W"+name, fHid, fH, fD)}, eq("abc,cde->abde")), b.randn("b"+name, fH, fD)})
+		}
 		p := b.node("Add", []string{b.node("MatMul", []string{"x", b.randn("W"+name, fHid, fHid)}), b.randn("b"+name, fHid)})
 		return b.node("Reshape", []string{p, b.ints(0, 0, fH, fD)}) // [B,S,H,D]
 	}
+	einsum = einsum || f.k == "keras"
 	q4, k4, v4 := split("q"), split("k"), split("v")
 	invSqrtD := float32(1 / math.Sqrt(fD))
 	quarter := float32(math.Pow(fD, -0.25))
@@ -121,6 +130,9 @@ func (f form) build() *onnxpb.ModelProto {
 	switch f.k {
 	case "einsum":
 		s = b.node("Einsum", []string{q, k}, &onnxpb.AttributeProto{Name: proto.String("equation"), Type: onnxpb.AttributeProto_STRING.Enum(), S: []byte("bshd,bthd->bhst")})
+	case "keras":
+		// keras: dot_product_equation "aecd,abcd->acbe" (key, query).
+		s = b.node("Einsum", []string{k, q}, eq("aecd,abcd->acbe"))
 	case "einsum-swapped":
 		s = b.node("Einsum", []string{k, q}, &onnxpb.AttributeProto{Name: proto.String("equation"), Type: onnxpb.AttributeProto_STRING.Enum(), S: []byte("bthd,bshd->bhst")})
 	default:
@@ -151,7 +163,9 @@ func (f form) build() *onnxpb.ModelProto {
 		p = b.node("Where", []string{b.node("IsNaN", []string{p}), b.scalar(0), p})
 	}
 	var o string
-	if einsum {
+	if f.k == "keras" {
+		o = b.node("Einsum", []string{p, v4}, eq("acbe,aecd->abcd"))
+	} else if einsum {
 		o = b.node("Einsum", []string{p, v4}, &onnxpb.AttributeProto{Name: proto.String("equation"), Type: onnxpb.AttributeProto_STRING.Enum(), S: []byte("bhst,bthd->bshd")})
 	} else {
 		v := b.node("Transpose", []string{v4}, ints("perm", 0, 2, 1, 3))
@@ -234,6 +248,7 @@ func TestMatcherForms(t *testing.T) {
 		{form{name: "isnan-guard-op17", opset: 17, k: "twostep", scale: "div", mask: "isnan"}, ""},
 		{form{name: "einsum-op13", opset: 13, k: "einsum", scale: "div", mask: "add"}, ""},
 		{form{name: "einsum-swapped-qk-op13", opset: 13, k: "einsum-swapped", scale: "q", mask: "add"}, ""},
+		{form{name: "keras-einsum-projections-op13", opset: 13, k: "keras", scale: "q", mask: "add"}, ""},
 		{form{name: "softmax-axis3-op11", opset: 11, k: "0231", scale: "div", mask: "add", axis: 3}, ""},
 		{form{name: "softmax-axis1-op11", opset: 11, k: "0231", scale: "div", mask: "add", axis: 1}, "Softmax axis 1 (opset 11)"},
 		{form{name: "scores-exposed", opset: 17, k: "0231", scale: "div", mask: "add", expose: true}, "is a graph output"},

@@ -697,6 +697,30 @@ func (mt *matcher) dims(v string, depth int) []int64 {
 			}
 		}
 		return out
+	case "Einsum":
+		// A projection with a constant weight (keras/tf2onnx
+		// "abc,cde->abde"): output sizes from the weight's letters.
+		a, b, out, ok := einsumEq(n)
+		if !ok {
+			return nil
+		}
+		size := map[rune]int64{}
+		for i, eq := range []string{a, b} {
+			if t, ok := ix.Initializers[inp(n, i)]; ok && len(t.Dims) == len(eq) {
+				for j, r := range eq {
+					size[r] = t.Dims[j]
+				}
+			}
+		}
+		d := make([]int64, len(out))
+		for i, r := range out {
+			if v, ok := size[r]; ok {
+				d[i] = v
+			} else {
+				d[i] = -1
+			}
+		}
+		return d
 	case "Mul", "Div", "Add", "Sub", "Identity", "Cast", "Dropout":
 		var best []int64
 		for _, in := range n.Input {
@@ -780,6 +804,10 @@ func (mt *matcher) projWidth(v string, depth int) int64 {
 			if o == v && i < len(split) {
 				return split[i]
 			}
+		}
+	case "Einsum":
+		if t, ok := ix.Initializers[inp(n, 1)]; ok && len(t.Dims) == 3 {
+			return t.Dims[1] * t.Dims[2]
 		}
 	case "MatMul", "Gemm":
 		if t, ok := ix.Initializers[inp(n, 1)]; ok && len(t.Dims) == 2 {
