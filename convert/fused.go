@@ -133,11 +133,27 @@ func (mt *matcher) fusedMask(b *Block, fm *fusedMatch, mask string) {
 		// [B] lengths, or [2B] start/end: tell by a ReduceSum producer or a
 		// declared dim equal to the batch.
 		fm.mask = maskLengths
-		if p := mt.ix.Producer[mask]; p == nil || p.GetOpType() != "ReduceSum" {
-			b.Form += "(mask 1-D)"
-		}
 		if b.Bias == BiasNone {
 			b.Bias = BiasPerKey
+		}
+		// A 1-D mask_index is either [B] valid lengths or [2B] end/start
+		// positions; only a ReduceSum of a [B,S] mask (or the mask_index
+		// EmbedLayerNormalization computes the same way) is known to be
+		// lengths.
+		src := mask
+		p := mt.ix.Producer[src]
+		for p != nil && p.GetOpType() == "Cast" {
+			src = inp(p, 0)
+			p = mt.ix.Producer[src]
+		}
+		switch {
+		case p != nil && p.GetOpType() == "ReduceSum":
+			b.Form += "(mask lengths)"
+		case p != nil && p.GetDomain() == "com.microsoft" && p.GetOpType() == "EmbedLayerNormalization":
+			b.Form += "(mask lengths from EmbedLayerNormalization)"
+		default:
+			b.Convertible = false
+			b.Reason = fmt.Sprintf("1-D mask_index %q of unknown format ([B] lengths or [2B] end/start positions)", mask)
 		}
 	case 2:
 		fm.mask = maskRaw2D
