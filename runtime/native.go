@@ -518,11 +518,11 @@ func (fx *funcExpander) instantiate(n *onnxpb.NodeProto, callee *onnxpb.Function
 		rename[formal] = actual
 	}
 	for i, formal := range callee.Output {
-		actual := ""
-		if i < len(n.Output) {
-			actual = n.Output[i]
+		if i < len(n.Output) && n.Output[i] != "" {
+			rename[formal] = n.Output[i]
 		}
-		rename[formal] = actual
+		// An output the call does not use keeps an internal name: the
+		// body may still consume it.
 	}
 	name := func(s string) string {
 		if s == "" {

@@ -488,3 +488,31 @@ func TestNativeProfile(t *testing.T) {
 		t.Error("profile reported for a session created without Profile")
 	}
 }
+
+// TestNativeFunctionUnusedOutput calls a two-output function using only
+// its second output, which the body computes from the first.
+func TestNativeFunctionUnusedOutput(t *testing.T) {
+	one := int64(1)
+	feeds := map[string]*onnx.Tensor{"x": onnx.NewFloat([]int{3}, []float32{-1, 2, -3})}
+	m := ntModel([]*onnxpb.NodeProto{{OpType: ntStr("TwoOut"), Domain: ntStr("local"), Input: []string{"x"}, Output: []string{"", "y"}}}, feeds, []string{"x"}, "y")
+	m.OpsetImport = append(m.OpsetImport, &onnxpb.OperatorSetIdProto{Domain: ntStr("local"), Version: &one})
+	m.Functions = []*onnxpb.FunctionProto{{
+		Name: ntStr("TwoOut"), Domain: ntStr("local"), Input: []string{"X"}, Output: []string{"A", "B"},
+		OpsetImport: m.OpsetImport[:1],
+		Node: []*onnxpb.NodeProto{
+			{OpType: ntStr("Relu"), Input: []string{"X"}, Output: []string{"A"}},
+			{OpType: ntStr("Neg"), Input: []string{"A"}, Output: []string{"B"}},
+		},
+	}}
+	s, err := NewNativeSession(m, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := s.Run(feeds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if y := out["y"].Floats(); y[0] != 0 || y[1] != -2 || y[2] != 0 {
+		t.Errorf("y = %v, want [0 -2 0]", y)
+	}
+}
