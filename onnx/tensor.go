@@ -256,6 +256,9 @@ func NewZeros(dt DataType, shape []int) (*Tensor, error) {
 	if n < 0 {
 		return nil, fmt.Errorf("onnx: invalid shape %v", shape)
 	}
+	if n > MaxTensorElements {
+		return nil, fmt.Errorf("onnx: shape %v exceeds %d elements", shape, int64(MaxTensorElements))
+	}
 	t := &Tensor{DType: dt, Shape: append([]int(nil), shape...)}
 	switch dt {
 	case Float:

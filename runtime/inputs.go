@@ -96,6 +96,10 @@ type RandomOptions struct {
 	Seed uint64
 }
 
+// MaxRandomElements bounds the element count of one input RandomInputs
+// makes.
+const MaxRandomElements = 1 << 28
+
 // RandomInputs makes valid inputs for a BERT-style model from its declared
 // inputs:
 //
@@ -136,6 +140,12 @@ func RandomInputs(m *onnxpb.ModelProto, inputs []Value, o RandomOptions) (map[st
 				return nil, fmt.Errorf("runtime: input %q: %v", v.Name, err)
 			}
 			shape[i] = n
+		}
+		// Declared sizes come from the model, not from bytes present:
+		// bound them before allocating (a hostile [1, 2^40] would
+		// otherwise exhaust memory, which Go cannot recover from).
+		if n := onnx.NumElements(shape); n < 0 || n > MaxRandomElements {
+			return nil, fmt.Errorf("runtime: input %q: declared shape %v has more than %d elements; supply it from a file", v.Name, shape, MaxRandomElements)
 		}
 		t, err := onnx.NewZeros(v.DType, shape)
 		if err != nil {

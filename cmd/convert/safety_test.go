@@ -433,3 +433,37 @@ func TestOutputSafety(t *testing.T) {
 		}
 	})
 }
+
+// TestRunRefusesAbsurdDeclaredInputs: `run --random-inputs` sizes inputs
+// from the model's declarations, which a hostile model can make absurd; the
+// command must refuse (exit 2, naming the input) instead of exhausting
+// memory, on both backends.
+func TestRunRefusesAbsurdDeclaredInputs(t *testing.T) {
+	for _, dims := range [][]onnx.Dim{{{Value: 1}, {Value: 1 << 40}}, {{Value: 1 << 20}, {Value: 1 << 20}}, {{Value: 1 << 31}, {Value: 1 << 31}, {Value: 1 << 31}}} {
+		// Y = Identity(X): nothing but the declaration is large.
+		x := onnx.MakeValueInfo("X", onnx.Float, dims)
+		y := onnx.MakeValueInfo("Y", onnx.Float, dims)
+		op, name, ir, ver, dom := "Identity", "id", int64(8), int64(17), ""
+		m := &onnxpb.ModelProto{
+			IrVersion:   &ir,
+			OpsetImport: []*onnxpb.OperatorSetIdProto{{Domain: &dom, Version: &ver}},
+			Graph: &onnxpb.GraphProto{
+				Name:   &name,
+				Node:   []*onnxpb.NodeProto{{Name: &name, OpType: &op, Input: []string{"X"}, Output: []string{"Y"}}},
+				Input:  []*onnxpb.ValueInfoProto{x},
+				Output: []*onnxpb.ValueInfoProto{y},
+			},
+		}
+		p := filepath.Join(t.TempDir(), "huge.onnx")
+		writeModel(t, m, p)
+		for _, backend := range []string{"native", "ort"} {
+			code, _, stderr := safeRun(t, "run", p, "--backend", backend, "--random-inputs")
+			if code != exitBadInput {
+				t.Errorf("%s, dims %v: exit %d, want %d; stderr: %s", backend, dims, code, exitBadInput, stderr)
+			}
+			if !strings.Contains(stderr, `input "X"`) {
+				t.Errorf("%s: error %q does not name the input", backend, stderr)
+			}
+		}
+	}
+}
