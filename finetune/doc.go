@@ -24,7 +24,8 @@
 //
 // Only the columns E[:, :, :S] that calibration inputs of length S reach
 // are trained; calibrate with inputs as long as those the model will see.
-// Projections shared by several layers ("layerwise") are refused.
+// Projections shared by several layers ("layerwise") are fitted once on
+// the sum of those layers' losses (gradients accumulated over layers).
 //
 // Performer keeps ω frozen and fits the projection weights and biases
 // that produce Q and K (Q = heads(X·WQ + bQ), found by walking back from

@@ -6,7 +6,6 @@ import (
 	"math/rand/v2"
 	"sync"
 
-	"github.com/linearize/linearize/convert"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
 	"github.com/linearize/linearize/ops"
@@ -58,66 +57,46 @@ type Report struct {
 	Layers []LayerReport `json:"layers"`
 }
 
-// linNode is a LinformerAttention node with its target value.
-type linNode struct {
-	node   *onnxpb.NodeProto
-	layer  int
-	target string // the original core's output
-}
-
 // Linformer returns a copy of converted whose Linformer projections are
 // fitted to the original model's attention on the calibration inputs feed
-// (see the package documentation). Models that share one projection
-// between layers ("layerwise") are refused: they cannot be fitted layer by
-// layer.
+// (see the package documentation). Layers with their own projections are
+// fitted one after the other; projections shared between layers
+// ("layerwise") are fitted once, jointly, on the sum of the relative
+// losses of the layers that share them, from one capture of those layers'
+// inputs.
 func Linformer(original, converted *onnxpb.ModelProto, feed map[string]*onnx.Tensor, opt Options) (*onnxpb.ModelProto, *Report, error) {
 	if err := opt.defaults(0.01); err != nil {
 		return nil, nil, err
-	}
-	det, err := convert.Detect(original)
-	if err != nil {
-		return nil, nil, fmt.Errorf("finetune: original model: %w", err)
-	}
-	// The original core whose head-merged output is also the merged output
-	// of a converted node is that node's target.
-	byMerged := map[string]*convert.Block{}
-	for _, b := range det.Blocks {
-		if b.Function == "" {
-			byMerged[runtime.MergedValue(original, b.Output)] = b
-		}
 	}
 	out := proto.Clone(converted).(*onnxpb.ModelProto)
 	if out.Graph == nil {
 		return nil, nil, fmt.Errorf("finetune: converted model has no graph")
 	}
-	var nodes []linNode
-	uses := map[string]int{}
-	for _, n := range out.Graph.Node {
-		if n.GetDomain() != ops.Domain || n.GetOpType() != ops.LinformerOp {
-			continue
-		}
-		if len(n.Input) < 5 || len(n.Output) != 1 {
-			return nil, nil, fmt.Errorf("finetune: node %s: want inputs Q, K, V, E, F[, bias] and one output", n.GetName())
-		}
-		b, ok := byMerged[runtime.MergedValue(out, n.Output[0])]
-		if !ok {
-			return nil, nil, fmt.Errorf("finetune: node %s: no attention block of the original model produces the same layer output (is the original the model it was converted from?)", n.GetName())
-		}
-		nodes = append(nodes, linNode{node: n, layer: b.Layer, target: b.Output})
-		uses[n.Input[3]]++
-		if n.Input[4] != n.Input[3] {
-			uses[n.Input[4]]++
+	nodes, err := matchTargets(original, out, ops.LinformerOp, 5)
+	if err != nil {
+		return nil, nil, err
+	}
+	// Group the nodes by the projections they read, in graph order.
+	var groups [][]targetNode
+	groupOf := map[string]int{}
+	for _, ln := range nodes {
+		e, f := ln.node.Input[3], ln.node.Input[4]
+		ge, okE := groupOf[e]
+		gf, okF := groupOf[f]
+		switch {
+		case !okE && !okF:
+			groupOf[e], groupOf[f] = len(groups), len(groups)
+			groups = append(groups, []targetNode{ln})
+		case okE && okF && ge == gf:
+			first := groups[ge][0].node
+			if first.Input[3] != e || first.Input[4] != f {
+				return nil, nil, fmt.Errorf("finetune: node %s reads projections %q, %q in another role than node %s", ln.node.GetName(), e, f, first.GetName())
+			}
+			groups[ge] = append(groups[ge], ln)
+		default:
+			return nil, nil, fmt.Errorf("finetune: node %s shares only one of its projections %q, %q with other layers", ln.node.GetName(), e, f)
 		}
 	}
-	if len(nodes) == 0 {
-		return nil, nil, fmt.Errorf("finetune: the converted model has no %s nodes", ops.LinformerOp)
-	}
-	for name, u := range uses {
-		if u > 1 {
-			return nil, nil, fmt.Errorf("finetune: projection %q is shared by %d layers (layerwise sharing) and cannot be fitted layer by layer", name, u)
-		}
-	}
-	// Targets: the exact attention outputs of the original model.
 	var targets []string
 	for _, ln := range nodes {
 		targets = append(targets, ln.target)
@@ -131,62 +110,77 @@ func Linformer(original, converted *onnxpb.ModelProto, feed map[string]*onnx.Ten
 		inits[t.GetName()] = i
 	}
 	rep := &Report{Op: ops.LinformerOp, Steps: opt.Steps, LR: opt.LR}
-	for _, ln := range nodes {
-		n := ln.node
+	for _, group := range groups {
 		var expose []string
-		for _, in := range []string{n.Input[0], n.Input[1], n.Input[2]} {
-			expose = append(expose, in)
-		}
-		if len(n.Input) > 5 && n.Input[5] != "" {
-			if _, isInit := inits[n.Input[5]]; !isInit {
-				expose = append(expose, n.Input[5])
-			}
-		}
-		got, err := runOnce(out, feed, expose, opt)
-		if err != nil {
-			return nil, nil, fmt.Errorf("finetune: converted model, layer %d: %w", ln.layer, err)
-		}
-		var bias *onnx.Tensor
-		if len(n.Input) > 5 && n.Input[5] != "" {
-			if i, isInit := inits[n.Input[5]]; isInit {
-				if bias, err = onnx.DecodeTensor(out.Graph.Initializer[i]); err != nil {
-					return nil, nil, fmt.Errorf("finetune: layer %d bias: %w", ln.layer, err)
+		for _, ln := range group {
+			n := ln.node
+			expose = append(expose, n.Input[0], n.Input[1], n.Input[2])
+			if len(n.Input) > 5 && n.Input[5] != "" {
+				if _, isInit := inits[n.Input[5]]; !isInit {
+					expose = append(expose, n.Input[5])
 				}
-			} else {
-				bias = got[n.Input[5]]
 			}
 		}
+		got, err := runOnce(out, feed, dedup(expose), opt)
+		if err != nil {
+			return nil, nil, fmt.Errorf("finetune: converted model, layer %d: %w", group[0].layer, err)
+		}
+		first := group[0].node
 		params := make([]*onnx.Tensor, 0, 2)
-		for _, name := range []string{n.Input[3], n.Input[4]} {
+		for _, name := range []string{first.Input[3], first.Input[4]} {
 			i, ok := inits[name]
 			if !ok {
-				return nil, nil, fmt.Errorf("finetune: layer %d: projection %q is not an initializer", ln.layer, name)
+				return nil, nil, fmt.Errorf("finetune: layer %d: projection %q is not an initializer", group[0].layer, name)
 			}
 			t, err := onnx.DecodeTensor(out.Graph.Initializer[i])
 			if err != nil || t.DType != onnx.Float {
-				return nil, nil, fmt.Errorf("finetune: layer %d: projection %q: want float32 (%v)", ln.layer, name, err)
+				return nil, nil, fmt.Errorf("finetune: layer %d: projection %q: want float32 (%v)", group[0].layer, name, err)
 			}
 			params = append(params, t)
 		}
-		shared := n.Input[3] == n.Input[4]
-		p := &LinformerProblem{
-			Q: got[n.Input[0]], K: got[n.Input[1]], V: got[n.Input[2]], Bias: bias, Y: ref[ln.target],
-			E: params[0], F: params[1], SharedEF: shared,
-			Scale: float64(onnx.AttrFloat(n, "scale", 0)),
+		var probs []*LinformerProblem
+		for _, ln := range group {
+			n := ln.node
+			var bias *onnx.Tensor
+			if len(n.Input) > 5 && n.Input[5] != "" {
+				if i, isInit := inits[n.Input[5]]; isInit {
+					if bias, err = onnx.DecodeTensor(out.Graph.Initializer[i]); err != nil {
+						return nil, nil, fmt.Errorf("finetune: layer %d bias: %w", ln.layer, err)
+					}
+				} else {
+					bias = got[n.Input[5]]
+				}
+			}
+			p := &LinformerProblem{
+				Q: got[n.Input[0]], K: got[n.Input[1]], V: got[n.Input[2]], Bias: bias, Y: ref[ln.target],
+				E: params[0], F: params[1], SharedEF: first.Input[3] == first.Input[4],
+				Scale: float64(onnx.AttrFloat(n, "scale", 0)),
+			}
+			if err := p.init(); err != nil {
+				return nil, nil, fmt.Errorf("finetune: layer %d (%s): %w", ln.layer, n.GetName(), err)
+			}
+			if len(probs) > 0 {
+				p.e, p.f = probs[0].e, probs[0].f // one set of parameters
+			}
+			probs = append(probs, p)
 		}
-		if err := p.init(); err != nil {
-			return nil, nil, fmt.Errorf("finetune: layer %d (%s): %w", ln.layer, n.GetName(), err)
+		before := make([]float64, len(probs))
+		for i, p := range probs {
+			before[i] = p.LossGrad(nil, nil, nil)
 		}
-		before, after := p.Fit(opt)
-		rep.Layers = append(rep.Layers, LayerReport{Layer: ln.layer, Node: n.GetName(), Before: math.Sqrt(before), After: math.Sqrt(after)})
-		e, f := p.Params()
+		fitLinformer(probs, opt)
+		for i, ln := range group {
+			after := probs[i].LossGrad(nil, nil, nil)
+			rep.Layers = append(rep.Layers, LayerReport{Layer: ln.layer, Node: ln.node.GetName(), Before: math.Sqrt(before[i]), After: math.Sqrt(after)})
+		}
+		e, f := probs[0].Params()
 		for _, w := range []struct {
 			name string
 			t    *onnx.Tensor
-		}{{n.Input[3], e}, {n.Input[4], f}} {
+		}{{first.Input[3], e}, {first.Input[4], f}} {
 			tp, err := onnx.EncodeTensor(w.name, w.t)
 			if err != nil {
-				return nil, nil, fmt.Errorf("finetune: layer %d: %w", ln.layer, err)
+				return nil, nil, fmt.Errorf("finetune: layer %d: %w", group[0].layer, err)
 			}
 			out.Graph.Initializer[inits[w.name]] = tp
 		}
@@ -470,26 +464,40 @@ func (p *LinformerProblem) head(bi, hi int, norm float64, ge, gf []float64) floa
 // F that calibration inputs reach receive gradient, so Adam leaves the
 // others unchanged.
 func (p *LinformerProblem) Fit(opt Options) (before, after float64) {
+	before = p.LossGrad(nil, nil, nil)
+	return before, fitLinformer([]*LinformerProblem{p}, opt)
+}
+
+// fitLinformer fits problems that share one E and F (and calibration
+// rows) on the sum of their losses and returns that sum at the end.
+func fitLinformer(probs []*LinformerProblem, opt Options) float64 {
+	p0 := probs[0]
+	total := func(rows []int, ge, gf []float64) float64 {
+		var l float64
+		for _, p := range probs {
+			l += p.LossGrad(rows, ge, gf)
+		}
+		return l
+	}
 	rng := rand.New(rand.NewPCG(opt.Seed, 0x5eed))
-	params := [][]float64{p.e, p.f}
-	if p.SharedEF {
+	params := [][]float64{p0.e, p0.f}
+	if p0.SharedEF {
 		params[1] = nil
 	}
 	ad := newAdam(params, opt.LR)
-	before = p.LossGrad(nil, nil, nil)
-	best, bestP := before, snapshot(params)
-	ge, gf := make([]float64, len(p.e)), make([]float64, len(p.f))
+	best, bestP := total(nil, nil, nil), snapshot(params)
+	ge, gf := make([]float64, len(p0.e)), make([]float64, len(p0.f))
 	for t := 1; t <= opt.Steps; t++ {
 		clear(ge)
 		clear(gf)
-		p.LossGrad(minibatch(rng, p.b, opt.Batch), ge, gf)
+		total(minibatch(rng, p0.b, opt.Batch), ge, gf)
 		ad.step([][]float64{ge, gf})
 		if t%25 == 0 || t == opt.Steps {
-			if l := p.LossGrad(nil, nil, nil); l < best {
+			if l := total(nil, nil, nil); l < best {
 				best, bestP = l, snapshot(params)
 			}
 		}
 	}
 	restore(params, bestP)
-	return before, best
+	return best
 }

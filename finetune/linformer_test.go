@@ -119,7 +119,14 @@ func TestLinformerFitTiny(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	conv, _, err := convert.ToLinformer(orig, convert.LinformerOptions{K: 8, MaxLen: 32, Seed: 4})
+	for _, share := range []string{"headwise", "layerwise", "kv"} {
+		t.Run(share, func(t *testing.T) { linformerFitTiny(t, orig, share) })
+	}
+}
+
+func linformerFitTiny(t *testing.T, orig *onnxpb.ModelProto, share string) {
+	cfg := models.TinyConfig()
+	conv, _, err := convert.ToLinformer(orig, convert.LinformerOptions{K: 8, MaxLen: 32, Seed: 4, Share: share})
 	if err != nil {
 		t.Fatal(err)
 	}
