@@ -51,6 +51,13 @@ func runBench(args []string, stdout io.Writer) error {
 	if len(pos) != 1 {
 		return usageError("want exactly one MODEL argument, got %d", len(pos))
 	}
+	for _, o := range []string{*jsonOut, *plotOut} {
+		if o != "" {
+			if err := checkOutput(pos[0], o, false); err != nil {
+				return err
+			}
+		}
+	}
 	ls, err := convert.ParseLengths(*lengths)
 	if err != nil {
 		return usageError("--lengths: %v", err)

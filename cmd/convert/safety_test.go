@@ -42,7 +42,9 @@ func writeModel(t *testing.T, m *onnxpb.ModelProto, path string) {
 func externalize(t *onnxpb.TensorProto, location string, offset, length int) {
 	loc := onnxpb.TensorProto_EXTERNAL
 	t.DataLocation = &loc
-	kv := func(k, v string) *onnxpb.StringStringEntryProto { return &onnxpb.StringStringEntryProto{Key: &k, Value: &v} }
+	kv := func(k, v string) *onnxpb.StringStringEntryProto {
+		return &onnxpb.StringStringEntryProto{Key: &k, Value: &v}
+	}
 	t.ExternalData = []*onnxpb.StringStringEntryProto{
 		kv("location", location), kv("offset", strconv.Itoa(offset)), kv("length", strconv.Itoa(length)),
 	}
@@ -415,6 +417,23 @@ func TestOutputSafety(t *testing.T) {
 		}
 		if onnx.OpHistogram(m)["ai.linearize:PerformerAttention"] == 0 && !strings.Contains(fmt.Sprint(onnx.OpHistogram(m)), "PerformerAttention") {
 			t.Errorf("replaced model has no PerformerAttention: %v", onnx.OpHistogram(m))
+		}
+	})
+
+	t.Run("bench --json/--plot onto the model", func(t *testing.T) {
+		before := stateOf(t, model)
+		for _, flagName := range []string{"--json", "--plot"} {
+			code, _, stderr := safeRun(t, "bench", model, flagName, model)
+			if code != exitUsage || !strings.Contains(stderr, "input model") {
+				t.Errorf("bench %s MODEL: exit %d, stderr %q; want exit %d naming the input model", flagName, code, stderr, exitUsage)
+			}
+			code, _, stderr = safeRun(t, "bench", model, flagName, missing)
+			if code != exitBadInput || !strings.Contains(stderr, "does not exist") {
+				t.Errorf("bench %s in a missing folder: exit %d, stderr %q", flagName, code, stderr)
+			}
+		}
+		if !before.same(stateOf(t, model)) {
+			t.Error("the input model changed")
 		}
 	})
 
