@@ -154,6 +154,11 @@ type Timing struct {
 	Runs   int
 	Median time.Duration
 	Min    time.Duration
+	// CPU is the mean process CPU time (user+system, all threads) per
+	// run, 0 where the OS does not report it. Unlike wall time it hardly
+	// depends on other load on the machine; note that onnxruntime's
+	// worker threads spin while waiting, which counts as CPU time.
+	CPU time.Duration
 }
 
 // TimeRuns times sessions on the same inputs: warmup untimed rounds, then
@@ -172,19 +177,21 @@ func TimeRuns(sessions []Session, inputs map[string]*onnx.Tensor, warmup, repeat
 		}
 	}
 	ds := make([][]time.Duration, len(sessions))
+	cpu := make([]time.Duration, len(sessions))
 	for r := 0; r < repeat; r++ {
 		for i, s := range sessions {
-			t0 := time.Now()
+			c0, t0 := processCPU(), time.Now()
 			if _, err := s.Run(inputs); err != nil {
 				return nil, err
 			}
 			ds[i] = append(ds[i], time.Since(t0))
+			cpu[i] += processCPU() - c0
 		}
 	}
 	out := make([]Timing, len(sessions))
 	for i, d := range ds {
 		slices.Sort(d)
-		out[i] = Timing{Runs: repeat, Median: d[repeat/2], Min: d[0]}
+		out[i] = Timing{Runs: repeat, Median: d[repeat/2], Min: d[0], CPU: cpu[i] / time.Duration(repeat)}
 	}
 	return out, nil
 }

@@ -13,7 +13,9 @@ import (
 // BERT-base-width model (hidden 768, 12 heads, FFN 3072, 2 layers) at
 // sequence lengths 128 and 512, batch 1, 2 threads. Each iteration runs
 // both backends once, in turn; the metrics are the mean milliseconds per
-// run of each and their ratio (the target: ratio ≤ 3).
+// run of each and their ratio (the target: ratio ≤ 3), and the
+// ratio of process CPU time, which depends far less on other load on the
+// machine (onnxruntime's spinning worker threads count as CPU time).
 //
 //	go test ./runtime -run XXX -bench Backends -benchtime 5x
 func BenchmarkBackends(b *testing.B) {
@@ -46,20 +48,27 @@ func BenchmarkBackends(b *testing.B) {
 			}
 		}
 		b.Run(fmt.Sprintf("seq=%d", seq), func(b *testing.B) {
-			var tn, to time.Duration
+			var tn, to, cn, co time.Duration
 			for _, s := range []Session{nat, ref} { // warm up
 				if _, err := s.Run(feeds); err != nil {
 					b.Fatal(err)
 				}
 			}
 			for b.Loop() {
+				c0 := processCPU()
 				tn += timeRun(b, nat, feeds)
+				c1 := processCPU()
 				to += timeRun(b, ref, feeds)
+				cn += c1 - c0
+				co += processCPU() - c1
 			}
 			n := float64(b.N)
 			b.ReportMetric(float64(tn.Milliseconds())/n, "native-ms")
 			b.ReportMetric(float64(to.Milliseconds())/n, "ort-ms")
 			b.ReportMetric(float64(tn)/float64(to), "ratio")
+			if co > 0 {
+				b.ReportMetric(float64(cn)/float64(co), "cpu-ratio")
+			}
 		})
 	}
 }

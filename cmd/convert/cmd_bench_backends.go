@@ -31,6 +31,8 @@ type benchBackendsRow struct {
 	ORTMS     float64 `json:"ort_ms"`
 	Ratio     float64 `json:"ratio"`
 	NativeMin float64 `json:"native_min_ms"`
+	NativeCPU float64 `json:"native_cpu_ms"`
+	ORTCPU    float64 `json:"ort_cpu_ms"`
 	// MaxScaledErr is the largest output error of native against
 	// onnxruntime relative to the output's scale, from the first run.
 	MaxScaledErr float64 `json:"max_scaled_err"`
@@ -127,7 +129,8 @@ func runBenchBackends(args []string, stdout io.Writer) error {
 		}
 		ms := func(d interface{ Seconds() float64 }) float64 { return d.Seconds() * 1e3 }
 		rep.Rows = append(rep.Rows, benchBackendsRow{SeqLen: n, NativeMS: ms(ts[0].Median), ORTMS: ms(ts[1].Median),
-			Ratio: float64(ts[0].Median) / float64(ts[1].Median), NativeMin: ms(ts[0].Min), ORTMin: ms(ts[1].Min), MaxScaledErr: worst})
+			Ratio: float64(ts[0].Median) / float64(ts[1].Median), NativeMin: ms(ts[0].Min), ORTMin: ms(ts[1].Min), MaxScaledErr: worst,
+			NativeCPU: ms(ts[0].CPU), ORTCPU: ms(ts[1].CPU)})
 	}
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
@@ -143,9 +146,9 @@ func runBenchBackends(args []string, stdout io.Writer) error {
 		}
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "seq\tnative ms\tort ms\tnative/ort\tfastest native/ort\tmax error\t")
+	fmt.Fprintln(tw, "seq\tnative ms\tort ms\tnative/ort\tfastest native/ort\tnative cpu ms\tort cpu ms\tmax error\t")
 	for _, r := range rep.Rows {
-		fmt.Fprintf(tw, "%d\t%.1f\t%.1f\t%.2f\t%.2f\t%.1e\t\n", r.SeqLen, r.NativeMS, r.ORTMS, r.Ratio, r.NativeMin/r.ORTMin, r.MaxScaledErr)
+		fmt.Fprintf(tw, "%d\t%.1f\t%.1f\t%.2f\t%.2f\t%.1f\t%.1f\t%.1e\t\n", r.SeqLen, r.NativeMS, r.ORTMS, r.Ratio, r.NativeMin/r.ORTMin, r.NativeCPU, r.ORTCPU, r.MaxScaledErr)
 	}
 	return tw.Flush()
 }
