@@ -559,6 +559,18 @@ func (mt *matcher) finish(c *coreMatch) (*Block, string) {
 	return b, ""
 }
 
+// isPerm reports whether p is a permutation of 0..len(p)-1.
+func isPerm(p []int64) bool {
+	seen := make([]bool, len(p))
+	for _, x := range p {
+		if x < 0 || x >= int64(len(p)) || seen[x] {
+			return false
+		}
+		seen[x] = true
+	}
+	return true
+}
+
 // checkLayout follows v back through Transposes (and scalar scales) to a
 // rank-4 Reshape (the head split, [B,S,H,D]) and checks that v, taken to
 // [B,H,S,D] by perm, is that split transposed by [0,2,1,3]. When no head
@@ -574,7 +586,7 @@ func (mt *matcher) checkLayout(name, v string, perm []int) (string, []string) {
 		switch n.GetOpType() {
 		case "Transpose":
 			p := onnx.AttrInts(n, "perm")
-			if len(p) != 4 {
+			if len(p) != 4 || !isPerm(p) {
 				return "", nil
 			}
 			next := make([]int, 4)
@@ -633,12 +645,19 @@ func dedup(s []string) []string {
 	return out
 }
 
+// permute returns d reordered by p, or nil when p is not a permutation of
+// d's axes (a malformed perm attribute).
 func permute(d []int64, p []int) []int64 {
 	if len(d) != len(p) {
 		return nil
 	}
 	out := make([]int64, len(p))
+	seen := make([]bool, len(p))
 	for i, j := range p {
+		if j < 0 || j >= len(d) || seen[j] {
+			return nil
+		}
+		seen[j] = true
 		out[i] = d[j]
 	}
 	return out

@@ -395,7 +395,7 @@ func (rw *rewriter) toBHSD(v string, perm []int, base string, out *[]*onnxpb.Nod
 	src := v
 	if p := rw.ix.Producer[v]; p != nil && p.GetOpType() == "Transpose" && defaultDomain(p) && inp(p, 0) != "" {
 		pp := onnx.AttrInts(p, "perm")
-		if len(pp) == len(perm) {
+		if len(pp) == len(perm) && isPerm(pp) {
 			comp := make([]int, len(perm))
 			for i, j := range perm {
 				comp[i] = int(pp[j])
