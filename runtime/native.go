@@ -24,7 +24,7 @@ func init() {
 
 // NativeGEMM names the matrix-multiply micro-kernel the native backend
 // uses on this CPU (chosen at start-up from CPUID): "avx512 12x32",
-// "avx2-fma 6x16" or the pure-Go "go 4x4".
+// "avx2-fma 6x16" or the pure-Go "go 2x4".
 func NativeGEMM() string { return gemm.Kernel() }
 
 // NativeOptions configures a native session beyond Options.

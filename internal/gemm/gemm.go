@@ -3,10 +3,14 @@
 // Sgemm follows the Goto/BLIS scheme: op(B) is packed into k×nr column
 // panels and op(A) into mr×k row panels (alpha folded in), blocks are sized
 // for the caches, and a register-blocked micro-kernel computes one mr×nr
-// tile of C at a time. On amd64 with AVX2 and FMA the micro-kernel is
-// written in Go assembly (6×16, twelve YMM accumulators); elsewhere a
-// pure-Go 4×4 kernel is used. The choice is made once at start-up from
-// CPUID, see Kernel.
+// tile of C at a time. On amd64 the micro-kernel is written in Go
+// assembly: 12×32 with twenty-four ZMM accumulators where AVX-512 is
+// available, else 6×16 with twelve YMM accumulators where AVX2 and FMA
+// are; elsewhere (or with the purego build tag) a pure-Go 2×4 kernel is
+// used. The choice is made once at start-up from CPUID, see Kernel.
+//
+// RegisterConstant lets callers mark matrices that never change (model
+// weights) so that they are packed once and reused across calls.
 package gemm
 
 import (
@@ -21,7 +25,8 @@ const (
 	nc = 3072 // columns of B packed at once
 )
 
-// Kernel names the micro-kernel in use: "avx2-fma 6x16" or "go 4x4".
+// Kernel names the micro-kernel in use: "avx512 12x32", "avx2-fma 6x16"
+// or "go 2x4".
 func Kernel() string { return impl.name }
 
 // microKernel describes one register-blocked kernel.
@@ -360,26 +365,19 @@ func packRows(panel, a []float32, ld, kb, mr int) {
 	}
 }
 
-// genericKernel is the pure-Go 4×4 micro-kernel: sixteen scalar
-// accumulators that the compiler keeps in registers.
-var genericKernel = microKernel{name: "go 4x4", mr: 4, nr: 4, full: kernel4x4}
+// genericKernel is the pure-Go 2×4 micro-kernel: eight scalar
+// accumulators plus the six operands of a step fit the sixteen floating-
+// point registers, so nothing spills (a 4×4 tile is slower for that
+// reason).
+var genericKernel = microKernel{name: "go 2x4", mr: 2, nr: 4, full: kernel2x4}
 
-func kernel4x4(k int, a, b, c []float32, ldc int, add bool) {
-	if !add {
-		for i := 0; i < 4; i++ {
-			clear(c[i*ldc : i*ldc+4])
-		}
-	}
-	var c00, c01, c02, c03 float32
-	var c10, c11, c12, c13 float32
-	var c20, c21, c22, c23 float32
-	var c30, c31, c32, c33 float32
-	a = a[:4*k]
+func kernel2x4(k int, a, b, c []float32, ldc int, add bool) {
+	var c00, c01, c02, c03, c10, c11, c12, c13 float32
+	a = a[:2*k]
 	b = b[:4*k]
 	for p := 0; p < k; p++ {
-		ap := a[4*p : 4*p+4 : 4*p+4]
 		bp := b[4*p : 4*p+4 : 4*p+4]
-		a0, a1, a2, a3 := ap[0], ap[1], ap[2], ap[3]
+		a0, a1 := a[2*p], a[2*p+1]
 		b0, b1, b2, b3 := bp[0], bp[1], bp[2], bp[3]
 		c00 += a0 * b0
 		c01 += a0 * b1
@@ -389,14 +387,10 @@ func kernel4x4(k int, a, b, c []float32, ldc int, add bool) {
 		c11 += a1 * b1
 		c12 += a1 * b2
 		c13 += a1 * b3
-		c20 += a2 * b0
-		c21 += a2 * b1
-		c22 += a2 * b2
-		c23 += a2 * b3
-		c30 += a3 * b0
-		c31 += a3 * b1
-		c32 += a3 * b2
-		c33 += a3 * b3
+	}
+	if !add {
+		clear(c[0:4])
+		clear(c[ldc : ldc+4])
 	}
 	r := c[0:4:4]
 	r[0] += c00
@@ -408,16 +402,6 @@ func kernel4x4(k int, a, b, c []float32, ldc int, add bool) {
 	r[1] += c11
 	r[2] += c12
 	r[3] += c13
-	r = c[2*ldc : 2*ldc+4 : 2*ldc+4]
-	r[0] += c20
-	r[1] += c21
-	r[2] += c22
-	r[3] += c23
-	r = c[3*ldc : 3*ldc+4 : 3*ldc+4]
-	r[0] += c30
-	r[1] += c31
-	r[2] += c32
-	r[3] += c33
 }
 
 // Kernels lists the micro-kernels this CPU can run, slowest first.
