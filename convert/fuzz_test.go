@@ -124,6 +124,10 @@ func checkConversions(t *testing.T, m *onnxpb.ModelProto, twice bool) {
 			if node.GetDomain() == ops.Domain && node.GetOpType() == c.op {
 				n++
 			}
+			// Transposes the rewrite adds must carry a true permutation.
+			if p := onnx.AttrInts(node, "perm"); node.GetOpType() == "Transpose" && strings.HasPrefix(node.GetName(), "linearize/") && !isPerm(p) {
+				t.Fatalf("%s: added Transpose %q has perm %v", c.op, node.GetName(), p)
+			}
 		}
 		if n != len(rep.Converted) {
 			t.Fatalf("%s: report lists %d converted blocks, graph holds %d %s nodes", c.op, len(rep.Converted), n, c.op)
