@@ -1,0 +1,134 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/linearize/linearize/onnx"
+)
+
+// TestBuildModelRegeneratesBundledModel: the command go generate runs
+// writes exactly the committed testdata/bert-tiny.onnx.
+func TestBuildModelRegeneratesBundledModel(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "tiny.onnx")
+	code, _, errOut := runCLI("build-model", "--preset", "tiny", "-o", out)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	a, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join("..", "..", "testdata", "bert-tiny.onnx"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(a, b) {
+		t.Fatal("build-model --preset tiny differs from testdata/bert-tiny.onnx: run go generate ./testdata")
+	}
+	if code, _, _ := runCLI("build-model", "-o", out, "--hidden", "30", "--heads", "4"); code != exitBadInput {
+		t.Errorf("hidden 30 with 4 heads: exit %d, want %d", code, exitBadInput)
+	}
+	if code, _, _ := runCLI("build-model"); code != exitUsage {
+		t.Errorf("no -o: exit %d, want %d", code, exitUsage)
+	}
+}
+
+func TestExtendPositionsCLI(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "long.onnx")
+	code, stdout, errOut := runCLI("extend-positions", filepath.Join("..", "..", "testdata", "bert-tiny.onnx"), "-o", out, "--max-positions", "300", "--method", "interpolate")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if !strings.Contains(stdout, "128 → 300 rows") {
+		t.Errorf("output: %s", stdout)
+	}
+	m, err := onnx.Load(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tp := range m.Graph.Initializer {
+		if tp.GetName() == "embeddings.position_embeddings.weight" && tp.Dims[0] != 300 {
+			t.Errorf("table has %d rows", tp.Dims[0])
+		}
+	}
+	if code, _, _ := runCLI("extend-positions", out, "-o", filepath.Join(dir, "x.onnx"), "--max-positions", "100"); code != exitBadInput {
+		t.Errorf("shrinking: exit %d, want %d", code, exitBadInput)
+	}
+}
+
+func TestInspectCost(t *testing.T) {
+	model := filepath.Join("..", "..", "testdata", "bert-tiny.onnx")
+	code, stdout, errOut := runCLI("inspect", model, "--cost", "--seq-len", "128,4096", "--features", "64", "--k", "32")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, want := range []string{"2 layers, hidden 64, 4 heads × 16, FFN 256", "performer", "linformer", "predicted crossover", "scores H·n·n"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("output lacks %q:\n%s", want, stdout)
+		}
+	}
+	code, stdout, _ = runCLI("inspect", model, "--cost", "--seq-len", "4096", "--json")
+	var rep struct {
+		Cost struct {
+			Total []struct {
+				Form             string  `json:"form"`
+				PredictedSpeedup float64 `json:"predicted_speedup"`
+			} `json:"total"`
+		} `json:"cost"`
+	}
+	if code != 0 || json.Unmarshal([]byte(stdout), &rep) != nil || len(rep.Cost.Total) != 3 || rep.Cost.Total[1].PredictedSpeedup <= 1 {
+		t.Errorf("inspect --cost --json: exit %d, %+v", code, rep)
+	}
+	if code, _, _ := runCLI("inspect", model, "--cost", "--seq-len", "abc"); code != exitUsage {
+		t.Errorf("bad --seq-len: exit %d, want %d", code, exitUsage)
+	}
+}
+
+// TestBenchCLI runs the benchmark command on the bundled tiny model at two
+// short lengths; the children are this test binary re-executed (the bench
+// child hook runs in init).
+func TestBenchCLI(t *testing.T) {
+	needORT(t)
+	dir := t.TempDir()
+	js, png := filepath.Join(dir, "b.json"), filepath.Join(dir, "b.png")
+	code, stdout, errOut := runCLI("bench", filepath.Join("..", "..", "testdata", "bert-tiny.onnx"), "--lengths", "32,64",
+		"--features", "16", "--k", "16", "--threads", "1", "--repeat", "1", "--json", js, "--plot", png)
+	if code != 0 {
+		t.Fatalf("exit %d: %s\n%s", code, errOut, stdout)
+	}
+	var res struct {
+		Model   string
+		Threads int
+		Runs    []struct {
+			Variant   string  `json:"variant"`
+			Length    int     `json:"length"`
+			Status    string  `json:"status"`
+			MedianMS  float64 `json:"median_ms"`
+			PeakRSSMB float64 `json:"peak_rss_mb"`
+		}
+	}
+	b, err := os.ReadFile(js)
+	if err != nil || json.Unmarshal(b, &res) != nil {
+		t.Fatalf("json: %v %s", err, b)
+	}
+	if res.Threads != 1 || len(res.Runs) != 6 {
+		t.Fatalf("json: %+v", res)
+	}
+	for _, r := range res.Runs {
+		if r.Status != "ok" || r.MedianMS <= 0 || r.PeakRSSMB <= 0 {
+			t.Errorf("run %+v", r)
+		}
+	}
+	if st, err := os.Stat(png); err != nil || st.Size() < 1000 {
+		t.Errorf("plot missing: %v", err)
+	}
+	if code, _, _ := runCLI("bench", "x.onnx", "--variants", "softmax"); code != exitUsage {
+		t.Errorf("bad variant: exit %d, want %d", code, exitUsage)
+	}
+}
