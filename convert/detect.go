@@ -56,7 +56,9 @@ type Block struct {
 	V string `json:"v"`
 	// Output is the value the core produces.
 	Output string `json:"output"`
-	// Function is the model-local function holding the block, if any.
+	// Function is the model-local function ("domain.name") the block was
+	// found in, if any; Detect inlines such functions to analyse them,
+	// and Nodes then name the inlined copies (call node name + "/").
 	Function string `json:"function,omitempty"`
 
 	core  *coreMatch
@@ -95,29 +97,41 @@ func (d *Detection) Convertible() []*Block {
 // anchored on a Softmax (also inside model-local functions) and
 // onnxruntime's fused com.microsoft Attention and MultiHeadAttention
 // nodes. Blocks are numbered in graph order.
-func Detect(m *onnxpb.ModelProto) (d *Detection, err error) {
+func Detect(m *onnxpb.ModelProto) (*Detection, error) {
+	d, _, err := detect(m)
+	return d, err
+}
+
+// detect is Detect that also returns the model the blocks refer to: m
+// itself, or a copy in which local functions holding attention are
+// inlined.
+func detect(m *onnxpb.ModelProto) (d *Detection, analysed *onnxpb.ModelProto, err error) {
 	defer func() {
 		// The matcher guards its reads of the graph; this is the last
 		// line of defence against a malformed model it did not foresee.
 		if r := recover(); r != nil {
-			d, err = nil, fmt.Errorf("convert: malformed graph: %v", r)
+			d, analysed, err = nil, nil, fmt.Errorf("convert: malformed graph: %v", r)
 		}
 	}()
 	if m == nil || m.Graph == nil {
-		return nil, errors.New("convert: model has no graph")
+		return nil, nil, errors.New("convert: model has no graph")
 	}
 	d = &Detection{}
-	g := m.Graph
+	analysed, fromFunc, ierr := inlineAttention(m)
+	if ierr != nil {
+		analysed, fromFunc = m, nil
+	}
+	g := analysed.Graph
 	order, err := onnx.TopoSort(g)
 	if err != nil {
-		return nil, fmt.Errorf("convert: %w", err)
+		return nil, nil, fmt.Errorf("convert: %w", err)
 	}
 	pos := map[*onnxpb.NodeProto]int{}
 	for i, n := range order {
 		pos[n] = i
 	}
 	ix := onnx.NewIndex(g)
-	mt := &matcher{ix: ix, opset: onnx.OpsetVersion(m, "")}
+	mt := &matcher{ix: ix, opset: onnx.OpsetVersion(analysed, "")}
 	for _, n := range order {
 		var b *Block
 		var reason string
@@ -141,11 +155,13 @@ func Detect(m *onnxpb.ModelProto) (d *Detection, err error) {
 			d.Unmatched = append(d.Unmatched, Unmatched{Softmax: nodeName(n), Reason: reason})
 			continue
 		}
+		b.Function = fromFunc[n.GetName()]
 		b.order = pos[n]
 		d.Blocks = append(d.Blocks, b)
 	}
-	// Attention inside model-local functions (export_modules_as_functions).
-	for _, f := range m.Functions {
+	// Attention left inside model-local functions (inlining failed): found
+	// and reported, not converted.
+	for _, f := range analysed.Functions {
 		fg := &onnxpb.GraphProto{Node: f.Node}
 		for _, in := range f.Input {
 			name := in
@@ -165,9 +181,12 @@ func Detect(m *onnxpb.ModelProto) (d *Detection, err error) {
 				d.Unmatched = append(d.Unmatched, Unmatched{Softmax: f.GetName() + "/" + nodeName(n), Reason: reason})
 				continue
 			}
-			b.Function = f.GetName()
+			b.Function = f.GetDomain() + "." + f.GetName()
 			b.order = len(order) + i
-			why := fmt.Sprintf("inside model-local function %s.%s: rewrite inside functions is not supported; inline the function first", f.GetDomain(), f.GetName())
+			why := fmt.Sprintf("inside model-local function %s.%s, which could not be inlined", f.GetDomain(), f.GetName())
+			if ierr != nil {
+				why += ": " + ierr.Error()
+			}
 			if !b.Convertible && b.Reason != "" {
 				why += " (also: " + b.Reason + ")"
 			}
@@ -179,7 +198,7 @@ func Detect(m *onnxpb.ModelProto) (d *Detection, err error) {
 	for i, b := range d.Blocks {
 		b.Layer = i
 	}
-	return d, nil
+	return d, analysed, nil
 }
 
 // nodeName names a node in messages: its name, else op(first output).

@@ -235,10 +235,12 @@ func (rw *rewriter) run(m0 *onnxpb.ModelProto) (out *onnxpb.ModelProto, rep *Rep
 		m = ext
 		rw.report.Positions = rep
 	}
-	det, err := Detect(m)
+	det, analysed, err := detect(m)
 	if err != nil {
 		return nil, nil, err
 	}
+	pre := m
+	m = analysed
 	rw.m, rw.g = m, m.Graph
 	rw.ix = onnx.NewIndex(m.Graph)
 	rw.names = onnx.NewNamer(m.Graph)
@@ -283,7 +285,8 @@ func (rw *rewriter) run(m0 *onnxpb.ModelProto) (out *onnxpb.ModelProto, rep *Rep
 		converted++
 	}
 	if converted == 0 {
-		return m, &rw.report, nil
+		// Nothing rewritten: return the model without inlined functions.
+		return pre, &rw.report, nil
 	}
 	// Splice the new nodes in place of the nodes they replace.
 	var nodes []*onnxpb.NodeProto

@@ -1,0 +1,185 @@
+package convert
+
+import (
+	"fmt"
+
+	"github.com/linearize/linearize/onnx/onnxpb"
+	"google.golang.org/protobuf/proto"
+)
+
+// funcKey names a model-local function.
+func funcKey(domain, name, overload string) string { return domain + "\x00" + name + "\x00" + overload }
+
+// hasSoftmax reports whether a function body (or a local function it
+// calls) contains a Softmax.
+func hasSoftmax(f *onnxpb.FunctionProto, fns map[string]*onnxpb.FunctionProto, depth int) bool {
+	if depth > 8 {
+		return false
+	}
+	for _, n := range f.Node {
+		if n.GetOpType() == "Softmax" && defaultDomain(n) {
+			return true
+		}
+		if g, ok := fns[funcKey(n.GetDomain(), n.GetOpType(), n.GetOverload())]; ok && hasSoftmax(g, fns, depth+1) {
+			return true
+		}
+	}
+	return false
+}
+
+// inlineAttention returns a copy of m in which every call of a model-local
+// function that contains a Softmax (PyTorch's export_modules_as_functions)
+// is replaced by the function's body, so attention inside functions can be
+// matched and rewritten like any other, and for each inlined node the
+// function it came from. m is returned unchanged when no such call exists.
+func inlineAttention(m *onnxpb.ModelProto) (*onnxpb.ModelProto, map[string]string, error) {
+	if len(m.Functions) == 0 {
+		return m, nil, nil
+	}
+	fns := map[string]*onnxpb.FunctionProto{}
+	for _, f := range m.Functions {
+		fns[funcKey(f.GetDomain(), f.GetName(), f.GetOverload())] = f
+	}
+	want := map[string]bool{}
+	for k, f := range fns {
+		if hasSoftmax(f, fns, 0) {
+			want[k] = true
+		}
+	}
+	if len(want) == 0 {
+		return m, nil, nil
+	}
+	out := proto.Clone(m).(*onnxpb.ModelProto)
+	inlined := map[string]string{} // inlined node name -> function
+	var expand func(nodes []*onnxpb.NodeProto, depth int) ([]*onnxpb.NodeProto, error)
+	calls := 0
+	expand = func(nodes []*onnxpb.NodeProto, depth int) ([]*onnxpb.NodeProto, error) {
+		if depth > 8 {
+			return nil, fmt.Errorf("local functions nest deeper than 8")
+		}
+		var res []*onnxpb.NodeProto
+		for _, n := range nodes {
+			k := funcKey(n.GetDomain(), n.GetOpType(), n.GetOverload())
+			f, ok := fns[k]
+			if !ok || !want[k] {
+				res = append(res, n)
+				continue
+			}
+			calls++
+			prefix := n.GetName()
+			if prefix == "" {
+				prefix = fmt.Sprintf("%s_call%d", f.GetName(), calls)
+			}
+			body, err := instantiate(n, f, prefix+"/")
+			if err != nil {
+				return nil, fmt.Errorf("inlining %s.%s at %s: %w", f.GetDomain(), f.GetName(), nodeName(n), err)
+			}
+			body, err = expand(body, depth+1)
+			if err != nil {
+				return nil, err
+			}
+			for _, b := range body {
+				if _, seen := inlined[b.GetName()]; !seen {
+					inlined[b.GetName()] = f.GetDomain() + "." + f.GetName()
+				}
+			}
+			res = append(res, body...)
+		}
+		return res, nil
+	}
+	nodes, err := expand(out.Graph.Node, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	out.Graph.Node = nodes
+	// Drop the inlined definitions nothing calls any more.
+	called := map[string]bool{}
+	var mark func(nodes []*onnxpb.NodeProto)
+	mark = func(nodes []*onnxpb.NodeProto) {
+		for _, n := range nodes {
+			k := funcKey(n.GetDomain(), n.GetOpType(), n.GetOverload())
+			if f, ok := fns[k]; ok && !called[k] {
+				called[k] = true
+				mark(f.Node)
+			}
+		}
+	}
+	mark(out.Graph.Node)
+	var keep []*onnxpb.FunctionProto
+	for _, f := range out.Functions {
+		if called[funcKey(f.GetDomain(), f.GetName(), f.GetOverload())] {
+			keep = append(keep, f)
+		}
+	}
+	out.Functions = keep
+	return out, inlined, nil
+}
+
+// instantiate returns the body of f for the call n: formal inputs and
+// outputs bound to the call's values, every other value and node name
+// prefixed, attribute references resolved from the call (or the
+// function's defaults).
+func instantiate(n *onnxpb.NodeProto, f *onnxpb.FunctionProto, prefix string) ([]*onnxpb.NodeProto, error) {
+	rename := map[string]string{"": ""}
+	for i, in := range f.Input {
+		actual := ""
+		if i < len(n.Input) {
+			actual = n.Input[i]
+		}
+		rename[in] = actual
+	}
+	for i, o := range f.Output {
+		actual := ""
+		if i < len(n.Output) {
+			actual = n.Output[i]
+		}
+		rename[o] = actual
+	}
+	name := func(v string) string {
+		if r, ok := rename[v]; ok {
+			return r
+		}
+		return prefix + v
+	}
+	callAttrs := map[string]*onnxpb.AttributeProto{}
+	for _, a := range f.AttributeProto {
+		callAttrs[a.GetName()] = a
+	}
+	for _, a := range n.Attribute {
+		callAttrs[a.GetName()] = a
+	}
+	var body []*onnxpb.NodeProto
+	for _, bn := range f.Node {
+		c := proto.Clone(bn).(*onnxpb.NodeProto)
+		for _, a := range c.Attribute {
+			if a.G != nil || len(a.Graphs) > 0 {
+				return nil, fmt.Errorf("node %s has a subgraph", nodeName(bn))
+			}
+		}
+		c.Name = proto.String(prefix + bn.GetName())
+		for i, in := range c.Input {
+			c.Input[i] = name(in)
+		}
+		for i, o := range c.Output {
+			c.Output[i] = name(o)
+		}
+		var attrs []*onnxpb.AttributeProto
+		for _, a := range c.Attribute {
+			if ref := a.GetRefAttrName(); ref != "" {
+				v, ok := callAttrs[ref]
+				if !ok {
+					continue // unset optional attribute
+				}
+				r := proto.Clone(v).(*onnxpb.AttributeProto)
+				r.Name = proto.String(a.GetName())
+				r.RefAttrName = nil
+				attrs = append(attrs, r)
+				continue
+			}
+			attrs = append(attrs, a)
+		}
+		c.Attribute = attrs
+		body = append(body, c)
+	}
+	return body, nil
+}
