@@ -89,7 +89,7 @@ func (b *gb) unsqueeze(x string, axis int64, opset int64) string {
 func (f form) build() *onnxpb.ModelProto {
 	b := &gb{g: &onnxpb.GraphProto{Name: proto.String(f.name)}, rng: rand.New(rand.NewPCG(1, 2))}
 	b.g.Input = append(b.g.Input, onnx.MakeValueInfo("x", onnx.Float, []onnx.Dim{{Value: -1, Param: "batch"}, {Value: -1, Param: "seq"}, {Value: fHid}}))
-	if f.mask != "none" {
+	if f.mask != "none" && f.mask != "trilu" {
 		b.g.Input = append(b.g.Input, onnx.MakeValueInfo("mask", onnx.Int64, []onnx.Dim{{Value: -1, Param: "batch"}, {Value: -1, Param: "seq"}}))
 	}
 	einsum := strings.HasPrefix(f.k, "einsum")
@@ -150,6 +150,13 @@ func (f form) build() *onnxpb.ModelProto {
 		m := b.unsqueeze(b.unsqueeze("mask", 1, f.opset), 2, f.opset)
 		m = b.node("Mul", []string{b.node("Sub", []string{b.scalar(1), b.node("Cast", []string{m}, &onnxpb.AttributeProto{Name: proto.String("to"), Type: onnxpb.AttributeProto_INT.Enum(), I: proto.Int64(int64(onnx.Float))})}), b.scalar(-10000)})
 		s = b.node("Add", []string{m, s})
+	case "trilu":
+		ones := make([]float32, fS*fS)
+		for i := range ones {
+			ones[i] = 1
+		}
+		tril := b.node("Trilu", []string{b.init("ones", onnx.NewFloat([]int{fS, fS}, ones))}, &onnxpb.AttributeProto{Name: proto.String("upper"), Type: onnxpb.AttributeProto_INT.Enum(), I: proto.Int64(0)})
+		s = b.node("Add", []string{s, b.node("Mul", []string{b.node("Sub", []string{b.scalar(1), tril}), b.scalar(-10000)})})
 	case "where":
 		cond := b.node("Equal", []string{b.node("Reshape", []string{"mask", b.ints(0, 1, 1, -1)}), b.ints(0)})
 		s = b.node("Where", []string{cond, b.scalar(-math.MaxFloat32), s})
@@ -251,6 +258,7 @@ func TestMatcherForms(t *testing.T) {
 		{form{name: "keras-einsum-projections-op13", opset: 13, k: "keras", scale: "q", mask: "add"}, ""},
 		{form{name: "softmax-axis3-op11", opset: 11, k: "0231", scale: "div", mask: "add", axis: 3}, ""},
 		{form{name: "softmax-axis1-op11", opset: 11, k: "0231", scale: "div", mask: "add", axis: 1}, "Softmax axis 1 (opset 11)"},
+		{form{name: "causal-trilu-op14", opset: 14, k: "0231", scale: "div", mask: "trilu"}, "causal"},
 		{form{name: "scores-exposed", opset: 17, k: "0231", scale: "div", mask: "add", expose: true}, "is a graph output"},
 		{form{name: "in-function", opset: 17, k: "0231", scale: "div", mask: "add", fn: true}, ""},
 	} {
@@ -277,6 +285,9 @@ func TestMatcherForms(t *testing.T) {
 				t.Errorf("heads %d head_dim %d scale %g, want %d %d %g", bl.Heads, bl.HeadDim, bl.Scale, fH, fD, want)
 			}
 			if c.reason != "" {
+				if c.reason == "causal" && (!bl.Causal || bl.Bias != BiasCausal) {
+					t.Errorf("causal %v bias %s, want causal", bl.Causal, bl.Bias)
+				}
 				if bl.Convertible || !strings.Contains(bl.Reason, c.reason) {
 					t.Errorf("convertible %v reason %q, want refusal with %q", bl.Convertible, bl.Reason, c.reason)
 				}
@@ -406,6 +417,31 @@ func TestModelsBERTForms(t *testing.T) {
 				})
 			}
 		}
+	}
+}
+
+// TestFusedUnidirectional: a fused Attention with unidirectional=1 is
+// causal and never converted.
+func TestFusedUnidirectional(t *testing.T) {
+	m, err := onnx.Load(filepath.Join("..", "..", "shared", "corpus", "ort-fusion", "attention_opt.onnx"))
+	if err != nil {
+		t.Skipf("corpus: %v", err)
+	}
+	for _, n := range m.Graph.Node {
+		if n.GetOpType() == "Attention" {
+			n.Attribute = append(n.Attribute, &onnxpb.AttributeProto{Name: proto.String("unidirectional"), Type: onnxpb.AttributeProto_INT.Enum(), I: proto.Int64(1)})
+		}
+	}
+	d, err := Detect(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Count() != 1 || !d.Blocks[0].Causal || d.Blocks[0].Convertible || !strings.Contains(d.Blocks[0].Reason, "unidirectional") {
+		t.Fatalf("%s", d.Explain())
+	}
+	_, rep, err := ToPerformer(m, PerformerOptions{Features: 8})
+	if err != nil || len(rep.Converted) != 0 || len(rep.Skipped) != 1 {
+		t.Fatalf("err %v report %+v", err, rep)
 	}
 }
 
