@@ -35,9 +35,11 @@ func (ctx *Context) geluWithBias(x, bias *onnx.Tensor, f func(float32) float32) 
 	}
 	out := make([]float32, len(xd))
 	if bias == nil {
-		for i, v := range xd {
-			out[i] = f(v)
-		}
+		parallelFor(len(xd), ctx.threads(), 1<<14, func(lo, hi int) {
+			for i, v := range xd[lo:hi] {
+				out[lo+i] = f(v)
+			}
+		})
 		return []*onnx.Tensor{onnx.NewFloat(cloneShape(x.Shape), out)}, nil
 	}
 	bd, err := ctx.floatsOf(bias, "bias")
@@ -48,9 +50,15 @@ func (ctx *Context) geluWithBias(x, bias *onnx.Tensor, f func(float32) float32) 
 	if len(bias.Shape) != 1 || len(x.Shape) == 0 || x.Shape[len(x.Shape)-1] != n {
 		return nil, ctx.errf("bias has shape %v, want [%d] matching the last axis of input %v", bias.Shape, n, x.Shape)
 	}
-	for i, v := range xd {
-		out[i] = f(v + bd[i%n])
-	}
+	rows := len(xd) / max(n, 1)
+	parallelFor(rows, ctx.threads(), max(1, (1<<14)/max(n, 1)), func(lo, hi int) {
+		for r := lo; r < hi; r++ {
+			xr, or := xd[r*n:(r+1)*n], out[r*n:(r+1)*n]
+			for i, v := range xr {
+				or[i] = f(v + bd[i])
+			}
+		}
+	})
 	return []*onnx.Tensor{onnx.NewFloat(cloneShape(x.Shape), out)}, nil
 }
 

@@ -112,16 +112,18 @@ func skipLayerNorm(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
 	statShape := append(cloneShape(shape[:len(shape)-1]), 1)
 	means := make([]float32, rows)
 	invs := make([]float32, rows)
-	for r := 0; r < rows; r++ {
-		xs, ss, s := x[r*h:(r+1)*h], skip[r*h:(r+1)*h], sum[r*h:(r+1)*h]
-		for i := range s {
-			s[i] = xs[i] + ss[i]
-			if bias != nil {
-				s[i] += bias[i]
+	parallelFor(rows, ctx.threads(), max(1, (1<<14)/max(h, 1)), func(lo, hi int) {
+		for r := lo; r < hi; r++ {
+			xs, ss, s := x[r*h:(r+1)*h], skip[r*h:(r+1)*h], sum[r*h:(r+1)*h]
+			for i := range s {
+				s[i] = xs[i] + ss[i]
+				if bias != nil {
+					s[i] += bias[i]
+				}
 			}
+			means[r], invs[r] = layerNormRow(out[r*h:(r+1)*h], s, gamma, beta, eps)
 		}
-		means[r], invs[r] = layerNormRow(out[r*h:(r+1)*h], s, gamma, beta, eps)
-	}
+	})
 	return []*onnx.Tensor{
 		onnx.NewFloat(cloneShape(shape), out),
 		onnx.NewFloat(statShape, means),

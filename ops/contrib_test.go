@@ -526,3 +526,37 @@ func TestMSNoPanicNearValid(t *testing.T) {
 		}()
 	}
 }
+
+// TestMSThreadedSameAsSerial checks that the row-parallel paths (large
+// inputs) give the same bits as the serial ones verified above.
+func TestMSThreadedSameAsSerial(t *testing.T) {
+	rng := rand.New(rand.NewPCG(16, 17))
+	h := 256
+	x, skip := randT(rng, 1, 4, 64, h), randT(rng, 1, 4, 64, h)
+	gamma, beta, bias := randT(rng, 1, h), randT(rng, 1, h), randT(rng, 1, h)
+	for _, c := range []struct {
+		name string
+		k    Kernel
+		in   []*onnx.Tensor
+	}{
+		{"BiasGelu", biasGelu, []*onnx.Tensor{x, bias}},
+		{"FastGelu", fastGelu, []*onnx.Tensor{x}},
+		{"SkipLayerNormalization", skipLayerNorm, []*onnx.Tensor{x, skip, gamma, beta, bias}},
+	} {
+		var outs [][]float32
+		for _, threads := range []int{1, 3} {
+			ctx := msNode(c.name, len(c.in))
+			ctx.Threads = threads
+			out, err := c.k(ctx, c.in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			outs = append(outs, out[0].Floats())
+		}
+		for i := range outs[0] {
+			if outs[0][i] != outs[1][i] {
+				t.Fatalf("%s: element %d: serial %v, threaded %v", c.name, i, outs[0][i], outs[1][i])
+			}
+		}
+	}
+}
