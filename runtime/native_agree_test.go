@@ -7,8 +7,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/linearize/linearize/convert"
 	"github.com/linearize/linearize/models"
 	"github.com/linearize/linearize/onnx"
+	"github.com/linearize/linearize/onnx/onnxpb"
 	"github.com/linearize/linearize/ops"
 )
 
@@ -247,5 +249,68 @@ func TestNativeDeterministic(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestNativeConvertedAgreement runs Performer and Linformer conversions of
+// a BERT graph (custom ai.linearize ops that ship as model-local
+// functions) in both backends: onnxruntime executes the function bodies,
+// the native backend its Go kernels or, with InlineFunctions, the same
+// bodies.
+func TestNativeConvertedAgreement(t *testing.T) {
+	needORT(t)
+	cfg := models.TinyConfig()
+	base, err := models.BERT(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	perf, _, err := convert.ToPerformer(base, convert.PerformerOptions{Features: 32, Seed: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lin, _, err := convert.ToLinformer(base, convert.LinformerOptions{K: 16, MaxLen: 64, Seed: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	feeds := bertInputs(2, 24, cfg.Vocab, 8)
+	for _, c := range []struct {
+		name string
+		m    *onnxpb.ModelProto
+	}{{"performer", perf}, {"linformer", lin}} {
+		if len(c.m.Functions) == 0 {
+			t.Fatalf("%s: the converted model has no model-local functions", c.name)
+		}
+		ref, err := NewORTSession(c.m, Options{Threads: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, inline := range []bool{false, true} {
+			nat, err := NewNativeSessionWith(c.m, NativeOptions{Options: Options{Threads: 2}, InlineFunctions: inline})
+			if err != nil {
+				t.Fatalf("%s inline=%v: %v", c.name, inline, err)
+			}
+			custom := 0
+			for _, pn := range nat.(*nativeSession).plan {
+				if pn.node.GetDomain() == ops.Domain {
+					custom++
+				}
+			}
+			if (custom > 0) == inline {
+				t.Errorf("%s inline=%v: %d %s nodes in the plan", c.name, inline, custom, ops.Domain)
+			}
+			diffs, err := CompareSessions(nat, ref, feeds)
+			if err != nil {
+				t.Fatalf("%s inline=%v: %v", c.name, inline, err)
+			}
+			for _, d := range diffs {
+				if !d.OK(1e-4) {
+					t.Errorf("%s inline=%v: output %q: %v", c.name, inline, d.Name, d.Diff)
+				} else {
+					t.Logf("%s inline=%v: output %q: %v", c.name, inline, d.Name, d.Diff)
+				}
+			}
+			nat.Close()
+		}
+		ref.Close()
 	}
 }
