@@ -74,6 +74,7 @@ func TestCorpusLinformerIdentityExact(t *testing.T) {
 			got := runORT(t, lm, in)
 			for name, w := range want {
 				d := runtime.CompareTensors(got[name], w)
+				t.Logf("%s: %v", name, d)
 				if !d.OK(1e-5) {
 					t.Errorf("output %s: %v", name, d)
 				}
