@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -209,6 +210,76 @@ func FuzzDecodeNPY(f *testing.F) {
 		}
 		if err := x.Check(); err != nil {
 			t.Fatalf("decoded .npy tensor is inconsistent: %v", err)
+		}
+	})
+}
+
+// FuzzLoadExternal writes the fuzzed bytes as a model beside a data file,
+// a file outside its folder and a symlink to it, and loads it: external
+// data must only ever be read from inside the folder and within the data
+// file, and a model Load accepts must hold its data in raw_data that
+// decodes.
+func FuzzLoadExternal(f *testing.F) {
+	seed := func(location string, offset, length int64) {
+		m := tinyModel()
+		w := m.Graph.Initializer[0]
+		loc := onnxpb.TensorProto_EXTERNAL
+		w.DataLocation = &loc
+		w.RawData = nil
+		w.ExternalData = []*onnxpb.StringStringEntryProto{
+			{Key: sp("location"), Value: sp(location)},
+			{Key: sp("offset"), Value: sp(strconv.FormatInt(offset, 10))},
+			{Key: sp("length"), Value: sp(strconv.FormatInt(length, 10))},
+		}
+		b, _ := proto.Marshal(m)
+		f.Add(b)
+	}
+	seed("w.bin", 0, 16)
+	seed("w.bin", 48, 16)
+	seed("w.bin", 60, 16)
+	seed("../outside.bin", 0, 16)
+	seed("/etc/passwd", 0, 16)
+	seed("link.bin", 0, 16)
+	seed("sub/../w.bin", 0, 16)
+	root := f.TempDir()
+	dir := filepath.Join(root, "model")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		f.Fatal(err)
+	}
+	data := make([]byte, 64)
+	for i := range data {
+		data[i] = byte(i)
+	}
+	os.WriteFile(filepath.Join(dir, "w.bin"), data, 0o644)
+	outside := filepath.Join(root, "outside.bin")
+	os.WriteFile(outside, []byte("SECRET-SECRET-SECRET"), 0o644)
+	if err := os.Symlink(outside, filepath.Join(dir, "link.bin")); err != nil {
+		f.Skipf("cannot make a symlink: %v", err)
+	}
+	path := filepath.Join(dir, "model.onnx")
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if err := os.WriteFile(path, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		m, err := onnx.Load(path)
+		if err != nil {
+			if !strings.HasPrefix(err.Error(), "onnx: ") && !strings.HasPrefix(err.Error(), path) {
+				t.Fatalf("error without the package prefix or path: %v", err)
+			}
+			return
+		}
+		err = onnx.ForEachTensor(m.Graph, func(tp *onnxpb.TensorProto) error {
+			if tp.GetDataLocation() == onnxpb.TensorProto_EXTERNAL || len(tp.ExternalData) > 0 {
+				t.Fatalf("tensor %q still refers to external data after Load", tp.GetName())
+			}
+			if strings.Contains(string(tp.RawData), "SECRET") {
+				t.Fatalf("tensor %q holds bytes of a file outside the model folder", tp.GetName())
+			}
+			_, err := onnx.DecodeTensor(tp)
+			return err
+		})
+		if err != nil {
+			t.Fatalf("Load accepted a tensor DecodeTensor rejects: %v", err)
 		}
 	})
 }
