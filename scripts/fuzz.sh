@@ -54,16 +54,21 @@ for pkg in "${pkgs[@]}"; do
 			results+=("ok      $pkg $target ${secs}s ${execs:-?} execs")
 		else
 			failed=$((failed + 1))
-			crasher=$(grep -o -E 'testdata/fuzz/[^ ]+' "$log" | tail -n 1)
-			results+=("CRASH   $pkg $target ${secs}s ${crasher:+(input: $pkg/$crasher)}")
-			grep -E -A 20 -- '--- FAIL' "$log" | head -n 30
+			if grep -q '\[build failed\]\|\[setup failed\]' "$log"; then
+				results+=("BUILD   $pkg $target: the package does not build")
+				grep -v '^fuzz: elapsed' "$log" | head -n 30
+			else
+				crasher=$(grep -o -E 'testdata/fuzz/[^ ]+' "$log" | tail -n 1)
+				results+=("CRASH   $pkg $target ${secs}s ${crasher:+(input: $pkg/$crasher)}")
+				grep -E -A 20 -- '--- FAIL' "$log" | head -n 30
+			fi
 		fi
 		rm -f "$log"
 	done
 done
 
 echo
-echo "fuzz summary: $total targets, $failed crashed, $(($(date +%s) - start_all))s"
+echo "fuzz summary: $total targets, $failed failed, $(($(date +%s) - start_all))s"
 for r in "${results[@]}"; do
 	echo "  $r"
 done
