@@ -86,7 +86,7 @@ func (mt *matcher) bshapeMode(v string, depth int, shapeMode bool) (res []int64)
 	}
 	defer func() { mt.shapes[key] = res }()
 	ix := mt.ix
-	if t, ok := ix.Constant(v); ok {
+	if t, ok := constant(ix, v); ok {
 		d := make([]int64, len(t.Shape))
 		for i, x := range t.Shape {
 			d[i] = int64(x)
@@ -428,7 +428,7 @@ func (mt *matcher) rangeAtLeast(v string, c float64, strict bool) bool {
 func (mt *matcher) tupleLen(v string) int {
 	n := mt.ix.Producer[v]
 	if n == nil || n.GetOpType() != "Concat" {
-		if t, ok := mt.ix.Constant(v); ok && len(t.Shape) > 0 {
+		if t, ok := constant(mt.ix, v); ok && len(t.Shape) > 0 {
 			return t.Shape[len(t.Shape)-1]
 		}
 		return -1

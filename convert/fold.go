@@ -22,7 +22,7 @@ func scalarFold(ix *onnx.Index, name string, depth int) (float64, bool) {
 	if depth > maxFoldDepth {
 		return 0, false
 	}
-	if t, ok := ix.Constant(name); ok {
+	if t, ok := constant(ix, name); ok {
 		if t.Len() != 1 {
 			return 0, false
 		}
@@ -97,7 +97,7 @@ func castsToInt(n *onnxpb.NodeProto) bool {
 // intsOf returns the value of an integer constant (initializer or Constant
 // node).
 func intsOf(ix *onnx.Index, name string) ([]int64, bool) {
-	t, ok := ix.Constant(name)
+	t, ok := constant(ix, name)
 	if !ok {
 		return nil, false
 	}
@@ -120,4 +120,23 @@ func inp(n *onnxpb.NodeProto, i int) string {
 		return ""
 	}
 	return n.Input[i]
+}
+
+// constant is ix.Constant that also rejects a malformed value (nil, or
+// data that does not match its shape), so callers may index it freely.
+func constant(ix *onnx.Index, name string) (t *onnx.Tensor, ok bool) {
+	if n := ix.Producer[name]; n != nil && n.GetOpType() == "Constant" {
+		// A Constant whose value attribute carries no tensor is not a
+		// constant (onnx.ConstantNodeValue does not expect it).
+		for _, a := range n.Attribute {
+			if a.GetName() == "value" && a.T == nil {
+				return nil, false
+			}
+		}
+	}
+	t, ok = ix.Constant(name)
+	if !ok || t == nil || t.Check() != nil {
+		return nil, false
+	}
+	return t, true
 }

@@ -746,7 +746,7 @@ func (mt *matcher) dims(v string, depth int) []int64 {
 			if in == "" {
 				continue
 			}
-			if _, isConst := ix.Constant(in); isConst {
+			if _, isConst := constant(ix, in); isConst {
 				continue
 			}
 			d := mt.dims(in, depth+1)
@@ -807,7 +807,7 @@ func (mt *matcher) projWidth(v string, depth int) int64 {
 		return mt.projWidth(inp(n, 0), depth+1)
 	case "Add", "Mul", "Div":
 		for _, in := range n.Input {
-			if _, isConst := ix.Constant(in); isConst {
+			if _, isConst := constant(ix, in); isConst {
 				continue
 			}
 			if w := mt.projWidth(in, depth+1); w > 0 {
@@ -938,8 +938,8 @@ func (mt *matcher) perKey(v string, depth int) bool {
 			}
 		}
 	}
-	if _, isConst := ix.Constant(v); isConst {
-		if t, ok := ix.Constant(v); ok && len(t.Shape) == 4 && t.Shape[1] == 1 && t.Shape[2] == 1 {
+	if _, isConst := constant(ix, v); isConst {
+		if t, ok := constant(ix, v); ok && len(t.Shape) == 4 && t.Shape[1] == 1 && t.Shape[2] == 1 {
 			return true
 		}
 		return false
@@ -987,7 +987,7 @@ func (mt *matcher) perKey(v string, depth int) bool {
 			if in == "" {
 				continue
 			}
-			if t, ok := ix.Constant(in); ok && t.Len() == 1 {
+			if t, ok := constant(ix, in); ok && t.Len() == 1 {
 				continue
 			}
 			if !mt.perKey(in, depth+1) {
@@ -1014,7 +1014,7 @@ func (mt *matcher) causal(v string) bool {
 			continue
 		}
 		seen[x] = true
-		if t, ok := ix.Constant(x); ok {
+		if t, ok := constant(ix, x); ok {
 			if triangular(t) {
 				return true
 			}

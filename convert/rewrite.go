@@ -496,7 +496,7 @@ func (rw *rewriter) rewriteFused(b *Block) (*onnxpb.NodeProto, error) {
 	}
 	var biasVals []float32
 	if biasName != "" {
-		t, ok := rw.ix.Constant(biasName)
+		t, ok := constant(rw.ix, biasName)
 		if !ok || t.DType != onnx.Float || t.Len() != int(2*fm.qSize+fm.vSize) {
 			return nil, fmt.Errorf("bias %q of %s is not a float constant of length %d", biasName, nodeName(n), 2*fm.qSize+fm.vSize)
 		}
@@ -513,7 +513,7 @@ func (rw *rewriter) rewriteFused(b *Block) (*onnxpb.NodeProto, error) {
 	if fm.mha {
 		qIn, kIn, vIn = n.Input[0], n.Input[1], n.Input[2]
 	} else {
-		wt, ok := rw.ix.Constant(n.Input[1])
+		wt, ok := constant(rw.ix, n.Input[1])
 		if !ok || wt.DType != onnx.Float {
 			return nil, fmt.Errorf("weights %q of %s are not a float constant", n.Input[1], nodeName(n))
 		}
