@@ -17,6 +17,9 @@ const MaxTensorElements = 1 << 32
 // must match the shape exactly. External data must have been resolved first
 // (Load does that). The error names the tensor.
 func DecodeTensor(tp *onnxpb.TensorProto) (*Tensor, error) {
+	if tp == nil {
+		return nil, fmt.Errorf("onnx: missing tensor")
+	}
 	name := tp.GetName()
 	fail := func(format string, a ...any) (*Tensor, error) {
 		return nil, fmt.Errorf("onnx: tensor %q: %s", name, fmt.Sprintf(format, a...))
