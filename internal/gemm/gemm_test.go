@@ -210,3 +210,33 @@ func TestSgemmConstant(t *testing.T) {
 		}
 	}
 }
+
+// TestConstantLookup registers several matrices and checks that each (and
+// a sub-slice of one) is found, and that unregistered storage is not.
+func TestConstantLookup(t *testing.T) {
+	bufs := [][]float32{make([]float32, 64*64), make([]float32, 32*32), make([]float32, 128)}
+	var rel []func()
+	for _, b := range bufs {
+		rel = append(rel, RegisterConstant(b))
+	}
+	defer func() {
+		for _, r := range rel {
+			r()
+		}
+	}()
+	for i, b := range bufs[:2] {
+		if constantPack(matrix{b, 8, false}, 8, 8) == nil {
+			t.Errorf("buffer %d not found", i)
+		}
+	}
+	if constantPack(matrix{bufs[0][100:], 8, false}, 8, 8) == nil {
+		t.Error("sub-slice of a registered buffer not found")
+	}
+	if constantPack(matrix{make([]float32, 64), 8, false}, 8, 8) != nil {
+		t.Error("unregistered buffer reported as constant")
+	}
+	rel[1]()
+	if constantPack(matrix{bufs[1], 8, false}, 8, 8) != nil {
+		t.Error("released buffer still constant")
+	}
+}

@@ -1,6 +1,8 @@
 package gemm
 
 import (
+	"cmp"
+	"slices"
 	"sync"
 	"unsafe"
 )
@@ -40,7 +42,7 @@ type constEntry struct {
 
 var (
 	constMu sync.RWMutex
-	consts  = map[*constEntry]bool{}
+	consts  []*constEntry // sorted by base; overlapping registrations only risk a miss (packing per call)
 )
 
 // RegisterConstant declares that b will not change until release is
@@ -54,11 +56,14 @@ func RegisterConstant(b []float32) (release func()) {
 	base := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
 	e := &constEntry{base: base, end: base + uintptr(len(b))*4, keep: b, packs: map[packKey]*packedB{}}
 	constMu.Lock()
-	consts[e] = true
+	i, _ := slices.BinarySearchFunc(consts, base, func(c *constEntry, b uintptr) int { return cmp.Compare(c.base, b) })
+	consts = slices.Insert(consts, i, e)
 	constMu.Unlock()
 	return func() {
 		constMu.Lock()
-		delete(consts, e)
+		if i := slices.Index(consts, e); i >= 0 {
+			consts = slices.Delete(consts, i, i+1)
+		}
 		constMu.Unlock()
 	}
 }
@@ -75,12 +80,14 @@ func constantPack(B matrix, k, n int) *packedB {
 		constMu.RUnlock()
 		return nil
 	}
+	// The last entry starting at or before ptr is the only candidate.
 	var owner *constEntry
-	for e := range consts {
-		if ptr >= e.base && ptr < e.end {
-			owner = e
-			break
-		}
+	i, found := slices.BinarySearchFunc(consts, ptr, func(c *constEntry, p uintptr) int { return cmp.Compare(c.base, p) })
+	if !found {
+		i--
+	}
+	if i >= 0 && ptr < consts[i].end {
+		owner = consts[i]
 	}
 	constMu.RUnlock()
 	if owner == nil {
