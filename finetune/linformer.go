@@ -220,9 +220,14 @@ func (p *LinformerProblem) init() error {
 			return fmt.Errorf("missing or malformed tensor")
 		}
 	}
-	if len(p.Q.Shape) != 4 || len(p.K.Shape) != 4 || len(p.V.Shape) != 4 || len(p.Y.Shape) != 4 {
-		return fmt.Errorf("Q, K, V and target must be [B,H,S,D]")
+	if len(p.Q.Shape) != 4 || len(p.K.Shape) != 4 || len(p.V.Shape) != 4 {
+		return fmt.Errorf("Q, K and V must be [B,H,S,D]")
 	}
+	y, err := headsLayout(p.Y, p.V.Shape[0], p.V.Shape[1], p.V.Shape[2], p.V.Shape[3])
+	if err != nil {
+		return err
+	}
+	p.Y = y
 	p.b, p.h, p.s, p.d = p.Q.Shape[0], p.Q.Shape[1], p.Q.Shape[2], p.Q.Shape[3]
 	p.dv = p.V.Shape[3]
 	if fmt.Sprint(p.K.Shape) != fmt.Sprint(p.Q.Shape) || p.V.Shape[0] != p.b || p.V.Shape[1] != p.h || p.V.Shape[2] != p.s ||

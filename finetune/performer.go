@@ -308,14 +308,25 @@ func (p *PerformerProblem) init() error {
 			return fmt.Errorf("missing or non-float32 tensor")
 		}
 	}
-	if len(p.XQ.Shape) != 3 || fmt.Sprint(p.XK.Shape) != fmt.Sprint(p.XQ.Shape) {
-		return fmt.Errorf("layer inputs %v and %v, want equal [B,S,Dm]", p.XQ.Shape, p.XK.Shape)
+	if len(p.V.Shape) != 4 {
+		return fmt.Errorf("V %v, want [B,H,S,Dv]", p.V.Shape)
 	}
-	p.b, p.s, p.dm = p.XQ.Shape[0], p.XQ.Shape[1], p.XQ.Shape[2]
-	if len(p.V.Shape) != 4 || p.V.Shape[0] != p.b || p.V.Shape[2] != p.s || fmt.Sprint(p.Y.Shape) != fmt.Sprint(p.V.Shape) {
-		return fmt.Errorf("V %v and target %v, want [%d,H,%d,Dv]", p.V.Shape, p.Y.Shape, p.b, p.s)
+	p.b, p.h, p.s, p.dv = p.V.Shape[0], p.V.Shape[1], p.V.Shape[2], p.V.Shape[3]
+	y, err := headsLayout(p.Y, p.b, p.h, p.s, p.dv)
+	if err != nil {
+		return err
 	}
-	p.h, p.dv = p.V.Shape[1], p.V.Shape[3]
+	p.Y = y
+	if len(p.WQ.Shape) != 2 {
+		return fmt.Errorf("projection weight %v, want [Dm, H·D]", p.WQ.Shape)
+	}
+	p.dm = p.WQ.Shape[0]
+	// The layer inputs may be [B,S,Dm] or flattened to [B·S,Dm].
+	for _, x := range []*onnx.Tensor{p.XQ, p.XK} {
+		if len(x.Shape) < 2 || x.Shape[len(x.Shape)-1] != p.dm || x.Len() != p.b*p.s*p.dm {
+			return fmt.Errorf("layer input %v, want [%d,%d,%d] or [%d,%d]", x.Shape, p.b, p.s, p.dm, p.b*p.s, p.dm)
+		}
+	}
 	if len(p.Omega.Shape) != 3 {
 		return fmt.Errorf("omega shape %v, want [H or 1, M, D]", p.Omega.Shape)
 	}
@@ -807,4 +818,26 @@ func (a *adam) step(grads [][]float64) {
 			x[i] -= a.lr * (m[i] / c1) / (math.Sqrt(v[i]/c2) + eps)
 		}
 	}
+}
+
+// headsLayout returns y as [B,H,S,Dv]: as it is, or split from the
+// head-merged [B,S,H·Dv] layout of fused attention outputs.
+func headsLayout(y *onnx.Tensor, b, h, s, dv int) (*onnx.Tensor, error) {
+	want := []int{b, h, s, dv}
+	if fmt.Sprint(y.Shape) == fmt.Sprint(want) {
+		return y, nil
+	}
+	if len(y.Shape) != 3 || y.Shape[0] != b || y.Shape[1] != s || y.Shape[2] != h*dv || y.DType != onnx.Float {
+		return nil, fmt.Errorf("target attention output %v, want %v or [%d,%d,%d]", y.Shape, want, b, s, h*dv)
+	}
+	src := y.Floats()
+	out := make([]float32, len(src))
+	for bi := 0; bi < b; bi++ {
+		for i := 0; i < s; i++ {
+			for hi := 0; hi < h; hi++ {
+				copy(out[((bi*h+hi)*s+i)*dv:][:dv], src[(bi*s+i)*h*dv+hi*dv:][:dv])
+			}
+		}
+	}
+	return onnx.NewFloat(want, out), nil
 }
