@@ -138,7 +138,7 @@ func Linformer(original, converted *onnxpb.ModelProto, feed map[string]*onnx.Ten
 			}
 			params = append(params, t)
 		}
-		var probs []*LinformerProblem
+		var probs []*linformerProblem
 		for _, ln := range group {
 			n := ln.node
 			var bias *onnx.Tensor
@@ -151,7 +151,7 @@ func Linformer(original, converted *onnxpb.ModelProto, feed map[string]*onnx.Ten
 					bias = got[n.Input[5]]
 				}
 			}
-			p := &LinformerProblem{
+			p := &linformerProblem{
 				Q: got[n.Input[0]], K: got[n.Input[1]], V: got[n.Input[2]], Bias: bias, Y: ref[ln.target],
 				E: params[0], F: params[1], SharedEF: first.Input[3] == first.Input[4],
 				Scale: float64(onnx.AttrFloat(n, "scale", 0)),
@@ -197,10 +197,10 @@ func runOnce(m *onnxpb.ModelProto, feed map[string]*onnx.Tensor, names []string,
 	return s.Run(feed, names...)
 }
 
-// LinformerProblem is the fit of one layer's projections: minimise
+// linformerProblem is the fit of one layer's projections: minimise
 // Σ‖out − Y‖²/Σ‖Y‖² over the valid query rows, with out the
 // LinformerAttention of (Q, K, V, E, F, Bias) and scale Scale (0: 1/√D).
-type LinformerProblem struct {
+type linformerProblem struct {
 	Q, K, V, Y *onnx.Tensor // [B,H,S,D], [B,H,S,D], [B,H,S,Dv], [B,H,S,Dv]
 	E, F       *onnx.Tensor // [H or 1, k, N]
 	Bias       *onnx.Tensor // [B or 1,1,1,S or 1] or nil
@@ -214,7 +214,7 @@ type LinformerProblem struct {
 	rowNorm                      []float64 // Σ‖Y‖² over the valid query rows of each batch row
 }
 
-func (p *LinformerProblem) init() error {
+func (p *linformerProblem) init() error {
 	for _, t := range []*onnx.Tensor{p.Q, p.K, p.V, p.Y, p.E, p.F} {
 		if t == nil || t.DType != onnx.Float || len(t.Shape) != 4 && len(t.Shape) != 3 {
 			return fmt.Errorf("missing or malformed tensor")
@@ -300,7 +300,7 @@ func f64(t *onnx.Tensor) []float64 {
 }
 
 // Params returns the current E and F as float32 tensors of their shapes.
-func (p *LinformerProblem) Params() (e, f *onnx.Tensor) {
+func (p *linformerProblem) Params() (e, f *onnx.Tensor) {
 	to32 := func(x []float64, shape []int) *onnx.Tensor {
 		d := make([]float32, len(x))
 		for i, v := range x {
@@ -319,7 +319,7 @@ func (p *LinformerProblem) Params() (e, f *onnx.Tensor) {
 // nil) and, when ge and gf are non-nil, adds its gradients with respect
 // to E and F into them (for SharedEF both parts go into ge). The work is
 // split statically over two goroutines, so results are deterministic.
-func (p *LinformerProblem) LossGrad(rows []int, ge, gf []float64) float64 {
+func (p *linformerProblem) LossGrad(rows []int, ge, gf []float64) float64 {
 	if rows == nil {
 		rows = make([]int, p.b)
 		for i := range rows {
@@ -367,7 +367,7 @@ func (p *LinformerProblem) LossGrad(rows []int, ge, gf []float64) float64 {
 
 // head returns the squared error of batch row bi, head hi, and adds its
 // gradient (scaled by 1/norm) into ge, gf when they are non-nil.
-func (p *LinformerProblem) head(bi, hi int, norm float64, ge, gf []float64) float64 {
+func (p *linformerProblem) head(bi, hi int, norm float64, ge, gf []float64) float64 {
 	impl := blas64.Implementation()
 	k, s, d, dv, n := p.k, p.s, p.d, p.dv, p.n
 	kp := make([]float64, k*d)
@@ -468,14 +468,14 @@ func (p *LinformerProblem) head(bi, hi int, norm float64, ge, gf []float64) floa
 // start, the end and checkpoints every 25 steps. Only the columns of E and
 // F that calibration inputs reach receive gradient, so Adam leaves the
 // others unchanged.
-func (p *LinformerProblem) Fit(opt Options) (before, after float64) {
+func (p *linformerProblem) Fit(opt Options) (before, after float64) {
 	before = p.LossGrad(nil, nil, nil)
-	return before, fitLinformer([]*LinformerProblem{p}, opt)
+	return before, fitLinformer([]*linformerProblem{p}, opt)
 }
 
 // fitLinformer fits problems that share one E and F (and calibration
 // rows) on the sum of their losses and returns that sum at the end.
-func fitLinformer(probs []*LinformerProblem, opt Options) float64 {
+func fitLinformer(probs []*linformerProblem, opt Options) float64 {
 	p0 := probs[0]
 	total := func(rows []int, ge, gf []float64) float64 {
 		var l float64

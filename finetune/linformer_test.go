@@ -23,13 +23,13 @@ func randTensor(rng *rand.Rand, std float64, shape ...int) *onnx.Tensor {
 
 // problem draws a small random layer with the last key of batch row 1
 // padded.
-func problem(t *testing.T, seed uint64, he, hf int, shared bool) *LinformerProblem {
+func problem(t *testing.T, seed uint64, he, hf int, shared bool) *linformerProblem {
 	t.Helper()
 	rng := rand.New(rand.NewPCG(seed, 9))
 	B, H, S, D, K, N := 2, 2, 5, 3, 3, 7
 	bias := make([]float32, B*S)
 	bias[1*S+S-1] = -1e9
-	p := &LinformerProblem{
+	p := &linformerProblem{
 		Q: randTensor(rng, 1, B, H, S, D), K: randTensor(rng, 1, B, H, S, D), V: randTensor(rng, 1, B, H, S, D),
 		Y: randTensor(rng, 1, B, H, S, D), E: randTensor(rng, 0.5, he, K, N), F: randTensor(rng, 0.5, hf, K, N),
 		Bias: onnx.NewFloat([]int{B, 1, 1, S}, bias), SharedEF: shared,

@@ -160,7 +160,7 @@ func Performer(original, converted *onnxpb.ModelProto, feed map[string]*onnx.Ten
 				bias = got[n.Input[4]]
 			}
 		}
-		p := &PerformerProblem{
+		p := &performerProblem{
 			XQ: got[pr.q.x], XK: got[pr.k.x], V: got[n.Input[2]], Bias: bias, Y: ref[ln.target],
 			Scale:   float64(onnx.AttrFloat(n, "scale", 0)),
 			Epsilon: float64(onnx.AttrFloat(n, "epsilon", 1e-6)),
@@ -274,12 +274,12 @@ func matchTargets(original, converted *onnxpb.ModelProto, op string, minInputs i
 	return nodes, nil
 }
 
-// PerformerProblem is the fit of one layer's Q and K projections under
+// performerProblem is the fit of one layer's Q and K projections under
 // frozen random features: minimise Σ‖out − Y‖²/Σ‖Y‖² over the valid query
 // rows, where out is the positive-kernel PerformerAttention of
 // Q = heads(XQ·WQ + BQ), K = heads(XK·WK + BK), V, Omega and Bias, and
 // heads splits the last axis H·D into H heads of D.
-type PerformerProblem struct {
+type performerProblem struct {
 	XQ, XK       *onnx.Tensor // [B,S,Dm] layer inputs of the two projections
 	WQ, WK       *onnx.Tensor // [Dm, H·D]
 	BQ, BK       *onnx.Tensor // [H·D] or nil
@@ -302,7 +302,7 @@ type PerformerProblem struct {
 	rowNorm      []float64 // Σ‖Y‖² per batch row
 }
 
-func (p *PerformerProblem) init() error {
+func (p *performerProblem) init() error {
 	for _, t := range []*onnx.Tensor{p.XQ, p.XK, p.WQ, p.WK, p.V, p.Y, p.Omega} {
 		if t == nil || t.DType != onnx.Float {
 			return fmt.Errorf("missing or non-float32 tensor")
@@ -407,7 +407,7 @@ func (p *PerformerProblem) init() error {
 
 // headSplitError is the relative error between heads(x·w + b) and the
 // captured [B,H,S,D] value t.
-func (p *PerformerProblem) headSplitError(x, w, b []float64, t *onnx.Tensor) float64 {
+func (p *performerProblem) headSplitError(x, w, b []float64, t *onnx.Tensor) float64 {
 	if t == nil || fmt.Sprint(t.Shape) != fmt.Sprint([]int{p.b, p.h, p.s, p.d}) {
 		return math.Inf(1)
 	}
@@ -433,7 +433,7 @@ func (p *PerformerProblem) headSplitError(x, w, b []float64, t *onnx.Tensor) flo
 
 // Params returns the current projections as float32 tensors (biases nil
 // when the layer has none).
-func (p *PerformerProblem) Params() (wq, bq, wk, bk *onnx.Tensor) {
+func (p *performerProblem) Params() (wq, bq, wk, bk *onnx.Tensor) {
 	to32 := func(x []float64, shape []int) *onnx.Tensor {
 		d := make([]float32, len(x))
 		for i, v := range x {
@@ -454,13 +454,13 @@ func (p *PerformerProblem) Params() (wq, bq, wk, bk *onnx.Tensor) {
 // perfGrads holds gradients with respect to the four parameters.
 type perfGrads struct{ wq, bq, wk, bk []float64 }
 
-func (p *PerformerProblem) newGrads() *perfGrads {
+func (p *performerProblem) newGrads() *perfGrads {
 	return &perfGrads{make([]float64, len(p.wq)), make([]float64, len(p.bq)), make([]float64, len(p.wk)), make([]float64, len(p.bk))}
 }
 
 // LossGrad returns the relative loss over the batch rows rows (all when
 // nil) and, when g is non-nil, adds its gradients into g.
-func (p *PerformerProblem) LossGrad(rows []int, g *perfGrads) float64 {
+func (p *performerProblem) LossGrad(rows []int, g *perfGrads) float64 {
 	if rows == nil {
 		rows = make([]int, p.b)
 		for i := range rows {
@@ -538,7 +538,7 @@ type perfScratch struct {
 	q, k, uq, uk, kv, ks, num, den, do, dnum, dden, dq, dk, dkv, dks []float64
 }
 
-func (p *PerformerProblem) newScratch() *perfScratch {
+func (p *performerProblem) newScratch() *perfScratch {
 	s, d, m, dv := p.s, p.d, p.m, p.dv
 	return &perfScratch{
 		q: make([]float64, s*d), k: make([]float64, s*d), uq: make([]float64, s*m), uk: make([]float64, s*m),
@@ -551,7 +551,7 @@ func (p *PerformerProblem) newScratch() *perfScratch {
 // head computes one (batch row, head): the squared error (unnormalised)
 // and, when dqm is non-nil, the gradient with respect to the head's
 // columns of the merged projections (row r of the selection).
-func (p *PerformerProblem) head(sc *perfScratch, bi, hi int, qm, km, dqm, dkm []float64, r int, norm float64) float64 {
+func (p *performerProblem) head(sc *perfScratch, bi, hi int, qm, km, dqm, dkm []float64, r int, norm float64) float64 {
 	impl := blas64.Implementation()
 	s, d, m, dv, hd := p.s, p.d, p.m, p.dv, p.h*p.d
 	rs := math.Sqrt(p.Scale)
@@ -723,7 +723,7 @@ func (p *PerformerProblem) head(sc *perfScratch, bi, hi int, qm, km, dqm, dkm []
 // batch rows (all rows when 0) and returns the full-batch loss before and
 // after; the parameters end at the best full-batch loss seen among the
 // start, the end and checkpoints every 25 steps.
-func (p *PerformerProblem) Fit(opt Options) (before, after float64) {
+func (p *performerProblem) Fit(opt Options) (before, after float64) {
 	rng := rand.New(rand.NewPCG(opt.Seed, 0x5eed))
 	params := [][]float64{p.wq, p.bq, p.wk, p.bk}
 	if !p.hasBQ {

@@ -16,14 +16,14 @@ import (
 
 // perfProblem draws a small random Performer layer with the last key of
 // batch row 1 padded and a non-zero bias on one real key.
-func perfProblem(t *testing.T, seed uint64, ho int, withBias bool) *PerformerProblem {
+func perfProblem(t *testing.T, seed uint64, ho int, withBias bool) *performerProblem {
 	t.Helper()
 	rng := rand.New(rand.NewPCG(seed, 11))
 	B, S, Dm, H, D, M := 3, 5, 6, 2, 3, 7
 	bias := make([]float32, B*S)
 	bias[1*S+S-1] = -1e9
 	bias[2] = 0.3
-	p := &PerformerProblem{
+	p := &performerProblem{
 		XQ: randTensor(rng, 1, B, S, Dm), XK: randTensor(rng, 1, B, S, Dm),
 		WQ: randTensor(rng, 0.4, Dm, H*D), WK: randTensor(rng, 0.4, Dm, H*D),
 		V: randTensor(rng, 1, B, H, S, D), Y: randTensor(rng, 0.3, B, H, S, D),
