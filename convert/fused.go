@@ -240,6 +240,9 @@ func (mt *matcher) matchFusedMHA(n *onnxpb.NodeProto) *Block {
 	fm.qSize, fm.vSize = qw, vw
 	if b.Heads > 0 && qw > 0 {
 		b.HeadDim = int(qw) / b.Heads
+		if qw%int64(b.Heads) != 0 || (vw > 0 && vw%int64(b.Heads) != 0) {
+			b.Convertible, b.Reason = false, "projection widths are not divisible by num_heads"
+		}
 	} else {
 		b.Convertible, b.Reason = false, "projection width unknown"
 	}
