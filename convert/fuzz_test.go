@@ -58,8 +58,8 @@ func fuzzFiles(maxBytes int64) []string {
 	return paths
 }
 
-// checkConversions runs Detect, ToPerformer and ToLinformer on a model that
-// passed onnx.Validate. None may panic; a converted model must be valid,
+// checkConversions runs Detect, Summarize, ModelDims, ExtendPositions,
+// ToPerformer and ToLinformer on a model that passed onnx.Validate. None may panic; a converted model must be valid,
 // re-encode, hold one linear-attention node per converted block, and be
 // (with twice) the same bytes when converted again; m itself must not
 // change.
@@ -84,6 +84,21 @@ func checkConversions(t *testing.T, m *onnxpb.ModelProto, twice bool) {
 				t.Fatalf("block %d is convertible with heads %d, head dim %d, scale %v", b.Layer, b.Heads, b.HeadDim, b.Scale)
 			}
 		}
+	}
+	// What `convert inspect` and `extend-positions` run on a model.
+	onnx.Summarize(m)
+	if _, _, err := ModelDims(m); err != nil {
+		checkErr("ModelDims", err)
+	}
+	if ext, _, err := ExtendPositions(m, ExtendOptions{MaxPositions: 40}); err == nil {
+		if err := onnx.Validate(ext); err != nil {
+			t.Fatalf("ExtendPositions wrote an invalid model: %v", err)
+		}
+	} else {
+		checkErr("ExtendPositions", err)
+	}
+	if after, _ := onnx.Encode(m); !bytes.Equal(before, after) {
+		t.Fatal("inspection or ExtendPositions modified the input model")
 	}
 	type conv struct {
 		op  string
