@@ -92,6 +92,10 @@ func (mt *matcher) matchFusedAttention(n *onnxpb.NodeProto) *Block {
 	if b.Scale == 0 && b.HeadDim > 0 {
 		b.Scale = 1 / math.Sqrt(float64(b.HeadDim))
 	}
+	if math.IsNaN(b.Scale) || math.IsInf(b.Scale, 0) {
+		b.Scale = 0 // reports are JSON; the reason says what it was
+		b.Convertible, b.Reason = false, "the scale attribute is not a finite number"
+	}
 	if optInput(n, 4) != "" || (len(n.Output) > 1 && n.Output[1] != "") {
 		b.Convertible, b.Reason = false, "uses past/present key-value state"
 	}
@@ -249,6 +253,10 @@ func (mt *matcher) matchFusedMHA(n *onnxpb.NodeProto) *Block {
 	b.Scale = float64(onnx.AttrFloat(n, "scale", 0))
 	if b.Scale == 0 && b.HeadDim > 0 {
 		b.Scale = 1 / math.Sqrt(float64(b.HeadDim))
+	}
+	if math.IsNaN(b.Scale) || math.IsInf(b.Scale, 0) {
+		b.Scale = 0 // reports are JSON; the reason says what it was
+		b.Convertible, b.Reason = false, "the scale attribute is not a finite number"
 	}
 	if optInput(n, 6) != "" || optInput(n, 7) != "" || (len(n.Output) > 1 && n.Output[1] != "") {
 		b.Convertible, b.Reason = false, "uses past key/value state"

@@ -2,6 +2,7 @@ package convert
 
 import (
 	"bytes"
+	"encoding/json"
 	"math"
 	"os"
 	"path/filepath"
@@ -79,6 +80,9 @@ func checkConversions(t *testing.T, m *onnxpb.ModelProto, twice bool) {
 	det, err := Detect(m)
 	checkErr("Detect", err)
 	if err == nil {
+		if _, err := json.Marshal(det); err != nil { // inspect --json
+			t.Fatalf("Detection does not encode as JSON: %v", err)
+		}
 		for _, b := range det.Blocks {
 			if b.Convertible && (b.Heads < 1 || b.HeadDim < 1 || math.IsNaN(b.Scale) || math.IsInf(b.Scale, 0)) {
 				t.Fatalf("block %d is convertible with heads %d, head dim %d, scale %v", b.Layer, b.Heads, b.HeadDim, b.Scale)
@@ -119,6 +123,9 @@ func checkConversions(t *testing.T, m *onnxpb.ModelProto, twice bool) {
 		checkErr(c.op, err)
 		if err != nil {
 			continue
+		}
+		if _, err := json.Marshal(rep); err != nil { // performer/linformer --json
+			t.Fatalf("%s: report does not encode as JSON: %v", c.op, err)
 		}
 		if err := onnx.Validate(out); err != nil {
 			t.Fatalf("%s: the converted model is invalid: %v", c.op, err)

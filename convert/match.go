@@ -458,6 +458,9 @@ func (mt *matcher) finish(c *coreMatch) (*Block, string) {
 			c.form = append(c.form, "k-perm"+strings.Join(perms, ","))
 		}
 	}
+	if math.IsNaN(c.scale) || math.IsInf(c.scale, 0) {
+		return nil, "the score scale is not a finite number"
+	}
 	b := &Block{core: c, Scale: c.scale, Q: c.q, K: c.k, V: c.v, Output: c.av.Output[0], Bias: BiasNone, Convertible: true}
 	seen := map[*onnxpb.NodeProto]bool{}
 	for _, n := range append(c.nodes, c.av) {
