@@ -228,6 +228,8 @@ type Options struct {
 	MemAvailable func() (int64, error)
 	MemFraction  float64       // default 0.8
 	Timeout      time.Duration // per child; default 20 minutes
+
+	env []string // extra child environment
 }
 
 // Run benchmarks the variants of o.Model at every length.
@@ -260,6 +262,14 @@ func Run(o Options) (*convert.BenchResult, error) {
 	progress := o.Progress
 	if progress == nil {
 		progress = io.Discard
+	}
+	// Fail once, clearly, rather than in every child; and hand the
+	// children the library this process found, whatever their folder.
+	if err := runtime.ORTAvailable(); err != nil {
+		return nil, err
+	}
+	if lib, err := runtime.LibraryPath(); err == nil {
+		o.env = append(o.env, runtime.LibraryEnv+"="+lib)
 	}
 	bo := o.Bench
 	if len(bo.Variants) == 0 {
@@ -373,7 +383,7 @@ func (o Options) child(spec ChildSpec) (*ChildResult, int64, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), o.Timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, o.Command[0], o.Command[1:]...)
-	cmd.Env = append(os.Environ(), ChildEnv+"="+string(js))
+	cmd.Env = append(append(os.Environ(), o.env...), ChildEnv+"="+string(js))
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
