@@ -6,6 +6,7 @@ import (
 	"image/color"
 	"math"
 	"strconv"
+	"strings"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -62,7 +63,7 @@ func Plot(r *convert.BenchResult, path string) error {
 			l.Color, pts.Color = c, c
 			l.Width = vg.Points(1.5)
 			p.Add(l, pts)
-			p.Legend.Add(string(f), l, pts)
+			p.Legend.Add(legendName(r, f), l, pts)
 			lines++
 		}
 		if lines == 0 {
@@ -124,4 +125,18 @@ func (geomTicks) Ticks(min, max float64) []plot.Tick {
 		ticks = append(ticks, plot.Tick{Value: r, Label: strconv.FormatFloat(r, 'g', 6, 64)})
 	}
 	return ticks
+}
+
+// legendName names a variant and the lengths where it did not run.
+func legendName(r *convert.BenchResult, f convert.Form) string {
+	var missed []string
+	for _, run := range r.Runs {
+		if run.Variant == f && run.Status != "ok" {
+			missed = append(missed, fmt.Sprintf("%s at %d", run.Status, run.Length))
+		}
+	}
+	if len(missed) == 0 {
+		return string(f)
+	}
+	return fmt.Sprintf("%s (%s)", f, strings.Join(missed, ", "))
 }
