@@ -71,6 +71,13 @@ type BlockReport struct {
 	Reason  string   `json:"reason,omitempty"`
 }
 
+// Bounds on the options, so that a mistyped flag is an error rather than
+// an allocation of many gigabytes per layer.
+const (
+	MaxFeatures   = 1 << 16 // random features M per head
+	MaxProjection = 1 << 26 // k·N elements of one Linformer projection
+)
+
 // ToPerformer returns a copy of m in which every convertible attention core
 // (of the selected layers) is a PerformerAttention node with frozen random
 // features. m is not modified.
@@ -80,6 +87,9 @@ func ToPerformer(m *onnxpb.ModelProto, o PerformerOptions) (*onnxpb.ModelProto, 
 	}
 	if o.Features < 1 {
 		return nil, nil, fmt.Errorf("convert: performer: features %d must be positive", o.Features)
+	}
+	if o.Features > MaxFeatures {
+		return nil, nil, fmt.Errorf("convert: performer: features %d exceeds %d", o.Features, MaxFeatures)
 	}
 	if o.Omega == "" {
 		o.Omega = "orthogonal"
@@ -146,6 +156,9 @@ func ToLinformer(m *onnxpb.ModelProto, o LinformerOptions) (*onnxpb.ModelProto, 
 	}
 	if o.K < 1 || o.MaxLen < 1 {
 		return nil, nil, fmt.Errorf("convert: linformer: k %d and max-len %d must be positive", o.K, o.MaxLen)
+	}
+	if int64(o.K)*int64(o.MaxLen) > MaxProjection {
+		return nil, nil, fmt.Errorf("convert: linformer: k %d × max-len %d exceeds %d elements per projection", o.K, o.MaxLen, MaxProjection)
 	}
 	switch o.Share {
 	case "none", "headwise", "kv", "layerwise":
