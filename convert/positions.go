@@ -115,8 +115,10 @@ func ExtendPositions(m *onnxpb.ModelProto, opts ExtendOptions) (*onnxpb.ModelPro
 	if opts.Offset >= old-1 {
 		return nil, nil, fmt.Errorf("convert: extend positions: offset %d leaves fewer than 2 learned rows in %s (%d rows)", opts.Offset, pt.table, old)
 	}
-	if int64(n)*int64(hidden) > onnx.MaxTensorElements {
-		return nil, nil, fmt.Errorf("convert: extend positions: %d × %d table is too large", n, hidden)
+	// 2^28 float32 elements (1 GiB) is hundreds of thousands of positions
+	// at BERT-large width; beyond that a mistyped flag would exhaust memory.
+	if int64(n)*int64(hidden) > 1<<28 {
+		return nil, nil, fmt.Errorf("convert: extend positions: %d × %d table is too large (limit %d elements)", n, hidden, 1<<28)
 	}
 	rows := ExtendTable(t.Floats(), old, hidden, n, opts.Offset, method)
 	nt, err := onnx.EncodeTensor(pt.table, onnx.NewFloat([]int{n, hidden}, rows))
