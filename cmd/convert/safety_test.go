@@ -377,9 +377,10 @@ func TestOutputSafety(t *testing.T) {
 			{"linformer", model, "-o", out, "--k", "-3"},
 			{"performer", model, "-o", out, "--features", "-1"},
 			{"performer", model, "-o", out, "--omega", "bogus"},
-			{"performer", model, "-o", out, "--features", "100000000"},            // would be gigabytes
-			{"linformer", model, "-o", out, "--k", "40000", "--max-len", "40000"}, // would be gigabytes
-			{"extend-positions", model, "-o", out, "--max-positions", "8"},        // fewer rows than the table has
+			{"performer", model, "-o", out, "--features", "100000000"},             // would be gigabytes
+			{"linformer", model, "-o", out, "--k", "40000", "--max-len", "40000"},  // would be gigabytes
+			{"extend-positions", model, "-o", out, "--max-positions", "8"},         // fewer rows than the table has
+			{"extend-positions", model, "-o", out, "--max-positions", "100000000"}, // would be gigabytes
 		} {
 			code, _, stderr := safeRun(t, args...)
 			if code == exitOK {
