@@ -323,53 +323,64 @@ func PerformerFunction(kernel string, opset int64) (*onnxpb.FunctionProto, error
 		return nil, err
 	}
 	b := &fnBuilder{opset: opset}
-	rs := b.op("Sqrt", []string{b.constFloatAttr("scale")})
+	// The body is arranged to touch the [.., S, M] feature tensors as few
+	// times as possible, since at moderate lengths those elementwise passes,
+	// not the products, decide whether Performer beats exact attention:
+	//   - √scale is folded into Ω (tiny) instead of Q and K;
+	//   - for queries h and the row max cancel: u − h − max(u − h) = u − max(u);
+	//   - 1/√M on φ(Q) and φ(K) scales numerator and denominator by 1/M,
+	//     so it is dropped and ε is multiplied by M instead (exactly equal);
+	//   - key features are built transposed, [B,H,M,Sk], from Kᵀ (small),
+	//     where key_bias [B,1,1,Sk] broadcasts as it is;
+	//   - the denominator rides along the numerator's product as a column
+	//     of ones appended to V; padded keys are zeroed in that [Sk, Dv+1]
+	//     operand, so they contribute exactly nothing to either.
+	scale := b.constFloatAttr("scale")
+	rs := b.op("Sqrt", []string{scale})
 	eps := b.constFloatAttr("epsilon")
-	half := b.constFloat(0.5)
-	// 1/√M from Omega's shape.
 	mdim := b.op("Slice", []string{b.op("Shape", []string{"Omega"}), b.constInts(1), b.constInts(2)})
 	mf := b.op("Cast", []string{mdim}, attrInt("to", int64(onnx.Float)))
-	invSqrtM := b.op("Reciprocal", []string{b.op("Sqrt", []string{mf})})
-	omegaT := b.transpose("Omega", 0, 2, 1) // [H,D,M]
+	epsM := b.op("Mul", []string{eps, mf})
+	omegaS := b.op("Mul", []string{"Omega", rs}) // [H,M,D]·√scale
+	omegaST := b.transpose(omegaS, 0, 2, 1)      // [H,D,M]
+	halfScale := b.op("Mul", []string{scale, b.constFloat(0.5)})
 
-	// Key validity and bias laid out along keys: [B,1,Sk,1].
-	biasT := b.transpose("key_bias", 0, 1, 3, 2)
-	valid := b.op("Greater", []string{biasT, b.constFloat(maskThreshold)})
-	zero := b.constFloat(0)
+	valid := b.op("Greater", []string{"key_bias", b.constFloat(maskThreshold)}) // [B,1,1,Sk]
+	negMax := b.constFloat(-math.MaxFloat32)
 
-	proj := func(x string) (u, h string) {
-		xs := b.op("Mul", []string{x, rs})
-		u = b.op("MatMul", []string{xs, omegaT})
-		h = b.op("Mul", []string{b.reduce("ReduceSum", b.op("Mul", []string{xs, xs}), -1), half})
-		return u, h
-	}
-	uq, hq := proj("Q")
-	uk, hk := proj("K")
-	var phiQ, phiK string
+	uq := b.op("MatMul", []string{"Q", omegaST})                                                     // [B,H,Sq,M]
+	kT := b.transpose("K", 0, 1, 3, 2)                                                               // [B,H,D,Sk]
+	ukT := b.op("MatMul", []string{omegaS, kT})                                                      // [B,H,M,Sk]
+	hkT := b.op("Mul", []string{b.reduce("ReduceSum", b.op("Mul", []string{kT, kT}), 2), halfScale}) // [B,H,1,Sk]
+	var phiQ, phiKT string
 	if kernel == KernelPositive {
-		tq := b.op("Sub", []string{uq, hq})
-		eq := b.op("Exp", []string{b.op("Sub", []string{tq, b.reduce("ReduceMax", tq, -1)})})
-		phiQ = b.op("Mul", []string{eq, invSqrtM})
-		tk := b.op("Add", []string{b.op("Sub", []string{uk, hk}), biasT})
-		tkm := b.op("Where", []string{valid, tk, b.constFloat(-math.MaxFloat32)})
-		top := b.reduce("ReduceMax", tkm, 2, 3)
-		ek := b.op("Exp", []string{b.op("Sub", []string{tkm, top})})
-		phiK = b.op("Mul", []string{b.op("Where", []string{valid, ek, zero}), invSqrtM})
+		phiQ = b.op("Exp", []string{b.op("Sub", []string{uq, b.reduce("ReduceMax", uq, -1)})})
+		// u − h + b for valid keys, −MaxFloat32 for padded ones.
+		tk := b.op("Where", []string{valid, b.op("Sub", []string{ukT, b.op("Sub", []string{hkT, "key_bias"})}), negMax})
+		top := b.reduce("ReduceMax", tk, 2, 3)
+		phiKT = b.op("Exp", []string{b.op("Sub", []string{tk, top})})
 	} else {
-		phiQ = b.op("Mul", []string{b.op("Concat", []string{b.op("Cos", []string{uq}), b.op("Sin", []string{uq})}, attrInt("axis", -1)), invSqrtM})
-		g := b.op("Where", []string{valid, b.op("Add", []string{hk, biasT}), b.constFloat(-math.MaxFloat32)})
+		phiQ = b.op("Concat", []string{b.op("Cos", []string{uq}), b.op("Sin", []string{uq})}, attrInt("axis", -1))
+		g := b.op("Where", []string{valid, b.op("Add", []string{hkT, "key_bias"}), negMax}) // [B,H,1,Sk]
 		top := b.reduce("ReduceMax", g, 2, 3)
-		fk := b.op("Where", []string{valid, b.op("Exp", []string{b.op("Sub", []string{g, top})}), zero})
-		fk = b.op("Mul", []string{fk, invSqrtM})
-		cs := b.op("Concat", []string{b.op("Cos", []string{uk}), b.op("Sin", []string{uk})}, attrInt("axis", -1))
-		phiK = b.op("Mul", []string{cs, fk})
+		fk := b.op("Exp", []string{b.op("Sub", []string{g, top})})
+		cs := b.op("Concat", []string{b.op("Cos", []string{ukT}), b.op("Sin", []string{ukT})}, attrInt("axis", 2))
+		phiKT = b.op("Mul", []string{cs, fk})
 	}
-	phiKT := b.transpose(phiK, 0, 1, 3, 2)     // [B,H,F,Sk]
-	kv := b.op("MatMul", []string{phiKT, "V"}) // [B,H,F,Dv]
-	ksum := b.reduce("ReduceSum", phiK, 2)     // [B,H,1,F]
-	num := b.op("MatMul", []string{phiQ, kv})  // [B,H,Sq,Dv]
-	den := b.reduce("ReduceSum", b.op("Mul", []string{phiQ, ksum}), -1)
-	den = b.op("Add", []string{b.op("Relu", []string{den}), eps})
+	// [V, 1] with padded keys' rows zeroed: [B,H,Sk,Dv+1].
+	shapeV := b.op("Slice", []string{b.op("Shape", []string{"V"}), b.constInts(0), b.constInts(3)})
+	onesShape := b.op("Concat", []string{shapeV, b.constInts(1)}, attrInt("axis", 0))
+	one, _ := onnx.EncodeTensor("one", onnx.NewFloat([]int{1}, []float32{1}))
+	ones := b.op("ConstantOfShape", []string{onesShape}, &onnxpb.AttributeProto{
+		Name: proto.String("value"), Type: onnxpb.AttributeProto_TENSOR.Enum(), T: one})
+	v1 := b.op("Concat", []string{"V", ones}, attrInt("axis", -1))
+	keep := b.op("Cast", []string{b.transpose(valid, 0, 1, 3, 2)}, attrInt("to", int64(onnx.Float))) // [B,1,Sk,1]
+	v1 = b.op("Mul", []string{v1, keep})
+	kv := b.op("MatMul", []string{phiKT, v1}) // [B,H,F,Dv+1]
+	nd := b.op("MatMul", []string{phiQ, kv})  // [B,H,Sq,Dv+1]
+	num := b.op("Slice", []string{nd, b.constInts(0), b.constInts(-1), b.constInts(-1)})
+	den := b.op("Slice", []string{nd, b.constInts(-1), b.constInts(math.MaxInt64), b.constInts(-1)})
+	den = b.op("Add", []string{b.op("Relu", []string{den}), epsM})
 	b.op("Div", []string{num, den})
 	b.rename("out")
 	return b.function(PerformerOp, performerDoc+" kernel="+kernel,
