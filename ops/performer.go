@@ -355,8 +355,11 @@ func PerformerFunction(kernel string, opset int64) (*onnxpb.FunctionProto, error
 	var phiQ, phiKT string
 	if kernel == KernelPositive {
 		phiQ = b.op("Exp", []string{b.op("Sub", []string{uq, b.reduce("ReduceMax", uq, -1)})})
-		// u − h + b for valid keys, −MaxFloat32 for padded ones.
-		tk := b.op("Where", []string{valid, b.op("Sub", []string{ukT, b.op("Sub", []string{hkT, "key_bias"})}), negMax})
+		// u − h + b, with padded keys' bias replaced (in the small
+		// [B,1,1,Sk] tensor) by −1e30 so they never set the maximum and
+		// stay finite; their rows of [V, 1] are zero, so they add nothing.
+		safeBias := b.op("Where", []string{valid, "key_bias", b.constFloat(-1e30)})
+		tk := b.op("Sub", []string{ukT, b.op("Sub", []string{hkT, safeBias})})
 		top := b.reduce("ReduceMax", tk, 2, 3)
 		phiKT = b.op("Exp", []string{b.op("Sub", []string{tk, top})})
 	} else {
