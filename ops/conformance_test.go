@@ -216,8 +216,17 @@ func compareTensors(got, want *onnx.Tensor, rtol, atol float64) error {
 	}
 	if !isFloatType(got.DType) {
 		rtol, atol = 0, 0
-		gi, _ := got.AsInt64s()
-		wi, _ := want.AsInt64s()
+		gi, err := got.AsInt64s()
+		if err != nil {
+			return err
+		}
+		wi, err := want.AsInt64s()
+		if err != nil {
+			return err
+		}
+		if len(gi) != len(wi) {
+			return fmt.Errorf("%d elements, want %d", len(gi), len(wi))
+		}
 		for i := range wi {
 			if gi[i] != wi[i] {
 				return fmt.Errorf("element %d: %d, want %d", i, gi[i], wi[i])
