@@ -3,7 +3,6 @@ package finetune
 import (
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"sync"
 
 	"github.com/linearize/linearize/onnx"
@@ -484,25 +483,13 @@ func fitLinformer(probs []*linformerProblem, opt Options) float64 {
 		}
 		return l
 	}
-	rng := rand.New(rand.NewPCG(opt.Seed, 0x5eed))
 	params := [][]float64{p0.e, p0.f}
 	if p0.SharedEF {
 		params[1] = nil
 	}
-	ad := newAdam(params, opt.LR)
-	best, bestP := total(nil, nil, nil), snapshot(params)
 	ge, gf := make([]float64, len(p0.e)), make([]float64, len(p0.f))
-	for t := 1; t <= opt.Steps; t++ {
-		clear(ge)
-		clear(gf)
-		total(minibatch(rng, p0.b, opt.Batch), ge, gf)
-		ad.step([][]float64{ge, gf})
-		if t%25 == 0 || t == opt.Steps {
-			if l := total(nil, nil, nil); l < best {
-				best, bestP = l, snapshot(params)
-			}
-		}
-	}
-	restore(params, bestP)
+	_, best := fitAdam(opt, p0.b, params, [][]float64{ge, gf},
+		func() float64 { return total(nil, nil, nil) },
+		func(rows []int) { total(rows, ge, gf) })
 	return best
 }

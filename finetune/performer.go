@@ -724,7 +724,6 @@ func (p *performerProblem) head(sc *perfScratch, bi, hi int, qm, km, dqm, dkm []
 // after; the parameters end at the best full-batch loss seen among the
 // start, the end and checkpoints every 25 steps.
 func (p *performerProblem) Fit(opt Options) (before, after float64) {
-	rng := rand.New(rand.NewPCG(opt.Seed, 0x5eed))
 	params := [][]float64{p.wq, p.bq, p.wk, p.bk}
 	if !p.hasBQ {
 		params[1] = nil
@@ -732,22 +731,33 @@ func (p *performerProblem) Fit(opt Options) (before, after float64) {
 	if !p.hasBK {
 		params[3] = nil
 	}
-	ad := newAdam(params, opt.LR)
-	before = p.LossGrad(nil, nil)
-	best := before
-	bestP := snapshot(params)
 	g := p.newGrads()
+	return fitAdam(opt, p.b, params, [][]float64{g.wq, g.bq, g.wk, g.bk},
+		func() float64 { return p.LossGrad(nil, nil) },
+		func(rows []int) { p.LossGrad(rows, g) })
+}
+
+// fitAdam is the training loop of both fits: Adam for opt.Steps steps, each
+// on a seeded mini-batch of opt.Batch of the n batch rows (all when 0),
+// with grad adding the mini-batch gradients into grads (cleared before each
+// step) and loss the full-batch loss. It returns the loss before and the
+// best loss seen among the start, the end and checkpoints every 25 steps,
+// and leaves params (nil entries frozen) at that best.
+func fitAdam(opt Options, n int, params, grads [][]float64, loss func() float64, grad func(rows []int)) (before, best float64) {
+	rng := rand.New(rand.NewPCG(opt.Seed, 0x5eed))
+	ad := newAdam(params, opt.LR)
+	before = loss()
+	best, bestP := before, snapshot(params)
 	for t := 1; t <= opt.Steps; t++ {
-		rows := minibatch(rng, p.b, opt.Batch)
-		for _, x := range [][]float64{g.wq, g.bq, g.wk, g.bk} {
+		rows := minibatch(rng, n, opt.Batch)
+		for _, x := range grads {
 			clear(x)
 		}
-		p.LossGrad(rows, g)
-		ad.step([][]float64{g.wq, g.bq, g.wk, g.bk})
+		grad(rows)
+		ad.step(grads)
 		if t%25 == 0 || t == opt.Steps {
-			if l := p.LossGrad(nil, nil); l < best {
-				best = l
-				bestP = snapshot(params)
+			if l := loss(); l < best {
+				best, bestP = l, snapshot(params)
 			}
 		}
 	}
