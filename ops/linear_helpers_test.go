@@ -101,6 +101,11 @@ func maxDiff(t *testing.T, a []float32, b []float64) float64 {
 		if math.IsNaN(float64(a[i])) || math.IsInf(float64(a[i]), 0) {
 			t.Fatalf("non-finite value %v at %d", a[i], i)
 		}
+		// A NaN reference would make every comparison below false, so the
+		// check could not fail: refuse it.
+		if math.IsNaN(b[i]) || math.IsInf(b[i], 0) {
+			t.Fatalf("non-finite reference value %v at %d", b[i], i)
+		}
 		m = math.Max(m, math.Abs(float64(a[i])-b[i]))
 	}
 	return m
