@@ -189,7 +189,7 @@ func TestLinformerFunctionMatchesKernel(t *testing.T) {
 				node := ops.NewLinformerNode("lin", names, "out", attrs)
 				in := map[string]*onnx.Tensor{"Q": q, "K": k, "V": v, "E": e, "F": f, "key_bias": bias}
 				got := runORT(t, oneNodeModel(t, node, fn, opset, in), in)
-				checkClose(t, "onnxruntime vs Go kernel", got, want, 1e-4)
+				t.Logf("relative error %.2g", checkClose(t, "onnxruntime vs Go kernel", got, want, 1e-4))
 			})
 		}
 	}
