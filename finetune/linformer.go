@@ -248,45 +248,67 @@ func (p *linformerProblem) init() error {
 	}
 	p.q, p.kk, p.v, p.y = f64(p.Q), f64(p.K), f64(p.V), f64(p.Y)
 	p.e, p.f = f64(p.E), f64(p.F)
-	p.valid = make([]bool, p.b*p.s)
-	for i := range p.valid {
-		p.valid[i] = true
+	if p.valid, _, err = keyMask(p.Bias, p.b, p.s); err != nil {
+		return err
 	}
-	if p.Bias != nil {
-		bs := p.Bias.Shape
-		if len(bs) != 4 || (bs[0] != 1 && bs[0] != p.b) || bs[1] != 1 || bs[2] != 1 || (bs[3] != 1 && bs[3] != p.s) {
-			return fmt.Errorf("key bias shape %v, want [B or 1,1,1,S or 1]", bs)
-		}
-		bv, err := p.Bias.AsFloat64s()
-		if err != nil {
-			return err
-		}
-		for bi := 0; bi < p.b; bi++ {
-			for j := 0; j < p.s; j++ {
-				x := bv[min(bi, bs[0]-1)*bs[3]+min(j, bs[3]-1)]
-				p.valid[bi*p.s+j] = !(x <= -1e4 || math.IsNaN(x) || math.IsInf(x, -1))
-			}
-		}
-	}
-	p.rowNorm = make([]float64, p.b)
-	var total float64
-	for bi := 0; bi < p.b; bi++ {
-		for hi := 0; hi < p.h; hi++ {
-			for i := 0; i < p.s; i++ {
-				if !p.valid[bi*p.s+i] {
-					continue
-				}
-				for _, x := range p.y[((bi*p.h+hi)*p.s+i)*p.dv:][:p.dv] {
-					p.rowNorm[bi] += x * x
-				}
-			}
-		}
-		total += p.rowNorm[bi]
-	}
-	if total == 0 {
-		return fmt.Errorf("the target attention output is zero")
+	if p.rowNorm, err = targetRowNorms(p.y, p.valid, p.b, p.h, p.s, p.dv); err != nil {
+		return err
 	}
 	return nil
+}
+
+// keyMask reads the additive key bias ([B or 1,1,1,S or 1], or nil: no
+// masking) as per-key values and validity over [B*S]: a key is padding
+// when its bias is ≤ −1e4, NaN or −Inf.
+func keyMask(bias *onnx.Tensor, b, s int) (valid []bool, values []float64, err error) {
+	values = make([]float64, b*s)
+	valid = make([]bool, b*s)
+	for i := range valid {
+		valid[i] = true
+	}
+	if bias == nil {
+		return valid, values, nil
+	}
+	bs := bias.Shape
+	if len(bs) != 4 || (bs[0] != 1 && bs[0] != b) || bs[1] != 1 || bs[2] != 1 || (bs[3] != 1 && bs[3] != s) {
+		return nil, nil, fmt.Errorf("key bias shape %v, want [B or 1,1,1,S or 1]", bs)
+	}
+	bv, err := bias.AsFloat64s()
+	if err != nil {
+		return nil, nil, err
+	}
+	for bi := 0; bi < b; bi++ {
+		for j := 0; j < s; j++ {
+			x := bv[min(bi, bs[0]-1)*bs[3]+min(j, bs[3]-1)]
+			valid[bi*s+j] = !(x <= -1e4 || math.IsNaN(x) || math.IsInf(x, -1))
+			values[bi*s+j] = x
+		}
+	}
+	return valid, values, nil
+}
+
+// targetRowNorms returns Σ‖Y‖² over the valid query rows of each batch row
+// of the [B,H,S,Dv] target y, and an error when the target is zero.
+func targetRowNorms(y []float64, valid []bool, b, h, s, dv int) ([]float64, error) {
+	rowNorm := make([]float64, b)
+	var total float64
+	for bi := 0; bi < b; bi++ {
+		for hi := 0; hi < h; hi++ {
+			for i := 0; i < s; i++ {
+				if !valid[bi*s+i] {
+					continue
+				}
+				for _, x := range y[((bi*h+hi)*s+i)*dv:][:dv] {
+					rowNorm[bi] += x * x
+				}
+			}
+		}
+		total += rowNorm[bi]
+	}
+	if total == 0 {
+		return nil, fmt.Errorf("the target attention output is zero")
+	}
+	return rowNorm, nil
 }
 
 func f64(t *onnx.Tensor) []float64 {

@@ -360,45 +360,11 @@ func (p *performerProblem) init() error {
 	if p.BK != nil {
 		p.bk, p.hasBK = f64(p.BK), true
 	}
-	p.keyBias = make([]float64, p.b*p.s)
-	p.valid = make([]bool, p.b*p.s)
-	for i := range p.valid {
-		p.valid[i] = true
+	if p.valid, p.keyBias, err = keyMask(p.Bias, p.b, p.s); err != nil {
+		return err
 	}
-	if p.Bias != nil {
-		bs := p.Bias.Shape
-		if len(bs) != 4 || (bs[0] != 1 && bs[0] != p.b) || bs[1] != 1 || bs[2] != 1 || (bs[3] != 1 && bs[3] != p.s) {
-			return fmt.Errorf("key bias shape %v, want [B or 1,1,1,S or 1]", bs)
-		}
-		bv, err := p.Bias.AsFloat64s()
-		if err != nil {
-			return err
-		}
-		for bi := 0; bi < p.b; bi++ {
-			for j := 0; j < p.s; j++ {
-				x := bv[min(bi, bs[0]-1)*bs[3]+min(j, bs[3]-1)]
-				p.valid[bi*p.s+j] = !(x <= -1e4 || math.IsNaN(x) || math.IsInf(x, -1))
-				p.keyBias[bi*p.s+j] = x
-			}
-		}
-	}
-	p.rowNorm = make([]float64, p.b)
-	var total float64
-	for bi := 0; bi < p.b; bi++ {
-		for hi := 0; hi < p.h; hi++ {
-			for i := 0; i < p.s; i++ {
-				if !p.valid[bi*p.s+i] {
-					continue
-				}
-				for _, x := range p.y[((bi*p.h+hi)*p.s+i)*p.dv:][:p.dv] {
-					p.rowNorm[bi] += x * x
-				}
-			}
-		}
-		total += p.rowNorm[bi]
-	}
-	if total == 0 {
-		return fmt.Errorf("the target attention output is zero")
+	if p.rowNorm, err = targetRowNorms(p.y, p.valid, p.b, p.h, p.s, p.dv); err != nil {
+		return err
 	}
 	p.maxQ = make([]float64, p.b*p.h*p.s)
 	p.maxK = make([]float64, p.b*p.h)
