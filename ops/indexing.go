@@ -189,33 +189,25 @@ func scatterElements(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
 	}
 	out := x.Clone()
 	xs := stridesOf(x.Shape)
-	d := int64(x.Shape[axis])
+	d := x.Shape[axis]
 	pos := make([]int, r)
 	for i, v := range idx {
-		if v < -d || v >= d {
-			return nil, ctx.errf("index %d out of range for axis %d of size %d", v, axis, d)
-		}
-		if v < 0 {
-			v += d
+		a, err := ctx.axisIndex(v, axis, d)
+		if err != nil {
+			return nil, err
 		}
 		dst := 0
 		for k := range r {
 			p := pos[k]
 			if k == axis {
-				p = int(v)
+				p = a
 			}
 			dst += p * xs[k]
 		}
 		if err := ctx.scatterRun(out, upd, dst, i, 1, how); err != nil {
 			return nil, err
 		}
-		for k := r - 1; k >= 0; k-- {
-			pos[k]++
-			if pos[k] < it.Shape[k] {
-				break
-			}
-			pos[k] = 0
-		}
+		nextIndex(pos, it.Shape)
 	}
 	return []*onnx.Tensor{out}, nil
 }

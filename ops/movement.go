@@ -372,15 +372,13 @@ func gather(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
 	}
 	n := len(idx)
 	for j, v := range idx {
-		if v < -int64(d) || v >= int64(d) {
-			return nil, ctx.errf("index %d out of range for axis %d of size %d", v, axis, d)
-		}
-		if v < 0 {
-			v += int64(d)
+		a, err := ctx.axisIndex(v, axis, d)
+		if err != nil {
+			return nil, err
 		}
 		w := walk{
 			Shape:      []int{outer, inner},
-			SrcOff:     int(v) * inner,
+			SrcOff:     a * inner,
 			SrcStrides: []int{d * inner, 1},
 			DstOff:     j * inner,
 			DstStrides: []int{n * inner, 1},
@@ -417,17 +415,15 @@ func gatherElements(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
 	pos := make([]int, r)
 	d := x.Shape[axis]
 	for i, v := range idx {
-		if v < -int64(d) || v >= int64(d) {
-			return nil, ctx.errf("index %d out of range for axis %d of size %d", v, axis, d)
-		}
-		if v < 0 {
-			v += int64(d)
+		a, err := ctx.axisIndex(v, axis, d)
+		if err != nil {
+			return nil, err
 		}
 		src := 0
 		for k := range r {
 			p := pos[k]
 			if k == axis {
-				p = int(v)
+				p = a
 			} else if p >= x.Shape[k] {
 				return nil, ctx.errf("indices shape %v exceeds data shape %v", it.Shape, x.Shape)
 			}
@@ -436,13 +432,7 @@ func gatherElements(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
 		if err := ctx.run(out, x, walk{Shape: []int{}, SrcOff: src, DstOff: i}); err != nil {
 			return nil, err
 		}
-		for k := r - 1; k >= 0; k-- {
-			pos[k]++
-			if pos[k] < it.Shape[k] {
-				break
-			}
-			pos[k] = 0
-		}
+		nextIndex(pos, it.Shape)
 	}
 	return []*onnx.Tensor{out}, nil
 }
@@ -588,13 +578,7 @@ func (ctx *Context) padIndex(in, out, before []int, mode string) ([]int, error) 
 			s += src[k][pos[k]] * xs[k]
 		}
 		idx[j] = s
-		for k := r - 1; k >= 0; k-- {
-			pos[k]++
-			if pos[k] < out[k] {
-				break
-			}
-			pos[k] = 0
-		}
+		nextIndex(pos, out)
 	}
 	return idx, nil
 }

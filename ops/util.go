@@ -122,6 +122,30 @@ func (ctx *Context) normAxis(axis int64, rank int) (int, error) {
 	return int(axis), nil
 }
 
+// axisIndex checks index v along axis (of size d) and counts a negative
+// one from the end.
+func (ctx *Context) axisIndex(v int64, axis, d int) (int, error) {
+	if v < -int64(d) || v >= int64(d) {
+		return 0, ctx.errf("index %d out of range for axis %d of size %d", v, axis, d)
+	}
+	if v < 0 {
+		v += int64(d)
+	}
+	return int(v), nil
+}
+
+// nextIndex advances the row-major multi-index pos within shape by one
+// (after the last index, back to all zeros).
+func nextIndex(pos, shape []int) {
+	for k := len(pos) - 1; k >= 0; k-- {
+		pos[k]++
+		if pos[k] < shape[k] {
+			return
+		}
+		pos[k] = 0
+	}
+}
+
 // intsInput reads an integer tensor input (shape, axes, pads, ...) as int64.
 func (ctx *Context) intsInput(t *onnx.Tensor, what string) ([]int64, error) {
 	v, err := t.AsInt64s()
