@@ -44,7 +44,7 @@ var corpusRunnable = []struct {
 }
 
 // TestCorpusLinformerIdentityExact: Linformer with k = S and E = F = I must
-// reproduce the original model's outputs (no padding) to 1e-5: it checks
+// reproduce the original model's outputs (no padding) bit for bit: it checks
 // that Q, K, V, scale and the output layout are wired exactly.
 func TestCorpusLinformerIdentityExact(t *testing.T) {
 	dir := corpusDir(t)
@@ -76,7 +76,9 @@ func TestCorpusLinformerIdentityExact(t *testing.T) {
 			for name, w := range want {
 				d := runtime.CompareTensors(got[name], w)
 				t.Logf("%s: %v", name, d)
-				if !d.OK(1e-5) {
+				// README claims bit-for-bit: E = I and F = I only multiply
+				// by one and add zeros, which float arithmetic does exactly.
+				if d.Mismatch != "" || d.NaNMismatch > 0 || d.MaxAbs != 0 {
 					t.Errorf("output %s: %v", name, d)
 				}
 			}
