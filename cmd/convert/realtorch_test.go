@@ -66,7 +66,10 @@ func TestTorchExportedRealModel(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &cmp); err != nil {
 		t.Fatalf("compare --json: %v", err)
 	}
-	checkNumbers(t, cmp, "rel_err", 1e-5)
+	// README: the two exports give identical outputs in onnxruntime
+	// (measured: max abs 0 on every held-out sentence).
+	checkNumbers(t, cmp, "rel_err", 0)
+	checkNumbers(t, cmp, "max_abs", 0)
 
 	dir := t.TempDir()
 	for _, c := range [][]string{
