@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -40,11 +39,7 @@ func runBench(args []string, stdout io.Writer) error {
 	seed := fs.Uint64("seed", 1, "seed of the Performer features and Linformer projections")
 	jsonOut := fs.String("json", "", "write the results as JSON to this file")
 	plotOut := fs.String("plot", "", "write a PNG plot of time and memory against length to this file")
-	pos, err := parseFlags(fs, args)
-	if errors.Is(err, flag.ErrHelp) {
-		commandUsage(stdout, commands["bench"], fs)
-		return err
-	}
+	pos, err := parseFlags(fs, args, stdout)
 	if err != nil {
 		return err
 	}

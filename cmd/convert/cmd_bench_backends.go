@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -58,11 +57,7 @@ func runBenchBackends(args []string, stdout io.Writer) error {
 	seed := fs.Uint64("seed", 1, "seed of the weights and inputs")
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
 	profile := fs.Bool("profile", false, "after timing, run the native backend once more per length and print the time per op type")
-	pos, err := parseFlags(fs, args)
-	if errors.Is(err, flag.ErrHelp) {
-		commandUsage(stdout, commands["bench-backends"], fs)
-		return err
-	}
+	pos, err := parseFlags(fs, args, stdout)
 	if err != nil {
 		return err
 	}

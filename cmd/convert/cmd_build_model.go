@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -33,11 +32,7 @@ func runBuildModel(args []string, stdout io.Writer) error {
 	seed := fs.Uint64("seed", 0, "seed of the random weights (default from preset)")
 	kTwoStep := fs.Bool("k-two-step", false, "write Kᵀ as Transpose [0,2,1,3] then [0,1,3,2] instead of one [0,2,3,1]")
 	scale := fs.String("scale", "div", "where the 1/√D score scale sits: div, mul or q")
-	pos, err := parseFlags(fs, args)
-	if errors.Is(err, flag.ErrHelp) {
-		commandUsage(stdout, commands["build-model"], fs)
-		return err
-	}
+	pos, err := parseFlags(fs, args, stdout)
 	if err != nil {
 		return err
 	}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -180,11 +179,7 @@ func runCompare(args []string, stdout io.Writer) error {
 	threads := fs.Int("threads", 0, "intra-op threads (0: backend default)")
 	layers := fs.Bool("layers", true, "also compare each attention block's output (head-merged, token layout) where both models produce it; each model runs its own forward pass, so differences accumulate over layers")
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
-	pos, err := parseFlags(fs, args)
-	if errors.Is(err, flag.ErrHelp) {
-		commandUsage(stdout, commands["compare"], fs)
-		return err
-	}
+	pos, err := parseFlags(fs, args, stdout)
 	if err != nil {
 		return err
 	}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -44,11 +43,7 @@ func runCompareBackends(args []string, stdout io.Writer) error {
 	threads := fs.Int("threads", 0, "intra-op threads of both backends (0: backend default)")
 	tol := fs.Float64("tol", 1e-4, "agreement tolerance: max abs error relative to the output's scale (max |onnxruntime output|)")
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
-	pos, err := parseFlags(fs, args)
-	if errors.Is(err, flag.ErrHelp) {
-		commandUsage(stdout, commands["compare-backends"], fs)
-		return err
-	}
+	pos, err := parseFlags(fs, args, stdout)
 	if err != nil {
 		return err
 	}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -26,11 +25,7 @@ func runExtendPositions(args []string, stdout io.Writer) error {
 	method := fs.String("method", "copy", "copy (tile the learned rows, as Longformer did) or interpolate (resample linearly)")
 	offset := fs.Int("offset", 0, "leading non-position rows kept as they are (0 for BERT; 2 for RoBERTa's padding_idx+1 numbering)")
 	overwrite := fs.Bool("overwrite", false, "allow -o to be the input model")
-	pos, err := parseFlags(fs, args)
-	if errors.Is(err, flag.ErrHelp) {
-		commandUsage(stdout, commands["extend-positions"], fs)
-		return err
-	}
+	pos, err := parseFlags(fs, args, stdout)
 	if err != nil {
 		return err
 	}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -34,11 +33,7 @@ func runFeaturesError(args []string, stdout io.Writer) error {
 	seed := fs.Uint64("seed", 0, "base seed (trial t uses seed+t)")
 	threads := fs.Int("threads", 1, "goroutines for the Performer kernel")
 	quiet := fs.Bool("q", false, "no progress lines on stderr")
-	pos, err := parseFlags(fs, args)
-	if errors.Is(err, flag.ErrHelp) {
-		commandUsage(stdout, commands["features-error"], fs)
-		return err
-	}
+	pos, err := parseFlags(fs, args, stdout)
 	if err != nil {
 		return err
 	}

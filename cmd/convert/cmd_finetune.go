@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -35,11 +34,7 @@ func runFinetune(args []string, stdout io.Writer) error {
 	backend := fs.String("backend", "ort", "runtime backend that captures values: "+strings.Join(runtime.Backends(), " or "))
 	fs.IntVar(&opt.Threads, "threads", 0, "intra-op threads (0: backend default)")
 	asJSON := fs.Bool("json", false, "print the per-layer report as JSON")
-	pos, err := parseFlags(fs, args)
-	if errors.Is(err, flag.ErrHelp) {
-		commandUsage(stdout, commands["finetune"], fs)
-		return err
-	}
+	pos, err := parseFlags(fs, args, stdout)
 	if err != nil {
 		return err
 	}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -45,11 +44,7 @@ func runInspect(args []string, stdout io.Writer) error {
 	fs.BoolVar(&f.json, "json", false, "print one JSON object instead of text")
 	f.cost.register(fs)
 	fs.BoolVar(&f.explain, "explain", false, "say for each Softmax that is not an attention core which check failed, and why each block is or is not convertible")
-	pos, err := parseFlags(fs, args)
-	if errors.Is(err, flag.ErrHelp) {
-		commandUsage(stdout, commands["inspect"], fs)
-		return err
-	}
+	pos, err := parseFlags(fs, args, stdout)
 	if err != nil {
 		return err
 	}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -75,11 +74,7 @@ func parseLayers(s string) ([]int, error) {
 // loadForRewrite parses the shared flags and loads the model.
 func loadForRewrite(name string, fs *flag.FlagSet, f *rewriteFlags, args []string, stdout io.Writer) (*onnxpb.ModelProto, string, []int, error) {
 	f.register(fs)
-	pos, err := parseFlags(fs, args)
-	if errors.Is(err, flag.ErrHelp) {
-		commandUsage(stdout, commands[name], fs)
-		return nil, "", nil, err
-	}
+	pos, err := parseFlags(fs, args, stdout)
 	if err != nil {
 		return nil, "", nil, err
 	}

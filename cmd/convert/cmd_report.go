@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -66,11 +65,7 @@ func runReportReal(args []string, stdout io.Writer) error {
 	minibatch := fs.Int("minibatch", 16, "calibration sentences per Adam step")
 	seed := fs.Uint64("seed", 1, "seed of ω, of E/F and of the mini-batches")
 	asJSON := fs.Bool("json", false, "print JSON rows instead of a markdown table")
-	pos, err := parseFlags(fs, args)
-	if errors.Is(err, flag.ErrHelp) {
-		commandUsage(stdout, commands["report-real"], fs)
-		return err
-	}
+	pos, err := parseFlags(fs, args, stdout)
 	if err != nil {
 		return err
 	}

@@ -39,11 +39,7 @@ func runRun(args []string, stdout io.Writer) error {
 	textFile := fs.String("text-file", "", "a file with one text per line (tokenized like --text)")
 	vocab := fs.String("vocab", "", "tokenizer for --text: a folder, tokenizer.json or vocab.txt (default: found beside the model)")
 	outDir := fs.String("out-dir", "", "write each output as DIR/NAME.npy and DIR/NAME.pb")
-	pos, err := parseFlags(fs, args)
-	if errors.Is(err, flag.ErrHelp) {
-		commandUsage(stdout, commands["run"], fs)
-		return err
-	}
+	pos, err := parseFlags(fs, args, stdout)
 	if err != nil {
 		return err
 	}

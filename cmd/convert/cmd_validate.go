@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -29,11 +28,7 @@ func runValidate(args []string, stdout io.Writer) error {
 	threads := fs.Int("threads", 0, "intra-op threads (0: backend default)")
 	tol := fs.Float64("tolerance", runtime.DefaultTolerance, "largest accepted max abs error relative to the op output's scale")
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
-	pos, err := parseFlags(fs, args)
-	if errors.Is(err, flag.ErrHelp) {
-		commandUsage(stdout, commands["validate"], fs)
-		return err
-	}
+	pos, err := parseFlags(fs, args, stdout)
 	if err != nil {
 		return err
 	}

@@ -62,13 +62,16 @@ func runtimeFailure(err error) error {
 }
 
 // parseFlags parses args with fs, allowing flags and positional arguments
-// in any order, and returns the positional arguments.
-func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
+// in any order, and returns the positional arguments. On -h/--help it
+// prints the usage of the command named fs.Name() to stdout and returns
+// flag.ErrHelp.
+func parseFlags(fs *flag.FlagSet, args []string, stdout io.Writer) ([]string, error) {
 	fs.SetOutput(io.Discard)
 	var pos []string
 	for {
 		if err := fs.Parse(args); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
+				commandUsage(stdout, commands[fs.Name()], fs)
 				return nil, err
 			}
 			return nil, usageError("%s: %v", fs.Name(), err)
