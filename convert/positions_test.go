@@ -291,11 +291,17 @@ func TestExtendPositionsErrors(t *testing.T) {
 		t.Error("extension of a model without position table succeeded")
 	}
 	// The input model is not modified.
-	before, _ := onnx.Encode(m)
+	before, err := onnx.Encode(m)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if _, _, err := convert.ExtendPositions(m, convert.ExtendOptions{MaxPositions: 64}); err != nil {
 		t.Fatal(err)
 	}
-	after, _ := onnx.Encode(m)
+	after, err := onnx.Encode(m)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if string(before) != string(after) {
 		t.Error("ExtendPositions modified its input")
 	}

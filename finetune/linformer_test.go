@@ -176,8 +176,14 @@ func linformerFitTiny(t *testing.T, orig *onnxpb.ModelProto, share string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, _ := onnx.Encode(fitted)
-	b, _ := onnx.Encode(again)
+	a, err := onnx.Encode(fitted)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := onnx.Encode(again)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if string(a) != string(b) {
 		t.Error("two fits of the same inputs differ")
 	}

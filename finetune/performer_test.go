@@ -239,8 +239,14 @@ func TestPerformerFitTiny(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	x, _ := onnx.Encode(fitted)
-	y, _ := onnx.Encode(again)
+	x, err := onnx.Encode(fitted)
+	if err != nil {
+		t.Fatal(err)
+	}
+	y, err := onnx.Encode(again)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if string(x) != string(y) {
 		t.Error("two fits with the same inputs and seed differ")
 	}

@@ -46,8 +46,14 @@ func roundTrip(t *testing.T, path, dir string) {
 		t.Errorf("%s: model changed in load → save → load", path)
 	}
 	// Saving re-encodes deterministically, so a second save is byte-equal.
-	b1, _ := Encode(m)
-	b2, _ := Encode(m2)
+	b1, err := Encode(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b2, err := Encode(m2)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if !bytes.Equal(b1, b2) {
 		t.Errorf("%s: encoding differs after a round trip", path)
 	}
@@ -194,7 +200,10 @@ func writeExternalStub(t *testing.T, dir, location string) string {
 	w.RawData = nil
 	w.DataLocation = onnxpb.TensorProto_EXTERNAL.Enum()
 	w.ExternalData = []*onnxpb.StringStringEntryProto{kvEntry("location", location)}
-	b, _ := Encode(m)
+	b, err := Encode(m)
+	if err != nil {
+		t.Fatal(err)
+	}
 	p := filepath.Join(dir, "m.onnx")
 	if err := os.WriteFile(p, b, 0o644); err != nil {
 		t.Fatal(err)

@@ -181,13 +181,19 @@ func tinyModel() *onnxpb.ModelProto {
 func TestORTExpose(t *testing.T) {
 	needORT(t)
 	m := tinyModel()
-	before, _ := onnx.Encode(m)
+	before, err := onnx.Encode(m)
+	if err != nil {
+		t.Fatal(err)
+	}
 	s, err := Open("ort", m, Options{Expose: []string{"a", "s", "h", "x"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	after, _ := onnx.Encode(m)
+	after, err := onnx.Encode(m)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if string(before) != string(after) {
 		t.Error("NewORTSession modified the caller's model")
 	}
