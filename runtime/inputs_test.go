@@ -95,12 +95,18 @@ func TestRandomInputs(t *testing.T) {
 			t.Fatal("float mask is not all ones")
 		}
 	}
-	again, _ := RandomInputs(m, declaredInputs(m), opts)
+	again, err := RandomInputs(m, declaredInputs(m), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if !reflect.DeepEqual(feed, again) {
 		t.Error("same seed gave different inputs")
 	}
 	opts.Seed++
-	other, _ := RandomInputs(m, declaredInputs(m), opts)
+	other, err := RandomInputs(m, declaredInputs(m), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if reflect.DeepEqual(feed["past"], other["past"]) {
 		t.Error("a different seed gave the same normal values")
 	}
