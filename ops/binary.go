@@ -496,23 +496,14 @@ func foldT[T number](ctx *Context, op string, in []*onnx.Tensor) (*onnx.Tensor, 
 func variadic(op string) Kernel {
 	var k Kernel
 	k = func(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
-		if err := ctx.checkInputs(in, 1, -1); err != nil {
+		dt, err := ctx.sameTypeInputs(in)
+		if err != nil {
 			return nil, err
-		}
-		if err := ctx.checkPresent(in); err != nil {
-			return nil, err
-		}
-		dt := in[0].DType
-		for i, t := range in {
-			if t.DType != dt {
-				return nil, ctx.errf("input %d is %s, input 0 is %s", i, onnx.TypeName(t.DType), onnx.TypeName(dt))
-			}
 		}
 		if dt == onnx.Float16 || dt == onnx.BFloat16 {
 			return viaFloat32(ctx, in, k)
 		}
 		var out *onnx.Tensor
-		var err error
 		switch dt {
 		case onnx.Float:
 			out, err = foldT[float32](ctx, op, in)

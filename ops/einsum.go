@@ -112,17 +112,9 @@ func parseEinsum(eq string, ranks []int) (*einsumSpec, error) {
 }
 
 func einsum(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
-	if err := ctx.checkInputs(in, 1, -1); err != nil {
+	dt, err := ctx.sameTypeInputs(in)
+	if err != nil {
 		return nil, err
-	}
-	if err := ctx.checkPresent(in); err != nil {
-		return nil, err
-	}
-	dt := in[0].DType
-	for i, t := range in {
-		if t.DType != dt {
-			return nil, ctx.errf("input %d is %s, input 0 is %s", i, onnx.TypeName(t.DType), onnx.TypeName(dt))
-		}
 	}
 	if dt == onnx.Float16 || dt == onnx.BFloat16 {
 		return viaFloat32(ctx, in, einsum)

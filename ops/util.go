@@ -103,6 +103,24 @@ func (ctx *Context) checkPresent(in []*onnx.Tensor) error {
 	return nil
 }
 
+// sameTypeInputs checks the inputs of a variadic op (Sum, Max, Einsum, ...):
+// at least one, all present, all of one type, which it returns.
+func (ctx *Context) sameTypeInputs(in []*onnx.Tensor) (onnx.DataType, error) {
+	if err := ctx.checkInputs(in, 1, -1); err != nil {
+		return 0, err
+	}
+	if err := ctx.checkPresent(in); err != nil {
+		return 0, err
+	}
+	dt := in[0].DType
+	for i, t := range in {
+		if t.DType != dt {
+			return 0, ctx.errf("input %d is %s, input 0 is %s", i, onnx.TypeName(t.DType), onnx.TypeName(dt))
+		}
+	}
+	return dt, nil
+}
+
 // opt returns input i or nil when absent.
 func opt(in []*onnx.Tensor, i int) *onnx.Tensor {
 	if i < len(in) {
