@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"strconv"
-	"strings"
 
 	"github.com/linearize/linearize/features"
 )
@@ -41,7 +40,7 @@ func runFeaturesError(args []string, stdout io.Writer) error {
 		return usageError("unexpected argument %q", pos[0])
 	}
 	var ms []int
-	for _, f := range splitFeatureList(*featList) {
+	for _, f := range strList(*featList) {
 		m, err := strconv.Atoi(f)
 		if err != nil || m < 1 {
 			return badInput(fmt.Errorf("--features: %q is not a positive integer", f))
@@ -53,7 +52,7 @@ func runFeaturesError(args []string, stdout io.Writer) error {
 	}
 	cfg := features.SweepConfig{
 		D: *d, N: *n, Features: ms, Seeds: *seeds, Sigma: *sigma, Kernel: *kernel,
-		Kinds: splitFeatureList(*kinds), Norms: splitFeatureList(*norms), Seed: *seed, Threads: *threads,
+		Kinds: strList(*kinds), Norms: strList(*norms), Seed: *seed, Threads: *threads,
 	}
 	if *d < 1 || *n < 1 || *seeds < 1 || !(*sigma > 0) {
 		return badInput(fmt.Errorf("--d, --n, --seeds must be ≥ 1 and --sigma > 0"))
@@ -79,14 +78,4 @@ func runFeaturesError(args []string, stdout io.Writer) error {
 		return badInput(err)
 	}
 	return features.WriteSweepTable(stdout, cfg, cells)
-}
-
-func splitFeatureList(s string) []string {
-	var out []string
-	for _, f := range strings.Split(s, ",") {
-		if f = strings.TrimSpace(f); f != "" {
-			out = append(out, f)
-		}
-	}
-	return out
 }

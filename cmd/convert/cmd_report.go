@@ -39,6 +39,8 @@ func intList(flagName, s string) ([]int, error) {
 	return out, nil
 }
 
+// strList splits a comma-separated flag value into its trimmed, non-empty
+// items.
 func strList(s string) []string {
 	var out []string
 	for _, f := range strings.Split(s, ",") {
