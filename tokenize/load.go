@@ -126,6 +126,22 @@ func tokenName(raw json.RawMessage) string {
 	return ""
 }
 
+// setNormalization applies the BERT normaliser settings of either
+// config file (nil: not given): accents are stripped as text is
+// lowercased unless strip says otherwise.
+func (opt *Options) setNormalization(lower, strip, chinese *bool) {
+	if lower != nil {
+		opt.Lower = *lower
+	}
+	opt.StripAccents = opt.Lower
+	if strip != nil {
+		opt.StripAccents = *strip
+	}
+	if chinese != nil {
+		opt.ChineseChars = *chinese
+	}
+}
+
 // applyConfig reads tokenizer_config.json settings over opt.
 func applyConfig(data []byte, opt Options) (Options, error) {
 	var c struct {
@@ -143,16 +159,7 @@ func applyConfig(data []byte, opt Options) (Options, error) {
 	if err := json.Unmarshal(data, &c); err != nil {
 		return opt, err
 	}
-	if c.Lower != nil {
-		opt.Lower = *c.Lower
-	}
-	opt.StripAccents = opt.Lower
-	if c.Strip != nil {
-		opt.StripAccents = *c.Strip
-	}
-	if c.Chinese != nil {
-		opt.ChineseChars = *c.Chinese
-	}
+	opt.setNormalization(c.Lower, c.Strip, c.Chinese)
 	for _, s := range []struct {
 		raw json.RawMessage
 		dst *string
@@ -219,16 +226,7 @@ func LoadJSON(path string) (*WordPiece, error) {
 		if n.Type != "BertNormalizer" {
 			return nil, fmt.Errorf("tokenize: %s: normalizer %q, only BertNormalizer is supported", path, n.Type)
 		}
-		if n.Lowercase != nil {
-			opt.Lower = *n.Lowercase
-		}
-		opt.StripAccents = opt.Lower
-		if n.Strip != nil {
-			opt.StripAccents = *n.Strip
-		}
-		if n.Chinese != nil {
-			opt.ChineseChars = *n.Chinese
-		}
+		opt.setNormalization(n.Lowercase, n.Strip, n.Chinese)
 		if n.Clean != nil {
 			opt.CleanText = *n.Clean
 		}
