@@ -96,18 +96,11 @@ func Linformer(original, converted *onnxpb.ModelProto, feed map[string]*onnx.Ten
 			return nil, nil, fmt.Errorf("finetune: node %s shares only one of its projections %q, %q with other layers", ln.node.GetName(), e, f)
 		}
 	}
-	var targets []string
-	for _, ln := range nodes {
-		targets = append(targets, ln.target)
-	}
-	ref, err := runOnce(original, feed, targets, opt)
+	ref, err := captureTargets(original, feed, nodes, opt)
 	if err != nil {
-		return nil, nil, fmt.Errorf("finetune: original model: %w", err)
+		return nil, nil, err
 	}
-	inits := map[string]int{}
-	for i, t := range out.Graph.Initializer {
-		inits[t.GetName()] = i
-	}
+	inits := initializerIndex(out.Graph)
 	rep := &Report{Op: ops.LinformerOp, Steps: opt.Steps, LR: opt.LR}
 	for _, group := range groups {
 		var expose []string

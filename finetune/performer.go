@@ -85,10 +85,7 @@ func Performer(original, converted *onnxpb.ModelProto, feed map[string]*onnx.Ten
 		return nil, nil, err
 	}
 	ix := onnx.NewIndex(out.Graph)
-	inits := map[string]int{}
-	for i, t := range out.Graph.Initializer {
-		inits[t.GetName()] = i
-	}
+	inits := initializerIndex(out.Graph)
 	type layerProj struct{ q, k projection }
 	projs := make([]layerProj, len(nodes))
 	seen := map[string]int{}
@@ -122,13 +119,9 @@ func Performer(original, converted *onnxpb.ModelProto, feed map[string]*onnx.Ten
 		}
 		projs[i] = layerProj{q, k}
 	}
-	var targets []string
-	for _, ln := range nodes {
-		targets = append(targets, ln.target)
-	}
-	ref, err := runOnce(original, feed, targets, opt)
+	ref, err := captureTargets(original, feed, nodes, opt)
 	if err != nil {
-		return nil, nil, fmt.Errorf("finetune: original model: %w", err)
+		return nil, nil, err
 	}
 	decode := func(layer int, name string) (*onnx.Tensor, error) {
 		t, err := onnx.DecodeTensor(out.Graph.Initializer[inits[name]])
@@ -219,6 +212,29 @@ func Performer(original, converted *onnxpb.ModelProto, feed map[string]*onnx.Ten
 		}
 	}
 	return out, rep, nil
+}
+
+// captureTargets runs the original model once and returns the core
+// outputs that nodes must reproduce.
+func captureTargets(original *onnxpb.ModelProto, feed map[string]*onnx.Tensor, nodes []targetNode, opt Options) (map[string]*onnx.Tensor, error) {
+	var targets []string
+	for _, ln := range nodes {
+		targets = append(targets, ln.target)
+	}
+	ref, err := runOnce(original, feed, targets, opt)
+	if err != nil {
+		return nil, fmt.Errorf("finetune: original model: %w", err)
+	}
+	return ref, nil
+}
+
+// initializerIndex maps each initializer name of g to its position.
+func initializerIndex(g *onnxpb.GraphProto) map[string]int {
+	inits := map[string]int{}
+	for i, t := range g.Initializer {
+		inits[t.GetName()] = i
+	}
+	return inits
 }
 
 func dedup(names []string) []string {
