@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -16,6 +17,10 @@ import (
 // op's ONNX function body (run by onnxruntime) and its Go kernel: the max
 // abs difference relative to the output's scale (max |Go output|).
 const DefaultTolerance = 1e-4
+
+// ErrNotConverted is matched by errors.Is when ValidateOps is given a model
+// with no node of the domain it checks.
+var ErrNotConverted = errors.New("no converted ops")
 
 // ValidateOptions configures ValidateOps.
 type ValidateOptions struct {
@@ -113,7 +118,7 @@ func ValidateOps(m *onnxpb.ModelProto, feed map[string]*onnx.Tensor, opt Validat
 		}
 	}
 	if len(nodes) == 0 {
-		return nil, fmt.Errorf("runtime: validate: the model has no %s nodes (not a converted model?)", opt.Domain)
+		return nil, fmt.Errorf("runtime: validate: the model has no %s nodes (not a converted model?): %w", opt.Domain, ErrNotConverted)
 	}
 	s, err := Open(opt.Backend, m, Options{Threads: opt.Threads, Expose: expose})
 	if err != nil {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -54,7 +55,7 @@ func runValidate(args []string, stdout io.Writer) error {
 	}
 	v, err := runtime.ValidateOps(m, mf.feed, runtime.ValidateOptions{Backend: *backend, Threads: *threads, Tolerance: *tol})
 	if err != nil {
-		if strings.Contains(err.Error(), "has no ai.linearize nodes") {
+		if errors.Is(err, runtime.ErrNotConverted) {
 			return badInput(err)
 		}
 		return runtimeFailure(err)
