@@ -19,27 +19,14 @@ Usage (from the repository root, after scripts/real-model.sh):
 """
 import argparse
 import os
-import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-VENV = os.path.join(ROOT, ".tools", "fixture-venv")
-PINS = ["torch==2.15.0", "transformers==5.23.0", "onnx==1.23.2",
-        "onnxruntime==1.31.1", "onnxscript==0.7.2"]
 SRC = os.path.join(ROOT, "testdata", "real", "minilm")
 OUT = os.path.join(ROOT, "testdata", "real", "minilm-torch.onnx")
-
-
-def ensure_venv():
-    if os.path.realpath(sys.prefix) == os.path.realpath(VENV):
-        return
-    py = os.path.join(VENV, "bin", "python")
-    if not os.path.exists(py):
-        subprocess.check_call([sys.executable, "-m", "venv", VENV])
-        subprocess.check_call([py, "-m", "pip", "install", "-q", "--upgrade", "pip"])
-        subprocess.check_call([py, "-m", "pip", "install", "-q"] + PINS)
-    os.execv(py, [py] + sys.argv)
+sys.path.insert(0, os.path.join(ROOT, "testdata", "fixtures"))
+from fixture_venv import ensure_venv  # noqa: E402
 
 
 def main():
