@@ -6,8 +6,10 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/linearize/linearize/internal/graphfacts"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
+	"github.com/linearize/linearize/ops"
 )
 
 // BiasKind says what is added to the attention scores before the softmax.
@@ -56,6 +58,16 @@ type Block struct {
 	V string `json:"v"`
 	// Output is the value the core produces.
 	Output string `json:"output"`
+	// What the matcher proved about an unfused core's surroundings: the
+	// projections Q, K and V are computed from (through the head split,
+	// scalar factors and rotary embeddings), the block's output after the
+	// head merge, and the factor applied to the scores after the per-key
+	// bias BiasValue was added (the softmax sees BiasFactor·BiasValue).
+	QProj      *Projection `json:"q_proj,omitempty"`
+	KProj      *Projection `json:"k_proj,omitempty"`
+	VProj      *Projection `json:"v_proj,omitempty"`
+	Merged     string      `json:"merged,omitempty"`
+	BiasFactor float64     `json:"bias_factor,omitempty"`
 	// Function is the model-local function ("domain.name") the block was
 	// found in, if any; Detect inlines such functions to analyse them,
 	// and Nodes then name the inlined copies (call node name + "/").
@@ -66,6 +78,10 @@ type Block struct {
 	order int
 }
 
+// Projection is a linear projection X·W (+ B) a block's Q, K or V is
+// computed from.
+type Projection = graphfacts.Projection
+
 // Unmatched is a Softmax that is not the core of an attention block, with
 // the check that failed.
 type Unmatched struct {
@@ -73,11 +89,26 @@ type Unmatched struct {
 	Reason  string `json:"reason"`
 }
 
+// LinearNode is linear attention already in the model: a node of domain
+// ai.linearize (a converted block), or the body of such an op that an
+// optimizer inlined (onnxruntime inlines model-local functions).
+type LinearNode struct {
+	Node string `json:"node"`
+	Op   string `json:"op"`
+}
+
 // Detection is what Detect found in a model.
 type Detection struct {
 	Blocks    []*Block    `json:"attention"`
 	Unmatched []Unmatched `json:"unmatched,omitempty"`
+	// Linear lists the linear-attention ops already present; a model
+	// that has any is converted already, and the rewrites refuse it.
+	Linear []LinearNode `json:"linear_attention,omitempty"`
 }
+
+// AlreadyConverted reports whether the model holds linear attention
+// (ai.linearize nodes, or their inlined bodies).
+func (d *Detection) AlreadyConverted() bool { return len(d.Linear) > 0 }
 
 // Count returns the number of blocks found.
 func (d *Detection) Count() int { return len(d.Blocks) }
@@ -131,10 +162,14 @@ func detect(m *onnxpb.ModelProto) (d *Detection, analysed *onnxpb.ModelProto, er
 		pos[n] = i
 	}
 	ix := onnx.NewIndex(g)
-	mt := &matcher{ix: ix, opset: onnx.OpsetVersion(analysed, "")}
+	mt := &matcher{Facts: graphfacts.New(ix, onnx.OpsetVersion(analysed, ""))}
 	for _, n := range order {
 		var b *Block
 		var reason string
+		if n.GetDomain() == ops.Domain {
+			d.Linear = append(d.Linear, LinearNode{Node: nodeName(n), Op: ops.Domain + ":" + n.GetOpType()})
+			continue
+		}
 		if len(n.Output) == 0 || n.Output[0] == "" || len(n.Input) == 0 {
 			if n.GetOpType() == "Softmax" || n.GetOpType() == "Attention" || n.GetOpType() == "MultiHeadAttention" {
 				d.Unmatched = append(d.Unmatched, Unmatched{Softmax: nodeName(n), Reason: "node has no input or output"})
@@ -144,6 +179,9 @@ func detect(m *onnxpb.ModelProto) (d *Detection, analysed *onnxpb.ModelProto, er
 		switch {
 		case n.GetOpType() == "Softmax" && defaultDomain(n):
 			b, reason = mt.matchSoftmax(n)
+			if b == nil && mt.linear != "" {
+				d.Linear = append(d.Linear, LinearNode{Node: nodeName(n), Op: mt.linear})
+			}
 		case n.GetDomain() == "com.microsoft" && n.GetOpType() == "Attention":
 			b = mt.matchFusedAttention(n)
 		case n.GetDomain() == "com.microsoft" && n.GetOpType() == "MultiHeadAttention":
@@ -162,6 +200,9 @@ func detect(m *onnxpb.ModelProto) (d *Detection, analysed *onnxpb.ModelProto, er
 	// Attention left inside model-local functions (inlining failed): found
 	// and reported, not converted.
 	for _, f := range analysed.Functions {
+		if f.GetDomain() == ops.Domain {
+			continue // the definition of a linear-attention op
+		}
 		fg := &onnxpb.GraphProto{Node: f.Node}
 		for _, in := range f.Input {
 			name := in
@@ -171,7 +212,7 @@ func detect(m *onnxpb.ModelProto) (d *Detection, analysed *onnxpb.ModelProto, er
 			name := out
 			fg.Output = append(fg.Output, &onnxpb.ValueInfoProto{Name: &name})
 		}
-		fm := &matcher{ix: onnx.NewIndex(fg), opset: mt.opset}
+		fm := &matcher{Facts: graphfacts.New(onnx.NewIndex(fg), mt.Opset)}
 		for i, n := range f.Node {
 			if n.GetOpType() != "Softmax" || !defaultDomain(n) || len(n.Output) == 0 || n.Output[0] == "" {
 				continue
@@ -227,5 +268,84 @@ func (d *Detection) Explain() string {
 	for _, u := range d.Unmatched {
 		fmt.Fprintf(&sb, "softmax %s: not attention: %s\n", u.Softmax, u.Reason)
 	}
+	for _, l := range d.Linear {
+		fmt.Fprintf(&sb, "linear attention %s: %s (the model is converted already)\n", l.Node, l.Op)
+	}
 	return sb.String()
+}
+
+// ErrNothingConverted is wrapped by the error ToPerformer and ToLinformer
+// return when they rewrite no block (no attention found, every block
+// refused or unselected, or the model converted already); the message
+// says why, block by block. They return the report with it and no model.
+var ErrNothingConverted = errors.New("convert: nothing converted")
+
+// nothingConverted builds the ErrNothingConverted error for a detection
+// whose blocks were all skipped, grouping the layers by reason.
+func nothingConverted(d *Detection, skipped []BlockReport) error {
+	if d.Count() == 0 {
+		msg := "no attention block found"
+		if len(d.Unmatched) > 0 {
+			u := d.Unmatched[0]
+			msg += fmt.Sprintf(" (%d Softmax not an attention core; %s: %s)", len(d.Unmatched), u.Softmax, u.Reason)
+		}
+		return fmt.Errorf("%w: %s", ErrNothingConverted, msg)
+	}
+	var reasons []string
+	layers := map[string][]int{}
+	for _, b := range skipped {
+		if _, ok := layers[b.Reason]; !ok {
+			reasons = append(reasons, b.Reason)
+		}
+		layers[b.Reason] = append(layers[b.Reason], b.Layer)
+	}
+	parts := make([]string, 0, len(reasons))
+	for _, r := range reasons {
+		ls := layers[r]
+		sort.Ints(ls)
+		word := "layer"
+		if len(ls) > 1 {
+			word = "layers"
+		}
+		parts = append(parts, fmt.Sprintf("%s %s: %s", word, layerList(ls), r))
+	}
+	return fmt.Errorf("%w: %d attention blocks, none converted: %s", ErrNothingConverted, d.Count(), strings.Join(parts, "; "))
+}
+
+// layerList writes sorted layer indices compactly: 0-3,7.
+func layerList(ls []int) string {
+	var sb strings.Builder
+	for i := 0; i < len(ls); {
+		j := i
+		for j+1 < len(ls) && ls[j+1] == ls[j]+1 {
+			j++
+		}
+		if sb.Len() > 0 {
+			sb.WriteString(",")
+		}
+		if j > i {
+			fmt.Fprintf(&sb, "%d-%d", ls[i], ls[j])
+		} else {
+			fmt.Fprintf(&sb, "%d", ls[i])
+		}
+		i = j + 1
+	}
+	return sb.String()
+}
+
+// linearSummary names the linear-attention ops found: "2 × ai.linearize:PerformerAttention".
+func linearSummary(ls []LinearNode) string {
+	var ops []string
+	count := map[string]int{}
+	for _, l := range ls {
+		if count[l.Op] == 0 {
+			ops = append(ops, l.Op)
+		}
+		count[l.Op]++
+	}
+	parts := make([]string, len(ops))
+	for i, op := range ops {
+		parts[i] = fmt.Sprintf("%d × %s", count[op], op)
+	}
+	return "it holds " + strings.Join(parts, ", ")
 }

@@ -9,12 +9,20 @@
 //	out = softmax(scale·Q·Kᵀ + bias)·V
 //
 // backwards and forwards with backtracking over the forms real exporters
-// write: the scale after the QK product (Div or Mul), on Q, or split over Q
-// and Kᵀ; K transposed by MatMul layout or by Einsum; additive, Where and
-// DistilBERT masks. Every check that fails is reported, so a Softmax that
-// is not matched says why (Detection.Unmatched).
+// write: the scale after the QK product (Div or Mul), on Q, split over Q
+// and Kᵀ, or on Q before its head split; K transposed by MatMul layout or
+// by Einsum; additive, Where, expanded and DistilBERT masks; Softmax cast
+// to float32 and back. The forms are rows of tables (patterns.go: probs,
+// score, product and bias forms, and the checks on a whole core) run by
+// one engine against graph facts computed once per graph
+// (internal/graphfacts). A Softmax that is not matched says why: the
+// failure of the reading that got furthest (Detection.Unmatched). Linear
+// attention already in the model is listed in Detection.Linear, and the
+// rewrites refuse such a model.
 //
 // ToPerformer and ToLinformer replace each convertible core by one node of the
 // ai.linearize domain whose definition travels with the model as a
 // model-local function, so the written model runs in stock onnxruntime.
+// When they convert nothing they return an error wrapping
+// ErrNothingConverted that gives each block's reason.
 package convert

@@ -50,12 +50,12 @@ func TestCorpusLinformerIdentityExact(t *testing.T) {
 	dir := corpusDir(t)
 	needORT(t)
 	for _, c := range corpusRunnable {
-		if c.file == "attention_mask_no_cast.onnx" {
-			// Its constant mask masks every key with −10000: softmax is
-			// shift-invariant so the original ignores it, while the linear
-			// ops treat bias ≤ −1e4 as padding (documented semantics).
-			continue
-		}
+		// attention_mask_no_cast's constant mask adds −10000 to every
+		// score: the same number everywhere, which the softmax ignores
+		// and the matcher reads as no bias at all. The original rounds
+		// scores − 10000 to float32 (steps of ~1e-3) before its softmax,
+		// the conversion does not: close (1e-5), not bit for bit.
+		exact := c.file != "attention_mask_no_cast.onnx"
 		t.Run(c.file, func(t *testing.T) {
 			m := loadModel(t, filepath.Join(dir, c.file))
 			sess, err := runtime.NewORTSession(m, runtime.Options{Threads: 1})
@@ -78,7 +78,7 @@ func TestCorpusLinformerIdentityExact(t *testing.T) {
 				t.Logf("%s: %v", name, d)
 				// README claims bit-for-bit: E = I and F = I only multiply
 				// by one and add zeros, which float arithmetic does exactly.
-				if d.Mismatch != "" || d.NaNMismatch > 0 || d.MaxAbs != 0 {
+				if d.Mismatch != "" || d.NaNMismatch > 0 || (exact && d.MaxAbs != 0) || !d.OK(1e-5) {
 					t.Errorf("output %s: %v", name, d)
 				}
 			}

@@ -5,9 +5,11 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/linearize/linearize/onnx"
+	"github.com/linearize/linearize/onnx/onnxpb"
 	"github.com/linearize/linearize/runtime"
 )
 
@@ -26,6 +28,36 @@ type fixtureEntry struct {
 	Convertible int      `json:"convertible"`
 	Inputs      []string `json:"inputs"`
 	Vocab       int      `json:"vocab"`
+	// Seq is the fixed sequence length of a model whose inputs set it
+	// (a vision or audio encoder); 0 when the caller chooses it.
+	Seq int `json:"seq"`
+	// FloatInputs gives the per-example shape of float inputs
+	// (pixel_values, input_features).
+	FloatInputs map[string][]int `json:"float_inputs"`
+	// Linear is the number of linear-attention ops already in the model
+	// (a converted one): Detect reports them and finds no block.
+	Linear int `json:"linear"`
+	// Reason, for a model whose blocks are refused, is what every
+	// refusal must say.
+	Reason string `json:"reason"`
+}
+
+// variableText reports whether the fixture reads token ids and an
+// attention mask of any sequence length (not a fixed-length vision or
+// audio input).
+func (f fixtureEntry) variableText() bool {
+	return f.masked() && f.Seq == 0 && len(f.FloatInputs) == 0
+}
+
+// masked reports whether the fixture takes an attention mask (so padding
+// can be tested).
+func (f fixtureEntry) masked() bool {
+	for _, in := range f.Inputs {
+		if in == "attention_mask" {
+			return true
+		}
+	}
+	return false
 }
 
 const fixtureDir = "../testdata/fixtures"
@@ -66,15 +98,24 @@ func TestDetectFixtures(t *testing.T) {
 				if b.Heads != f.Heads || b.HeadDim != f.HeadDim || math.Abs(b.Scale-f.Scale) > 1e-6*f.Scale {
 					t.Errorf("block %d: heads %d head_dim %d scale %g, want %d %d %g", b.Layer, b.Heads, b.HeadDim, b.Scale, f.Heads, f.HeadDim, f.Scale)
 				}
+				if !b.Convertible && f.Reason != "" && !strings.Contains(b.Reason, f.Reason) {
+					t.Errorf("block %d: refused with %q, want %q", b.Layer, b.Reason, f.Reason)
+				}
 				if b.Causal != f.Causal {
 					t.Errorf("block %d: causal %v, want %v (%s)", b.Layer, b.Causal, f.Causal, b.Reason)
 				}
 				if b.Convertible {
 					conv++
+					if !f.Fused && (b.QProj == nil || b.KProj == nil || b.VProj == nil || b.Merged == "" || b.Merged == b.Output) {
+						t.Errorf("block %d: projections %+v %+v %+v, merged %q: not proved", b.Layer, b.QProj, b.KProj, b.VProj, b.Merged)
+					}
 				}
 			}
 			if conv != f.Convertible {
 				t.Errorf("%d convertible blocks, want %d\n%s", conv, f.Convertible, d.Explain())
+			}
+			if len(d.Linear) != f.Linear {
+				t.Errorf("%d linear-attention ops, want %d\n%s", len(d.Linear), f.Linear, d.Explain())
 			}
 		})
 	}
@@ -97,6 +138,16 @@ func fixtureFeeds(f fixtureEntry, batch, seq int, valid []int, seed uint64) map[
 	}
 	in := map[string]*onnx.Tensor{}
 	for _, name := range f.Inputs {
+		if shape, ok := f.FloatInputs[name]; ok {
+			full := append([]int{batch}, shape...)
+			d := make([]float32, onnx.NumElements(full))
+			for i := range d {
+				x = x*6364136223846793005 + 1442695040888963407
+				d[i] = float32(int64(x>>40)%2001-1000) / 1000
+			}
+			in[name] = onnx.NewFloat(full, d)
+			continue
+		}
 		switch name {
 		case "input_ids":
 			in[name] = onnx.NewInt64([]int{batch, seq}, ids)
@@ -121,10 +172,13 @@ func prefix(t *onnx.Tensor, n int) *onnx.Tensor {
 // the outputs at the real tokens unchanged (the mask reaches the op).
 func TestFixturesConvert(t *testing.T) {
 	needORT(t)
-	const seq = 8
 	for _, f := range fixtures(t) {
 		if f.Convertible == 0 {
 			continue
+		}
+		seq := 8
+		if f.Seq > 0 {
+			seq = f.Seq
 		}
 		t.Run(f.File, func(t *testing.T) {
 			m := loadModel(t, filepath.Join(fixtureDir, f.File))
@@ -149,9 +203,37 @@ func TestFixturesConvert(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			lr, _, err := ToLinformer(m, LinformerOptions{K: 4, MaxLen: 16, Seed: 5})
+			lr, _, err := ToLinformer(m, LinformerOptions{K: 4, MaxLen: max(16, seq), Seed: 5})
 			if err != nil {
 				t.Fatal(err)
+			}
+			if !f.masked() {
+				// No padding to test: both conversions run to finite outputs.
+				for name, cm := range map[string]*onnxpb.ModelProto{"performer": pm, "linformer": lr} {
+					for _, x := range runORT(t, cm, full)["last_hidden_state"].Floats() {
+						if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
+							t.Fatalf("%s: output holds %g", name, x)
+						}
+					}
+				}
+				return
+			}
+			if f.Seq > 0 {
+				// A fixed length: the padded tokens' ids do not change the
+				// outputs at the real tokens (original and both ops).
+				a := fixtureFeeds(f, 1, seq, []int{5}, 13)
+				b := fixtureFeeds(f, 1, seq, []int{5}, 13)
+				ids := b["input_ids"].Int64s()
+				for j := 5; j < seq; j++ {
+					ids[j] = 2 + (ids[j]+7)%int64(f.Vocab-2)
+				}
+				for name, cm := range map[string]*onnxpb.ModelProto{"original": m, "performer": pm, "linformer": lr} {
+					x, y := runORT(t, cm, a)["last_hidden_state"], runORT(t, cm, b)["last_hidden_state"]
+					if d := runtime.CompareTensors(prefix(x, 5), prefix(y, 5)); !d.OK(1e-5) {
+						t.Errorf("%s: padded tokens changed the outputs at real tokens: %v", name, d)
+					}
+				}
+				return
 			}
 			// Padding invariance: 5 real tokens padded to 8 vs the same 5.
 			padded := fixtureFeeds(f, 1, seq, []int{5}, 13)

@@ -1,6 +1,7 @@
 package convert
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -18,14 +19,25 @@ import (
 // form describes one hand-built attention block, for the forms the corpus
 // and the exporter fixtures lack.
 type form struct {
-	name   string
-	opset  int64
-	k      string // "0231", "twostep", "einsum", "einsum-swapped"
-	scale  string // "div", "mul", "q", "split", "none"
-	mask   string // "add", "where", "none", "isnan"
-	axis   int64  // Softmax axis attribute; 0 means absent
-	expose bool   // make the scores a graph output
-	fn     bool   // put the core in a model-local function
+	name  string
+	opset int64
+	k     string // "0231", "twostep", "einsum", "einsum-swapped"
+	scale string // "div", "mul", "q", "split", "none"; "div-after", "mul-after": (QKᵀ + mask)·scale;
+	// "pre": q_proj(x)·scaling before the head split; "rotary": that, then
+	// rotary embeddings on Q and K; "div-input": Div by a graph input
+	cast        string // "probs": Cast(float) after the Softmax; "both": before it too
+	scoresFirst bool   // Add(scores, mask) instead of Add(mask, scores)
+	mask        string // "add", "where", "none", "isnan", "trilu", "float" (a float [B,S] bias input),
+	// "alltrue-add", "alltrue-where" (a constant all-true condition, no mask input),
+	// "expand-add" (bias.expand_as(scores)), "expand-where" (Expand of the condition to [B,H,S,S]),
+	// "const-shift" (−10000 added to every score), "const-masked" (−1e30 added to every score)
+	axis   int64 // Softmax axis attribute; 0 means absent
+	expose bool  // make the scores a graph output
+	// exposeProbs makes the probabilities a graph output; qperm replaces
+	// Q's head-split transpose perm [0 2 1 3]
+	exposeProbs bool
+	qperm       []int64
+	fn          bool // put the core in a model-local function
 }
 
 const (
@@ -74,6 +86,10 @@ func (b *gb) ints(v ...int64) string {
 	return b.init(fmt.Sprintf("i%d", b.n), onnx.NewInt64([]int{len(v)}, v))
 }
 
+func ints0(name string, v int64) *onnxpb.AttributeProto {
+	return &onnxpb.AttributeProto{Name: proto.String(name), Type: onnxpb.AttributeProto_INT.Enum(), I: proto.Int64(v)}
+}
+
 func ints(name string, v ...int64) *onnxpb.AttributeProto {
 	return &onnxpb.AttributeProto{Name: proto.String(name), Type: onnxpb.AttributeProto_INTS.Enum(), Ints: v}
 }
@@ -89,8 +105,12 @@ func (b *gb) unsqueeze(x string, axis int64, opset int64) string {
 func (f form) build() *onnxpb.ModelProto {
 	b := &gb{g: &onnxpb.GraphProto{Name: proto.String(f.name)}, rng: rand.New(rand.NewPCG(1, 2))}
 	b.g.Input = append(b.g.Input, onnx.MakeValueInfo("x", onnx.Float, []onnx.Dim{{Value: -1, Param: "batch"}, {Value: -1, Param: "seq"}, {Value: fHid}}))
-	if f.mask != "none" && f.mask != "trilu" {
-		b.g.Input = append(b.g.Input, onnx.MakeValueInfo("mask", onnx.Int64, []onnx.Dim{{Value: -1, Param: "batch"}, {Value: -1, Param: "seq"}}))
+	if f.mask != "none" && f.mask != "trilu" && !strings.HasPrefix(f.mask, "alltrue") && !strings.HasPrefix(f.mask, "const") {
+		dt := onnx.Int64
+		if f.mask == "float" {
+			dt = onnx.Float
+		}
+		b.g.Input = append(b.g.Input, onnx.MakeValueInfo("mask", dt, []onnx.Dim{{Value: -1, Param: "batch"}, {Value: -1, Param: "seq"}}))
 	}
 	einsum := strings.HasPrefix(f.k, "einsum")
 	eq := func(e string) *onnxpb.AttributeProto {
@@ -103,6 +123,9 @@ func (f form) build() *onnxpb.ModelProto {
 			return b.node("Add", []string{b.node("Einsum", []string{"x", b.randn("W"+name, fHid, fH, fD)}, eq("abc,cde->abde")), b.randn("b"+name, fH, fD)})
 		}
 		p := b.node("Add", []string{b.node("MatMul", []string{"x", b.randn("W"+name, fHid, fHid)}), b.randn("b"+name, fHid)})
+		if name == "q" && (f.scale == "pre" || f.scale == "rotary") {
+			p = b.node("Mul", []string{p, b.scalar(float32(1 / math.Sqrt(fD)))}) // q_proj(x)·scaling
+		}
 		return b.node("Reshape", []string{p, b.ints(0, 0, fH, fD)}) // [B,S,H,D]
 	}
 	einsum = einsum || f.k == "keras"
@@ -111,12 +134,37 @@ func (f form) build() *onnxpb.ModelProto {
 	quarter := float32(math.Pow(fD, -0.25))
 	q, k := q4, k4
 	if !einsum {
-		q = b.node("Transpose", []string{q4}, ints("perm", 0, 2, 1, 3))
+		qp := []int64{0, 2, 1, 3}
+		if f.qperm != nil {
+			qp = f.qperm
+		}
+		q = b.node("Transpose", []string{q4}, ints("perm", qp...))
 		if f.k == "0231" {
 			k = b.node("Transpose", []string{k4}, ints("perm", 0, 2, 3, 1))
 		} else {
 			k = b.node("Transpose", []string{b.node("Transpose", []string{k4}, ints("perm", 0, 2, 1, 3))}, ints("perm", 0, 1, 3, 2))
 		}
+	}
+	if f.scale == "rotary" {
+		// x·cos + rotate_half(x)·sin with rotate_half(x) = [−x₂, x₁].
+		cs := make([]float32, fS*fD)
+		sn := make([]float32, fS*fD)
+		for i := 0; i < fS; i++ {
+			for j := 0; j < fD; j++ {
+				th := float64(i) / math.Pow(100, float64(j%(fD/2))/float64(fD/2))
+				cs[i*fD+j], sn[i*fD+j] = float32(math.Cos(th)), float32(math.Sin(th))
+			}
+		}
+		cosT, sinT := b.init("rot_cos", onnx.NewFloat([]int{fS, fD}, cs)), b.init("rot_sin", onnx.NewFloat([]int{fS, fD}, sn))
+		rot := func(x string) string {
+			x1 := b.node("Slice", []string{x, b.ints(0), b.ints(fD / 2), b.ints(-1)})
+			x2 := b.node("Slice", []string{x, b.ints(fD / 2), b.ints(fD), b.ints(-1)})
+			half := b.node("Concat", []string{b.node("Neg", []string{x2}), x1}, &onnxpb.AttributeProto{Name: proto.String("axis"), Type: onnxpb.AttributeProto_INT.Enum(), I: proto.Int64(-1)})
+			return b.node("Add", []string{b.node("Mul", []string{x, cosT}), b.node("Mul", []string{half, sinT})})
+		}
+		q = rot(q)
+		// K rotated in [B,H,S,D], then transposed to Kᵀ.
+		k = b.node("Transpose", []string{rot(b.node("Transpose", []string{k4}, ints("perm", 0, 2, 1, 3)))}, ints("perm", 0, 1, 3, 2))
 	}
 	coreStart := len(b.g.Node)
 	switch f.scale {
@@ -144,12 +192,61 @@ func (f form) build() *onnxpb.ModelProto {
 		s = b.node("Div", []string{s, b.scalar(float32(math.Sqrt(fD)))})
 	case "mul":
 		s = b.node("Mul", []string{b.scalar(invSqrtD), s})
+	case "div-input":
+		b.g.Input = append(b.g.Input, onnx.MakeValueInfo("d", onnx.Float, []onnx.Dim{}))
+		s = b.node("Div", []string{s, "d"})
+	}
+	add := func(s, m string) string {
+		if f.scoresFirst {
+			return b.node("Add", []string{s, m})
+		}
+		return b.node("Add", []string{m, s})
+	}
+	allTrue := func() string {
+		t := make([]bool, fS)
+		for i := range t {
+			t[i] = true
+		}
+		c := b.init("all_true", &onnx.Tensor{DType: onnx.Bool, Shape: []int{1, 1, fS, 1}, Data: t})
+		shape := b.node("Concat", []string{b.node("Shape", []string{"x"}, ints0("start", 0), ints0("end", 1)), b.ints(1, fS, fS)}, ints0("axis", 0))
+		return b.node("Expand", []string{c, shape})
+	}
+	constMask := func(v float32) string {
+		d := make([]float32, fS*fS)
+		for i := range d {
+			d[i] = v
+		}
+		return b.init(fmt.Sprintf("const_mask_%d", b.n), onnx.NewFloat([]int{1, 1, fS, fS}, d))
+	}
+	switch f.mask {
+	case "const-shift":
+		s = add(s, constMask(-10000)) // a legacy mask of a model exported without padding
+	case "const-masked":
+		s = add(s, constMask(-1e30))
+	case "alltrue-add":
+		s = add(s, b.node("Where", []string{allTrue(), b.scalar(0), b.scalar(-math.MaxFloat32)}))
+	case "alltrue-where":
+		s = b.node("Where", []string{allTrue(), s, b.scalar(-math.MaxFloat32)})
+	case "expand-add":
+		m := b.unsqueeze(b.unsqueeze("mask", 1, f.opset), 2, f.opset)
+		m = b.node("Mul", []string{b.node("Sub", []string{b.scalar(1), b.node("Cast", []string{m}, &onnxpb.AttributeProto{Name: proto.String("to"), Type: onnxpb.AttributeProto_INT.Enum(), I: proto.Int64(int64(onnx.Float))})}), b.scalar(-10000)})
+		s = add(s, b.node("Expand", []string{m, b.node("Shape", []string{s})})) // expand_as(scores)
+	case "expand-where":
+		cond := b.node("Equal", []string{b.node("Reshape", []string{"mask", b.ints(0, 1, 1, -1)}), b.ints(0)})
+		xs := b.node("Shape", []string{"x"})
+		bsz := b.node("Slice", []string{xs, b.ints(0), b.ints(1), b.ints(0)})
+		seq := b.node("Slice", []string{xs, b.ints(1), b.ints(2), b.ints(0)})
+		shape := b.node("Concat", []string{bsz, b.ints(fH), seq, seq}, ints0("axis", 0))
+		s = b.node("Where", []string{b.node("Expand", []string{cond, shape}), b.scalar(-math.MaxFloat32), s})
 	}
 	switch f.mask {
 	case "add", "isnan":
 		m := b.unsqueeze(b.unsqueeze("mask", 1, f.opset), 2, f.opset)
 		m = b.node("Mul", []string{b.node("Sub", []string{b.scalar(1), b.node("Cast", []string{m}, &onnxpb.AttributeProto{Name: proto.String("to"), Type: onnxpb.AttributeProto_INT.Enum(), I: proto.Int64(int64(onnx.Float))})}), b.scalar(-10000)})
-		s = b.node("Add", []string{m, s})
+		s = add(s, m)
+	case "float":
+		// A per-key additive bias fed as it is ([B,S] float).
+		s = b.node("Add", []string{s, b.unsqueeze(b.unsqueeze("mask", 1, f.opset), 2, f.opset)})
 	case "trilu":
 		ones := make([]float32, fS*fS)
 		for i := range ones {
@@ -161,11 +258,24 @@ func (f form) build() *onnxpb.ModelProto {
 		cond := b.node("Equal", []string{b.node("Reshape", []string{"mask", b.ints(0, 1, 1, -1)}), b.ints(0)})
 		s = b.node("Where", []string{cond, b.scalar(-math.MaxFloat32), s})
 	}
+	switch f.scale {
+	case "div-after":
+		s = b.node("Div", []string{s, b.scalar(float32(math.Sqrt(fD)))})
+	case "mul-after":
+		s = b.node("Mul", []string{s, b.scalar(invSqrtD)})
+	}
 	var sm []*onnxpb.AttributeProto
 	if f.axis != 0 {
 		sm = append(sm, &onnxpb.AttributeProto{Name: proto.String("axis"), Type: onnxpb.AttributeProto_INT.Enum(), I: proto.Int64(f.axis)})
 	}
+	toFloat := &onnxpb.AttributeProto{Name: proto.String("to"), Type: onnxpb.AttributeProto_INT.Enum(), I: proto.Int64(int64(onnx.Float))}
+	if f.cast == "both" {
+		s = b.node("Cast", []string{s}, toFloat)
+	}
 	p := b.node("Softmax", []string{s}, sm...)
+	if f.cast != "" {
+		p = b.node("Cast", []string{p}, toFloat)
+	}
 	if f.mask == "isnan" {
 		p = b.node("Where", []string{b.node("IsNaN", []string{p}), b.scalar(0), p})
 	}
@@ -182,6 +292,9 @@ func (f form) build() *onnxpb.ModelProto {
 	b.g.Output = append(b.g.Output, onnx.MakeValueInfo(out, onnx.Float, nil))
 	if f.expose {
 		b.g.Output = append(b.g.Output, onnx.MakeValueInfo(scoresName, onnx.Float, nil))
+	}
+	if f.exposeProbs {
+		b.g.Output = append(b.g.Output, onnx.MakeValueInfo(p, onnx.Float, nil))
 	}
 	m := &onnxpb.ModelProto{IrVersion: proto.Int64(8), Graph: b.g,
 		OpsetImport: []*onnxpb.OperatorSetIdProto{{Domain: proto.String(""), Version: proto.Int64(f.opset)}}}
@@ -251,6 +364,9 @@ func TestMatcherForms(t *testing.T) {
 		{form{name: "q-scaled-twostep-op17", opset: 17, k: "twostep", scale: "q", mask: "add"}, ""},
 		{form{name: "split-sqrt-scale-op17", opset: 17, k: "twostep", scale: "split", mask: "add"}, ""},
 		{form{name: "where-mask-op14", opset: 14, k: "0231", scale: "div", mask: "where"}, ""},
+		{form{name: "mask-then-div-op17", opset: 17, k: "0231", scale: "div-after", mask: "add"}, ""},
+		{form{name: "mask-then-mul-op13", opset: 13, k: "twostep", scale: "mul-after", mask: "add"}, ""},
+		{form{name: "where-then-div-op17", opset: 17, k: "0231", scale: "div-after", mask: "where"}, ""},
 		{form{name: "no-mask-op17", opset: 17, k: "0231", scale: "mul", mask: "none"}, ""},
 		{form{name: "isnan-guard-op17", opset: 17, k: "twostep", scale: "div", mask: "isnan"}, ""},
 		{form{name: "einsum-op13", opset: 13, k: "einsum", scale: "div", mask: "add"}, ""},
@@ -261,6 +377,14 @@ func TestMatcherForms(t *testing.T) {
 		{form{name: "causal-trilu-op14", opset: 14, k: "0231", scale: "div", mask: "trilu"}, "causal"},
 		{form{name: "scores-exposed", opset: 17, k: "0231", scale: "div", mask: "add", expose: true}, "is a graph output"},
 		{form{name: "in-function", opset: 17, k: "0231", scale: "div", mask: "add", fn: true}, ""},
+		{form{name: "cast-after-softmax-op17", opset: 17, k: "0231", scale: "mul", mask: "add", cast: "probs"}, ""},
+		{form{name: "cast-around-softmax-op14", opset: 14, k: "twostep", scale: "div", mask: "where", cast: "both"}, ""},
+		{form{name: "alltrue-where-add-op17", opset: 17, k: "0231", scale: "mul", mask: "alltrue-add"}, ""},
+		{form{name: "alltrue-where-scores-op17", opset: 17, k: "0231", scale: "div", mask: "alltrue-where", cast: "probs"}, ""},
+		{form{name: "expand-as-scores-add-op17", opset: 17, k: "0231", scale: "div", mask: "expand-add", scoresFirst: true}, ""},
+		{form{name: "expand-bhss-where-op14", opset: 14, k: "twostep", scale: "mul", mask: "expand-where"}, ""},
+		{form{name: "q-scaled-before-split-op17", opset: 17, k: "0231", scale: "pre", mask: "add"}, ""},
+		{form{name: "q-scaled-before-rotary-op17", opset: 17, k: "rotary", scale: "rotary", mask: "add"}, ""},
 	} {
 		t.Run(c.f.name, func(t *testing.T) {
 			m := c.f.build()
@@ -296,10 +420,24 @@ func TestMatcherForms(t *testing.T) {
 			if !bl.Convertible {
 				t.Fatalf("not convertible: %s", bl.Reason)
 			}
-			if c.f.mask != "none" && bl.Bias != BiasPerKey {
-				t.Errorf("bias %s, want per-key", bl.Bias)
+			// The projections and the merged output the matcher proved.
+			for _, p := range []struct {
+				name string
+				got  *Projection
+			}{{"q", bl.QProj}, {"k", bl.KProj}, {"v", bl.VProj}} {
+				if p.got == nil || p.got.Weight != "W"+p.name || p.got.Bias != "b"+p.name || p.got.Input != "x" {
+					t.Errorf("%s projection %+v, want x·W%s + b%s", p.name, p.got, p.name, p.name)
+				}
 			}
-			checkConversion(t, m, c.f.mask != "none")
+			if !c.f.fn && bl.Merged != m.Graph.Output[0].GetName() {
+				t.Errorf("merged output %q, want %q", bl.Merged, m.Graph.Output[0].GetName())
+			}
+			masked := c.f.mask != "none" && !strings.HasPrefix(c.f.mask, "alltrue") && !strings.HasPrefix(c.f.mask, "const")
+			if want := map[bool]BiasKind{true: BiasPerKey, false: BiasNone}[masked]; bl.Bias != want {
+				t.Errorf("bias %s, want %s", bl.Bias, want)
+			}
+			checkConversion(t, m, masked)
+			checkCoreRemoved(t, m, d)
 		})
 	}
 }
@@ -439,9 +577,9 @@ func TestFusedUnidirectional(t *testing.T) {
 	if d.Count() != 1 || !d.Blocks[0].Causal || d.Blocks[0].Convertible || !strings.Contains(d.Blocks[0].Reason, "unidirectional") {
 		t.Fatalf("%s", d.Explain())
 	}
-	_, rep, err := ToPerformer(m, PerformerOptions{Features: 8})
-	if err != nil || len(rep.Converted) != 0 || len(rep.Skipped) != 1 {
-		t.Fatalf("err %v report %+v", err, rep)
+	out, rep, err := ToPerformer(m, PerformerOptions{Features: 8})
+	if !errors.Is(err, ErrNothingConverted) || !strings.Contains(err.Error(), "unidirectional") || out != nil || rep == nil || len(rep.Converted) != 0 || len(rep.Skipped) != 1 {
+		t.Fatalf("err %v model %v report %+v", err, out != nil, rep)
 	}
 }
 
@@ -472,5 +610,188 @@ func malformedCases(t *testing.T, base *onnxpb.ModelProto) {
 				t.Errorf("node %s with %d inputs: error %q (a recovered panic, or no package prefix)", n.GetName(), keep, err)
 			}
 		}
+	}
+}
+
+// TestPaddingInvarianceMaskOrder: whether the mask is added before the
+// score scale ((QKᵀ + mask)/√d, which turns −10000 into −1250) or after
+// it, appending padded tokens to a sequence leaves the outputs at its
+// real tokens unchanged (1e-5) for both ops in onnxruntime, as it does
+// for the original model.
+func TestPaddingInvarianceMaskOrder(t *testing.T) {
+	needORT(t)
+	const real, padded = 3, fS
+	for _, f := range []form{
+		{name: "mask-then-div", opset: 17, k: "0231", scale: "div-after", mask: "add"},
+		{name: "mask-then-mul", opset: 13, k: "twostep", scale: "mul-after", mask: "add"},
+		{name: "where-then-div", opset: 17, k: "0231", scale: "div-after", mask: "where"},
+		{name: "div-then-mask", opset: 17, k: "0231", scale: "div", mask: "add"},
+	} {
+		t.Run(f.name, func(t *testing.T) {
+			m := f.build()
+			pm, _, err := ToPerformer(m, PerformerOptions{Features: 32, Seed: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			lm, _, err := ToLinformer(m, LinformerOptions{K: 4, MaxLen: 16, Seed: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := rand.New(rand.NewPCG(5, 6))
+			x := make([]float32, padded*fHid)
+			for i := range x {
+				x[i] = float32(r.NormFloat64() * 2)
+			}
+			mask := make([]int64, padded)
+			for j := 0; j < real; j++ {
+				mask[j] = 1
+			}
+			long := map[string]*onnx.Tensor{"x": onnx.NewFloat([]int{1, padded, fHid}, x), "mask": onnx.NewInt64([]int{1, padded}, mask)}
+			short := map[string]*onnx.Tensor{"x": onnx.NewFloat([]int{1, real, fHid}, x[:real*fHid]), "mask": onnx.NewInt64([]int{1, real}, mask[:real])}
+			out := m.Graph.Output[0].GetName()
+			for _, c := range []struct {
+				name string
+				m    *onnxpb.ModelProto
+			}{{"original", m}, {"performer", pm}, {"linformer", lm}} {
+				a, b := runORT(t, c.m, long)[out], runORT(t, c.m, short)[out]
+				got := onnx.NewFloat([]int{1, real, fHid}, a.Floats()[:real*fHid])
+				if d := runtime.CompareTensors(got, b); !d.OK(1e-5) {
+					t.Errorf("%s: padded vs unpadded outputs at the real tokens: %v", c.name, d)
+				}
+			}
+		})
+	}
+}
+
+// TestPerformerScaledBias: a per-key bias added before the scale,
+// (QKᵀ + b)/√d, reaches Performer as b/√d exactly: the converted model
+// matches (1e-5) the conversion of the same block written QKᵀ/√d + b/√d
+// and fed b/√d, with ω from the same seed.
+func TestPerformerScaledBias(t *testing.T) {
+	needORT(t)
+	before := form{name: "bias-then-div", opset: 17, k: "0231", scale: "div-after", mask: "float"}.build()
+	after := form{name: "div-then-bias", opset: 17, k: "0231", scale: "div", mask: "float"}.build()
+	r := rand.New(rand.NewPCG(7, 8))
+	x := make([]float32, fB*fS*fHid)
+	for i := range x {
+		x[i] = float32(r.NormFloat64())
+	}
+	b := make([]float32, fB*fS)
+	bs := make([]float32, fB*fS)
+	for i := range b {
+		b[i] = float32(r.NormFloat64() * 3)
+		bs[i] = b[i] / float32(math.Sqrt(fD))
+	}
+	xs := onnx.NewFloat([]int{fB, fS, fHid}, x)
+	out := before.Graph.Output[0].GetName()
+	var got [2]*onnx.Tensor
+	for i, c := range []struct {
+		m    *onnxpb.ModelProto
+		bias []float32
+	}{{before, b}, {after, bs}} {
+		d, err := Detect(c.m)
+		if err != nil || d.Count() != 1 || !d.Blocks[0].Convertible || d.Blocks[0].Bias != BiasPerKey {
+			t.Fatalf("detect: %v\n%s", err, d.Explain())
+		}
+		pm, _, err := ToPerformer(c.m, PerformerOptions{Features: 64, Seed: 3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got[i] = runORT(t, pm, map[string]*onnx.Tensor{"x": xs, "mask": onnx.NewFloat([]int{fB, fS}, c.bias)})[out]
+	}
+	if d := runtime.CompareTensors(got[0], got[1]); !d.OK(1e-5) {
+		t.Errorf("performer, bias before vs after the scale: %v", d)
+	}
+}
+
+// checkCoreRemoved: after a conversion no node of a converted core is
+// left in the graph (nothing keeps the S×S scores alive, not even for
+// their shape).
+func checkCoreRemoved(t *testing.T, m *onnxpb.ModelProto, d *Detection) {
+	t.Helper()
+	pm, _, err := ToPerformer(m, PerformerOptions{Features: 8, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	left := map[string]bool{}
+	for _, n := range pm.Graph.Node {
+		left[nodeName(n)] = true
+	}
+	for _, b := range d.Blocks {
+		if !b.Convertible {
+			continue
+		}
+		for _, n := range b.Nodes {
+			if left[n] {
+				t.Errorf("block %d: core node %s is still in the converted graph", b.Layer, n)
+			}
+		}
+	}
+}
+
+// TestExplainFurthest: for a Softmax that is no attention core, Detect
+// reports the reading of the scores that got furthest, not the last one
+// tried: here the scores side fails at a Div by a non-constant (a node
+// with a role in the pattern), while the other readings (the mask taken
+// as the scores, or the Where's other branch) fail earlier.
+func TestExplainFurthest(t *testing.T) {
+	for _, c := range []struct {
+		f    form
+		want string
+	}{
+		{form{name: "where-mask", opset: 17, k: "0231", scale: "div-input", mask: "where"}, "divides the scores by a non-constant"},
+		{form{name: "add-scores-first", opset: 17, k: "0231", scale: "div-input", mask: "add", scoresFirst: true}, "divides the scores by a non-constant"},
+		{form{name: "add-mask-first", opset: 17, k: "0231", scale: "div-input", mask: "add"}, "divides the scores by a non-constant"},
+		{form{name: "bad-layout", opset: 17, k: "0231", scale: "div", mask: "add", axis: -1, qperm: []int64{0, 2, 3, 1}}, "Q is transposed by perm [0 2 3 1]"},
+		{form{name: "probs-exposed", opset: 17, k: "0231", scale: "div", mask: "add", exposeProbs: true}, "are a graph output"},
+		{form{name: "every-key-masked", opset: 17, k: "0231", scale: "div", mask: "const-masked"}, "every key is masked"},
+	} {
+		t.Run(c.f.name, func(t *testing.T) {
+			d, err := Detect(c.f.build())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.Count() != 0 || len(d.Unmatched) != 1 || !strings.Contains(d.Unmatched[0].Reason, c.want) {
+				t.Fatalf("want one unmatched Softmax with %q, got\n%s", c.want, d.Explain())
+			}
+			if !strings.Contains(d.Explain(), c.want) {
+				t.Errorf("Explain does not give the reason:\n%s", d.Explain())
+			}
+		})
+	}
+}
+
+// TestConstantShift: −10000 added to every score (a legacy mask exported
+// for inputs without padding) is a shift the softmax ignores: no bias, and
+// the conversion computes the unshifted attention, which the original
+// only approximates (float32 rounds scores − 10000 in steps of ~1e-3).
+func TestConstantShift(t *testing.T) {
+	shifted := form{name: "shift", opset: 17, k: "0231", scale: "div", mask: "const-shift"}.build()
+	plain := form{name: "plain", opset: 17, k: "0231", scale: "div", mask: "none"}.build()
+	d, err := Detect(shifted)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Count() != 1 || !d.Blocks[0].Convertible || d.Blocks[0].Bias != BiasNone || !strings.Contains(d.Blocks[0].Form, "add-const") {
+		t.Fatalf("want one convertible block with no bias\n%s", d.Explain())
+	}
+	needORT(t)
+	r := rand.New(rand.NewPCG(9, 9))
+	x := make([]float32, fB*fS*fHid)
+	for i := range x {
+		x[i] = float32(r.NormFloat64())
+	}
+	in := map[string]*onnx.Tensor{"x": onnx.NewFloat([]int{fB, fS, fHid}, x)}
+	want := runORT(t, plain, in)[plain.Graph.Output[0].GetName()]
+	out := shifted.Graph.Output[0].GetName()
+	lm, _, err := ToLinformer(shifted, LinformerOptions{K: fS, MaxLen: fS, Projections: identityProjections(fS)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := runtime.CompareTensors(runORT(t, lm, in)[out], want); !d.OK(1e-5) {
+		t.Errorf("linformer identity of the shifted model vs the unshifted original: %v", d)
+	}
+	if d := runtime.CompareTensors(runORT(t, shifted, in)[out], want); !d.OK(1e-2) {
+		t.Errorf("the shifted original is not the unshifted one up to rounding: %v", d)
 	}
 }

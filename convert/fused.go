@@ -53,7 +53,7 @@ func optInput(n *onnxpb.NodeProto, i int) string {
 // matchFusedAttention reads com.microsoft:Attention(input, weights, bias,
 // mask_index, past, attention_bias, past_sequence_length).
 func (mt *matcher) matchFusedAttention(n *onnxpb.NodeProto) *Block {
-	ix := mt.ix
+	ix := mt.Ix
 	b := mt.fusedCommon(n, "com.microsoft:Attention")
 	fm := &fusedMatch{node: n, maskFilter: float64(onnx.AttrFloat(n, "mask_filter_value", -10000))}
 	b.fused = fm
@@ -122,7 +122,7 @@ func (mt *matcher) fusedMask(b *Block, fm *fusedMatch, mask string) {
 	fm.maskValue = mask
 	b.BiasValue = mask
 	rank := mt.rank(mask)
-	if p := mt.ix.Producer[mask]; p != nil && p.GetDomain() == "com.microsoft" && p.GetOpType() == "EmbedLayerNormalization" && len(p.Output) > 1 && p.Output[1] == mask {
+	if p := mt.Ix.Producer[mask]; p != nil && p.GetDomain() == "com.microsoft" && p.GetOpType() == "EmbedLayerNormalization" && len(p.Output) > 1 && p.Output[1] == mask {
 		if optInput(p, 7) == "" {
 			// No mask reaches EmbedLayerNormalization: its mask_index
 			// output is a placeholder and the fused attention is unmasked.
@@ -145,10 +145,10 @@ func (mt *matcher) fusedMask(b *Block, fm *fusedMatch, mask string) {
 		// EmbedLayerNormalization computes the same way) is known to be
 		// lengths.
 		src := mask
-		p := mt.ix.Producer[src]
+		p := mt.Ix.Producer[src]
 		for p != nil && p.GetOpType() == "Cast" {
 			src = inp(p, 0)
-			p = mt.ix.Producer[src]
+			p = mt.Ix.Producer[src]
 		}
 		switch {
 		case p != nil && p.GetOpType() == "ReduceSum":
@@ -180,7 +180,7 @@ func (mt *matcher) fusedMask(b *Block, fm *fusedMatch, mask string) {
 // rank returns v's rank from declared shapes or simple producers, −1 if
 // unknown.
 func (mt *matcher) rank(v string) int {
-	ix := mt.ix
+	ix := mt.Ix
 	for i := 0; i < 6; i++ {
 		if vi, ok := ix.ValueInfo[v]; ok {
 			if _, sh, ok := onnx.TensorType(vi); ok && sh != nil {
@@ -221,7 +221,7 @@ func (mt *matcher) rank(v string) int {
 // bias, key_padding_mask, attention_bias, past_key, past_value) in its
 // unpacked 3-D form.
 func (mt *matcher) matchFusedMHA(n *onnxpb.NodeProto) *Block {
-	ix := mt.ix
+	ix := mt.Ix
 	b := mt.fusedCommon(n, "com.microsoft:MultiHeadAttention")
 	fm := &fusedMatch{node: n, mha: true, maskFilter: float64(onnx.AttrFloat(n, "mask_filter_value", -10000))}
 	b.fused = fm
@@ -233,8 +233,8 @@ func (mt *matcher) matchFusedMHA(n *onnxpb.NodeProto) *Block {
 	if mt.rank(b.Q) != 3 && mt.rank(b.Q) != -1 || mt.rank(b.K) == 4 {
 		b.Convertible, b.Reason = false, "query/key are not [B,S,hidden]"
 	}
-	qw := mt.projWidth(b.Q, 0)
-	vw := mt.projWidth(b.V, 0)
+	qw := mt.ProjWidth(b.Q)
+	vw := mt.ProjWidth(b.V)
 	if bias, ok := ix.Initializers[optInput(n, 3)]; ok && len(bias.Dims) == 1 && qw > 0 && vw > 0 && 2*qw+vw != bias.Dims[0] {
 		b.Convertible, b.Reason = false, "bias length does not match the projections"
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/linearize/linearize/onnx/onnxpb"
+	"github.com/linearize/linearize/ops"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -42,7 +43,10 @@ func inlineAttention(m *onnxpb.ModelProto) (*onnxpb.ModelProto, map[string]strin
 	}
 	want := map[string]bool{}
 	for k, f := range fns {
-		if hasSoftmax(f, fns, 0) {
+		// The linear-attention ops' own definitions are not attention to
+		// find (LinformerAttention's body holds a Softmax over k
+		// projected keys): their calls stay as they are.
+		if f.GetDomain() != ops.Domain && hasSoftmax(f, fns, 0) {
 			want[k] = true
 		}
 	}

@@ -5,14 +5,19 @@ import (
 	"math"
 	"strings"
 
+	"github.com/linearize/linearize/internal/graphfacts"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
+	"github.com/linearize/linearize/ops"
 )
 
 type matcher struct {
-	ix     *onnx.Index
-	opset  int64
-	shapes map[string][]int64
+	// Facts are the graph facts the patterns are checked against.
+	*graphfacts.Facts
+	// linear is set by matchSoftmax when the Softmax it refused is the
+	// core of linear attention (keys projected along the sequence, as in
+	// an inlined LinformerAttention): what that op is.
+	linear string
 }
 
 // biasTerm is one thing added to (or masking) the scores.
@@ -38,6 +43,21 @@ type biasTerm struct {
 	sliceKey bool
 }
 
+// maskThreshold: the linear-attention ops treat a key whose bias is at or
+// below this value as padding (ops/linear_function.go).
+const maskThreshold = -1e4
+
+// maskedFill is the value a Where term gives masked keys, as the ops need
+// it: the fill the softmax sees (fill·factor) when that is padding, else
+// the fill as written (a padding fill stays padding when a scale after it
+// shrinks it, as for an additive mask; see coreBias).
+func (bt *biasTerm) maskedFill() float64 {
+	if f := bt.fill * bt.factor; f <= maskThreshold {
+		return f
+	}
+	return bt.fill
+}
+
 // coreMatch is a matched unfused core.
 type coreMatch struct {
 	softmax, qk, av *onnxpb.NodeProto
@@ -47,9 +67,12 @@ type coreMatch struct {
 	// takes [B,H,S,Dv] to the layout of av's output. nil is identity.
 	qPerm, kPerm, vPerm, outPerm []int
 	scale                        float64
-	biases                       []biasTerm
-	form                         []string
-	shapeUses                    []*onnxpb.NodeProto
+	// qPre, kPre are the factors applied to Q and K before the head split
+	// (or rotary embeddings), already in q and k; scale includes them.
+	qPre, kPre float64
+	biases     []biasTerm
+	form       []string
+	shapeUses  []*onnxpb.NodeProto
 }
 
 type state struct {
@@ -69,193 +92,125 @@ func (s state) addForm(f string) state {
 	return s
 }
 
+// Stages of a match, in the order a candidate passes them; a failure at a
+// later stage got further (the tracer reports it, not the last one).
+const (
+	stageProbs   = iota // from the Softmax forward to the product with V
+	stageScores         // back along the scores: a node with no role in any form
+	stageCheck          // back along the scores: a node with a role whose check failed
+	stageProduct        // the Q·Kᵀ product found; its operands or V do not fit
+	stageCore           // a whole core matched; a check on it failed
+	stageLinear         // a whole core of linear attention (refused as such)
+)
+
+// tracer keeps, for one Softmax, the failure that got furthest: the
+// latest stage, then the most nodes matched; the first one on ties.
+type tracer struct {
+	rank   int
+	msg    string
+	linear string // what the furthest failure found, if linear attention
+	set    bool
+}
+
+func (tr *tracer) fail(stage, nodes int, msg string) {
+	r := stage*100000 + nodes
+	if tr.set && r <= tr.rank {
+		return
+	}
+	tr.rank, tr.msg, tr.linear, tr.set = r, msg, "", true
+}
+
 // matchSoftmax matches the core around a Softmax or says why it is not
-// one.
+// one: the failure of the candidate that got furthest.
 func (mt *matcher) matchSoftmax(sm *onnxpb.NodeProto) (*Block, string) {
+	mt.linear = ""
 	// Axis: from opset 13 the softmax is along axis (default -1); before,
 	// the input is flattened to 2-D at axis (default 1), which is the last
 	// axis of a rank-4 score tensor only for axis 3 or -1.
 	def := int64(-1)
-	if mt.opset > 0 && mt.opset < 13 {
+	if mt.Opset > 0 && mt.Opset < 13 {
 		def = 1
 	}
 	axis := onnx.AttrInt(sm, "axis", def)
 	if axis != -1 && axis != 3 {
-		return nil, fmt.Sprintf("Softmax axis %d (opset %d) is not the key axis of [B,H,S,S] scores", axis, mt.opset)
+		return nil, fmt.Sprintf("Softmax axis %d (opset %d) is not the key axis of [B,H,S,S] scores", axis, mt.Opset)
 	}
-	// Forward: probabilities → (IsNaN guard, Identity, Dropout) → ·V.
+	// Forward: probabilities → (Cast, IsNaN guard, Identity, Dropout) → ·V.
 	p := sm.Output[0]
 	st := state{scale: 1}.with(sm)
 	av, st, reason := mt.followProbs(p, st)
 	if av == nil {
 		return nil, reason
 	}
-	// Backward: scores.
-	var best string
-	var found *coreMatch
-	mt.scores(inp(sm, 0), st, func(c *coreMatch) bool {
-		found = c
+	// Backward: every reading of the scores, until one whole core passes.
+	tr := &tracer{}
+	var found *Block
+	mt.walkScores(inp(sm, 0), st, tr, func(c *coreMatch) bool {
+		c.softmax, c.av = sm, av
+		if err := mt.matchV(c, p); err != "" {
+			tr.fail(stageProduct, len(c.nodes), err)
+			return false
+		}
+		for _, x := range []struct {
+			name, v string
+			perm    []int
+		}{{"keys", c.k, c.kPerm}, {"values", c.v, c.vPerm}} {
+			if n := mt.seqProjection(x.v, x.perm); n != nil {
+				tr.fail(stageLinear, len(c.nodes), fmt.Sprintf("the %s are projected along the sequence by %s %s (a constant left operand): this is linear attention already (a LinformerAttention, e.g. inlined by onnxruntime), not softmax attention over the tokens", x.name, n.GetOpType(), nodeName(n)))
+				tr.linear = "inlined " + ops.LinformerOp
+				return false
+			}
+		}
+		b, reason := mt.finish(c)
+		if b == nil {
+			tr.fail(stageCore, len(c.nodes), reason)
+			return false
+		}
+		found = b
 		return true
-	}, &best)
+	})
 	if found == nil {
-		return nil, best
+		mt.linear = tr.linear
+		return nil, tr.msg
 	}
-	c := found
-	c.softmax = sm
-	c.av = av
-	// V from the AV product.
-	if err := mt.matchV(c, p); err != "" {
-		return nil, err
-	}
-	return mt.finish(c)
+	return found, ""
 }
 
-// followProbs follows the softmax output through guards to the product
-// with V.
-func (mt *matcher) followProbs(p string, st state) (*onnxpb.NodeProto, state, string) {
-	ix := mt.ix
-	for step := 0; step < 4; step++ {
-		if ix.GraphOutputs[p] {
-			return nil, st, fmt.Sprintf("attention probabilities %q are a graph output", p)
+// seqProjection returns the MatMul that makes v's sequence axis (v taken
+// to [B,H,S,D] by perm, through Transposes) as the rows of a constant left
+// operand, E·K: keys or values mixed along the sequence, as Linformer
+// does; nil otherwise. A projection of the features (x·W, or a
+// channels-first W·x whose rows are channels) is not one.
+func (mt *matcher) seqProjection(v string, perm []int) *onnxpb.NodeProto {
+	s := 2 // the sequence axis of the current value
+	if len(perm) == 4 {
+		s = perm[2]
+	}
+	for i := 0; i < 6; i++ {
+		n := mt.Ix.Producer[v]
+		if n == nil || !defaultDomain(n) {
+			return nil
 		}
-		cs := ix.Consumers[p]
-		if len(cs) == 0 {
-			return nil, st, fmt.Sprintf("attention probabilities %q are not used", p)
-		}
-		// Where(IsNaN(p), 0, p) guard: consumers are IsNaN and Where.
-		if len(cs) == 2 {
-			var isnan, where *onnxpb.NodeProto
-			for _, c := range cs {
-				switch c.GetOpType() {
-				case "IsNaN":
-					isnan = c
-				case "Where":
-					where = c
-				}
+		switch n.GetOpType() {
+		case "Transpose":
+			p := onnx.AttrInts(n, "perm")
+			if len(p) != 4 || !isPerm(p) {
+				return nil
 			}
-			if isnan != nil && where != nil && where.Input[0] == isnan.Output[0] && len(ix.Consumers[isnan.Output[0]]) == 1 {
-				st = st.with(isnan).with(where)
-				p = where.Output[0]
-				continue
-			}
-		}
-		if len(cs) != 1 {
-			return nil, st, fmt.Sprintf("attention probabilities %q have %d consumers; want one product with V", p, len(cs))
-		}
-		c := cs[0]
-		switch c.GetOpType() {
-		case "Identity", "Dropout":
-			if len(c.Output) > 1 && c.Output[1] != "" && len(ix.Consumers[c.Output[1]]) > 0 {
-				return nil, st, "dropout mask of the probabilities is used"
-			}
-			st = st.with(c)
-			p = c.Output[0]
+			s = int(p[s])
+			v = inp(n, 0)
 			continue
-		case "MatMul", "Einsum":
-			if inp(c, 0) != p {
-				return nil, st, fmt.Sprintf("%s %s takes the probabilities as its second operand (P·V wanted)", c.GetOpType(), nodeName(c))
+		case "Identity", "Cast":
+			v = inp(n, 0)
+			continue
+		case "MatMul":
+			if s == 2 && mt.ConstDerived(inp(n, 0)) && !mt.ConstDerived(inp(n, 1)) {
+				return n
 			}
-			return c, st, ""
-		default:
-			return nil, st, fmt.Sprintf("probabilities feed %s %s, not a MatMul with V", c.GetOpType(), nodeName(c))
 		}
+		return nil
 	}
-	return nil, st, "too many nodes between Softmax and the product with V"
-}
-
-// scores walks the score expression backwards from v, calling done for
-// each complete match; done returns true to stop. best collects the
-// reason of the failure that got furthest.
-func (mt *matcher) scores(v string, st state, done func(*coreMatch) bool, best *string) bool {
-	ix := mt.ix
-	fail := func(format string, a ...any) bool {
-		msg := fmt.Sprintf(format, a...)
-		if *best == "" || len(st.nodes) >= strings.Count(*best, "\x00") {
-			*best = msg
-		}
-		return false
-	}
-	n := ix.Producer[v]
-	if n == nil {
-		return fail("scores %q are not computed in the graph (no producer)", v)
-	}
-	if !defaultDomain(n) {
-		return fail("scores come from %s:%s %s", n.GetDomain(), n.GetOpType(), nodeName(n))
-	}
-	switch n.GetOpType() {
-	case "Add":
-		for i := 0; i < 2; i++ {
-			bt := biasTerm{node: n, value: inp(n, 1-i), factor: st.scale}
-			s2 := st.with(n).addForm("add-bias")
-			s2.biases = append(append([]biasTerm{}, st.biases...), bt)
-			if mt.scores(inp(n, i), s2, done, best) {
-				return true
-			}
-		}
-		return false
-	case "Where":
-		if len(n.Input) != 3 {
-			return fail("malformed Where %s", nodeName(n))
-		}
-		for i := 1; i <= 2; i++ {
-			other := inp(n, 3-i)
-			fill, ok := scalarOf(ix, other)
-			if !ok {
-				continue
-			}
-			bt := biasTerm{node: n, value: inp(n, 0), factor: 1, where: true, fill: fill, scoresOnTrue: i == 1}
-			s2 := st.with(n).addForm("where-mask")
-			s2.biases = append(append([]biasTerm{}, st.biases...), bt)
-			if mt.scores(inp(n, i), s2, done, best) {
-				return true
-			}
-		}
-		return fail("Where %s selects between two non-constant values", nodeName(n))
-	case "Div":
-		c, ok := scalarOf(ix, inp(n, 1))
-		if !ok || c == 0 {
-			return fail("Div %s divides the scores by a non-constant or zero", nodeName(n))
-		}
-		s2 := st.with(n).addForm("div-scale")
-		s2.scale = st.scale / c
-		return mt.scores(inp(n, 0), s2, done, best)
-	case "Mul":
-		for i := 0; i < 2; i++ {
-			c, ok := scalarOf(ix, inp(n, 1-i))
-			if !ok {
-				continue
-			}
-			s2 := st.with(n).addForm("mul-scale")
-			s2.scale = st.scale * c
-			if mt.scores(inp(n, i), s2, done, best) {
-				return true
-			}
-		}
-		return fail("Mul %s multiplies the scores by a non-constant", nodeName(n))
-	case "Identity", "Cast":
-		return mt.scores(inp(n, 0), st.with(n), done, best)
-	case "MatMul":
-		c := &coreMatch{qk: n, scale: st.scale}
-		s2 := st.with(n)
-		q, sq, qn := mt.stripScale(inp(n, 0))
-		k, sk, kn := mt.stripScale(inp(n, 1))
-		c.q, c.k = q, k
-		c.kPerm = []int{0, 1, 3, 2}
-		c.scale *= sq * sk
-		c.nodes = append(append(s2.nodes, qn...), kn...)
-		c.biases = st.biases
-		c.form = append([]string{"matmul"}, st.form...)
-		if sq != 1 {
-			c.form = append(c.form, "scaled-q")
-		}
-		if sk != 1 {
-			c.form = append(c.form, "scaled-k")
-		}
-		return done(c)
-	case "Einsum":
-		return mt.einsumQK(n, st, done, fail)
-	}
-	return fail("scores come from %s %s, not a Q·Kᵀ product", n.GetOpType(), nodeName(n))
+	return nil
 }
 
 // stripScale follows Mul/Div by scalar constants back from v.
@@ -263,12 +218,12 @@ func (mt *matcher) stripScale(v string) (string, float64, []*onnxpb.NodeProto) {
 	scale := 1.0
 	var nodes []*onnxpb.NodeProto
 	for i := 0; i < 4; i++ {
-		n := mt.ix.Producer[v]
+		n := mt.Ix.Producer[v]
 		if n == nil || !defaultDomain(n) {
 			break
 		}
 		if n.GetOpType() == "Div" {
-			if c, ok := scalarOf(mt.ix, inp(n, 1)); ok && c != 0 {
+			if c, ok := mt.Scalar(inp(n, 1)); ok && c != 0 {
 				scale /= c
 				nodes = append(nodes, n)
 				v = inp(n, 0)
@@ -276,13 +231,13 @@ func (mt *matcher) stripScale(v string) (string, float64, []*onnxpb.NodeProto) {
 			}
 		}
 		if n.GetOpType() == "Mul" {
-			if c, ok := scalarOf(mt.ix, inp(n, 1)); ok {
+			if c, ok := mt.Scalar(inp(n, 1)); ok {
 				scale *= c
 				nodes = append(nodes, n)
 				v = inp(n, 0)
 				continue
 			}
-			if c, ok := scalarOf(mt.ix, inp(n, 0)); ok {
+			if c, ok := mt.Scalar(inp(n, 0)); ok {
 				scale *= c
 				nodes = append(nodes, n)
 				v = inp(n, 1)
@@ -292,20 +247,6 @@ func (mt *matcher) stripScale(v string) (string, float64, []*onnxpb.NodeProto) {
 		break
 	}
 	return v, scale, nodes
-}
-
-// einsumEq parses "ab,cd->ef" with two operands.
-func einsumEq(n *onnxpb.NodeProto) (a, b, out string, ok bool) {
-	eq := strings.ReplaceAll(onnx.AttrString(n, "equation", ""), " ", "")
-	lhs, rhs, found := strings.Cut(eq, "->")
-	if !found || strings.Contains(eq, ".") {
-		return "", "", "", false
-	}
-	ops := strings.Split(lhs, ",")
-	if len(ops) != 2 || len(n.Input) != 2 {
-		return "", "", "", false
-	}
-	return ops[0], ops[1], rhs, true
 }
 
 // permFor returns the positions in from of the letters of to.
@@ -322,49 +263,6 @@ func permFor(from, to string) ([]int, bool) {
 		p[i] = j
 	}
 	return p, true
-}
-
-func (mt *matcher) einsumQK(n *onnxpb.NodeProto, st state, done func(*coreMatch) bool, fail func(string, ...any) bool) bool {
-	a, b, out, ok := einsumEq(n)
-	if !ok || len(out) != 4 || len(a) != 4 || len(b) != 4 {
-		return fail("Einsum %s equation %q is not a rank-4 two-operand product", nodeName(n), onnx.AttrString(n, "equation", ""))
-	}
-	// Scores layout [B,H,S_q,S_k]: the query index is out[2], the key index
-	// out[3]; the contracted index is in both operands and not in out.
-	bi, hi, qi, ki := out[0], out[1], out[2], out[3]
-	var d rune = -1
-	for _, r := range a {
-		if strings.ContainsRune(b, r) && !strings.ContainsRune(out, r) {
-			d = r
-		}
-	}
-	if d < 0 {
-		return fail("Einsum %s contracts no index", nodeName(n))
-	}
-	qv, kv, ql, kl := inp(n, 0), inp(n, 1), a, b
-	swapped := false
-	if strings.ContainsRune(a, rune(ki)) && strings.ContainsRune(b, rune(qi)) {
-		qv, kv, ql, kl = kv, qv, kl, ql
-		swapped = true
-	}
-	qp, ok1 := permFor(ql, string([]byte{bi, hi, qi})+string(d))
-	kp, ok2 := permFor(kl, string([]byte{bi, hi, ki})+string(d))
-	if !ok1 || !ok2 {
-		return fail("Einsum %s equation %q does not give [B,H,S,S] scores from Q and K", nodeName(n), onnx.AttrString(n, "equation", ""))
-	}
-	c := &coreMatch{qk: n, scale: st.scale}
-	q, sq, qn := mt.stripScale(qv)
-	k, sk, kn := mt.stripScale(kv)
-	c.q, c.k, c.scale = q, k, c.scale*sq*sk
-	c.qPerm, c.kPerm = nilIfIdentity(qp), nilIfIdentity(kp)
-	s2 := st.with(n)
-	c.nodes = append(append(s2.nodes, qn...), kn...)
-	c.biases = st.biases
-	c.form = append([]string{"einsum"}, st.form...)
-	if swapped {
-		c.form = append(c.form, "swapped-qk")
-	}
-	return done(c)
 }
 
 func nilIfIdentity(p []int) []int {
@@ -384,7 +282,7 @@ func (mt *matcher) matchV(c *coreMatch, p string) string {
 		c.v = inp(av, 1)
 		return ""
 	case "Einsum":
-		a, b, out, ok := einsumEq(av)
+		a, b, out, ok := graphfacts.EinsumEq(av)
 		if !ok || len(a) != 4 || len(b) != 4 || len(out) != 4 {
 			return fmt.Sprintf("Einsum %s (P·V) equation is not a rank-4 two-operand product", nodeName(av))
 		}
@@ -412,168 +310,6 @@ func (mt *matcher) matchV(c *coreMatch, p string) string {
 	return "unsupported product with V"
 }
 
-// finish checks the matched core, classifies its bias and fills a Block.
-func (mt *matcher) finish(c *coreMatch) (*Block, string) {
-	ix := mt.ix
-	// Every value inside the core must stay inside it.
-	inside := map[*onnxpb.NodeProto]bool{c.av: true}
-	for _, n := range c.nodes {
-		inside[n] = true
-	}
-	for n := range inside {
-		if n == c.av {
-			continue
-		}
-		for _, o := range n.Output {
-			if o == "" {
-				continue
-			}
-			if ix.GraphOutputs[o] {
-				return nil, fmt.Sprintf("internal value %q of the core is a graph output; a rewrite would change it", o)
-			}
-			for _, u := range ix.Consumers[o] {
-				if !inside[u] && (u.GetOpType() == "Shape" || u.GetOpType() == "Size") {
-					// Only the shape escapes; it is unchanged by a rewrite
-					// (the producer is then kept alive for it).
-					c.shapeUses = append(c.shapeUses, u)
-					continue
-				}
-				if !inside[u] {
-					return nil, fmt.Sprintf("internal value %q of the core is also used by %s %s", o, u.GetOpType(), nodeName(u))
-				}
-			}
-		}
-	}
-	// Layouts: each of Q, K, V must come from its head split [B,S,H,D]
-	// by the transposes that make it [B,H,S,D] (K: [B,H,D,S] for MatMul).
-	for _, x := range []struct {
-		name, v string
-		perm    []int
-	}{{"Q", c.q, c.qPerm}, {"K", c.k, c.kPerm}, {"V", c.v, c.vPerm}} {
-		msg, perms := mt.checkLayout(x.name, x.v, x.perm)
-		if msg != "" {
-			return nil, msg
-		}
-		if x.name == "K" && len(perms) > 0 {
-			c.form = append(c.form, "k-perm"+strings.Join(perms, ","))
-		}
-	}
-	if math.IsNaN(c.scale) || math.IsInf(c.scale, 0) {
-		return nil, "the score scale is not a finite number"
-	}
-	b := &Block{core: c, Scale: c.scale, Q: c.q, K: c.k, V: c.v, Output: c.av.Output[0], Bias: BiasNone, Convertible: true}
-	seen := map[*onnxpb.NodeProto]bool{}
-	for _, n := range append(c.nodes, c.av) {
-		if !seen[n] {
-			seen[n] = true
-			b.Nodes = append(b.Nodes, nodeName(n))
-		}
-	}
-	// Heads and head dim from the shapes of Q (graph layout → [B,H,S,D]).
-	qd := mt.dims(c.q, 0)
-	if c.qPerm != nil && qd != nil {
-		qd = permute(qd, c.qPerm)
-	}
-	kd := mt.dims(c.k, 0)
-	kp := c.kPerm
-	if kp != nil && kd != nil {
-		kd = permute(kd, kp)
-	}
-	h, d := int64(-1), int64(-1)
-	if len(qd) == 4 {
-		h, d = qd[1], qd[3]
-	}
-	if len(kd) == 4 {
-		if h <= 0 {
-			h = kd[1]
-		}
-		if d <= 0 {
-			d = kd[3]
-		}
-	}
-	// Complete from the projection width (hidden = H·D).
-	hidden := mt.projWidth(c.q, 0)
-	if hidden <= 0 {
-		hidden = mt.projWidth(c.k, 0)
-	}
-	if h > 0 && d <= 0 && hidden > 0 && hidden%h == 0 {
-		d = hidden / h
-	}
-	if d > 0 && h <= 0 && hidden > 0 && hidden%d == 0 {
-		h = hidden / d
-	}
-	b.Heads, b.HeadDim = int(h), int(d)
-	if h > 0 && d > 0 && hidden > 0 && h*d != hidden {
-		return nil, fmt.Sprintf("heads·head_dim = %d·%d ≠ projection width %d", h, d, hidden)
-	}
-	if h <= 0 || d <= 0 {
-		b.Convertible = false
-		b.Reason = "number of heads or head size not known from constants or shapes"
-	}
-	// Bias.
-	for i := range c.biases {
-		bt := &c.biases[i]
-		bt.kind, bt.keyValue = mt.classifyBias(bt)
-		if bt.kind == BiasPerKey && !queryFree(mt.usize(bt.keyValue, 0)) {
-			bt.sliceKey = true
-		}
-		switch {
-		case bt.kind == BiasCausal:
-			b.Bias, b.Causal = BiasCausal, true
-		case bt.kind == BiasPerQueryKey && b.Bias != BiasCausal:
-			b.Bias = BiasPerQueryKey
-		case bt.kind == BiasPerKey && b.Bias == BiasNone:
-			b.Bias = BiasPerKey
-			b.BiasValue = bt.value
-		}
-		if bt.where {
-			if bt.kind == BiasPerKey && bt.fill > -1e4 {
-				b.Convertible = false
-				b.Reason = fmt.Sprintf("Where %s fills masked scores with %g, not a large negative value; it is not an additive mask", nodeName(bt.node), bt.fill)
-			}
-		}
-	}
-	perKey := 0
-	for _, bt := range c.biases {
-		if bt.kind == BiasPerKey {
-			perKey++
-		}
-	}
-	switch b.Bias {
-	case BiasCausal:
-		b.Convertible = false
-		b.Reason = "causal (triangular) mask: a bidirectional linear attention would let tokens see the future"
-	case BiasPerQueryKey:
-		b.Convertible = false
-		b.Reason = "bias depends on query and key position; only a per-key bias [B,1,1,S] is exact under linear attention"
-	}
-	if mt.pastState(c.k) || mt.pastState(c.v) {
-		b.Convertible = false
-		b.Reason = "keys/values are concatenated with past state (incremental decoding)"
-		if b.Causal {
-			b.Reason = "causal with past key/value state (incremental decoding): " + "a bidirectional op cannot replace it"
-		}
-	}
-	if b.Convertible && perKey > 1 {
-		b.Convertible = false
-		b.Reason = "more than one per-key bias term"
-	}
-	b.Form = "unfused:" + strings.Join(dedup(c.form), "+")
-	return b, ""
-}
-
-// isPerm reports whether p is a permutation of 0..len(p)-1.
-func isPerm(p []int64) bool {
-	seen := make([]bool, len(p))
-	for _, x := range p {
-		if x < 0 || x >= int64(len(p)) || seen[x] {
-			return false
-		}
-		seen[x] = true
-	}
-	return true
-}
-
 // checkLayout follows v back through Transposes (and scalar scales) to a
 // rank-4 Reshape (the head split, [B,S,H,D]) and checks that v, taken to
 // [B,H,S,D] by perm, is that split transposed by [0,2,1,3]. When no head
@@ -582,7 +318,7 @@ func (mt *matcher) checkLayout(name, v string, perm []int) (string, []string) {
 	comp := []int{0, 1, 2, 3} // v axis i = current value's axis comp[i]
 	var seen, compact []string
 	for step := 0; step < 8; step++ {
-		n := mt.ix.Producer[v]
+		n := mt.Ix.Producer[v]
 		if n == nil || !defaultDomain(n) {
 			return "", nil
 		}
@@ -602,17 +338,17 @@ func (mt *matcher) checkLayout(name, v string, perm []int) (string, []string) {
 			v = inp(n, 0)
 			continue
 		case "Mul", "Div":
-			if _, ok := scalarOf(mt.ix, inp(n, 1)); ok {
+			if _, ok := mt.Scalar(inp(n, 1)); ok {
 				v = inp(n, 0)
 				continue
 			}
-			if _, ok := scalarOf(mt.ix, inp(n, 0)); ok && n.GetOpType() == "Mul" {
+			if _, ok := mt.Scalar(inp(n, 0)); ok && n.GetOpType() == "Mul" {
 				v = inp(n, 1)
 				continue
 			}
 			return "", nil
 		case "Reshape":
-			if s := mt.shapeValue(inp(n, 1), 0); len(s) != 4 {
+			if s := mt.ShapeValue(inp(n, 1)); len(s) != 4 {
 				return "", nil
 			}
 			p := perm
@@ -648,204 +384,10 @@ func dedup(s []string) []string {
 	return out
 }
 
-// permute returns d reordered by p, or nil when p is not a permutation of
-// d's axes (a malformed perm attribute).
-func permute(d []int64, p []int) []int64 {
-	if len(d) != len(p) {
-		return nil
-	}
-	out := make([]int64, len(p))
-	seen := make([]bool, len(p))
-	for i, j := range p {
-		if j < 0 || j >= len(d) || seen[j] {
-			return nil
-		}
-		seen[j] = true
-		out[i] = d[j]
-	}
-	return out
-}
-
-// dims returns what is known of v's shape (−1 unknown), nil if not even
-// the rank is known.
-func (mt *matcher) dims(v string, depth int) []int64 {
-	ix := mt.ix
-	if depth > 8 {
-		return nil
-	}
-	if vi, ok := ix.ValueInfo[v]; ok {
-		if _, sh, ok := onnx.TensorType(vi); ok && sh != nil {
-			out := make([]int64, len(sh))
-			for i, d := range sh {
-				out[i] = d.Value
-			}
-			return out
-		}
-	}
-	if t, ok := ix.Initializers[v]; ok {
-		return append([]int64{}, t.Dims...)
-	}
-	n := ix.Producer[v]
-	if n == nil || !defaultDomain(n) {
-		return nil
-	}
-	switch n.GetOpType() {
-	case "Transpose":
-		in := mt.dims(inp(n, 0), depth+1)
-		p := onnx.AttrInts(n, "perm")
-		if in == nil || len(p) != len(in) {
-			return nil
-		}
-		ip := make([]int, len(p))
-		for i, x := range p {
-			ip[i] = int(x)
-		}
-		return permute(in, ip)
-	case "Reshape":
-		s := mt.shapeValue(inp(n, 1), depth+1)
-		if s == nil {
-			return nil
-		}
-		in := mt.dims(inp(n, 0), depth+1)
-		out := make([]int64, len(s))
-		for i, x := range s {
-			switch {
-			case x == 0 && in != nil && i < len(in):
-				out[i] = in[i]
-			case x <= 0:
-				out[i] = -1
-			default:
-				out[i] = x
-			}
-		}
-		return out
-	case "Einsum":
-		// A projection with a constant weight (keras/tf2onnx
-		// "abc,cde->abde"): output sizes from the weight's letters.
-		a, b, out, ok := einsumEq(n)
-		if !ok {
-			return nil
-		}
-		size := map[rune]int64{}
-		for i, eq := range []string{a, b} {
-			if t, ok := ix.Initializers[inp(n, i)]; ok && len(t.Dims) == len(eq) {
-				for j, r := range eq {
-					size[r] = t.Dims[j]
-				}
-			}
-		}
-		d := make([]int64, len(out))
-		for i, r := range out {
-			if v, ok := size[r]; ok {
-				d[i] = v
-			} else {
-				d[i] = -1
-			}
-		}
-		return d
-	case "Mul", "Div", "Add", "Sub", "Identity", "Cast", "Dropout":
-		var best []int64
-		for _, in := range n.Input {
-			if in == "" {
-				continue
-			}
-			if _, isConst := constant(ix, in); isConst {
-				continue
-			}
-			d := mt.dims(in, depth+1)
-			if len(d) > len(best) {
-				best = d
-			}
-		}
-		return best
-	}
-	return nil
-}
-
-// shapeValue returns a shape tensor's entries (−1 where unknown): a
-// constant, a Cast of one, or a Concat of single-element pieces.
-func (mt *matcher) shapeValue(v string, depth int) []int64 {
-	if depth > 10 {
-		return nil
-	}
-	if s, ok := intsOf(mt.ix, v); ok {
-		return s
-	}
-	n := mt.ix.Producer[v]
-	if n == nil || !defaultDomain(n) {
-		return nil
-	}
-	switch n.GetOpType() {
-	case "Cast", "Identity":
-		return mt.shapeValue(inp(n, 0), depth+1)
-	case "Concat":
-		var out []int64
-		for _, in := range n.Input {
-			if s, ok := intsOf(mt.ix, in); ok {
-				out = append(out, s...)
-				continue
-			}
-			// A dynamic piece: assume one element (Unsqueeze of a scalar).
-			out = append(out, -1)
-		}
-		return out
-	}
-	return nil
-}
-
-// projWidth finds the output width of the projection feeding v: back
-// through Transpose/Reshape/Add/scale to a MatMul, Gemm or Einsum with a
-// constant weight.
-func (mt *matcher) projWidth(v string, depth int) int64 {
-	ix := mt.ix
-	if depth > 10 {
-		return -1
-	}
-	n := ix.Producer[v]
-	if n == nil || !defaultDomain(n) {
-		return -1
-	}
-	switch n.GetOpType() {
-	case "Transpose", "Reshape", "Identity", "Cast":
-		return mt.projWidth(inp(n, 0), depth+1)
-	case "Add", "Mul", "Div":
-		for _, in := range n.Input {
-			if _, isConst := constant(ix, in); isConst {
-				continue
-			}
-			if w := mt.projWidth(in, depth+1); w > 0 {
-				return w
-			}
-		}
-	case "Split":
-		split := onnx.AttrInts(n, "split")
-		if split == nil && len(n.Input) > 1 {
-			split, _ = intsOf(ix, inp(n, 1))
-		}
-		for i, o := range n.Output {
-			if o == v && i < len(split) {
-				return split[i]
-			}
-		}
-	case "Einsum":
-		if t, ok := ix.Initializers[inp(n, 1)]; ok && len(t.Dims) == 3 {
-			return t.Dims[1] * t.Dims[2]
-		}
-	case "MatMul", "Gemm":
-		if t, ok := ix.Initializers[inp(n, 1)]; ok && len(t.Dims) == 2 {
-			if n.GetOpType() == "Gemm" && onnx.AttrInt(n, "transB", 0) == 1 {
-				return t.Dims[0]
-			}
-			return t.Dims[1]
-		}
-	}
-	return -1
-}
-
 // pastState reports whether v is a concatenation with a graph input (past
 // key/value).
 func (mt *matcher) pastState(v string) bool {
-	ix := mt.ix
+	ix := mt.Ix
 	for i := 0; i < 4; i++ {
 		n := ix.Producer[v]
 		if n == nil {
@@ -868,13 +410,13 @@ func (mt *matcher) pastState(v string) bool {
 }
 
 func (mt *matcher) reachesInput(v string, depth int) bool {
-	if mt.ix.GraphInputs[v] {
+	if mt.Ix.GraphInputs[v] {
 		return true
 	}
 	if depth == 0 {
 		return false
 	}
-	n := mt.ix.Producer[v]
+	n := mt.Ix.Producer[v]
 	if n == nil {
 		return false
 	}
@@ -885,49 +427,16 @@ func (mt *matcher) reachesInput(v string, depth int) bool {
 	return false
 }
 
-// classifyBias decides the kind of one bias term and, for a per-key one,
-// the value of shape [B,1,1,S] to build the op's key bias from.
-func (mt *matcher) classifyBias(bt *biasTerm) (BiasKind, string) {
-	if mt.causal(bt.value) {
-		return BiasCausal, ""
-	}
-	v := bt.value
-	if bt.where {
-		// DistilBERT: Where(Expand(Reshape(mask==0)), ...): the Expand's
-		// input holds the per-key condition.
-		if n := mt.ix.Producer[v]; n != nil && n.GetOpType() == "Expand" {
-			v = inp(n, 0)
-		}
-		if mt.perKey(v, 0) || queryFree(mt.bshape(v)) {
-			return BiasPerKey, v
-		}
-		return BiasPerQueryKey, ""
-	}
-	if mt.perKey(v, 0) || queryFree(mt.bshape(v)) {
-		return BiasPerKey, v
-	}
-	// HF transformers ≥ 4.48: bias = Where(Expand(mask[B,1,1,S]), 0, min):
-	// the values are per key, broadcast over queries; the rewrite rebuilds
-	// the Where on the unexpanded condition.
-	if n := mt.ix.Producer[v]; n != nil && n.GetOpType() == "Where" && defaultDomain(n) {
-		c := inp(n, 0)
-		if e := mt.ix.Producer[c]; e != nil && e.GetOpType() == "Expand" {
-			c = inp(e, 0)
-		}
-		_, okA := scalarOf(mt.ix, inp(n, 1))
-		_, okB := scalarOf(mt.ix, inp(n, 2))
-		if okA && okB && queryFree(mt.bshape(c)) {
-			bt.rebuildWhere = n
-			return BiasPerKey, c
-		}
-	}
-	return BiasPerQueryKey, ""
+// queryFree reports whether v, added to [B,H,S,S] scores, has size one on
+// the head and query axes (so it is a per-key bias [B,1,1,S]).
+func queryFree(s []int64) bool {
+	return len(s) == 4 && s[1] == 1 && s[2] == 1
 }
 
 // perKey reports whether v has shape [B,1,1,S] (by declared shape or by
 // construction from a [B,S] mask).
 func (mt *matcher) perKey(v string, depth int) bool {
-	ix := mt.ix
+	ix := mt.Ix
 	if depth > 12 {
 		return false
 	}
@@ -978,7 +487,7 @@ func (mt *matcher) perKey(v string, depth int) bool {
 		}
 		return false
 	case "Reshape":
-		s := mt.shapeValue(inp(n, 1), 0)
+		s := mt.ShapeValue(inp(n, 1))
 		return len(s) == 4 && s[1] == 1 && s[2] == 1
 	case "Cast", "Identity", "Neg", "Not", "Sub", "Mul", "Add", "Div", "Equal", "Less", "Greater", "Slice", "Where", "Sqrt", "Reciprocal":
 		ins := n.Input
@@ -1006,7 +515,7 @@ func (mt *matcher) perKey(v string, depth int) bool {
 // causal looks for the marks of a causal mask in the subgraph behind v: a
 // Trilu, a Range compared with Less/Greater, or a triangular constant.
 func (mt *matcher) causal(v string) bool {
-	ix := mt.ix
+	ix := mt.Ix
 	seen := map[string]bool{}
 	queue := []string{v}
 	hasRange, hasCompare := false, false
@@ -1035,7 +544,7 @@ func (mt *matcher) causal(v string) bool {
 		case "Less", "Greater", "LessOrEqual", "GreaterOrEqual":
 			// A comparison of two index vectors (q_idx vs kv_idx); a
 			// comparison with a constant (kv_idx ≥ 0) is not causal.
-			if len(n.Input) == 2 && mt.fromRange(inp(n, 0), 0) && mt.fromRange(inp(n, 1), 0) {
+			if len(n.Input) == 2 && mt.FromRange(inp(n, 0)) && mt.FromRange(inp(n, 1)) {
 				hasCompare = true
 			}
 		case "Shape", "Size":
@@ -1046,6 +555,38 @@ func (mt *matcher) causal(v string) bool {
 		}
 	}
 	return hasRange && hasCompare
+}
+
+// slidingWindow reports whether v is built from the distance |i − j|
+// between two index vectors (Abs of a Sub of Range-derived values) compared
+// with a bound: the band mask of local (sliding-window) attention,
+// ModernBERT's local layers.
+func (mt *matcher) slidingWindow(v string) bool {
+	ix := mt.Ix
+	seen := map[string]bool{}
+	queue := []string{v}
+	for steps := 0; len(queue) > 0 && steps < 64; steps++ {
+		x := queue[0]
+		queue = queue[1:]
+		if seen[x] {
+			continue
+		}
+		seen[x] = true
+		n := ix.Producer[x]
+		if n == nil || !defaultDomain(n) {
+			continue
+		}
+		switch n.GetOpType() {
+		case "Shape", "Size":
+			continue
+		case "Abs":
+			if d := ix.Producer[inp(n, 0)]; d != nil && d.GetOpType() == "Sub" && mt.FromRange(inp(d, 0)) && mt.FromRange(inp(d, 1)) {
+				return true
+			}
+		}
+		queue = append(queue, onnx.NodeInputs(n)...)
+	}
+	return false
 }
 
 // triangular reports whether t's last two dims form a square matrix with

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/linearize/linearize/internal/graphfacts"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
 )
@@ -336,27 +337,17 @@ func (mc *ModelComparison) WriteJSON(w io.Writer) error {
 	return enc.Encode(mc)
 }
 
-// MergedValue follows name through single-consumer Transpose and Reshape
-// nodes (the head merge after an attention core, [B,H,S,D] → [B,S,H·D])
-// and returns the last value reached: the attention block's output in
-// token layout, a value a rewrite of the core leaves in place.
+// MergedValue returns the attention block output name in token layout:
+// name followed forward through the head merge (Transposes and Reshapes
+// that are its only consumer besides Shape/Size), a value a rewrite of the
+// core leaves in place. It is the definition convert.Detect records as
+// Block.Merged (internal/graphfacts.MergedValue), for outputs Detect does
+// not report: converted (ai.linearize) nodes and fused cores.
 func MergedValue(m *onnxpb.ModelProto, name string) string {
 	if m == nil || m.Graph == nil {
 		return name
 	}
-	ix := onnx.NewIndex(m.Graph)
-	for i := 0; i < 8; i++ {
-		cs := ix.Consumers[name]
-		if len(cs) != 1 || ix.GraphOutputs[name] {
-			return name
-		}
-		op := cs[0].GetOpType()
-		if cs[0].GetDomain() != "" || (op != "Transpose" && op != "Reshape") || len(cs[0].Output) != 1 {
-			return name
-		}
-		name = cs[0].Output[0]
-	}
-	return name
+	return graphfacts.MergedValue(onnx.NewIndex(m.Graph), name)
 }
 
 // GraphInputs lists m's graph inputs that are not initializers, with their

@@ -267,7 +267,11 @@ func layerValues(models []*onnxpb.ModelProto, labels map[string]string) []string
 	for _, m := range models {
 		if det, err := convert.Detect(m); err == nil {
 			for _, b := range det.Blocks {
-				if b.Function == "" {
+				switch {
+				case b.Function != "":
+				case b.Merged != "": // proved by Detect
+					add(m, b.Merged, b.Layer)
+				default: // a fused core
 					add(m, b.Output, b.Layer)
 				}
 			}

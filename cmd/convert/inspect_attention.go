@@ -16,7 +16,9 @@ type attentionSection struct {
 	Attention      []*convert.Block    `json:"attention"`
 	AttentionCount int                 `json:"attention_count"`
 	Unmatched      []convert.Unmatched `json:"unmatched_softmax,omitempty"`
-	explain        bool
+	// Linear lists linear attention already in the model (converted).
+	Linear  []convert.LinearNode `json:"linear_attention,omitempty"`
+	explain bool
 }
 
 func buildAttention(m *onnxpb.ModelProto, f inspectFlags) (attentionSection, error) {
@@ -24,7 +26,7 @@ func buildAttention(m *onnxpb.ModelProto, f inspectFlags) (attentionSection, err
 	if err != nil {
 		return attentionSection{}, badInput(err)
 	}
-	s := attentionSection{Attention: d.Blocks, AttentionCount: d.Count(), explain: f.explain}
+	s := attentionSection{Attention: d.Blocks, AttentionCount: d.Count(), Linear: d.Linear, explain: f.explain}
 	if s.Attention == nil {
 		s.Attention = []*convert.Block{}
 	}
@@ -37,6 +39,12 @@ func buildAttention(m *onnxpb.ModelProto, f inspectFlags) (attentionSection, err
 func printAttention(w io.Writer, r *inspectReport) {
 	s := r.attentionSection
 	fmt.Fprintf(w, "attention:    %d blocks\n", s.AttentionCount)
+	if len(s.Linear) > 0 {
+		fmt.Fprintf(w, "converted already: %d linear-attention ops\n", len(s.Linear))
+		for _, l := range s.Linear {
+			fmt.Fprintf(w, "  %s  %s\n", l.Op, l.Node)
+		}
+	}
 	for _, b := range s.Attention {
 		conv := "convertible"
 		if !b.Convertible {

@@ -1,42 +1,31 @@
-package convert
+package graphfacts
 
 import (
 	"github.com/linearize/linearize/onnx"
 )
 
 // Broadcast shapes: what a bias matcher needs to know of a value's shape
-// is its rank and which axes have size 1. bshape computes that for the
-// ops exporters build masks from (HF transformers ≥ 4.48 builds masks from
-// Range indices, Gather on the flattened mask, And, Expand and Where).
-// Each entry is 1 (size one), or −1 (anything else or unknown).
+// is its rank and which axes have size 1, or along which axes its values
+// do not vary. Broadcast and Units compute that for the ops exporters
+// build masks from (HF transformers ≥ 4.48 builds masks from Range
+// indices, Gather on the flattened mask, And, Expand and Where). Each
+// entry is 1 (size one, or no variation), or −1 (anything else or
+// unknown).
 
-const maxShapeDepth = 40
-
-// bshape returns, per axis of v, 1 where v's values do not vary along
+// Broadcast returns, per axis of v, 1 where v's values do not vary along
 // the axis (a size-one axis, or one that Expand or ConstantOfShape made)
 // and −1 where they may; nil if unknown. Only the rank and size-one axes
 // of a shape input (Shape(y) of Reshape/Expand/ConstantOfShape) are taken
 // from y, computed in shape mode (usize).
-func (mt *matcher) bshape(v string) []int64 {
-	if mt.shapes == nil {
-		mt.shapes = map[string][]int64{}
-	}
-	return mt.bshapeDepth(v, 0)
-}
+func (f *Facts) Broadcast(v string) []int64 { return f.bshapeMode(v, 0, false) }
 
-// usize returns v's rank and size-one axes (1) in shape mode.
-func (mt *matcher) usize(v string, depth int) []int64 {
-	if mt.shapes == nil {
-		mt.shapes = map[string][]int64{}
-	}
-	return mt.bshapeMode(v, depth, true)
-}
+// Units returns v's rank and size-one axes (1; −1 other or unknown): its
+// shape as far as broadcasting needs it; nil if not even the rank is known.
+func (f *Facts) Units(v string) []int64 { return f.bshapeMode(v, 0, true) }
 
-func (mt *matcher) bshapeDepth(v string, depth int) []int64 {
-	return mt.bshapeMode(v, depth, false)
-}
+func (f *Facts) usize(v string, depth int) []int64 { return f.bshapeMode(v, depth, true) }
 
-func unitDims(d []int64) []int64 {
+func UnitDims(d []int64) []int64 {
 	out := make([]int64, len(d))
 	for i, x := range d {
 		if x == 1 {
@@ -48,7 +37,7 @@ func unitDims(d []int64) []int64 {
 	return out
 }
 
-func broadcastDims(shapes ...[]int64) []int64 {
+func BroadcastDims(shapes ...[]int64) []int64 {
 	r := 0
 	for _, s := range shapes {
 		if s == nil {
@@ -73,43 +62,51 @@ func broadcastDims(shapes ...[]int64) []int64 {
 	return out
 }
 
-func (mt *matcher) bshapeMode(v string, depth int, shapeMode bool) (res []int64) {
-	key := v
+func (f *Facts) bshapeMode(v string, depth int, shapeMode bool) (res []int64) {
+	memo := f.bcast
 	if shapeMode {
-		key = "\x00shape:" + v
+		memo = f.units
 	}
-	if s, ok := mt.shapes[key]; ok {
+	if s, ok := memo[v]; ok {
 		return s
 	}
-	if depth > maxShapeDepth {
+	if depth > MaxDepth {
 		return nil
 	}
-	defer func() { mt.shapes[key] = res }()
-	ix := mt.ix
-	if t, ok := constant(ix, v); ok {
+	defer func() { memo[v] = res }()
+	if t, ok := Constant(f.Ix, v); ok {
+		if _, same := f.Uniform(v); same && !shapeMode {
+			// All elements equal: the values vary along no axis (an
+			// all-true [1,1,S,1] guard and-ed into a per-key mask).
+			out := make([]int64, len(t.Shape))
+			for i := range out {
+				out[i] = 1
+			}
+			return out
+		}
 		d := make([]int64, len(t.Shape))
 		for i, x := range t.Shape {
 			d[i] = int64(x)
 		}
-		return unitDims(d)
+		return UnitDims(d)
 	}
-	n := ix.Producer[v]
-	if n == nil || !defaultDomain(n) {
-		return mt.declaredUnits(v)
+	n := f.Ix.Producer[v]
+	if n == nil || !DefaultDomain(n) {
+		return f.declaredUnits(v)
 	}
 	// The op analysis knows more than a declared shape (symbolic dims that
 	// are 1, axes a value is constant along); the declaration is the
 	// fallback.
 	defer func() {
 		if res == nil {
-			res = mt.declaredUnits(v)
+			res = f.declaredUnits(v)
 		}
 	}()
 	in := func(i int) []int64 {
-		if i >= len(n.Input) || inp(n, i) == "" {
+		if i >= len(n.Input) || Input(n, i) == "" {
 			return nil
 		}
-		return mt.bshapeMode(inp(n, i), depth+1, shapeMode)
+		return f.bshapeMode(Input(n, i), depth+1, shapeMode)
 	}
 	switch n.GetOpType() {
 	case "Range", "Shape", "NonZero":
@@ -121,12 +118,12 @@ func (mt *matcher) bshapeMode(v string, depth int, shapeMode bool) (res []int64)
 		for i := range n.Input {
 			ss = append(ss, in(i))
 		}
-		return broadcastDims(ss...)
+		return BroadcastDims(ss...)
 	case "Unsqueeze":
 		x := in(0)
 		axes := onnx.AttrInts(n, "axes")
 		if axes == nil && len(n.Input) > 1 {
-			axes, _ = intsOf(ix, inp(n, 1))
+			axes, _ = Ints(f.Ix, Input(n, 1))
 		}
 		if x == nil || axes == nil {
 			return nil
@@ -157,7 +154,7 @@ func (mt *matcher) bshapeMode(v string, depth int, shapeMode bool) (res []int64)
 		x := in(0)
 		axes := onnx.AttrInts(n, "axes")
 		if axes == nil && len(n.Input) > 1 {
-			axes, _ = intsOf(ix, inp(n, 1))
+			axes, _ = Ints(f.Ix, Input(n, 1))
 		}
 		if x == nil || axes == nil {
 			return nil
@@ -211,7 +208,7 @@ func (mt *matcher) bshapeMode(v string, depth int, shapeMode bool) (res []int64)
 		// and < c all false: HF masks and-in such checks along the query
 		// axis (opset 11 exports write ≥ as Not(Less)).
 		if !shapeMode && len(n.Input) == 2 {
-			if c, ok := scalarOf(ix, inp(n, 1)); ok && mt.rangeAtLeast(inp(n, 0), c, n.GetOpType() == "Greater") {
+			if c, ok := f.Scalar(Input(n, 1)); ok && f.rangeAtLeast(Input(n, 0), c, n.GetOpType() == "Greater") {
 				x := in(0)
 				if x == nil {
 					return nil
@@ -223,20 +220,20 @@ func (mt *matcher) bshapeMode(v string, depth int, shapeMode bool) (res []int64)
 				return out
 			}
 		}
-		return broadcastDims(in(0), in(1))
+		return BroadcastDims(in(0), in(1))
 	case "Reshape", "ConstantOfShape", "Expand":
 		si := 1
 		if n.GetOpType() == "ConstantOfShape" {
 			si = 0
 		}
-		target := mt.shapeUnits(inp(n, si), depth+1)
+		target := f.shapeUnits(Input(n, si), depth+1)
 		if target == nil {
 			return nil
 		}
-		out := unitDims(target)
+		out := UnitDims(target)
 		switch n.GetOpType() {
 		case "Reshape":
-			x := mt.usize(inp(n, 0), depth+1)
+			x := f.usize(Input(n, 0), depth+1)
 			for i, t := range target {
 				if t == 0 && x != nil && i < len(x) {
 					out[i] = x[i]
@@ -262,7 +259,7 @@ func (mt *matcher) bshapeMode(v string, depth int, shapeMode bool) (res []int64)
 				copy(res[len(out)-len(x):], x)
 				return res
 			}
-			return broadcastDims(in(0), out)
+			return BroadcastDims(in(0), out)
 		}
 		return out
 	case "Slice":
@@ -289,7 +286,7 @@ func (mt *matcher) bshapeMode(v string, depth int, shapeMode bool) (res []int64)
 		if axis < 0 || axis >= r {
 			return nil
 		}
-		out := broadcastDims(ss...)
+		out := BroadcastDims(ss...)
 		if len(ss) > 1 {
 			out[axis] = -1
 		}
@@ -300,13 +297,13 @@ func (mt *matcher) bshapeMode(v string, depth int, shapeMode bool) (res []int64)
 		if data == nil || len(idx) < 1 || onnx.AttrInt(n, "batch_dims", 0) != 0 {
 			return nil
 		}
-		last := mt.usize(inp(n, 1), depth+1)
+		last := f.usize(Input(n, 1), depth+1)
 		if len(last) != len(idx) {
 			return nil
 		}
 		// The depth of each index tuple must be known: it is the size of
 		// the last axis, read from the Concat that built it.
-		k := mt.tupleLen(inp(n, 1))
+		k := f.tupleLen(Input(n, 1))
 		if k <= 0 || k > len(data) {
 			return nil
 		}
@@ -328,7 +325,7 @@ func (mt *matcher) bshapeMode(v string, depth int, shapeMode bool) (res []int64)
 		for i, v := range p {
 			ip[i] = int(v)
 		}
-		return permute(x, ip)
+		return Permute(x, ip)
 	}
 	return nil
 }
@@ -343,20 +340,20 @@ func boolIndex(b bool) int {
 // shapeUnits returns the entries of a shape tensor (1 where the size is
 // one, −1 unknown, 0 "copy" for Reshape), built from constants, Shape(y)
 // (y's shape-mode axes) and Concat of such pieces.
-func (mt *matcher) shapeUnits(v string, depth int) []int64 {
-	if depth > maxShapeDepth {
+func (f *Facts) shapeUnits(v string, depth int) []int64 {
+	if depth > MaxDepth {
 		return nil
 	}
-	if s, ok := intsOf(mt.ix, v); ok {
+	if s, ok := Ints(f.Ix, v); ok {
 		return s
 	}
-	n := mt.ix.Producer[v]
-	if n == nil || !defaultDomain(n) {
+	n := f.Ix.Producer[v]
+	if n == nil || !DefaultDomain(n) {
 		return nil
 	}
 	switch n.GetOpType() {
 	case "Shape":
-		x := mt.usize(inp(n, 0), depth+1)
+		x := f.usize(Input(n, 0), depth+1)
 		if x == nil {
 			return nil
 		}
@@ -374,14 +371,14 @@ func (mt *matcher) shapeUnits(v string, depth int) []int64 {
 		}
 		return x[lo:hi]
 	case "Cast", "Identity":
-		return mt.shapeUnits(inp(n, 0), depth+1)
+		return f.shapeUnits(Input(n, 0), depth+1)
 	case "Concat":
 		var out []int64
 		for _, in := range n.Input {
-			p := mt.shapeUnits(in, depth+1)
+			p := f.shapeUnits(in, depth+1)
 			if p == nil {
 				// A dynamic scalar piece (Unsqueeze of a dim).
-				if q := mt.ix.Producer[in]; q != nil && q.GetOpType() == "Unsqueeze" {
+				if q := f.Ix.Producer[in]; q != nil && q.GetOpType() == "Unsqueeze" {
 					p = []int64{-1}
 				} else {
 					return nil
@@ -397,19 +394,19 @@ func (mt *matcher) shapeUnits(v string, depth int) []int64 {
 // rangeAtLeast reports whether v is an Unsqueeze/Reshape/Cast of
 // Range(start, limit, delta) with constant start ≥ c (> c if strict) and
 // delta > 0.
-func (mt *matcher) rangeAtLeast(v string, c float64, strict bool) bool {
+func (f *Facts) rangeAtLeast(v string, c float64, strict bool) bool {
 	for i := 0; i < 8; i++ {
-		n := mt.ix.Producer[v]
-		if n == nil || !defaultDomain(n) {
+		n := f.Ix.Producer[v]
+		if n == nil || !DefaultDomain(n) {
 			return false
 		}
 		switch n.GetOpType() {
 		case "Unsqueeze", "Reshape", "Cast", "Identity":
-			v = inp(n, 0)
+			v = Input(n, 0)
 			continue
 		case "Range":
-			s, ok1 := scalarOf(mt.ix, inp(n, 0))
-			d, ok2 := scalarOf(mt.ix, inp(n, 2))
+			s, ok1 := f.Scalar(Input(n, 0))
+			d, ok2 := f.Scalar(Input(n, 2))
 			if !ok1 || !ok2 || d <= 0 {
 				return false
 			}
@@ -425,15 +422,15 @@ func (mt *matcher) rangeAtLeast(v string, c float64, strict bool) bool {
 
 // tupleLen returns the size of the last axis of an index tensor built by
 // Concat along the last axis of Unsqueeze(·, −1) pieces, or −1.
-func (mt *matcher) tupleLen(v string) int {
-	n := mt.ix.Producer[v]
+func (f *Facts) tupleLen(v string) int {
+	n := f.Ix.Producer[v]
 	if n == nil || n.GetOpType() != "Concat" {
-		if t, ok := constant(mt.ix, v); ok && len(t.Shape) > 0 {
+		if t, ok := Constant(f.Ix, v); ok && len(t.Shape) > 0 {
 			return t.Shape[len(t.Shape)-1]
 		}
 		return -1
 	}
-	x := mt.usize(v, 0)
+	x := f.usize(v, 0)
 	if x == nil {
 		return -1
 	}
@@ -443,7 +440,7 @@ func (mt *matcher) tupleLen(v string) int {
 	}
 	total := 0
 	for _, in := range n.Input {
-		s := mt.usize(in, 0)
+		s := f.usize(in, 0)
 		if len(s) != len(x) || s[len(s)-1] != 1 {
 			return -1
 		}
@@ -453,31 +450,36 @@ func (mt *matcher) tupleLen(v string) int {
 }
 
 // declaredUnits returns the size-one axes of v's declared shape.
-func (mt *matcher) declaredUnits(v string) []int64 {
-	if vi, ok := mt.ix.ValueInfo[v]; ok {
+func (f *Facts) declaredUnits(v string) []int64 {
+	if vi, ok := f.Ix.ValueInfo[v]; ok {
 		if _, sh, ok := onnx.TensorType(vi); ok && sh != nil {
 			d := make([]int64, len(sh))
 			for i, x := range sh {
 				d[i] = x.Value
 			}
-			return unitDims(d)
+			return UnitDims(d)
 		}
 	}
 	return nil
 }
 
-// queryFree reports whether v, added to [B,H,S,S] scores, has size one on
-// the head and query axes (so it is a per-key bias [B,1,1,S]).
-func queryFree(s []int64) bool {
-	return len(s) == 4 && s[1] == 1 && s[2] == 1
-}
+// FromRange reports whether v is computed from a Range (an index vector).
+func (f *Facts) FromRange(v string) bool { return f.fromRange(v, 0) }
 
-// fromRange reports whether v is computed from a Range (an index vector).
-func (mt *matcher) fromRange(v string, depth int) bool {
-	if depth > 12 {
+func (f *Facts) fromRange(v string, depth int) bool {
+	if depth > MaxDepth {
 		return false
 	}
-	n := mt.ix.Producer[v]
+	if r, ok := f.ranges[v]; ok {
+		return r
+	}
+	r := f.fromRangeWalk(v, depth)
+	f.ranges[v] = r
+	return r
+}
+
+func (f *Facts) fromRangeWalk(v string, depth int) bool {
+	n := f.Ix.Producer[v]
 	if n == nil {
 		return false
 	}
@@ -488,7 +490,7 @@ func (mt *matcher) fromRange(v string, depth int) bool {
 		return false
 	}
 	for _, in := range n.Input {
-		if in != "" && mt.fromRange(in, depth+1) {
+		if in != "" && f.fromRange(in, depth+1) {
 			return true
 		}
 	}

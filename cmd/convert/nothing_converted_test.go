@@ -1,0 +1,46 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestRewriteNothingConverted: performer and linformer exit with bad input,
+// name the reason and write nothing when no block can be converted: a
+// causal model, a model converted already, a model with no attention.
+func TestRewriteNothingConverted(t *testing.T) {
+	tmp := t.TempDir()
+	tiny := filepath.Join("..", "..", "testdata", "bert-tiny.onnx")
+	converted := filepath.Join(tmp, "perf.onnx")
+	if code, _, errOut := runCLI("performer", tiny, "-o", converted, "--features", "8"); code != 0 {
+		t.Fatalf("performer: exit %d: %s", code, errOut)
+	}
+	code, out, _ := runCLI("inspect", converted)
+	if code != 0 || !strings.Contains(out, "converted already: 2 linear-attention ops") {
+		t.Errorf("inspect of a converted model: exit %d\n%s", code, out)
+	}
+	causal := filepath.Join("..", "..", "testdata", "fixtures", "bertdecoder_eager_op14.onnx")
+	for _, c := range []struct {
+		model, want string
+	}{
+		{causal, "causal"},
+		{converted, "converted already: it holds 2 × ai.linearize:PerformerAttention"},
+	} {
+		for _, op := range [][]string{{"performer", "--features", "8"}, {"linformer", "--k", "4"}} {
+			dst := filepath.Join(tmp, "out.onnx")
+			args := append([]string{op[0], c.model, "-o", dst}, op[1:]...)
+			code, stdout, errOut := runCLI(args...)
+			if code != exitBadInput || !strings.Contains(errOut, "nothing converted") || !strings.Contains(errOut, c.want) {
+				t.Errorf("%s %s: exit %d, stderr %q; want exit %d naming %q", op[0], filepath.Base(c.model), code, errOut, exitBadInput, c.want)
+			}
+			if stdout != "" {
+				t.Errorf("%s %s: printed %q", op[0], filepath.Base(c.model), stdout)
+			}
+			if _, err := os.Stat(dst); !os.IsNotExist(err) {
+				t.Errorf("%s %s: wrote %s", op[0], filepath.Base(c.model), dst)
+			}
+		}
+	}
+}

@@ -1,0 +1,745 @@
+package convert
+
+import (
+	"fmt"
+	"math"
+	"strings"
+
+	"github.com/linearize/linearize/internal/graphfacts"
+	"github.com/linearize/linearize/onnx"
+	"github.com/linearize/linearize/onnx/onnxpb"
+)
+
+// The exporter forms of an attention core, as data. A core is
+//
+//	probs = Softmax(scores) → [probs forms] → product with V
+//	scores ← [score forms]* ← Q·Kᵀ [product forms]
+//
+// and one engine (followProbs forward, walkScores backwards, with
+// backtracking over every reading a form allows) runs the tables; the
+// checks on a whole core are in finish. A new exporter form is a new row.
+
+// maxShift is the largest constant added to every score that is read as
+// a shift the softmax ignores: float32 scores near it are rounded by
+// about 1e-3 (what a legacy −10000 mask on a model without padding does).
+const maxShift = 1e4
+
+// reading is one way to read a node on the score path: the operand the
+// scores continue from and the state after the node.
+type reading struct {
+	scores string
+	st     state
+}
+
+// scoreForm reads one node on the score path, walking back from the
+// Softmax. read returns the readings the form allows; a non-empty why says
+// the node has the op but fails the form's check (that is traced); no
+// readings and no why means the form does not apply.
+type scoreForm struct {
+	op   string
+	form string // added to Block.Form for every reading ("" adds none)
+	read func(mt *matcher, n *onnxpb.NodeProto, st state) (rs []reading, why string)
+}
+
+var scoreForms = []scoreForm{
+	// The same number added to every score (a mask built for inputs with
+	// no padding): the softmax does not see it. A number so large that it
+	// swamps the scores in float32 (|c| > maxShift: every key masked)
+	// leaves the original a uniform average; that is refused.
+	{"Add", "add-const", func(mt *matcher, n *onnxpb.NodeProto, st state) ([]reading, string) {
+		var rs []reading
+		for i := 0; i < 2; i++ {
+			c, ok := mt.Uniform(inp(n, 1-i))
+			if !ok {
+				continue
+			}
+			if math.IsNaN(c) || math.Abs(c*st.scale) > maxShift {
+				return nil, fmt.Sprintf("Add %s adds %g to every score: every key is masked", nodeName(n), c)
+			}
+			rs = append(rs, reading{inp(n, i), st.with(n)})
+		}
+		return rs, ""
+	}},
+	// scores + bias: an additive mask or position bias (classified by
+	// finish); either operand may be the scores.
+	{"Add", "add-bias", func(mt *matcher, n *onnxpb.NodeProto, st state) ([]reading, string) {
+		var rs []reading
+		for i := 0; i < 2; i++ {
+			if _, ok := mt.Uniform(inp(n, 1-i)); ok {
+				continue
+			}
+			s2 := st.with(n)
+			s2.biases = append(append([]biasTerm{}, st.biases...), biasTerm{node: n, value: inp(n, 1-i), factor: st.scale})
+			rs = append(rs, reading{inp(n, i), s2})
+		}
+		return rs, ""
+	}},
+	// Where(cond, scores, fill) with a condition true (or false)
+	// everywhere, as a vision model without padding writes its mask: one
+	// branch everywhere.
+	{"Where", "where-constant-condition", func(mt *matcher, n *onnxpb.NodeProto, st state) ([]reading, string) {
+		c, ok := mt.Uniform(inp(n, 0))
+		if !ok || len(n.Input) != 3 {
+			return nil, ""
+		}
+		sel := 1
+		if c == 0 {
+			sel = 2
+		}
+		if _, isConst := mt.Uniform(inp(n, sel)); isConst {
+			return nil, fmt.Sprintf("Where %s selects the constant %s everywhere: every score is masked", nodeName(n), inp(n, sel))
+		}
+		return []reading{{inp(n, sel), st.with(n)}}, ""
+	}},
+	// Where(mask, fill, scores) or Where(cond, scores, fill): a mask that
+	// replaces masked scores by a constant.
+	{"Where", "where-mask", func(mt *matcher, n *onnxpb.NodeProto, st state) ([]reading, string) {
+		if len(n.Input) != 3 {
+			return nil, fmt.Sprintf("malformed Where %s", nodeName(n))
+		}
+		if _, ok := mt.Uniform(inp(n, 0)); ok {
+			return nil, "" // where-constant-condition
+		}
+		var rs []reading
+		for i := 1; i <= 2; i++ {
+			fill, ok := mt.Uniform(inp(n, 3-i))
+			if !ok {
+				continue
+			}
+			s2 := st.with(n)
+			s2.biases = append(append([]biasTerm{}, st.biases...), biasTerm{node: n, value: inp(n, 0), factor: st.scale, where: true, fill: fill, scoresOnTrue: i == 1})
+			rs = append(rs, reading{inp(n, i), s2})
+		}
+		if len(rs) == 0 {
+			return nil, fmt.Sprintf("Where %s selects between two non-constant values", nodeName(n))
+		}
+		return rs, ""
+	}},
+	// scores / c.
+	{"Div", "div-scale", func(mt *matcher, n *onnxpb.NodeProto, st state) ([]reading, string) {
+		c, ok := mt.Scalar(inp(n, 1))
+		if !ok || c == 0 {
+			return nil, fmt.Sprintf("Div %s divides the scores by a non-constant or zero", nodeName(n))
+		}
+		s2 := st.with(n)
+		s2.scale = st.scale / c
+		return []reading{{inp(n, 0), s2}}, ""
+	}},
+	// scores · c, either operand.
+	{"Mul", "mul-scale", func(mt *matcher, n *onnxpb.NodeProto, st state) ([]reading, string) {
+		var rs []reading
+		for i := 0; i < 2; i++ {
+			c, ok := mt.Scalar(inp(n, 1-i))
+			if !ok {
+				continue
+			}
+			s2 := st.with(n)
+			s2.scale = st.scale * c
+			rs = append(rs, reading{inp(n, i), s2})
+		}
+		if len(rs) == 0 {
+			return nil, fmt.Sprintf("Mul %s multiplies the scores by a non-constant", nodeName(n))
+		}
+		return rs, ""
+	}},
+	{"Identity", "", func(mt *matcher, n *onnxpb.NodeProto, st state) ([]reading, string) {
+		return []reading{{inp(n, 0), st.with(n)}}, ""
+	}},
+	// softmax(x, dtype=float32): the scores cast to a float type.
+	{"Cast", "cast-scores", func(mt *matcher, n *onnxpb.NodeProto, st state) ([]reading, string) {
+		if !graphfacts.FloatCast(n) {
+			return nil, fmt.Sprintf("Cast %s turns the scores into %s, not a float type", nodeName(n), onnx.DataType(onnx.AttrInt(n, "to", 0)))
+		}
+		return []reading{{inp(n, 0), st.with(n)}}, ""
+	}},
+}
+
+// productForm reads the node that makes the scores from Q and K: a core
+// candidate, or why the node is not one.
+type productForm struct {
+	op   string
+	read func(mt *matcher, n *onnxpb.NodeProto, st state) (*coreMatch, string)
+}
+
+var productForms = []productForm{
+	// Q·Kᵀ with K held transposed ([B,H,D,S]); scalar factors on either
+	// operand (pre-scaled Q, the split √scale of SDPA exports) are part
+	// of the score scale.
+	{"MatMul", func(mt *matcher, n *onnxpb.NodeProto, st state) (*coreMatch, string) {
+		c := &coreMatch{qk: n, scale: st.scale}
+		q, sq, qn := mt.stripScale(inp(n, 0))
+		k, sk, kn := mt.stripScale(inp(n, 1))
+		c.q, c.k = q, k
+		c.kPerm = []int{0, 1, 3, 2}
+		c.scale *= sq * sk
+		c.nodes = append(append(st.with(n).nodes, qn...), kn...)
+		c.biases = append([]biasTerm(nil), st.biases...)
+		c.form = append([]string{"matmul"}, st.form...)
+		if sq != 1 {
+			c.form = append(c.form, "scaled-q")
+		}
+		if sk != 1 {
+			c.form = append(c.form, "scaled-k")
+		}
+		return c, ""
+	}},
+	// Einsum giving [B,H,S,S] from Q and K in any layout (keras/tf2onnx
+	// write K first).
+	{"Einsum", (*matcher).einsumQK},
+}
+
+// walkScores walks the score expression backwards from v, trying every
+// reading the forms allow and calling done for each complete core; done
+// returns true to stop. Failures go to tr.
+func (mt *matcher) walkScores(v string, st state, tr *tracer, done func(*coreMatch) bool) bool {
+	fail := func(stage int, msg string) bool {
+		tr.fail(stage, len(st.nodes), msg)
+		return false
+	}
+	n := mt.Ix.Producer[v]
+	if n == nil {
+		return fail(stageScores, fmt.Sprintf("scores %q are not computed in the graph (no producer)", v))
+	}
+	if !defaultDomain(n) {
+		return fail(stageScores, fmt.Sprintf("scores come from %s:%s %s", n.GetDomain(), n.GetOpType(), nodeName(n)))
+	}
+	known := false
+	for _, pf := range productForms {
+		if pf.op != n.GetOpType() {
+			continue
+		}
+		known = true
+		c, why := pf.read(mt, n, st)
+		if c == nil {
+			fail(stageProduct, why)
+			continue
+		}
+		if done(c) {
+			return true
+		}
+	}
+	for _, f := range scoreForms {
+		if f.op != n.GetOpType() {
+			continue
+		}
+		known = true
+		rs, why := f.read(mt, n, st)
+		if why != "" {
+			fail(stageCheck, why)
+		}
+		for _, r := range rs {
+			if f.form != "" {
+				r.st = r.st.addForm(f.form)
+			}
+			if mt.walkScores(r.scores, r.st, tr, done) {
+				return true
+			}
+		}
+	}
+	if !known {
+		return fail(stageScores, fmt.Sprintf("scores come from %s %s, not a Q·Kᵀ product", n.GetOpType(), nodeName(n)))
+	}
+	return false
+}
+
+// probsForm reads the consumers of the probabilities, walking forward
+// from the Softmax: the next value (a pass-through) or the product with V
+// (the end), or why not; ok false means the form does not apply.
+type probsForm struct {
+	form string
+	read func(mt *matcher, p string, cs []*onnxpb.NodeProto) (next string, nodes []*onnxpb.NodeProto, av *onnxpb.NodeProto, why string, ok bool)
+}
+
+var probsForms = []probsForm{
+	// Where(IsNaN(p), 0, p), the guard SDPA-era exports add.
+	{"", func(mt *matcher, p string, cs []*onnxpb.NodeProto) (string, []*onnxpb.NodeProto, *onnxpb.NodeProto, string, bool) {
+		if len(cs) != 2 {
+			return "", nil, nil, "", false
+		}
+		var isnan, where *onnxpb.NodeProto
+		for _, c := range cs {
+			switch c.GetOpType() {
+			case "IsNaN":
+				isnan = c
+			case "Where":
+				where = c
+			}
+		}
+		if isnan == nil || where == nil || inp(where, 0) != isnan.Output[0] || len(mt.Ix.Consumers[isnan.Output[0]]) != 1 || len(where.Output) == 0 {
+			return "", nil, nil, "", false
+		}
+		return where.Output[0], []*onnxpb.NodeProto{isnan, where}, nil, "", true
+	}},
+	// Identity, and Dropout whose mask output is unused.
+	{"", func(mt *matcher, p string, cs []*onnxpb.NodeProto) (string, []*onnxpb.NodeProto, *onnxpb.NodeProto, string, bool) {
+		if len(cs) != 1 || (cs[0].GetOpType() != "Identity" && cs[0].GetOpType() != "Dropout") {
+			return "", nil, nil, "", false
+		}
+		c := cs[0]
+		if len(c.Output) > 1 && c.Output[1] != "" && len(mt.Ix.Consumers[c.Output[1]]) > 0 {
+			return "", nil, nil, "dropout mask of the probabilities is used", true
+		}
+		return c.Output[0], []*onnxpb.NodeProto{c}, nil, "", true
+	}},
+	// softmax(x, dtype=float32).to(dtype): the probabilities cast back.
+	{"cast-probs", func(mt *matcher, p string, cs []*onnxpb.NodeProto) (string, []*onnxpb.NodeProto, *onnxpb.NodeProto, string, bool) {
+		if len(cs) != 1 || !graphfacts.FloatCast(cs[0]) || !defaultDomain(cs[0]) {
+			return "", nil, nil, "", false
+		}
+		return cs[0].Output[0], []*onnxpb.NodeProto{cs[0]}, nil, "", true
+	}},
+	// The product P·V (MatMul, or Einsum read by matchV).
+	{"", func(mt *matcher, p string, cs []*onnxpb.NodeProto) (string, []*onnxpb.NodeProto, *onnxpb.NodeProto, string, bool) {
+		if len(cs) != 1 || (cs[0].GetOpType() != "MatMul" && cs[0].GetOpType() != "Einsum") {
+			return "", nil, nil, "", false
+		}
+		c := cs[0]
+		if inp(c, 0) != p {
+			return "", nil, nil, fmt.Sprintf("%s %s takes the probabilities as its second operand (P·V wanted)", c.GetOpType(), nodeName(c)), true
+		}
+		return "", nil, c, "", true
+	}},
+}
+
+// followProbs follows the softmax output through the probs forms to the
+// product with V.
+func (mt *matcher) followProbs(p string, st state) (*onnxpb.NodeProto, state, string) {
+	for step := 0; step < 6; step++ {
+		if mt.Ix.GraphOutputs[p] {
+			return nil, st, fmt.Sprintf("attention probabilities %q are a graph output", p)
+		}
+		cs := mt.Ix.Consumers[p]
+		if len(cs) == 0 {
+			return nil, st, fmt.Sprintf("attention probabilities %q are not used", p)
+		}
+		applied := false
+		for _, f := range probsForms {
+			next, nodes, av, why, ok := f.read(mt, p, cs)
+			if !ok {
+				continue
+			}
+			if why != "" {
+				return nil, st, why
+			}
+			if av != nil {
+				return av, st, ""
+			}
+			for _, n := range nodes {
+				st = st.with(n)
+			}
+			if f.form != "" {
+				st = st.addForm(f.form)
+			}
+			p, applied = next, true
+			break
+		}
+		if applied {
+			continue
+		}
+		if len(cs) != 1 {
+			return nil, st, fmt.Sprintf("attention probabilities %q have %d consumers; want one product with V", p, len(cs))
+		}
+		return nil, st, fmt.Sprintf("probabilities feed %s %s, not a MatMul with V", cs[0].GetOpType(), nodeName(cs[0]))
+	}
+	return nil, st, "too many nodes between Softmax and the product with V"
+}
+
+// einsumQK reads an Einsum that gives [B,H,S_q,S_k] scores.
+func (mt *matcher) einsumQK(n *onnxpb.NodeProto, st state) (*coreMatch, string) {
+	a, b, out, ok := graphfacts.EinsumEq(n)
+	if !ok || len(out) != 4 || len(a) != 4 || len(b) != 4 {
+		return nil, fmt.Sprintf("Einsum %s equation %q is not a rank-4 two-operand product", nodeName(n), onnx.AttrString(n, "equation", ""))
+	}
+	// Scores layout [B,H,S_q,S_k]: the query index is out[2], the key index
+	// out[3]; the contracted index is in both operands and not in out.
+	bi, hi, qi, ki := out[0], out[1], out[2], out[3]
+	var d rune = -1
+	for _, r := range a {
+		if strings.ContainsRune(b, r) && !strings.ContainsRune(out, r) {
+			d = r
+		}
+	}
+	if d < 0 {
+		return nil, fmt.Sprintf("Einsum %s contracts no index", nodeName(n))
+	}
+	qv, kv, ql, kl := inp(n, 0), inp(n, 1), a, b
+	swapped := false
+	if strings.ContainsRune(a, rune(ki)) && strings.ContainsRune(b, rune(qi)) {
+		qv, kv, ql, kl = kv, qv, kl, ql
+		swapped = true
+	}
+	qp, ok1 := permFor(ql, string([]byte{bi, hi, qi})+string(d))
+	kp, ok2 := permFor(kl, string([]byte{bi, hi, ki})+string(d))
+	if !ok1 || !ok2 {
+		return nil, fmt.Sprintf("Einsum %s equation %q does not give [B,H,S,S] scores from Q and K", nodeName(n), onnx.AttrString(n, "equation", ""))
+	}
+	c := &coreMatch{qk: n, scale: st.scale}
+	q, sq, qn := mt.stripScale(qv)
+	k, sk, kn := mt.stripScale(kv)
+	c.q, c.k, c.scale = q, k, c.scale*sq*sk
+	c.qPerm, c.kPerm = nilIfIdentity(qp), nilIfIdentity(kp)
+	c.nodes = append(append(st.with(n).nodes, qn...), kn...)
+	c.biases = append([]biasTerm(nil), st.biases...)
+	c.form = append([]string{"einsum"}, st.form...)
+	if swapped {
+		c.form = append(c.form, "swapped-qk")
+	}
+	return c, ""
+}
+
+// coreCheck checks a whole matched core, in table order, filling the
+// block it builds. A check that fails returns why: the candidate is then
+// no core (the tracer keeps the reason). A check may instead refuse the
+// block (Convertible false with a Reason): it is found, not converted; a
+// later refusal's reason replaces an earlier one.
+type coreCheck struct {
+	name  string
+	check func(mt *matcher, c *coreMatch, b *Block) string
+}
+
+var coreChecks = []coreCheck{
+	{"self-contained", checkContained},
+	{"layouts", checkLayouts},
+	{"scale", checkScale},
+	{"projections", findProjections},
+	{"heads", checkHeads},
+	{"bias", checkBias},
+	{"past-state", checkPastState},
+	{"one-key-bias", checkOneKeyBias},
+}
+
+// finish runs the core checks and returns the block, or why the
+// candidate is no core.
+func (mt *matcher) finish(c *coreMatch) (*Block, string) {
+	b := &Block{core: c, Q: c.q, K: c.k, V: c.v, Output: c.av.Output[0], Bias: BiasNone, Convertible: true}
+	for _, ck := range coreChecks {
+		if why := ck.check(mt, c, b); why != "" {
+			return nil, why
+		}
+	}
+	b.Form = "unfused:" + strings.Join(dedup(c.form), "+")
+	return b, ""
+}
+
+// checkContained: every value inside the core stays inside it (a rewrite
+// removes them), except for its shape.
+func checkContained(mt *matcher, c *coreMatch, b *Block) string {
+	inside := map[*onnxpb.NodeProto]bool{c.av: true}
+	for _, n := range c.nodes {
+		inside[n] = true
+	}
+	for _, n := range c.nodes {
+		for _, o := range n.Output {
+			if o == "" {
+				continue
+			}
+			if mt.Ix.GraphOutputs[o] {
+				return fmt.Sprintf("internal value %q of the core is a graph output; a rewrite would change it", o)
+			}
+			for _, u := range mt.Ix.Consumers[o] {
+				if !inside[u] && (u.GetOpType() == "Shape" || u.GetOpType() == "Size") {
+					// Only the shape escapes; it is unchanged by a rewrite
+					// (the producer is then kept alive for it).
+					c.shapeUses = append(c.shapeUses, u)
+					continue
+				}
+				if !inside[u] {
+					return fmt.Sprintf("internal value %q of the core is also used by %s %s", o, u.GetOpType(), nodeName(u))
+				}
+			}
+		}
+	}
+	seen := map[*onnxpb.NodeProto]bool{}
+	for _, n := range append(c.nodes, c.av) {
+		if !seen[n] {
+			seen[n] = true
+			b.Nodes = append(b.Nodes, nodeName(n))
+		}
+	}
+	return ""
+}
+
+// checkLayouts: each of Q, K, V comes from its head split [B,S,H,D] by
+// the transposes that make it [B,H,S,D] (K: [B,H,D,S] for MatMul).
+func checkLayouts(mt *matcher, c *coreMatch, b *Block) string {
+	for _, x := range []struct {
+		name, v string
+		perm    []int
+	}{{"Q", c.q, c.qPerm}, {"K", c.k, c.kPerm}, {"V", c.v, c.vPerm}} {
+		msg, perms := mt.checkLayout(x.name, x.v, x.perm)
+		if msg != "" {
+			return msg
+		}
+		if x.name == "K" && len(perms) > 0 {
+			c.form = append(c.form, "k-perm"+strings.Join(perms, ","))
+		}
+	}
+	return ""
+}
+
+// checkScale: the score scale is every factor on the path, including one
+// applied to Q (or K) before the head split or rotary embeddings
+// (q_proj(x)·scaling), and is a finite nonzero number.
+func checkScale(mt *matcher, c *coreMatch, b *Block) string {
+	c.qPre, c.kPre = mt.PreScale(c.q), mt.PreScale(c.k)
+	switch {
+	case c.qPre != 1 && c.kPre != 1:
+		c.form = append(c.form, "prescaled-qk")
+	case c.qPre != 1:
+		c.form = append(c.form, "prescaled-q")
+	case c.kPre != 1:
+		c.form = append(c.form, "prescaled-k")
+	}
+	c.scale *= c.qPre * c.kPre
+	if math.IsNaN(c.scale) || math.IsInf(c.scale, 0) || c.qPre == 0 || c.kPre == 0 {
+		return "the score scale is not a finite nonzero number"
+	}
+	b.Scale = c.scale
+	return ""
+}
+
+// findProjections records what the block reads: the projections of Q, K
+// and V, and its output after the head merge.
+func findProjections(mt *matcher, c *coreMatch, b *Block) string {
+	for _, x := range []struct {
+		v   string
+		dst **Projection
+	}{{c.q, &b.QProj}, {c.k, &b.KProj}, {c.v, &b.VProj}} {
+		if p, ok := mt.ProjectionOf(x.v); ok {
+			*x.dst = &p
+		}
+	}
+	b.Merged = mt.Merged(c.av.Output[0])
+	return ""
+}
+
+// checkHeads: the number of heads and the head size, from the shapes of Q
+// and K (graph layout → [B,H,S,D]) and the projection width H·D.
+func checkHeads(mt *matcher, c *coreMatch, b *Block) string {
+	qd := mt.Dims(c.q)
+	if c.qPerm != nil && qd != nil {
+		qd = graphfacts.Permute(qd, c.qPerm)
+	}
+	kd := mt.Dims(c.k)
+	if c.kPerm != nil && kd != nil {
+		kd = graphfacts.Permute(kd, c.kPerm)
+	}
+	h, d := int64(-1), int64(-1)
+	if len(qd) == 4 {
+		h, d = qd[1], qd[3]
+	}
+	if len(kd) == 4 {
+		if h <= 0 {
+			h = kd[1]
+		}
+		if d <= 0 {
+			d = kd[3]
+		}
+	}
+	hidden := mt.ProjWidth(c.q)
+	if hidden <= 0 {
+		hidden = mt.ProjWidth(c.k)
+	}
+	if h > 0 && d <= 0 && hidden > 0 && hidden%h == 0 {
+		d = hidden / h
+	}
+	if d > 0 && h <= 0 && hidden > 0 && hidden%d == 0 {
+		h = hidden / d
+	}
+	if h <= 0 && b.Merged != c.av.Output[0] {
+		// A head split that leaves the head count to the reshape
+		// (ModernBERT's packed qkv.view(B, S, 3, -1, D)): the merged
+		// output [B,S,H·Dv] and V's head size Dv give it.
+		vd := mt.Dims(c.v)
+		if c.vPerm != nil && vd != nil {
+			vd = graphfacts.Permute(vd, c.vPerm)
+		}
+		width := int64(-1)
+		if md := mt.Dims(b.Merged); len(md) == 3 {
+			width = md[2]
+		}
+		if width <= 0 {
+			// merged·Wo contracts the merged width with Wo's rows.
+			width = mt.InputWidth(b.Merged)
+		}
+		if len(vd) == 4 && width > 0 && vd[3] > 0 && width%vd[3] == 0 {
+			h = width / vd[3]
+		}
+	}
+	b.Heads, b.HeadDim = int(h), int(d)
+	if h > 0 && d > 0 && hidden > 0 && h*d != hidden {
+		return fmt.Sprintf("heads·head_dim = %d·%d ≠ projection width %d", h, d, hidden)
+	}
+	if h <= 0 || d <= 0 {
+		b.Convertible = false
+		b.Reason = "number of heads or head size not known from constants or shapes"
+	}
+	return ""
+}
+
+// checkBias classifies every bias term (see biasForms); a causal or
+// per-query-key bias, or a Where that does not mask, refuses the block.
+func checkBias(mt *matcher, c *coreMatch, b *Block) string {
+	for i := range c.biases {
+		bt := &c.biases[i]
+		bt.kind, bt.keyValue = mt.classifyBias(bt)
+		if bt.kind == BiasPerKey && !queryFree(mt.Units(bt.keyValue)) {
+			bt.sliceKey = true
+		}
+		switch {
+		case bt.kind == BiasCausal:
+			b.Bias, b.Causal = BiasCausal, true
+		case bt.kind == BiasPerQueryKey && b.Bias != BiasCausal:
+			b.Bias = BiasPerQueryKey
+		case bt.kind == BiasPerKey && b.Bias == BiasNone:
+			b.Bias = BiasPerKey
+			b.BiasValue, b.BiasFactor = bt.value, bt.factor
+		}
+		if bt.where && bt.kind == BiasPerKey && bt.maskedFill() > maskThreshold {
+			b.Convertible = false
+			b.Reason = fmt.Sprintf("Where %s fills masked scores with %g, not a large negative value; it is not an additive mask", nodeName(bt.node), bt.fill)
+		}
+	}
+	switch b.Bias {
+	case BiasCausal:
+		b.Convertible = false
+		b.Reason = "causal (triangular) mask: a bidirectional linear attention would let tokens see the future"
+	case BiasPerQueryKey:
+		b.Convertible = false
+		b.Reason = "bias depends on query and key position; only a per-key bias [B,1,1,S] is exact under linear attention"
+		for _, bt := range c.biases {
+			if bt.kind == BiasPerQueryKey && mt.slidingWindow(bt.value) {
+				b.Reason = "sliding-window (local) attention: each query sees only the keys within a band |i−j| ≤ w of it; " + b.Reason
+				break
+			}
+		}
+	}
+	return ""
+}
+
+// checkPastState: keys or values concatenated with a graph input (past
+// key/value state of incremental decoding) refuse the block.
+func checkPastState(mt *matcher, c *coreMatch, b *Block) string {
+	if mt.pastState(c.k) || mt.pastState(c.v) {
+		b.Convertible = false
+		b.Reason = "keys/values are concatenated with past state (incremental decoding)"
+		if b.Causal {
+			b.Reason = "causal with past key/value state (incremental decoding): a bidirectional op cannot replace it"
+		}
+	}
+	return ""
+}
+
+// checkOneKeyBias: the ops take one per-key bias.
+func checkOneKeyBias(mt *matcher, c *coreMatch, b *Block) string {
+	n := 0
+	for _, bt := range c.biases {
+		if bt.kind == BiasPerKey {
+			n++
+		}
+	}
+	if b.Convertible && n > 1 {
+		b.Convertible = false
+		b.Reason = "more than one per-key bias term"
+	}
+	return ""
+}
+
+// biasForm reads one term added to (or masking) the scores: the kind of
+// bias it is and, for a per-key one, the value of shape [B,1,1,S] (or one
+// constant along heads and queries) the op's key bias is built from. ok
+// false means the form does not apply; a term no form reads depends on
+// query and key position.
+type biasForm struct {
+	name  string
+	where bool // reads Where-mask conditions (true) or additive biases
+	read  func(mt *matcher, bt *biasTerm) (kind BiasKind, key string, ok bool)
+}
+
+var biasForms = []biasForm{
+	// A triangular mask (Trilu, a triangular constant, Range indices
+	// compared): causal, for either kind of term.
+	{"causal", false, readCausal},
+	{"causal", true, readCausal},
+	// DistilBERT: Where(Expand(Reshape(mask == 0)), min, scores): the
+	// Expand's input holds the per-key condition.
+	{"expanded-condition", true, func(mt *matcher, bt *biasTerm) (BiasKind, string, bool) {
+		if n := mt.Ix.Producer[bt.value]; n != nil && n.GetOpType() == "Expand" && defaultDomain(n) {
+			if x := inp(n, 0); mt.isPerKey(x) {
+				return BiasPerKey, x, true
+			}
+		}
+		return "", "", false
+	}},
+	{"per-key-condition", true, func(mt *matcher, bt *biasTerm) (BiasKind, string, bool) {
+		if mt.isPerKey(bt.value) {
+			return BiasPerKey, bt.value, true
+		}
+		return "", "", false
+	}},
+	// A per-key bias expanded to the score shape (bias.expand_as(scores),
+	// Expand to [B,H,S,S]): the unexpanded value is the key bias, so the
+	// rewrite does not keep the scores alive for their shape.
+	{"expanded-per-key", false, func(mt *matcher, bt *biasTerm) (BiasKind, string, bool) {
+		if n := mt.Ix.Producer[bt.value]; n != nil && n.GetOpType() == "Expand" && defaultDomain(n) {
+			if x := inp(n, 0); mt.isPerKey(x) {
+				return BiasPerKey, x, true
+			}
+		}
+		return "", "", false
+	}},
+	// (1 − m)·c from a [B,S] mask, or any value constant along heads and
+	// queries.
+	{"per-key", false, func(mt *matcher, bt *biasTerm) (BiasKind, string, bool) {
+		if mt.isPerKey(bt.value) {
+			return BiasPerKey, bt.value, true
+		}
+		return "", "", false
+	}},
+	// HF transformers ≥ 4.48: bias = Where(Expand(mask[B,1,1,S]), 0, min):
+	// the values are per key, broadcast over queries; the rewrite rebuilds
+	// the Where on the unexpanded condition.
+	{"where-of-constants", false, func(mt *matcher, bt *biasTerm) (BiasKind, string, bool) {
+		n := mt.Ix.Producer[bt.value]
+		if n == nil || n.GetOpType() != "Where" || !defaultDomain(n) {
+			return "", "", false
+		}
+		c := inp(n, 0)
+		if e := mt.Ix.Producer[c]; e != nil && e.GetOpType() == "Expand" {
+			c = inp(e, 0)
+		}
+		_, okA := mt.Scalar(inp(n, 1))
+		_, okB := mt.Scalar(inp(n, 2))
+		if okA && okB && queryFree(mt.Broadcast(c)) {
+			bt.rebuildWhere = n
+			return BiasPerKey, c, true
+		}
+		return "", "", false
+	}},
+}
+
+func readCausal(mt *matcher, bt *biasTerm) (BiasKind, string, bool) {
+	if mt.causal(bt.value) {
+		return BiasCausal, "", true
+	}
+	return "", "", false
+}
+
+// isPerKey reports whether v is a per-key bias or condition: [B,1,1,S] by
+// construction, or constant along the head and query axes.
+func (mt *matcher) isPerKey(v string) bool {
+	return mt.perKey(v, 0) || queryFree(mt.Broadcast(v))
+}
+
+// classifyBias reads one bias term with the first bias form that applies.
+func (mt *matcher) classifyBias(bt *biasTerm) (BiasKind, string) {
+	for _, f := range biasForms {
+		if f.where != bt.where {
+			continue
+		}
+		if kind, key, ok := f.read(mt, bt); ok {
+			return kind, key
+		}
+	}
+	return BiasPerQueryKey, ""
+}

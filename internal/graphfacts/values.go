@@ -1,0 +1,599 @@
+package graphfacts
+
+import (
+	"strings"
+
+	"github.com/linearize/linearize/onnx"
+	"github.com/linearize/linearize/onnx/onnxpb"
+)
+
+// Dims returns what is known of v's shape (−1 unknown), nil if not even
+// the rank is known.
+func (f *Facts) Dims(v string) []int64 { return f.dims(v, 0) }
+
+func (f *Facts) dims(v string, depth int) []int64 {
+	if depth > MaxDepth {
+		return nil
+	}
+	if f.dimsDone[v] {
+		return f.dimsMemo[v]
+	}
+	d := f.dimsWalk(v, depth)
+	f.dimsDone[v], f.dimsMemo[v] = true, d
+	return d
+}
+
+func (f *Facts) dimsWalk(v string, depth int) []int64 {
+	if vi, ok := f.Ix.ValueInfo[v]; ok {
+		if _, sh, ok := onnx.TensorType(vi); ok && sh != nil {
+			out := make([]int64, len(sh))
+			for i, d := range sh {
+				out[i] = d.Value
+			}
+			return out
+		}
+	}
+	if t, ok := f.Ix.Initializers[v]; ok {
+		return append([]int64{}, t.Dims...)
+	}
+	n := f.Ix.Producer[v]
+	if n == nil || !DefaultDomain(n) {
+		return nil
+	}
+	switch n.GetOpType() {
+	case "Transpose":
+		in := f.dims(Input(n, 0), depth+1)
+		p := onnx.AttrInts(n, "perm")
+		if in == nil || len(p) != len(in) {
+			return nil
+		}
+		ip := make([]int, len(p))
+		for i, x := range p {
+			ip[i] = int(x)
+		}
+		return Permute(in, ip)
+	case "Reshape":
+		s := f.shapeValue(Input(n, 1), depth+1)
+		if s == nil {
+			return nil
+		}
+		in := f.dims(Input(n, 0), depth+1)
+		out := make([]int64, len(s))
+		for i, x := range s {
+			switch {
+			case x == 0 && in != nil && i < len(in):
+				out[i] = in[i]
+			case x <= 0:
+				out[i] = -1
+			default:
+				out[i] = x
+			}
+		}
+		return out
+	case "Einsum":
+		// A projection with a constant weight (keras/tf2onnx
+		// "abc,cde->abde"): output sizes from the weight's letters.
+		a, b, out, ok := EinsumEq(n)
+		if !ok {
+			return nil
+		}
+		size := map[rune]int64{}
+		for i, eq := range []string{a, b} {
+			if t, ok := f.Ix.Initializers[Input(n, i)]; ok && len(t.Dims) == len(eq) {
+				for j, r := range eq {
+					size[r] = t.Dims[j]
+				}
+			}
+		}
+		d := make([]int64, len(out))
+		for i, r := range out {
+			if v, ok := size[r]; ok {
+				d[i] = v
+			} else {
+				d[i] = -1
+			}
+		}
+		return d
+	case "Split":
+		// A packed projection split into Q, K, V (ModernBERT's Wqkv viewed
+		// [B,S,3,H,D] and split along the 3): the split axis takes this
+		// output's size.
+		in := f.dims(Input(n, 0), depth+1)
+		axis := onnx.AttrInt(n, "axis", 0)
+		if in == nil || axis < -int64(len(in)) || axis >= int64(len(in)) {
+			return nil
+		}
+		if axis < 0 {
+			axis += int64(len(in))
+		}
+		split := onnx.AttrInts(n, "split")
+		if split == nil && len(n.Input) > 1 {
+			split, _ = Ints(f.Ix, Input(n, 1))
+		}
+		out := append([]int64(nil), in...)
+		out[axis] = -1
+		for i, o := range n.Output {
+			if o == v && i < len(split) {
+				out[axis] = split[i]
+			}
+		}
+		if split == nil && in[axis] > 0 && len(n.Output) > 0 && in[axis]%int64(len(n.Output)) == 0 {
+			out[axis] = in[axis] / int64(len(n.Output))
+		}
+		return out
+	case "Squeeze", "Unsqueeze":
+		in := f.dims(Input(n, 0), depth+1)
+		axes := axesOf(f.Ix, n)
+		if in == nil || axes == nil {
+			return nil
+		}
+		rank := len(in) - len(axes)
+		if n.GetOpType() == "Unsqueeze" {
+			rank = len(in) + len(axes)
+		}
+		if rank < 0 {
+			return nil
+		}
+		marked := map[int]bool{}
+		for _, a := range axes {
+			r := len(in) // Squeeze: axes index the input
+			if n.GetOpType() == "Unsqueeze" {
+				r = rank // Unsqueeze: axes index the output
+			}
+			if a < -int64(r) || a >= int64(r) {
+				return nil
+			}
+			if a < 0 {
+				a += int64(r)
+			}
+			marked[int(a)] = true
+		}
+		out := make([]int64, 0, rank)
+		if n.GetOpType() == "Squeeze" {
+			for i, d := range in {
+				if !marked[i] {
+					out = append(out, d)
+				} else if d > 1 {
+					return nil // not a size-one axis: malformed
+				}
+			}
+			return out
+		}
+		j := 0
+		for i := 0; i < rank; i++ {
+			if marked[i] {
+				out = append(out, 1)
+				continue
+			}
+			if j >= len(in) {
+				return nil
+			}
+			out = append(out, in[j])
+			j++
+		}
+		return out
+	case "Mul", "Div", "Add", "Sub", "Identity", "Cast", "Dropout":
+		var best []int64
+		for _, in := range n.Input {
+			if in == "" {
+				continue
+			}
+			if _, isConst := Constant(f.Ix, in); isConst {
+				continue
+			}
+			d := f.dims(in, depth+1)
+			if len(d) > len(best) {
+				best = d
+			}
+		}
+		return best
+	}
+	return nil
+}
+
+// ShapeValue returns a shape tensor's entries (−1 where unknown): a
+// constant, a Cast of one, or a Concat of single-element pieces.
+func (f *Facts) ShapeValue(v string) []int64 { return f.shapeValue(v, 0) }
+
+func (f *Facts) shapeValue(v string, depth int) []int64 {
+	if depth > MaxDepth {
+		return nil
+	}
+	if s, ok := Ints(f.Ix, v); ok {
+		return s
+	}
+	n := f.Ix.Producer[v]
+	if n == nil || !DefaultDomain(n) {
+		return nil
+	}
+	switch n.GetOpType() {
+	case "Cast", "Identity":
+		return f.shapeValue(Input(n, 0), depth+1)
+	case "Concat":
+		var out []int64
+		for _, in := range n.Input {
+			if s, ok := Ints(f.Ix, in); ok {
+				out = append(out, s...)
+				continue
+			}
+			// A dynamic piece: assume one element (Unsqueeze of a scalar).
+			out = append(out, -1)
+		}
+		return out
+	}
+	return nil
+}
+
+// ProjWidth finds the output width of the projection feeding v: back
+// through Transpose/Reshape/Add/scale to a MatMul, Gemm or Einsum with a
+// constant weight.
+func (f *Facts) ProjWidth(v string) int64 { return f.projWidth(v, 0) }
+
+func (f *Facts) projWidth(v string, depth int) int64 {
+	if depth > MaxDepth {
+		return -1
+	}
+	if w, ok := f.widths[v]; ok {
+		return w
+	}
+	w := f.projWidthWalk(v, depth)
+	f.widths[v] = w
+	return w
+}
+
+func (f *Facts) projWidthWalk(v string, depth int) int64 {
+	n := f.Ix.Producer[v]
+	if n == nil || !DefaultDomain(n) {
+		return -1
+	}
+	switch n.GetOpType() {
+	case "Transpose", "Reshape", "Identity", "Cast":
+		return f.projWidth(Input(n, 0), depth+1)
+	case "Add", "Mul", "Div":
+		for _, in := range n.Input {
+			if _, isConst := Constant(f.Ix, in); isConst {
+				continue
+			}
+			if w := f.projWidth(in, depth+1); w > 0 {
+				return w
+			}
+		}
+	case "Split":
+		split := onnx.AttrInts(n, "split")
+		if split == nil && len(n.Input) > 1 {
+			split, _ = Ints(f.Ix, Input(n, 1))
+		}
+		for i, o := range n.Output {
+			if o == v && i < len(split) {
+				return split[i]
+			}
+		}
+	case "Einsum":
+		if d := f.weightDims(Input(n, 1)); len(d) == 3 {
+			return d[1] * d[2]
+		}
+	case "MatMul", "Gemm":
+		if d := f.weightDims(Input(n, 1)); len(d) == 2 {
+			if n.GetOpType() == "Gemm" && onnx.AttrInt(n, "transB", 0) == 1 {
+				return d[0]
+			}
+			return d[1]
+		}
+	}
+	return -1
+}
+
+// InputWidth returns the last dimension of v known from the projection
+// that reads it: v's only consumer (Shape/Size aside) is a MatMul by a
+// constant weight [K, N] (K is then v's width), or a Gemm; −1 otherwise.
+func (f *Facts) InputWidth(v string) int64 {
+	var user *onnxpb.NodeProto
+	for _, c := range f.Ix.Consumers[v] {
+		if op := c.GetOpType(); DefaultDomain(c) && (op == "Shape" || op == "Size") {
+			continue
+		}
+		if user != nil {
+			return -1
+		}
+		user = c
+	}
+	if user == nil || !DefaultDomain(user) || Input(user, 0) != v {
+		return -1
+	}
+	d := f.weightDims(Input(user, 1))
+	switch {
+	case len(d) != 2:
+		return -1
+	case user.GetOpType() == "MatMul":
+		return d[0]
+	case user.GetOpType() == "Gemm" && onnx.AttrInt(user, "transA", 0) == 0:
+		if onnx.AttrInt(user, "transB", 0) == 1 {
+			return d[1]
+		}
+		return d[0]
+	}
+	return -1
+}
+
+// weightDims returns the dims of a constant weight, also one passed
+// through Identity nodes (as TorchScript exports weights shared by several
+// layers, ALBERT's); nil if v is not one.
+func (f *Facts) weightDims(v string) []int64 {
+	for i := 0; i < MaxDepth; i++ {
+		if t, ok := f.Ix.Initializers[v]; ok {
+			return t.Dims
+		}
+		if t, ok := Constant(f.Ix, v); ok {
+			d := make([]int64, len(t.Shape))
+			for j, x := range t.Shape {
+				d[j] = int64(x)
+			}
+			return d
+		}
+		n := f.Ix.Producer[v]
+		if n == nil || !DefaultDomain(n) || n.GetOpType() != "Identity" {
+			return nil
+		}
+		v = Input(n, 0)
+	}
+	return nil
+}
+
+// PreScale returns the product of the constant factors applied to v on
+// its way from its projection: back through the head split (Transpose,
+// Reshape), float Casts, Mul/Div by scalars and rotary embeddings
+// (x·cos + rotate_half(x)·sin, linear in x), stopping at anything else.
+func (f *Facts) PreScale(v string) float64 {
+	scale := 1.0
+	for i := 0; i < MaxDepth; i++ {
+		n := f.Ix.Producer[v]
+		if n == nil || !DefaultDomain(n) {
+			break
+		}
+		switch op := n.GetOpType(); {
+		case op == "Transpose" || op == "Reshape" || op == "Identity" || FloatCast(n):
+			v = Input(n, 0)
+			continue
+		case op == "Div":
+			if c, ok := f.Scalar(Input(n, 1)); ok && c != 0 {
+				scale /= c
+				v = Input(n, 0)
+				continue
+			}
+		case op == "Mul":
+			if c, ok := f.Scalar(Input(n, 1)); ok {
+				scale *= c
+				v = Input(n, 0)
+				continue
+			}
+			if c, ok := f.Scalar(Input(n, 0)); ok {
+				scale *= c
+				v = Input(n, 1)
+				continue
+			}
+		case op == "Add":
+			if x := f.RotaryInput(n); x != "" {
+				v = x
+				continue
+			}
+		}
+		break
+	}
+	return scale
+}
+
+// RotaryInput returns x when n is Add(Mul(x, cos), Mul(r, sin)) (in any
+// operand order) with r = rotate_half(x): x's halves swapped and one
+// negated, by Slice/Split, Neg, Concat (and Reshape/Unsqueeze/Gather for
+// interleaved pairs); "" otherwise.
+func (f *Facts) RotaryInput(n *onnxpb.NodeProto) string {
+	var muls [2]*onnxpb.NodeProto
+	for i := 0; i < 2; i++ {
+		m := f.Ix.Producer[Input(n, i)]
+		if m == nil || m.GetOpType() != "Mul" || !DefaultDomain(m) {
+			return ""
+		}
+		muls[i] = m
+	}
+	for a := 0; a < 2; a++ {
+		for xi := 0; xi < 2; xi++ {
+			x := Input(muls[a], xi)
+			for ri := 0; ri < 2; ri++ {
+				r := Input(muls[1-a], ri)
+				if x == "" || r == x || Input(muls[a], 1-xi) == x || Input(muls[1-a], 1-ri) == x {
+					continue
+				}
+				if neg, ok := f.rotatedFrom(r, x, 0); ok && neg {
+					return x
+				}
+			}
+		}
+	}
+	return ""
+}
+
+// rotatedFrom reports whether v is built from x by moving its elements
+// (Slice, Split, Concat, Reshape, Unsqueeze, Squeeze, Gather, Transpose,
+// float Casts) and negating some (Neg), and whether a Neg was seen.
+func (f *Facts) rotatedFrom(v, x string, depth int) (neg, ok bool) {
+	if v == x {
+		return false, true
+	}
+	if depth > MaxDepth {
+		return false, false
+	}
+	n := f.Ix.Producer[v]
+	if n == nil || !DefaultDomain(n) {
+		return false, false
+	}
+	switch n.GetOpType() {
+	case "Neg":
+		_, ok := f.rotatedFrom(Input(n, 0), x, depth+1)
+		return true, ok
+	case "Slice", "Split", "Reshape", "Unsqueeze", "Squeeze", "Gather", "Transpose", "Identity":
+		return f.rotatedFrom(Input(n, 0), x, depth+1)
+	case "Cast":
+		if FloatCast(n) {
+			return f.rotatedFrom(Input(n, 0), x, depth+1)
+		}
+	case "Concat":
+		any := false
+		for _, in := range n.Input {
+			ng, ok := f.rotatedFrom(in, x, depth+1)
+			if !ok {
+				return false, false
+			}
+			any = any || ng
+		}
+		return any, len(n.Input) > 0
+	}
+	return false, false
+}
+
+// EinsumEq parses the equation "ab,cd->ef" of a two-operand Einsum.
+func EinsumEq(n *onnxpb.NodeProto) (a, b, out string, ok bool) {
+	eq := strings.ReplaceAll(onnx.AttrString(n, "equation", ""), " ", "")
+	lhs, rhs, found := strings.Cut(eq, "->")
+	if !found || strings.Contains(eq, ".") {
+		return "", "", "", false
+	}
+	ops := strings.Split(lhs, ",")
+	if len(ops) != 2 || len(n.Input) != 2 {
+		return "", "", "", false
+	}
+	return ops[0], ops[1], rhs, true
+}
+
+// Projection is a linear projection X·W (+ B) found behind a value.
+type Projection struct {
+	Node   string `json:"node"`           // the MatMul, Gemm or Einsum
+	Input  string `json:"input"`          // X
+	Weight string `json:"weight"`         // W, a constant
+	Bias   string `json:"bias,omitempty"` // B, a constant, if added
+	// Transposed: W is held [out, in] (Gemm transB=1).
+	Transposed bool `json:"transposed,omitempty"`
+	// Packed: the value is one part of the projection's output, split
+	// off it (a packed QKV projection, ModernBERT's Wqkv): W and B are
+	// shared with the other parts.
+	Packed bool `json:"packed,omitempty"`
+}
+
+// ProjectionOf walks back from v through the head split (Transpose,
+// Reshape), Identity, float Casts, Mul/Div by scalars and rotary
+// embeddings to an Add of a constant bias and a MatMul, Gemm or Einsum by
+// a constant weight: the projection v is computed from. ok is false when
+// v does not come from one.
+func (f *Facts) ProjectionOf(v string) (p Projection, ok bool) {
+	for i := 0; i < MaxDepth; i++ {
+		n := f.Ix.Producer[v]
+		if n == nil || !DefaultDomain(n) {
+			return p, false
+		}
+		switch op := n.GetOpType(); {
+		case op == "Transpose" || op == "Reshape" || op == "Identity" || op == "Squeeze" || FloatCast(n):
+			v = Input(n, 0)
+			continue
+		case op == "Split" || (op == "Slice" && f.constSliceArgs(n)):
+			p.Packed = true
+			v = Input(n, 0)
+			continue
+		case op == "Mul" || op == "Div":
+			if _, ok := f.Scalar(Input(n, 1)); ok {
+				v = Input(n, 0)
+				continue
+			}
+			if _, ok := f.Scalar(Input(n, 0)); ok && op == "Mul" {
+				v = Input(n, 1)
+				continue
+			}
+			return p, false
+		case op == "Add":
+			if x := f.RotaryInput(n); x != "" {
+				v = x
+				continue
+			}
+			if p.Bias != "" {
+				return p, false
+			}
+			c0 := f.ConstDerived(Input(n, 0))
+			c1 := f.ConstDerived(Input(n, 1))
+			switch {
+			case c1 && !c0:
+				p.Bias, v = Input(n, 1), Input(n, 0)
+			case c0 && !c1:
+				p.Bias, v = Input(n, 0), Input(n, 1)
+			default:
+				return p, false
+			}
+			continue
+		case op == "MatMul" || op == "Gemm" || op == "Einsum":
+			if !f.ConstDerived(Input(n, 1)) || f.ConstDerived(Input(n, 0)) {
+				return p, false
+			}
+			if op == "Gemm" && Input(n, 2) != "" {
+				if p.Bias != "" {
+					return p, false
+				}
+				p.Bias = Input(n, 2)
+			}
+			p.Node, p.Input, p.Weight = n.GetName(), Input(n, 0), Input(n, 1)
+			p.Transposed = op == "Gemm" && onnx.AttrInt(n, "transB", 0) == 1
+			if p.Node == "" && len(n.Output) > 0 {
+				p.Node = op + "(" + n.Output[0] + ")"
+			}
+			return p, true
+		}
+		return p, false
+	}
+	return p, false
+}
+
+// constSliceArgs reports whether a Slice's starts, ends, axes and steps
+// are all computed from constants (it cuts a fixed part of its input).
+func (f *Facts) constSliceArgs(n *onnxpb.NodeProto) bool {
+	if len(n.Input) < 3 {
+		return len(onnx.AttrInts(n, "starts")) > 0 // opset < 10: attributes
+	}
+	for _, in := range n.Input[1:] {
+		if in != "" && !f.ConstDerived(in) {
+			return false
+		}
+	}
+	return true
+}
+
+// Merged follows v forward through Transposes and Reshapes that are its
+// only consumer (besides Shape/Size, which read only its shape): the head
+// merge after an attention core, [B,H,S,D] → [B,S,H·D]. It returns the
+// last value reached.
+func (f *Facts) Merged(v string) string { return MergedValue(f.Ix, v) }
+
+// MergedValue is Facts.Merged over the graph ix indexes: the one place
+// that defines an attention block's output in token layout, which convert
+// records as Block.Merged and which finetune and compare use to pair a
+// converted (ai.linearize) node with the original block it replaced.
+func MergedValue(ix *onnx.Index, v string) string {
+	if ix == nil {
+		return v
+	}
+	for i := 0; i < MaxDepth; i++ {
+		if ix.GraphOutputs[v] {
+			return v
+		}
+		var next *onnxpb.NodeProto
+		for _, c := range ix.Consumers[v] {
+			if op := c.GetOpType(); DefaultDomain(c) && (op == "Shape" || op == "Size") {
+				continue
+			}
+			if next != nil {
+				return v
+			}
+			next = c
+		}
+		if next == nil || !DefaultDomain(next) || (next.GetOpType() != "Transpose" && next.GetOpType() != "Reshape") || len(next.Output) != 1 {
+			return v
+		}
+		v = next.Output[0]
+	}
+	return v
+}
