@@ -8,11 +8,14 @@ import (
 
 // BenchOptions configures the model variants a benchmark compares.
 type BenchOptions struct {
-	Variants []Form // default original, performer, linformer
+	Variants []Form // default original, performer, linformer, local-pooled
 	Lengths  []int  // sequence lengths to run
 	Features int    // Performer M (default 256)
 	K        int    // Linformer k (default 256)
 	Seed     uint64 // seeds ω and E/F
+	// Block and Segments configure the local-pooled variant (default 64
+	// and 64, with both sinks).
+	Block, Segments int
 }
 
 // BenchVariants prepares the models a benchmark runs: the original with its
@@ -71,8 +74,18 @@ func BenchVariants(m *onnxpb.ModelProto, o BenchOptions) (map[Form]*onnxpb.Model
 			}
 			out[f] = lm
 			notes = append(notes, fmt.Sprintf("linformer: %d of %d blocks converted, k = %d, N = %d", len(rep.Converted), rep.Blocks, o.K, longest))
+		case LocalPooled:
+			lp, rep, err := ToLocalPooled(base, LocalPooledOptions{Block: o.Block, Segments: o.Segments})
+			if err != nil {
+				return nil, nil, fmt.Errorf("convert: bench: %w", err)
+			}
+			if len(rep.Converted) == 0 {
+				return nil, nil, fmt.Errorf("convert: bench: local-pooled: no attention block could be converted")
+			}
+			out[f] = lp
+			notes = append(notes, fmt.Sprintf("local-pooled: %d of %d blocks converted, b = %d, k = %d, sinks first,last", len(rep.Converted), rep.Blocks, o.Block, o.Segments))
 		default:
-			return nil, nil, fmt.Errorf("convert: bench: unknown variant %q (want original, performer or linformer)", f)
+			return nil, nil, fmt.Errorf("convert: bench: unknown variant %q (want original, performer, linformer or local-pooled)", f)
 		}
 	}
 	return out, notes, nil
@@ -80,7 +93,13 @@ func BenchVariants(m *onnxpb.ModelProto, o BenchOptions) (map[Form]*onnxpb.Model
 
 func (o BenchOptions) withDefaults() BenchOptions {
 	if len(o.Variants) == 0 {
-		o.Variants = []Form{Original, Performer, Linformer}
+		o.Variants = []Form{Original, Performer, Linformer, LocalPooled}
+	}
+	if o.Block == 0 {
+		o.Block = 64
+	}
+	if o.Segments == 0 {
+		o.Segments = 64
 	}
 	if o.Features == 0 {
 		o.Features = 256
@@ -160,7 +179,7 @@ func (r *BenchResult) Summarize() {
 		}
 	}
 	r.MeasuredCrossover = map[Form]int{}
-	for _, f := range []Form{Performer, Linformer} {
+	for _, f := range []Form{Performer, Linformer, LocalPooled} {
 		cross, seen := 0, false
 		for _, run := range r.sorted(f) {
 			if run.Status != "ok" {

@@ -30,9 +30,10 @@ type Form string
 
 // The forms.
 const (
-	Original  Form = "original"
-	Performer Form = "performer"
-	Linformer Form = "linformer"
+	Original    Form = "original"
+	Performer   Form = "performer"
+	Linformer   Form = "linformer"
+	LocalPooled Form = "local-pooled"
 )
 
 // CostModel counts the multiply-accumulates (MACs) of one forward pass of
@@ -44,6 +45,11 @@ const (
 //	core, Performer  4·n·M·h + 2·n·M·H    φ(Q), φ(K) (Ω·x), φ(K)ᵀV, φ(Q)·(φ(K)ᵀV),
 //	                                      and the normaliser φ(K)ᵀ1, φ(Q)·z
 //	core, Linformer  4·n·k·h              E·K, F·V, Q·Kpᵀ, P·Vp
+//	core, local+pooled  n·h·(6b + 4k + 4s)  Q·Kᵀ and P·V over the 3b keys of
+//	                                      the block window, segment means
+//	                                      (one-hot·K, one-hot·V), Q·K̄ᵀ and
+//	                                      P·V̄ over k segments, s sinks
+//	                                      gathered and scored
 //
 // with h = H·d. Exponentials (H·n² for the softmax, 2·H·n·M for the
 // Performer features), LayerNorms, biases and Gelu are elementwise work and
@@ -53,6 +59,9 @@ type CostModel struct {
 	Dims     Dims
 	Features int // Performer M
 	K        int // Linformer k
+	// Block (b), Segments (k) and Sinks (0, 1 or 2 tokens) price
+	// LocalPooledAttention; the form is priced only when Segments > 0.
+	Block, Segments, Sinks int
 }
 
 // LayerCost is the cost of one layer at one length.
@@ -102,6 +111,12 @@ func (c CostModel) Layer(f Form, n int) LayerCost {
 		lc.Core = 4 * N * K * h
 		lc.Exps = H * N * K
 		big(4*H*N*K, "scores H·n·k")
+	case LocalPooled:
+		b, k, s := int64(c.Block), int64(c.Segments), int64(c.Sinks)
+		lc.Core = N * h * (6*b + 4*k + 4*s)
+		lc.Exps = H * N * (3*b + k + s)
+		big(4*H*N*3*b, "local scores H·n·3b")
+		big(4*H*N*k, "pooled scores H·n·k")
 	}
 	lc.Total = lc.Projections + lc.Core + lc.FFN
 	return lc
@@ -125,7 +140,8 @@ func (c CostModel) PeakBytes(f Form, n int) int64 {
 
 // Crossover returns the smallest length n ≥ 1 at which form f needs fewer
 // MACs than the original. In closed form the cores are equal at
-// n = 2M + M/d (Performer) and n = 2k (Linformer).
+// n = 2M + M/d (Performer), n = 2k (Linformer) and n = 3b + 2k + 2s
+// (local+pooled).
 func (c CostModel) Crossover(f Form) int {
 	if f == Original {
 		return 0
@@ -156,6 +172,9 @@ func (c CostModel) Validate() error {
 	}
 	if c.Features <= 0 || c.K <= 0 {
 		return fmt.Errorf("convert: cost model: features %d and k %d must be positive", c.Features, c.K)
+	}
+	if c.Block < 0 || c.Segments < 0 || c.Sinks < 0 || c.Sinks > 2 {
+		return fmt.Errorf("convert: cost model: block %d, segments %d must not be negative, sinks %d must be 0..2", c.Block, c.Segments, c.Sinks)
 	}
 	return nil
 }
@@ -242,24 +261,41 @@ func (c CostModel) WriteCostTable(w io.Writer, lengths []int) error {
 		return err
 	}
 	d := c.Dims
-	fmt.Fprintf(w, "cost model: %d layers, hidden %d, %d heads × %d, FFN %d; Performer M = %d, Linformer k = %d; batch 1\n",
-		d.Layers, d.Hidden, d.Heads, d.HeadDim, d.FFN, c.Features, c.K)
+	fmt.Fprintf(w, "cost model: %d layers, hidden %d, %d heads × %d, FFN %d; Performer M = %d, Linformer k = %d", d.Layers, d.Hidden, d.Heads, d.HeadDim, d.FFN, c.Features, c.K)
+	if c.Segments > 0 {
+		fmt.Fprintf(w, ", local+pooled b = %d, k = %d, %d sinks", c.Block, c.Segments, c.Sinks)
+	}
+	fmt.Fprintln(w, "; batch 1")
 	fmt.Fprintln(w, "multiply-accumulates (MACs) per layer and for the model (k/M/G/T = 1e3/1e6/1e9/1e12); exps and elementwise ops not counted")
-	fmt.Fprintf(w, "%-8s %-10s %10s %10s %10s %10s %12s %9s  %s\n", "length", "form", "proj", "core", "ffn", "layer", "model", "speedup", "largest intermediate")
-	forms := []Form{Original, Performer, Linformer}
+	fmt.Fprintf(w, "%-8s %-12s %10s %10s %10s %10s %12s %9s  %s\n", "length", "form", "proj", "core", "ffn", "layer", "model", "speedup", "largest intermediate")
+	forms := c.Forms()
 	ls := append([]int(nil), lengths...)
 	sort.Ints(ls)
 	for _, n := range ls {
 		for _, f := range forms {
 			lc := c.Layer(f, n)
-			fmt.Fprintf(w, "%-8d %-10s %10s %10s %10s %10s %12s %8.2fx  %s (%s)\n", n, f,
+			fmt.Fprintf(w, "%-8d %-12s %10s %10s %10s %10s %12s %8.2fx  %s (%s)\n", n, f,
 				giga(lc.Projections), giga(lc.Core), giga(lc.FFN), giga(lc.Total), giga(c.Total(f, n)),
 				c.Speedup(f, n), humanBytes(lc.Largest), lc.LargestName)
 		}
 	}
-	fmt.Fprintf(w, "predicted crossover (first n with fewer MACs than the original): performer %d (cores equal at 2M + M/d = %d), linformer %d (cores equal at 2k = %d)\n",
+	fmt.Fprintf(w, "predicted crossover (first n with fewer MACs than the original): performer %d (cores equal at 2M + M/d = %d), linformer %d (cores equal at 2k = %d)",
 		c.Crossover(Performer), 2*c.Features+c.Features/d.HeadDim, c.Crossover(Linformer), 2*c.K)
+	if c.Segments > 0 {
+		fmt.Fprintf(w, ", local-pooled %d (cores equal at 3b + 2k + 2s = %d)", c.Crossover(LocalPooled), 3*c.Block+2*c.Segments+2*c.Sinks)
+	}
+	fmt.Fprintln(w)
 	return nil
+}
+
+// Forms lists the forms the model prices: the original, Performer,
+// Linformer, and local+pooled when Segments > 0.
+func (c CostModel) Forms() []Form {
+	forms := []Form{Original, Performer, Linformer}
+	if c.Segments > 0 {
+		forms = append(forms, LocalPooled)
+	}
+	return forms
 }
 
 // giga formats a MAC count with an SI suffix.

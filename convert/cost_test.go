@@ -135,3 +135,51 @@ func TestParseLengths(t *testing.T) {
 		}
 	}
 }
+
+// TestCostModelLocalPooled counts, loop by loop, the products the
+// LocalPooledAttention function body runs per head (block window scores and
+// values, one-hot segment means, pooled scores and values, sink gathers and
+// scores) and checks the closed form and the crossover n = 3b + 2k + 2s.
+func TestCostModelLocalPooled(t *testing.T) {
+	dense := func(rows, in, out int) (c int64) {
+		for r := 0; r < rows; r++ {
+			for o := 0; o < out; o++ {
+				for i := 0; i < in; i++ {
+					c++
+				}
+			}
+		}
+		return
+	}
+	for _, tc := range []struct{ n, H, d, b, k, s int }{
+		{8, 2, 3, 2, 3, 2}, {12, 3, 2, 4, 2, 0}, {6, 1, 4, 3, 1, 1},
+	} {
+		cm := convert.CostModel{Dims: convert.Dims{Layers: 2, Hidden: tc.H * tc.d, Heads: tc.H, HeadDim: tc.d, FFN: 5},
+			Features: 1, K: 1, Block: tc.b, Segments: tc.k, Sinks: tc.s}
+		var core int64
+		for head := 0; head < tc.H; head++ {
+			core += dense(tc.n, tc.d, 3*tc.b) + dense(tc.n, 3*tc.b, tc.d) // Q·Kwinᵀ, P·Vwin
+			core += dense(tc.k, tc.n, tc.d) + dense(tc.k, tc.n, tc.d)     // one-hotᵀ·K, one-hotᵀ·V
+			core += dense(tc.n, tc.d, tc.k) + dense(tc.n, tc.k, tc.d)     // Q·K̄ᵀ, P·V̄
+			core += dense(tc.s, tc.n, tc.d) + dense(tc.s, tc.n, tc.d)     // sink gathers
+			core += dense(tc.n, tc.d, tc.s) + dense(tc.n, tc.s, tc.d)     // sink scores and values
+		}
+		if got := cm.Layer(convert.LocalPooled, tc.n).Core; got != core {
+			t.Errorf("%+v: core %d, loops %d", tc, got, core)
+		}
+	}
+	base := convert.CostModel{Dims: convert.Dims{Layers: 2, Hidden: 768, Heads: 12, HeadDim: 64, FFN: 3072}, Features: 256, K: 256, Block: 64, Segments: 64, Sinks: 2}
+	if got, want := base.Crossover(convert.LocalPooled), 3*64+2*64+2*2; got < want || got > want+1 {
+		t.Errorf("crossover %d, cores equal at %d", got, want)
+	}
+	if got := base.Forms(); len(got) != 4 || got[3] != convert.LocalPooled {
+		t.Errorf("forms %v, want local-pooled last", got)
+	}
+	var buf bytes.Buffer
+	if err := base.WriteCostTable(&buf, []int{4096}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(buf.String(), "local-pooled") || !strings.Contains(buf.String(), "3b + 2k + 2s = 324") {
+		t.Errorf("cost table lacks the local-pooled row or crossover:\n%s", buf.String())
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/linearize/linearize/features"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
 	"github.com/linearize/linearize/ops"
@@ -29,6 +30,24 @@ type PerformerOptions struct {
 	// Positions, when MaxPositions > 0, first grows the absolute position
 	// table (ExtendPositions) so the model accepts longer inputs.
 	Positions ExtendOptions
+	// Center centres queries and keys over each sequence's valid tokens
+	// at run time (exact; the op's center=1).
+	Center bool
+	// FeatureMap is the positive kernel's feature map: "favor+" (FAVOR+,
+	// default), "favor++" (optimal positive features, A per sequence at
+	// run time), "sderf" or "aderf" (FAVOR# dense-exponential features,
+	// frozen from Moments).
+	FeatureMap string
+	// Balance adds the per-head linear balance T (queries ·T, keys ·T⁻ᵀ;
+	// exact) fitted from Moments by features.FitBalance (geometric-mean
+	// balance). "sderf" and "aderf" always carry their own (a rotation,
+	// and a rotation after the geometric-mean balance).
+	Balance bool
+	// Moments holds each layer's calibration statistics (keyed by the
+	// Detect layer index), needed by Balance, "sderf" and "aderf";
+	// finetune.PerformerMoments computes them from calibration inputs.
+	// Their Centered must equal Center.
+	Moments map[int]*features.Moments
 }
 
 // LinformerOptions configures ToLinformer.
@@ -44,6 +63,17 @@ type LinformerOptions struct {
 	// Positions, when MaxPositions > 0, first grows the absolute position
 	// table (ExtendPositions); MaxLen then defaults to MaxPositions.
 	Positions ExtendOptions
+	// Init chooses E and F: "gaussian" (default: E, F ~ N(0, 1/k), frozen
+	// initializers) or "pool": E = F = means over K contiguous segments of
+	// each sequence's valid tokens, computed at run time from its actual
+	// length, each pooled key scoring q·k̄_c + log |S_c|. A pooled
+	// Linformer is written as a LocalPooledAttention node without the
+	// local part (ToLocalPooled with NoLocal); it has no maximum length,
+	// so MaxLen, Share, Seed and Projections do not apply.
+	Init string
+	// Sinks, with Init "pool", are the tokens kept exact: "first,last"
+	// (default), "first", "last" or "none".
+	Sinks string
 }
 
 // Report says what a conversion did.
@@ -80,7 +110,8 @@ const (
 
 // ToPerformer returns a copy of m in which every convertible attention core
 // (of the selected layers) is a PerformerAttention node with frozen random
-// features. m is not modified.
+// features. m is not modified. When no block is converted the error wraps
+// ErrNothingConverted (with the report, which says why).
 func ToPerformer(m *onnxpb.ModelProto, o PerformerOptions) (*onnxpb.ModelProto, *Report, error) {
 	if o.Features == 0 {
 		o.Features = 256
@@ -109,8 +140,15 @@ func ToPerformer(m *onnxpb.ModelProto, o PerformerOptions) (*onnxpb.ModelProto, 
 	if o.Kernel != ops.KernelPositive && o.Kernel != ops.KernelTrig {
 		return nil, nil, fmt.Errorf("convert: performer: kernel %q, want positive or trig", o.Kernel)
 	}
+	fit, err := performerFit(&o)
+	if err != nil {
+		return nil, nil, err
+	}
 	rw := &rewriter{op: ops.PerformerOp, layers: o.Layers, positions: o.Positions}
 	rw.report.Options = map[string]any{"features": o.Features, "seed": o.Seed, "omega": o.Omega, "norms": o.Norms, "kernel": o.Kernel, "per_head": o.PerHead}
+	if o.Center || o.Balance || o.FeatureMap != ops.FeaturesFavorPlus {
+		rw.report.Options["center"], rw.report.Options["balance"], rw.report.Options["feature_map"] = o.Center, o.Balance, o.FeatureMap
+	}
 	rw.core = func(b *Block, q, k, v, bias string) (*onnxpb.NodeProto, error) {
 		var omega *onnx.Tensor
 		var err error
@@ -129,21 +167,108 @@ func ToPerformer(m *onnxpb.ModelProto, o PerformerOptions) (*onnxpb.ModelProto, 
 		if err != nil {
 			return nil, err
 		}
+		inputs := []string{q, k, v, name, bias}
+		if fit != "" {
+			extra, err := rw.performerBalance(o, fit, b)
+			if err != nil {
+				return nil, err
+			}
+			inputs = append(inputs, extra...)
+		}
 		node := ops.NewPerformerNode(rw.names.Name(fmt.Sprintf("linearize/layer%d/PerformerAttention", b.Layer)),
-			[]string{q, k, v, name, bias}, rw.names.Name(fmt.Sprintf("linearize/layer%d/attn", b.Layer)),
-			ops.PerformerAttrs{Scale: float32(b.Scale), Kernel: o.Kernel})
+			inputs, rw.names.Name(fmt.Sprintf("linearize/layer%d/attn", b.Layer)),
+			ops.PerformerAttrs{Scale: float32(b.Scale), Kernel: o.Kernel, Center: o.Center, Features: o.FeatureMap})
 		return node, nil
 	}
-	rw.function = func(opset int64) (*onnxpb.FunctionProto, error) { return ops.PerformerFunction(o.Kernel, opset) }
+	variant := ops.PerformerVariant{Kernel: o.Kernel, Center: o.Center, Balance: fit != "", Features: o.FeatureMap}
+	rw.function = func(opset int64) (*onnxpb.FunctionProto, error) { return ops.PerformerFunctionFor(variant, opset) }
 	return rw.run(m)
+}
+
+// performerFit checks the variant options of o (setting FeatureMap's
+// default) and returns the kind of balance to fit ("" for none).
+func performerFit(o *PerformerOptions) (string, error) {
+	if o.FeatureMap == "" {
+		o.FeatureMap = ops.FeaturesFavorPlus
+	}
+	fit := ""
+	switch o.FeatureMap {
+	case ops.FeaturesFavorPlus, ops.FeaturesFavorPP:
+		if o.Balance {
+			fit = features.BalanceGeoMean
+		}
+	case ops.FeaturesSDERF, ops.FeaturesADERF:
+		fit = o.FeatureMap
+		if o.Balance {
+			return "", fmt.Errorf("convert: performer: feature map %s carries its own balance; Balance is for favor+ and favor++", o.FeatureMap)
+		}
+	default:
+		return "", fmt.Errorf("convert: performer: feature map %q, want favor+, favor++, sderf or aderf", o.FeatureMap)
+	}
+	if (o.Center || fit != "" || o.FeatureMap != ops.FeaturesFavorPlus) && o.Kernel != ops.KernelPositive {
+		return "", fmt.Errorf("convert: performer: center, balance and feature map %s need the positive kernel", o.FeatureMap)
+	}
+	if fit != "" && o.Moments == nil {
+		return "", fmt.Errorf("convert: performer: %s needs calibration moments (finetune.PerformerMoments)", fit)
+	}
+	return fit, nil
+}
+
+// performerBalance fits block b's balance (and DERF parameters) from its
+// calibration moments and adds them as initializers; it returns the extra
+// node inputs balance_q, balance_k (and derf_a).
+func (rw *rewriter) performerBalance(o PerformerOptions, kind string, b *Block) ([]string, error) {
+	mo := o.Moments[b.Layer]
+	if mo == nil {
+		return nil, fmt.Errorf("no calibration moments for layer %d", b.Layer)
+	}
+	if mo.Heads != b.Heads || mo.Dim != b.HeadDim || mo.Centered != o.Center {
+		return nil, fmt.Errorf("calibration moments of %d heads × %d (centred %v) for a block of %d × %d (center %v)", mo.Heads, mo.Dim, mo.Centered, b.Heads, b.HeadDim, o.Center)
+	}
+	fit, err := features.FitBalance(mo, kind)
+	if err != nil {
+		return nil, err
+	}
+	h, d := b.Heads, b.HeadDim
+	base := fmt.Sprintf("linearize/layer%d/", b.Layer)
+	tq, err := rw.addInit(base+"balance_q", onnx.NewFloat([]int{h, d, d}, fit.BalanceQ))
+	if err != nil {
+		return nil, err
+	}
+	tk := tq
+	if kind != features.BalanceSDERF { // a rotation is its own inverse transpose
+		if tk, err = rw.addInit(base+"balance_k", onnx.NewFloat([]int{h, d, d}, fit.BalanceK)); err != nil {
+			return nil, err
+		}
+	}
+	out := []string{tq, tk}
+	if fit.A != nil {
+		a, err := rw.addInit(base+"derf_a", onnx.NewFloat([]int{h, 1, d}, fit.A))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, a)
+	}
+	return out, nil
 }
 
 // ToLinformer returns a copy of m in which every convertible attention core
 // (of the selected layers) is a LinformerAttention node with projections
-// E, F as initializers. m is not modified.
+// E, F as initializers. m is not modified. When no block is converted the
+// error wraps ErrNothingConverted (with the report, which says why).
 func ToLinformer(m *onnxpb.ModelProto, o LinformerOptions) (*onnxpb.ModelProto, *Report, error) {
 	if o.K == 0 {
 		o.K = 128
+	}
+	switch o.Init {
+	case "", "gaussian":
+	case "pool":
+		if o.K < 1 {
+			return nil, nil, fmt.Errorf("convert: linformer: k %d must be positive", o.K)
+		}
+		return ToLocalPooled(m, LocalPooledOptions{NoLocal: true, Segments: o.K, Sinks: o.Sinks, Layers: o.Layers, Positions: o.Positions})
+	default:
+		return nil, nil, fmt.Errorf("convert: linformer: init %q, want gaussian or pool", o.Init)
 	}
 	if o.MaxLen == 0 {
 		o.MaxLen = 512
@@ -252,7 +377,6 @@ func (rw *rewriter) run(m0 *onnxpb.ModelProto) (out *onnxpb.ModelProto, rep *Rep
 	if err != nil {
 		return nil, nil, err
 	}
-	pre := m
 	m = analysed
 	rw.m, rw.g = m, m.Graph
 	rw.ix = onnx.NewIndex(m.Graph)
@@ -264,6 +388,9 @@ func (rw *rewriter) run(m0 *onnxpb.ModelProto) (out *onnxpb.ModelProto, rep *Rep
 	rw.report.Blocks = det.Count()
 	rw.report.Converted = []BlockReport{}
 	rw.report.Skipped = []BlockReport{}
+	if det.AlreadyConverted() {
+		return nil, &rw.report, fmt.Errorf("%w: the model is converted already: %s", ErrNothingConverted, linearSummary(det.Linear))
+	}
 	want := map[int]bool{}
 	for _, l := range rw.layers {
 		if l < 0 || l >= det.Count() {
@@ -298,8 +425,7 @@ func (rw *rewriter) run(m0 *onnxpb.ModelProto) (out *onnxpb.ModelProto, rep *Rep
 		converted++
 	}
 	if converted == 0 {
-		// Nothing rewritten: return the model without inlined functions.
-		return pre, &rw.report, nil
+		return nil, &rw.report, nothingConverted(det, rw.report.Skipped)
 	}
 	// Splice the new nodes in place of the nodes they replace.
 	var nodes []*onnxpb.NodeProto
@@ -329,6 +455,9 @@ func (rw *rewriter) run(m0 *onnxpb.ModelProto) (out *onnxpb.ModelProto, rep *Rep
 		rw.report.Skipped = append(rw.report.Skipped, br)
 	}
 	rw.report.Converted = kept
+	if len(kept) == 0 {
+		return nil, &rw.report, nothingConverted(det, rw.report.Skipped)
+	}
 	fopset := rw.opset
 	if fopset < ops.MinFunctionOpset {
 		// onnxruntime runs a model-local function at the model's own
@@ -439,6 +568,28 @@ func (rw *rewriter) rewriteCore(b *Block) (*onnxpb.NodeProto, error) {
 	if err != nil {
 		return nil, err
 	}
+	if c.qPre != 1 || c.kPre != 1 {
+		// Q (or K) was scaled before its head split. Performer's
+		// estimator needs the whole scale as its attribute (it splits it
+		// evenly, √scale on each side), so the factor is taken back out
+		// of the operand; the exact ops take the operand as it is with
+		// the rest of the scale, which keeps their products bit for bit.
+		if rw.op == ops.PerformerOp {
+			unscale := func(x string, f float64, name string) string {
+				if f == 1 {
+					return x
+				}
+				n := rw.node("Mul", base+"/"+name, []string{x, rw.floatConst(name+"_unscale", []int{}, float32(1/f))})
+				pre = append(pre, n)
+				return n.Output[0]
+			}
+			q, k = unscale(q, c.qPre, "q"), unscale(k, c.kPre, "k")
+		} else {
+			bc := *b
+			bc.Scale = b.Scale / (c.qPre * c.kPre)
+			b = &bc
+		}
+	}
 	node, err := rw.core(b, q, k, v, bias)
 	if err != nil {
 		return nil, err
@@ -468,7 +619,7 @@ func (rw *rewriter) coreBias(b *Block, base string, out *[]*onnxpb.NodeProto) (s
 		}
 		if bt.where {
 			zero := rw.floatConst("zero", []int{}, 0)
-			fill := rw.floatConst("mask_fill", []int{}, float32(bt.fill))
+			fill := rw.floatConst("mask_fill", []int{}, float32(bt.maskedFill()))
 			in := []string{bt.keyValue, fill, zero}
 			if bt.scoresOnTrue {
 				in = []string{bt.keyValue, zero, fill}
@@ -484,9 +635,19 @@ func (rw *rewriter) coreBias(b *Block, base string, out *[]*onnxpb.NodeProto) (s
 			v = n.Output[0]
 		}
 		if bt.factor != 1 {
-			n := rw.node("Mul", base+"/key_bias", []string{v, rw.floatConst("bias_factor", []int{}, float32(bt.factor))})
-			*out = append(*out, n)
-			v = n.Output[0]
+			// The softmax sees factor·v. Performer needs exactly that on
+			// the keys it attends to; both ops decide padding by
+			// bias ≤ maskThreshold, which a scale after the mask
+			// ((QKᵀ + mask)/√d: −10000 → −1250) would undo. So keys whose
+			// unscaled mask is padding keep the unscaled value (the
+			// softmax gives them ≈ 0 weight either way), and every other
+			// key gets the scaled bias:
+			//   key_bias = Where(v > maskThreshold, factor·v, v).
+			scaled := rw.node("Mul", base+"/key_bias", []string{v, rw.floatConst("bias_factor", []int{}, float32(bt.factor))})
+			valid := rw.node("Greater", base+"/key_bias", []string{v, rw.floatConst("mask_threshold", []int{}, maskThreshold)})
+			sel := rw.node("Where", base+"/key_bias", []string{valid.Output[0], scaled.Output[0], v})
+			*out = append(*out, scaled, valid, sel)
+			v = sel.Output[0]
 		}
 		return v, nil
 	}

@@ -11,7 +11,8 @@ import (
 
 // Fit fits whatever converted holds: the Linformer projections of its
 // LinformerAttention nodes and the Q/K projections feeding its
-// PerformerAttention nodes (Linformer first when a model has both). The
+// PerformerAttention and LocalPooledAttention nodes (in that order when a
+// model has several). The
 // learning rate, when opt.LR is 0, is each method's default.
 func Fit(original, converted *onnxpb.ModelProto, feed map[string]*onnx.Tensor, opt Options) (*onnxpb.ModelProto, *Report, error) {
 	if converted == nil || converted.Graph == nil || original == nil || original.Graph == nil {
@@ -23,8 +24,8 @@ func Fit(original, converted *onnxpb.ModelProto, feed map[string]*onnx.Tensor, o
 			count[n.GetOpType()]++
 		}
 	}
-	if count[ops.LinformerOp] == 0 && count[ops.PerformerOp] == 0 {
-		return nil, nil, fmt.Errorf("finetune: the converted model has no %s or %s nodes (convert it first)", ops.LinformerOp, ops.PerformerOp)
+	if count[ops.LinformerOp] == 0 && count[ops.PerformerOp] == 0 && count[ops.LocalPooledOp] == 0 {
+		return nil, nil, fmt.Errorf("finetune: the converted model has no %s, %s or %s nodes (convert it first)", ops.LinformerOp, ops.PerformerOp, ops.LocalPooledOp)
 	}
 	m := converted
 	var rep *Report
@@ -37,6 +38,19 @@ func Fit(original, converted *onnxpb.ModelProto, feed map[string]*onnx.Tensor, o
 	}
 	if count[ops.PerformerOp] > 0 {
 		out, r, err := Performer(original, m, feed, opt)
+		if err != nil {
+			return nil, nil, err
+		}
+		if rep == nil {
+			rep = r
+		} else {
+			rep.Op += "+" + r.Op
+			rep.Layers = append(rep.Layers, r.Layers...)
+		}
+		m = out
+	}
+	if count[ops.LocalPooledOp] > 0 {
+		out, r, err := LocalPooled(original, m, feed, opt)
 		if err != nil {
 			return nil, nil, err
 		}

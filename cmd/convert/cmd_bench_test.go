@@ -82,7 +82,7 @@ func TestInspectCost(t *testing.T) {
 			} `json:"total"`
 		} `json:"cost"`
 	}
-	if code != 0 || json.Unmarshal([]byte(stdout), &rep) != nil || len(rep.Cost.Total) != 3 || rep.Cost.Total[1].PredictedSpeedup <= 1 {
+	if code != 0 || json.Unmarshal([]byte(stdout), &rep) != nil || len(rep.Cost.Total) != 4 || rep.Cost.Total[1].PredictedSpeedup <= 1 || rep.Cost.Total[3].Form != "local-pooled" || rep.Cost.Total[3].PredictedSpeedup <= 1 {
 		t.Errorf("inspect --cost --json: exit %d, %+v", code, rep)
 	}
 	if code, _, _ := runCLI("inspect", model, "--cost", "--seq-len", "abc"); code != exitUsage {
@@ -117,7 +117,7 @@ func TestBenchCLI(t *testing.T) {
 	if err != nil || json.Unmarshal(b, &res) != nil {
 		t.Fatalf("json: %v %s", err, b)
 	}
-	if res.Threads != 1 || len(res.Runs) != 6 {
+	if res.Threads != 1 || len(res.Runs) != 8 {
 		t.Fatalf("json: %+v", res)
 	}
 	for _, r := range res.Runs {

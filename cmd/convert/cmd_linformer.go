@@ -2,7 +2,9 @@ package main
 
 import (
 	"flag"
+	"fmt"
 	"io"
+	"os"
 
 	"github.com/linearize/linearize/convert"
 )
@@ -10,8 +12,8 @@ import (
 func init() {
 	register(&command{
 		name:    "linformer",
-		summary: "rewrite every convertible attention block into a LinformerAttention op (keys and values projected to length k) that runs in stock onnxruntime",
-		usage:   "MODEL -o OUT [--k K] [--max-len N] [--share none|headwise|kv|layerwise] [--seed S] [--layers LIST] [--max-positions N] [--json]",
+		summary: "rewrite every convertible attention block into Linformer attention (keys and values pooled or projected to length k) that runs in stock onnxruntime",
+		usage:   "MODEL -o OUT [--init pool|gaussian] [--k K] [--sinks first,last|first|last|none] [--max-len N] [--share none|headwise|kv|layerwise] [--seed S] [--layers LIST] [--max-positions N] [--json]",
 		run:     runLinformer,
 	})
 }
@@ -20,12 +22,22 @@ func runLinformer(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("linformer", flag.ContinueOnError)
 	var f rewriteFlags
 	var o convert.LinformerOptions
-	fs.IntVar(&o.K, "k", 128, "projected length k")
-	fs.IntVar(&o.MaxLen, "max-len", 0, "longest sequence N the projections accept (default 512, or --max-positions)")
-	fs.StringVar(&o.Share, "share", "headwise", "projection sharing: none, headwise, kv or layerwise")
+	fs.StringVar(&o.Init, "init", "pool", "pool: E = F = means over k segments of each input's valid tokens, at run time (a LocalPooledAttention node without local blocks; no length limit); gaussian: frozen random E, F ~ N(0, 1/k) (a LinformerAttention node)")
+	fs.IntVar(&o.K, "k", 128, "projected length k (segments with --init pool)")
+	fs.StringVar(&o.Sinks, "sinks", "first,last", "with --init pool: tokens kept exact (first,last, first, last or none)")
+	fs.IntVar(&o.MaxLen, "max-len", 0, "with --init gaussian: longest sequence N the projections accept (default 512, or --max-positions)")
+	fs.StringVar(&o.Share, "share", "headwise", "with --init gaussian: projection sharing: none, headwise, kv or layerwise")
 	m, in, layers, err := loadForRewrite("linformer", fs, &f, args, stdout)
 	if err != nil {
 		return err
+	}
+	if o.Init == "pool" {
+		fs.Visit(func(fl *flag.Flag) {
+			switch fl.Name {
+			case "max-len", "share", "seed":
+				fmt.Fprintf(os.Stderr, "convert linformer: --%s does not apply to --init pool (segments follow each input's length; nothing is sampled); ignored\n", fl.Name)
+			}
+		})
 	}
 	o.Seed, o.Layers, o.Positions = f.seed, layers, f.positions()
 	out, rep, err := convert.ToLinformer(m, o)

@@ -82,11 +82,11 @@ func TestPerformerLinformerCLI(t *testing.T) {
 	}{
 		{[]string{"performer", in, "-o", filepath.Join(tmp, "p.onnx"), "--features", "32", "--json"}, 0, `"PerformerAttention"`},
 		{[]string{"performer", in, "-o", filepath.Join(tmp, "p2.onnx"), "--kernel", "trig", "--norms", "qmc", "--omega", "iid"}, 0, "1 converted"},
-		{[]string{"linformer", in, "-o", filepath.Join(tmp, "l.onnx"), "--k", "4", "--max-len", "16", "--share", "kv"}, 0, "1 converted"},
+		{[]string{"linformer", in, "-o", filepath.Join(tmp, "l.onnx"), "--init", "gaussian", "--k", "4", "--max-len", "16", "--share", "kv"}, 0, "1 converted"},
 		{[]string{"performer", in}, exitUsage, "-o OUT is required"},
 		{[]string{"performer", in, "-o", in}, exitUsage, "pass --overwrite"},
 		{[]string{"performer", in, "-o", filepath.Join(tmp, "x.onnx"), "--kernel", "cosine"}, exitBadInput, `kernel "cosine"`},
-		{[]string{"linformer", in, "-o", filepath.Join(tmp, "x.onnx"), "--share", "all"}, exitBadInput, `share "all"`},
+		{[]string{"linformer", in, "-o", filepath.Join(tmp, "x.onnx"), "--init", "gaussian", "--share", "all"}, exitBadInput, `share "all"`},
 		{[]string{"linformer", in, "-o", filepath.Join(tmp, "x.onnx"), "--layers", "3"}, exitBadInput, "layer 3 selected"},
 		{[]string{"linformer", in, "-o", filepath.Join(tmp, "x.onnx"), "--layers", "a"}, exitUsage, "not a block index"},
 		{[]string{"performer", filepath.Join(tmp, "missing.onnx"), "-o", filepath.Join(tmp, "x.onnx")}, exitBadInput, "missing.onnx"},
@@ -123,7 +123,7 @@ func TestPerformerDeterministic(t *testing.T) {
 		}
 		return b
 	}
-	for _, cmd := range [][]string{{"performer", "--features", "16"}, {"linformer", "--k", "4", "--max-len", "8"}} {
+	for _, cmd := range [][]string{{"performer", "--features", "16"}, {"linformer", "--init", "gaussian", "--k", "4", "--max-len", "8"}} {
 		a, b, c := write("a.onnx", "7", cmd...), write("b.onnx", "7", cmd...), write("c.onnx", "8", cmd...)
 		if !bytes.Equal(a, b) {
 			t.Errorf("%s: same seed, different bytes", cmd[0])

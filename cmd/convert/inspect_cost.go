@@ -16,6 +16,9 @@ type costFlags struct {
 	seqLen   string
 	features int
 	k        int
+	block    int
+	segments int
+	sinks    int
 }
 
 func (c *costFlags) register(fs *flag.FlagSet) {
@@ -23,6 +26,9 @@ func (c *costFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.seqLen, "seq-len", "512,1024,2048,4096,8192,16384", "with --cost: comma-separated sequence lengths")
 	fs.IntVar(&c.features, "features", 256, "with --cost: Performer random features M")
 	fs.IntVar(&c.k, "k", 256, "with --cost: Linformer projected length k")
+	fs.IntVar(&c.block, "block", 64, "with --cost: local+pooled block length b")
+	fs.IntVar(&c.segments, "segments", 64, "with --cost: local+pooled segments k")
+	fs.IntVar(&c.sinks, "sinks", 2, "with --cost: local+pooled sink tokens (0..2)")
 }
 
 // costReport is the cost section of inspect's report.
@@ -54,19 +60,22 @@ func buildCost(m *onnxpb.ModelProto, f costFlags) (*costReport, error) {
 	if err != nil {
 		return nil, usageError("--seq-len: %v", err)
 	}
-	if f.features <= 0 || f.k <= 0 {
-		return nil, usageError("--features and --k must be positive")
+	if f.features <= 0 || f.k <= 0 || f.block <= 0 || f.segments <= 0 {
+		return nil, usageError("--features, --k, --block and --segments must be positive")
+	}
+	if f.sinks < 0 || f.sinks > 2 {
+		return nil, usageError("--sinks %d: want 0, 1 or 2", f.sinks)
 	}
 	dims, notes, err := convert.ModelDims(m)
 	if err != nil {
 		return nil, badInput(err)
 	}
-	cm := convert.CostModel{Dims: dims, Features: f.features, K: f.k}
+	cm := convert.CostModel{Dims: dims, Features: f.features, K: f.k, Block: f.block, Segments: f.segments, Sinks: f.sinks}
 	if err := cm.Validate(); err != nil {
 		return nil, badInput(err)
 	}
 	r := &costReport{Dims: dims, Features: f.features, K: f.k, Notes: notes, Lengths: lengths, model: cm, Crossover: map[convert.Form]int{}}
-	forms := []convert.Form{convert.Original, convert.Performer, convert.Linformer}
+	forms := cm.Forms()
 	for _, n := range lengths {
 		for _, fm := range forms {
 			r.Layer = append(r.Layer, cm.Layer(fm, n))

@@ -377,8 +377,12 @@ func TestOutputSafety(t *testing.T) {
 			{"linformer", model, "-o", out, "--k", "-3"},
 			{"performer", model, "-o", out, "--features", "-1"},
 			{"performer", model, "-o", out, "--omega", "bogus"},
-			{"performer", model, "-o", out, "--features", "100000000"},             // would be gigabytes
-			{"linformer", model, "-o", out, "--k", "40000", "--max-len", "40000"},  // would be gigabytes
+			{"performer", model, "-o", out, "--features", "100000000"},                                  // would be gigabytes
+			{"linformer", model, "-o", out, "--init", "gaussian", "--k", "40000", "--max-len", "40000"}, // would be gigabytes
+			{"linformer", model, "-o", out, "--init", "bogus"},
+			{"local-pooled", model, "-o", out, "--segments", "1000000"},
+			{"local-pooled", model, "-o", out, "--sinks", "middle"},
+			{"local-pooled", model, "-o", out, "--block", "0"},
 			{"extend-positions", model, "-o", out, "--max-positions", "8"},         // fewer rows than the table has
 			{"extend-positions", model, "-o", out, "--max-positions", "100000000"}, // would be gigabytes
 		} {

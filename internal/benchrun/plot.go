@@ -19,9 +19,10 @@ import (
 )
 
 var variantColors = map[convert.Form]color.Color{
-	convert.Original:  color.RGBA{R: 0x33, G: 0x33, B: 0x33, A: 0xff},
-	convert.Performer: color.RGBA{R: 0xd6, G: 0x27, B: 0x28, A: 0xff},
-	convert.Linformer: color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 0xff},
+	convert.Original:    color.RGBA{R: 0x33, G: 0x33, B: 0x33, A: 0xff},
+	convert.Performer:   color.RGBA{R: 0xd6, G: 0x27, B: 0x28, A: 0xff},
+	convert.Linformer:   color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 0xff},
+	convert.LocalPooled: color.RGBA{R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff},
 }
 
 // Plot writes a PNG with two log-log panels, median time and peak RSS
@@ -45,7 +46,7 @@ func Plot(r *convert.BenchResult, path string) error {
 		p.Legend.Top, p.Legend.Left = false, false
 		p.Add(plotter.NewGrid())
 		lines := 0
-		for _, f := range []convert.Form{convert.Original, convert.Performer, convert.Linformer} {
+		for _, f := range []convert.Form{convert.Original, convert.Performer, convert.Linformer, convert.LocalPooled} {
 			var xys plotter.XYs
 			for _, run := range r.Runs {
 				if run.Variant == f && run.Status == "ok" && pn.value(run) > 0 {

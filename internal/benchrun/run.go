@@ -273,7 +273,13 @@ func Run(o Options) (*convert.BenchResult, error) {
 	}
 	bo := o.Bench
 	if len(bo.Variants) == 0 {
-		bo.Variants = []convert.Form{convert.Original, convert.Performer, convert.Linformer}
+		bo.Variants = []convert.Form{convert.Original, convert.Performer, convert.Linformer, convert.LocalPooled}
+	}
+	if bo.Block == 0 {
+		bo.Block = 64
+	}
+	if bo.Segments == 0 {
+		bo.Segments = 64
 	}
 	if bo.Features == 0 {
 		bo.Features = 256
@@ -289,7 +295,7 @@ func Run(o Options) (*convert.BenchResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	cm := convert.CostModel{Dims: dims, Features: bo.Features, K: bo.K}
+	cm := convert.CostModel{Dims: dims, Features: bo.Features, K: bo.K, Block: bo.Block, Segments: bo.Segments, Sinks: 2}
 	if err := cm.Validate(); err != nil {
 		return nil, err
 	}
@@ -455,10 +461,10 @@ func gib(b int64) string {
 func WriteTable(w io.Writer, r *convert.BenchResult) {
 	fmt.Fprintf(w, "model %s: %d layers, hidden %d, %d heads, FFN %d; threads %d, M = %d, k = %d, %d runs each (median)\n",
 		r.Model, r.Dims.Layers, r.Dims.Hidden, r.Dims.Heads, r.Dims.FFN, r.Threads, r.Features, r.K, r.Repeat)
-	fmt.Fprintf(w, "%-7s %-10s %-8s %10s %10s %9s %9s %10s %9s %9s %9s\n", "length", "variant", "status", "median ms", "cpu ms", "peak MiB", "speedup", "predicted", "meas/pred", "cpu spdup", "mem ratio")
+	fmt.Fprintf(w, "%-7s %-12s %-8s %10s %10s %9s %9s %10s %9s %9s %9s\n", "length", "variant", "status", "median ms", "cpu ms", "peak MiB", "speedup", "predicted", "meas/pred", "cpu spdup", "mem ratio")
 	for _, run := range r.Runs {
 		if run.Status != "ok" {
-			fmt.Fprintf(w, "%-7d %-10s %-8s %10s %10s %9s %9s %9.2fx %9s %9s %9s  %s\n", run.Length, run.Variant, run.Status, "-", "-", "-", "-", run.PredictedSpeedup, "-", "-", "-", run.Reason)
+			fmt.Fprintf(w, "%-7d %-12s %-8s %10s %10s %9s %9s %9.2fx %9s %9s %9s  %s\n", run.Length, run.Variant, run.Status, "-", "-", "-", "-", run.PredictedSpeedup, "-", "-", "-", run.Reason)
 			continue
 		}
 		sp, ratio, mem, cpu := "-", "-", "-", "-"
@@ -472,7 +478,7 @@ func WriteTable(w io.Writer, r *convert.BenchResult) {
 		if run.MemoryRatio > 0 {
 			mem = fmt.Sprintf("%.3f", run.MemoryRatio)
 		}
-		fmt.Fprintf(w, "%-7d %-10s %-8s %10.1f %10.1f %9.0f %9s %9.2fx %9s %9s %9s\n", run.Length, run.Variant, run.Status, run.MedianMS, run.MedianCPUMS, run.PeakRSSMB, sp, run.PredictedSpeedup, ratio, cpu, mem)
+		fmt.Fprintf(w, "%-7d %-12s %-8s %10.1f %10.1f %9.0f %9s %9.2fx %9s %9s %9s\n", run.Length, run.Variant, run.Status, run.MedianMS, run.MedianCPUMS, run.PeakRSSMB, sp, run.PredictedSpeedup, ratio, cpu, mem)
 	}
 	var forms []string
 	for f := range r.Crossover {

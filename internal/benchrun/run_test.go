@@ -53,7 +53,7 @@ func TestRunTinyModel(t *testing.T) {
 	res, err := Run(Options{
 		ModelPath:    path,
 		Model:        m,
-		Bench:        convert.BenchOptions{Lengths: []int{192, 64}, Features: 32, K: 32},
+		Bench:        convert.BenchOptions{Lengths: []int{192, 64}, Features: 32, K: 32, Block: 16, Segments: 16},
 		Threads:      1,
 		Repeat:       2,
 		Command:      []string{os.Args[0], "-test.run=^$"},
@@ -63,8 +63,8 @@ func TestRunTinyModel(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v\nprogress:\n%s", err, progress.String())
 	}
-	if len(res.Runs) != 6 {
-		t.Fatalf("%d runs, want 6", len(res.Runs))
+	if len(res.Runs) != 8 { // 4 variants (original, performer, linformer, local-pooled) × 2 lengths
+		t.Fatalf("%d runs, want 8", len(res.Runs))
 	}
 	for _, r := range res.Runs {
 		skipped := r.Variant == convert.Original && r.Length == 192
@@ -98,7 +98,7 @@ func TestRunTinyModel(t *testing.T) {
 	var generic map[string]any
 	json.Unmarshal(b, &generic)
 	runs, _ := generic["runs"].([]any)
-	if generic["model"] == nil || generic["threads"] == nil || len(runs) != 6 {
+	if generic["model"] == nil || generic["threads"] == nil || len(runs) != 8 {
 		t.Fatalf("JSON lacks model/threads/runs: %s", b)
 	}
 	for _, k := range []string{"variant", "length", "status", "median_ms", "peak_rss_mb", "predicted_speedup"} {

@@ -1,0 +1,156 @@
+package convert
+
+import (
+	"bytes"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/linearize/linearize/onnx"
+	"github.com/linearize/linearize/onnx/onnxpb"
+	"github.com/linearize/linearize/ops"
+	"github.com/linearize/linearize/runtime"
+)
+
+// TestFixturesLocalPooled: every convertible exporter fixture converts to
+// LocalPooledAttention and
+//   - with at least as many segments as tokens the op is exact, so the
+//     converted model gives the original's outputs in onnxruntime (1e-5);
+//   - a compressing conversion (blocks of 2, 2 segments, both sinks) is
+//     padding-invariant and agrees between onnxruntime (function body) and
+//     the native backend (Go kernel);
+//   - the pooled Linformer (no local part) likewise.
+func TestFixturesLocalPooled(t *testing.T) {
+	needORT(t)
+	const seq = 8
+	for _, f := range fixtures(t) {
+		if f.Convertible == 0 || !f.variableText() {
+			continue // fixed-length (vision, audio) fixtures: TestFixturesConvert
+		}
+		t.Run(f.File, func(t *testing.T) {
+			m := loadModel(t, filepath.Join(fixtureDir, f.File))
+			full := fixtureFeeds(f, 2, seq, []int{seq, 6}, 11)
+			want := runORT(t, m, full)["last_hidden_state"]
+			exact, rep, err := ToLocalPooled(m, LocalPooledOptions{Block: 2, Segments: seq})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(rep.Converted) != f.Convertible || rep.Op != ops.LocalPooledOp {
+				t.Fatalf("converted %d blocks with %s, want %d: %+v", len(rep.Converted), rep.Op, f.Convertible, rep.Skipped)
+			}
+			if d := runtime.CompareTensors(runORT(t, exact, full)["last_hidden_state"], want); !d.OK(1e-5) {
+				t.Errorf("segments ≥ S (exact) vs original: %v", d)
+			}
+			padded := fixtureFeeds(f, 1, seq, []int{5}, 13)
+			short := map[string]*onnx.Tensor{}
+			for k, v := range padded {
+				short[k] = onnx.NewInt64([]int{1, 5}, append([]int64(nil), v.Int64s()[:5]...))
+			}
+			for name, o := range map[string]LocalPooledOptions{
+				"local-pooled": {Block: 2, Segments: 2},
+				"pooled":       {NoLocal: true, Segments: 2, Sinks: "first"},
+			} {
+				cm, _, err := ToLocalPooled(m, o)
+				if err != nil {
+					t.Fatal(err)
+				}
+				p, s := runORT(t, cm, padded)["last_hidden_state"], runORT(t, cm, short)["last_hidden_state"]
+				if d := runtime.CompareTensors(prefix(p, 5), s); !d.OK(1e-5) {
+					t.Errorf("%s: padded vs unpadded outputs at real tokens: %v", name, d)
+				}
+				nat, ort := runNative(t, cm, full), runORT(t, cm, full)
+				for out, w := range ort {
+					if d := runtime.CompareTensors(nat[out], w); !d.OK(1e-4) {
+						t.Errorf("%s output %s: native vs onnxruntime: %v", name, out, d)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestCorpusLocalPooledExact: on the runnable corpus models (onnxruntime's
+// fused Attention and MultiHeadAttention, keras2onnx BERT, Whisper), enough
+// segments make the conversion exact.
+func TestCorpusLocalPooledExact(t *testing.T) {
+	dir := corpusDir(t)
+	needORT(t)
+	for _, c := range corpusRunnable {
+		if c.file == "attention_mask_no_cast.onnx" {
+			continue // every key masked by its constant mask (see TestCorpusLinformerIdentityExact)
+		}
+		t.Run(c.file, func(t *testing.T) {
+			m := loadModel(t, filepath.Join(dir, c.file))
+			s, err := runtime.NewORTSession(m, runtime.Options{Threads: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			in := feedsOpt(t, s.Inputs(), c.seq, 0, 3, true)
+			s.Close()
+			cm, rep, err := ToLocalPooled(m, LocalPooledOptions{Block: 1, Segments: c.seq, Sinks: "none"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(rep.Converted) == 0 {
+				t.Fatalf("nothing converted: %+v", rep.Skipped)
+			}
+			got, want := runORT(t, cm, in), runORT(t, m, in)
+			for name, w := range want {
+				if d := runtime.CompareTensors(got[name], w); !d.OK(1e-5) {
+					t.Errorf("output %s: exact local-pooled vs original: %v", name, d)
+				}
+			}
+		})
+	}
+}
+
+func TestLocalPooledDeterministicAndOptions(t *testing.T) {
+	m := loadModel(t, filepath.Join("..", "testdata", "bert-tiny.onnx"))
+	encode := func(o LocalPooledOptions) []byte {
+		out, _, err := ToLocalPooled(m, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, err := onnx.Encode(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return data
+	}
+	a, b := encode(LocalPooledOptions{}), encode(LocalPooledOptions{})
+	if !bytes.Equal(a, b) {
+		t.Error("the same model and options gave different bytes")
+	}
+	if bytes.Equal(a, encode(LocalPooledOptions{Block: 32})) {
+		t.Error("--block 32 gave the same model as the default 64")
+	}
+	out, rep, err := ToLocalPooled(m, LocalPooledOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Params != 0 || rep.Options["block"] != 64 || rep.Options["segments"] != 64 || rep.Options["sinks"] != "first,last" {
+		t.Errorf("defaults: params %d, options %v", rep.Params, rep.Options)
+	}
+	var nodes []*onnxpb.NodeProto
+	for _, n := range out.Graph.Node {
+		if n.GetOpType() == ops.LocalPooledOp {
+			nodes = append(nodes, n)
+		}
+	}
+	if len(nodes) != len(rep.Converted) || len(nodes) == 0 {
+		t.Fatalf("%d LocalPooledAttention nodes, report says %d converted", len(nodes), len(rep.Converted))
+	}
+	for _, c := range []struct {
+		o    LocalPooledOptions
+		want string
+	}{
+		{LocalPooledOptions{Block: -2}, "block -2"},
+		{LocalPooledOptions{Segments: -1}, "segments -1"},
+		{LocalPooledOptions{Segments: 1 << 20}, "segments"},
+		{LocalPooledOptions{Sinks: "middle"}, `sinks "middle"`},
+	} {
+		if _, _, err := ToLocalPooled(m, c.o); err == nil || !strings.Contains(err.Error(), c.want) || !strings.HasPrefix(err.Error(), "convert: ") {
+			t.Errorf("%+v: error %v, want one naming %q", c.o, err, c.want)
+		}
+	}
+}

@@ -1,0 +1,382 @@
+package ops_test
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/linearize/linearize/onnx"
+	"github.com/linearize/linearize/ops"
+	"github.com/linearize/linearize/runtime"
+)
+
+type lpCase struct {
+	name    string
+	b, h, s int
+	d, dv   int
+	attrs   ops.LocalPooledAttrs
+	bias    string // "none", "pad", "inf", "one" (a sequence with one valid key), "empty" (none valid)
+	sigma   float64
+}
+
+func lpCases() []lpCase {
+	var cs []lpCase
+	sinks := []struct{ first, last bool }{{false, false}, {true, false}, {false, true}, {true, true}}
+	i := 0
+	for _, blk := range []int{0, 1, 3, 4} {
+		for _, seg := range []int{1, 3, 8} {
+			for _, sk := range sinks {
+				for _, bias := range []string{"none", "pad", "inf", "one"} {
+					i++
+					// Thin the product: every (block, segments, sinks)
+					// combination, biases rotating.
+					if i%3 != 0 && bias != "pad" {
+						continue
+					}
+					s := 11
+					if i%2 == 0 {
+						s = 16
+					}
+					a := ops.LocalPooledAttrs{Scale: 0.45, Block: blk, Segments: seg, SinkFirst: sk.first, SinkLast: sk.last}
+					c := lpCase{b: 2, h: 2, s: s, d: 4, dv: 3, attrs: a, bias: bias, sigma: 1}
+					c.name = fmt.Sprintf("b%d/k%d/sinks=%s/bias=%s/S=%d", blk, seg, a.Sinks(), bias, s)
+					cs = append(cs, c)
+				}
+			}
+		}
+	}
+	return cs
+}
+
+func (c lpCase) inputs(seed uint64) (q, k, v, bias *onnx.Tensor) {
+	rng := rand.New(rand.NewPCG(seed, 31))
+	q = randTensor(rng, c.sigma, c.b, c.h, c.s, c.d)
+	k = randTensor(rng, c.sigma, c.b, c.h, c.s, c.d)
+	v = randTensor(rng, 1, c.b, c.h, c.s, c.dv)
+	switch c.bias {
+	case "pad":
+		bias = padBias(c.s, -1e4, 0, 4)
+	case "inf":
+		bias = padBias(c.s, float32(math.Inf(-1)), 3, 1)
+	case "one":
+		bias = padBias(c.s, -1e9, c.s-1, 2)
+	case "empty":
+		bias = padBias(c.s, -1e4, c.s, 0)
+	}
+	return
+}
+
+// localPooledRef evaluates the op's definition directly in float64, key by
+// key: the exact set of every query is listed explicitly and every
+// segment's mean and outside count are recounted per query (no blocks, no
+// running sums, no matrix products).
+func localPooledRef(q, k, v, bias *onnx.Tensor, a ops.LocalPooledAttrs) []float64 {
+	b, h, n, d := q.Shape[0], q.Shape[1], q.Shape[2], q.Shape[3]
+	dv := v.Shape[3]
+	qd, kd, vd := widen(q.Floats()), widen(k.Floats()), widen(v.Floats())
+	scale := float64(a.Scale)
+	out := make([]float64, b*h*n*dv)
+	for bh := 0; bh < b*h; bh++ {
+		bi := bh / h
+		valid := func(j int) bool {
+			if bias == nil {
+				return true
+			}
+			row, col := 0, j
+			if bias.Shape[0] > 1 {
+				row = bi
+			}
+			if bias.Shape[3] == 1 {
+				col = 0
+			}
+			return bias.Floats()[row*bias.Shape[3]+col] > -1e4
+		}
+		var validKeys []int
+		for j := 0; j < n; j++ {
+			if valid(j) {
+				validKeys = append(validKeys, j)
+			}
+		}
+		sink := map[int]bool{}
+		if len(validKeys) > 0 {
+			if a.SinkFirst {
+				sink[validKeys[0]] = true
+			}
+			if a.SinkLast {
+				sink[validKeys[len(validKeys)-1]] = true
+			}
+		}
+		var rest []int
+		for _, j := range validKeys {
+			if !sink[j] {
+				rest = append(rest, j)
+			}
+		}
+		segOf := map[int]int{}
+		for r, j := range rest {
+			segOf[j] = r * a.Segments / len(rest)
+		}
+		dot := func(i int, x []float64) float64 {
+			var s float64
+			for t := 0; t < d; t++ {
+				s += qd[(bh*n+i)*d+t] * x[t]
+			}
+			return s
+		}
+		for i := 0; i < n; i++ {
+			exact := map[int]bool{}
+			for j := range sink {
+				exact[j] = true
+			}
+			if a.Block > 0 {
+				for _, j := range rest {
+					if bq, bk := i/a.Block, j/a.Block; bk >= bq-1 && bk <= bq+1 {
+						exact[j] = true
+					}
+				}
+			}
+			var scores []float64
+			var values [][]float64
+			for j := range n {
+				if exact[j] {
+					scores = append(scores, scale*dot(i, kd[(bh*n+j)*d:(bh*n+j+1)*d]))
+					values = append(values, vd[(bh*n+j)*dv:(bh*n+j+1)*dv])
+				}
+			}
+			for c := 0; c < a.Segments; c++ {
+				kbar, vbar := make([]float64, d), make([]float64, dv)
+				members, outside := 0, 0
+				for _, j := range rest {
+					if segOf[j] != c {
+						continue
+					}
+					members++
+					if !exact[j] {
+						outside++
+					}
+					for t := 0; t < d; t++ {
+						kbar[t] += kd[(bh*n+j)*d+t]
+					}
+					for t := 0; t < dv; t++ {
+						vbar[t] += vd[(bh*n+j)*dv+t]
+					}
+				}
+				if outside == 0 {
+					continue
+				}
+				for t := range kbar {
+					kbar[t] /= float64(members)
+				}
+				for t := range vbar {
+					vbar[t] /= float64(members)
+				}
+				scores = append(scores, scale*dot(i, kbar)+math.Log(float64(outside)))
+				values = append(values, vbar)
+			}
+			if len(scores) == 0 {
+				continue
+			}
+			top := math.Inf(-1)
+			for _, s := range scores {
+				top = math.Max(top, s)
+			}
+			var den float64
+			for x, s := range scores {
+				e := math.Exp(s - top)
+				den += e
+				for t := 0; t < dv; t++ {
+					out[(bh*n+i)*dv+t] += e * values[x][t]
+				}
+			}
+			for t := 0; t < dv; t++ {
+				out[(bh*n+i)*dv+t] /= den
+			}
+		}
+	}
+	return out
+}
+
+func TestLocalPooledKernelMatchesDefinition(t *testing.T) {
+	cases := append(lpCases(), lpCase{name: "empty", b: 2, h: 1, s: 7, d: 4, dv: 2, attrs: ops.LocalPooledAttrs{Scale: 0.5, Block: 2, Segments: 2, SinkFirst: true, SinkLast: true}, bias: "empty", sigma: 1})
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			q, k, v, bias := c.inputs(1)
+			got, err := ops.LocalPooled(q, k, v, bias, c.attrs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := localPooledRef(q, k, v, bias, c.attrs)
+			if d := maxDiff(t, got.Floats(), want); d > 1e-5 {
+				t.Errorf("max abs error vs the float64 definition %.3g > 1e-5", d)
+			}
+		})
+	}
+}
+
+// With at most k non-sink keys every segment holds one key, and with a block
+// covering the sequence every key is exact: both must give exact softmax
+// attention (computed independently, with the mask as an additive bias).
+func TestLocalPooledExactCases(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		s     int
+		attrs ops.LocalPooledAttrs
+	}{
+		{"segments=S, no block", 9, ops.LocalPooledAttrs{Segments: 9}},
+		{"segments>S with sinks", 9, ops.LocalPooledAttrs{Segments: 16, SinkFirst: true, SinkLast: true}},
+		{"segments=S-2 with both sinks", 10, ops.LocalPooledAttrs{Segments: 8, SinkFirst: true, SinkLast: true}},
+		{"block covers S", 12, ops.LocalPooledAttrs{Block: 12, Segments: 2}},
+		{"neighbour blocks cover S", 12, ops.LocalPooledAttrs{Block: 6, Segments: 1}},
+		{"block and segments", 20, ops.LocalPooledAttrs{Block: 3, Segments: 20, SinkLast: true}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			for _, bias := range []string{"none", "pad"} {
+				lc := lpCase{b: 2, h: 3, s: c.s, d: 8, dv: 5, bias: bias, sigma: 1.5}
+				q, k, v, bm := lc.inputs(7)
+				c.attrs.Scale = 0.3
+				got, err := ops.LocalPooled(q, k, v, bm, c.attrs)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want := exactAttention(q, k, v, bm, 0.3)
+				if d := maxDiff(t, got.Floats(), want); d > 1e-5 {
+					t.Errorf("bias %s: max abs error vs exact attention %.3g > 1e-5", bias, d)
+				}
+			}
+		})
+	}
+}
+
+func TestLocalPooledFunctionMatchesKernel(t *testing.T) {
+	requireORT(t)
+	cases := append(lpCases(), lpCase{name: "empty", b: 2, h: 1, s: 7, d: 4, dv: 2, attrs: ops.LocalPooledAttrs{Scale: 0.5, Block: 2, Segments: 2, SinkFirst: true, SinkLast: true}, bias: "empty", sigma: 1})
+	for _, opset := range []int64{11, 13, 17, 18} {
+		for i, c := range cases {
+			if opset != 17 && i%4 != 0 {
+				continue // every case at one opset, a quarter at the others
+			}
+			t.Run(fmt.Sprintf("opset%d/%s", opset, c.name), func(t *testing.T) {
+				q, k, v, bias := c.inputs(2)
+				if bias == nil {
+					bias = onnx.NewFloat([]int{1, 1, 1, 1}, []float32{0})
+				}
+				want, err := ops.LocalPooled(q, k, v, bias, c.attrs)
+				if err != nil {
+					t.Fatal(err)
+				}
+				fn, err := ops.LocalPooledFunction(opset, c.attrs)
+				if err != nil {
+					t.Fatal(err)
+				}
+				node := ops.NewLocalPooledNode("lp", []string{"Q", "K", "V", "key_bias"}, "out", c.attrs)
+				in := map[string]*onnx.Tensor{"Q": q, "K": k, "V": v, "key_bias": bias}
+				got := runORT(t, oneNodeModel(t, node, fn, opset, in), in)
+				t.Logf("relative error %.2g", checkClose(t, "onnxruntime vs Go kernel", got, want, 1e-4))
+			})
+		}
+	}
+}
+
+// Appending padded tokens leaves the outputs at real tokens unchanged, in
+// the kernel and in the function body; padded keys and values hold NaN,
+// which must never be read.
+func TestLocalPooledPaddingInvariance(t *testing.T) {
+	for _, a := range []ops.LocalPooledAttrs{
+		{Scale: 0.4, Block: 4, Segments: 3, SinkFirst: true, SinkLast: true},
+		{Scale: 0.4, Block: 0, Segments: 4, SinkFirst: true, SinkLast: true},
+		{Scale: 0.4, Block: 3, Segments: 2},
+	} {
+		for _, masked := range []float32{-1e4, float32(math.Inf(-1))} {
+			rng := rand.New(rand.NewPCG(17, 17))
+			const b, h, s, pad, d, dv = 2, 2, 13, 6, 8, 3
+			q := randTensor(rng, 1, b, h, s+pad, d)
+			k := randTensor(rng, 1, b, h, s+pad, d)
+			v := randTensor(rng, 1, b, h, s+pad, dv)
+			for i := range v.Floats() {
+				if (i/dv)%(s+pad) >= s {
+					v.Floats()[i] = float32(math.NaN())
+				}
+			}
+			for i := range k.Floats() {
+				if (i/d)%(s+pad) >= s {
+					k.Floats()[i] = float32(math.NaN())
+				}
+			}
+			bias := padBias(s+pad, masked, pad, pad)
+			what := fmt.Sprintf("b%d/k%d/sinks=%s/bias %g", a.Block, a.Segments, a.Sinks(), masked)
+			full, err := ops.LocalPooled(q, k, v, bias, a)
+			if err != nil {
+				t.Fatal(err)
+			}
+			short, err := ops.LocalPooled(prefix(q, s), prefix(k, s), prefix(v, s), nil, a)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkClose(t, what+": padded vs unpadded (Go kernel)", prefix(full, s), short, 1e-5)
+			if err := runtime.ORTAvailable(); err != nil {
+				t.Logf("%s: function body not checked, onnxruntime not available (install it with scripts/setup.sh): %v", what, err)
+				continue
+			}
+			fn, err := ops.LocalPooledFunction(17, a)
+			if err != nil {
+				t.Fatal(err)
+			}
+			node := ops.NewLocalPooledNode("lp", []string{"Q", "K", "V", "key_bias"}, "out", a)
+			in := map[string]*onnx.Tensor{"Q": q, "K": k, "V": v, "key_bias": bias}
+			got := runORT(t, oneNodeModel(t, node, fn, 17, in), in)
+			checkClose(t, what+": padded vs unpadded (function body)", prefix(got, s), short, 1e-5)
+		}
+	}
+}
+
+func TestLocalPooledLargeScoresFinite(t *testing.T) {
+	c := lpCase{b: 2, h: 2, s: 17, d: 16, dv: 4, bias: "pad", sigma: 10,
+		attrs: ops.LocalPooledAttrs{Scale: 0.25, Block: 4, Segments: 3, SinkFirst: true, SinkLast: true}}
+	q, k, v, bias := c.inputs(3)
+	got, err := ops.LocalPooled(q, k, v, bias, c.attrs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := maxDiff(t, got.Floats(), localPooledRef(q, k, v, bias, c.attrs)); d > 1e-4 {
+		t.Errorf("large scores: max abs error vs definition %.3g", d)
+	}
+	requireORT(t)
+	fn, err := ops.LocalPooledFunction(17, c.attrs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	node := ops.NewLocalPooledNode("lp", []string{"Q", "K", "V", "key_bias"}, "out", c.attrs)
+	in := map[string]*onnx.Tensor{"Q": q, "K": k, "V": v, "key_bias": bias}
+	checkClose(t, "large scores: onnxruntime vs Go kernel", runORT(t, oneNodeModel(t, node, fn, 17, in), in), got, 1e-4)
+}
+
+func TestLocalPooledErrors(t *testing.T) {
+	rng := rand.New(rand.NewPCG(19, 19))
+	q := randTensor(rng, 1, 1, 2, 9, 4)
+	v := randTensor(rng, 1, 1, 2, 9, 3)
+	for _, c := range []struct {
+		name string
+		a    ops.LocalPooledAttrs
+		q    *onnx.Tensor
+		want string
+	}{
+		{"no segments", ops.LocalPooledAttrs{Block: 2}, q, "segments 0"},
+		{"negative block", ops.LocalPooledAttrs{Block: -1, Segments: 2}, q, "block -1"},
+		{"huge segments", ops.LocalPooledAttrs{Segments: 1 << 20}, q, "segments"},
+		{"nan scale", ops.LocalPooledAttrs{Segments: 2, Scale: float32(math.NaN())}, q, "finite"},
+		{"cross attention", ops.LocalPooledAttrs{Segments: 2}, randTensor(rng, 1, 1, 2, 5, 4), "self-attention"},
+	} {
+		_, err := ops.LocalPooled(c.q, q, v, nil, c.a)
+		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.HasPrefix(err.Error(), "ops: ") {
+			t.Errorf("%s: error %v, want one mentioning %q", c.name, err, c.want)
+		}
+	}
+	if _, _, err := ops.ParseSinks("first,middle"); err == nil {
+		t.Error("ParseSinks accepted middle")
+	}
+	if _, err := ops.LocalPooledFunction(10, ops.LocalPooledAttrs{Segments: 2}); err == nil {
+		t.Error("function body built for opset 10")
+	}
+}
