@@ -27,6 +27,14 @@
 // [1 or H, k, N], scaled Gaussian N(0, 1/k) entries (a Johnson–Lindenstrauss
 // map, so E·K preserves norms on average).
 //
+// Moments and FitBalance fit the frozen parameters of the Performer
+// variants from calibration statistics of a layer's queries and keys (see
+// balance.go): the per-head linear balance T (queries ·T, keys ·T⁻ᵀ, exact),
+// the closed-form minimiser of the mean ‖x + y‖² over query–key pairs (the
+// matrix geometric mean of their second moments, then the rotation that
+// diagonalises the pair moment), and FAVOR#'s per-coordinate DERF
+// parameters in that basis.
+//
 // ErrorSweep measures how well the Performer estimator approximates softmax
 // attention as M grows, against an exact float64 computation; the
 // `convert features-error` command prints its table.

@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/linearize/linearize/convert"
+	"github.com/linearize/linearize/internal/graphfacts"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
 	"github.com/linearize/linearize/ops"
@@ -16,55 +17,51 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// projection is the MatMul (+ Add) that produces a Q or K input of a
+// projection is the MatMul (+ Add) that produces a Q, K or V input of a
 // converted node: value = split_heads(X·W + Bias).
 type projection struct {
 	x, w, b string // layer input, weight [Dm, H·D], bias [H·D] ("" if none)
 }
 
-// findProjection walks back from v through Transpose, Reshape and
-// Identity nodes to an Add of a constant bias and a MatMul by a constant
-// weight. Whether the head split between them is the standard one is
-// checked numerically later, against the captured value.
-func findProjection(ix *onnx.Index, inits map[string]int, v string) (projection, error) {
-	var p projection
-	cur := v
-	for range 16 {
-		n := ix.Producer[cur]
-		if n == nil {
-			return p, fmt.Errorf("%q is not produced by a node", cur)
+// blockProjection returns the projection the role input ("Q", "K", "V")
+// of a converted node is computed from: the one convert.Detect proved for
+// the original block (pr), or, for a fused core whose projections the
+// conversion itself wrote, the one the graph facts of the converted model
+// find behind the node's input v. It is checked to be one the fit can
+// update in the converted model (indexed by f.Ix, initializers inits): a
+// MatMul (or a plain Gemm) by a weight initializer [Dm, H·D], plus a bias
+// initializer if any. Whether the head split and any factors between the
+// projection and the node's input are the standard ones is checked
+// numerically later, against the captured value.
+func blockProjection(f *graphfacts.Facts, inits map[string]int, role string, pr *convert.Projection, v string) (projection, error) {
+	if pr == nil {
+		found, ok := f.ProjectionOf(v)
+		if !ok {
+			return projection{}, fmt.Errorf("%s (%q) is not computed from a projection X·W (+ b)", role, v)
 		}
-		if d := n.GetDomain(); d != "" && d != "ai.onnx" {
-			return p, fmt.Errorf("%q comes from %s node %s", cur, n.GetOpType(), n.GetName())
-		}
-		switch n.GetOpType() {
-		case "Transpose", "Reshape", "Identity":
-			cur = n.Input[0]
-		case "Add":
-			if p.b != "" || len(n.Input) != 2 {
-				return p, fmt.Errorf("Add node %s: want one bias Add", n.GetName())
-			}
-			_, c0 := inits[n.Input[0]]
-			_, c1 := inits[n.Input[1]]
-			switch {
-			case c0 && !c1:
-				p.b, cur = n.Input[0], n.Input[1]
-			case c1 && !c0:
-				p.b, cur = n.Input[1], n.Input[0]
-			default:
-				return p, fmt.Errorf("Add node %s does not add a constant bias", n.GetName())
-			}
-		case "MatMul":
-			if _, ok := inits[n.Input[1]]; !ok {
-				return p, fmt.Errorf("MatMul node %s: weight %q is not an initializer", n.GetName(), n.Input[1])
-			}
-			p.x, p.w = n.Input[0], n.Input[1]
-			return p, nil
+		pr = &found
+	}
+	ix := f.Ix
+	p := projection{x: pr.Input, w: pr.Weight, b: pr.Bias}
+	if _, ok := inits[p.w]; !ok {
+		return p, fmt.Errorf("%s projection %s: weight %q is not an initializer", role, pr.Node, p.w)
+	}
+	if _, ok := inits[p.b]; p.b != "" && !ok {
+		return p, fmt.Errorf("%s projection %s: bias %q is not an initializer", role, pr.Node, p.b)
+	}
+	if pr.Transposed {
+		return p, fmt.Errorf("%s projection %s: weight %q is held transposed (Gemm transB=1); only [Dm, H·D] weights can be fitted", role, pr.Node, p.w)
+	}
+	for _, n := range ix.Consumers[p.w] {
+		switch op := n.GetOpType(); {
+		case op == "MatMul":
+		case op == "Gemm" && onnx.AttrInt(n, "transA", 0) == 0 && onnx.AttrInt(n, "transB", 0) == 0 &&
+			onnx.AttrFloat(n, "alpha", 1) == 1 && onnx.AttrFloat(n, "beta", 1) == 1:
 		default:
-			return p, fmt.Errorf("%q comes from %s node %s, want Transpose/Reshape/Add/MatMul back to the projection", cur, n.GetOpType(), n.GetName())
+			return p, fmt.Errorf("%s projection: weight %q is read by %s node %s; only MatMul or plain Gemm projections can be fitted", role, p.w, op, n.GetName())
 		}
 	}
-	return p, fmt.Errorf("no projection MatMul within 16 nodes of %q", v)
+	return p, nil
 }
 
 // Performer returns a copy of converted in which, for every
@@ -85,6 +82,7 @@ func Performer(original, converted *onnxpb.ModelProto, feed map[string]*onnx.Ten
 		return nil, nil, err
 	}
 	ix := onnx.NewIndex(out.Graph)
+	facts := graphfacts.New(ix, onnx.OpsetVersion(out, ""))
 	inits := initializerIndex(out.Graph)
 	type layerProj struct{ q, k projection }
 	projs := make([]layerProj, len(nodes))
@@ -94,16 +92,19 @@ func Performer(original, converted *onnxpb.ModelProto, feed map[string]*onnx.Ten
 		if k := onnx.AttrString(n, "kernel", ops.KernelPositive); k != ops.KernelPositive {
 			return nil, nil, fmt.Errorf("finetune: node %s: kernel %q, only %q can be fitted", n.GetName(), k, ops.KernelPositive)
 		}
+		if onnx.AttrInt(n, "center", 0) != 0 || onnx.AttrString(n, "features", ops.FeaturesFavorPlus) != ops.FeaturesFavorPlus || len(n.Input) > 5 {
+			return nil, nil, fmt.Errorf("finetune: node %s: only plain FAVOR+ nodes can be fitted (no gradients yet through centring, the balance or FAVOR++/FAVOR# features; convert with --center=false --features-kind favor+ to fine-tune)", n.GetName())
+		}
 		if _, ok := inits[n.Input[3]]; !ok {
 			return nil, nil, fmt.Errorf("finetune: node %s: Omega %q is not an initializer", n.GetName(), n.Input[3])
 		}
-		q, err := findProjection(ix, inits, n.Input[0])
+		q, err := blockProjection(facts, inits, "Q", ln.block.QProj, n.Input[0])
 		if err != nil {
-			return nil, nil, fmt.Errorf("finetune: layer %d (%s): Q projection: %w", ln.layer, n.GetName(), err)
+			return nil, nil, fmt.Errorf("finetune: layer %d (%s): %w", ln.layer, n.GetName(), err)
 		}
-		k, err := findProjection(ix, inits, n.Input[1])
+		k, err := blockProjection(facts, inits, "K", ln.block.KProj, n.Input[1])
 		if err != nil {
-			return nil, nil, fmt.Errorf("finetune: layer %d (%s): K projection: %w", ln.layer, n.GetName(), err)
+			return nil, nil, fmt.Errorf("finetune: layer %d (%s): %w", ln.layer, n.GetName(), err)
 		}
 		if q.w == k.w || (q.b != "" && q.b == k.b) {
 			return nil, nil, fmt.Errorf("finetune: layer %d (%s): Q and K share projection parameters (packed QKV is not supported)", ln.layer, n.GetName())
@@ -250,15 +251,17 @@ func dedup(names []string) []string {
 }
 
 // targetNode is a converted node with the original core output it must
-// reproduce.
+// reproduce and the block Detect found for it in the original model.
 type targetNode struct {
 	node   *onnxpb.NodeProto
 	layer  int
 	target string
+	block  *convert.Block
 }
 
 // matchTargets pairs every op node of converted with the attention block
-// of original whose head-merged output is the node's merged output.
+// of original whose head-merged output (Block.Merged) is the node's merged
+// output.
 func matchTargets(original, converted *onnxpb.ModelProto, op string, minInputs int) ([]targetNode, error) {
 	det, err := convert.Detect(original)
 	if err != nil {
@@ -266,10 +269,19 @@ func matchTargets(original, converted *onnxpb.ModelProto, op string, minInputs i
 	}
 	byMerged := map[string]*convert.Block{}
 	for _, b := range det.Blocks {
-		if b.Function == "" {
-			byMerged[runtime.MergedValue(original, b.Output)] = b
+		if b.Function != "" {
+			continue
 		}
+		merged := b.Merged
+		if merged == "" { // a fused core: no surroundings proved
+			merged = runtime.MergedValue(original, b.Output)
+		}
+		byMerged[merged] = b
 	}
+	if converted.GetGraph() == nil {
+		return nil, fmt.Errorf("finetune: converted model has no graph")
+	}
+	cix := onnx.NewIndex(converted.Graph)
 	var nodes []targetNode
 	for _, n := range converted.Graph.Node {
 		if n.GetDomain() != ops.Domain || n.GetOpType() != op {
@@ -278,11 +290,11 @@ func matchTargets(original, converted *onnxpb.ModelProto, op string, minInputs i
 		if len(n.Input) < minInputs || len(n.Output) != 1 {
 			return nil, fmt.Errorf("finetune: node %s: want at least %d inputs and one output", n.GetName(), minInputs)
 		}
-		b, ok := byMerged[runtime.MergedValue(converted, n.Output[0])]
+		b, ok := byMerged[graphfacts.MergedValue(cix, n.Output[0])]
 		if !ok {
 			return nil, fmt.Errorf("finetune: node %s: no attention block of the original model produces the same layer output (is the original the model it was converted from?)", n.GetName())
 		}
-		nodes = append(nodes, targetNode{node: n, layer: b.Layer, target: b.Output})
+		nodes = append(nodes, targetNode{node: n, layer: b.Layer, target: b.Output, block: b})
 	}
 	if len(nodes) == 0 {
 		return nil, fmt.Errorf("finetune: the converted model has no %s nodes", op)

@@ -25,7 +25,12 @@ package ops
 //     at conversion time: the function added to the model is built for one
 //     kernel, so one model uses one Performer kernel throughout. The node
 //     still carries the attribute, which the Go kernel reads and the
-//     function declares (and ignores).
+//     function declares (and ignores). The same holds for Performer's
+//     variant attributes center and features and for its optional
+//     balance_q, balance_k, derf_a inputs (PerformerFunctionFor builds the
+//     body of one PerformerVariant; its input list is exactly the inputs
+//     the variant's nodes pass, since a model-local function cannot test
+//     for an absent input either).
 
 import (
 	"fmt"

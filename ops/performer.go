@@ -11,11 +11,13 @@ import (
 )
 
 // PerformerAttention (domain ai.linearize, version 1) approximates softmax
-// attention with random features (FAVOR+).
+// attention with random features (FAVOR+ and its sharper relatives).
 //
 // Inputs: Q [B,H,Sq,D], K [B,H,Sk,D], V [B,H,Sk,Dv], Omega [H or 1,M,D],
 // key_bias [B or 1,1,1,Sk or 1] (optional in the Go kernel, always passed to
-// the function body; see linear_function.go). Output [B,H,Sq,Dv].
+// the function body; see linear_function.go), and optionally
+// balance_q, balance_k [H or 1,D,D] (both or neither) and derf_a
+// [H or 1,1,D] (only with features "sderf"/"aderf"). Output [B,H,Sq,Dv].
 //
 // With x̃ = x·√scale, u = Omega·x̃ and h = ‖x̃‖²/2, the positive kernel uses
 //
@@ -34,6 +36,56 @@ import (
 // is a no-op for the positive kernel and keeps the trig estimator's
 // negative denominators from producing infinities. Keys with bias ≤ −1e4
 // (or −Inf, or NaN) have φ(k) = 0 exactly.
+//
+// # Exact transformations (positive kernel)
+//
+// Softmax attention softmax_j(q̃_i·k̃_j + b_j) is unchanged by three
+// transformations (key centring, query centring, a linear balance) that make the random-feature estimator far more
+// accurate on pretrained models, whose queries and keys share large mean
+// components and have very different spreads. Per (batch, head), over the
+// valid tokens (bias > −1e4; queries use the same mask when Sq = Sk, and
+// all count otherwise, as in cross-attention):
+//
+//   - center=1: k' = k̃ − mean(k̃) (one vector added to every key adds a
+//     constant to each query's scores, which the softmax removes), and
+//     q' = q̃ − q̄ with q̄ = mean(q̃): q̃·k' = q'·k' + q̄·k', and the second
+//     term is a per-key bias, added to b_j (per-key biases are exact
+//     under random features, like the mask);
+//   - balance_q = T, balance_k = T⁻ᵀ: q' → q'·T, k' → k'·T⁻ᵀ (row vectors)
+//     leave every q'·k' unchanged; the kernel checks T·balance_kᵀ = I.
+//     T is frozen at conversion (fitted on calibration text by package
+//     features: it minimises the mean of ‖x + y‖² over query–key pairs,
+//     the exponent of FAVOR+'s relative variance).
+//
+// # Feature maps (attribute features, positive kernel)
+//
+// All are positive random features f(ω, x) with E_ω[f(ω, x)·f(ω, y)] =
+// exp(x·y) for ω ~ N(0, I_D); with x, y the transformed scaled query and key,
+// logits ℓ(x) = ω̂_r·x + β_r (queries) and ω̂_r·y + β_r − ‖y‖²/2 + b'_j
+// (keys) are stabilised like u − h above (constants per row or per
+// (batch, head), such as −‖x‖²/2 of a query or the normalisers C, cancel):
+//
+//   - "favor+" (default): ω̂ = ω, β = 0 (Performer's FAVOR+).
+//   - "favor++": the optimal positive random features of "Chefs' Random
+//     Tables" (Likhosherstov et al., NeurIPS 2022), f = C·exp(A‖ω‖² +
+//     √(1−4A)·ω·x − ‖x‖²/2) with C = (1−4A)^{D/4}: ω̂ = √(1−4A)·ω, β = A‖ω‖²,
+//     A = (1 − 2ρ − √((2ρ+1)² + 8ρ))/16 minimising the mean log second
+//     moment for ρ = mean over valid (query, key) pairs of ‖x + y‖²/D. ρ is
+//     computed at run time per (batch, head): it costs O(S·D) (the mean
+//     squared norms of x and y and their means), it adapts A to each
+//     sequence (a 512-token document and a short sentence have different
+//     statistics), and it keeps padding invariance because it uses the
+//     valid tokens only.
+//   - "sderf" / "aderf": the dense-exponential random features of FAVOR#
+//     (Likhosherstov et al., 2023) in the basis the balance defines,
+//     f = C·exp(Σ_c a_c ω_c² + Σ_c √(1−4a_c)·ω_c x_c − ‖x‖²/2) with
+//     C = Π(1−4a_c)^{1/4}: ω̂ = ω ⊙ √(1−4a), β_r = Σ_c a_c ω_rc², a = derf_a
+//     (every a_c < 1/4). A per-coordinate A is only worth having in a basis
+//     fitted to the data, so both need balance_q/balance_k: symmetric DERF
+//     (sderf) uses one rotation for queries and keys (balance_q =
+//     balance_k, orthogonal), asymmetric DERF (aderf) any T. derf_a and T
+//     are frozen at conversion from calibration statistics (the
+//     attention-weighted pair moments are not computable at run time).
 const performerDoc = "PerformerAttention: FAVOR+ linear attention (see github.com/linearize/linearize/ops)."
 
 // Performer kernels.
@@ -42,38 +94,70 @@ const (
 	KernelTrig     = "trig"
 )
 
+// Feature maps of the positive kernel (attribute features).
+const (
+	FeaturesFavorPlus = "favor+"
+	FeaturesFavorPP   = "favor++"
+	FeaturesSDERF     = "sderf"
+	FeaturesADERF     = "aderf"
+)
+
 // PerformerAttrs are the attributes of PerformerAttention. Zero values
-// select the defaults: Scale 1/√D, Kernel "positive", Epsilon 1e-6.
+// select the defaults: Scale 1/√D, Kernel "positive", Epsilon 1e-6,
+// Center false (attribute center=0), Features "favor+".
 type PerformerAttrs struct {
-	Scale   float32
-	Kernel  string
-	Epsilon float32
+	Scale    float32
+	Kernel   string
+	Epsilon  float32
+	Center   bool
+	Features string
 	// Threads bounds the goroutines the Go kernel uses (not an attribute).
 	Threads int
 }
 
+// PerformerInputs are the inputs of PerformerAttention. Bias, BalanceQ,
+// BalanceK and DerfA may be nil.
+type PerformerInputs struct {
+	Q, K, V, Omega, Bias *onnx.Tensor
+	// BalanceQ = T and BalanceK = T⁻ᵀ, [H or 1, D, D]: queries become q·T
+	// and keys k·T⁻ᵀ (row vectors).
+	BalanceQ, BalanceK *onnx.Tensor
+	// DerfA holds the per-coordinate DERF parameters a, [H or 1, 1, D].
+	DerfA *onnx.Tensor
+}
+
 const defaultEpsilon = 1e-6
+
+// balanceTol bounds |balance_q·balance_kᵀ − I| (and, for sderf,
+// |balance_q − balance_k|): far above float32 rounding of a fitted T and
+// its inverse, far below any mistake in wiring them.
+const balanceTol = 1e-3
 
 func init() {
 	Register(Domain, PerformerOp, 1, performerKernel)
 }
 
 func performerKernel(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
-	if len(in) < 4 || len(in) > 5 {
-		return nil, fmt.Errorf("ops: %s%s: got %d inputs, want 4 or 5", PerformerOp, nodeName(ctx), len(in))
+	if len(in) < 4 || len(in) > 8 {
+		return nil, fmt.Errorf("ops: %s%s: got %d inputs, want 4 to 8", PerformerOp, nodeName(ctx), len(in))
 	}
 	var a PerformerAttrs
 	if ctx != nil && ctx.Node != nil {
 		a.Scale = onnx.AttrFloat(ctx.Node, "scale", 0)
 		a.Kernel = onnx.AttrString(ctx.Node, "kernel", KernelPositive)
 		a.Epsilon = onnx.AttrFloat(ctx.Node, "epsilon", defaultEpsilon)
+		a.Center = onnx.AttrInt(ctx.Node, "center", 0) != 0
+		a.Features = onnx.AttrString(ctx.Node, "features", FeaturesFavorPlus)
 		a.Threads = ctx.Threads
 	}
-	var bias *onnx.Tensor
-	if len(in) == 5 {
-		bias = in[4]
+	opt := func(i int) *onnx.Tensor {
+		if i < len(in) {
+			return in[i]
+		}
+		return nil
 	}
-	out, err := Performer(in[0], in[1], in[2], in[3], bias, a)
+	pin := PerformerInputs{Q: in[0], K: in[1], V: in[2], Omega: in[3], Bias: opt(4), BalanceQ: opt(5), BalanceK: opt(6), DerfA: opt(7)}
+	out, err := PerformerWith(pin, a)
 	if err != nil {
 		if n := nodeName(ctx); n != "" {
 			return nil, fmt.Errorf("%w (%s)", err, n[1:])
@@ -84,9 +168,15 @@ func performerKernel(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
 }
 
 // Performer computes PerformerAttention in float32 (see the op's
-// definition above). bias may be nil.
+// definition above) without balance or DERF parameters. bias may be nil.
 func Performer(q, k, v, omega, bias *onnx.Tensor, a PerformerAttrs) (*onnx.Tensor, error) {
+	return PerformerWith(PerformerInputs{Q: q, K: k, V: v, Omega: omega, Bias: bias}, a)
+}
+
+// PerformerWith computes PerformerAttention in float32 from all its inputs.
+func PerformerWith(in PerformerInputs, a PerformerAttrs) (*onnx.Tensor, error) {
 	const op = PerformerOp
+	q, k, v, omega := in.Q, in.K, in.V, in.Omega
 	b, h, sq, sk, d, dv, err := attnDims(op, q, k, v)
 	if err != nil {
 		return nil, err
@@ -98,7 +188,7 @@ func Performer(q, k, v, omega, bias *onnx.Tensor, a PerformerAttrs) (*onnx.Tenso
 	if (ho != 1 && ho != h) || omega.Shape[2] != d || m < 1 || len(omega.Floats()) != omega.Len() {
 		return nil, fmt.Errorf("ops: %s: Omega shape %v, want [%d or 1, M ≥ 1, %d]", op, omega.Shape, h, d)
 	}
-	mask, err := newKeyMask(op, bias, b, sk)
+	mask, err := newKeyMask(op, in.Bias, b, sk)
 	if err != nil {
 		return nil, err
 	}
@@ -120,6 +210,13 @@ func Performer(q, k, v, omega, bias *onnx.Tensor, a PerformerAttrs) (*onnx.Tenso
 	if !(scale > 0) || math.IsInf(float64(scale), 0) {
 		return nil, fmt.Errorf("ops: %s: scale %g must be positive and finite", op, scale)
 	}
+	gen, err := checkVariant(in, a, kernel, h, sq, sk, d, mask)
+	if err != nil {
+		return nil, err
+	}
+	if gen != nil {
+		return gen.run(in, mask, b, h, sq, sk, d, dv, m, ho, scale, eps, a.Threads), nil
+	}
 	rs := float32(math.Sqrt(float64(scale)))
 
 	out := make([]float32, b*h*sq*dv)
@@ -140,31 +237,378 @@ func Performer(q, k, v, omega, bias *onnx.Tensor, a PerformerAttrs) (*onnx.Tenso
 		vs := vd[bh*sk*dv : (bh+1)*sk*dv]
 		phiQ := features(qs, sq, d, om, m, rs, kernel, false, mask, bi, invSqrtM)
 		phiK := features(ks, sk, d, om, m, rs, kernel, true, mask, bi, invSqrtM)
-		// kv = φ(K)ᵀ V [nf, dv]; ksum = φ(K)ᵀ 1 [nf].
-		kv := make([]float32, nf*dv)
-		gemm.Sgemm(true, false, nf, dv, sk, 1, phiK, nf, vs, dv, 0, kv, dv, 1)
-		ksum := make([]float32, nf)
-		for j := 0; j < sk; j++ {
-			row := phiK[j*nf : (j+1)*nf]
-			for f, x := range row {
-				ksum[f] += x
-			}
-		}
-		o := out[bh*sq*dv : (bh+1)*sq*dv]
-		gemm.Sgemm(false, false, sq, dv, nf, 1, phiQ, nf, kv, dv, 0, o, dv, 1)
-		for i := 0; i < sq; i++ {
-			var den float32
-			for f, x := range phiQ[i*nf : (i+1)*nf] {
-				den += x * ksum[f]
-			}
-			den = max(den, 0) + eps
-			row := o[i*dv : (i+1)*dv]
-			for j := range row {
-				row[j] /= den
-			}
-		}
+		attend(phiQ, phiK, vs, sq, sk, nf, dv, eps, out[bh*sq*dv:(bh+1)*sq*dv])
 	})
 	return onnx.NewFloat([]int{b, h, sq, dv}, out), nil
+}
+
+// attend writes o = φ(Q)·(φ(K)ᵀV) / (max(φ(Q)·φ(K)ᵀ1, 0) + eps) for one
+// (batch, head): phiQ [sq, nf], phiK [sk, nf], vs [sk, dv], o [sq, dv].
+func attend(phiQ, phiK, vs []float32, sq, sk, nf, dv int, eps float32, o []float32) {
+	// kv = φ(K)ᵀ V [nf, dv]; ksum = φ(K)ᵀ 1 [nf].
+	kv := make([]float32, nf*dv)
+	gemm.Sgemm(true, false, nf, dv, sk, 1, phiK, nf, vs, dv, 0, kv, dv, 1)
+	ksum := make([]float32, nf)
+	for j := 0; j < sk; j++ {
+		row := phiK[j*nf : (j+1)*nf]
+		for f, x := range row {
+			ksum[f] += x
+		}
+	}
+	gemm.Sgemm(false, false, sq, dv, nf, 1, phiQ, nf, kv, dv, 0, o, dv, 1)
+	for i := 0; i < sq; i++ {
+		var den float32
+		for f, x := range phiQ[i*nf : (i+1)*nf] {
+			den += x * ksum[f]
+		}
+		den = max(den, 0) + eps
+		row := o[i*dv : (i+1)*dv]
+		for j := range row {
+			row[j] /= den
+		}
+	}
+}
+
+// variant is a checked choice of the exact transformations and the
+// feature map (the general positive path of the kernel).
+type variant struct {
+	center   bool
+	features string
+	tq, tk   []float32 // [ht, d, d] or nil
+	ht       int
+	derfA    []float32 // [ha, d] or nil
+	ha       int
+}
+
+// checkVariant validates the options beyond plain FAVOR+; it returns nil
+// for plain FAVOR+ and the trig kernel, which take the original path.
+func checkVariant(in PerformerInputs, a PerformerAttrs, kernel string, h, sq, sk, d int, mask *keyMask) (*variant, error) {
+	const op = PerformerOp
+	feat := a.Features
+	if feat == "" {
+		feat = FeaturesFavorPlus
+	}
+	switch feat {
+	case FeaturesFavorPlus, FeaturesFavorPP, FeaturesSDERF, FeaturesADERF:
+	default:
+		return nil, fmt.Errorf("ops: %s: features %q, want %q, %q, %q or %q", op, feat, FeaturesFavorPlus, FeaturesFavorPP, FeaturesSDERF, FeaturesADERF)
+	}
+	balance := in.BalanceQ != nil || in.BalanceK != nil
+	derf := feat == FeaturesSDERF || feat == FeaturesADERF
+	if !a.Center && !balance && feat == FeaturesFavorPlus && in.DerfA == nil {
+		return nil, nil
+	}
+	if kernel != KernelPositive {
+		return nil, fmt.Errorf("ops: %s: center, balance and features %q need the %q kernel, not %q", op, feat, KernelPositive, kernel)
+	}
+	v := &variant{center: a.Center, features: feat}
+	if balance {
+		if in.BalanceQ == nil || in.BalanceK == nil {
+			return nil, fmt.Errorf("ops: %s: balance_q and balance_k go together", op)
+		}
+		for _, t := range []*onnx.Tensor{in.BalanceQ, in.BalanceK} {
+			if t.DType != onnx.Float || len(t.Shape) != 3 || (t.Shape[0] != 1 && t.Shape[0] != h) || t.Shape[1] != d || t.Shape[2] != d || len(t.Floats()) != t.Len() {
+				return nil, fmt.Errorf("ops: %s: balance must be float32 [%d or 1, %d, %d], got %v", op, h, d, d, t)
+			}
+		}
+		if in.BalanceQ.Shape[0] != in.BalanceK.Shape[0] {
+			return nil, fmt.Errorf("ops: %s: balance_q %v and balance_k %v have different head extents", op, in.BalanceQ.Shape, in.BalanceK.Shape)
+		}
+		v.tq, v.tk, v.ht = in.BalanceQ.Floats(), in.BalanceK.Floats(), in.BalanceQ.Shape[0]
+		for hi := 0; hi < v.ht; hi++ {
+			tq, tk := v.tq[hi*d*d:(hi+1)*d*d], v.tk[hi*d*d:(hi+1)*d*d]
+			var worst, asym float64
+			for r := 0; r < d; r++ {
+				for c := 0; c < d; c++ {
+					var s float64
+					for x := 0; x < d; x++ {
+						s += float64(tq[r*d+x]) * float64(tk[c*d+x])
+					}
+					if r == c {
+						s--
+					}
+					worst = math.Max(worst, math.Abs(s))
+					asym = math.Max(asym, math.Abs(float64(tq[r*d+c]-tk[r*d+c])))
+				}
+			}
+			if !(worst <= balanceTol) {
+				return nil, fmt.Errorf("ops: %s: balance_k is not balance_q⁻ᵀ in head %d (max |T_q·T_kᵀ − I| = %.3g)", op, hi, worst)
+			}
+			if feat == FeaturesSDERF && !(asym <= balanceTol) {
+				return nil, fmt.Errorf("ops: %s: features %q is symmetric: balance_q must equal balance_k (an orthogonal matrix), head %d differs by %.3g", op, feat, hi, asym)
+			}
+		}
+	}
+	if derf {
+		if !balance {
+			return nil, fmt.Errorf("ops: %s: features %q needs balance_q and balance_k (derf_a is given in their basis)", op, feat)
+		}
+		t := in.DerfA
+		if t == nil || t.DType != onnx.Float || len(t.Shape) != 3 || (t.Shape[0] != 1 && t.Shape[0] != h) || t.Shape[1] != 1 || t.Shape[2] != d || len(t.Floats()) != t.Len() {
+			return nil, fmt.Errorf("ops: %s: features %q needs derf_a float32 [%d or 1, 1, %d], got %v", op, feat, h, d, t)
+		}
+		for _, x := range t.Floats() {
+			if !(x < 0.25) || math.IsInf(float64(x), 0) {
+				return nil, fmt.Errorf("ops: %s: derf_a holds %g, want finite values below 1/4", op, x)
+			}
+		}
+		v.derfA, v.ha = t.Floats(), t.Shape[0]
+	} else if in.DerfA != nil {
+		return nil, fmt.Errorf("ops: %s: derf_a is an input of features %q and %q only, not %q", op, FeaturesSDERF, FeaturesADERF, feat)
+	}
+	return v, nil
+}
+
+// transformed is one (batch, head) after the exact transformations: x
+// [sq, d] and y [sk, d] are the scaled (√scale), centred and balanced
+// queries and keys, kb the per-key log-weights (bias plus the centring
+// compensation) and ok the valid keys (invalid keys have zero rows).
+type transformed struct {
+	x, y   []float32
+	kb     []float64
+	ok     []bool
+	qw     []bool // queries counted in the per-sequence means
+	nq, nk int
+}
+
+// transform applies centring and balance to one (batch, head).
+func (v *variant) transform(qs, ks []float32, bi, hi, sq, sk, d int, scale float32, mask *keyMask) *transformed {
+	t := &transformed{x: make([]float32, sq*d), y: make([]float32, sk*d), kb: make([]float64, sk), ok: make([]bool, sk), qw: make([]bool, sq)}
+	sd := math.Sqrt(float64(scale))
+	for j := 0; j < sk; j++ {
+		bv, ok := mask.at(bi, j)
+		t.ok[j], t.kb[j] = ok, float64(bv)
+		if ok {
+			t.nk++
+		}
+	}
+	// Self-attention (Sq = Sk): queries share the keys' mask. Otherwise
+	// (cross-attention) every query counts. Only centring and FAVOR++
+	// look at it, and neither's exactness depends on it.
+	perSeq := (v.center || v.features == FeaturesFavorPP) && sq == sk
+	for i := 0; i < sq; i++ {
+		ok := true
+		if perSeq {
+			_, ok = mask.at(bi, i)
+		}
+		t.qw[i] = ok
+		if ok {
+			t.nq++
+		}
+	}
+	qbar := make([]float64, d)
+	kbar := make([]float64, d)
+	if v.center {
+		for j := 0; j < sk; j++ {
+			if t.ok[j] {
+				for c, x := range ks[j*d : (j+1)*d] {
+					kbar[c] += float64(x)
+				}
+			}
+		}
+		for i := 0; i < sq; i++ {
+			if t.qw[i] {
+				for c, x := range qs[i*d : (i+1)*d] {
+					qbar[c] += float64(x)
+				}
+			}
+		}
+		for c := range kbar {
+			kbar[c] /= float64(max(t.nk, 1))
+			qbar[c] /= float64(max(t.nq, 1))
+		}
+	}
+	var tq, tk []float32
+	if v.tq != nil {
+		o := 0
+		if v.ht > 1 {
+			o = hi * d * d
+		}
+		tq, tk = v.tq[o:o+d*d], v.tk[o:o+d*d]
+	}
+	row := make([]float64, d)
+	apply := func(dst []float32, src []float32, mean []float64, tm []float32) {
+		for c := range row {
+			row[c] = float64(src[c]) - mean[c]
+		}
+		if tm == nil {
+			for c, x := range row {
+				dst[c] = float32(sd * x)
+			}
+			return
+		}
+		for c := 0; c < d; c++ {
+			var s float64
+			for r, x := range row {
+				s += x * float64(tm[r*d+c])
+			}
+			dst[c] = float32(sd * s)
+		}
+	}
+	for i := 0; i < sq; i++ {
+		apply(t.x[i*d:(i+1)*d], qs[i*d:(i+1)*d], qbar, tq)
+	}
+	for j := 0; j < sk; j++ {
+		if !t.ok[j] {
+			continue
+		}
+		apply(t.y[j*d:(j+1)*d], ks[j*d:(j+1)*d], kbar, tk)
+		if v.center {
+			// q̄·k' in the scaled space: scale·Σ q̄_c (k_c − k̄_c).
+			var s float64
+			for c, x := range ks[j*d : (j+1)*d] {
+				s += qbar[c] * (float64(x) - kbar[c])
+			}
+			t.kb[j] += float64(scale) * s
+		}
+	}
+	return t
+}
+
+// params returns the effective projection ω̂ [m, d] and per-feature
+// offsets β [m] of the feature map for one (batch, head).
+func (v *variant) params(om []float32, t *transformed, hi, m, d int) (omEff []float32, beta []float64) {
+	beta = make([]float64, m)
+	switch v.features {
+	case FeaturesFavorPlus:
+		return om, beta
+	case FeaturesFavorPP:
+		A := favorPPA(t, d)
+		s := math.Sqrt(1 - 4*A)
+		omEff = make([]float32, m*d)
+		for r := 0; r < m; r++ {
+			var n2 float64
+			for c, w := range om[r*d : (r+1)*d] {
+				n2 += float64(w) * float64(w)
+				omEff[r*d+c] = float32(s * float64(w))
+			}
+			beta[r] = A * n2
+		}
+		return omEff, beta
+	}
+	a := v.derfA
+	if v.ha > 1 {
+		a = a[hi*d : (hi+1)*d]
+	}
+	omEff = make([]float32, m*d)
+	for r := 0; r < m; r++ {
+		for c, w := range om[r*d : (r+1)*d] {
+			ac := float64(a[c])
+			omEff[r*d+c] = float32(math.Sqrt(1-4*ac) * float64(w))
+			beta[r] += ac * float64(w) * float64(w)
+		}
+	}
+	return omEff, beta
+}
+
+// OptimalPositiveA returns FAVOR++'s optimal A for the statistic ρ (the
+// mean of ‖x + y‖²/D over query–key pairs): the root below 1/8 of
+// 16A² + (4ρ − 2)A − ρ = 0, which minimises the mean log second moment
+// log(1−4A) − ½log(1−8A) + 2(1−4A)ρ/(1−8A) (per coordinate, up to terms
+// free of A). It is 0 at ρ = 0 and negative for ρ > 0.
+func OptimalPositiveA(rho float64) float64 {
+	rho = max(rho, 0)
+	return (1 - 2*rho - math.Sqrt((2*rho+1)*(2*rho+1)+8*rho)) / 16
+}
+
+// favorPPA computes ρ = mean over valid (query, key) pairs of ‖x+y‖²/d
+// = (mean‖x‖² + mean‖y‖² + 2·x̄·ȳ)/d and returns OptimalPositiveA(ρ).
+func favorPPA(t *transformed, d int) float64 {
+	var qq, kk float64
+	xm := make([]float64, d)
+	ym := make([]float64, d)
+	for i, ok := range t.qw {
+		if !ok {
+			continue
+		}
+		for c, x := range t.x[i*d : (i+1)*d] {
+			qq += float64(x) * float64(x)
+			xm[c] += float64(x)
+		}
+	}
+	for j, ok := range t.ok {
+		if !ok {
+			continue
+		}
+		for c, y := range t.y[j*d : (j+1)*d] {
+			kk += float64(y) * float64(y)
+			ym[c] += float64(y)
+		}
+	}
+	nq, nk := float64(max(t.nq, 1)), float64(max(t.nk, 1))
+	var cross float64
+	for c := range xm {
+		cross += xm[c] / nq * ym[c] / nk
+	}
+	return OptimalPositiveA((qq/nq + kk/nk + 2*cross) / float64(d))
+}
+
+// run computes the general positive path: exact transformations, then the
+// feature map, then the same linear attention as plain FAVOR+.
+func (v *variant) run(in PerformerInputs, mask *keyMask, b, h, sq, sk, d, dv, m, ho int, scale, eps float32, threads int) *onnx.Tensor {
+	out := make([]float32, b*h*sq*dv)
+	qd, kd, vd, od := in.Q.Floats(), in.K.Floats(), in.V.Floats(), in.Omega.Floats()
+	invSqrtM := float32(1 / math.Sqrt(float64(m)))
+	parallel(b*h, threads, func(bh int) {
+		bi, hi := bh/h, bh%h
+		om := od
+		if ho > 1 {
+			om = od[hi*m*d : (hi+1)*m*d]
+		}
+		t := v.transform(qd[bh*sq*d:(bh+1)*sq*d], kd[bh*sk*d:(bh+1)*sk*d], bi, hi, sq, sk, d, scale, mask)
+		omEff, beta := v.params(om, t, hi, m, d)
+		phiQ, phiK := gerfFeatures(t, omEff, beta, sq, sk, d, m, invSqrtM)
+		attend(phiQ, phiK, vd[bh*sk*dv:(bh+1)*sk*dv], sq, sk, m, dv, eps, out[bh*sq*dv:(bh+1)*sq*dv])
+	})
+	return onnx.NewFloat([]int{b, h, sq, dv}, out)
+}
+
+// gerfFeatures returns the stabilised features of the transformed rows:
+// query logits ω̂·x + β less their row maximum, key logits ω̂·y + β −
+// ‖y‖²/2 + kb less one maximum over the valid keys; invalid keys are zero.
+func gerfFeatures(t *transformed, omEff []float32, beta []float64, sq, sk, d, m int, invSqrtM float32) (phiQ, phiK []float32) {
+	phiQ = make([]float32, sq*m)
+	gemm.Sgemm(false, true, sq, m, d, 1, t.x, d, omEff, d, 0, phiQ, m, 1)
+	for i := 0; i < sq; i++ {
+		row := phiQ[i*m : (i+1)*m]
+		top := float32(math.Inf(-1))
+		for r := range row {
+			row[r] += float32(beta[r])
+			top = max(top, row[r])
+		}
+		for r, x := range row {
+			row[r] = expNeg(x-top) * invSqrtM
+		}
+	}
+	phiK = make([]float32, sk*m)
+	gemm.Sgemm(false, true, sk, m, d, 1, t.y, d, omEff, d, 0, phiK, m, 1)
+	top := float32(math.Inf(-1))
+	for j := 0; j < sk; j++ {
+		if !t.ok[j] {
+			continue
+		}
+		var h2 float64
+		for _, y := range t.y[j*d : (j+1)*d] {
+			h2 += float64(y) * float64(y)
+		}
+		off := t.kb[j] - h2/2
+		row := phiK[j*m : (j+1)*m]
+		for r := range row {
+			row[r] = float32(float64(row[r]) + beta[r] + off)
+			top = max(top, row[r])
+		}
+	}
+	for j := 0; j < sk; j++ {
+		row := phiK[j*m : (j+1)*m]
+		if !t.ok[j] {
+			clear(row)
+			continue
+		}
+		for r, x := range row {
+			row[r] = expNeg(x-top) * invSqrtM
+		}
+	}
+	return phiQ, phiK
 }
 
 // features returns the [s, nf] feature matrix of the rows x [s, d]: keys of
@@ -292,7 +736,7 @@ func NewPerformerNode(name string, inputs []string, output string, a PerformerAt
 	if eps == 0 {
 		eps = defaultEpsilon
 	}
-	return &onnxpb.NodeProto{
+	n := &onnxpb.NodeProto{
 		Name:   proto.String(name),
 		OpType: proto.String(PerformerOp),
 		Domain: proto.String(Domain),
@@ -304,6 +748,15 @@ func NewPerformerNode(name string, inputs []string, output string, a PerformerAt
 			attrFloat("epsilon", eps),
 		},
 	}
+	// The variant attributes are written only when they differ from the
+	// defaults, so plain FAVOR+ nodes stay as they were.
+	if a.Center {
+		n.Attribute = append(n.Attribute, attrInt("center", 1))
+	}
+	if a.Features != "" && a.Features != FeaturesFavorPlus {
+		n.Attribute = append(n.Attribute, attrString("features", a.Features))
+	}
+	return n
 }
 
 // PerformerFunction returns the FunctionProto that defines
@@ -313,6 +766,39 @@ func NewPerformerNode(name string, inputs []string, output string, a PerformerAt
 // required), its attributes scale (required), kernel (ignored by the body)
 // and epsilon (default 1e-6).
 func PerformerFunction(kernel string, opset int64) (*onnxpb.FunctionProto, error) {
+	return PerformerFunctionFor(PerformerVariant{Kernel: kernel}, opset)
+}
+
+// PerformerVariant selects the body of the PerformerAttention function. A
+// model holds one function per op type, so one model uses one variant
+// throughout (as with the kernel attribute).
+type PerformerVariant struct {
+	Kernel   string // "positive" (default) or "trig"
+	Center   bool   // nodes carry center=1
+	Balance  bool   // nodes pass balance_q and balance_k
+	Features string // "favor+" (default), "favor++", "sderf" or "aderf"
+}
+
+// PerformerFunctionFor returns the FunctionProto that defines
+// PerformerAttention for one variant at opset (11..23). The plain FAVOR+
+// variants (no centring, no balance, favor+) are PerformerFunction's
+// bodies. Every other variant has the inputs Q, K, V, Omega, key_bias,
+// then balance_q, balance_k when Balance (required for sderf and aderf),
+// then derf_a for sderf and aderf, and declares the attributes scale,
+// kernel, center and features (the last three select the body here and
+// are ignored by it) and epsilon (default 1e-6).
+func PerformerFunctionFor(v PerformerVariant, opset int64) (*onnxpb.FunctionProto, error) {
+	kernel := v.Kernel
+	if kernel == "" {
+		kernel = KernelPositive
+	}
+	feat := v.Features
+	if feat == "" {
+		feat = FeaturesFavorPlus
+	}
+	if v.Center || v.Balance || feat != FeaturesFavorPlus {
+		return performerVariantFunction(v, kernel, feat, opset)
+	}
 	if kernel == "" {
 		kernel = KernelPositive
 	}
@@ -387,6 +873,198 @@ func PerformerFunction(kernel string, opset int64) (*onnxpb.FunctionProto, error
 	b.op("Div", []string{num, den})
 	b.rename("out")
 	return b.function(PerformerOp, performerDoc+" kernel="+kernel,
+		[]string{"Q", "K", "V", "Omega", "key_bias"}, []string{"out"},
+		[]string{"scale", "kernel"},
+		[]*onnxpb.AttributeProto{attrFloat("epsilon", defaultEpsilon)}), nil
+}
+
+// performerVariantFunction builds the general positive body: the exact
+// transformations, then the feature map, then the linear attention of the
+// plain body. Per-feature offsets β and per-key offsets ride along the
+// feature products as extra columns ("augmented" operands), so the
+// [.., S, M] feature tensors are touched only by the GEMM, one maximum,
+// one subtraction and one Exp, as in the plain body:
+//
+//	queries: [x·s, c] · [ω̂; col]ᵀ = s·ω̂·x + c·col  (= ω̂·x + β)
+//	keys:    [y·s, c, off] · [ω̂; col; 1]ᵀ = ω̂·x + β + off
+//
+// with off_j = b_j (+ centring bias) − ‖y_j‖²/2, or −1e30 for padded keys
+// (their rows of [V, 1] are zero too); for favor++ s = √(1−4A), c = A
+// (per batch and head, computed here) and col = ‖ω‖²; for DERF s = 1,
+// c = 1, ω̂ = ω ⊙ √(1−4a) and col = β = Σ a_c ω_c²; for favor+ s = 1 and
+// there is no column. √scale is folded into Ω, and ‖y‖² is taken before
+// the FAVOR++ scaling.
+func performerVariantFunction(v PerformerVariant, kernel, feat string, opset int64) (*onnxpb.FunctionProto, error) {
+	const op = PerformerOp
+	if kernel != KernelPositive {
+		return nil, fmt.Errorf("ops: %s function: center, balance and features %q need the %q kernel, not %q", op, feat, KernelPositive, kernel)
+	}
+	derf := feat == FeaturesSDERF || feat == FeaturesADERF
+	switch feat {
+	case FeaturesFavorPlus, FeaturesFavorPP, FeaturesSDERF, FeaturesADERF:
+	default:
+		return nil, fmt.Errorf("ops: %s function: features %q, want %q, %q, %q or %q", op, feat, FeaturesFavorPlus, FeaturesFavorPP, FeaturesSDERF, FeaturesADERF)
+	}
+	if derf && !v.Balance {
+		return nil, fmt.Errorf("ops: %s function: features %q needs the balance inputs", op, feat)
+	}
+	if err := checkOpset(op, opset); err != nil {
+		return nil, err
+	}
+	b := &fnBuilder{opset: opset}
+	inputs := []string{"Q", "K", "V", "Omega", "key_bias"}
+	if v.Balance {
+		inputs = append(inputs, "balance_q", "balance_k")
+	}
+	if derf {
+		inputs = append(inputs, "derf_a")
+	}
+	scale := b.constFloatAttr("scale")
+	rs := b.op("Sqrt", []string{scale})
+	eps := b.constFloatAttr("epsilon")
+	mdim := b.op("Slice", []string{b.op("Shape", []string{"Omega"}), b.constInts(1), b.constInts(2)})
+	epsM := b.op("Mul", []string{eps, b.op("Cast", []string{mdim}, attrInt("to", int64(onnx.Float)))})
+	halfScale := b.op("Mul", []string{scale, b.constFloat(0.5)})
+	zero := b.constFloat(0)
+	one, _ := onnx.EncodeTensor("one", onnx.NewFloat([]int{1}, []float32{1}))
+	onesLike := func(x string, rank int64) string { // ones of x's shape with the last axis 1
+		sh := b.op("Concat", []string{b.op("Slice", []string{b.op("Shape", []string{x}), b.constInts(0), b.constInts(rank - 1)}), b.constInts(1)}, attrInt("axis", 0))
+		return b.op("ConstantOfShape", []string{sh}, &onnxpb.AttributeProto{
+			Name: proto.String("value"), Type: onnxpb.AttributeProto_TENSOR.Enum(), T: one})
+	}
+
+	valid := b.op("Greater", []string{"key_bias", b.constFloat(maskThreshold)}) // [B,1,1,Sk]
+	validT := b.transpose(valid, 0, 1, 3, 2)                                    // [B,1,Sk,1]
+	onesK := onesLike("K", 4)                                                   // [B,H,Sk,1]
+	var onesQ, wK, nK, wQ, nQ, qValidT string
+	if v.Center || feat == FeaturesFavorPP || derf {
+		onesQ = onesLike("Q", 4) // [B,H,Sq,1]
+	}
+	if v.Center || feat == FeaturesFavorPP {
+		// Valid-token weights and counts (at least 1), [B,H,S,1] and
+		// [B,H,1,1]. Queries share the keys' mask when Sq = Sk; with
+		// Sq ≠ Sk (cross-attention) every query counts: the mask is read
+		// at min(i, its length − 1), and the comparison of the lengths
+		// overrides it.
+		wK = b.op("Where", []string{validT, onesK, zero})
+		nK = b.op("Max", []string{b.reduce("ReduceSum", wK, 2), b.constFloat(1)})
+		dim := func(x string, axis int64) string { // scalar int64
+			return b.op("Gather", []string{b.op("Shape", []string{x}), b.op("Constant", nil, attrTensor("value", onnx.NewInt64(nil, []int64{axis})))}, attrInt("axis", 0))
+		}
+		sqLen, skLen, maskLen := dim("Q", 2), dim("K", 2), dim("key_bias", 3)
+		oneI := b.op("Constant", nil, attrTensor("value", onnx.NewInt64(nil, []int64{1})))
+		idx := b.op("Range", []string{b.op("Constant", nil, attrTensor("value", onnx.NewInt64(nil, []int64{0}))), sqLen, oneI})
+		last := b.op("Sub", []string{maskLen, oneI})
+		idx = b.op("Where", []string{b.op("Less", []string{idx, maskLen}), idx, last})
+		qValid := b.op("Gather", []string{valid, idx}, attrInt("axis", 3)) // [B,1,1,Sq]
+		qValid = b.op("Or", []string{qValid, b.op("Not", []string{b.op("Equal", []string{sqLen, skLen})})})
+		qValidT = b.transpose(qValid, 0, 1, 3, 2) // [B,1,Sq,1]
+		wQ = b.op("Where", []string{qValidT, onesQ, zero})
+		nQ = b.op("Max", []string{b.reduce("ReduceSum", wQ, 2), b.constFloat(1)})
+	}
+	qc := "Q"
+	kc := b.op("Where", []string{validT, "K", zero}) // padded keys zeroed
+	var centBias string
+	if v.Center {
+		kbar := b.op("Div", []string{b.reduce("ReduceSum", kc, 2), nK}) // [B,H,1,D]
+		qbar := b.op("Div", []string{b.reduce("ReduceSum", b.op("Where", []string{qValidT, "Q", zero}), 2), nQ})
+		kc = b.op("Sub", []string{kc, kbar})
+		qc = b.op("Sub", []string{"Q", qbar})
+		// scale·q̄·k'_j, [B,H,Sk,1].
+		centBias = b.op("Mul", []string{b.op("MatMul", []string{kc, b.transpose(qbar, 0, 1, 3, 2)}), scale})
+	}
+	if v.Balance {
+		qc = b.op("MatMul", []string{qc, "balance_q"})
+		kc = b.op("MatMul", []string{kc, "balance_k"})
+	}
+	// off = b − ‖y‖²/2 (+ centring bias), −1e30 on padded keys: [B,H,Sk,1].
+	hk := b.op("Mul", []string{b.reduce("ReduceSum", b.op("Mul", []string{kc, kc}), 3), halfScale})
+	off := b.op("Sub", []string{b.transpose("key_bias", 0, 1, 3, 2), hk})
+	if centBias != "" {
+		off = b.op("Add", []string{off, centBias})
+	}
+	off = b.op("Where", []string{validT, off, b.constFloat(-1e30)})
+
+	omegaS := b.op("Mul", []string{"Omega", rs}) // [H',M,D]·√scale
+	var omQ, omK, qa, ka string
+	switch {
+	case feat == FeaturesFavorPlus:
+		omQ = omegaS
+		omK = b.op("Concat", []string{omegaS, onesLike(omegaS, 3)}, attrInt("axis", 2))
+		qa = qc
+		ka = b.op("Concat", []string{kc, off}, attrInt("axis", 3))
+	case derf:
+		sa := b.op("Sqrt", []string{b.op("Sub", []string{b.constFloat(1), b.op("Mul", []string{"derf_a", b.constFloat(4)})})}) // [H',1,D]
+		omHat := b.op("Mul", []string{omegaS, sa})                                                                             // [H'',M,D]
+		beta := b.reduce("ReduceSum", b.op("Mul", []string{b.op("Mul", []string{"Omega", "Omega"}), "derf_a"}), 2)             // [H'',M,1]
+		omQ = b.op("Concat", []string{omHat, beta}, attrInt("axis", 2))
+		omK = b.op("Concat", []string{omHat, beta, onesLike(beta, 3)}, attrInt("axis", 2))
+		qa = b.op("Concat", []string{qc, onesQ}, attrInt("axis", 3))
+		ka = b.op("Concat", []string{kc, onesK, off}, attrInt("axis", 3))
+	default: // favor++
+		// ρ = scale·(mean‖q‖² + mean‖k‖² + 2·q̄·k̄)/D over the valid tokens.
+		// Means over the valid rows (Where, so that whatever padded rows
+		// hold cannot reach them).
+		meanOf := func(x, ok, n string) string {
+			return b.op("Div", []string{b.reduce("ReduceSum", b.op("Where", []string{ok, x, zero}), 2), n})
+		}
+		qq := meanOf(b.reduce("ReduceSum", b.op("Mul", []string{qc, qc}), 3), qValidT, nQ) // [B,H,1,1]
+		kk := meanOf(b.reduce("ReduceSum", b.op("Mul", []string{kc, kc}), 3), validT, nK)
+		cross := b.reduce("ReduceSum", b.op("Mul", []string{meanOf(qc, qValidT, nQ), meanOf(kc, validT, nK)}), 3)
+		ddim := b.op("Cast", []string{b.op("Slice", []string{b.op("Shape", []string{"Q"}), b.constInts(3), b.constInts(4)})}, attrInt("to", int64(onnx.Float)))
+		sum := b.op("Add", []string{b.op("Add", []string{qq, kk}), b.op("Mul", []string{cross, b.constFloat(2)})})
+		rho := b.op("Div", []string{b.op("Mul", []string{sum, scale}), ddim})
+		rho = b.op("Max", []string{rho, zero})
+		// A = (1 − 2ρ − √((2ρ+1)² + 8ρ))/16.
+		r2 := b.op("Add", []string{b.op("Mul", []string{rho, b.constFloat(2)}), b.constFloat(1)})
+		disc := b.op("Sqrt", []string{b.op("Add", []string{b.op("Mul", []string{r2, r2}), b.op("Mul", []string{rho, b.constFloat(8)})})})
+		A := b.op("Div", []string{b.op("Sub", []string{b.op("Sub", []string{b.constFloat(1), b.op("Mul", []string{rho, b.constFloat(2)})}), disc}), b.constFloat(16)})
+		s := b.op("Sqrt", []string{b.op("Sub", []string{b.constFloat(1), b.op("Mul", []string{A, b.constFloat(4)})})}) // [B,H,1,1]
+		norm2 := b.reduce("ReduceSum", b.op("Mul", []string{"Omega", "Omega"}), 2)                                     // [H',M,1]
+		omQ = b.op("Concat", []string{omegaS, norm2}, attrInt("axis", 2))
+		omK = b.op("Concat", []string{omegaS, norm2, onesLike(norm2, 3)}, attrInt("axis", 2))
+		qa = b.op("Concat", []string{b.op("Mul", []string{qc, s}), b.op("Mul", []string{onesQ, A})}, attrInt("axis", 3))
+		ka = b.op("Concat", []string{b.op("Mul", []string{kc, s}), b.op("Mul", []string{onesK, A}), off}, attrInt("axis", 3))
+	}
+	uq := b.op("MatMul", []string{qa, b.transpose(omQ, 0, 2, 1)}) // [B,H,Sq,M]
+	phiQ := b.op("Exp", []string{b.op("Sub", []string{uq, b.reduce("ReduceMax", uq, -1)})})
+	ukT := b.op("MatMul", []string{omK, b.transpose(ka, 0, 1, 3, 2)}) // [B,H,M,Sk]
+	phiKT := b.op("Exp", []string{b.op("Sub", []string{ukT, b.reduce("ReduceMax", ukT, 2, 3)})})
+	// [V, 1] with padded keys' rows zeroed: [B,H,Sk,Dv+1].
+	v1 := b.op("Concat", []string{"V", onesK}, attrInt("axis", -1))
+	v1 = b.op("Mul", []string{v1, b.op("Cast", []string{validT}, attrInt("to", int64(onnx.Float)))})
+	nd := b.op("MatMul", []string{phiQ, b.op("MatMul", []string{phiKT, v1})}) // [B,H,Sq,Dv+1]
+	num := b.op("Slice", []string{nd, b.constInts(0), b.constInts(-1), b.constInts(-1)})
+	den := b.op("Slice", []string{nd, b.constInts(-1), b.constInts(math.MaxInt64), b.constInts(-1)})
+	den = b.op("Add", []string{b.op("Relu", []string{den}), epsM})
+	b.op("Div", []string{num, den})
+	b.rename("out")
+	doc := fmt.Sprintf("%s kernel=%s center=%v balance=%v features=%s", performerDoc, kernel, v.Center, v.Balance, feat)
+	return b.function(op, doc, inputs, []string{"out"},
+		[]string{"scale", "kernel", "center", "features"},
+		[]*onnxpb.AttributeProto{attrFloat("epsilon", defaultEpsilon)}), nil
+}
+
+// PerformerExactFunction returns a FunctionProto with PerformerAttention's
+// name, inputs (Q, K, V, Omega, key_bias) and attributes whose body is
+// exact softmax attention, softmax(scale·Q·Kᵀ + key_bias)·V (Omega is
+// unused). Put in place of the Performer function, it turns a converted
+// model back into the original computation while keeping the converted
+// graph's wiring: every node's Q, K and key_bias are then the original
+// model's activations in [B,H,S,D] layout, which is how calibration
+// statistics are captured (package finetune).
+func PerformerExactFunction(opset int64) (*onnxpb.FunctionProto, error) {
+	if err := checkOpset(PerformerOp, opset); err != nil {
+		return nil, err
+	}
+	b := &fnBuilder{opset: opset}
+	scores := b.op("Mul", []string{b.op("MatMul", []string{"Q", b.transpose("K", 0, 1, 3, 2)}), b.constFloatAttr("scale")})
+	// Softmax before opset 13 flattens from axis on: with axis 3 that is
+	// the key axis alone, the same as opset 13's per-axis softmax.
+	p := b.op("Softmax", []string{b.op("Add", []string{scores, "key_bias"})}, attrInt("axis", 3))
+	b.op("MatMul", []string{p, "V"})
+	b.rename("out")
+	return b.function(PerformerOp, "PerformerAttention computed exactly (softmax attention; calibration capture)",
 		[]string{"Q", "K", "V", "Omega", "key_bias"}, []string{"out"},
 		[]string{"scale", "kernel"},
 		[]*onnxpb.AttributeProto{attrFloat("epsilon", defaultEpsilon)}), nil

@@ -9,15 +9,17 @@ import (
 	"strings"
 
 	"github.com/linearize/linearize/convert"
+	"github.com/linearize/linearize/finetune"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
+	"github.com/linearize/linearize/runtime"
 )
 
 func init() {
 	register(&command{
 		name:    "performer",
-		summary: "rewrite every convertible attention block into a PerformerAttention op (FAVOR+, frozen random features) that runs in stock onnxruntime",
-		usage:   "MODEL -o OUT [--features M] [--seed S] [--omega orthogonal|iid] [--norms chi|sqrt-d|qmc] [--kernel positive|trig] [--layers LIST] [--max-positions N] [--json]",
+		summary: "rewrite every convertible attention block into a PerformerAttention op (random-feature attention with frozen ω: by default exact centring + FAVOR++ features, or FAVOR# ADERF fitted on --calibration; plain FAVOR+ on request) that runs in stock onnxruntime",
+		usage:   "MODEL -o OUT [--features M] [--seed S] [--omega orthogonal|iid] [--norms chi|sqrt-d|qmc] [--kernel positive|trig] [--center] [--features-kind favor+|favor++|sderf|aderf] [--balance] [--calibration FILE [--calibration-weighting attention|uniform]] [--layers LIST] [--max-positions N] [--json]",
 		run:     runPerformer,
 	})
 }
@@ -122,14 +124,99 @@ func runPerformer(args []string, stdout io.Writer) error {
 	fs.StringVar(&o.Norms, "norms", "chi", "row norms of ω: chi (sampled), sqrt-d (all √D) or qmc (χ_D quantiles, permuted)")
 	fs.StringVar(&o.Kernel, "kernel", "positive", "positive (FAVOR+) or trig")
 	fs.BoolVar(&o.PerHead, "per-head", false, "sample one ω per head instead of one per layer")
+	fs.BoolVar(&o.Center, "center", true, "centre queries and keys over each sequence's valid tokens at run time (exact: the keys' mean cancels in the softmax, the queries' mean becomes a per-key bias); "+
+		"on by default for the positive kernel, --center=false for plain FAVOR+ (which convert finetune can fit)")
+	fs.StringVar(&o.FeatureMap, "features-kind", "auto", "feature map of the positive kernel: favor+ (FAVOR+), favor++ (optimal positive features, A from each sequence at run time), "+
+		"sderf or aderf (FAVOR# dense-exponential features, symmetric or asymmetric; fitted on --calibration); "+
+		"auto: aderf with --calibration (and no --balance), favor++ otherwise, favor+ for --kernel trig")
+	fs.BoolVar(&o.Balance, "balance", false, "add a per-head linear balance of queries and keys (q·T, k·T⁻ᵀ: exact) fitted on --calibration, for favor+ and favor++")
+	calib := fs.String("calibration", "", "calibration texts, one per line, run through the original model to fit --balance, sderf and aderf")
+	weighting := fs.String("calibration-weighting", "attention", "which query–key pairs the fit weighs: attention (the original attention weights) or uniform")
+	calibLen := fs.Int("calibration-max-len", 512, "longest tokenized calibration text")
+	vocab := fs.String("vocab", "", "tokenizer for --calibration: a folder, tokenizer.json or vocab.txt (default: found beside the model)")
 	m, in, layers, err := loadForRewrite("performer", fs, &f, args, stdout)
 	if err != nil {
 		return err
 	}
 	o.Seed, o.Layers, o.Positions = f.seed, layers, f.positions()
+	set := map[string]bool{}
+	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
+	if o.Kernel == "trig" && !set["center"] {
+		o.Center = false
+	}
+	if o.FeatureMap == "auto" {
+		switch {
+		case o.Kernel == "trig":
+			o.FeatureMap = "favor+"
+		case *calib != "" && !o.Balance:
+			o.FeatureMap = "aderf"
+		default:
+			o.FeatureMap = "favor++"
+		}
+	}
+	if *calib != "" {
+		if *calibLen < 2 {
+			return usageError("--calibration-max-len must be at least 2")
+		}
+		texts, err := runtime.ReadTexts(*calib)
+		if err != nil {
+			return badInput(fmt.Errorf("--calibration: %w", err))
+		}
+		tok, err := runtime.FindTokenizer(in, *vocab)
+		if err != nil {
+			return badInput(err)
+		}
+		ti, err := runtime.TextInputs(tok, runtime.GraphInputs(m), texts, 0, *calibLen)
+		if err != nil {
+			return badInput(fmt.Errorf("--calibration: %w", err))
+		}
+		if o.Moments, err = finetune.PerformerMoments(m, ti.Feed, finetune.MomentOptions{Center: o.Center, Weighting: *weighting}); err != nil {
+			return runtimeFailure(err)
+		}
+	} else if o.Balance || o.FeatureMap == "sderf" || o.FeatureMap == "aderf" {
+		return usageError("--balance and --features-kind %s need --calibration FILE", o.FeatureMap)
+	}
 	out, rep, err := convert.ToPerformer(m, o)
 	if err != nil {
 		return badInput(err)
 	}
 	return finishRewrite(stdout, &f, in, out, rep)
+}
+
+// performerVariantList parses report-real's --performer-variants:
+// comma-separated items [center+][balance+]MAP[/NORMS], MAP one of
+// favor+, favor++, sderf, aderf and NORMS chi (default), sqrt-d or qmc;
+// e.g. center+aderf/chi, center+balance+favor+/sqrt-d.
+func performerVariantList(s string) ([]convert.PerformerOptions, error) {
+	var out []convert.PerformerOptions
+	for _, item := range strList(s) {
+		spec, norms, _ := strings.Cut(item, "/")
+		if norms == "" {
+			norms = "chi"
+		}
+		var o convert.PerformerOptions
+		for _, m := range []string{"favor++", "favor+", "sderf", "aderf"} {
+			if strings.HasSuffix(spec, m) {
+				o.FeatureMap, spec = m, strings.TrimSuffix(spec, m)
+				break
+			}
+		}
+		switch spec {
+		case "":
+		case "center+":
+			o.Center = true
+		case "balance+":
+			o.Balance = true
+		case "center+balance+":
+			o.Center, o.Balance = true, true
+		default:
+			o.FeatureMap = ""
+		}
+		if o.FeatureMap == "" {
+			return nil, usageError("--performer-variants %q: want [center+][balance+]MAP[/NORMS] with MAP favor+, favor++, sderf or aderf", item)
+		}
+		o.Norms = norms
+		out = append(out, o)
+	}
+	return out, nil
 }

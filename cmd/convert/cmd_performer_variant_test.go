@@ -1,0 +1,138 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/linearize/linearize/onnx"
+	"github.com/linearize/linearize/runtime"
+)
+
+// The variant flags: errors without calibration, and (with the real model
+// and onnxruntime) a calibrated conversion that is byte-identical for the
+// same flags, carries the variant, and passes validate.
+func TestPerformerVariantCLI(t *testing.T) {
+	tmp := t.TempDir()
+	tiny := filepath.Join("..", "..", "testdata", "bert-tiny.onnx")
+	for _, c := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"performer", tiny, "-o", filepath.Join(tmp, "x.onnx"), "--features-kind", "aderf"}, exitUsage, "need --calibration"},
+		{[]string{"performer", tiny, "-o", filepath.Join(tmp, "x.onnx"), "--balance"}, exitUsage, "need --calibration"},
+		{[]string{"performer", tiny, "-o", filepath.Join(tmp, "x.onnx"), "--features-kind", "relu"}, exitBadInput, `feature map "relu"`},
+		{[]string{"performer", tiny, "-o", filepath.Join(tmp, "x.onnx"), "--center", "--kernel", "trig"}, exitBadInput, "positive kernel"},
+		{[]string{"performer", tiny, "-o", filepath.Join(tmp, "c.onnx"), "--center", "--features-kind", "favor++", "--features", "8"}, 0, "converted"},
+	} {
+		code, out, errOut := runCLI(c.args...)
+		if code != c.code || !strings.Contains(out+errOut, c.want) {
+			t.Errorf("%v: exit %d, want %d with %q\nstdout: %s\nstderr: %s", c.args, code, c.code, c.want, out, errOut)
+		}
+	}
+	// Defaults: centring and FAVOR++ for the positive kernel; plain for
+	// trig; plain FAVOR+ when asked.
+	for _, c := range []struct {
+		flags    []string
+		center   int64
+		features string
+	}{
+		{nil, 1, "favor++"},
+		{[]string{"--kernel", "trig"}, 0, "favor+"},
+		{[]string{"--center=false", "--features-kind", "favor+"}, 0, "favor+"},
+	} {
+		p := filepath.Join(tmp, "d.onnx")
+		args := append([]string{"performer", tiny, "-o", p, "--features", "8", "--overwrite"}, c.flags...)
+		if code, _, e := runCLI(args...); code != 0 {
+			t.Fatalf("%v: exit %d: %s", args, code, e)
+		}
+		m, err := onnx.Load(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range m.Graph.Node {
+			if n.GetOpType() == "PerformerAttention" {
+				if onnx.AttrInt(n, "center", 0) != c.center || onnx.AttrString(n, "features", "favor+") != c.features {
+					t.Errorf("%v: node attributes %v, want center=%d features=%s", c.flags, n.Attribute, c.center, c.features)
+				}
+			}
+		}
+	}
+
+	model := filepath.Join("..", "..", "testdata", "real", "minilm.onnx")
+	if _, err := os.Stat(model); err != nil {
+		t.Skipf("real model absent (run scripts/real-model.sh): %v", err)
+	}
+	if err := runtime.ORTAvailable(); err != nil {
+		t.Skipf("onnxruntime not available (run scripts/setup.sh): %v", err)
+	}
+	calib := filepath.Join("..", "..", "testdata", "realmodel", "calibration.txt")
+	held := filepath.Join("..", "..", "testdata", "realmodel", "heldout.txt")
+	write := func(name string) []byte {
+		p := filepath.Join(tmp, name)
+		// The defaults with --calibration: centring and ADERF.
+		args := []string{"performer", model, "-o", p, "--features", "16", "--seed", "3", "--calibration", calib}
+		if code, _, e := runCLI(args...); code != 0 {
+			t.Fatalf("%v: exit %d: %s", args, code, e)
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	a, b := write("a.onnx"), write("b.onnx")
+	if !bytes.Equal(a, b) {
+		t.Error("same flags and calibration, different bytes")
+	}
+	m, err := onnx.Load(filepath.Join(tmp, "a.onnx"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes := 0
+	for _, n := range m.Graph.Node {
+		if n.GetOpType() == "PerformerAttention" {
+			nodes++
+			if len(n.Input) != 8 || onnx.AttrInt(n, "center", 0) != 1 || onnx.AttrString(n, "features", "") != "aderf" {
+				t.Errorf("node %s: %d inputs, attributes %v", n.GetName(), len(n.Input), n.Attribute)
+			}
+		}
+	}
+	if nodes != 6 {
+		t.Errorf("%d PerformerAttention nodes, want 6", nodes)
+	}
+	if code, out, e := runCLI("validate", filepath.Join(tmp, "a.onnx"), "--text-file", held, "--vocab", filepath.Join("..", "..", "testdata", "real", "minilm")); code != 0 {
+		t.Errorf("validate: exit %d\n%s\n%s", code, out, e)
+	}
+}
+
+func TestPerformerVariantList(t *testing.T) {
+	got, err := performerVariantList("center+aderf/chi, center+balance+favor+/sqrt-d,favor++,balance+favor++/qmc,sderf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []struct {
+		center, balance bool
+		feat, norms     string
+	}{
+		{true, false, "aderf", "chi"}, {true, true, "favor+", "sqrt-d"}, {false, false, "favor++", "chi"},
+		{false, true, "favor++", "qmc"}, {false, false, "sderf", "chi"},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%d variants, want %d", len(got), len(want))
+	}
+	for i, w := range want {
+		g := got[i]
+		if g.Center != w.center || g.Balance != w.balance || g.FeatureMap != w.feat || g.Norms != w.norms {
+			t.Errorf("item %d: %+v, want %+v", i, g, w)
+		}
+	}
+	for _, bad := range []string{"centre+aderf", "relu", "center+", "aderf+center"} {
+		if _, err := performerVariantList(bad); err == nil {
+			t.Errorf("%q: no error", bad)
+		}
+	}
+}

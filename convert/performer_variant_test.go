@@ -1,0 +1,251 @@
+package convert
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"testing"
+
+	"github.com/linearize/linearize/features"
+	"github.com/linearize/linearize/onnx"
+	"github.com/linearize/linearize/onnx/onnxpb"
+	"github.com/linearize/linearize/ops"
+	"github.com/linearize/linearize/runtime"
+	"google.golang.org/protobuf/proto"
+)
+
+// syntheticMoments returns calibration moments for every block of m,
+// accumulated from seeded random sequences with shared query/key means (so
+// the fitted balance is far from the identity).
+func syntheticMoments(t *testing.T, m *onnxpb.ModelProto, center bool, seed uint64) map[int]*features.Moments {
+	t.Helper()
+	det, err := Detect(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(seed, 5))
+	out := map[int]*features.Moments{}
+	for _, b := range det.Blocks {
+		mo, err := features.NewMoments(b.Heads, b.HeadDim, center, features.WeightAttention)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, n := b.HeadDim, 10
+		for h := 0; h < b.Heads; h++ {
+			for range 3 {
+				q, k := make([]float64, n*d), make([]float64, n*d)
+				for i := range q {
+					q[i] = 1 + float64(i%d)/float64(d) + rng.NormFloat64()*(0.5+float64(i%3))
+					k[i] = -0.5 + rng.NormFloat64()/(1+float64(i%4))
+				}
+				if err := mo.AddSequence(h, q, k, n, nil, b.Scale); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		out[b.Layer] = mo
+	}
+	return out
+}
+
+type perfVariant struct {
+	center, balance bool
+	feat            string
+}
+
+func (v perfVariant) String() string {
+	return fmt.Sprintf("center=%v/balance=%v/%s", v.center, v.balance, v.feat)
+}
+
+func (v perfVariant) options(t *testing.T, m *onnxpb.ModelProto, seed uint64) PerformerOptions {
+	o := PerformerOptions{Features: 32, Seed: seed, Center: v.center, Balance: v.balance, FeatureMap: v.feat}
+	if v.balance || v.feat == ops.FeaturesSDERF || v.feat == ops.FeaturesADERF {
+		o.Moments = syntheticMoments(t, m, v.center, 9)
+	}
+	return o
+}
+
+var perfVariants = []perfVariant{
+	{true, false, ops.FeaturesFavorPlus},
+	{true, true, ops.FeaturesFavorPlus},
+	{false, false, ops.FeaturesFavorPP},
+	{true, true, ops.FeaturesFavorPP},
+	{true, false, ops.FeaturesSDERF},
+	{true, false, ops.FeaturesADERF},
+	{false, false, ops.FeaturesADERF},
+}
+
+// Every Performer variant converts the fixtures (unfused, fused, several
+// opsets), passes validate (function body in onnxruntime vs Go kernel on
+// the model's own activations), and keeps the padding invariance: 5 real
+// tokens padded to 8 give the same outputs as the 5 alone.
+func TestPerformerVariantsOnFixtures(t *testing.T) {
+	needORT(t)
+	files := map[string]bool{"bert_eager_op14.onnx": true, "bert_eager_op11.onnx": true, "bert_eager_op14_fused.onnx": true, "bert_sdpa_op17.onnx": true}
+	for _, f := range fixtures(t) {
+		if !files[f.File] {
+			continue
+		}
+		delete(files, f.File)
+		m := loadModel(t, filepath.Join(fixtureDir, f.File))
+		for _, v := range perfVariants {
+			t.Run(f.File+"/"+v.String(), func(t *testing.T) {
+				pm, rep, err := ToPerformer(m, v.options(t, m, 3))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(rep.Converted) != f.Convertible {
+					t.Fatalf("converted %d blocks, want %d: %+v", len(rep.Converted), f.Convertible, rep.Skipped)
+				}
+				full := fixtureFeeds(f, 2, 8, []int{8, 6}, 11)
+				val, err := runtime.ValidateOps(pm, full, runtime.ValidateOptions{Backend: "ort"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !val.OK() || len(val.Checks) != f.Convertible {
+					var buf bytes.Buffer
+					val.WriteTable(&buf)
+					t.Fatalf("validate failed:\n%s", buf.String())
+				}
+				padded := fixtureFeeds(f, 1, 8, []int{5}, 13)
+				short := map[string]*onnx.Tensor{}
+				for k, x := range padded {
+					short[k] = onnx.NewInt64([]int{1, 5}, append([]int64(nil), x.Int64s()[:5]...))
+				}
+				a, b := runORT(t, pm, padded)["last_hidden_state"], runORT(t, pm, short)["last_hidden_state"]
+				if d := runtime.CompareTensors(prefix(a, 5), b); !d.OK(1e-5) {
+					t.Errorf("padded vs unpadded outputs at real tokens: %v", d)
+				}
+			})
+		}
+	}
+	for f := range files {
+		t.Errorf("fixture %s not in the manifest", f)
+	}
+}
+
+// The nodes carry the variant's attributes and inputs, the initializers
+// have the op's shapes, the model holds the variant's function, and the
+// same options give byte-identical models.
+func TestToPerformerVariantGraph(t *testing.T) {
+	m := loadModel(t, filepath.Join(fixtureDir, "bert_eager_op14.onnx"))
+	for _, v := range perfVariants {
+		t.Run(v.String(), func(t *testing.T) {
+			o := v.options(t, m, 4)
+			pm, rep, err := ToPerformer(m, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			again, _, err := ToPerformer(m, v.options(t, m, 4))
+			if err != nil {
+				t.Fatal(err)
+			}
+			a, _ := proto.MarshalOptions{Deterministic: true}.Marshal(pm)
+			b, _ := proto.MarshalOptions{Deterministic: true}.Marshal(again)
+			if !bytes.Equal(a, b) {
+				t.Error("same options, different bytes")
+			}
+			if rep.Options["center"] != v.center || rep.Options["feature_map"] != v.feat {
+				t.Errorf("report options %v", rep.Options)
+			}
+			ix := onnx.NewIndex(pm.Graph)
+			derf := v.feat == ops.FeaturesSDERF || v.feat == ops.FeaturesADERF
+			want := 5
+			if v.balance || derf {
+				want = 7
+			}
+			if derf {
+				want = 8
+			}
+			nodes := 0
+			for _, n := range pm.Graph.Node {
+				if n.GetOpType() != ops.PerformerOp {
+					continue
+				}
+				nodes++
+				if len(n.Input) != want {
+					t.Fatalf("node %s has %d inputs, want %d", n.GetName(), len(n.Input), want)
+				}
+				if got := onnx.AttrInt(n, "center", 0) != 0; got != v.center {
+					t.Errorf("center attribute %v", got)
+				}
+				if got := onnx.AttrString(n, "features", ops.FeaturesFavorPlus); got != v.feat {
+					t.Errorf("features attribute %q", got)
+				}
+				h, d := rep.Converted[0].Heads, rep.Converted[0].HeadDim
+				for i, shape := range [][]int{{h, d, d}, {h, d, d}, {h, 1, d}} {
+					if 5+i >= len(n.Input) {
+						break
+					}
+					tp := ix.Initializers[n.Input[5+i]]
+					if tp == nil {
+						t.Fatalf("input %d (%s) is not an initializer", 5+i, n.Input[5+i])
+					}
+					x, err := onnx.DecodeTensor(tp)
+					if err != nil || fmt.Sprint(x.Shape) != fmt.Sprint(shape) {
+						t.Errorf("input %d has shape %v, want %v (%v)", 5+i, x.Shape, shape, err)
+					}
+				}
+				if v.feat == ops.FeaturesSDERF && n.Input[5] != n.Input[6] {
+					t.Error("sderf: balance_q and balance_k are different initializers")
+				}
+			}
+			if nodes != len(rep.Converted) {
+				t.Errorf("%d nodes for %d converted blocks", nodes, len(rep.Converted))
+			}
+			fn, err := ops.PerformerFunctionFor(ops.PerformerVariant{Center: v.center, Balance: v.balance || derf, Features: v.feat}, onnx.OpsetVersion(pm, ""))
+			if err != nil {
+				t.Fatal(err)
+			}
+			found := false
+			for _, f := range pm.Functions {
+				if f.GetName() == ops.PerformerOp {
+					found = proto.Equal(f, fn)
+				}
+			}
+			if !found {
+				t.Error("the model does not hold the variant's function")
+			}
+		})
+	}
+	// The plain conversion is unchanged by the new options' defaults.
+	plain, _, err := ToPerformer(m, PerformerOptions{Features: 16, Seed: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range plain.Graph.Node {
+		if n.GetOpType() == ops.PerformerOp && (len(n.Input) != 5 || len(n.Attribute) != 3) {
+			t.Errorf("plain node %s: %d inputs, %d attributes", n.GetName(), len(n.Input), len(n.Attribute))
+		}
+	}
+}
+
+func TestToPerformerVariantErrors(t *testing.T) {
+	m := loadModel(t, filepath.Join(fixtureDir, "bert_eager_op14.onnx"))
+	mom := syntheticMoments(t, m, true, 1)
+	bad := map[int]*features.Moments{}
+	for l, mo := range mom {
+		x, _ := features.NewMoments(mo.Heads+1, mo.Dim, true, features.WeightAttention)
+		bad[l] = x
+	}
+	for _, c := range []struct {
+		name string
+		o    PerformerOptions
+		want string
+	}{
+		{"balance without moments", PerformerOptions{Balance: true}, "calibration moments"},
+		{"aderf without moments", PerformerOptions{FeatureMap: ops.FeaturesADERF}, "calibration moments"},
+		{"aderf with balance", PerformerOptions{FeatureMap: ops.FeaturesADERF, Balance: true, Moments: mom, Center: true}, "own balance"},
+		{"unknown map", PerformerOptions{FeatureMap: "relu"}, `feature map "relu"`},
+		{"trig with center", PerformerOptions{Kernel: ops.KernelTrig, Center: true}, "positive kernel"},
+		{"centred moments, uncentred op", PerformerOptions{Balance: true, Moments: mom}, "centred true"},
+		{"moments of other heads", PerformerOptions{Balance: true, Center: true, Moments: bad}, "heads"},
+		{"layer without moments", PerformerOptions{Balance: true, Center: true, Moments: map[int]*features.Moments{}}, "no calibration moments for layer"},
+	} {
+		_, _, err := ToPerformer(m, c.o)
+		if err == nil || !bytes.Contains([]byte(err.Error()), []byte(c.want)) || err.Error()[:8] != "convert:" {
+			t.Errorf("%s: error %v, want one with %q and the package prefix", c.name, err, c.want)
+		}
+	}
+}

@@ -1,0 +1,206 @@
+package finetune
+
+import (
+	"math"
+	"testing"
+
+	"github.com/linearize/linearize/convert"
+	"github.com/linearize/linearize/features"
+	"github.com/linearize/linearize/models"
+	"github.com/linearize/linearize/onnx"
+	"github.com/linearize/linearize/onnx/onnxpb"
+	"github.com/linearize/linearize/runtime"
+)
+
+// tinyFeed returns ids and a mask with the given valid lengths (padded to
+// seq) for the tiny BERT.
+func tinyFeed(t *testing.T, ids [][]int64, valid []int, seq int) map[string]*onnx.Tensor {
+	t.Helper()
+	b := len(valid)
+	id, mask, types := make([]int64, b*seq), make([]int64, b*seq), make([]int64, b*seq)
+	for r := 0; r < b; r++ {
+		for j := 0; j < seq; j++ {
+			id[r*seq+j] = ids[r][j%len(ids[r])]
+			if j < valid[r] {
+				mask[r*seq+j] = 1
+			}
+		}
+	}
+	return map[string]*onnx.Tensor{
+		"input_ids":      onnx.NewInt64([]int{b, seq}, id),
+		"attention_mask": onnx.NewInt64([]int{b, seq}, mask),
+		"token_type_ids": onnx.NewInt64([]int{b, seq}, types),
+	}
+}
+
+// PerformerMoments captures the original model's queries and keys: its
+// moments equal those accumulated here from the original graph's own Q
+// and K values (found by Detect and run without any conversion), over the
+// valid tokens of each row; and padding (extra rows' pad tokens, a longer
+// padded length) changes nothing.
+func TestPerformerMomentsCaptureOriginal(t *testing.T) {
+	if err := runtime.ORTAvailable(); err != nil {
+		t.Skipf("%v (run scripts/setup.sh)", err)
+	}
+	cfg := models.TinyConfig()
+	orig, err := models.BERT(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, in := range runtime.GraphInputs(orig) {
+		if in.Name != "input_ids" && in.Name != "attention_mask" && in.Name != "token_type_ids" {
+			t.Fatalf("unexpected input %s", in.Name)
+		}
+	}
+	ids := [][]int64{{101, 7, 9, 400, 23, 5, 88, 102}, {101, 300, 12, 102}, {101, 45, 46, 47, 48, 49, 102}}
+	valid := []int{8, 4, 7}
+	const seq = 11
+	feed := tinyFeed(t, ids, valid, seq)
+	det, err := convert.Detect(orig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, b := range det.Blocks {
+		names = append(names, b.Q, b.K)
+	}
+	got, err := runOnce(orig, feed, names, Options{Backend: "ort"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []string{features.WeightAttention, features.WeightUniform} {
+		for _, center := range []bool{false, true} {
+			mo, err := PerformerMoments(orig, feed, MomentOptions{Center: center, Weighting: w, Rows: 2})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(mo) != len(det.Blocks) {
+				t.Fatalf("moments for %d layers, want %d", len(mo), len(det.Blocks))
+			}
+			for _, b := range det.Blocks {
+				q, k := got[b.Q], got[b.K]
+				h, d := b.Heads, b.HeadDim
+				// Q is [B,H,S,D]; K is [B,H,S,D] or, transposed, [B,H,D,S].
+				kT := k.Shape[2] == d && k.Shape[3] == seq && d != seq
+				ref, err := features.NewMoments(h, d, center, w)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for r, n := range valid {
+					for hi := 0; hi < h; hi++ {
+						qs, ks := make([]float64, n*d), make([]float64, n*d)
+						for j := 0; j < n; j++ {
+							for c := 0; c < d; c++ {
+								qs[j*d+c] = float64(q.Floats()[((r*h+hi)*seq+j)*d+c])
+								if kT {
+									ks[j*d+c] = float64(k.Floats()[((r*h+hi)*d+c)*seq+j])
+								} else {
+									ks[j*d+c] = float64(k.Floats()[((r*h+hi)*seq+j)*d+c])
+								}
+							}
+						}
+						if err := ref.AddSequence(hi, qs, ks, n, nil, b.Scale); err != nil {
+							t.Fatal(err)
+						}
+					}
+				}
+				m := mo[b.Layer]
+				for i, pair := range [][2][]float64{{m.XX, ref.XX}, {m.YY, ref.YY}, {m.XY, ref.XY}} {
+					var worst, scale float64
+					for e := range pair[0] {
+						worst = math.Max(worst, math.Abs(pair[0][e]-pair[1][e]))
+						scale = math.Max(scale, math.Abs(pair[1][e]))
+					}
+					if worst > 1e-4*scale {
+						t.Errorf("%s centred=%v layer %d sum %d: max difference %.3g (scale %.3g)", w, center, b.Layer, i, worst, scale)
+					}
+				}
+				if m.Weight[0] != 8+4+7 {
+					t.Errorf("weight %g, want 19 valid queries", m.Weight[0])
+				}
+			}
+		}
+	}
+	// Padding: longer padded rows and a fully padded extra row give the
+	// same moments.
+	a, err := PerformerMoments(orig, feed, MomentOptions{Center: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := PerformerMoments(orig, tinyFeed(t, append(ids, []int64{101, 5}), append(valid, 0), seq+5), MomentOptions{Center: true, Rows: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for l := range a {
+		for e := range a[l].XX {
+			for _, p := range [][2]float64{{a[l].XX[e], b[l].XX[e]}, {a[l].YY[e], b[l].YY[e]}, {a[l].XY[e], b[l].XY[e]}} {
+				if math.Abs(p[0]-p[1]) > 1e-4*(1+math.Abs(p[0])) {
+					t.Fatalf("layer %d: padding changes the moments: %g vs %g", l, p[0], p[1])
+				}
+			}
+		}
+	}
+}
+
+// The fitted conversion is a working model: a balance fitted on the tiny
+// BERT's own calibration activations gives a converted model that passes
+// validate, and brings it closer to the original than plain FAVOR+ on
+// held-out inputs (mean per-layer attention error).
+func TestBalancedPerformerOnTinyBERT(t *testing.T) {
+	if err := runtime.ORTAvailable(); err != nil {
+		t.Skipf("%v (run scripts/setup.sh)", err)
+	}
+	orig, err := models.BERT(models.TinyConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	inputs := runtime.GraphInputs(orig)
+	calib, err := runtime.RandomInputs(orig, inputs, runtime.RandomOptions{Batch: 8, SeqLen: 24, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, err := runtime.RandomInputs(orig, inputs, runtime.RandomOptions{Batch: 4, SeqLen: 24, Seed: 99})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mo, err := PerformerMoments(orig, calib, MomentOptions{Center: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	det, err := convert.Detect(orig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var values []string
+	for _, b := range det.Blocks {
+		values = append(values, runtime.MergedValue(orig, b.Output))
+	}
+	layerErr := func(o convert.PerformerOptions) float64 {
+		m, _, err := convert.ToPerformer(orig, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		val, err := runtime.ValidateOps(m, held, runtime.ValidateOptions{Backend: "ort"})
+		if err != nil || !val.OK() {
+			t.Fatalf("validate: %v %+v", err, val)
+		}
+		mc, err := runtime.CompareModels([]*onnxpb.ModelProto{orig, m}, []string{"o", "c"}, held,
+			runtime.ModelCompareOptions{Batch: 4, SeqLen: 24, Values: values})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var e float64
+		for _, r := range mc.Rows {
+			if r.Model == "c" && r.Kind == "layer" {
+				e += r.RelErr / float64(len(values))
+			}
+		}
+		return e
+	}
+	plain := layerErr(convert.PerformerOptions{Features: 16, Seed: 2, Norms: "chi"})
+	fitted := layerErr(convert.PerformerOptions{Features: 16, Seed: 2, Norms: "chi", Center: true, FeatureMap: "aderf", Moments: mo})
+	t.Logf("mean attention relative error: plain FAVOR+ %.4f, centred ADERF %.4f", plain, fitted)
+	if !(fitted < plain) {
+		t.Errorf("centred ADERF (%.4f) is not closer than plain FAVOR+ (%.4f)", fitted, plain)
+	}
+}
