@@ -3,6 +3,14 @@ module github.com/linearize/linearize
 go 1.26
 
 require (
+	github.com/yalue/onnxruntime_go v1.27.0
+	golang.org/x/text v0.31.0
+	gonum.org/v1/gonum v0.17.0
+	gonum.org/v1/plot v0.15.2
+	google.golang.org/protobuf v1.36.12
+)
+
+require (
 	codeberg.org/go-fonts/liberation v0.5.0 // indirect
 	codeberg.org/go-latex/latex v0.1.0 // indirect
 	codeberg.org/go-pdf/fpdf v0.10.0 // indirect
@@ -11,10 +19,5 @@ require (
 	github.com/campoy/embedmd v1.0.0 // indirect
 	github.com/golang/freetype v0.0.0-20170609003504-e2365dfdc4a0 // indirect
 	github.com/pmezard/go-difflib v1.0.0 // indirect
-	github.com/yalue/onnxruntime_go v1.27.0 // indirect
 	golang.org/x/image v0.25.0 // indirect
-	golang.org/x/text v0.31.0 // indirect
-	gonum.org/v1/gonum v0.17.0 // indirect
-	gonum.org/v1/plot v0.15.2 // indirect
-	google.golang.org/protobuf v1.36.12 // indirect
 )

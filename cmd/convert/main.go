@@ -15,6 +15,9 @@ import (
 	"os"
 	"sort"
 	"strings"
+
+	"github.com/linearize/linearize/convert"
+	"github.com/linearize/linearize/runtime"
 )
 
 // Exit codes.
@@ -67,6 +70,12 @@ func runtimeFailure(err error) error {
 // flag.ErrHelp.
 func parseFlags(fs *flag.FlagSet, args []string, stdout io.Writer) ([]string, error) {
 	fs.SetOutput(io.Discard)
+	if fs.Lookup("ort-lib") == nil {
+		fs.Func("ort-lib", "path of the onnxruntime shared library (default: $"+runtime.LibraryEnv+", beside the executable, the repository's .tools/lib, system library folders)", func(p string) error {
+			runtime.SetLibraryPath(p)
+			return nil
+		})
+	}
 	var pos []string
 	for {
 		if err := fs.Parse(args); err != nil {
@@ -145,6 +154,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return exitOK
 	}
 	fmt.Fprintf(stderr, "convert %s: %v\n", c.name, err)
+	if errors.Is(err, convert.ErrNothingConverted) {
+		// A rewrite that converted nothing wrote nothing: the model is
+		// not one the command can convert (the message says why).
+		return exitBadInput
+	}
 	var ee *exitError
 	if errors.As(err, &ee) {
 		return ee.code
