@@ -320,13 +320,6 @@ func f64(t *onnx.Tensor) []float64 {
 
 // Params returns the current E and F as float32 tensors of their shapes.
 func (p *linformerProblem) Params() (e, f *onnx.Tensor) {
-	to32 := func(x []float64, shape []int) *onnx.Tensor {
-		d := make([]float32, len(x))
-		for i, v := range x {
-			d[i] = float32(v)
-		}
-		return onnx.NewFloat(append([]int(nil), shape...), d)
-	}
 	e = to32(p.e, p.E.Shape)
 	if p.SharedEF {
 		return e, e

@@ -3,7 +3,6 @@ package finetune
 import (
 	"fmt"
 	"math"
-	"sync"
 
 	"github.com/linearize/linearize/internal/graphfacts"
 	"github.com/linearize/linearize/onnx"
@@ -410,13 +409,6 @@ func newLayout(valid []bool, a ops.LocalPooledAttrs) lpLayout {
 // Params returns the current projections as float32 tensors (biases nil
 // when the layer has none, V's nil when V is not fitted).
 func (p *localPooledProblem) Params() (wq, bq, wk, bk, wv, bv *onnx.Tensor) {
-	to32 := func(x []float64, shape []int) *onnx.Tensor {
-		d := make([]float32, len(x))
-		for i, v := range x {
-			d[i] = float32(v)
-		}
-		return onnx.NewFloat(append([]int(nil), shape...), d)
-	}
 	wq, wk = to32(p.wq, p.WQ.Shape), to32(p.wk, p.WK.Shape)
 	if p.hasBQ {
 		bq = to32(p.bq, p.BQ.Shape)
@@ -464,46 +456,16 @@ func (p *localPooledProblem) newGrads() [][]float64 {
 // nil) and, when g is non-nil (from newGrads), adds the gradients with
 // respect to WQ, BQ, WK, BK and (when V is fitted) WV, BV into g.
 func (p *localPooledProblem) LossGrad(rows []int, g [][]float64) float64 {
-	if rows == nil {
-		rows = make([]int, p.b)
-		for i := range rows {
-			rows[i] = i
-		}
-	}
-	impl := blas64.Implementation()
-	s, hd, dm := p.s, p.h*p.d, p.dm
+	rows = allRows(rows, p.b)
+	s, hd, hdv, dm := p.s, p.h*p.d, p.h*p.dv, p.dm
 	nr := len(rows)
-	xq := make([]float64, nr*s*dm)
-	xk := make([]float64, nr*s*dm)
-	for r, bi := range rows {
-		copy(xq[r*s*dm:(r+1)*s*dm], p.xq[bi*s*dm:(bi+1)*s*dm])
-		copy(xk[r*s*dm:(r+1)*s*dm], p.xk[bi*s*dm:(bi+1)*s*dm])
-	}
-	qm := make([]float64, nr*s*hd)
-	km := make([]float64, nr*s*hd)
-	impl.Dgemm(blas.NoTrans, blas.NoTrans, nr*s, hd, dm, 1, xq, dm, p.wq, hd, 0, qm, hd)
-	impl.Dgemm(blas.NoTrans, blas.NoTrans, nr*s, hd, dm, 1, xk, dm, p.wk, hd, 0, km, hd)
-	for i := 0; i < nr*s; i++ {
-		for c := 0; c < hd; c++ {
-			qm[i*hd+c] += p.bq[c]
-			km[i*hd+c] += p.bk[c]
-		}
-	}
-	hdv := p.h * p.dv
-	var xv []float64
-	vm := make([]float64, nr*s*hdv)
+	xq, qm := projectRows(rows, p.xq, p.wq, p.bq, s, dm, hd)
+	xk, km := projectRows(rows, p.xk, p.wk, p.bk, s, dm, hd)
+	var xv, vm []float64
 	if p.fitV {
-		xv = make([]float64, nr*s*dm)
-		for r, bi := range rows {
-			copy(xv[r*s*dm:(r+1)*s*dm], p.xv[bi*s*dm:(bi+1)*s*dm])
-		}
-		impl.Dgemm(blas.NoTrans, blas.NoTrans, nr*s, hdv, dm, 1, xv, dm, p.wv, hdv, 0, vm, hdv)
-		for i := 0; i < nr*s; i++ {
-			for c := 0; c < hdv; c++ {
-				vm[i*hdv+c] += p.bv[c]
-			}
-		}
+		xv, vm = projectRows(rows, p.xv, p.wv, p.bv, s, dm, hdv)
 	} else {
+		vm = make([]float64, nr*s*hdv)
 		for r, bi := range rows {
 			copy(vm[r*s*hdv:(r+1)*s*hdv], p.vm[bi*s*hdv:(bi+1)*s*hdv])
 		}
@@ -516,58 +478,25 @@ func (p *localPooledProblem) LossGrad(rows []int, g [][]float64) float64 {
 			dvm = make([]float64, nr*s*hdv)
 		}
 	}
-	var norm float64
-	for _, bi := range rows {
-		norm += p.rowNorm[bi]
-	}
+	norm := rowsNorm(p.rowNorm, rows)
 	if norm == 0 {
 		return 0
 	}
-	losses := make([]float64, nr*p.h)
-	var wg sync.WaitGroup
-	work := make(chan int)
-	for range 2 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for job := range work {
-				r, hi := job/p.h, job%p.h
-				var dq, dk, dv []float64
-				if dqm != nil {
-					dq, dk = dqm[r*s*hd:], dkm[r*s*hd:]
-				}
-				if dvm != nil {
-					dv = dvm[r*s*hdv:]
-				}
-				losses[job] = p.head(rows[r], hi, qm[r*s*hd:], km[r*s*hd:], vm[r*s*hdv:], dq, dk, dv, norm)
-			}
-		}()
-	}
-	for job := range nr * p.h {
-		work <- job
-	}
-	close(work)
-	wg.Wait()
-	var loss float64
-	for _, l := range losses {
-		loss += l
-	}
-	if g != nil {
-		impl.Dgemm(blas.Trans, blas.NoTrans, dm, hd, nr*s, 1, xq, dm, dqm, hd, 1, g[0], hd)
-		impl.Dgemm(blas.Trans, blas.NoTrans, dm, hd, nr*s, 1, xk, dm, dkm, hd, 1, g[2], hd)
-		for i := 0; i < nr*s; i++ {
-			for c := 0; c < hd; c++ {
-				g[1][c] += dqm[i*hd+c]
-				g[3][c] += dkm[i*hd+c]
-			}
+	loss := sumHeads(nr, p.h, func() struct{} { return struct{}{} }, func(_ struct{}, r, hi int) float64 {
+		var dq, dk, dv []float64
+		if dqm != nil {
+			dq, dk = dqm[r*s*hd:], dkm[r*s*hd:]
 		}
 		if dvm != nil {
-			impl.Dgemm(blas.Trans, blas.NoTrans, dm, hdv, nr*s, 1, xv, dm, dvm, hdv, 1, g[4], hdv)
-			for i := 0; i < nr*s; i++ {
-				for c := 0; c < hdv; c++ {
-					g[5][c] += dvm[i*hdv+c]
-				}
-			}
+			dv = dvm[r*s*hdv:]
+		}
+		return p.head(rows[r], hi, qm[r*s*hd:], km[r*s*hd:], vm[r*s*hdv:], dq, dk, dv, norm)
+	})
+	if g != nil {
+		addProjectionGrads(xq, dqm, nr*s, dm, hd, g[0], g[1])
+		addProjectionGrads(xk, dkm, nr*s, dm, hd, g[2], g[3])
+		if dvm != nil {
+			addProjectionGrads(xv, dvm, nr*s, dm, hdv, g[4], g[5])
 		}
 	}
 	return loss / norm

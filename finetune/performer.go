@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"sync"
 
 	"github.com/linearize/linearize/convert"
 	"github.com/linearize/linearize/internal/graphfacts"
@@ -428,13 +427,6 @@ func (p *performerProblem) headSplitError(x, w, b []float64, t *onnx.Tensor) flo
 // Params returns the current projections as float32 tensors (biases nil
 // when the layer has none).
 func (p *performerProblem) Params() (wq, bq, wk, bk *onnx.Tensor) {
-	to32 := func(x []float64, shape []int) *onnx.Tensor {
-		d := make([]float32, len(x))
-		for i, v := range x {
-			d[i] = float32(v)
-		}
-		return onnx.NewFloat(append([]int(nil), shape...), d)
-	}
 	wq, wk = to32(p.wq, p.WQ.Shape), to32(p.wk, p.WK.Shape)
 	if p.hasBQ {
 		bq = to32(p.bq, p.BQ.Shape)
@@ -455,75 +447,26 @@ func (p *performerProblem) newGrads() *perfGrads {
 // LossGrad returns the relative loss over the batch rows rows (all when
 // nil) and, when g is non-nil, adds its gradients into g.
 func (p *performerProblem) LossGrad(rows []int, g *perfGrads) float64 {
-	if rows == nil {
-		rows = make([]int, p.b)
-		for i := range rows {
-			rows[i] = i
-		}
-	}
-	impl := blas64.Implementation()
+	rows = allRows(rows, p.b)
 	s, hd, dm := p.s, p.h*p.d, p.dm
 	nr := len(rows)
-	xq := make([]float64, nr*s*dm)
-	xk := make([]float64, nr*s*dm)
-	for r, bi := range rows {
-		copy(xq[r*s*dm:(r+1)*s*dm], p.xq[bi*s*dm:(bi+1)*s*dm])
-		copy(xk[r*s*dm:(r+1)*s*dm], p.xk[bi*s*dm:(bi+1)*s*dm])
-	}
-	qm := make([]float64, nr*s*hd)
-	km := make([]float64, nr*s*hd)
-	impl.Dgemm(blas.NoTrans, blas.NoTrans, nr*s, hd, dm, 1, xq, dm, p.wq, hd, 0, qm, hd)
-	impl.Dgemm(blas.NoTrans, blas.NoTrans, nr*s, hd, dm, 1, xk, dm, p.wk, hd, 0, km, hd)
-	for i := 0; i < nr*s; i++ {
-		for c := 0; c < hd; c++ {
-			qm[i*hd+c] += p.bq[c]
-			km[i*hd+c] += p.bk[c]
-		}
-	}
+	xq, qm := projectRows(rows, p.xq, p.wq, p.bq, s, dm, hd)
+	xk, km := projectRows(rows, p.xk, p.wk, p.bk, s, dm, hd)
 	var dqm, dkm []float64
 	if g != nil {
 		dqm = make([]float64, nr*s*hd)
 		dkm = make([]float64, nr*s*hd)
 	}
-	var norm float64
-	for _, bi := range rows {
-		norm += p.rowNorm[bi]
-	}
+	norm := rowsNorm(p.rowNorm, rows)
 	if norm == 0 {
 		return 0
 	}
-	losses := make([]float64, nr*p.h)
-	var wg sync.WaitGroup
-	work := make(chan int)
-	for range 2 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sc := p.newScratch()
-			for job := range work {
-				r, hi := job/p.h, job%p.h
-				losses[job] = p.head(sc, rows[r], hi, qm[r*s*hd:], km[r*s*hd:], dqm, dkm, r, norm)
-			}
-		}()
-	}
-	for job := range nr * p.h {
-		work <- job
-	}
-	close(work)
-	wg.Wait()
-	var loss float64
-	for _, l := range losses {
-		loss += l
-	}
+	loss := sumHeads(nr, p.h, p.newScratch, func(sc *perfScratch, r, hi int) float64 {
+		return p.head(sc, rows[r], hi, qm[r*s*hd:], km[r*s*hd:], dqm, dkm, r, norm)
+	})
 	if g != nil {
-		impl.Dgemm(blas.Trans, blas.NoTrans, dm, hd, nr*s, 1, xq, dm, dqm, hd, 1, g.wq, hd)
-		impl.Dgemm(blas.Trans, blas.NoTrans, dm, hd, nr*s, 1, xk, dm, dkm, hd, 1, g.wk, hd)
-		for i := 0; i < nr*s; i++ {
-			for c := 0; c < hd; c++ {
-				g.bq[c] += dqm[i*hd+c]
-				g.bk[c] += dkm[i*hd+c]
-			}
-		}
+		addProjectionGrads(xq, dqm, nr*s, dm, hd, g.wq, g.bq)
+		addProjectionGrads(xk, dkm, nr*s, dm, hd, g.wk, g.bk)
 	}
 	return loss / norm
 }
