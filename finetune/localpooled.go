@@ -43,25 +43,9 @@ func LocalPooled(original, converted *onnxpb.ModelProto, feed map[string]*onnx.T
 	seen := map[string]int{}
 	for i, ln := range nodes {
 		n := ln.node
-		q, err := blockProjection(facts, inits, "Q", ln.block.QProj, n.Input[0])
+		q, k, err := qkProjections(facts, ix, inits, ln, seen)
 		if err != nil {
-			return nil, nil, fmt.Errorf("finetune: layer %d (%s): %w", ln.layer, n.GetName(), err)
-		}
-		k, err := blockProjection(facts, inits, "K", ln.block.KProj, n.Input[1])
-		if err != nil {
-			return nil, nil, fmt.Errorf("finetune: layer %d (%s): %w", ln.layer, n.GetName(), err)
-		}
-		if q.w == k.w || (q.b != "" && q.b == k.b) {
-			return nil, nil, fmt.Errorf("finetune: layer %d (%s): Q and K share projection parameters (packed QKV is not supported)", ln.layer, n.GetName())
-		}
-		for _, name := range []string{q.w, q.b, k.w, k.b} {
-			if name == "" {
-				continue
-			}
-			seen[name]++
-			if seen[name] > 1 || len(ix.Consumers[name]) != 1 {
-				return nil, nil, fmt.Errorf("finetune: layer %d (%s): projection parameter %q has other uses", ln.layer, n.GetName(), name)
-			}
+			return nil, nil, err
 		}
 		lp := layerProj{q: q, k: k}
 		// With opt.FitValues, V is fitted too when it comes from its own

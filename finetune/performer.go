@@ -97,25 +97,9 @@ func Performer(original, converted *onnxpb.ModelProto, feed map[string]*onnx.Ten
 		if _, ok := inits[n.Input[3]]; !ok {
 			return nil, nil, fmt.Errorf("finetune: node %s: Omega %q is not an initializer", n.GetName(), n.Input[3])
 		}
-		q, err := blockProjection(facts, inits, "Q", ln.block.QProj, n.Input[0])
+		q, k, err := qkProjections(facts, ix, inits, ln, seen)
 		if err != nil {
-			return nil, nil, fmt.Errorf("finetune: layer %d (%s): %w", ln.layer, n.GetName(), err)
-		}
-		k, err := blockProjection(facts, inits, "K", ln.block.KProj, n.Input[1])
-		if err != nil {
-			return nil, nil, fmt.Errorf("finetune: layer %d (%s): %w", ln.layer, n.GetName(), err)
-		}
-		if q.w == k.w || (q.b != "" && q.b == k.b) {
-			return nil, nil, fmt.Errorf("finetune: layer %d (%s): Q and K share projection parameters (packed QKV is not supported)", ln.layer, n.GetName())
-		}
-		for _, name := range []string{q.w, q.b, k.w, k.b} {
-			if name == "" {
-				continue
-			}
-			seen[name]++
-			if seen[name] > 1 || len(ix.Consumers[name]) != 1 {
-				return nil, nil, fmt.Errorf("finetune: layer %d (%s): projection parameter %q has other uses", ln.layer, n.GetName(), name)
-			}
+			return nil, nil, err
 		}
 		projs[i] = layerProj{q, k}
 	}

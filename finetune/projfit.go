@@ -1,7 +1,10 @@
 package finetune
 
 import (
+	"fmt"
 	"sync"
+
+	"github.com/linearize/linearize/internal/graphfacts"
 
 	"github.com/linearize/linearize/onnx"
 	"gonum.org/v1/gonum/blas"
@@ -99,4 +102,31 @@ func to32(x []float64, shape []int) *onnx.Tensor {
 		d[i] = float32(v)
 	}
 	return onnx.NewFloat(append([]int(nil), shape...), d)
+}
+
+// qkProjections returns the Q and K projections feeding the converted node
+// of ln (from what Detect proved about the original block), and claims
+// their parameters in seen: a parameter shared between Q and K, with
+// another layer or with any other consumer cannot be fitted.
+func qkProjections(facts *graphfacts.Facts, ix *onnx.Index, inits map[string]int, ln targetNode, seen map[string]int) (q, k projection, err error) {
+	n := ln.node
+	if q, err = blockProjection(facts, inits, "Q", ln.block.QProj, n.Input[0]); err != nil {
+		return q, k, fmt.Errorf("finetune: layer %d (%s): %w", ln.layer, n.GetName(), err)
+	}
+	if k, err = blockProjection(facts, inits, "K", ln.block.KProj, n.Input[1]); err != nil {
+		return q, k, fmt.Errorf("finetune: layer %d (%s): %w", ln.layer, n.GetName(), err)
+	}
+	if q.w == k.w || (q.b != "" && q.b == k.b) {
+		return q, k, fmt.Errorf("finetune: layer %d (%s): Q and K share projection parameters (packed QKV is not supported)", ln.layer, n.GetName())
+	}
+	for _, name := range []string{q.w, q.b, k.w, k.b} {
+		if name == "" {
+			continue
+		}
+		seen[name]++
+		if seen[name] > 1 || len(ix.Consumers[name]) != 1 {
+			return q, k, fmt.Errorf("finetune: layer %d (%s): projection parameter %q has other uses", ln.layer, n.GetName(), name)
+		}
+	}
+	return q, k, nil
 }
