@@ -3,6 +3,7 @@ package finetune
 import (
 	"fmt"
 	"math"
+	"reflect"
 	"strings"
 	"time"
 
@@ -12,29 +13,66 @@ import (
 	"github.com/linearize/linearize/runtime"
 )
 
-// Variant is one conversion of the table: exactly one of Performer and
-// Linformer is set; Fit also fine-tunes it on the calibration inputs.
+// Variant is one conversion of the table: exactly one of Performer,
+// Linformer and LocalPooled is set; Fit also fine-tunes it on the
+// calibration inputs (see Fit).
 type Variant struct {
 	Performer *convert.PerformerOptions
 	Linformer *convert.LinformerOptions
-	Fit       bool
-	Steps     int // Adam steps per layer when fitting (0: TableOptions.Fit.Steps)
+	// LocalPooled converts with convert.ToLocalPooled: exact block-local
+	// and sink attention plus segment-mean keys; with NoLocal, a pooled
+	// Linformer.
+	LocalPooled *convert.LocalPooledOptions
+	Fit         bool
+	Steps       int // Adam steps per layer when fitting (0: TableOptions.Fit.Steps)
 }
 
-// Name describes the variant in a table row.
-func (v Variant) Name() string {
-	var s string
+// Method describes the conversion without saying whether it is
+// fine-tuned: "Performer M=256 orthogonal chi", "Linformer k=64",
+// "Local+pooled b=32 k=32 sinks", "Linformer pooled k=128 sinks".
+func (v Variant) Method() string {
 	switch {
 	case v.Performer != nil:
 		o := v.Performer
-		s = fmt.Sprintf("Performer M=%d %s %s", o.Features, def(o.Omega, "orthogonal"), def(o.Norms, "chi"))
+		if tag := PerformerTag(*o); tag != "" {
+			return fmt.Sprintf("Performer M=%d %s %s %s", o.Features, def(o.Omega, "orthogonal"), def(o.Norms, "chi"), tag)
+		}
+		return fmt.Sprintf("Performer M=%d %s %s", o.Features, def(o.Omega, "orthogonal"), def(o.Norms, "chi"))
 	case v.Linformer != nil:
-		s = fmt.Sprintf("Linformer k=%d", v.Linformer.K)
+		return fmt.Sprintf("Linformer k=%d", v.Linformer.K)
+	case v.LocalPooled != nil:
+		// with convert.ToLocalPooled's defaults: b = 64, k = 64, sinks first,last
+		o := v.LocalPooled
+		var sinks string
+		switch s := def(o.Sinks, "first,last"); s {
+		case "first,last":
+			sinks = " sinks"
+		case "first", "last":
+			sinks = " sink " + s
+		}
+		k := o.Segments
+		if k == 0 {
+			k = 64
+		}
+		if o.NoLocal {
+			return fmt.Sprintf("Linformer pooled k=%d%s", k, sinks)
+		}
+		b := o.Block
+		if b == 0 {
+			b = 64
+		}
+		return fmt.Sprintf("Local+pooled b=%d k=%d%s", b, k, sinks)
 	}
+	return "no conversion"
+}
+
+// Name describes the variant in a table row: its Method and whether it is
+// zero-shot or fine-tuned.
+func (v Variant) Name() string {
 	if v.Fit {
-		return s + ", fine-tuned"
+		return v.Method() + ", fine-tuned"
 	}
-	return s + ", zero-shot"
+	return v.Method() + ", zero-shot"
 }
 
 func def(s, d string) string {
@@ -57,13 +95,28 @@ type TableOptions struct {
 	Calibration Inputs // fine-tuning inputs
 	HeldOut     Inputs // measuring inputs
 	Fit         Options
+	// Length, when positive, is recorded in every row: the number of
+	// tokens the inputs were truncated to.
+	Length int
+	// ValidateInputs, when positive, limits the validate check (every
+	// converted node recomputed by its Go kernel) to the first that many
+	// held-out inputs; the similarity measurements always use all.
+	ValidateInputs int
 	// Progress, when set, is called after each variant.
 	Progress func(row TableRow)
+	// Log, when set, is told what each variant is doing (converting,
+	// fine-tuning, measuring), so that a long run is not silent.
+	Log func(format string, args ...any)
 }
 
 // TableRow is the measurement of one variant on the held-out inputs.
 type TableRow struct {
 	Variant string `json:"variant"`
+	// Method is the variant without its mode; FineTuned its mode.
+	Method    string `json:"method"`
+	FineTuned bool   `json:"fine_tuned"`
+	// Length is TableOptions.Length: the tokens per input (0: untruncated).
+	Length int `json:"length,omitempty"`
 	// PooledCos is the mean over held-out rows of the cosine between the
 	// variant's and the original's mean-pooled embeddings (of the first
 	// [B,S,D] output); PooledCosMin its minimum.
@@ -97,22 +150,25 @@ func Table(original *onnxpb.ModelProto, opt TableOptions) ([]TableRow, error) {
 		values = append(values, runtime.MergedValue(original, b.Output))
 	}
 	var rows []TableRow
+	moments := momentCache{} // Performer balance / FAVOR# statistics, by centring
 	for _, v := range opt.Variants {
 		start := time.Now()
-		row := TableRow{Variant: v.Name()}
-		var m *onnxpb.ModelProto
-		switch {
-		case v.Performer != nil && v.Linformer == nil:
-			m, _, err = convert.ToPerformer(original, *v.Performer)
-		case v.Linformer != nil && v.Performer == nil:
-			m, _, err = convert.ToLinformer(original, *v.Linformer)
-		default:
-			err = fmt.Errorf("want exactly one of Performer and Linformer options")
+		row := TableRow{Variant: v.Name(), Method: v.Method(), FineTuned: v.Fit, Length: opt.Length}
+		logf := func(format string, args ...any) {
+			if opt.Log != nil {
+				opt.Log("%s%s: "+format, append([]any{lengthTag(opt.Length), row.Variant}, args...)...)
+			}
 		}
+		logf("converting")
+		if v, err = moments.withMoments(original, v, opt.Calibration.Feed, opt.Fit); err != nil {
+			return rows, fmt.Errorf("finetune: %s: calibration moments: %w", row.Variant, err)
+		}
+		m, err := convertVariant(original, v)
 		if err != nil {
 			return rows, fmt.Errorf("finetune: %s: %w", row.Variant, err)
 		}
 		if v.Fit {
+			logf("fine-tuning on %d calibration inputs of %d tokens", opt.Calibration.Batch, opt.Calibration.SeqLen)
 			fo := opt.Fit
 			if v.Steps > 0 {
 				fo.Steps = v.Steps
@@ -128,6 +184,7 @@ func Table(original *onnxpb.ModelProto, opt TableOptions) ([]TableRow, error) {
 			}
 		}
 		h := opt.HeldOut
+		logf("measuring on %d held-out inputs of %d tokens", h.Batch, h.SeqLen)
 		mc, err := runtime.CompareModels([]*onnxpb.ModelProto{original, m}, []string{"original", row.Variant}, h.Feed,
 			runtime.ModelCompareOptions{Backend: opt.Fit.Backend, Threads: opt.Fit.Threads, Values: values, Mask: h.Mask, Batch: h.Batch, SeqLen: h.SeqLen})
 		if err != nil {
@@ -155,7 +212,12 @@ func Table(original *onnxpb.ModelProto, opt TableOptions) ([]TableRow, error) {
 			row.LayerErr = append(row.LayerErr, e)
 			row.MeanLayerErr += e / float64(len(values))
 		}
-		val, err := runtime.ValidateOps(m, h.Feed, runtime.ValidateOptions{Backend: opt.Fit.Backend, Threads: opt.Fit.Threads})
+		vfeed := h.Feed
+		if opt.ValidateInputs > 0 && opt.ValidateInputs < h.Batch {
+			vfeed = firstRows(h.Feed, h.Batch, opt.ValidateInputs)
+		}
+		logf("validating the converted ops")
+		val, err := runtime.ValidateOps(m, vfeed, runtime.ValidateOptions{Backend: opt.Fit.Backend, Threads: opt.Fit.Threads})
 		row.Validated = err == nil && val.OK()
 		row.Seconds = time.Since(start).Seconds()
 		rows = append(rows, row)
@@ -166,24 +228,175 @@ func Table(original *onnxpb.ModelProto, opt TableOptions) ([]TableRow, error) {
 	return rows, nil
 }
 
-// Markdown renders rows as a markdown table.
+// firstRows returns feed with every tensor whose first dimension is batch
+// cut to its first n rows (others are kept whole).
+func firstRows(feed map[string]*onnx.Tensor, batch, n int) map[string]*onnx.Tensor {
+	out := make(map[string]*onnx.Tensor, len(feed))
+	for name, t := range feed {
+		if len(t.Shape) == 0 || t.Shape[0] != batch {
+			out[name] = t
+			continue
+		}
+		shape := append([]int{n}, t.Shape[1:]...)
+		data := reflect.ValueOf(t.Data).Slice(0, onnx.NumElements(shape)).Interface()
+		out[name] = &onnx.Tensor{DType: t.DType, Shape: shape, Data: data}
+	}
+	return out
+}
+
+// convertVariant converts original as v says.
+func convertVariant(original *onnxpb.ModelProto, v Variant) (*onnxpb.ModelProto, error) {
+	n := 0
+	for _, set := range []bool{v.Performer != nil, v.Linformer != nil, v.LocalPooled != nil} {
+		if set {
+			n++
+		}
+	}
+	if n != 1 {
+		return nil, fmt.Errorf("want exactly one of Performer, Linformer and LocalPooled options")
+	}
+	var m *onnxpb.ModelProto
+	var err error
+	switch {
+	case v.Performer != nil:
+		m, _, err = convert.ToPerformer(original, *v.Performer)
+	case v.Linformer != nil:
+		m, _, err = convert.ToLinformer(original, *v.Linformer)
+	default:
+		m, _, err = convert.ToLocalPooled(original, *v.LocalPooled)
+	}
+	return m, err
+}
+
+func lengthTag(n int) string {
+	if n <= 0 {
+		return ""
+	}
+	return fmt.Sprintf("n=%d ", n)
+}
+
+// LengthInputs returns the calibration and held-out inputs truncated to n
+// tokens.
+type LengthInputs func(n int) (calibration, heldOut Inputs, err error)
+
+// TableByLength runs Table once per sequence length, on the inputs that
+// inputs returns for it, and returns every row tagged with its length (in
+// the order of lengths, then of opt.Variants).
+func TableByLength(original *onnxpb.ModelProto, lengths []int, inputs LengthInputs, opt TableOptions) ([]TableRow, error) {
+	var rows []TableRow
+	for _, n := range lengths {
+		if n <= 0 {
+			return rows, fmt.Errorf("finetune: length %d is not positive", n)
+		}
+		o := opt
+		o.Length = n
+		var err error
+		if o.Calibration, o.HeldOut, err = inputs(n); err != nil {
+			return rows, fmt.Errorf("finetune: length %d: %w", n, err)
+		}
+		r, err := Table(original, o)
+		rows = append(rows, r...)
+		if err != nil {
+			return rows, err
+		}
+	}
+	return rows, nil
+}
+
+// LengthMarkdown renders rows of several lengths as one markdown table:
+// a row per method, and per length the mean pooled cosine zero-shot and
+// fine-tuned ("–" where the method was not run that way).
+func LengthMarkdown(rows []TableRow) string {
+	var lengths []int
+	var methods []string
+	type key struct {
+		method string
+		n      int
+		fit    bool
+	}
+	cell := map[key]TableRow{}
+	seenL, seenM := map[int]bool{}, map[string]bool{}
+	for _, r := range rows {
+		if !seenL[r.Length] {
+			seenL[r.Length] = true
+			lengths = append(lengths, r.Length)
+		}
+		if !seenM[r.Method] {
+			seenM[r.Method] = true
+			methods = append(methods, r.Method)
+		}
+		cell[key{r.Method, r.Length, r.FineTuned}] = r
+	}
+	var b strings.Builder
+	b.WriteString("| variant |")
+	for _, n := range lengths {
+		fmt.Fprintf(&b, " %s zero-shot | %s fine-tuned |", lengthLabel(n), lengthLabel(n))
+	}
+	b.WriteString("\n|---|")
+	for range lengths {
+		b.WriteString("---|---|")
+	}
+	b.WriteString("\n")
+	for _, m := range methods {
+		fmt.Fprintf(&b, "| %s |", m)
+		for _, n := range lengths {
+			for _, fit := range []bool{false, true} {
+				r, ok := cell[key{m, n, fit}]
+				if !ok {
+					b.WriteString(" – |")
+					continue
+				}
+				mark := ""
+				if !r.Validated {
+					mark = " (validate FAIL)"
+				}
+				fmt.Fprintf(&b, " %.3f%s |", r.PooledCos, mark)
+			}
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+func lengthLabel(n int) string {
+	if n <= 0 {
+		return "untruncated"
+	}
+	return fmt.Sprintf("n=%d", n)
+}
+
+// Markdown renders rows as a markdown table (with a column n when the
+// rows carry lengths).
 func Markdown(rows []TableRow) string {
 	var b strings.Builder
 	layers := 0
+	withLen := false
 	for _, r := range rows {
 		layers = max(layers, len(r.LayerErr))
+		withLen = withLen || r.Length > 0
 	}
-	b.WriteString("| variant | pooled cos (mean) | pooled cos (min) | mean layer rel err |")
+	b.WriteString("| variant |")
+	if withLen {
+		b.WriteString(" n |")
+	}
+	b.WriteString(" pooled cos (mean) | pooled cos (min) | mean layer rel err |")
 	for l := range layers {
 		fmt.Fprintf(&b, " L%d |", l)
 	}
 	b.WriteString(" fit err before→after | validate |\n|---|---|---|---|")
+	if withLen {
+		b.WriteString("---|")
+	}
 	for range layers {
 		b.WriteString("---|")
 	}
 	b.WriteString("---|---|\n")
 	for _, r := range rows {
-		fmt.Fprintf(&b, "| %s | %.4f | %.4f | %.3f |", r.Variant, r.PooledCos, r.PooledCosMin, r.MeanLayerErr)
+		fmt.Fprintf(&b, "| %s |", r.Variant)
+		if withLen {
+			fmt.Fprintf(&b, " %d |", r.Length)
+		}
+		fmt.Fprintf(&b, " %.4f | %.4f | %.3f |", r.PooledCos, r.PooledCosMin, r.MeanLayerErr)
 		for l := range layers {
 			if l < len(r.LayerErr) {
 				fmt.Fprintf(&b, " %.3f |", r.LayerErr[l])

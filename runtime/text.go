@@ -100,8 +100,10 @@ type TokenInputs struct {
 // TextInputs tokenizes texts and fills every input of the model by role
 // (see InputRole): ids, attention mask, token types (zeros). The sequence
 // length is seqLen when positive, else the length the model declares, else
-// the longest text (at most maxLen tokens when maxLen > 0). Integer inputs
-// get the declared element type (int64 or int32).
+// the longest text (at most maxLen tokens when maxLen > 0). A text longer
+// than the sequence length n is truncated to exactly n tokens: [CLS], its
+// first n−2 tokens, [SEP]; shorter texts are padded (Lengths says which).
+// Integer inputs get the declared element type (int64 or int32).
 func TextInputs(tok *tokenize.WordPiece, inputs []Value, texts []string, seqLen, maxLen int) (*TokenInputs, error) {
 	if seqLen <= 0 {
 		seqLen = declaredSeqLen(inputs)

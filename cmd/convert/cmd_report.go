@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/linearize/linearize/convert"
 	"github.com/linearize/linearize/finetune"
@@ -18,10 +20,55 @@ import (
 func init() {
 	register(&command{
 		name:    "report-real",
-		summary: "measure Performer (zero-shot, optionally fine-tuned) and Linformer (zero-shot and fine-tuned) conversions of the real model against the original on held-out sentences: mean-pooled embedding cosine, per-layer attention error, validate; prints a markdown table",
-		usage:   "[--model PATH] [--calibration F] [--heldout F] [--features LIST] [--norms LIST] [--omegas LIST] [--k LIST] [--fit-performer LIST] [--steps N] [--minibatch R] [--seed S] [--json]",
+		summary: "measure Performer, Linformer and local+pooled conversions of the real model against the original (zero-shot, and fine-tuned where possible): mean-pooled embedding cosine, per-layer attention error, validate; on held-out sentences, or with --docs on long documents truncated to each of --lengths tokens; prints markdown tables",
+		usage:   "[--model PATH] [--calibration F] [--heldout F] [--docs DIR] [--lengths LIST] [--calibration-texts N] [--features LIST] [--norms LIST] [--omegas LIST] [--k LIST] [--fit-performer LIST] [--performer-variants LIST] [--local-pooled LIST] [--fit-local-pooled LIST] [--steps N] [--minibatch R] [--seed S] [--json]",
 		run:     runReportReal,
 	})
+}
+
+// docDefaults are report-real's flag defaults in document mode (--docs or
+// --lengths): fewer, cheaper variants and fits, so that the three lengths
+// of the table run in well under 30 minutes on two cores.
+var docDefaults = map[string]string{
+	"features":           "256",
+	"norms":              "chi,sqrt-d",
+	"omegas":             "orthogonal",
+	"k":                  "64,128",
+	"fit-performer":      "256",
+	"local-pooled":       "32/32/sinks,64/64/sinks,0/64/none,0/128/sinks",
+	"fit-local-pooled":   "32/32/sinks",
+	"local-pooled-steps": "20",
+	"steps":              "60",
+	"performer-steps":    "30",
+	"minibatch":          "4",
+	"calibration-texts":  "8",
+	"validate-texts":     "4",
+	"lengths":            "128,256,512",
+	"performer-variants": "center+favor++/chi,center+aderf/chi",
+}
+
+// localPooledList parses --local-pooled: comma-separated B/K/SINKS items,
+// SINKS one of sinks (first and last), first, last, none; B = 0 is a
+// pooled Linformer (no local part).
+func localPooledList(s string) ([]convert.LocalPooledOptions, error) {
+	var out []convert.LocalPooledOptions
+	for _, item := range strList(s) {
+		f := strings.Split(item, "/")
+		if len(f) != 3 {
+			return nil, usageError("--local-pooled %q: want BLOCK/SEGMENTS/SINKS items such as 32/32/sinks", item)
+		}
+		b, errB := strconv.Atoi(f[0])
+		k, errK := strconv.Atoi(f[1])
+		if errB != nil || errK != nil || b < 0 || k < 1 {
+			return nil, usageError("--local-pooled %q: block must be ≥ 0 and segments ≥ 1", item)
+		}
+		sinks := map[string]string{"sinks": "first,last", "first": "first", "last": "last", "none": "none"}[f[2]]
+		if sinks == "" {
+			return nil, usageError("--local-pooled %q: sinks must be sinks, first, last or none", item)
+		}
+		out = append(out, convert.LocalPooledOptions{Block: b, NoLocal: b == 0, Segments: k, Sinks: sinks})
+	}
+	return out, nil
 }
 
 func intList(flagName, s string) ([]int, error) {
@@ -54,19 +101,27 @@ func strList(s string) []string {
 func runReportReal(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("report-real", flag.ContinueOnError)
 	model := fs.String("model", "testdata/real/minilm.onnx", "the original model (built by scripts/real-model.sh); its tokenizer is found beside it")
-	calib := fs.String("calibration", "testdata/realmodel/calibration.txt", "calibration sentences for fine-tuning, one per line")
-	held := fs.String("heldout", "testdata/realmodel/heldout.txt", "held-out sentences for measuring, one per line")
-	features := fs.String("features", "64,256,1024", "Performer feature counts M")
-	norms := fs.String("norms", "chi,sqrt-d,qmc", "Performer ω row norms")
-	omegas := fs.String("omegas", "orthogonal,iid", "Performer ω kinds")
-	ks := fs.String("k", "32,64,128", "Linformer projected lengths k (each zero-shot and fine-tuned)")
+	calib := fs.String("calibration", "testdata/realmodel/calibration.txt", "calibration texts for fine-tuning, one per line")
+	held := fs.String("heldout", "testdata/realmodel/heldout.txt", "held-out texts for measuring, one per line")
+	docs := fs.String("docs", "", "document mode: read DIR/calibration.txt and DIR/heldout.txt (long documents from scripts/real-text.sh, e.g. testdata/real/docs) and measure at each of --lengths")
+	lengths := fs.String("lengths", "", "document mode: truncate every text to each of these token counts (document-mode default "+docDefaults["lengths"]+")")
+	valTexts := fs.Int("validate-texts", 0, "run the validate check (every converted node recomputed by its Go kernel) on the first N held-out texts only (0: all; document-mode default "+docDefaults["validate-texts"]+")")
+	calTexts := fs.Int("calibration-texts", 0, "use only the first N calibration texts (0: all; document-mode default "+docDefaults["calibration-texts"]+")")
+	features := fs.String("features", "64,256,1024", "Performer feature counts M (document-mode default "+docDefaults["features"]+")")
+	norms := fs.String("norms", "chi,sqrt-d,qmc", "Performer ω row norms (document-mode default "+docDefaults["norms"]+")")
+	omegas := fs.String("omegas", "orthogonal,iid", "Performer ω kinds (document-mode default "+docDefaults["omegas"]+")")
+	ks := fs.String("k", "32,64,128", "Linformer projected lengths k, each zero-shot and fine-tuned (document-mode default "+docDefaults["k"]+")")
 	fitPerf := fs.String("fit-performer", "256", "feature counts M of Performer variants (orthogonal, chi) also fine-tuned (empty: none)")
-	steps := fs.Int("steps", 200, "Adam steps per layer when fine-tuning Linformer")
-	perfSteps := fs.Int("performer-steps", 60, "Adam steps per layer when fine-tuning Performer")
+	perfVariants := fs.String("performer-variants", "", "zero-shot Performer variants at each --features M, as [center+][balance+]MAP[/NORMS] items (MAP favor+, favor++, sderf or aderf; balance and FAVOR# fitted on the calibration texts; see convert performer --help) (document-mode default "+docDefaults["performer-variants"]+")")
+	localPooled := fs.String("local-pooled", "", "local+pooled variants (zero-shot) as BLOCK/SEGMENTS/SINKS items, SINKS one of sinks (first and last), first, last, none; BLOCK 0 is a pooled Linformer (document-mode default "+docDefaults["local-pooled"]+")")
+	fitLP := fs.String("fit-local-pooled", "", "local+pooled variants (same form) also fine-tuned: the Q/K projections (document-mode default "+docDefaults["fit-local-pooled"]+")")
+	lpSteps := fs.Int("local-pooled-steps", 30, "Adam steps per layer when fine-tuning local+pooled (document-mode default "+docDefaults["local-pooled-steps"]+")")
+	steps := fs.Int("steps", 200, "Adam steps per layer when fine-tuning Linformer (document-mode default "+docDefaults["steps"]+")")
+	perfSteps := fs.Int("performer-steps", 60, "Adam steps per layer when fine-tuning Performer (document-mode default "+docDefaults["performer-steps"]+")")
 	join := fs.Int("join", 1, "join this many consecutive lines into one text (longer sequences)")
-	minibatch := fs.Int("minibatch", 16, "calibration sentences per Adam step")
+	minibatch := fs.Int("minibatch", 16, "calibration texts per Adam step (document-mode default "+docDefaults["minibatch"]+")")
 	seed := fs.Uint64("seed", 1, "seed of ω, of E/F and of the mini-batches")
-	asJSON := fs.Bool("json", false, "print JSON rows instead of a markdown table")
+	asJSON := fs.Bool("json", false, "print JSON rows instead of markdown tables")
 	pos, err := parseFlags(fs, args, stdout)
 	if err != nil {
 		return err
@@ -74,8 +129,27 @@ func runReportReal(args []string, stdout io.Writer) error {
 	if len(pos) != 0 {
 		return usageError("report-real takes no positional arguments (use --model)")
 	}
-	if *steps < 0 || *perfSteps < 0 || *minibatch < 0 || *join < 1 {
-		return usageError("--steps, --performer-steps and --minibatch must be non-negative, --join positive")
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	docMode := *docs != "" || set["lengths"]
+	if docMode {
+		for name, v := range docDefaults {
+			if !set[name] {
+				if err := fs.Set(name, v); err != nil {
+					return err
+				}
+			}
+		}
+		if *docs != "" {
+			if set["calibration"] || set["heldout"] {
+				return usageError("--docs names both files; drop --calibration and --heldout (or drop --docs and keep --lengths)")
+			}
+			*calib = filepath.Join(*docs, "calibration.txt")
+			*held = filepath.Join(*docs, "heldout.txt")
+		}
+	}
+	if *steps < 0 || *perfSteps < 0 || *lpSteps < 0 || *minibatch < 0 || *join < 1 || *calTexts < 0 || *valTexts < 0 {
+		return usageError("--steps, --performer-steps, --local-pooled-steps, --minibatch, --calibration-texts and --validate-texts must be non-negative, --join positive")
 	}
 	ms, err := intList("features", *features)
 	if err != nil {
@@ -89,8 +163,35 @@ func runReportReal(args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
+	lps, err := localPooledList(*localPooled)
+	if err != nil {
+		return err
+	}
+	fitLPs, err := localPooledList(*fitLP)
+	if err != nil {
+		return err
+	}
+	var lens []int
+	if docMode {
+		if lens, err = intList("lengths", *lengths); err != nil {
+			return err
+		}
+		if len(lens) == 0 {
+			return usageError("--lengths: no lengths")
+		}
+		for _, n := range lens {
+			if n < 2 {
+				return usageError("--lengths %d: a text needs at least 2 tokens ([CLS] and [SEP])", n)
+			}
+		}
+	}
 	if _, err := os.Stat(*model); err != nil {
 		return badInput(fmt.Errorf("%s is absent: run scripts/real-model.sh first (%v)", *model, err))
+	}
+	for _, f := range []string{*calib, *held} {
+		if _, err := os.Stat(f); err != nil && *docs != "" {
+			return badInput(fmt.Errorf("%s is absent: run scripts/real-text.sh (or scripts/real-model.sh) first (%v)", f, err))
+		}
 	}
 	orig, err := onnx.Load(*model)
 	if err != nil {
@@ -100,34 +201,59 @@ func runReportReal(args []string, stdout io.Writer) error {
 	if err != nil {
 		return badInput(err)
 	}
-	inputs := func(path string) (finetune.Inputs, error) {
+	readTexts := func(path string, limit int) ([]string, error) {
 		texts, err := runtime.ReadTexts(path)
 		if err != nil {
-			return finetune.Inputs{}, badInput(err)
+			return nil, badInput(err)
 		}
 		var joined []string
 		for i := 0; i < len(texts); i += *join {
 			joined = append(joined, strings.Join(texts[i:min(i+*join, len(texts))], " "))
 		}
-		texts = joined
-		ti, err := runtime.TextInputs(tok, runtime.GraphInputs(orig), texts, 0, 512)
-		if err != nil {
-			return finetune.Inputs{}, badInput(fmt.Errorf("%s: %w", path, err))
+		if limit > 0 && len(joined) > limit {
+			joined = joined[:limit]
 		}
-		return finetune.Inputs{Feed: ti.Feed, Mask: ti.Mask, Batch: ti.Batch, SeqLen: ti.SeqLen}, nil
+		return joined, nil
 	}
-	opt := finetune.TableOptions{Fit: finetune.Options{Steps: *steps, Batch: *minibatch, Seed: *seed}}
-	if opt.Calibration, err = inputs(*calib); err != nil {
+	calibTexts, err := readTexts(*calib, *calTexts)
+	if err != nil {
 		return err
 	}
-	if opt.HeldOut, err = inputs(*held); err != nil {
+	heldTexts, err := readTexts(*held, 0)
+	if err != nil {
 		return err
 	}
+	// inputs tokenizes texts; seqLen > 0 truncates (and pads) every text
+	// to exactly that many tokens.
+	inputs := func(path string, texts []string, seqLen int) (finetune.Inputs, int, error) {
+		ti, err := runtime.TextInputs(tok, runtime.GraphInputs(orig), texts, seqLen, 512)
+		if err != nil {
+			return finetune.Inputs{}, 0, badInput(fmt.Errorf("%s: %w", path, err))
+		}
+		short := 0
+		for _, n := range ti.Lengths {
+			if n < ti.SeqLen {
+				short++
+			}
+		}
+		return finetune.Inputs{Feed: ti.Feed, Mask: ti.Mask, Batch: ti.Batch, SeqLen: ti.SeqLen}, short, nil
+	}
+	opt := finetune.TableOptions{Fit: finetune.Options{Steps: *steps, Batch: *minibatch, Seed: *seed}, ValidateInputs: *valTexts}
 	for _, m := range ms {
 		for _, om := range strList(*omegas) {
 			for _, nm := range strList(*norms) {
 				opt.Variants = append(opt.Variants, finetune.Variant{Performer: &convert.PerformerOptions{Features: m, Omega: om, Norms: nm, Seed: *seed}})
 			}
+		}
+	}
+	pvs, err := performerVariantList(*perfVariants)
+	if err != nil {
+		return err
+	}
+	for _, m := range ms {
+		for _, pv := range pvs {
+			pv.Features, pv.Omega, pv.Seed = m, "orthogonal", *seed
+			opt.Variants = append(opt.Variants, finetune.Variant{Performer: &pv})
 		}
 	}
 	for _, m := range fitMs {
@@ -138,16 +264,75 @@ func runReportReal(args []string, stdout io.Writer) error {
 			opt.Variants = append(opt.Variants, finetune.Variant{Linformer: &convert.LinformerOptions{K: k, Seed: *seed}, Fit: fit})
 		}
 	}
+	for i := range lps {
+		opt.Variants = append(opt.Variants, finetune.Variant{LocalPooled: &lps[i]})
+	}
+	for i := range fitLPs {
+		opt.Variants = append(opt.Variants, finetune.Variant{LocalPooled: &fitLPs[i], Fit: true, Steps: *lpSteps})
+	}
+	start := time.Now()
 	if !*asJSON {
-		fmt.Fprintf(stdout, "model %s; calibration %s (%d texts, %d tokens after padding); held-out %s (%d texts, %d tokens); seed %d; fine-tuning: Adam, %d (Linformer) / %d (Performer) steps per layer, mini-batch %d\n\n",
-			*model, *calib, opt.Calibration.Batch, opt.Calibration.SeqLen, *held, opt.HeldOut.Batch, opt.HeldOut.SeqLen, *seed, *steps, *perfSteps, *minibatch)
 		opt.Progress = func(r finetune.TableRow) {
-			fmt.Fprintf(os.Stderr, "%-40s pooled cos %.4f  mean layer err %.3f  (%.0f s)\n", r.Variant, r.PooledCos, r.MeanLayerErr, r.Seconds)
+			n := ""
+			if r.Length > 0 {
+				n = fmt.Sprintf("n=%d ", r.Length)
+			}
+			fmt.Fprintf(os.Stderr, "report-real: %s%-40s pooled cos %.4f  mean layer err %.3f  (%.0f s; %.0f s so far)\n", n, r.Variant, r.PooledCos, r.MeanLayerErr, r.Seconds, time.Since(start).Seconds())
 		}
 	}
-	rows, err := finetune.Table(orig, opt)
-	if err != nil {
-		return runtimeFailure(err)
+	if docMode {
+		// progress of each step: a document-mode run takes many minutes
+		opt.Log = func(format string, args ...any) {
+			fmt.Fprintf(os.Stderr, "report-real: [%4.0f s] "+format+"\n", append([]any{time.Since(start).Seconds()}, args...)...)
+		}
+	}
+	fitDesc := fmt.Sprintf("fine-tuning: Adam, %d (Linformer) / %d (Performer) / %d (local+pooled) steps per layer, mini-batch %d", *steps, *perfSteps, *lpSteps, *minibatch)
+	var rows []finetune.TableRow
+	if !docMode {
+		if opt.Calibration, _, err = inputs(*calib, calibTexts, 0); err != nil {
+			return err
+		}
+		if opt.HeldOut, _, err = inputs(*held, heldTexts, 0); err != nil {
+			return err
+		}
+		if !*asJSON {
+			fmt.Fprintf(stdout, "model %s; calibration %s (%d texts, %d tokens after padding); held-out %s (%d texts, %d tokens); seed %d; %s\n\n",
+				*model, *calib, opt.Calibration.Batch, opt.Calibration.SeqLen, *held, opt.HeldOut.Batch, opt.HeldOut.SeqLen, *seed, fitDesc)
+		}
+		if rows, err = finetune.Table(orig, opt); err != nil {
+			return runtimeFailure(err)
+		}
+	} else {
+		var notes []string
+		byLength := func(n int) (cal, h finetune.Inputs, err error) {
+			var shortC, shortH int
+			if cal, shortC, err = inputs(*calib, calibTexts, n); err != nil {
+				return cal, h, err
+			}
+			if h, shortH, err = inputs(*held, heldTexts, n); err != nil {
+				return cal, h, err
+			}
+			if shortC+shortH > 0 {
+				notes = append(notes, fmt.Sprintf("at n=%d, %d calibration and %d held-out texts are shorter than n (padded)", n, shortC, shortH))
+			}
+			return cal, h, nil
+		}
+		if rows, err = finetune.TableByLength(orig, lens, byLength, opt); err != nil {
+			return runtimeFailure(err)
+		}
+		if !*asJSON {
+			val := "validate on every held-out text"
+			if *valTexts > 0 {
+				val = fmt.Sprintf("validate on the first %d held-out texts", *valTexts)
+			}
+			fmt.Fprintf(stdout, "model %s; calibration %s (first %d texts); held-out %s (%d texts); every text truncated to n tokens ([CLS] … [SEP]), n = %s; seed %d; %s; %s; %.0f s\n\n",
+				*model, *calib, len(calibTexts), *held, len(heldTexts), *lengths, *seed, fitDesc, val, time.Since(start).Seconds())
+			for _, n := range notes {
+				fmt.Fprintf(stdout, "Note: %s.\n\n", n)
+			}
+			fmt.Fprintf(stdout, "Mean-pooled embedding cosine with the original, mean over the held-out texts (– : not run that way):\n\n%s\n", finetune.LengthMarkdown(rows))
+			fmt.Fprint(stdout, "Per variant and length:\n\n")
+		}
 	}
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
