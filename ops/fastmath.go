@@ -49,13 +49,16 @@ func parallelFor(n, threads, grain int, f func(lo, hi int)) {
 		return
 	}
 	var wg sync.WaitGroup
+	var wp workerPanic
 	for c := range chunks {
 		lo, hi := n*c/chunks, n*(c+1)/chunks
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			defer wp.catch()
 			f(lo, hi)
 		}()
 	}
 	wg.Wait()
+	wp.rethrow()
 }

@@ -36,6 +36,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"sync"
 
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
@@ -315,17 +316,48 @@ func parallel(n, threads int, fn func(i int)) {
 		next <- i
 	}
 	close(next)
+	var wp workerPanic
 	done := make(chan struct{})
 	for w := 0; w < threads; w++ {
 		go func() {
+			defer func() { done <- struct{}{} }()
+			defer wp.catch()
 			for i := range next {
 				fn(i)
 			}
-			done <- struct{}{}
 		}()
 	}
 	for w := 0; w < threads; w++ {
 		<-done
+	}
+	wp.rethrow()
+}
+
+// workerPanic keeps the first panic of a worker goroutine so that the
+// goroutine that started the workers can raise it again once they are all
+// done: a panic left in a worker would kill the process, while in the
+// caller's goroutine the native backend's recover turns it into an error
+// naming the node.
+type workerPanic struct {
+	mu sync.Mutex
+	v  any
+}
+
+// catch is deferred by a worker.
+func (w *workerPanic) catch() {
+	if r := recover(); r != nil {
+		w.mu.Lock()
+		if w.v == nil {
+			w.v = fmt.Errorf("in a worker goroutine: %v", r)
+		}
+		w.mu.Unlock()
+	}
+}
+
+// rethrow panics with the kept value, if any.
+func (w *workerPanic) rethrow() {
+	if w.v != nil {
+		panic(w.v)
 	}
 }
 

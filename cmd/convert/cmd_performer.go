@@ -66,12 +66,20 @@ func parseLayers(s string) ([]int, error) {
 				return nil, fmt.Errorf("--layers: %q is not a range lo-hi", part)
 			}
 		}
+		// Block indices are checked against the model later; bound them
+		// here so that a typo such as 0-50000000 is not expanded first.
+		if b > maxLayerIndex || len(out)+b-a+1 > maxLayerIndex {
+			return nil, fmt.Errorf("--layers: %q selects more than %d blocks or an index above it (no model has that many attention blocks)", part, maxLayerIndex)
+		}
 		for i := a; i <= b; i++ {
 			out = append(out, i)
 		}
 	}
 	return out, nil
 }
+
+// maxLayerIndex bounds --layers before it is expanded.
+const maxLayerIndex = 1 << 16
 
 // loadForRewrite parses the shared flags and loads the model.
 func loadForRewrite(name string, fs *flag.FlagSet, f *rewriteFlags, args []string, stdout io.Writer) (*onnxpb.ModelProto, string, []int, error) {

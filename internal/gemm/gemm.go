@@ -94,6 +94,8 @@ func Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int
 		return
 	}
 	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var panicked any
 	for pi := 0; pi < pm; pi++ {
 		i0, i1 := split(m, pm, pi, impl.mr)
 		for pj := 0; pj < pn; pj++ {
@@ -104,11 +106,27 @@ func Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int
 			wg.Add(1)
 			go func(i0, i1, j0, j1 int) {
 				defer wg.Done()
+				// A panic (an operand shorter than its dimensions say) is
+				// raised again in the caller's goroutine, where the
+				// native backend recovers it, instead of killing the
+				// process from here.
+				defer func() {
+					if r := recover(); r != nil {
+						mu.Lock()
+						if panicked == nil {
+							panicked = r
+						}
+						mu.Unlock()
+					}
+				}()
 				run(i1-i0, j1-j0, k, alpha, A.rows(i0), B.cols(j0), c[i0*ldc+j0:], ldc, overwrite, pk, j0)
 			}(i0, i1, j0, j1)
 		}
 	}
 	wg.Wait()
+	if panicked != nil {
+		panic(panicked)
+	}
 }
 
 // split returns the p-th of parts ranges of [0,n), boundaries rounded to
