@@ -422,7 +422,10 @@ func LocalPooledFunction(opset int64, a LocalPooledAttrs) (*onnxpb.FunctionProto
 	}
 	b := &fnBuilder{opset: opset}
 	kk, blk := int64(a.Segments), int64(a.Block)
+	// The scale multiplies Q once ([S,D]) instead of every score tensor
+	// ([S,3b], [S,k], [S,sinks]): one pass over the smallest operand.
 	scale := b.constFloatAttr("scale")
+	qs := b.op("Mul", []string{"Q", scale})
 	masked := b.constFloat(-1e30)
 	zero := b.constFloat(0)
 	one := b.constFloat(1)
@@ -506,10 +509,10 @@ func LocalPooledFunction(opset int64, a LocalPooledAttrs) (*onnxpb.FunctionProto
 	var parts []struct{ scores, values string }
 	axis := int64(3) // the score axis
 	if blk == 0 {
-		sp := b.op("Add", []string{b.op("Mul", []string{b.op("MatMul", []string{"Q", kbarT}), scale}), logCount(total)})
+		sp := b.op("Add", []string{b.op("MatMul", []string{qs, kbarT}), logCount(total)})
 		parts = append(parts, struct{ scores, values string }{sp, vbar})
 		if ks != "" {
-			ss := b.op("Add", []string{b.op("Mul", []string{b.op("MatMul", []string{"Q", b.transpose(ks, 0, 1, 3, 2)}), scale}), sinkBias})
+			ss := b.op("Add", []string{b.op("MatMul", []string{qs, b.transpose(ks, 0, 1, 3, 2)}), sinkBias})
 			parts = append(parts, struct{ scores, values string }{ss, vs})
 		}
 	} else {
@@ -535,13 +538,13 @@ func LocalPooledFunction(opset int64, a LocalPooledAttrs) (*onnxpb.FunctionProto
 			next := b.op("Slice", []string{p, b.constInts(2), b.constInts(math.MaxInt64), ax})
 			return b.op("Concat", []string{prev, own, next}, attrInt("axis", axis))
 		}
-		qb := blocks(b.op("Pad", []string{"Q", padS}), dK)                                                // [B,H,nb,b,D]
+		qb := blocks(b.op("Pad", []string{qs, padS}), dK)                                                 // [B,H,nb,b,D]
 		kwin := window(blocks(b.op("Pad", []string{km, padS}), dK), 5, 3)                                 // [B,H,nb,3b,D]
 		vwin := window(blocks(b.op("Pad", []string{vm, padS}), dV), 5, 3)                                 // [B,H,nb,3b,Dv]
 		nsb := b.op("Reshape", []string{b.op("Pad", []string{nsF, padLast}), b.constInts(0, 0, -1, blk)}) // [Bm,1,nb,b]
 		nswin := b.op("Reshape", []string{window(nsb, 4, 3), b.constInts(0, 0, 0, 1, -1)})                // [Bm,1,nb,1,3b]
 		localBias := b.op("Where", []string{b.op("Greater", []string{nswin, b.constFloat(0.5)}), zero, masked})
-		sl := b.op("Add", []string{b.op("Mul", []string{b.op("MatMul", []string{qb, b.transpose(kwin, 0, 1, 2, 4, 3)}), scale}), localBias})
+		sl := b.op("Add", []string{b.op("MatMul", []string{qb, b.transpose(kwin, 0, 1, 2, 4, 3)}), localBias})
 		parts = append(parts, struct{ scores, values string }{sl, vwin})
 
 		// cnt per query block: total minus the segment's keys in the
@@ -559,14 +562,14 @@ func LocalPooledFunction(opset int64, a LocalPooledAttrs) (*onnxpb.FunctionProto
 		logc := b.op("Reshape", []string{logCount(cnt), b.constInts(0, 0, 0, 1, -1)})                                        // [Bm,1,nb,1,k]
 		kbar5 := b.op("Reshape", []string{kbarT, b.constInts(0, 0, 1, -1, kk)})                                              // [B,H,1,D,k]
 		vbar5 := b.op("Reshape", []string{vbar, b.op("Concat", []string{b.constInts(0, 0, 1, kk), dV}, attrInt("axis", 0))}) // [B,H,1,k,Dv]
-		sp := b.op("Add", []string{b.op("Mul", []string{b.op("MatMul", []string{qb, kbar5}), scale}), logc})
+		sp := b.op("Add", []string{b.op("MatMul", []string{qb, kbar5}), logc})
 		parts = append(parts, struct{ scores, values string }{sp, vbar5})
 		if ks != "" {
 			nsk := int64(len(sinkRows))
 			ks5 := b.op("Reshape", []string{b.transpose(ks, 0, 1, 3, 2), b.constInts(0, 0, 1, -1, nsk)})
 			vs5 := b.op("Reshape", []string{vs, b.op("Concat", []string{b.constInts(0, 0, 1, nsk), dV}, attrInt("axis", 0))})
 			sb5 := b.op("Reshape", []string{sinkBias, b.constInts(0, 0, 1, 1, nsk)})
-			ss := b.op("Add", []string{b.op("Mul", []string{b.op("MatMul", []string{qb, ks5}), scale}), sb5})
+			ss := b.op("Add", []string{b.op("MatMul", []string{qb, ks5}), sb5})
 			parts = append(parts, struct{ scores, values string }{ss, vs5})
 		}
 	}
