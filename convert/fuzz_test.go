@@ -60,7 +60,7 @@ func fuzzFiles(maxBytes int64) []string {
 }
 
 // checkConversions runs Detect, Summarize, ModelDims, ExtendPositions,
-// ToPerformer and ToLinformer on a model that passed onnx.Validate. None may panic; a converted model must be valid,
+// ToPerformer, ToLinformer and ToLocalPooled on a model that passed onnx.Validate. None may panic; a converted model must be valid,
 // re-encode, hold one linear-attention node per converted block, and be
 // (with twice) the same bytes when converted again; m itself must not
 // change.
@@ -114,6 +114,9 @@ func checkConversions(t *testing.T, m *onnxpb.ModelProto, twice bool) {
 		}},
 		{ops.LinformerOp, func() (*onnxpb.ModelProto, *Report, error) {
 			return ToLinformer(m, LinformerOptions{K: 3, MaxLen: 16, Seed: 1})
+		}},
+		{ops.LocalPooledOp, func() (*onnxpb.ModelProto, *Report, error) {
+			return ToLocalPooled(m, LocalPooledOptions{Block: 2, Segments: 2})
 		}},
 	} {
 		out, rep, err := c.run()
