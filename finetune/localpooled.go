@@ -4,13 +4,11 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/linearize/linearize/internal/graphfacts"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
 	"github.com/linearize/linearize/ops"
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/blas64"
-	"google.golang.org/protobuf/proto"
 )
 
 // LocalPooled returns a copy of converted in which, for every
@@ -24,17 +22,10 @@ func LocalPooled(original, converted *onnxpb.ModelProto, feed map[string]*onnx.T
 	if err := opt.defaults(5e-4); err != nil {
 		return nil, nil, err
 	}
-	out := proto.Clone(converted).(*onnxpb.ModelProto)
-	if out.Graph == nil {
-		return nil, nil, fmt.Errorf("finetune: converted model has no graph")
-	}
-	nodes, err := matchTargets(original, out, ops.LocalPooledOp, 3)
+	out, nodes, ix, facts, inits, err := prepareFit(original, converted, ops.LocalPooledOp, 3)
 	if err != nil {
 		return nil, nil, err
 	}
-	ix := onnx.NewIndex(out.Graph)
-	facts := graphfacts.New(ix, onnx.OpsetVersion(out, ""))
-	inits := initializerIndex(out.Graph)
 	type layerProj struct {
 		q, k, v projection
 		fitV    bool
@@ -162,18 +153,8 @@ func LocalPooled(original, converted *onnxpb.ModelProto, feed map[string]*onnx.T
 		before, after := p.Fit(opt)
 		rep.Layers = append(rep.Layers, LayerReport{Layer: ln.layer, Node: n.GetName(), Before: math.Sqrt(before), After: math.Sqrt(after)})
 		wq, bq, wk, bk, wv, bv := p.Params()
-		for _, w := range []struct {
-			name string
-			t    *onnx.Tensor
-		}{{pr.q.w, wq}, {pr.q.b, bq}, {pr.k.w, wk}, {pr.k.b, bk}, {pr.v.w, wv}, {pr.v.b, bv}} {
-			if w.name == "" || w.t == nil {
-				continue
-			}
-			tp, err := onnx.EncodeTensor(w.name, w.t)
-			if err != nil {
-				return nil, nil, fmt.Errorf("finetune: layer %d: %w", ln.layer, err)
-			}
-			out.Graph.Initializer[inits[w.name]] = tp
+		if err := storeParams(out, inits, ln.layer, []namedParam{{pr.q.w, wq}, {pr.q.b, bq}, {pr.k.w, wk}, {pr.k.b, bk}, {pr.v.w, wv}, {pr.v.b, bv}}); err != nil {
+			return nil, nil, err
 		}
 	}
 	return out, rep, nil

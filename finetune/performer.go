@@ -13,7 +13,6 @@ import (
 	"github.com/linearize/linearize/runtime"
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/blas64"
-	"google.golang.org/protobuf/proto"
 )
 
 // projection is the MatMul (+ Add) that produces a Q, K or V input of a
@@ -72,17 +71,10 @@ func Performer(original, converted *onnxpb.ModelProto, feed map[string]*onnx.Ten
 	if err := opt.defaults(5e-4); err != nil {
 		return nil, nil, err
 	}
-	out := proto.Clone(converted).(*onnxpb.ModelProto)
-	if out.Graph == nil {
-		return nil, nil, fmt.Errorf("finetune: converted model has no graph")
-	}
-	nodes, err := matchTargets(original, out, ops.PerformerOp, 4)
+	out, nodes, ix, facts, inits, err := prepareFit(original, converted, ops.PerformerOp, 4)
 	if err != nil {
 		return nil, nil, err
 	}
-	ix := onnx.NewIndex(out.Graph)
-	facts := graphfacts.New(ix, onnx.OpsetVersion(out, ""))
-	inits := initializerIndex(out.Graph)
 	type layerProj struct{ q, k projection }
 	projs := make([]layerProj, len(nodes))
 	seen := map[string]int{}
@@ -181,18 +173,8 @@ func Performer(original, converted *onnxpb.ModelProto, feed map[string]*onnx.Ten
 		before, after := p.Fit(opt)
 		rep.Layers = append(rep.Layers, LayerReport{Layer: ln.layer, Node: n.GetName(), Before: math.Sqrt(before), After: math.Sqrt(after)})
 		wq, bq, wk, bk := p.Params()
-		for _, w := range []struct {
-			name string
-			t    *onnx.Tensor
-		}{{pr.q.w, wq}, {pr.q.b, bq}, {pr.k.w, wk}, {pr.k.b, bk}} {
-			if w.name == "" {
-				continue
-			}
-			tp, err := onnx.EncodeTensor(w.name, w.t)
-			if err != nil {
-				return nil, nil, fmt.Errorf("finetune: layer %d: %w", ln.layer, err)
-			}
-			out.Graph.Initializer[inits[w.name]] = tp
+		if err := storeParams(out, inits, ln.layer, []namedParam{{pr.q.w, wq}, {pr.q.b, bq}, {pr.k.w, wk}, {pr.k.b, bk}}); err != nil {
+			return nil, nil, err
 		}
 	}
 	return out, rep, nil

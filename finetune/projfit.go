@@ -5,6 +5,8 @@ import (
 	"sync"
 
 	"github.com/linearize/linearize/internal/graphfacts"
+	"github.com/linearize/linearize/onnx/onnxpb"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/linearize/linearize/onnx"
 	"gonum.org/v1/gonum/blas"
@@ -129,4 +131,43 @@ func qkProjections(facts *graphfacts.Facts, ix *onnx.Index, inits map[string]int
 		}
 	}
 	return q, k, nil
+}
+
+// prepareFit clones converted and pairs each of its op nodes (with at
+// least minInputs inputs) with the original block it must reproduce; it
+// returns the clone, the pairs, and the clone's index, graph facts and
+// initializer positions, which every fit reads.
+func prepareFit(original, converted *onnxpb.ModelProto, op string, minInputs int) (*onnxpb.ModelProto, []targetNode, *onnx.Index, *graphfacts.Facts, map[string]int, error) {
+	out := proto.Clone(converted).(*onnxpb.ModelProto)
+	if out.Graph == nil {
+		return nil, nil, nil, nil, nil, fmt.Errorf("finetune: converted model has no graph")
+	}
+	nodes, err := matchTargets(original, out, op, minInputs)
+	if err != nil {
+		return nil, nil, nil, nil, nil, err
+	}
+	ix := onnx.NewIndex(out.Graph)
+	return out, nodes, ix, graphfacts.New(ix, onnx.OpsetVersion(out, "")), initializerIndex(out.Graph), nil
+}
+
+// namedParam is a fitted parameter and the initializer it replaces ("" or
+// a nil tensor: nothing to store).
+type namedParam struct {
+	name string
+	t    *onnx.Tensor
+}
+
+// storeParams writes fitted parameters of one layer back into m.
+func storeParams(m *onnxpb.ModelProto, inits map[string]int, layer int, params []namedParam) error {
+	for _, p := range params {
+		if p.name == "" || p.t == nil {
+			continue
+		}
+		tp, err := onnx.EncodeTensor(p.name, p.t)
+		if err != nil {
+			return fmt.Errorf("finetune: layer %d: %w", layer, err)
+		}
+		m.Graph.Initializer[inits[p.name]] = tp
+	}
+	return nil
 }
