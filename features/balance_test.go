@@ -8,6 +8,7 @@ import (
 
 	"github.com/linearize/linearize/features"
 	"github.com/linearize/linearize/ops"
+	"gonum.org/v1/gonum/mat"
 )
 
 // seqData draws one head of one sequence with the structure of a
@@ -326,41 +327,14 @@ func transposeFlat(a []float64, d int) []float64 {
 	return out
 }
 
+// invertFlat inverts the row-major n×n matrix a with gonum (an
+// independent reference for the code under test).
 func invertFlat(a []float64, n int) []float64 {
-	w := 2 * n
-	m := make([]float64, n*w)
-	for r := 0; r < n; r++ {
-		copy(m[r*w:], a[r*n:(r+1)*n])
-		m[r*w+n+r] = 1
+	var inv mat.Dense
+	if err := inv.Inverse(mat.NewDense(n, n, append([]float64(nil), a...))); err != nil {
+		panic(fmt.Sprintf("invertFlat: %v", err))
 	}
-	for c := 0; c < n; c++ {
-		p := c
-		for r := c + 1; r < n; r++ {
-			if math.Abs(m[r*w+c]) > math.Abs(m[p*w+c]) {
-				p = r
-			}
-		}
-		for j := 0; j < w; j++ {
-			m[c*w+j], m[p*w+j] = m[p*w+j], m[c*w+j]
-		}
-		f := m[c*w+c]
-		for j := 0; j < w; j++ {
-			m[c*w+j] /= f
-		}
-		for r := 0; r < n; r++ {
-			if r != c {
-				f := m[r*w+c]
-				for j := 0; j < w; j++ {
-					m[r*w+j] -= f * m[c*w+j]
-				}
-			}
-		}
-	}
-	out := make([]float64, n*n)
-	for r := 0; r < n; r++ {
-		copy(out[r*n:], m[r*w+n:(r+1)*w])
-	}
-	return out
+	return append([]float64(nil), inv.RawMatrix().Data...)
 }
 
 func TestMomentsErrors(t *testing.T) {
