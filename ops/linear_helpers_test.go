@@ -171,8 +171,16 @@ func oneNodeModel(t *testing.T, node *onnxpb.NodeProto, fn *onnxpb.FunctionProto
 func runORT(t *testing.T, m *onnxpb.ModelProto, inputs map[string]*onnx.Tensor) *onnx.Tensor {
 	t.Helper()
 	s, err := runtime.NewORTSession(m, runtime.Options{Threads: 1})
+	return runOut(t, "onnxruntime", s, err, inputs)
+}
+
+// runOut runs an open session (err from opening it) on the inputs it
+// declares and returns its output "out"; what names the backend in
+// failures.
+func runOut(t *testing.T, what string, s runtime.Session, err error, inputs map[string]*onnx.Tensor) *onnx.Tensor {
+	t.Helper()
 	if err != nil {
-		t.Fatalf("onnxruntime session: %v", err)
+		t.Fatalf("%s session: %v", what, err)
 	}
 	defer s.Close()
 	feed := map[string]*onnx.Tensor{}
@@ -181,7 +189,7 @@ func runORT(t *testing.T, m *onnxpb.ModelProto, inputs map[string]*onnx.Tensor) 
 	}
 	res, err := s.Run(feed, "out")
 	if err != nil {
-		t.Fatalf("onnxruntime run: %v", err)
+		t.Fatalf("%s run: %v", what, err)
 	}
 	return res["out"]
 }

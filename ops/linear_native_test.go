@@ -16,19 +16,7 @@ import (
 func runInlined(t *testing.T, m *onnxpb.ModelProto, inputs map[string]*onnx.Tensor) *onnx.Tensor {
 	t.Helper()
 	s, err := runtime.NewNativeSessionWith(m, runtime.NativeOptions{InlineFunctions: true})
-	if err != nil {
-		t.Fatalf("native session: %v", err)
-	}
-	defer s.Close()
-	feed := map[string]*onnx.Tensor{}
-	for _, v := range s.Inputs() {
-		feed[v.Name] = inputs[v.Name]
-	}
-	res, err := s.Run(feed, "out")
-	if err != nil {
-		t.Fatalf("native run: %v", err)
-	}
-	return res["out"]
+	return runOut(t, "native (functions inlined)", s, err, inputs)
 }
 
 func TestFunctionBodiesInNativeBackend(t *testing.T) {

@@ -660,19 +660,7 @@ func TestPerformerVariantFunctionMatchesKernel(t *testing.T) {
 func runNative(t *testing.T, m *onnxpb.ModelProto, inputs map[string]*onnx.Tensor) *onnx.Tensor {
 	t.Helper()
 	s, err := runtime.NewNativeSession(m, runtime.Options{Threads: 1})
-	if err != nil {
-		t.Fatalf("native session: %v", err)
-	}
-	defer s.Close()
-	feed := map[string]*onnx.Tensor{}
-	for _, v := range s.Inputs() {
-		feed[v.Name] = inputs[v.Name]
-	}
-	res, err := s.Run(feed, "out")
-	if err != nil {
-		t.Fatalf("native run: %v", err)
-	}
-	return res["out"]
+	return runOut(t, "native", s, err, inputs)
 }
 
 // Appending padded tokens (large-norm keys and queries) leaves the real
