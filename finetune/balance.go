@@ -24,7 +24,8 @@ type MomentOptions struct {
 	Weighting string
 	// Rows is the number of calibration rows per model run (default 8).
 	Rows int
-	// Backend runs the model: "ort" (default) or "native".
+	// Backend runs the model: "ort" or "native" (runtime.DefaultBackend when
+	// empty).
 	Backend string
 	// Threads bounds the goroutines (heads accumulated in parallel) and
 	// the backend's threads.
@@ -51,7 +52,7 @@ func PerformerMoments(original *onnxpb.ModelProto, feed map[string]*onnx.Tensor,
 		o.Rows = 8
 	}
 	if o.Backend == "" {
-		o.Backend = "ort"
+		o.Backend = runtime.DefaultBackend
 	}
 	if o.Threads <= 0 {
 		o.Threads = goruntime.GOMAXPROCS(0)

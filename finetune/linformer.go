@@ -20,7 +20,7 @@ type Options struct {
 	LR      float64 // Adam learning rate (default 0.01 for Linformer, 0.0005 for Performer)
 	Batch   int     // calibration batch rows per step (0: all)
 	Seed    uint64  // seeds the mini-batch draws
-	Backend string  // runs the models ("ort" when empty)
+	Backend string  // runs the models (runtime.DefaultBackend when empty)
 	Threads int
 	// FitValues also fits the V projection of LocalPooledAttention layers.
 	// Off by default: on all-MiniLM-L6-v2 (16 calibration documents of 512
@@ -37,7 +37,7 @@ func (o *Options) defaults(lr float64) error {
 		o.LR = lr
 	}
 	if o.Backend == "" {
-		o.Backend = "ort"
+		o.Backend = runtime.DefaultBackend
 	}
 	if o.Steps < 0 || !(o.LR > 0) || math.IsInf(o.LR, 0) {
 		return fmt.Errorf("finetune: steps %d must be ≥ 0 and learning rate %g positive", o.Steps, o.LR)

@@ -7,8 +7,6 @@ import (
 	goruntime "runtime"
 	"strings"
 	"sync"
-
-	ort "github.com/yalue/onnxruntime_go"
 )
 
 // LibraryEnv is the environment variable that overrides where the
@@ -154,31 +152,3 @@ func findRepoRoot(dir string) (string, bool) {
 
 func isFile(p string) bool { st, err := os.Stat(p); return err == nil && !st.IsDir() }
 func isDir(p string) bool  { st, err := os.Stat(p); return err == nil && st.IsDir() }
-
-var (
-	ortOnce sync.Once
-	ortErr  error
-)
-
-// initORT loads the shared library and creates the onnxruntime environment,
-// once per process. onnxruntime's own log goes quiet (fatal only): every
-// failure reaches the caller as an error value instead.
-func initORT() error {
-	ortOnce.Do(func() {
-		p, err := LibraryPath()
-		if err != nil {
-			ortErr = err
-			return
-		}
-		ort.SetSharedLibraryPath(p)
-		if err := ort.InitializeEnvironment(ort.WithLogLevelFatal()); err != nil {
-			ortErr = fmt.Errorf("runtime: loading onnxruntime from %s: %v (reinstall with scripts/setup.sh)", p, err)
-		}
-	})
-	return ortErr
-}
-
-// ORTAvailable reports whether the onnxruntime library can be loaded; the
-// error says how to install it. Tests that need onnxruntime skip with its
-// message.
-func ORTAvailable() error { return initORT() }

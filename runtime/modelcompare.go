@@ -15,7 +15,7 @@ import (
 
 // ModelCompareOptions configures CompareModels.
 type ModelCompareOptions struct {
-	// Backend names the backend that runs every model ("ort" when empty).
+	// Backend names the backend that runs every model (DefaultBackend when empty: "ort" when onnxruntime is built in).
 	Backend string
 	// Threads bounds each session's intra-op parallelism.
 	Threads int
@@ -97,7 +97,7 @@ func CompareModels(models []*onnxpb.ModelProto, labels []string, feed map[string
 	}
 	backend := opt.Backend
 	if backend == "" {
-		backend = "ort"
+		backend = DefaultBackend
 	}
 	if opt.Mask != nil && len(opt.Mask) != opt.Batch*opt.SeqLen {
 		return nil, fmt.Errorf("runtime: compare: mask has %d entries for batch %d × %d", len(opt.Mask), opt.Batch, opt.SeqLen)

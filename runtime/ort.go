@@ -1,3 +1,5 @@
+//go:build cgo && !linearize_noort
+
 package runtime
 
 import (
@@ -271,11 +273,6 @@ func ensureDefaultOpset(m *onnxpb.ModelProto) {
 	m.OpsetImport = append(m.OpsetImport, &onnxpb.OperatorSetIdProto{Domain: proto.String(""), Version: proto.Int64(13)})
 }
 
-func valueOf(vi *onnxpb.ValueInfoProto) Value {
-	dt, shape, _ := onnx.TensorType(vi)
-	return Value{Name: vi.GetName(), DType: dt, Shape: shape}
-}
-
 // valueInfos maps value names to their declared types (value_info, graph
 // inputs and outputs).
 func valueInfos(g *onnxpb.GraphProto) map[string]*onnxpb.ValueInfoProto {
@@ -288,27 +285,6 @@ func valueInfos(g *onnxpb.GraphProto) map[string]*onnxpb.ValueInfoProto {
 		}
 	}
 	return m
-}
-
-func producedOrDeclared(g *onnxpb.GraphProto, name string) bool {
-	for _, n := range g.Node {
-		for _, o := range n.Output {
-			if o == name {
-				return true
-			}
-		}
-	}
-	for _, vi := range g.Input {
-		if vi.GetName() == name {
-			return true
-		}
-	}
-	for _, t := range g.Initializer {
-		if t.GetName() == name {
-			return true
-		}
-	}
-	return false
 }
 
 func (s *ortSession) Inputs() []Value  { return append([]Value(nil), s.inputs...) }

@@ -24,7 +24,7 @@ var ErrNotConverted = errors.New("no converted ops")
 
 // ValidateOptions configures ValidateOps.
 type ValidateOptions struct {
-	// Backend runs the model ("ort" when empty): onnxruntime executes the
+	// Backend runs the model (DefaultBackend when empty: "ort" when onnxruntime is built in): onnxruntime executes the
 	// function body each converted node carries.
 	Backend string
 	Threads int
@@ -84,7 +84,7 @@ func ValidateOps(m *onnxpb.ModelProto, feed map[string]*onnx.Tensor, opt Validat
 		return nil, fmt.Errorf("runtime: validate: model has no graph")
 	}
 	if opt.Backend == "" {
-		opt.Backend = "ort"
+		opt.Backend = DefaultBackend
 	}
 	if opt.Tolerance == 0 {
 		opt.Tolerance = DefaultTolerance

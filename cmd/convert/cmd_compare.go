@@ -175,7 +175,7 @@ func runCompare(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("compare", flag.ContinueOnError)
 	var ff feedFlags
 	ff.register(fs)
-	backend := fs.String("backend", "ort", "runtime backend: "+strings.Join(runtime.Backends(), " or "))
+	backend := fs.String("backend", runtime.DefaultBackend, "runtime backend: "+strings.Join(runtime.Backends(), " or "))
 	threads := fs.Int("threads", 0, "intra-op threads (0: backend default)")
 	layers := fs.Bool("layers", true, "also compare each attention block's output (head-merged, token layout) where both models produce it; each model runs its own forward pass, so differences accumulate over layers")
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")

@@ -26,7 +26,7 @@ func init() {
 
 func runRun(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
-	backend := fs.String("backend", "ort", "runtime backend: "+strings.Join(runtime.Backends(), " or "))
+	backend := fs.String("backend", runtime.DefaultBackend, "runtime backend: "+strings.Join(runtime.Backends(), " or "))
 	var inputFiles multiFlag
 	fs.Var(&inputFiles, "input", "NAME=FILE: feed input NAME from a .npy or TensorProto .pb file (repeatable)")
 	random := fs.Bool("random-inputs", false, "make seeded random values for every input not given with --input")

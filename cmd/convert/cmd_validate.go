@@ -25,7 +25,7 @@ func runValidate(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
 	var ff feedFlags
 	ff.register(fs)
-	backend := fs.String("backend", "ort", "backend that runs the model: "+strings.Join(runtime.Backends(), " or "))
+	backend := fs.String("backend", runtime.DefaultBackend, "backend that runs the model: "+strings.Join(runtime.Backends(), " or "))
 	threads := fs.Int("threads", 0, "intra-op threads (0: backend default)")
 	tol := fs.Float64("tolerance", runtime.DefaultTolerance, "largest accepted max abs error relative to the op output's scale")
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
