@@ -37,7 +37,6 @@ func initORT() error {
 // message.
 func ORTAvailable() error { return initORT() }
 
-
 // DefaultBackend is the backend used when none is named: onnxruntime, the
 // reference the native backend is checked against.
 const DefaultBackend = "ort"

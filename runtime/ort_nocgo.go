@@ -23,7 +23,6 @@ func init() {
 	})
 }
 
-
 // NewORTSession always fails in this build: see errNoORT.
 func NewORTSession(m *onnxpb.ModelProto, opts Options) (Session, error) {
 	return nil, fmt.Errorf("%s", errNoORT)
