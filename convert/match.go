@@ -550,9 +550,7 @@ func (mt *matcher) causal(v string) bool {
 		case "Shape", "Size":
 			continue // the size of a tensor says nothing about its mask
 		}
-		for _, in := range onnx.NodeInputs(n) {
-			queue = append(queue, in)
-		}
+		queue = append(queue, onnx.NodeInputs(n)...)
 	}
 	return hasRange && hasCompare
 }

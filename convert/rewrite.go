@@ -343,14 +343,13 @@ type rewriter struct {
 	core      func(b *Block, q, k, v, bias string) (*onnxpb.NodeProto, error)
 	function  func(opset int64) (*onnxpb.FunctionProto, error)
 
-	m        *onnxpb.ModelProto
-	g        *onnxpb.GraphProto
-	ix       *onnx.Index
-	names    *onnx.Namer
-	opset    int64
-	report   Report
-	zeroBias string
-	consts   map[string]string
+	m      *onnxpb.ModelProto
+	g      *onnxpb.GraphProto
+	ix     *onnx.Index
+	names  *onnx.Namer
+	opset  int64
+	report Report
+	consts map[string]string
 	// insert maps a node to the nodes that replace it (in order).
 	insert map[*onnxpb.NodeProto][]*onnxpb.NodeProto
 }

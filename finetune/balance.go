@@ -213,10 +213,10 @@ func addMoments(mo *features.Moments, q, k, bias *onnx.Tensor, scale float64, th
 	}
 	b, h, s, d := q.Shape[0], q.Shape[1], q.Shape[2], q.Shape[3]
 	if k.Shape[0] != b || k.Shape[1] != h || k.Shape[2] != s || k.Shape[3] != d {
-		return fmt.Errorf("Q %v and K %v differ (calibration needs self-attention)", q.Shape, k.Shape)
+		return fmt.Errorf("queries Q %v and keys K %v differ (calibration needs self-attention)", q.Shape, k.Shape)
 	}
 	if h != mo.Heads || d != mo.Dim {
-		return fmt.Errorf("Q %v, but the block has %d heads × %d", q.Shape, mo.Heads, mo.Dim)
+		return fmt.Errorf("queries Q %v, but the block has %d heads × %d", q.Shape, mo.Heads, mo.Dim)
 	}
 	bb, bs := bias.Shape[0], bias.Shape[3]
 	if (bb != 1 && bb != b) || (bs != 1 && bs != s) {

@@ -218,7 +218,7 @@ func (p *linformerProblem) init() error {
 		}
 	}
 	if len(p.Q.Shape) != 4 || len(p.K.Shape) != 4 || len(p.V.Shape) != 4 {
-		return fmt.Errorf("Q, K and V must be [B,H,S,D]")
+		return fmt.Errorf("queries, keys and values must be [B,H,S,D]")
 	}
 	y, err := headsLayout(p.Y, p.V.Shape[0], p.V.Shape[1], p.V.Shape[2], p.V.Shape[3])
 	if err != nil {

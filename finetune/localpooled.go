@@ -231,7 +231,7 @@ func (p *localPooledProblem) init() error {
 		}
 	}
 	if len(p.V.Shape) != 4 {
-		return fmt.Errorf("V %v, want [B,H,S,Dv]", p.V.Shape)
+		return fmt.Errorf("values V %v, want [B,H,S,Dv]", p.V.Shape)
 	}
 	p.b, p.h, p.s, p.dv = p.V.Shape[0], p.V.Shape[1], p.V.Shape[2], p.V.Shape[3]
 	y, err := headsLayout(p.Y, p.b, p.h, p.s, p.dv)
@@ -268,13 +268,13 @@ func (p *localPooledProblem) init() error {
 	hdv := p.h * p.dv
 	if p.XV != nil {
 		if p.WV == nil || p.WV.DType != onnx.Float || len(p.WV.Shape) != 2 || p.WV.Shape[0] != p.dm || p.WV.Shape[1] != hdv {
-			return fmt.Errorf("V projection weight %v, want [%d, %d]", p.WV, p.dm, hdv)
+			return fmt.Errorf("value projection weight %v, want [%d, %d]", p.WV, p.dm, hdv)
 		}
 		if p.XV.DType != onnx.Float || p.XV.Len() != p.b*p.s*p.dm {
-			return fmt.Errorf("V layer input %v, want [%d,%d,%d]", p.XV.Shape, p.b, p.s, p.dm)
+			return fmt.Errorf("value layer input %v, want [%d,%d,%d]", p.XV.Shape, p.b, p.s, p.dm)
 		}
 		if p.BV != nil && (p.BV.DType != onnx.Float || p.BV.Len() != hdv) {
-			return fmt.Errorf("V projection bias %v, want [%d]", p.BV.Shape, hdv)
+			return fmt.Errorf("value projection bias %v, want [%d]", p.BV.Shape, hdv)
 		}
 		p.fitV, p.xv, p.wv = true, f64(p.XV), f64(p.WV)
 		p.bv = make([]float64, hdv)

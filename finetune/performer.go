@@ -302,7 +302,7 @@ func (p *performerProblem) init() error {
 		}
 	}
 	if len(p.V.Shape) != 4 {
-		return fmt.Errorf("V %v, want [B,H,S,Dv]", p.V.Shape)
+		return fmt.Errorf("values V %v, want [B,H,S,Dv]", p.V.Shape)
 	}
 	p.b, p.h, p.s, p.dv = p.V.Shape[0], p.V.Shape[1], p.V.Shape[2], p.V.Shape[3]
 	y, err := headsLayout(p.Y, p.b, p.h, p.s, p.dv)

@@ -16,7 +16,6 @@ type graph struct {
 	nodes   []*onnxpb.NodeProto
 	inits   []*onnxpb.TensorProto
 	names   map[string]bool
-	consts  int // counter for onnx::... constant names
 	matmuls int // counter for onnx::MatMul_N weight names
 	err     error
 }

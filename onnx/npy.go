@@ -69,7 +69,7 @@ func DecodeNPY(data []byte) (*Tensor, error) {
 		return nil, fmt.Errorf("big-endian .npy data is not supported")
 	}
 	if m[3] == "True" {
-		return nil, fmt.Errorf("Fortran-order .npy data is not supported")
+		return nil, fmt.Errorf("column-major (Fortran-order) .npy data is not supported")
 	}
 	var shape []int
 	for _, s := range strings.Split(m[4], ",") {

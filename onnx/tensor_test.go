@@ -59,7 +59,7 @@ func sampleTensors(seed uint64) []*Tensor {
 		{Float, nil, []float32{3.5}},    // rank 0
 		{Int64, []int{0, 4}, []int64{}}, // empty
 		{Bool, []int{1}, []bool{true}},  // rank 1
-		{Double, []int{1, 1, 1}, []float64{-0.0}},
+		{Double, []int{1, 1, 1}, []float64{math.Copysign(0, -1)}},
 	}
 }
 

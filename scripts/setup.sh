@@ -11,7 +11,8 @@
 #   Debian packages   protobuf-compiler (protoc), libonnx-testdata (ONNX
 #                     conformance data under /usr/share/libonnx-testdata)
 #   Go modules        go mod download
-#   .tools/bin        protoc-gen-go, at the version go.mod pins
+#   .tools/bin        protoc-gen-go, at the version go.mod pins; staticcheck
+#                     (pinned, used by .ci/run)
 #   .tools/proto      onnx-ml.proto from the onnx wheel on PyPI (the newest
 #                     official schema; nothing is pip-installed)
 #   .tools/lib        libonnxruntime.so.1 (1.30.0) taken out of the npm
@@ -71,6 +72,11 @@ pbver=$(go list -m -f '{{.Version}}' google.golang.org/protobuf)
 if [ ! -x "$tools/bin/protoc-gen-go" ] || [ "$("$tools/bin/protoc-gen-go" --version 2>/dev/null | awk '{print $2}')" != "$pbver" ]; then
   log "go install protoc-gen-go@$pbver"
   GOBIN="$tools/bin" go install "google.golang.org/protobuf/cmd/protoc-gen-go@$pbver"
+fi
+STATICCHECK_VERSION=v0.8.2 # staticcheck 2026.2.2, the first release for Go 1.26
+if [ ! -x "$tools/bin/staticcheck" ] || ! "$tools/bin/staticcheck" -version 2>/dev/null | grep -q "(${STATICCHECK_VERSION#v})"; then
+  log "go install staticcheck@$STATICCHECK_VERSION"
+  GOBIN="$tools/bin" go install "honnef.co/go/tools/cmd/staticcheck@$STATICCHECK_VERSION"
 fi
 
 # 3. The official ONNX schema, from the onnx wheel (downloaded, not installed).
