@@ -3,6 +3,7 @@ package convert
 import (
 	"fmt"
 
+	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
 	"github.com/linearize/linearize/ops"
 	"google.golang.org/protobuf/proto"
@@ -53,7 +54,7 @@ func inlineAttention(m *onnxpb.ModelProto) (*onnxpb.ModelProto, map[string]strin
 	if len(want) == 0 {
 		return m, nil, nil
 	}
-	out := proto.Clone(m).(*onnxpb.ModelProto)
+	out := onnx.CloneShared(m)
 	inlined := map[string]string{} // inlined node name -> function
 	var expand func(nodes []*onnxpb.NodeProto, depth int) ([]*onnxpb.NodeProto, error)
 	calls := 0

@@ -92,7 +92,7 @@ func ExtendPositions(m *onnxpb.ModelProto, opts ExtendOptions) (*onnxpb.ModelPro
 	if opts.Offset < 0 {
 		return nil, nil, fmt.Errorf("convert: extend positions: offset %d is negative", opts.Offset)
 	}
-	out := proto.Clone(m).(*onnxpb.ModelProto)
+	out := onnx.CloneShared(m)
 	g := out.Graph
 	ix := onnx.NewIndex(g)
 	pt, err := findPositionTable(ix)

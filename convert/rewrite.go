@@ -363,7 +363,7 @@ func (rw *rewriter) run(m0 *onnxpb.ModelProto) (out *onnxpb.ModelProto, rep *Rep
 	if m0 == nil || m0.Graph == nil {
 		return nil, nil, errors.New("convert: model has no graph")
 	}
-	m := proto.Clone(m0).(*onnxpb.ModelProto)
+	m := onnx.CloneShared(m0) // weights shared, never written in place
 	if rw.positions.MaxPositions > 0 {
 		ext, rep, err := ExtendPositions(m, rw.positions)
 		if err != nil {

@@ -11,7 +11,6 @@ import (
 	"github.com/linearize/linearize/runtime"
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/blas64"
-	"google.golang.org/protobuf/proto"
 )
 
 // Options configures fitting.
@@ -72,7 +71,7 @@ func Linformer(original, converted *onnxpb.ModelProto, feed map[string]*onnx.Ten
 	if err := opt.defaults(0.01); err != nil {
 		return nil, nil, err
 	}
-	out := proto.Clone(converted).(*onnxpb.ModelProto)
+	out := onnx.CloneShared(converted)
 	if out.Graph == nil {
 		return nil, nil, fmt.Errorf("finetune: converted model has no graph")
 	}

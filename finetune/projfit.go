@@ -6,7 +6,6 @@ import (
 
 	"github.com/linearize/linearize/internal/graphfacts"
 	"github.com/linearize/linearize/onnx/onnxpb"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/linearize/linearize/onnx"
 	"gonum.org/v1/gonum/blas"
@@ -138,7 +137,7 @@ func qkProjections(facts *graphfacts.Facts, ix *onnx.Index, inits map[string]int
 // returns the clone, the pairs, and the clone's index, graph facts and
 // initializer positions, which every fit reads.
 func prepareFit(original, converted *onnxpb.ModelProto, op string, minInputs int) (*onnxpb.ModelProto, []targetNode, *onnx.Index, *graphfacts.Facts, map[string]int, error) {
-	out := proto.Clone(converted).(*onnxpb.ModelProto)
+	out := onnx.CloneShared(converted)
 	if out.Graph == nil {
 		return nil, nil, nil, nil, nil, fmt.Errorf("finetune: converted model has no graph")
 	}

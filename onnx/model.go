@@ -1,6 +1,7 @@
 package onnx
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
 	"io"
@@ -43,11 +44,22 @@ func Load(path string) (*onnxpb.ModelProto, error) {
 	if st.Size() > MaxModelBytes {
 		return nil, fmt.Errorf("onnx: %s: %d bytes is larger than a protobuf model can be (%d); keep weights in external data", path, st.Size(), int64(MaxModelBytes))
 	}
-	data, err := io.ReadAll(io.LimitReader(f, MaxModelBytes+1))
-	if err != nil {
-		return nil, fmt.Errorf("onnx: reading %s: %w", path, err)
+	// Weights are decoded one tensor at a time (see decodeStream); a file
+	// the streaming reader does not take apart is decoded whole, which
+	// also gives the canonical error for a bad one.
+	m, err := decodeStream(f, st.Size())
+	if err == nil {
+		err = checkDecoded(m, st.Size())
+	} else {
+		var data []byte
+		if _, err = f.Seek(0, io.SeekStart); err == nil {
+			data, err = io.ReadAll(io.LimitReader(f, MaxModelBytes+1))
+		}
+		if err != nil {
+			return nil, fmt.Errorf("onnx: reading %s: %w", path, err)
+		}
+		m, err = Decode(data)
 	}
-	m, err := Decode(data)
 	if err != nil {
 		// Decode's errors start with "onnx: not an ONNX model"; keep that
 		// text, not only the protobuf detail, and name the file.
@@ -68,16 +80,24 @@ func Decode(data []byte) (*onnxpb.ModelProto, error) {
 	if err := proto.Unmarshal(data, m); err != nil {
 		return nil, fmt.Errorf("onnx: not an ONNX model (truncated, or not a protobuf file): %w", err)
 	}
-	if len(data) == 0 {
-		return nil, errors.New("onnx: not an ONNX model: empty file")
-	}
-	if m.Graph == nil {
-		return nil, errors.New("onnx: not an ONNX model: no graph")
-	}
-	if m.GetIrVersion() <= 0 {
-		return nil, fmt.Errorf("onnx: not an ONNX model: ir_version %d", m.GetIrVersion())
+	if err := checkDecoded(m, int64(len(data))); err != nil {
+		return nil, err
 	}
 	return m, nil
+}
+
+// checkDecoded rejects what parses as protobuf but is no ONNX model.
+func checkDecoded(m *onnxpb.ModelProto, size int64) error {
+	if size == 0 {
+		return errors.New("onnx: not an ONNX model: empty file")
+	}
+	if m.Graph == nil {
+		return errors.New("onnx: not an ONNX model: no graph")
+	}
+	if m.GetIrVersion() <= 0 {
+		return fmt.Errorf("onnx: not an ONNX model: ir_version %d", m.GetIrVersion())
+	}
+	return nil
 }
 
 // Encode serializes m deterministically: the same model gives the same
@@ -305,11 +325,7 @@ func Save(m *onnxpb.ModelProto, path string, opts SaveOptions) error {
 	if opts.ExternalData || size > MaxModelBytes-(1<<20) {
 		return saveExternal(m, path, opts)
 	}
-	data, err := Encode(m)
-	if err != nil {
-		return err
-	}
-	return WriteFileAtomic(path, data)
+	return writeAtomic(path, func(w io.Writer) error { return encodeStream(w, m) })
 }
 
 // ErrOverwriteInput is matched by errors.Is when Save or CheckSavePath
@@ -346,20 +362,15 @@ func saveExternal(m *onnxpb.ModelProto, path string, opts SaveOptions) error {
 	if min <= 0 {
 		min = 1024
 	}
-	m = proto.Clone(m).(*onnxpb.ModelProto)
+	m = CloneShared(m) // the copy's tensors are re-pointed below; m is untouched
 	dataName := filepath.Base(path) + ".data"
-	var blob []byte
-	moved := 0
+	var moved [][]byte
+	off := 0
 	for _, t := range m.Graph.Initializer {
 		if len(t.RawData) < min {
 			continue
 		}
-		moved++
-		for len(blob)%64 != 0 { // keep tensors aligned for mmap readers
-			blob = append(blob, 0)
-		}
-		off := len(blob)
-		blob = append(blob, t.RawData...)
+		off = (off + 63) &^ 63 // keep tensors aligned for mmap readers
 		loc := onnxpb.TensorProto_EXTERNAL
 		t.DataLocation = &loc
 		t.ExternalData = []*onnxpb.StringStringEntryProto{
@@ -367,22 +378,40 @@ func saveExternal(m *onnxpb.ModelProto, path string, opts SaveOptions) error {
 			kvEntry("offset", strconv.Itoa(off)),
 			kvEntry("length", strconv.Itoa(len(t.RawData))),
 		}
+		moved = append(moved, t.RawData)
+		off += len(t.RawData)
 		t.RawData = nil
 	}
-	data, err := Encode(m)
-	if err != nil {
-		return err
+	writeModel := func() error {
+		return writeAtomic(path, func(w io.Writer) error { return encodeStream(w, m) })
 	}
-	if moved == 0 { // nothing large enough: no data file to write
-		return WriteFileAtomic(path, data)
+	if len(moved) == 0 { // nothing large enough: no data file to write
+		return writeModel()
 	}
 	dataPath := filepath.Join(filepath.Dir(path), dataName)
 	_, statErr := os.Lstat(dataPath)
 	existed := statErr == nil
-	if err := WriteFileAtomic(dataPath, blob); err != nil {
+	err := writeAtomic(dataPath, func(w io.Writer) error {
+		var pad [64]byte
+		n := 0
+		for _, b := range moved {
+			if p := (64 - n%64) % 64; p > 0 {
+				if _, err := w.Write(pad[:p]); err != nil {
+					return err
+				}
+				n += p
+			}
+			if _, err := w.Write(b); err != nil {
+				return err
+			}
+			n += len(b)
+		}
+		return nil
+	})
+	if err != nil {
 		return err
 	}
-	if err := WriteFileAtomic(path, data); err != nil {
+	if err := writeModel(); err != nil {
 		if !existed { // leave no half-saved model behind
 			os.Remove(dataPath)
 		}
@@ -411,6 +440,15 @@ func SamePath(a, b string) bool {
 // WriteFileAtomic writes data to a temporary file beside path and renames it
 // into place, so that path holds either its old content or all of data.
 func WriteFileAtomic(path string, data []byte) error {
+	return writeAtomic(path, func(w io.Writer) error {
+		_, err := w.Write(data)
+		return err
+	})
+}
+
+// writeAtomic is WriteFileAtomic with the content written by fill, through
+// a buffer, to the temporary file.
+func writeAtomic(path string, fill func(io.Writer) error) error {
 	dir := filepath.Dir(path)
 	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
@@ -424,7 +462,11 @@ func WriteFileAtomic(path string, data []byte) error {
 			os.Remove(tmp)
 		}
 	}()
-	if _, err := f.Write(data); err != nil {
+	bw := bufio.NewWriterSize(f, 1<<20)
+	if err := fill(bw); err != nil {
+		return fmt.Errorf("onnx: writing %s: %w", path, err)
+	}
+	if err := bw.Flush(); err != nil {
 		return fmt.Errorf("onnx: writing %s: %w", path, err)
 	}
 	if err := f.Sync(); err != nil {

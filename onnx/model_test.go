@@ -32,6 +32,14 @@ func roundTrip(t *testing.T, path, dir string) {
 		t.Errorf("%v", err)
 		return
 	}
+	// Load streams the weights; proto.Unmarshal of the whole file is the
+	// independent reference (external data aside, which Load resolves).
+	if raw, err := os.ReadFile(path); err == nil && !bytes.Contains(raw, []byte("location")) {
+		ref := &onnxpb.ModelProto{}
+		if err := proto.Unmarshal(raw, ref); err == nil && !proto.Equal(ref, m) {
+			t.Errorf("%s: Load differs from proto.Unmarshal of the file", path)
+		}
+	}
 	out := filepath.Join(dir, "copy.onnx")
 	if err := Save(m, out, SaveOptions{Input: path}); err != nil {
 		t.Errorf("%s: %v", path, err)

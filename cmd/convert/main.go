@@ -15,6 +15,7 @@ import (
 	"os"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/linearize/linearize/convert"
 	"github.com/linearize/linearize/runtime"
@@ -75,6 +76,9 @@ func parseFlags(fs *flag.FlagSet, args []string, stdout io.Writer) ([]string, er
 			runtime.SetLibraryPath(p)
 			return nil
 		})
+	}
+	if fs.Lookup("stats") == nil {
+		fs.BoolVar(&printStats, "stats", false, "print wall time and peak memory (max RSS) to stderr when the command ends")
 	}
 	var pos []string
 	for {
@@ -146,14 +150,22 @@ func run(args []string, stdout, stderr io.Writer) int {
 		mainUsage(stderr)
 		return exitUsage
 	}
+	inName, inSize := largestFile(args[1:])
+	boundMemory(c.name, inSize)
+	start := time.Now()
 	err := c.run(args[1:], stdout)
+	if printStats {
+		reportStats(stderr, c.name, time.Since(start), inName, inSize)
+	}
 	if err == nil {
 		return exitOK
 	}
 	if errors.Is(err, flag.ErrHelp) {
 		return exitOK
 	}
-	fmt.Fprintf(stderr, "convert %s: %v\n", c.name, err)
+	// Library errors carry their package prefix; after "convert NAME:" a
+	// second "convert:" only stutters.
+	fmt.Fprintf(stderr, "convert %s: %s\n", c.name, strings.TrimPrefix(err.Error(), "convert: "))
 	if errors.Is(err, convert.ErrNothingConverted) {
 		// A rewrite that converted nothing wrote nothing: the model is
 		// not one the command can convert (the message says why).

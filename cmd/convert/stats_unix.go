@@ -1,0 +1,20 @@
+//go:build linux || darwin
+
+package main
+
+import (
+	goruntime "runtime"
+	"syscall"
+)
+
+// peakRSS returns the process's peak resident set size in bytes.
+func peakRSS() int64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	if goruntime.GOOS == "darwin" { // bytes there, KiB on Linux
+		return int64(ru.Maxrss)
+	}
+	return int64(ru.Maxrss) << 10
+}

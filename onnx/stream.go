@@ -1,0 +1,310 @@
+package onnx
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/linearize/linearize/onnx/onnxpb"
+)
+
+// A model's weights are almost all of its bytes, and they sit in one place
+// on the wire: the initializer field (5) of the graph field (7) of
+// ModelProto. Reading the whole file and unmarshalling it holds the file
+// and the decoded model at once (2× the model); marshalling it whole holds
+// the model and its encoding at once. The functions below stream those
+// tensors one at a time instead, so Load and Save need the model plus one
+// tensor. Everything else in the model goes through proto.Unmarshal and
+// proto.Marshal as before.
+
+const (
+	modelGraphField       protowire.Number = 7 // ModelProto.graph
+	graphInitializerField protowire.Number = 5 // GraphProto.initializer
+)
+
+// errNotStreamable marks wire data the streaming reader does not take
+// apart (a repeated graph field, groups, lengths past the end). Load then
+// decodes the file whole, which gives the canonical error if it is bad.
+var errNotStreamable = errors.New("onnx: not streamable")
+
+// countingReader reads through a bufio.Reader and counts bytes consumed.
+type countingReader struct {
+	r   *bufio.Reader
+	pos int64
+}
+
+func (c *countingReader) ReadByte() (byte, error) {
+	b, err := c.r.ReadByte()
+	if err == nil {
+		c.pos++
+	}
+	return b, err
+}
+
+func (c *countingReader) varint() (uint64, error) {
+	v, err := binary.ReadUvarint(c)
+	if err == io.EOF {
+		err = io.ErrUnexpectedEOF
+	}
+	return v, err
+}
+
+func (c *countingReader) full(buf []byte) error {
+	n, err := io.ReadFull(c.r, buf)
+	c.pos += int64(n)
+	return err
+}
+
+// decodeStream parses a serialized ModelProto of size bytes from r,
+// unmarshalling the graph's initializers one at a time from a reused
+// buffer. It returns errNotStreamable (or an I/O error) for anything it
+// does not handle; the caller then decodes the file whole.
+func decodeStream(r io.Reader, size int64) (*onnxpb.ModelProto, error) {
+	cr := &countingReader{r: bufio.NewReaderSize(r, 1<<20)}
+	var top, graph, buf []byte
+	var inits []*onnxpb.TensorProto
+	sawGraph := false
+
+	// copyField appends the field whose tag was just read to dst.
+	copyField := func(dst []byte, num protowire.Number, typ protowire.Type, end int64) ([]byte, error) {
+		dst = protowire.AppendTag(dst, num, typ)
+		switch typ {
+		case protowire.VarintType:
+			v, err := cr.varint()
+			if err != nil {
+				return nil, err
+			}
+			return protowire.AppendVarint(dst, v), nil
+		case protowire.Fixed32Type, protowire.Fixed64Type:
+			n := 4
+			if typ == protowire.Fixed64Type {
+				n = 8
+			}
+			if cr.pos+int64(n) > end {
+				return nil, errNotStreamable
+			}
+			var b [8]byte
+			if err := cr.full(b[:n]); err != nil {
+				return nil, err
+			}
+			return append(dst, b[:n]...), nil
+		case protowire.BytesType:
+			l, err := cr.varint()
+			if err != nil {
+				return nil, err
+			}
+			if l > uint64(end-cr.pos) {
+				return nil, errNotStreamable
+			}
+			dst = protowire.AppendVarint(dst, l)
+			start := len(dst)
+			dst = append(dst, make([]byte, l)...)
+			return dst, cr.full(dst[start:])
+		}
+		return nil, errNotStreamable // groups, invalid wire types
+	}
+
+	for cr.pos < size {
+		tag, err := cr.varint()
+		if err != nil {
+			return nil, err
+		}
+		num, typ := protowire.DecodeTag(tag)
+		if num != modelGraphField || typ != protowire.BytesType {
+			if top, err = copyField(top, num, typ, size); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if sawGraph { // a repeated message field merges: leave it to proto
+			return nil, errNotStreamable
+		}
+		sawGraph = true
+		glen, err := cr.varint()
+		if err != nil {
+			return nil, err
+		}
+		if glen > uint64(size-cr.pos) {
+			return nil, errNotStreamable
+		}
+		end := cr.pos + int64(glen)
+		for cr.pos < end {
+			tag, err := cr.varint()
+			if err != nil {
+				return nil, err
+			}
+			num, typ := protowire.DecodeTag(tag)
+			if num != graphInitializerField || typ != protowire.BytesType {
+				if graph, err = copyField(graph, num, typ, end); err != nil {
+					return nil, err
+				}
+				continue
+			}
+			l, err := cr.varint()
+			if err != nil {
+				return nil, err
+			}
+			if l > uint64(end-cr.pos) {
+				return nil, errNotStreamable
+			}
+			if uint64(cap(buf)) < l {
+				buf = make([]byte, l)
+			}
+			buf = buf[:l]
+			if err := cr.full(buf); err != nil {
+				return nil, err
+			}
+			t := &onnxpb.TensorProto{}
+			if err := proto.Unmarshal(buf, t); err != nil {
+				return nil, errNotStreamable
+			}
+			inits = append(inits, t)
+		}
+		if cr.pos != end {
+			return nil, errNotStreamable
+		}
+	}
+	if cr.pos != size {
+		return nil, errNotStreamable
+	}
+	m := &onnxpb.ModelProto{}
+	if err := proto.Unmarshal(top, m); err != nil {
+		return nil, errNotStreamable
+	}
+	if sawGraph {
+		g := &onnxpb.GraphProto{}
+		if err := proto.Unmarshal(graph, g); err != nil {
+			return nil, errNotStreamable
+		}
+		g.Initializer = inits
+		m.Graph = g
+	}
+	return m, nil
+}
+
+// encodeStream writes m to w deterministically, marshalling the graph's
+// initializers one at a time into a reused buffer. The bytes are a valid
+// ModelProto; the graph field comes after the model's other fields and
+// the initializers after the graph's other fields (protobuf readers accept
+// fields in any order), and the same model always gives the same bytes.
+func encodeStream(w io.Writer, m *onnxpb.ModelProto) error {
+	opts := proto.MarshalOptions{Deterministic: true}
+	top, err := opts.Marshal(without(m, modelGraphField))
+	if err != nil {
+		return fmt.Errorf("onnx: encoding model: %w", err)
+	}
+	if _, err := w.Write(top); err != nil {
+		return err
+	}
+	g := m.GetGraph()
+	if g == nil {
+		return nil
+	}
+	rest, err := opts.Marshal(without(g, graphInitializerField))
+	if err != nil {
+		return fmt.Errorf("onnx: encoding graph: %w", err)
+	}
+	sizes := make([]int, len(g.Initializer))
+	total, largest := len(rest), 0
+	for i, t := range g.Initializer {
+		sizes[i] = opts.Size(t)
+		total += protowire.SizeTag(graphInitializerField) + protowire.SizeBytes(sizes[i])
+		largest = max(largest, sizes[i])
+	}
+	hdr := protowire.AppendTag(nil, modelGraphField, protowire.BytesType)
+	hdr = protowire.AppendVarint(hdr, uint64(total))
+	if _, err := w.Write(hdr); err != nil {
+		return err
+	}
+	if _, err := w.Write(rest); err != nil {
+		return err
+	}
+	buf := make([]byte, 0, largest+16) // tag and length fit in 16 bytes
+	for i, t := range g.Initializer {
+		buf = protowire.AppendTag(buf[:0], graphInitializerField, protowire.BytesType)
+		buf = protowire.AppendVarint(buf, uint64(sizes[i]))
+		n := len(buf)
+		if buf, err = opts.MarshalAppend(buf, t); err != nil {
+			return fmt.Errorf("onnx: encoding initializer %q: %w", t.GetName(), err)
+		}
+		if len(buf)-n != sizes[i] {
+			return fmt.Errorf("onnx: encoding initializer %q: %d bytes, sized %d", t.GetName(), len(buf)-n, sizes[i])
+		}
+		if _, err := w.Write(buf); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// without returns a shallow copy of msg with field num cleared: the copy
+// shares every other field's value with msg and is only for reading (here,
+// marshalling).
+func without(msg proto.Message, num protowire.Number) proto.Message {
+	src := msg.ProtoReflect()
+	dst := src.New()
+	src.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		if fd.Number() != num {
+			dst.Set(fd, v)
+		}
+		return true
+	})
+	if u := src.GetUnknown(); len(u) > 0 {
+		dst.SetUnknown(u)
+	}
+	return dst.Interface()
+}
+
+// CloneShared returns a deep copy of m whose bytes fields (tensors'
+// raw_data above all) share their storage with m: the graph, its nodes,
+// attributes and tensors are new messages the caller may change freely,
+// but the bytes of a raw_data must be replaced, never written in place,
+// by either side. It costs the model's structure, not its weights, which
+// proto.Clone would copy.
+func CloneShared(m *onnxpb.ModelProto) *onnxpb.ModelProto {
+	if m == nil {
+		return nil
+	}
+	return cloneShared(m.ProtoReflect()).Interface().(*onnxpb.ModelProto)
+}
+
+func cloneShared(src protoreflect.Message) protoreflect.Message {
+	dst := src.New()
+	src.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		switch {
+		case fd.IsList():
+			sl, dl := v.List(), dst.Mutable(fd).List()
+			for i := 0; i < sl.Len(); i++ {
+				e := sl.Get(i)
+				if fd.Message() != nil {
+					e = protoreflect.ValueOfMessage(cloneShared(e.Message()))
+				}
+				dl.Append(e)
+			}
+		case fd.IsMap():
+			sm, dm := v.Map(), dst.Mutable(fd).Map()
+			sm.Range(func(k protoreflect.MapKey, e protoreflect.Value) bool {
+				if fd.MapValue().Message() != nil {
+					e = protoreflect.ValueOfMessage(cloneShared(e.Message()))
+				}
+				dm.Set(k, e)
+				return true
+			})
+		case fd.Message() != nil:
+			dst.Set(fd, protoreflect.ValueOfMessage(cloneShared(v.Message())))
+		default:
+			dst.Set(fd, v)
+		}
+		return true
+	})
+	if u := src.GetUnknown(); len(u) > 0 {
+		dst.SetUnknown(append(protoreflect.RawFields(nil), u...))
+	}
+	return dst
+}
