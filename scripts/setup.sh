@@ -27,6 +27,11 @@ set -euo pipefail
 
 ORT_VERSION=1.30.0
 ONNX_VERSION=1.23.2
+# sha256 of the npm tarball onnxruntime-node-$ORT_VERSION.tgz, and of the
+# onnx-ml.proto inside the onnx wheel (the same file in every platform's
+# wheel, unlike the wheels themselves).
+ORT_TGZ_SHA256=6e3390d6b783e7be946fad629292799da28d0b42f84856e50d2c1b0383291e75
+ONNX_PROTO_SHA256=8f39d0a1ae1abef5ca648922cdb06716d6bd1573c9e972b42854c16e9e352c16
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
@@ -86,6 +91,12 @@ if [ ! -f "$tools/proto/onnx-ml.proto" ] || ! grep -q "$ONNX_VERSION" "$tools/pr
   python3 -m pip download --quiet --no-deps --only-binary=:all: -d "$tools/dl/onnx-wheel" "onnx==$ONNX_VERSION"
   whl=$(ls "$tools/dl/onnx-wheel"/onnx-*.whl | head -n 1)
   unzip -o -q -j "$whl" onnx/onnx-ml.proto -d "$tools/proto"
+  got=$(sha256sum "$tools/proto/onnx-ml.proto" | awk '{print $1}')
+  if [ "$got" != "$ONNX_PROTO_SHA256" ]; then
+    rm -f "$tools/proto/onnx-ml.proto"
+    echo "setup: onnx-ml.proto from onnx==$ONNX_VERSION has sha256 $got, want $ONNX_PROTO_SHA256" >&2
+    exit 1
+  fi
   echo "$ONNX_VERSION" > "$tools/proto/VERSION"
 fi
 
@@ -95,8 +106,23 @@ if [ ! -f "$lib" ] || ! grep -q "$ORT_VERSION" "$tools/lib/VERSION" 2>/dev/null;
   log "fetching onnxruntime $ORT_VERSION (npm pack onnxruntime-node)"
   rm -rf "$tools/dl/ort" && mkdir -p "$tools/dl/ort"
   (cd "$tools/dl/ort" && npm pack --silent --ignore-scripts "onnxruntime-node@$ORT_VERSION" >/dev/null)
-  tar -xzf "$tools/dl/ort/onnxruntime-node-$ORT_VERSION.tgz" -C "$tools/dl/ort" package/bin/napi-v6/linux/x64/libonnxruntime.so.1
-  mv "$tools/dl/ort/package/bin/napi-v6/linux/x64/libonnxruntime.so.1" "$lib"
+  tgz="$tools/dl/ort/onnxruntime-node-$ORT_VERSION.tgz"
+  got=$(sha256sum "$tgz" | awk '{print $1}')
+  if [ "$got" != "$ORT_TGZ_SHA256" ]; then
+    echo "setup: $tgz has sha256 $got, want $ORT_TGZ_SHA256" >&2
+    exit 1
+  fi
+  case "$(uname -m)" in
+  x86_64 | amd64) ortarch=x64 ;;
+  aarch64 | arm64) ortarch=arm64 ;;
+  *)
+    echo "setup: onnxruntime-node ships Linux libraries for x86_64 and aarch64 only, not $(uname -m); build without cgo (scripts/nocgo-check.sh) for the native backend" >&2
+    exit 1
+    ;;
+  esac
+  member="package/bin/napi-v6/linux/$ortarch/libonnxruntime.so.1"
+  tar -xzf "$tgz" -C "$tools/dl/ort" "$member"
+  mv "$tools/dl/ort/$member" "$lib"
   rm -rf "$tools/dl/ort"
   echo "$ORT_VERSION" > "$tools/lib/VERSION"
 fi
