@@ -286,7 +286,23 @@ func attnDims(op string, q, k, v *onnx.Tensor) (b, h, sq, sk, d, dv int, err err
 	if v.Shape[0] != b || v.Shape[1] != h || v.Shape[2] != sk {
 		return 0, 0, 0, 0, 0, 0, fmt.Errorf("ops: %s: V shape %v does not match K shape %v", op, v.Shape, k.Shape)
 	}
+	if !fits(b, h, sq, dv) {
+		return 0, 0, 0, 0, 0, 0, fmt.Errorf("ops: %s: output [%d,%d,%d,%d] would exceed %d elements", op, b, h, sq, dv, maxElements)
+	}
 	return b, h, sq, sk, d, dv, nil
+}
+
+// fits reports whether a tensor whose dimensions are dims holds at most
+// maxElements elements, without overflowing on the way.
+func fits(dims ...int) bool {
+	n := 1
+	for _, d := range dims {
+		if d < 0 || (d != 0 && n > maxElements/d) {
+			return false
+		}
+		n *= d
+	}
+	return true
 }
 
 // resolveScale returns the attribute scale, or 1/√d when it is zero.

@@ -94,6 +94,9 @@ func Linformer(q, k, v, e, f, bias *onnx.Tensor, a LinformerAttrs) (*onnx.Tensor
 	if kf != kk || nf != n {
 		return nil, fmt.Errorf("ops: %s: F shape %v does not match E shape %v", op, f.Shape, e.Shape)
 	}
+	if !fits(kk, max(sq, d, dv)) {
+		return nil, fmt.Errorf("ops: %s: projections of %d rows × %d would exceed %d elements", op, kk, max(sq, d, dv), maxElements)
+	}
 	if sk > n {
 		return nil, fmt.Errorf("ops: %s: sequence length %d exceeds the projections' maximum length N = %d (convert with a larger --max-len)", op, sk, n)
 	}

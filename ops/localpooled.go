@@ -165,10 +165,7 @@ func LocalPooled(q, k, v, bias *onnx.Tensor, a LocalPooledAttrs) (*onnx.Tensor, 
 	if sq != sk {
 		return nil, fmt.Errorf("ops: %s: %d queries and %d keys: the op is self-attention (the same positions)", op, sq, sk)
 	}
-	n := sk
-	if err := checkElements(op, b, h, n, dv); err != nil {
-		return nil, err
-	}
+	n := sk // attnDims bounded the output [b, h, n, dv]
 	mask, err := newKeyMask(op, bias, b, n)
 	if err != nil {
 		return nil, err
@@ -365,19 +362,6 @@ func isSink(sinks []int, j int) bool {
 		}
 	}
 	return false
-}
-
-// checkElements refuses an output of more than 2³¹ elements before it is
-// allocated.
-func checkElements(op string, dims ...int) error {
-	n := int64(1)
-	for _, x := range dims {
-		n *= int64(x)
-		if n > 1<<31 {
-			return fmt.Errorf("ops: %s: output of %v elements exceeds 2^31", op, dims)
-		}
-	}
-	return nil
 }
 
 // NewLocalPooledNode returns a LocalPooledAttention node reading inputs

@@ -31,7 +31,8 @@ import (
 //	φ(k) = [cos u, sin u]·exp(h + b − max_{valid keys}(h + b)) / √M.
 //
 // (The query factor exp(h) of the trig estimator is constant per row and
-// cancels.) Both give out = φ(Q)·(φ(K)ᵀV) / (max(φ(Q)·φ(K)ᵀ1, 0) + epsilon):
+// cancels.) With causal=1 (and chunk) query i sees the keys j ≤ i only,
+// with a running maximum as the key stabiliser: see performer_causal.go. Both give out = φ(Q)·(φ(K)ᵀV) / (max(φ(Q)·φ(K)ᵀ1, 0) + epsilon):
 // the maxima cancel in the ratio and only prevent overflow; the max(·, 0)
 // is a no-op for the positive kernel and keeps the trig estimator's
 // negative denominators from producing infinities. Keys with bias ≤ −1e4
@@ -111,6 +112,11 @@ type PerformerAttrs struct {
 	Epsilon  float32
 	Center   bool
 	Features string
+	// Causal selects the unidirectional mode (attribute causal=1; see
+	// performer_causal.go) and Chunk the chunk length of its function
+	// body (attribute chunk, 0: DefaultChunk).
+	Causal bool
+	Chunk  int
 	// Threads bounds the goroutines the Go kernel uses (not an attribute).
 	Threads int
 }
@@ -148,6 +154,12 @@ func performerKernel(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
 		a.Epsilon = onnx.AttrFloat(ctx.Node, "epsilon", defaultEpsilon)
 		a.Center = onnx.AttrInt(ctx.Node, "center", 0) != 0
 		a.Features = onnx.AttrString(ctx.Node, "features", FeaturesFavorPlus)
+		a.Causal = onnx.AttrInt(ctx.Node, "causal", 0) != 0
+		chunk := onnx.AttrInt(ctx.Node, "chunk", DefaultChunk)
+		if chunk < 1 || chunk > MaxChunk {
+			return nil, fmt.Errorf("ops: %s%s: chunk %d must be in 1..%d", PerformerOp, nodeName(ctx), chunk, MaxChunk)
+		}
+		a.Chunk = int(chunk)
 		a.Threads = ctx.Threads
 	}
 	opt := func(i int) *onnx.Tensor {
@@ -188,6 +200,10 @@ func PerformerWith(in PerformerInputs, a PerformerAttrs) (*onnx.Tensor, error) {
 	if (ho != 1 && ho != h) || omega.Shape[2] != d || m < 1 || len(omega.Floats()) != omega.Len() {
 		return nil, fmt.Errorf("ops: %s: Omega shape %v, want [%d or 1, M ≥ 1, %d]", op, omega.Shape, h, d)
 	}
+	// Features are [S, M] (trig: [S, 2M]) per head, φ(K)ᵀV is [2M, Dv].
+	if !fits(2, m, max(sq, sk, dv)) {
+		return nil, fmt.Errorf("ops: %s: features of %d tokens × %d would exceed %d elements", op, max(sq, sk, dv), 2*m, maxElements)
+	}
 	mask, err := newKeyMask(op, in.Bias, b, sk)
 	if err != nil {
 		return nil, err
@@ -209,6 +225,12 @@ func PerformerWith(in PerformerInputs, a PerformerAttrs) (*onnx.Tensor, error) {
 	scale := resolveScale(a.Scale, d)
 	if !(scale > 0) || math.IsInf(float64(scale), 0) {
 		return nil, fmt.Errorf("ops: %s: scale %g must be positive and finite", op, scale)
+	}
+	if a.Causal {
+		if err := checkCausal(in, a, kernel, sq, sk); err != nil {
+			return nil, err
+		}
+		return performerCausal(in, mask, b, h, sq, d, dv, m, ho, scale, eps, a.Threads), nil
 	}
 	gen, err := checkVariant(in, a, kernel, h, sq, sk, d, mask)
 	if err != nil {
@@ -756,6 +778,13 @@ func NewPerformerNode(name string, inputs []string, output string, a PerformerAt
 	if a.Features != "" && a.Features != FeaturesFavorPlus {
 		n.Attribute = append(n.Attribute, attrString("features", a.Features))
 	}
+	if a.Causal {
+		chunk := a.Chunk
+		if chunk == 0 {
+			chunk = DefaultChunk
+		}
+		n.Attribute = append(n.Attribute, attrInt("causal", 1), attrInt("chunk", int64(chunk)))
+	}
 	return n
 }
 
@@ -777,6 +806,11 @@ type PerformerVariant struct {
 	Center   bool   // nodes carry center=1
 	Balance  bool   // nodes pass balance_q and balance_k
 	Features string // "favor+" (default), "favor++", "sderf" or "aderf"
+	// Causal selects the causal body (nodes carry causal=1; positive
+	// kernel and plain FAVOR+ only) and Chunk its chunk length (0:
+	// DefaultChunk); see PerformerCausalFunction.
+	Causal bool
+	Chunk  int
 }
 
 // PerformerFunctionFor returns the FunctionProto that defines
@@ -786,7 +820,8 @@ type PerformerVariant struct {
 // then balance_q, balance_k when Balance (required for sderf and aderf),
 // then derf_a for sderf and aderf, and declares the attributes scale,
 // kernel, center and features (the last three select the body here and
-// are ignored by it) and epsilon (default 1e-6).
+// are ignored by it) and epsilon (default 1e-6). A Causal variant is
+// PerformerCausalFunction's body.
 func PerformerFunctionFor(v PerformerVariant, opset int64) (*onnxpb.FunctionProto, error) {
 	kernel := v.Kernel
 	if kernel == "" {
@@ -795,6 +830,13 @@ func PerformerFunctionFor(v PerformerVariant, opset int64) (*onnxpb.FunctionProt
 	feat := v.Features
 	if feat == "" {
 		feat = FeaturesFavorPlus
+	}
+	if v.Causal {
+		if kernel != KernelPositive || v.Center || v.Balance || feat != FeaturesFavorPlus {
+			return nil, fmt.Errorf("ops: %s function: the causal body is defined for the %q kernel with features %q only (no center, no balance), got kernel %q center %v balance %v features %q",
+				PerformerOp, KernelPositive, FeaturesFavorPlus, kernel, v.Center, v.Balance, feat)
+		}
+		return PerformerCausalFunction(v.Chunk, opset)
 	}
 	if v.Center || v.Balance || feat != FeaturesFavorPlus {
 		return performerVariantFunction(v, kernel, feat, opset)
