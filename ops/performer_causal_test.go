@@ -9,6 +9,7 @@ import (
 
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/ops"
+	"github.com/linearize/linearize/internal/testenv"
 	"github.com/linearize/linearize/runtime"
 )
 
@@ -264,7 +265,7 @@ func TestPerformerCausalExact(t *testing.T) {
 	q, k, v, omega, bias := c.inputs(3)
 	node := ops.NewPerformerNode("perf", []string{"Q", "K", "V", "Omega", "key_bias"}, "out", c.attrs())
 	var sess runtime.Session
-	if runtime.ORTAvailable() == nil {
+	if testenv.ORT(t) {
 		fn, err := ops.PerformerFunctionFor(ops.PerformerVariant{Causal: true, Chunk: c.chunk}, 17)
 		if err != nil {
 			t.Fatal(err)
@@ -364,7 +365,7 @@ func TestPerformerCausalPaddedKeys(t *testing.T) {
 	if e := relErr(t, b.Floats(), causalRef(q, k, v, omega, bias, 0.3)); e > 1e-4 {
 		t.Errorf("Go kernel vs formula without the padded keys: %.3g", e)
 	}
-	if runtime.ORTAvailable() != nil {
+	if !testenv.ORT(t) {
 		return
 	}
 	fn, err := ops.PerformerFunctionFor(ops.PerformerVariant{Causal: true, Chunk: c.chunk}, 17)
@@ -392,7 +393,7 @@ func TestPerformerCausalLargeNormsFinite(t *testing.T) {
 		t.Fatal(err)
 	}
 	maxDiff(t, got.Floats(), make([]float64, got.Len())) // fails on NaN/Inf
-	if runtime.ORTAvailable() != nil {
+	if !testenv.ORT(t) {
 		return
 	}
 	fn, err := ops.PerformerFunctionFor(ops.PerformerVariant{Causal: true, Chunk: c.chunk}, 17)

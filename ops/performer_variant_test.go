@@ -9,6 +9,7 @@ import (
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
 	"github.com/linearize/linearize/ops"
+	"github.com/linearize/linearize/internal/testenv"
 	"github.com/linearize/linearize/runtime"
 )
 
@@ -624,7 +625,7 @@ func perfNodeInputs(in ops.PerformerInputs, balance, derf bool) ([]string, map[s
 // The function body of every variant, run by onnxruntime and by the
 // native backend with the body inlined, agrees with the Go kernel.
 func TestPerformerVariantFunctionMatchesKernel(t *testing.T) {
-	ort := runtime.ORTAvailable() == nil
+	ort := testenv.ORT(t)
 	for _, opset := range []int64{11, 13, 17, 18} {
 		for _, c := range variantCases() {
 			t.Run(fmt.Sprintf("opset%d/%s", opset, c.name), func(t *testing.T) {
@@ -667,7 +668,7 @@ func runNative(t *testing.T, m *onnxpb.ModelProto, inputs map[string]*onnx.Tenso
 // tokens' outputs unchanged for every variant, in the kernel and in
 // onnxruntime.
 func TestPerformerVariantPaddingInvariance(t *testing.T) {
-	ort := runtime.ORTAvailable() == nil
+	ort := testenv.ORT(t)
 	for _, c := range variantCases() {
 		if c.bias != "none" {
 			continue
@@ -756,7 +757,7 @@ func TestPerformerVariantLargeNormsFinite(t *testing.T) {
 				t.Fatal(err)
 			}
 			maxDiff(t, got.Floats(), make([]float64, got.Len())) // fails on NaN/Inf
-			if runtime.ORTAvailable() != nil {
+			if !testenv.ORT(t) {
 				return
 			}
 			fn, err := ops.PerformerFunctionFor(c.variant(), 17)

@@ -3,6 +3,7 @@ package runtime
 import (
 	"math"
 	"math/rand/v2"
+	"os"
 	"strings"
 	"testing"
 
@@ -333,8 +334,12 @@ func TestNativeFunctions(t *testing.T) {
 			t.Errorf("inline=%v: Gelu kernel used = %v", inline, kernelUsed)
 		}
 	}
-	if ORTAvailable() == nil {
+	if err := ORTAvailable(); err == nil {
 		agree(t, "functions", m, feeds, 1e-5, 1)
+	} else if os.Getenv("LINEARIZE_REQUIRE_ORT") != "" {
+		t.Fatalf("onnxruntime is required (LINEARIZE_REQUIRE_ORT is set): %v", err)
+	} else {
+		t.Logf("onnxruntime not available, the comparison with it is left out (scripts/setup.sh installs it): %v", err)
 	}
 }
 

@@ -10,10 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/linearize/linearize/internal/testenv"
 	"github.com/linearize/linearize/models"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
-	"github.com/linearize/linearize/runtime"
 )
 
 // safetyBERT is a one-layer BERT small enough to convert in milliseconds.
@@ -484,8 +484,7 @@ func TestRunRefusesAbsurdDeclaredInputs(t *testing.T) {
 		p := filepath.Join(t.TempDir(), "huge.onnx")
 		writeModel(t, m, p)
 		for _, backend := range []string{"native", "ort"} {
-			if backend == "ort" && runtime.ORTAvailable() != nil {
-				t.Logf("onnxruntime not available (install it with scripts/setup.sh): ort backend not checked")
+			if backend == "ort" && !testenv.ORT(t) {
 				continue
 			}
 			code, _, stderr := safeRun(t, "run", p, "--backend", backend, "--random-inputs")
