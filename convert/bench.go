@@ -1,8 +1,13 @@
 package convert
 
 import (
+	"errors"
 	"fmt"
+	"os"
+	"sort"
+	"strings"
 
+	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
 )
 
@@ -16,6 +21,221 @@ type BenchOptions struct {
 	// Block and Segments configure the local-pooled variant (default 64
 	// and 64, with both sinks).
 	Block, Segments int
+	// Baselines are other models of the same inputs (onnxruntime's
+	// optimized forms of the original, say) timed and measured beside the
+	// original and the variants; every run's ratios are reported against
+	// each of them too. Check them with LoadBaselines.
+	Baselines []Baseline
+}
+
+// Baseline is a model a benchmark compares with, named for the report.
+type Baseline struct {
+	Name string `json:"name"`
+	Path string `json:"path"`
+	// Kind is the cost-model form that prices it: Original (unfused
+	// softmax attention), Fused or Flash, or "" when it holds no attention
+	// the model recognises (then nothing is predicted against it). Set by
+	// LoadBaselines.
+	Kind Form `json:"kind,omitempty"`
+}
+
+// ParseBaseline parses a NAME=FILE flag value. NAME is letters, digits,
+// '-', '_' and '.', and must not be a variant's name.
+func ParseBaseline(s string) (Baseline, error) {
+	name, path, ok := strings.Cut(s, "=")
+	name, path = strings.TrimSpace(name), strings.TrimSpace(path)
+	if !ok || name == "" || path == "" {
+		return Baseline{}, badBaseline("convert: baseline %q: want NAME=FILE, e.g. fused=out/bench/fused.onnx", s)
+	}
+	for _, r := range name {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.') {
+			return Baseline{}, badBaseline("convert: baseline %q: NAME %q may hold letters, digits, '-', '_' and '.' only", s, name)
+		}
+	}
+	switch Form(name) {
+	case Original, Performer, Linformer, LocalPooled:
+		return Baseline{}, badBaseline("convert: baseline %q: NAME %q is a variant's name; choose another", s, name)
+	}
+	return Baseline{Name: name, Path: path}, nil
+}
+
+// ErrBadBaseline is wrapped by the errors of ParseBaseline and
+// LoadBaselines (a bad NAME=FILE, a missing or unreadable file, inputs
+// that differ from the original's).
+var ErrBadBaseline = errors.New("convert: bad baseline")
+
+// baselineError is an error that also wraps ErrBadBaseline.
+type baselineError struct{ err error }
+
+func (e baselineError) Error() string   { return e.err.Error() }
+func (e baselineError) Unwrap() []error { return []error{e.err, ErrBadBaseline} }
+
+func badBaseline(format string, a ...any) error {
+	return baselineError{fmt.Errorf(format, a...)}
+}
+
+// LoadBaselines loads and checks the baselines against the original
+// model: each file must exist and load, the names must be distinct, and
+// every input a baseline reads must be an input of the original with the
+// same element type and rank (a baseline may read fewer: onnxruntime's
+// optimizer drops an attention mask it was told not to use). It returns
+// the baselines with Kind set and the loaded models, in order.
+func LoadBaselines(orig *onnxpb.ModelProto, bs []Baseline) ([]Baseline, []*onnxpb.ModelProto, error) {
+	if len(bs) == 0 {
+		return nil, nil, nil
+	}
+	if orig == nil || orig.Graph == nil {
+		return nil, nil, errors.New("convert: baselines: the original model has no graph")
+	}
+	want := graphInputs(orig)
+	seen := map[string]bool{}
+	out := make([]Baseline, len(bs))
+	models := make([]*onnxpb.ModelProto, len(bs))
+	for i, b := range bs {
+		if b.Name == "" || b.Path == "" {
+			return nil, nil, badBaseline("convert: baseline %d: want a name and a file", i+1)
+		}
+		switch Form(b.Name) {
+		case Original, Performer, Linformer, LocalPooled:
+			return nil, nil, badBaseline("convert: baseline %s: the name is a variant's; choose another", b.Name)
+		}
+		if seen[b.Name] {
+			return nil, nil, badBaseline("convert: baseline %s: name given twice", b.Name)
+		}
+		seen[b.Name] = true
+		st, err := os.Stat(b.Path)
+		if err != nil {
+			return nil, nil, badBaseline("convert: baseline %s: %w", b.Name, err)
+		}
+		if st.IsDir() {
+			return nil, nil, badBaseline("convert: baseline %s: %s is a directory, not a model file", b.Name, b.Path)
+		}
+		m, err := onnx.Load(b.Path)
+		if err != nil {
+			return nil, nil, badBaseline("convert: baseline %s: %w", b.Name, err)
+		}
+		if err := sameInputs(want, graphInputs(m)); err != nil {
+			return nil, nil, badBaseline("convert: baseline %s (%s): %w", b.Name, b.Path, err)
+		}
+		b.Kind = BaselineKind(m)
+		out[i], models[i] = b, m
+	}
+	return out, models, nil
+}
+
+// benchInput is a graph input's element type and rank (−1 when unknown).
+type benchInput struct {
+	elem int32
+	rank int
+}
+
+// graphInputs lists the inputs of m that are not initializers.
+func graphInputs(m *onnxpb.ModelProto) map[string]benchInput {
+	out := map[string]benchInput{}
+	if m == nil || m.Graph == nil {
+		return out
+	}
+	inits := map[string]bool{}
+	for _, t := range m.Graph.Initializer {
+		inits[t.GetName()] = true
+	}
+	for _, vi := range m.Graph.Input {
+		if inits[vi.GetName()] {
+			continue
+		}
+		in := benchInput{rank: -1}
+		if tt := vi.GetType().GetTensorType(); tt != nil {
+			in.elem = tt.GetElemType()
+			if tt.Shape != nil {
+				in.rank = len(tt.Shape.Dim)
+			}
+		}
+		out[vi.GetName()] = in
+	}
+	return out
+}
+
+// sameInputs checks that every input of got is an input of want with
+// the same element type and rank.
+func sameInputs(want, got map[string]benchInput) error {
+	names := func(m map[string]benchInput) string {
+		var ns []string
+		for n := range m {
+			ns = append(ns, n)
+		}
+		sort.Strings(ns)
+		return strings.Join(ns, ", ")
+	}
+	if len(got) == 0 {
+		return fmt.Errorf("the model has no inputs; the original reads %s", names(want))
+	}
+	var bad []string
+	for _, n := range sortedKeys(got) {
+		g := got[n]
+		w, ok := want[n]
+		switch {
+		case !ok:
+			bad = append(bad, fmt.Sprintf("input %q is not an input of the original (%s)", n, names(want)))
+		case g.elem != w.elem:
+			bad = append(bad, fmt.Sprintf("input %q is %s, the original's is %s", n, onnx.TypeName(onnx.DataType(g.elem)), onnx.TypeName(onnx.DataType(w.elem))))
+		case g.rank >= 0 && w.rank >= 0 && g.rank != w.rank:
+			bad = append(bad, fmt.Sprintf("input %q has rank %d, the original's has rank %d", n, g.rank, w.rank))
+		}
+	}
+	if len(bad) > 0 {
+		return fmt.Errorf("inputs differ from the original's: %s", strings.Join(bad, "; "))
+	}
+	return nil
+}
+
+func sortedKeys(m map[string]benchInput) []string {
+	var ks []string
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}
+
+// BaselineKind says which cost-model form prices a model: Flash when its
+// attention is com.microsoft MultiHeadAttention nodes without a key
+// padding mask or attention bias (onnxruntime's CPU flash-attention
+// path), Fused when it has com.microsoft Attention or MultiHeadAttention
+// otherwise, Original when Detect finds unfused softmax attention, and ""
+// when none of these.
+func BaselineKind(m *onnxpb.ModelProto) Form {
+	if m == nil || m.Graph == nil {
+		return ""
+	}
+	attention, mha, masked := 0, 0, 0
+	for _, n := range m.Graph.Node {
+		if n.GetDomain() != "com.microsoft" {
+			continue
+		}
+		switch n.GetOpType() {
+		case "Attention":
+			attention++
+		case "MultiHeadAttention":
+			mha++
+			// Inputs 4 and 5 are key_padding_mask and attention_bias.
+			for i := 4; i <= 5 && i < len(n.Input); i++ {
+				if n.Input[i] != "" {
+					masked++
+					break
+				}
+			}
+		}
+	}
+	switch {
+	case mha > 0 && attention == 0 && masked == 0:
+		return Flash
+	case attention > 0 || mha > 0:
+		return Fused
+	}
+	if d, err := Detect(m); err == nil && d.Count() > 0 && !d.AlreadyConverted() {
+		return Original
+	}
+	return ""
 }
 
 // BenchVariants prepares the models a benchmark runs: the original with its
@@ -135,6 +355,21 @@ type BenchRun struct {
 	CPUSpeedup  float64   `json:"cpu_speedup,omitempty"`
 	CPUTimesMS  []float64 `json:"cpu_times_ms,omitempty"`
 	Reason      string    `json:"reason,omitempty"`
+	// Baseline marks the run of a baseline model (Variant is its name).
+	Baseline bool `json:"baseline,omitempty"`
+	// Versus holds the ratios against each baseline (by name) that ran
+	// at the same length: its median over this one's (Speedup, CPUSpeedup)
+	// and this peak RSS over its (MemoryRatio), with the cost model's
+	// prediction when the baseline's kind is known.
+	Versus map[string]BenchRatio `json:"versus,omitempty"`
+}
+
+// BenchRatio is one run compared with one baseline at the same length.
+type BenchRatio struct {
+	Speedup          float64 `json:"speedup,omitempty"`
+	CPUSpeedup       float64 `json:"cpu_speedup,omitempty"`
+	MemoryRatio      float64 `json:"memory_ratio,omitempty"`
+	PredictedSpeedup float64 `json:"predicted_speedup,omitempty"`
 }
 
 // BenchResult is what a benchmark writes with --json.
@@ -153,43 +388,93 @@ type BenchResult struct {
 	// never, −1 when the original did not run).
 	Crossover         map[Form]int `json:"predicted_crossover"`
 	MeasuredCrossover map[Form]int `json:"measured_crossover"`
+	// Baselines are the models given besides the original; the
+	// crossovers against each (by name) are as above, the predicted ones
+	// only for baselines of known kind. PassWeight is the cost model's
+	// (CostModel.PassWeight) used for every prediction.
+	Baselines               []Baseline              `json:"baselines,omitempty"`
+	CrossoverVersus         map[string]map[Form]int `json:"predicted_crossover_versus,omitempty"`
+	MeasuredCrossoverVersus map[string]map[Form]int `json:"measured_crossover_versus,omitempty"`
+	PassWeight              float64                 `json:"pass_weight,omitempty"`
 }
 
 // Summarize fills Speedup and MemoryRatio of every run from the original's
-// run at the same length, and the measured crossovers.
+// run at the same length, Versus from each baseline's, and the measured
+// crossovers of the linear forms against the original and each baseline.
 func (r *BenchResult) Summarize() {
-	orig := map[int]*BenchRun{}
-	for i := range r.Runs {
-		if r.Runs[i].Variant == Original && r.Runs[i].Status == "ok" {
-			orig[r.Runs[i].Length] = &r.Runs[i]
-		}
-	}
+	orig := r.okRuns(Original)
 	for i := range r.Runs {
 		run := &r.Runs[i]
-		o := orig[run.Length]
-		if run.Status != "ok" || o == nil || run.MedianMS <= 0 {
-			continue
-		}
-		run.Speedup = o.MedianMS / run.MedianMS
-		if o.MedianCPUMS > 0 && run.MedianCPUMS > 0 {
-			run.CPUSpeedup = o.MedianCPUMS / run.MedianCPUMS
-		}
-		if o.PeakRSSMB > 0 {
-			run.MemoryRatio = run.PeakRSSMB / o.PeakRSSMB
+		if q, ok := ratio(run, orig[run.Length]); ok {
+			run.Speedup, run.CPUSpeedup, run.MemoryRatio = q.Speedup, q.CPUSpeedup, q.MemoryRatio
 		}
 	}
-	r.MeasuredCrossover = map[Form]int{}
+	r.MeasuredCrossover = r.measuredCrossover(orig)
+	if len(r.Baselines) == 0 {
+		return
+	}
+	r.MeasuredCrossoverVersus = map[string]map[Form]int{}
+	for _, b := range r.Baselines {
+		ref := r.okRuns(Form(b.Name))
+		for i := range r.Runs {
+			run := &r.Runs[i]
+			if run.Variant == Form(b.Name) {
+				continue
+			}
+			q, ok := ratio(run, ref[run.Length])
+			if !ok {
+				continue
+			}
+			if run.Versus == nil {
+				run.Versus = map[string]BenchRatio{}
+			}
+			q.PredictedSpeedup = run.Versus[b.Name].PredictedSpeedup
+			run.Versus[b.Name] = q
+		}
+		r.MeasuredCrossoverVersus[b.Name] = r.measuredCrossover(ref)
+	}
+}
+
+// okRuns maps length to the successful run of variant f.
+func (r *BenchResult) okRuns(f Form) map[int]*BenchRun {
+	out := map[int]*BenchRun{}
+	for i := range r.Runs {
+		if r.Runs[i].Variant == f && r.Runs[i].Status == "ok" {
+			out[r.Runs[i].Length] = &r.Runs[i]
+		}
+	}
+	return out
+}
+
+// ratio compares run with the reference run ref at the same length.
+func ratio(run, ref *BenchRun) (BenchRatio, bool) {
+	var q BenchRatio
+	if ref == nil || run.Status != "ok" || run.MedianMS <= 0 {
+		return q, false
+	}
+	q.Speedup = ref.MedianMS / run.MedianMS
+	if ref.MedianCPUMS > 0 && run.MedianCPUMS > 0 {
+		q.CPUSpeedup = ref.MedianCPUMS / run.MedianCPUMS
+	}
+	if ref.PeakRSSMB > 0 {
+		q.MemoryRatio = run.PeakRSSMB / ref.PeakRSSMB
+	}
+	return q, true
+}
+
+// measuredCrossover is, per linear form, the first measured length from
+// which the form was faster than the reference at every longer length
+// where both ran (0 when never, −1 when the reference never ran).
+func (r *BenchResult) measuredCrossover(ref map[int]*BenchRun) map[Form]int {
+	out := map[Form]int{}
 	for _, f := range []Form{Performer, Linformer, LocalPooled} {
 		cross, seen := 0, false
 		for _, run := range r.sorted(f) {
-			if run.Status != "ok" {
-				continue
-			}
-			if orig[run.Length] == nil {
+			if run.Status != "ok" || ref[run.Length] == nil {
 				continue
 			}
 			seen = true
-			if run.Speedup > 1 {
+			if run.MedianMS > 0 && ref[run.Length].MedianMS > run.MedianMS {
 				if cross == 0 {
 					cross = run.Length
 				}
@@ -199,12 +484,13 @@ func (r *BenchResult) Summarize() {
 		}
 		if !seen {
 			if len(r.sorted(f)) > 0 {
-				r.MeasuredCrossover[f] = -1
+				out[f] = -1
 			}
 			continue
 		}
-		r.MeasuredCrossover[f] = cross
+		out[f] = cross
 	}
+	return out
 }
 
 func (r *BenchResult) sorted(f Form) []BenchRun {

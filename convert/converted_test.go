@@ -43,6 +43,9 @@ func TestNothingConverted(t *testing.T) {
 				rep *Report
 				err error
 			}{{"performer", pm, prep, perr}, {"linformer", lm, lrep, lerr}} {
+				if c.name == "causal" && r.op == "performer" {
+					continue // the causal Performer converts it (causal_test.go)
+				}
 				if !errors.Is(r.err, ErrNothingConverted) || !strings.Contains(r.err.Error(), c.want) || !strings.HasPrefix(r.err.Error(), "convert: ") {
 					t.Errorf("%s: error %v, want ErrNothingConverted naming %q", r.op, r.err, c.want)
 				}

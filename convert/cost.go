@@ -34,6 +34,15 @@ const (
 	Performer   Form = "performer"
 	Linformer   Form = "linformer"
 	LocalPooled Form = "local-pooled"
+	// Fused is onnxruntime's fused softmax attention as its transformers
+	// optimizer writes it by default (com.microsoft Attention, or
+	// MultiHeadAttention with a mask): the original's MACs, the H·n·n
+	// scores materialised once and normalised in place.
+	Fused Form = "fused"
+	// Flash is onnxruntime's MultiHeadAttention without mask or bias,
+	// which its CPU kernel runs as flash attention: the original's MACs,
+	// scores computed block by block in cache, memory linear in n.
+	Flash Form = "flash"
 )
 
 // CostModel counts the multiply-accumulates (MACs) of one forward pass of
@@ -51,10 +60,13 @@ const (
 //	                                      P·V̄ over k segments, s sinks
 //	                                      gathered and scored
 //
-// with h = H·d. Exponentials (H·n² for the softmax, 2·H·n·M for the
-// Performer features), LayerNorms, biases and Gelu are elementwise work and
-// are reported (Exps) but not counted in MACs or in the predicted speedup.
-// The predicted speedup of a form is original MACs / form MACs.
+// with h = H·d; Fused and Flash have the original's MACs. Exponentials
+// (H·n² for the softmax, 2·H·n·M for the Performer features) are reported
+// (Exps). The elementwise passes of the attention core (Elementwise, see
+// Layer) are priced at PassWeight MACs per element; with PassWeight 0 (the
+// zero value) the predicted speedup of a form is original MACs / form
+// MACs. LayerNorms, biases, Gelu and the head split and merge, which every
+// form has, are not counted.
 type CostModel struct {
 	Dims     Dims
 	Features int // Performer M
@@ -62,7 +74,19 @@ type CostModel struct {
 	// Block (b), Segments (k) and Sinks (0, 1 or 2 tokens) price
 	// LocalPooledAttention; the form is priced only when Segments > 0.
 	Block, Segments, Sinks int
+	// PassWeight is the cost of one element of an elementwise pass, in
+	// MACs (0: MACs only). A GEMM does many MACs per element it reads;
+	// a pass over a large tensor is bound by memory, so its weight is
+	// well above 1 (DefaultPassWeight).
+	PassWeight float64
 }
+
+// DefaultPassWeight is the PassWeight `convert bench` uses by default:
+// the value that best fits (least squares of the log speedup) the
+// unfused-original measurements of README's bench table with Layer's
+// elementwise counts; provisional, to be refitted from the runs against
+// the fused and flash baselines (issue 13).
+const DefaultPassWeight = 10
 
 // LayerCost is the cost of one layer at one length.
 type LayerCost struct {
@@ -73,6 +97,11 @@ type LayerCost struct {
 	FFN         int64 `json:"ffn_macs"`
 	Total       int64 `json:"total_macs"`
 	Exps        int64 `json:"exps"`
+	// Elementwise counts the elements the attention core's elementwise
+	// ops, reductions and copies touch (each op counts its largest
+	// operand once; a Softmax op counts three passes: maximum, exp and
+	// sum, normalisation). See Layer for the counts per form.
+	Elementwise int64 `json:"elementwise"`
 	// Largest is the size in bytes of the largest float32 intermediate:
 	// the H·n·n scores for the original form, H·n·M features or H·n·k
 	// scores for the linear forms, or the n·f FFN activation.
@@ -86,11 +115,50 @@ type LayerCost struct {
 // peak for 3.2 GB of scores at n = 8192).
 const PeakFactor = 4
 
+// FusedPeakFactor is PeakFactor for the Fused form: onnxruntime's fused
+// Attention kernel writes the scores into one buffer and normalises them
+// in place.
+const FusedPeakFactor = 1
+
 // Layer returns the cost of one layer of form f at length n.
+//
+// Elementwise counts, per layer, the elements of every elementwise op,
+// reduction and copy of the attention core over tensors that grow with n
+// times a width (n·h, H·n·n, H·n·M, H·n·k, n·k, ...); tensors of n times a
+// constant (masks, per-key norms, H·n row maxima) are left out:
+//
+//	original      5·H·n²   Div (scale), Add (mask), Softmax (3 passes)
+//	fused         4·H·n²   mask copied into the scores, Softmax in place
+//	flash         2·H·n²   running maximum, exp and sum, in cache
+//	Performer     7·H·n·M + 7·n·h + 2·H·n
+//	              queries: ReduceMax, Sub, Exp over [n,M]; keys: Sub (the
+//	              per-key offset), ReduceMax, Sub, Exp over [M,n]; Kᵀ,
+//	              K⊙K and its sum over [n,d]; [V,1] Concat and its mask
+//	              Mul over [n,d+1]; numerator Slice and Div over [n,d]
+//	Linformer     4·H·n·k + 2·n·k + 2·n·h
+//	              scale Mul and Softmax over the [n,k] scores; E and F
+//	              ([1,k,N], shared by the heads as LinformerOptions'
+//	              default) sliced to n columns; K and V masked (Where)
+//	local+pooled  (b > 0) 26·n·h + 7·n·k + 5·H·n·(3b + k)
+//	              n·h: scale Mul, K and V masked, Q padded, each of K and V
+//	              padded, padded again, sliced three times and concatenated
+//	              into 3-block windows (8), the windows' Transpose (3), Sum
+//	              of the parts, Div, final Slice; n·k: one-hot Equal, Cast,
+//	              Mul, Transpose, ReduceSum, and Pad and ReduceSum of the
+//	              block counts; per part (3b local, k pooled): the bias
+//	              Add, ReduceMax, Sub, Exp, ReduceSum (the sinks' part,
+//	              H·n·s with s ≤ 2, is n times a constant)
+//	              (b = 0) 4·n·h + 5·n·k + 5·H·n·k: scale Mul, K and V
+//	              masked, Div, the one-hot as above, the pooled part; plus
+//	              n·h for the Sum of the parts when s > 0
+//
+// (the function bodies of ops/performer.go, ops/linformer.go and
+// ops/localpooled.go; the plain FAVOR+ positive body for Performer).
 func (c CostModel) Layer(f Form, n int) LayerCost {
 	d := c.Dims
 	N, h, H, F := int64(n), int64(d.Hidden), int64(d.Heads), int64(d.FFN)
 	M, K := int64(c.Features), int64(c.K)
+	D := int64(d.HeadDim)
 	lc := LayerCost{Form: f, Length: n, Projections: 4 * N * h * h, FFN: 2 * N * h * F}
 	lc.Largest, lc.LargestName = 4*N*F, "FFN activation n·f"
 	big := func(bytes int64, name string) {
@@ -102,19 +170,39 @@ func (c CostModel) Layer(f Form, n int) LayerCost {
 	case Original:
 		lc.Core = 2 * N * N * h
 		lc.Exps = H * N * N
+		lc.Elementwise = 5 * H * N * N
 		big(4*H*N*N, "scores H·n·n")
+	case Fused:
+		lc.Core = 2 * N * N * h
+		lc.Exps = H * N * N
+		lc.Elementwise = 4 * H * N * N
+		big(4*H*N*N, "scores H·n·n")
+	case Flash:
+		lc.Core = 2 * N * N * h
+		lc.Exps = H * N * N
+		lc.Elementwise = 2 * H * N * N
 	case Performer:
 		lc.Core = 4*N*M*h + 2*N*M*H
 		lc.Exps = 2 * H * N * M
+		lc.Elementwise = 7*H*N*M + 5*N*h + 2*H*N*(D+1)
 		big(4*H*N*M, "features H·n·M")
 	case Linformer:
 		lc.Core = 4 * N * K * h
 		lc.Exps = H * N * K
+		lc.Elementwise = 4*H*N*K + 2*N*K + 2*N*h
 		big(4*H*N*K, "scores H·n·k")
 	case LocalPooled:
 		b, k, s := int64(c.Block), int64(c.Segments), int64(c.Sinks)
 		lc.Core = N * h * (6*b + 4*k + 4*s)
 		lc.Exps = H * N * (3*b + k + s)
+		if b > 0 {
+			lc.Elementwise = 26*N*h + 7*N*k + 5*H*N*(3*b+k)
+		} else {
+			lc.Elementwise = 4*N*h + 5*N*k + 5*H*N*k
+			if s > 0 {
+				lc.Elementwise += N * h
+			}
+		}
 		big(4*H*N*3*b, "local scores H·n·3b")
 		big(4*H*N*k, "pooled scores H·n·k")
 	}
@@ -127,27 +215,49 @@ func (c CostModel) Total(f Form, n int) int64 {
 	return int64(c.Dims.Layers) * c.Layer(f, n).Total
 }
 
+// Work is the whole-model cost of form f at length n in MACs: Total plus
+// PassWeight MACs per element of the cores' elementwise passes.
+func (c CostModel) Work(f Form, n int) float64 {
+	return float64(c.Dims.Layers) * (float64(c.Layer(f, n).Total) + c.PassWeight*float64(c.Layer(f, n).Elementwise))
+}
+
 // Speedup is the predicted speedup of form f over the original at n.
 func (c CostModel) Speedup(f Form, n int) float64 {
-	return float64(c.Total(Original, n)) / float64(c.Total(f, n))
+	return c.SpeedupOver(Original, f, n)
+}
+
+// SpeedupOver is the predicted speedup of form f over the baseline form
+// base (Original, Fused or Flash) at n: Work(base) / Work(f).
+func (c CostModel) SpeedupOver(base, f Form, n int) float64 {
+	return c.Work(base, n) / c.Work(f, n)
 }
 
 // PeakBytes estimates the peak memory of a run: weights plus PeakFactor
-// largest intermediates.
+// largest intermediates (FusedPeakFactor for the Fused form).
 func (c CostModel) PeakBytes(f Form, n int) int64 {
+	if f == Fused {
+		return c.Dims.WeightBytes + FusedPeakFactor*c.Layer(f, n).Largest
+	}
 	return c.Dims.WeightBytes + PeakFactor*c.Layer(f, n).Largest
 }
 
-// Crossover returns the smallest length n ≥ 1 at which form f needs fewer
-// MACs than the original. In closed form the cores are equal at
-// n = 2M + M/d (Performer), n = 2k (Linformer) and n = 3b + 2k + 2s
-// (local+pooled).
+// Crossover returns the smallest length n ≥ 1 at which form f costs less
+// than the original (CrossoverOver Original). With PassWeight 0 the
+// cores are equal in closed form at n = 2M + M/d (Performer), n = 2k
+// (Linformer) and n = 3b + 2k + 2s (local+pooled).
 func (c CostModel) Crossover(f Form) int {
-	if f == Original {
+	return c.CrossoverOver(Original, f)
+}
+
+// CrossoverOver returns the smallest length n ≥ 1 from which form f costs
+// less (Work) than the baseline form base, 0 when f is a baseline form
+// itself, or −1 when it never does below 2³⁰.
+func (c CostModel) CrossoverOver(base, f Form) int {
+	if f == Original || f == Fused || f == Flash {
 		return 0
 	}
 	lo, hi := 1, 1
-	for c.Total(f, hi) >= c.Total(Original, hi) {
+	for c.Work(f, hi) >= c.Work(base, hi) {
 		hi *= 2
 		if hi > 1<<30 {
 			return -1
@@ -155,7 +265,7 @@ func (c CostModel) Crossover(f Form) int {
 	}
 	for lo < hi {
 		mid := (lo + hi) / 2
-		if c.Total(f, mid) < c.Total(Original, mid) {
+		if c.Work(f, mid) < c.Work(base, mid) {
 			hi = mid
 		} else {
 			lo = mid + 1
@@ -175,6 +285,9 @@ func (c CostModel) Validate() error {
 	}
 	if c.Block < 0 || c.Segments < 0 || c.Sinks < 0 || c.Sinks > 2 {
 		return fmt.Errorf("convert: cost model: block %d, segments %d must not be negative, sinks %d must be 0..2", c.Block, c.Segments, c.Sinks)
+	}
+	if c.PassWeight < 0 || math.IsNaN(c.PassWeight) || math.IsInf(c.PassWeight, 0) {
+		return fmt.Errorf("convert: cost model: pass weight %v must be a finite number ≥ 0", c.PassWeight)
 	}
 	return nil
 }
@@ -266,7 +379,11 @@ func (c CostModel) WriteCostTable(w io.Writer, lengths []int) error {
 		fmt.Fprintf(w, ", local+pooled b = %d, k = %d, %d sinks", c.Block, c.Segments, c.Sinks)
 	}
 	fmt.Fprintln(w, "; batch 1")
-	fmt.Fprintln(w, "multiply-accumulates (MACs) per layer and for the model (k/M/G/T = 1e3/1e6/1e9/1e12); exps and elementwise ops not counted")
+	if c.PassWeight > 0 {
+		fmt.Fprintf(w, "multiply-accumulates (MACs) per layer and for the model (k/M/G/T = 1e3/1e6/1e9/1e12); speedup and crossover also count the cores' elementwise passes at %g MACs per element\n", c.PassWeight)
+	} else {
+		fmt.Fprintln(w, "multiply-accumulates (MACs) per layer and for the model (k/M/G/T = 1e3/1e6/1e9/1e12); exps and elementwise ops not counted")
+	}
 	fmt.Fprintf(w, "%-8s %-12s %10s %10s %10s %10s %12s %9s  %s\n", "length", "form", "proj", "core", "ffn", "layer", "model", "speedup", "largest intermediate")
 	forms := c.Forms()
 	ls := append([]int(nil), lengths...)
@@ -285,7 +402,30 @@ func (c CostModel) WriteCostTable(w io.Writer, lengths []int) error {
 		fmt.Fprintf(w, ", local-pooled %d (cores equal at 3b + 2k + 2s = %d)", c.Crossover(LocalPooled), 3*c.Block+2*c.Segments+2*c.Sinks)
 	}
 	fmt.Fprintln(w)
+	if c.PassWeight > 0 {
+		// The baselines have the original's MACs; only their elementwise
+		// passes differ, so they are worth a line only when passes count.
+		for _, base := range []Form{Fused, Flash} {
+			fmt.Fprintf(w, "predicted crossover against onnxruntime's %s attention:", base)
+			for i, f := range forms[1:] {
+				sep := ","
+				if i == 0 {
+					sep = ""
+				}
+				fmt.Fprintf(w, "%s %s %s", sep, f, crossoverText(c.CrossoverOver(base, f)))
+			}
+			fmt.Fprintln(w)
+		}
+	}
 	return nil
+}
+
+// crossoverText writes a predicted crossover, −1 as "never".
+func crossoverText(n int) string {
+	if n < 0 {
+		return "never"
+	}
+	return strconv.Itoa(n)
 }
 
 // Forms lists the forms the model prices: the original, Performer,

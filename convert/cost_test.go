@@ -2,6 +2,7 @@ package convert_test
 
 import (
 	"bytes"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -181,5 +182,34 @@ func TestCostModelLocalPooled(t *testing.T) {
 	}
 	if !strings.Contains(buf.String(), "local-pooled") || !strings.Contains(buf.String(), "3b + 2k + 2s = 324") {
 		t.Errorf("cost table lacks the local-pooled row or crossover:\n%s", buf.String())
+	}
+}
+
+// TestCostTableBaselines: with the elementwise passes priced, the cost
+// table names the weight and prints the crossovers against onnxruntime's
+// fused and flash attention, which come from CrossoverOver.
+func TestCostTableBaselines(t *testing.T) {
+	cm := convert.CostModel{Dims: convert.Dims{Layers: 2, Hidden: 768, Heads: 12, HeadDim: 64, FFN: 3072}, Features: 256, K: 256,
+		Block: 64, Segments: 64, Sinks: 2, PassWeight: convert.DefaultPassWeight}
+	var buf bytes.Buffer
+	if err := cm.WriteCostTable(&buf, []int{4096}); err != nil {
+		t.Fatal(err)
+	}
+	out := buf.String()
+	for _, base := range []convert.Form{convert.Fused, convert.Flash} {
+		want := fmt.Sprintf("predicted crossover against onnxruntime's %s attention: performer %d, linformer %d, local-pooled %d", base,
+			cm.CrossoverOver(base, convert.Performer), cm.CrossoverOver(base, convert.Linformer), cm.CrossoverOver(base, convert.LocalPooled))
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+	if !strings.Contains(out, "at 10 MACs per element") {
+		t.Errorf("table does not name the pass weight:\n%s", out)
+	}
+	// Priced passes only add work: every form's Work is at least its MACs.
+	for _, f := range append(cm.Forms(), convert.Fused, convert.Flash) {
+		if cm.Work(f, 4096) < float64(cm.Total(f, 4096)) {
+			t.Errorf("%s: work below MACs", f)
+		}
 	}
 }

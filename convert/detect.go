@@ -76,6 +76,9 @@ type Block struct {
 	core  *coreMatch
 	fused *fusedMatch
 	order int
+	// causalOnly: the block was refused for its causal mask and nothing
+	// else when the mask was read (see causal.go).
+	causalOnly bool
 }
 
 // Projection is a linear projection X·W (+ B) a block's Q, K or V is
@@ -197,6 +200,7 @@ func detect(m *onnxpb.ModelProto) (d *Detection, analysed *onnxpb.ModelProto, er
 		b.order = pos[n]
 		d.Blocks = append(d.Blocks, b)
 	}
+	d.markInlined(g, ix) // inlined linear-attention bodies (inlined.go)
 	// Attention left inside model-local functions (inlining failed): found
 	// and reported, not converted.
 	for _, f := range analysed.Functions {

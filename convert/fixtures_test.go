@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -40,6 +41,29 @@ type fixtureEntry struct {
 	// Reason, for a model whose blocks are refused, is what every
 	// refusal must say.
 	Reason string `json:"reason"`
+	// PaddingVariant, when set, says why the original model's outputs at
+	// real tokens change when padding is appended (ConvBERT's span
+	// convolution reads the neighbouring padded tokens): padding
+	// invariance is then not a property a conversion can keep, and the
+	// tests check instead that the exact conversions match the original
+	// on padded inputs (the mask reaches the op).
+	PaddingVariant string `json:"padding_variant"`
+	// BlockReasons: for the blocks named (by layer), what their refusal
+	// must also say (Funnel's pooled-query layers).
+	BlockReasons map[string]string `json:"block_reasons"`
+}
+
+// checkPaddedExact runs the original m and an exact conversion cm on a
+// padded batch (one row full, one with 5 real tokens) and wants the same
+// outputs, to tol: for a fixture whose original is not padding-invariant.
+func checkPaddedExact(t *testing.T, f fixtureEntry, m, cm *onnxpb.ModelProto, seq int, tol float64) {
+	t.Helper()
+	padded := fixtureFeeds(f, 2, seq, []int{seq, 5}, 13)
+	want := runORT(t, m, padded)["last_hidden_state"]
+	got := runORT(t, cm, padded)["last_hidden_state"]
+	if d := runtime.CompareTensors(got, want); !d.OK(tol) {
+		t.Errorf("exact conversion vs original on padded inputs (%s): %v", f.PaddingVariant, d)
+	}
 }
 
 // variableText reports whether the fixture reads token ids and an
@@ -100,6 +124,9 @@ func TestDetectFixtures(t *testing.T) {
 				}
 				if !b.Convertible && f.Reason != "" && !strings.Contains(b.Reason, f.Reason) {
 					t.Errorf("block %d: refused with %q, want %q", b.Layer, b.Reason, f.Reason)
+				}
+				if r, ok := f.BlockReasons[strconv.Itoa(b.Layer)]; ok && (b.Convertible || !strings.Contains(b.Reason, r)) {
+					t.Errorf("block %d: convertible %v, reason %q, want a refusal saying %q", b.Layer, b.Convertible, b.Reason, r)
 				}
 				if b.Causal != f.Causal {
 					t.Errorf("block %d: causal %v, want %v (%s)", b.Layer, b.Causal, f.Causal, b.Reason)
@@ -207,10 +234,18 @@ func TestFixturesConvert(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !f.masked() {
-				// No padding to test: both conversions run to finite outputs.
+			if !f.masked() || f.PaddingVariant != "" {
+				// No padding to test, or an original that is not
+				// padding-invariant itself (TestFixturesLocalPooled checks
+				// that its exact conversion matches it on padded inputs;
+				// Linformer with E = F = I is exact only without padding):
+				// both conversions run to finite outputs.
+				in := full
+				if f.PaddingVariant != "" {
+					in = fixtureFeeds(f, 2, seq, []int{seq, 5}, 13)
+				}
 				for name, cm := range map[string]*onnxpb.ModelProto{"performer": pm, "linformer": lr} {
-					for _, x := range runORT(t, cm, full)["last_hidden_state"].Floats() {
+					for _, x := range runORT(t, cm, in)["last_hidden_state"].Floats() {
 						if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
 							t.Fatalf("%s: output holds %g", name, x)
 						}

@@ -559,7 +559,8 @@ func TestModelsBERTForms(t *testing.T) {
 }
 
 // TestFusedUnidirectional: a fused Attention with unidirectional=1 is
-// causal and never converted.
+// causal and never converted by a bidirectional op (the causal Performer
+// converts it: TestCausalFusedUnidirectional).
 func TestFusedUnidirectional(t *testing.T) {
 	m, err := onnx.Load(filepath.Join("..", "..", "shared", "corpus", "ort-fusion", "attention_opt.onnx"))
 	if err != nil {
@@ -577,7 +578,7 @@ func TestFusedUnidirectional(t *testing.T) {
 	if d.Count() != 1 || !d.Blocks[0].Causal || d.Blocks[0].Convertible || !strings.Contains(d.Blocks[0].Reason, "unidirectional") {
 		t.Fatalf("%s", d.Explain())
 	}
-	out, rep, err := ToPerformer(m, PerformerOptions{Features: 8})
+	out, rep, err := ToLinformer(m, LinformerOptions{K: 2, MaxLen: 8})
 	if !errors.Is(err, ErrNothingConverted) || !strings.Contains(err.Error(), "unidirectional") || out != nil || rep == nil || len(rep.Converted) != 0 || len(rep.Skipped) != 1 {
 		t.Fatalf("err %v model %v report %+v", err, out != nil, rep)
 	}

@@ -36,9 +36,9 @@ func (mt *matcher) fusedCommon(n *onnxpb.NodeProto, form string) *Block {
 		b.Reason = fmt.Sprintf("%s has no num_heads", nodeName(n))
 	}
 	if onnx.AttrInt(n, "unidirectional", 0) == 1 {
+		// Refused at the end of the match (fusedCausal), so that the
+		// causal Performer can tell a block refused only for it.
 		b.Bias, b.Causal = BiasCausal, true
-		b.Convertible = false
-		b.Reason = "unidirectional=1 (causal); a bidirectional linear attention would let tokens see the future"
 	}
 	return b
 }
@@ -107,11 +107,20 @@ func (mt *matcher) matchFusedAttention(n *onnxpb.NodeProto) *Block {
 		b.Convertible, b.Reason = false, "rotary embedding inside the fused node"
 	}
 	mt.fusedMask(b, fm, optInput(n, 3))
-	if b.Causal {
-		b.Convertible = false
-		b.Reason = "unidirectional=1 (causal); a bidirectional linear attention would let tokens see the future"
-	}
+	fusedCausal(b)
 	return b
+}
+
+// fusedCausal refuses a causal (unidirectional=1) fused block: with the
+// causal reason when nothing else refused it, else with the other reason.
+func fusedCausal(b *Block) {
+	if b.Causal {
+		b.causalOnly = b.Convertible
+		b.Convertible = false
+		if b.causalOnly {
+			b.Reason = reasonUnidirectional
+		}
+	}
 }
 
 // fusedMask classifies the mask input of a fused node.
@@ -266,9 +275,6 @@ func (mt *matcher) matchFusedMHA(n *onnxpb.NodeProto) *Block {
 		b.Convertible, b.Reason = false, "attention_bias (per query-key) input is present"
 	}
 	mt.fusedMask(b, fm, optInput(n, 4))
-	if b.Causal {
-		b.Convertible = false
-		b.Reason = "unidirectional=1 (causal); a bidirectional linear attention would let tokens see the future"
-	}
+	fusedCausal(b)
 	return b
 }

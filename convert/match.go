@@ -73,6 +73,9 @@ type coreMatch struct {
 	biases     []biasTerm
 	form       []string
 	shapeUses  []*onnxpb.NodeProto
+	// folded: Q, K, V and the scores hold the heads folded into the
+	// batch, [B·H,S,D] (DeBERTa's bmm, torch's multi_head_attention).
+	folded bool
 }
 
 type state struct {
@@ -80,6 +83,9 @@ type state struct {
 	nodes  []*onnxpb.NodeProto
 	biases []biasTerm
 	form   []string
+	// folded: the walk passed a reshape between [B,H,S,S] and the
+	// [B·H,S,S] of a batched product (heads folded into the batch).
+	folded bool
 }
 
 func (s state) with(n *onnxpb.NodeProto) state {
@@ -313,20 +319,22 @@ func (mt *matcher) matchV(c *coreMatch, p string) string {
 // checkLayout follows v back through Transposes (and scalar scales) to a
 // rank-4 Reshape (the head split, [B,S,H,D]) and checks that v, taken to
 // [B,H,S,D] by perm, is that split transposed by [0,2,1,3]. When no head
-// split is found the layout cannot be checked and is accepted.
-func (mt *matcher) checkLayout(name, v string, perm []int) (string, []string) {
+// split is found the layout cannot be checked and is accepted. The split's
+// layout is read by the headSplits table; splitForm names it for
+// Block.Form.
+func (mt *matcher) checkLayout(name, v string, perm []int) (msg string, kperms []string, splitForm string) {
 	comp := []int{0, 1, 2, 3} // v axis i = current value's axis comp[i]
 	var seen, compact []string
 	for step := 0; step < 8; step++ {
 		n := mt.Ix.Producer[v]
 		if n == nil || !defaultDomain(n) {
-			return "", nil
+			return "", nil, ""
 		}
 		switch n.GetOpType() {
 		case "Transpose":
 			p := onnx.AttrInts(n, "perm")
 			if len(p) != 4 || !isPerm(p) {
-				return "", nil
+				return "", nil, ""
 			}
 			next := make([]int, 4)
 			for i := range comp {
@@ -346,30 +354,39 @@ func (mt *matcher) checkLayout(name, v string, perm []int) (string, []string) {
 				v = inp(n, 1)
 				continue
 			}
-			return "", nil
+			return "", nil, ""
 		case "Reshape":
 			if s := mt.ShapeValue(inp(n, 1)); len(s) != 4 {
-				return "", nil
+				return "", nil, ""
 			}
 			p := perm
 			if p == nil {
 				p = []int{0, 1, 2, 3}
 			}
-			want := []int{0, 2, 1, 3}
+			hs := mt.headSplitOf(n)
+			// want[i]: the axis of the split that axis i of [B,H,S,D] is.
+			want := make([]int, 4)
+			for i := range want {
+				want[i] = strings.IndexByte(hs.layout, "BHSD"[i])
+			}
 			for i := range want {
 				if comp[p[i]] != want[i] {
-					need := "[0 2 1 3]"
+					need := fmt.Sprint(want)
 					if name == "K" && perm != nil && perm[2] == 3 && perm[3] == 2 {
-						need = "[0 2 3 1] (Kᵀ)"
+						kt := []int{want[0], want[1], want[3], want[2]}
+						need = fmt.Sprint(kt) + " (Kᵀ)"
 					}
-					return fmt.Sprintf("%s is transposed by perm %s from its head split [B,S,H,D]; the attention product needs %s", name, strings.Join(seen, " then "), need), nil
+					if len(seen) == 0 {
+						return fmt.Sprintf("%s is its head split %s untransposed; the attention product needs perm %s", name, hs.name, need), nil, ""
+					}
+					return fmt.Sprintf("%s is transposed by perm %s from its head split %s; the attention product needs %s", name, strings.Join(seen, " then "), hs.name, need), nil, ""
 				}
 			}
-			return "", compact
+			return "", compact, hs.form
 		}
-		return "", nil
+		return "", nil, ""
 	}
-	return "", nil
+	return "", nil, ""
 }
 
 func dedup(s []string) []string {

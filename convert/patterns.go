@@ -74,6 +74,28 @@ var scoreForms = []scoreForm{
 		}
 		return rs, ""
 	}},
+	// scores − c: a shift, as add-const.
+	{"Sub", "sub-const", func(mt *matcher, n *onnxpb.NodeProto, st state) ([]reading, string) {
+		c, ok := mt.Uniform(inp(n, 1))
+		if !ok {
+			return nil, ""
+		}
+		if math.IsNaN(c) || math.Abs(c*st.scale) > maxShift {
+			return nil, fmt.Sprintf("Sub %s subtracts %g from every score: every key is masked", nodeName(n), c)
+		}
+		return []reading{{inp(n, 0), st.with(n)}}, ""
+	}},
+	// scores − bias (Funnel: scores − INF·(1 − mask)): a bias term the
+	// softmax sees negated (factor −scale). Only the scores may be the
+	// first operand; bias − scores would negate them.
+	{"Sub", "sub-bias", func(mt *matcher, n *onnxpb.NodeProto, st state) ([]reading, string) {
+		if _, ok := mt.Uniform(inp(n, 1)); ok {
+			return nil, "" // sub-const
+		}
+		s2 := st.with(n)
+		s2.biases = append(append([]biasTerm{}, st.biases...), biasTerm{node: n, value: inp(n, 1), factor: -st.scale})
+		return []reading{{inp(n, 0), s2}}, ""
+	}},
 	// Where(cond, scores, fill) with a condition true (or false)
 	// everywhere, as a vision model without padding writes its mask: one
 	// branch everywhere.
@@ -145,6 +167,20 @@ var scoreForms = []scoreForm{
 	{"Identity", "", func(mt *matcher, n *onnxpb.NodeProto, st state) ([]reading, string) {
 		return []reading{{inp(n, 0), st.with(n)}}, ""
 	}},
+	// The scores of a batched product [B·H,S,S] viewed as [B,H,S,S] for
+	// the mask and the softmax (DeBERTa): the heads are folded into the
+	// batch below this reshape.
+	{"Reshape", formFolded, func(mt *matcher, n *onnxpb.NodeProto, st state) ([]reading, string) {
+		if len(mt.ShapeValue(inp(n, 1))) != 4 {
+			return nil, fmt.Sprintf("Reshape %s of the scores is not to [B,H,S,S]", nodeName(n))
+		}
+		if d := mt.Dims(inp(n, 0)); d != nil && len(d) != 3 {
+			return nil, fmt.Sprintf("Reshape %s of the scores is from rank %d, not [B·H,S,S]", nodeName(n), len(d))
+		}
+		s2 := st.with(n)
+		s2.folded = true
+		return []reading{{inp(n, 0), s2}}, ""
+	}},
 	// softmax(x, dtype=float32): the scores cast to a float type.
 	{"Cast", "cast-scores", func(mt *matcher, n *onnxpb.NodeProto, st state) ([]reading, string) {
 		if !graphfacts.FloatCast(n) {
@@ -166,7 +202,7 @@ var productForms = []productForm{
 	// operand (pre-scaled Q, the split √scale of SDPA exports) are part
 	// of the score scale.
 	{"MatMul", func(mt *matcher, n *onnxpb.NodeProto, st state) (*coreMatch, string) {
-		c := &coreMatch{qk: n, scale: st.scale}
+		c := &coreMatch{qk: n, scale: st.scale, folded: st.folded}
 		q, sq, qn := mt.stripScale(inp(n, 0))
 		k, sk, kn := mt.stripScale(inp(n, 1))
 		c.q, c.k = q, k
@@ -281,6 +317,14 @@ var probsForms = []probsForm{
 		}
 		return c.Output[0], []*onnxpb.NodeProto{c}, nil, "", true
 	}},
+	// The probabilities [B,H,S,S] viewed as [B·H,S,S] for a batched
+	// product with V (DeBERTa's bmm).
+	{formFolded, func(mt *matcher, p string, cs []*onnxpb.NodeProto) (string, []*onnxpb.NodeProto, *onnxpb.NodeProto, string, bool) {
+		if len(cs) != 1 || cs[0].GetOpType() != "Reshape" || !defaultDomain(cs[0]) || inp(cs[0], 0) != p || len(mt.ShapeValue(inp(cs[0], 1))) != 3 {
+			return "", nil, nil, "", false
+		}
+		return cs[0].Output[0], []*onnxpb.NodeProto{cs[0]}, nil, "", true
+	}},
 	// softmax(x, dtype=float32).to(dtype): the probabilities cast back.
 	{"cast-probs", func(mt *matcher, p string, cs []*onnxpb.NodeProto) (string, []*onnxpb.NodeProto, *onnxpb.NodeProto, string, bool) {
 		if len(cs) != 1 || !graphfacts.FloatCast(cs[0]) || !defaultDomain(cs[0]) {
@@ -308,7 +352,14 @@ func (mt *matcher) followProbs(p string, st state) (*onnxpb.NodeProto, state, st
 		if mt.Ix.GraphOutputs[p] {
 			return nil, st, fmt.Sprintf("attention probabilities %q are a graph output", p)
 		}
-		cs := mt.Ix.Consumers[p]
+		// Shape and Size read only the shape (x.size(-1) for a view).
+		var cs []*onnxpb.NodeProto
+		for _, c := range mt.Ix.Consumers[p] {
+			if op := c.GetOpType(); defaultDomain(c) && (op == "Shape" || op == "Size") {
+				continue
+			}
+			cs = append(cs, c)
+		}
 		if len(cs) == 0 {
 			return nil, st, fmt.Sprintf("attention probabilities %q are not used", p)
 		}
@@ -329,6 +380,9 @@ func (mt *matcher) followProbs(p string, st state) (*onnxpb.NodeProto, state, st
 			}
 			if f.form != "" {
 				st = st.addForm(f.form)
+			}
+			if f.form == formFolded {
+				st.folded = true
 			}
 			p, applied = next, true
 			break
@@ -387,6 +441,37 @@ func (mt *matcher) einsumQK(n *onnxpb.NodeProto, st state) (*coreMatch, string) 
 	return c, ""
 }
 
+// headSplit is a layout a rank-4 Reshape splits the heads into (its axes
+// named by B, H, S, D), with when it applies, judged from the value
+// reshaped; the first row that applies is the split's layout.
+type headSplit struct {
+	name    string
+	layout  string
+	form    string // added to Block.Form ("" adds none)
+	applies func(mt *matcher, reshape *onnxpb.NodeProto) bool
+}
+
+var headSplits = []headSplit{
+	// Channels-first [B,C,S] from a pointwise Conv projection
+	// (SqueezeBERT): C split into heads, [B,H,D,S]; Q and V are then
+	// transposed by [0,1,3,2] and K is used as it is (already Kᵀ).
+	{"[B,H,D,S] (channels-first)", "BHDS", "channels-first", func(mt *matcher, n *onnxpb.NodeProto) bool {
+		return mt.ChannelsFirst(inp(n, 0))
+	}},
+	// Token-major [B,S,H·D]: [B,S,H,D].
+	{"[B,S,H,D]", "BSHD", "", func(*matcher, *onnxpb.NodeProto) bool { return true }},
+}
+
+// headSplitOf returns the layout of the head split reshape n.
+func (mt *matcher) headSplitOf(n *onnxpb.NodeProto) headSplit {
+	for _, hs := range headSplits {
+		if hs.applies(mt, n) {
+			return hs
+		}
+	}
+	return headSplits[len(headSplits)-1]
+}
+
 // coreCheck checks a whole matched core, in table order, filling the
 // block it builds. A check that fails returns why: the candidate is then
 // no core (the tracer keeps the reason). A check may instead refuse the
@@ -400,10 +485,12 @@ type coreCheck struct {
 var coreChecks = []coreCheck{
 	{"self-contained", checkContained},
 	{"layouts", checkLayouts},
+	{"folded-heads", checkFolded},
 	{"scale", checkScale},
 	{"projections", findProjections},
 	{"heads", checkHeads},
 	{"bias", checkBias},
+	{"self-attention", checkSelfAttention},
 	{"past-state", checkPastState},
 	{"one-key-bias", checkOneKeyBias},
 }
@@ -466,14 +553,47 @@ func checkLayouts(mt *matcher, c *coreMatch, b *Block) string {
 		name, v string
 		perm    []int
 	}{{"Q", c.q, c.qPerm}, {"K", c.k, c.kPerm}, {"V", c.v, c.vPerm}} {
-		msg, perms := mt.checkLayout(x.name, x.v, x.perm)
+		msg, perms, split := mt.checkLayout(x.name, x.v, x.perm)
 		if msg != "" {
 			return msg
+		}
+		if split != "" {
+			c.form = append(c.form, split)
 		}
 		if x.name == "K" && len(perms) > 0 {
 			c.form = append(c.form, "k-perm"+strings.Join(perms, ","))
 		}
 	}
+	return ""
+}
+
+// formFolded names the forms of a core whose heads are folded into the
+// batch; a probs form of that name also marks the walk's state folded.
+const formFolded = "folded-heads"
+
+// checkFolded: a product of rank-3 operands [B·H,S,D] (the heads folded
+// into the batch, as DeBERTa's bmm and torch's multi_head_attention_forward
+// write it) is found, and refused: the ops take [B,H,S,D] operands and the
+// rewrite does not unfold the heads.
+func checkFolded(mt *matcher, c *coreMatch, b *Block) string {
+	if !c.folded {
+		for _, v := range []string{c.q, c.k, c.v} {
+			if len(mt.Dims(v)) == 3 {
+				c.folded = true
+			}
+		}
+	}
+	if !c.folded {
+		return ""
+	}
+	for _, v := range []string{c.q, c.k, c.v} {
+		if d := mt.Dims(v); d != nil && len(d) != 3 {
+			return fmt.Sprintf("the scores are [B·H,S,S] but %q has rank %d, not a [B·H,S,D] operand", v, len(d))
+		}
+	}
+	c.form = append(c.form, formFolded)
+	b.Convertible = false
+	b.Reason = "heads folded into the batch ([B·H,S,D] operands of a batched MatMul): the linear-attention ops take [B,H,S,D] and the rewrite does not unfold them"
 	return ""
 }
 
@@ -528,6 +648,27 @@ func checkHeads(mt *matcher, c *coreMatch, b *Block) string {
 	if len(qd) == 4 {
 		h, d = qd[1], qd[3]
 	}
+	if c.folded {
+		// [B·H,S,D]: the head size is Q's (or V's) last axis, the
+		// heads the projection width over it, or the head split
+		// [B,S,H,D] the folded operand was viewed from gives both.
+		for _, v := range []string{c.q, c.v} {
+			if x := mt.Dims(v); len(x) == 3 && x[2] > 0 && d <= 0 {
+				d = x[2]
+			}
+		}
+		if sd := mt.splitDims(c.q); len(sd) == 4 {
+			if sd[2] > 0 {
+				h = sd[2]
+			}
+			if d <= 0 && sd[3] > 0 {
+				d = sd[3]
+			}
+		}
+		if h <= 0 {
+			h = mt.foldedHeadCount(c.q)
+		}
+	}
 	if len(kd) == 4 {
 		if h <= 0 {
 			h = kd[1]
@@ -577,6 +718,79 @@ func checkHeads(mt *matcher, c *coreMatch, b *Block) string {
 	return ""
 }
 
+// splitDims returns the dims of the token-major head split [B,S,H,D]
+// behind v (a rank-4 Reshape reached back through Transposes, Reshapes
+// and scalar factors), or nil.
+func (mt *matcher) splitDims(v string) []int64 {
+	for i := 0; i < 8; i++ {
+		n := mt.Ix.Producer[v]
+		if n == nil || !defaultDomain(n) {
+			return nil
+		}
+		switch n.GetOpType() {
+		case "Reshape":
+			if d := mt.Dims(n.Output[0]); len(d) == 4 && mt.headSplitOf(n).layout == "BSHD" {
+				return d
+			}
+		case "Transpose", "Identity":
+		case "Mul", "Div":
+			if _, ok := mt.Scalar(inp(n, 1)); !ok {
+				return nil
+			}
+		default:
+			return nil
+		}
+		v = inp(n, 0)
+	}
+	return nil
+}
+
+// foldedHeadCount reads H from the view that folds the heads into the
+// batch (torch's multi_head_attention_forward: q.view(S, B·H, D)): the
+// rank-3 Reshape behind v with a shape entry B·H written Mul(size, H)
+// for a constant H. −1 if none.
+func (mt *matcher) foldedHeadCount(v string) int64 {
+	for i := 0; i < 8; i++ {
+		n := mt.Ix.Producer[v]
+		if n == nil || !defaultDomain(n) {
+			return -1
+		}
+		switch n.GetOpType() {
+		case "Reshape":
+			shape := mt.Ix.Producer[inp(n, 1)]
+			if shape == nil || shape.GetOpType() != "Concat" || len(shape.Input) != 3 {
+				return -1
+			}
+			for _, piece := range shape.Input {
+				m := mt.Ix.Producer[piece]
+				for m != nil && (m.GetOpType() == "Unsqueeze" || m.GetOpType() == "Cast") {
+					m = mt.Ix.Producer[inp(m, 0)]
+				}
+				if m == nil || m.GetOpType() != "Mul" {
+					continue
+				}
+				for j := 0; j < 2; j++ {
+					if c, ok := mt.Scalar(inp(m, j)); ok && c >= 1 && c == math.Trunc(c) {
+						if _, dyn := mt.Scalar(inp(m, 1-j)); !dyn {
+							return int64(c)
+						}
+					}
+				}
+			}
+			return -1
+		case "Transpose", "Identity":
+		case "Mul", "Div":
+			if _, ok := mt.Scalar(inp(n, 1)); !ok {
+				return -1
+			}
+		default:
+			return -1
+		}
+		v = inp(n, 0)
+	}
+	return -1
+}
+
 // checkBias classifies every bias term (see biasForms); a causal or
 // per-query-key bias, or a Where that does not mask, refuses the block.
 func checkBias(mt *matcher, c *coreMatch, b *Block) string {
@@ -599,22 +813,224 @@ func checkBias(mt *matcher, c *coreMatch, b *Block) string {
 			b.Convertible = false
 			b.Reason = fmt.Sprintf("Where %s fills masked scores with %g, not a large negative value; it is not an additive mask", nodeName(bt.node), bt.fill)
 		}
+		if !bt.where && bt.kind == BiasPerKey && bt.factor < 0 {
+			// scores − m (sub-bias): the rewrite builds an added key bias
+			// from m itself, and decides padding by m ≤ −1e4.
+			b.Convertible = false
+			b.Reason = fmt.Sprintf("per-key mask subtracted from the scores by %s %s: the ops take a key bias that is added, and the rewrite does not negate it", bt.node.GetOpType(), nodeName(bt.node))
+		}
 	}
 	switch b.Bias {
 	case BiasCausal:
+		b.causalOnly = b.Convertible // the causal Performer may take it (causal.go)
 		b.Convertible = false
-		b.Reason = "causal (triangular) mask: a bidirectional linear attention would let tokens see the future"
+		b.Reason = reasonCausalMask
 	case BiasPerQueryKey:
 		b.Convertible = false
 		b.Reason = "bias depends on query and key position; only a per-key bias [B,1,1,S] is exact under linear attention"
+		b.Reason = mt.queryKeyReason(c) + b.Reason
+	}
+	return ""
+}
+
+// poolingOps mix positions along the sequence: queries or keys computed
+// through one are fewer than the tokens (pooled queries, landmarks).
+var poolingOps = map[string]bool{"ReduceMean": true, "AveragePool": true, "MaxPool": true, "ReduceMax": true, "ReduceSum": true}
+
+// checkSelfAttention: queries and keys must be the tokens' own, projected
+// from the same sequence. Queries or keys pooled along the sequence
+// (Funnel's pooled queries, Nyströmformer's landmark means) make a
+// product whose query and key lengths differ, and queries projected from
+// another value than the keys are cross-attention: either refuses the
+// block (an earlier refusal keeps its reason, this one is added).
+func checkSelfAttention(mt *matcher, c *coreMatch, b *Block) string {
+	why := ""
+	for _, x := range []struct{ role, v string }{{"queries", c.q}, {"keys", c.k}} {
+		if n := mt.pooledFrom(x.v); n != nil {
+			why = fmt.Sprintf("not self-attention: the %s are pooled along the sequence by %s %s (pooled queries or landmarks), so the query and key lengths differ", x.role, n.GetOpType(), nodeName(n))
+			break
+		}
+	}
+	if why == "" && b.QProj != nil && b.KProj != nil && mt.layoutSource(b.QProj.Input) != mt.layoutSource(b.KProj.Input) {
+		why = fmt.Sprintf("not self-attention: the queries are projected from %q and the keys from %q (cross-attention)", b.QProj.Input, b.KProj.Input)
+	}
+	if why == "" {
+		return ""
+	}
+	if !b.Convertible && b.Reason != "" {
+		b.Reason += "; also " + why
+	} else {
+		b.Convertible, b.Reason = false, why
+	}
+	return ""
+}
+
+// layoutSource follows v back through the ops that only lay its values
+// out (Reshape, Transpose, Identity, Squeeze, Unsqueeze, float Casts) to
+// the value they come from: tf2onnx reshapes the hidden states once per
+// projection, which is still one sequence.
+func (mt *matcher) layoutSource(v string) string {
+	for i := 0; i < 8; i++ {
+		n := mt.Ix.Producer[v]
+		if n == nil || !defaultDomain(n) {
+			return v
+		}
+		switch op := n.GetOpType(); {
+		case op == "Reshape" || op == "Transpose" || op == "Identity" || op == "Squeeze" || op == "Unsqueeze" || graphfacts.FloatCast(n):
+			v = inp(n, 0)
+		default:
+			return v
+		}
+	}
+	return v
+}
+
+// pooledFrom returns the pooling node v is computed through: on the way
+// back from v to its projection (head split, factors, a constant bias,
+// rotary embeddings), or, past a projection, through the selections
+// (Slice, Squeeze, Concat, ...) that lead from the projection's input to
+// a pooling op. nil if none.
+func (mt *matcher) pooledFrom(v string) *onnxpb.NodeProto {
+	projected := false
+	for i := 0; i < graphfacts.MaxDepth; i++ {
+		n := mt.Ix.Producer[v]
+		if n == nil || !defaultDomain(n) {
+			return nil
+		}
+		op := n.GetOpType()
+		if poolingOps[op] {
+			return n
+		}
+		switch {
+		case op == "Transpose" || op == "Reshape" || op == "Identity" || op == "Squeeze" || op == "Unsqueeze" || graphfacts.FloatCast(n):
+			v = inp(n, 0)
+		case op == "Slice" || op == "Gather":
+			v = inp(n, 0)
+		case op == "Concat":
+			// Funnel keeps the [CLS] token apart: concat(cls, pooled).
+			for _, in := range n.Input {
+				if p := mt.Ix.Producer[in]; p != nil && (poolingOps[p.GetOpType()] || p.GetOpType() == "Squeeze" || p.GetOpType() == "Slice") {
+					if q := mt.pooledFrom(in); q != nil {
+						return q
+					}
+				}
+			}
+			return nil
+		case projected:
+			return nil // past the projection only selections are followed
+		case op == "MatMul" || op == "Gemm" || op == "Einsum" || (op == "Conv" && mt.Pointwise(n)):
+			if !mt.ConstDerived(inp(n, 1)) {
+				return nil
+			}
+			projected = true
+			v = inp(n, 0)
+		case op == "Add" || op == "Mul" || op == "Div":
+			if x := mt.RotaryInput(n); op == "Add" && x != "" {
+				v = x
+				continue
+			}
+			c0, c1 := mt.ConstDerived(inp(n, 0)), mt.ConstDerived(inp(n, 1))
+			switch {
+			case c1 && !c0:
+				v = inp(n, 0)
+			case c0 && !c1 && op != "Div":
+				v = inp(n, 1)
+			default:
+				return nil
+			}
+		default:
+			return nil
+		}
+	}
+	return nil
+}
+
+// queryKeyBias names a kind of per-query-key bias, for the refusal: the
+// first row any of the block's per-query-key terms matches prefixes the
+// reason with its text.
+type queryKeyBias struct {
+	name   string
+	match  func(mt *matcher, v string) bool
+	reason string
+}
+
+var queryKeyBiases = []queryKeyBias{
+	// DeBERTa: Q·(position keys)ᵀ and (position queries)·Kᵀ products,
+	// gathered by relative distance (GatherElements), added to the scores.
+	{"disentangled", func(mt *matcher, v string) bool {
+		return mt.biasReaches(v, func(n *onnxpb.NodeProto) bool {
+			if n.GetOpType() != "GatherElements" {
+				return false
+			}
+			p := mt.Ix.Producer[inp(n, 0)]
+			for p != nil && (p.GetOpType() == "Transpose" || p.GetOpType() == "Reshape") {
+				p = mt.Ix.Producer[inp(p, 0)]
+			}
+			return p != nil && p.GetOpType() == "MatMul"
+		})
+	}, "disentangled attention (DeBERTa's relative-position terms c2p and p2c: content·position products gathered by relative distance i−j and added to the scores, which also depend on the query's content): "},
+	// WavLM: a bucketed relative-position bias times a per-query gate,
+	// sigmoid of a projection of the hidden states.
+	// (The dynamo exporter folds the buckets of a fixed length into a
+	// constant: the gate, a Sigmoid of non-constant values, is the mark.)
+	{"gated", func(mt *matcher, v string) bool {
+		return mt.biasReaches(v, func(n *onnxpb.NodeProto) bool {
+			return n.GetOpType() == "Sigmoid" && !mt.ConstDerived(inp(n, 0))
+		})
+	}, "gated relative position bias (WavLM: a relative-position bias by distance bucket, scaled per query by a sigmoid gate of the hidden states, added to the scores): "},
+	// T5, MPNet: a learned bias per relative-distance bucket, looked up
+	// (Gather from a constant [buckets, heads] table) by indices built
+	// from positions (Range).
+	{"relative-position", func(mt *matcher, v string) bool {
+		return mt.biasReaches(v, func(n *onnxpb.NodeProto) bool {
+			return n.GetOpType() == "Gather" && mt.ConstDerived(inp(n, 0)) && len(mt.Dims(inp(n, 0))) == 2 &&
+				mt.biasReaches(inp(n, 1), func(r *onnxpb.NodeProto) bool { return r.GetOpType() == "Range" })
+		})
+	}, "relative position bias (a learned bias per relative-distance bucket, looked up from query and key positions): "},
+	// ModernBERT's local layers: a band mask |i−j| ≤ w.
+	{"sliding-window", (*matcher).slidingWindow,
+		"sliding-window (local) attention: each query sees only the keys within a band |i−j| ≤ w of it; "},
+}
+
+// queryKeyReason returns the text of the first queryKeyBiases row a
+// per-query-key term of c matches, or "".
+func (mt *matcher) queryKeyReason(c *coreMatch) string {
+	for _, row := range queryKeyBiases {
 		for _, bt := range c.biases {
-			if bt.kind == BiasPerQueryKey && mt.slidingWindow(bt.value) {
-				b.Reason = "sliding-window (local) attention: each query sees only the keys within a band |i−j| ≤ w of it; " + b.Reason
-				break
+			if bt.kind == BiasPerQueryKey && row.match(mt, bt.value) {
+				return row.reason
 			}
 		}
 	}
 	return ""
+}
+
+// biasReaches reports whether a node satisfying is computes part of v:
+// a bounded walk back over the producers of v (not into Shape or Size,
+// which say nothing of the values).
+func (mt *matcher) biasReaches(v string, is func(*onnxpb.NodeProto) bool) bool {
+	seen := map[string]bool{}
+	queue := []string{v}
+	for steps := 0; len(queue) > 0 && steps < 256; steps++ {
+		x := queue[0]
+		queue = queue[1:]
+		if seen[x] {
+			continue
+		}
+		seen[x] = true
+		n := mt.Ix.Producer[x]
+		if n == nil || !defaultDomain(n) {
+			continue
+		}
+		if is(n) {
+			return true
+		}
+		if op := n.GetOpType(); op == "Shape" || op == "Size" {
+			continue
+		}
+		queue = append(queue, onnx.NodeInputs(n)...)
+	}
+	return false
 }
 
 // checkPastState: keys or values concatenated with a graph input (past

@@ -19,6 +19,10 @@ type PerformerOptions struct {
 	Omega    string // "orthogonal" (default) or "iid"
 	Norms    string // row norms: "chi" (default), "sqrt-d" or "qmc"
 	Kernel   string // "positive" (FAVOR+, default) or "trig"
+	// Chunk is the chunk length of the causal Performer's function body
+	// (default 64), used when the converted blocks are causal (see
+	// causal.go).
+	Chunk int
 	// Layers selects blocks by their Detect layer index; nil means all.
 	Layers []int
 	// PerHead samples an independent ω for every head ([H,M,D]) instead
@@ -87,6 +91,9 @@ type Report struct {
 	Options   map[string]any `json:"options"`
 	// Positions reports the position-table extension, if any.
 	Positions *ExtendReport `json:"positions,omitempty"`
+	// Notes say what the conversion decided beyond the options (such as
+	// converting causal blocks with the causal Performer).
+	Notes []string `json:"notes,omitempty"`
 }
 
 // BlockReport is one block in a Report.
@@ -99,6 +106,9 @@ type BlockReport struct {
 	Bias    BiasKind `json:"bias"`
 	Node    string   `json:"node,omitempty"`
 	Reason  string   `json:"reason,omitempty"`
+	// Causal: the block is causal (a decoder's); converted ones use the
+	// causal Performer (causal=1).
+	Causal bool `json:"causal,omitempty"`
 }
 
 // Bounds on the options, so that a mistyped flag is an error rather than
@@ -140,11 +150,15 @@ func ToPerformer(m *onnxpb.ModelProto, o PerformerOptions) (*onnxpb.ModelProto, 
 	if o.Kernel != ops.KernelPositive && o.Kernel != ops.KernelTrig {
 		return nil, nil, fmt.Errorf("convert: performer: kernel %q, want positive or trig", o.Kernel)
 	}
+	if o.Chunk < 0 || o.Chunk > ops.MaxChunk {
+		return nil, nil, fmt.Errorf("convert: performer: chunk %d must be in 1..%d", o.Chunk, ops.MaxChunk)
+	}
 	fit, err := performerFit(&o)
 	if err != nil {
 		return nil, nil, err
 	}
-	rw := &rewriter{op: ops.PerformerOp, layers: o.Layers, positions: o.Positions}
+	causal := newCausalPlan(o)
+	rw := &rewriter{op: ops.PerformerOp, layers: o.Layers, positions: o.Positions, causal: causal}
 	rw.report.Options = map[string]any{"features": o.Features, "seed": o.Seed, "omega": o.Omega, "norms": o.Norms, "kernel": o.Kernel, "per_head": o.PerHead}
 	if o.Center || o.Balance || o.FeatureMap != ops.FeaturesFavorPlus {
 		rw.report.Options["center"], rw.report.Options["balance"], rw.report.Options["feature_map"] = o.Center, o.Balance, o.FeatureMap
@@ -168,6 +182,10 @@ func ToPerformer(m *onnxpb.ModelProto, o PerformerOptions) (*onnxpb.ModelProto, 
 			return nil, err
 		}
 		inputs := []string{q, k, v, name, bias}
+		if causal.on {
+			return ops.NewPerformerNode(rw.names.Name(fmt.Sprintf("linearize/layer%d/PerformerAttention", b.Layer)),
+				inputs, rw.names.Name(fmt.Sprintf("linearize/layer%d/attn", b.Layer)), causal.attrs(b)), nil
+		}
 		if fit != "" {
 			extra, err := rw.performerBalance(o, fit, b)
 			if err != nil {
@@ -181,7 +199,12 @@ func ToPerformer(m *onnxpb.ModelProto, o PerformerOptions) (*onnxpb.ModelProto, 
 		return node, nil
 	}
 	variant := ops.PerformerVariant{Kernel: o.Kernel, Center: o.Center, Balance: fit != "", Features: o.FeatureMap}
-	rw.function = func(opset int64) (*onnxpb.FunctionProto, error) { return ops.PerformerFunctionFor(variant, opset) }
+	rw.function = func(opset int64) (*onnxpb.FunctionProto, error) {
+		if causal.on {
+			return causal.function(opset)
+		}
+		return ops.PerformerFunctionFor(variant, opset)
+	}
 	return rw.run(m)
 }
 
@@ -342,6 +365,9 @@ type rewriter struct {
 	positions ExtendOptions
 	core      func(b *Block, q, k, v, bias string) (*onnxpb.NodeProto, error)
 	function  func(opset int64) (*onnxpb.FunctionProto, error)
+	// causal, for Performer, converts causal blocks (causal.go); nil for
+	// the ops without a causal mode.
+	causal *causalPlan
 
 	m      *onnxpb.ModelProto
 	g      *onnxpb.GraphProto
@@ -397,16 +423,17 @@ func (rw *rewriter) run(m0 *onnxpb.ModelProto) (out *onnxpb.ModelProto, rep *Rep
 		}
 		want[l] = true
 	}
+	rw.causal.prepare(rw, det, want)
 	converted := 0
 	for _, b := range det.Blocks {
-		br := BlockReport{Layer: b.Layer, Form: b.Form, Heads: b.Heads, HeadDim: b.HeadDim, Scale: b.Scale, Bias: b.Bias}
+		br := BlockReport{Layer: b.Layer, Form: b.Form, Heads: b.Heads, HeadDim: b.HeadDim, Scale: b.Scale, Bias: b.Bias, Causal: b.Causal}
 		if len(want) > 0 && !want[b.Layer] {
 			br.Reason = "not selected by --layers"
 			rw.report.Skipped = append(rw.report.Skipped, br)
 			continue
 		}
-		if !b.Convertible {
-			br.Reason = b.Reason
+		if !b.Convertible && !rw.causal.converts(b) {
+			br.Reason = rw.causal.reason(b)
 			rw.report.Skipped = append(rw.report.Skipped, br)
 			continue
 		}
@@ -607,6 +634,9 @@ func (rw *rewriter) rewriteCore(b *Block) (*onnxpb.NodeProto, error) {
 
 // coreBias builds the [B,1,1,S] key bias of an unfused core.
 func (rw *rewriter) coreBias(b *Block, base string, out *[]*onnxpb.NodeProto) (string, error) {
+	if b.Causal {
+		return rw.causalKeyBias(b, base, out)
+	}
 	for _, bt := range b.core.biases {
 		if bt.kind != BiasPerKey {
 			continue
@@ -800,10 +830,17 @@ func (r *Report) Text() string {
 		fmt.Fprintf(&sb, "%s\n", r.Positions)
 	}
 	for _, b := range r.Converted {
-		fmt.Fprintf(&sb, "  converted %2d  %s  heads %d × %d  scale %.6g  bias %s\n", b.Layer, b.Form, b.Heads, b.HeadDim, b.Scale, b.Bias)
+		causal := ""
+		if b.Causal {
+			causal = "  causal: causal=1 (prefix sums)"
+		}
+		fmt.Fprintf(&sb, "  converted %2d  %s  heads %d × %d  scale %.6g  bias %s%s\n", b.Layer, b.Form, b.Heads, b.HeadDim, b.Scale, b.Bias, causal)
 	}
 	for _, b := range r.Skipped {
 		fmt.Fprintf(&sb, "  skipped   %2d  %s: %s\n", b.Layer, b.Form, b.Reason)
+	}
+	for _, n := range r.Notes {
+		fmt.Fprintf(&sb, "  note: %s\n", n)
 	}
 	return sb.String()
 }

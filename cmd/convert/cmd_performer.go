@@ -18,8 +18,8 @@ import (
 func init() {
 	register(&command{
 		name:    "performer",
-		summary: "rewrite every convertible attention block into a PerformerAttention op (random-feature attention with frozen ω: by default exact centring + FAVOR++ features, or FAVOR# ADERF fitted on --calibration; plain FAVOR+ on request) that runs in stock onnxruntime",
-		usage:   "MODEL -o OUT [--features M] [--seed S] [--omega orthogonal|iid] [--norms chi|sqrt-d|qmc] [--kernel positive|trig] [--center] [--features-kind favor+|favor++|sderf|aderf] [--balance] [--calibration FILE [--calibration-weighting attention|uniform]] [--layers LIST] [--max-positions N] [--json]",
+		summary: "rewrite every convertible attention block into a PerformerAttention op (random-feature attention with frozen ω: by default exact centring + FAVOR++ features, or FAVOR# ADERF fitted on --calibration; plain FAVOR+ on request; causal blocks of decoders with the causal Performer, plain FAVOR+ with prefix sums) that runs in stock onnxruntime",
+		usage:   "MODEL -o OUT [--features M] [--seed S] [--omega orthogonal|iid] [--norms chi|sqrt-d|qmc] [--kernel positive|trig] [--chunk C] [--center] [--features-kind favor+|favor++|sderf|aderf] [--balance] [--calibration FILE [--calibration-weighting attention|uniform]] [--layers LIST] [--max-positions N] [--json]",
 		run:     runPerformer,
 	})
 }
@@ -132,6 +132,7 @@ func runPerformer(args []string, stdout io.Writer) error {
 	fs.StringVar(&o.Norms, "norms", "chi", "row norms of ω: chi (sampled), sqrt-d (all √D) or qmc (χ_D quantiles, permuted)")
 	fs.StringVar(&o.Kernel, "kernel", "positive", "positive (FAVOR+) or trig")
 	fs.BoolVar(&o.PerHead, "per-head", false, "sample one ω per head instead of one per layer")
+	fs.IntVar(&o.Chunk, "chunk", 64, "chunk length of the causal Performer's function body (causal blocks of decoders are converted with causal=1: plain FAVOR+ with prefix sums, whatever --center and --features-kind say; the report notes it)")
 	fs.BoolVar(&o.Center, "center", true, "centre queries and keys over each sequence's valid tokens at run time (exact: the keys' mean cancels in the softmax, the queries' mean becomes a per-key bias); "+
 		"on by default for the positive kernel, --center=false for plain FAVOR+ (which convert finetune can fit)")
 	fs.StringVar(&o.FeatureMap, "features-kind", "auto", "feature map of the positive kernel: favor+ (FAVOR+), favor++ (optimal positive features, A from each sequence at run time), "+

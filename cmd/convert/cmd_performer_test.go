@@ -156,7 +156,7 @@ func TestInspectExplainBrokenPerm(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	if !strings.Contains(out, "attention:    0 blocks") || !strings.Contains(out, "softmax softmax_qk is not an attention core") || !strings.Contains(out, "perm [0 2 1 3]") {
+	if !strings.Contains(out, "attention:    0 blocks") || !strings.Contains(out, "softmax softmax_qk: not attention") || !strings.Contains(out, "perm [0 2 1 3]") {
 		t.Errorf("explain output:\n%s", out)
 	}
 }

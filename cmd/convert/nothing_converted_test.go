@@ -29,6 +29,9 @@ func TestRewriteNothingConverted(t *testing.T) {
 		{converted, "converted already: it holds 2 × ai.linearize:PerformerAttention"},
 	} {
 		for _, op := range [][]string{{"performer", "--features", "8"}, {"linformer", "--k", "4"}} {
+			if c.model == causal && op[0] == "performer" {
+				continue // the causal Performer converts it: TestPerformerCausalCLI
+			}
 			dst := filepath.Join(tmp, "out.onnx")
 			args := append([]string{op[0], c.model, "-o", dst}, op[1:]...)
 			code, stdout, errOut := runCLI(args...)
@@ -42,5 +45,25 @@ func TestRewriteNothingConverted(t *testing.T) {
 				t.Errorf("%s %s: wrote %s", op[0], filepath.Base(c.model), dst)
 			}
 		}
+	}
+}
+
+// TestPerformerCausalCLI: performer converts a decoder's causal blocks with
+// the causal Performer and says so, including that its default centred
+// FAVOR++ was not applied to them.
+func TestPerformerCausalCLI(t *testing.T) {
+	causal := filepath.Join("..", "..", "testdata", "fixtures", "bertdecoder_eager_op14.onnx")
+	dst := filepath.Join(t.TempDir(), "out.onnx")
+	code, stdout, errOut := runCLI("performer", causal, "-o", dst, "--features", "8", "--chunk", "16")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, want := range []string{"2 converted", "causal=1", "layers 0-1 are causal", "chunk 16", "options center, feature map favor++ not applied"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("output lacks %q:\n%s", want, stdout)
+		}
+	}
+	if _, err := os.Stat(dst); err != nil {
+		t.Error(err)
 	}
 }

@@ -25,8 +25,17 @@ var variantColors = map[convert.Form]color.Color{
 	convert.LocalPooled: color.RGBA{R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff},
 }
 
+// baselineColors colour the baselines' (dashed) lines in order.
+var baselineColors = []color.Color{
+	color.RGBA{R: 0x94, G: 0x67, B: 0xbd, A: 0xff},
+	color.RGBA{R: 0xff, G: 0x7f, B: 0x0e, A: 0xff},
+	color.RGBA{R: 0x8c, G: 0x56, B: 0x4b, A: 0xff},
+	color.RGBA{R: 0x17, G: 0xbe, B: 0xcf, A: 0xff},
+}
+
 // Plot writes a PNG with two log-log panels, median time and peak RSS
-// against sequence length, one line per variant (successful runs only).
+// against sequence length, one line per variant and a dashed one per
+// baseline (successful runs only).
 func Plot(r *convert.BenchResult, path string) error {
 	panels := []struct {
 		title, ylabel string
@@ -46,7 +55,11 @@ func Plot(r *convert.BenchResult, path string) error {
 		p.Legend.Top, p.Legend.Left = false, false
 		p.Add(plotter.NewGrid())
 		lines := 0
-		for _, f := range []convert.Form{convert.Original, convert.Performer, convert.Linformer, convert.LocalPooled} {
+		forms := []convert.Form{convert.Original, convert.Performer, convert.Linformer, convert.LocalPooled}
+		for _, b := range r.Baselines {
+			forms = append(forms, convert.Form(b.Name))
+		}
+		for i, f := range forms {
 			var xys plotter.XYs
 			for _, run := range r.Runs {
 				if run.Variant == f && run.Status == "ok" && pn.value(run) > 0 {
@@ -60,7 +73,11 @@ func Plot(r *convert.BenchResult, path string) error {
 			if err != nil {
 				return fmt.Errorf("benchrun: plot: %w", err)
 			}
-			c := variantColors[f]
+			c, ok := variantColors[f]
+			if !ok { // a baseline: dashed, in its own colour
+				c = baselineColors[(i-4)%len(baselineColors)]
+				l.Dashes = []vg.Length{vg.Points(5), vg.Points(3)}
+			}
 			l.Color, pts.Color = c, c
 			l.Width = vg.Points(1.5)
 			p.Add(l, pts)

@@ -228,6 +228,9 @@ type Options struct {
 	MemAvailable func() (int64, error)
 	MemFraction  float64       // default 0.8
 	Timeout      time.Duration // per child; default 20 minutes
+	// PassWeight prices the attention cores' elementwise passes in the
+	// predictions (convert.CostModel.PassWeight; 0: MACs only).
+	PassWeight float64
 
 	env []string // extra child environment
 }
@@ -291,11 +294,17 @@ func Run(o Options) (*convert.BenchResult, error) {
 	sort.Ints(lengths)
 	bo.Lengths = lengths
 
+	// Check the baselines before the slow conversions; only their kinds
+	// are kept (the children load them from their files).
+	baselines, _, err := convert.LoadBaselines(o.Model, bo.Baselines)
+	if err != nil {
+		return nil, err
+	}
 	dims, notes, err := convert.ModelDims(o.Model)
 	if err != nil {
 		return nil, err
 	}
-	cm := convert.CostModel{Dims: dims, Features: bo.Features, K: bo.K, Block: bo.Block, Segments: bo.Segments, Sinks: 2}
+	cm := convert.CostModel{Dims: dims, Features: bo.Features, K: bo.K, Block: bo.Block, Segments: bo.Segments, Sinks: 2, PassWeight: o.PassWeight}
 	if err := cm.Validate(); err != nil {
 		return nil, err
 	}
@@ -303,6 +312,16 @@ func Run(o Options) (*convert.BenchResult, error) {
 	variants, vnotes, err := convert.BenchVariants(o.Model, bo)
 	if err != nil {
 		return nil, err
+	}
+	if len(baselines) > 0 && dims.MaxPositions > 0 && dims.MaxPositions < lengths[len(lengths)-1] {
+		vnotes = append(vnotes, fmt.Sprintf("baselines run as given: only the original's position table (%d rows) was extended; build them from a model with at least %d positions", dims.MaxPositions, lengths[len(lengths)-1]))
+	}
+	for _, b := range baselines {
+		kind := string(b.Kind)
+		if kind == "" {
+			kind = "unknown attention: priced as the original for memory, nothing predicted"
+		}
+		vnotes = append(vnotes, fmt.Sprintf("baseline %s: %s (%s)", b.Name, b.Path, kind))
 	}
 	notes = append(notes, vnotes...)
 	for _, n := range vnotes {
@@ -325,18 +344,67 @@ func Run(o Options) (*convert.BenchResult, error) {
 		paths[f] = p
 	}
 	variants = nil
+	// Every variant and baseline by its name, with the cost-model form
+	// that prices it ("" for a baseline of unknown kind).
+	all := append([]convert.Form(nil), bo.Variants...)
+	kind := map[convert.Form]convert.Form{}
+	isBaseline := map[convert.Form]bool{}
+	for _, f := range bo.Variants {
+		kind[f] = f
+	}
+	for _, b := range baselines {
+		all = append(all, convert.Form(b.Name))
+		kind[convert.Form(b.Name)] = b.Kind
+		isBaseline[convert.Form(b.Name)] = true
+		paths[convert.Form(b.Name)] = b.Path
+	}
+	// peakOf is the predicted peak used to skip runs; unknown baselines
+	// are priced as the original (the worst case).
+	peakOf := func(f convert.Form, n int) int64 {
+		if kind[f] == "" {
+			return cm.PeakBytes(convert.Original, n)
+		}
+		return cm.PeakBytes(kind[f], n)
+	}
 
 	res := &convert.BenchResult{Model: o.ModelPath, Threads: o.Threads, Features: bo.Features, K: bo.K, Repeat: o.Repeat,
-		Dims: dims, Notes: notes, Crossover: map[convert.Form]int{}}
+		Dims: dims, Notes: notes, Crossover: map[convert.Form]int{}, Baselines: baselines, PassWeight: o.PassWeight}
 	for _, f := range bo.Variants {
 		res.Crossover[f] = cm.Crossover(f)
+	}
+	if len(baselines) > 0 {
+		res.CrossoverVersus = map[string]map[convert.Form]int{}
+		for _, b := range baselines {
+			if b.Kind == "" {
+				continue
+			}
+			res.CrossoverVersus[b.Name] = map[convert.Form]int{}
+			for _, f := range bo.Variants {
+				if f != convert.Original {
+					res.CrossoverVersus[b.Name][f] = cm.CrossoverOver(b.Kind, f)
+				}
+			}
+		}
 	}
 	for _, n := range lengths {
 		runs := map[convert.Form]*convert.BenchRun{}
 		var order []convert.Form
-		for _, f := range bo.Variants {
-			runs[f] = &convert.BenchRun{Variant: f, Length: n, Status: "ok",
-				PredictedSpeedup: cm.Speedup(f, n), PredictedPeakMB: float64(cm.PeakBytes(f, n)) / (1 << 20)}
+		for _, f := range all {
+			r := &convert.BenchRun{Variant: f, Length: n, Status: "ok", PredictedPeakMB: float64(peakOf(f, n)) / (1 << 20)}
+			if kind[f] != "" {
+				r.PredictedSpeedup = cm.Speedup(kind[f], n)
+			}
+			r.Baseline = isBaseline[f]
+			for _, b := range baselines {
+				if convert.Form(b.Name) == f || b.Kind == "" || kind[f] == "" {
+					continue
+				}
+				if r.Versus == nil {
+					r.Versus = map[string]convert.BenchRatio{}
+				}
+				r.Versus[b.Name] = convert.BenchRatio{PredictedSpeedup: cm.SpeedupOver(b.Kind, kind[f], n)}
+			}
+			runs[f] = r
 			order = append(order, f)
 		}
 		for round := 0; round < o.Repeat; round++ {
@@ -349,9 +417,9 @@ func Run(o Options) (*convert.BenchResult, error) {
 					continue
 				}
 				avail, err := o.MemAvailable()
-				if err == nil && float64(cm.PeakBytes(f, n)) > o.MemFraction*float64(avail) {
+				if err == nil && float64(peakOf(f, n)) > o.MemFraction*float64(avail) {
 					r.Status = "skipped"
-					r.Reason = fmt.Sprintf("predicted peak %s exceeds %.0f%% of available memory %s", gib(cm.PeakBytes(f, n)), 100*o.MemFraction, gib(avail))
+					r.Reason = fmt.Sprintf("predicted peak %s exceeds %.0f%% of available memory %s", gib(peakOf(f, n)), 100*o.MemFraction, gib(avail))
 					fmt.Fprintf(progress, "bench: %-9s n=%-6d skipped: %s\n", f, n, r.Reason)
 					continue
 				}
@@ -370,7 +438,7 @@ func Run(o Options) (*convert.BenchResult, error) {
 				fmt.Fprintf(progress, " %.1f ms (cpu %.1f ms), peak %.0f MiB\n", cr.TimesMS[0], cr.CPUTimesMS[0], float64(rss)/1024)
 			}
 		}
-		for _, f := range bo.Variants {
+		for _, f := range all {
 			r := runs[f]
 			if r.Status == "ok" {
 				r.MedianMS = median(r.TimesMS)
@@ -459,8 +527,12 @@ func gib(b int64) string {
 
 // WriteTable prints the result as a text table.
 func WriteTable(w io.Writer, r *convert.BenchResult) {
-	fmt.Fprintf(w, "model %s: %d layers, hidden %d, %d heads, FFN %d; threads %d, M = %d, k = %d, %d runs each (median)\n",
+	fmt.Fprintf(w, "model %s: %d layers, hidden %d, %d heads, FFN %d; threads %d, M = %d, k = %d, %d runs each (median)",
 		r.Model, r.Dims.Layers, r.Dims.Hidden, r.Dims.Heads, r.Dims.FFN, r.Threads, r.Features, r.K, r.Repeat)
+	if r.PassWeight > 0 {
+		fmt.Fprintf(w, "; predicted = MACs + elementwise passes at %g MACs per element", r.PassWeight)
+	}
+	fmt.Fprintln(w)
 	fmt.Fprintf(w, "%-7s %-12s %-8s %10s %10s %9s %9s %10s %9s %9s %9s\n", "length", "variant", "status", "median ms", "cpu ms", "peak MiB", "speedup", "predicted", "meas/pred", "cpu spdup", "mem ratio")
 	for _, run := range r.Runs {
 		if run.Status != "ok" {
@@ -501,6 +573,77 @@ func WriteTable(w io.Writer, r *convert.BenchResult) {
 	for _, run := range r.Runs {
 		if run.Variant == convert.Original && run.Status == "skipped" {
 			fmt.Fprintf(w, "original skipped at n = %d: %s\n", run.Length, run.Reason)
+		}
+	}
+	writeVersus(w, r)
+}
+
+// writeVersus prints, for each baseline, every other run's ratios against
+// it and the crossovers.
+func writeVersus(w io.Writer, r *convert.BenchResult) {
+	for _, b := range r.Baselines {
+		kind := "unknown kind, nothing predicted"
+		if b.Kind != "" {
+			kind = "priced as " + string(b.Kind)
+		}
+		fmt.Fprintf(w, "\nversus baseline %s (%s; %s):\n", b.Name, b.Path, kind)
+		fmt.Fprintf(w, "%-7s %-12s %9s %10s %9s %9s %9s\n", "length", "variant", "speedup", "predicted", "meas/pred", "cpu spdup", "mem ratio")
+		for _, run := range r.Runs {
+			if run.Variant == convert.Form(b.Name) {
+				continue
+			}
+			q, ok := run.Versus[b.Name]
+			if !ok || q.Speedup == 0 {
+				continue
+			}
+			pred, ratio, cpu := "-", "-", "-"
+			if q.PredictedSpeedup > 0 {
+				pred = fmt.Sprintf("%.2fx", q.PredictedSpeedup)
+				ratio = fmt.Sprintf("%.2f", q.Speedup/q.PredictedSpeedup)
+			}
+			if q.CPUSpeedup > 0 {
+				cpu = fmt.Sprintf("%.2fx", q.CPUSpeedup)
+			}
+			mem := "-"
+			if q.MemoryRatio > 0 {
+				mem = fmt.Sprintf("%.3f", q.MemoryRatio)
+			}
+			fmt.Fprintf(w, "%-7d %-12s %8.2fx %10s %9s %9s %9s\n", run.Length, run.Variant, q.Speedup, pred, ratio, cpu, mem)
+		}
+		measured := r.MeasuredCrossoverVersus[b.Name]
+		var forms []string
+		for f := range measured {
+			forms = append(forms, string(f))
+		}
+		sort.Strings(forms)
+		for _, f := range forms {
+			pred := "-"
+			if c, ok := r.CrossoverVersus[b.Name][convert.Form(f)]; ok {
+				pred = strconv.Itoa(c)
+				if c < 0 {
+					pred = "never"
+				}
+			}
+			ms := strconv.Itoa(measured[convert.Form(f)])
+			switch measured[convert.Form(f)] {
+			case 0:
+				ms = "not within the measured lengths"
+			case -1:
+				ms = "unknown (" + b.Name + " did not run)"
+			}
+			fmt.Fprintf(w, "%s crossover versus %s: predicted n = %s, measured n = %s\n", f, b.Name, pred, ms)
+		}
+		for _, run := range r.Runs {
+			if run.Variant == convert.Form(b.Name) && run.Status != "ok" {
+				fmt.Fprintf(w, "%s %s at n = %d: %s\n", b.Name, run.Status, run.Length, run.Reason)
+			}
+		}
+	}
+	if len(r.Baselines) > 0 {
+		if r.PassWeight > 0 {
+			fmt.Fprintf(w, "predictions count the attention cores' elementwise passes at %g MACs per element\n", r.PassWeight)
+		} else {
+			fmt.Fprintln(w, "predictions count MACs only (pass weight 0), so the fused and flash baselines are predicted as the original")
 		}
 	}
 }

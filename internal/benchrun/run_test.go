@@ -2,6 +2,7 @@ package benchrun
 
 import (
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -9,7 +10,9 @@ import (
 
 	"github.com/linearize/linearize/convert"
 	"github.com/linearize/linearize/onnx"
+	"github.com/linearize/linearize/onnx/onnxpb"
 	"github.com/linearize/linearize/runtime"
+	"google.golang.org/protobuf/proto"
 )
 
 // TestMain lets the test binary act as a benchmark child: Run re-executes
@@ -158,5 +161,149 @@ func TestSummarizeCrossover(t *testing.T) {
 	// Faster at 512 but slower at 1024: no crossover within the lengths.
 	if r.MeasuredCrossover[convert.Linformer] != 0 {
 		t.Errorf("linformer crossover %d, want 0", r.MeasuredCrossover[convert.Linformer])
+	}
+}
+
+// TestRunWithBaseline runs the original and Performer with the original
+// itself given as a baseline: the baseline is timed in the same run, every
+// other run has its ratios against it, and the table and plot show it.
+func TestRunWithBaseline(t *testing.T) {
+	path := tinyModel(t)
+	m, err := onnx.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var progress strings.Builder
+	res, err := Run(Options{
+		ModelPath: path,
+		Model:     m,
+		Bench: convert.BenchOptions{Variants: []convert.Form{convert.Original, convert.Performer}, Lengths: []int{32}, Features: 16, K: 16,
+			Baselines: []convert.Baseline{{Name: "flash", Path: path}}},
+		Threads:    1,
+		Repeat:     1,
+		PassWeight: 4,
+		Command:    []string{os.Args[0], "-test.run=^$"},
+		Progress:   &progress,
+	})
+	if err != nil {
+		t.Fatalf("%v\nprogress:\n%s", err, progress.String())
+	}
+	if len(res.Runs) != 3 || len(res.Baselines) != 1 || res.Baselines[0].Kind != convert.Original {
+		t.Fatalf("runs %+v, baselines %+v", res.Runs, res.Baselines)
+	}
+	var self, perf *convert.BenchRun
+	for i := range res.Runs {
+		switch res.Runs[i].Variant {
+		case "flash":
+			self = &res.Runs[i]
+		case convert.Performer:
+			perf = &res.Runs[i]
+		}
+	}
+	if self == nil || perf == nil || self.Status != "ok" || !self.Baseline || self.MedianMS <= 0 || self.PeakRSSMB <= 0 {
+		t.Fatalf("baseline run %+v", self)
+	}
+	q, ok := perf.Versus["flash"]
+	if !ok || q.Speedup <= 0 || q.MemoryRatio <= 0 {
+		t.Fatalf("performer vs self: %+v", perf.Versus)
+	}
+	if want := self.MedianMS / perf.MedianMS; q.Speedup != want {
+		t.Errorf("speedup vs self %v, want %v", q.Speedup, want)
+	}
+	// Named like a cost-model form, it is still a baseline, priced by
+	// what it holds: the original, so the prediction against
+	// it is the prediction against the original.
+	if q.PredictedSpeedup != perf.PredictedSpeedup || q.PredictedSpeedup <= 0 {
+		t.Errorf("predicted vs self %v, vs original %v", q.PredictedSpeedup, perf.PredictedSpeedup)
+	}
+	if res.CrossoverVersus["flash"][convert.Performer] != res.Crossover[convert.Performer] {
+		t.Errorf("crossover vs self %v, vs original %v", res.CrossoverVersus, res.Crossover)
+	}
+	if _, ok := res.MeasuredCrossoverVersus["flash"][convert.Performer]; !ok {
+		t.Errorf("no measured crossover vs self: %v", res.MeasuredCrossoverVersus)
+	}
+	var table strings.Builder
+	WriteTable(&table, res)
+	for _, want := range []string{"versus baseline flash", "performer crossover versus flash", "4 MACs per element"} {
+		if !strings.Contains(table.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, table.String())
+		}
+	}
+	if err := Plot(res, filepath.Join(t.TempDir(), "b.png")); err != nil {
+		t.Fatal(err)
+	}
+	// A bad baseline stops the run before anything is converted.
+	_, err = Run(Options{ModelPath: path, Model: m, Command: []string{os.Args[0], "-test.run=^$"},
+		Bench: convert.BenchOptions{Lengths: []int{32}, Baselines: []convert.Baseline{{Name: "gone", Path: filepath.Join(t.TempDir(), "gone.onnx")}}}})
+	if !errors.Is(err, convert.ErrBadBaseline) || !strings.Contains(err.Error(), "baseline gone") {
+		t.Errorf("missing baseline: %v", err)
+	}
+}
+
+// flashModel writes a tiny model of onnxruntime's flash form: token
+// embeddings fed to one com.microsoft MultiHeadAttention without mask.
+func flashModel(t *testing.T, dir string) string {
+	t.Helper()
+	const vocab, hidden = 100, 8
+	emb := make([]float32, vocab*hidden)
+	for i := range emb {
+		emb[i] = float32(i%7) / 7
+	}
+	tp, err := onnx.EncodeTensor("emb", onnx.NewFloat([]int{vocab, hidden}, emb))
+	if err != nil {
+		t.Fatal(err)
+	}
+	seq := []onnx.Dim{{Value: 1}, {Value: -1, Param: "seq"}}
+	m := &onnxpb.ModelProto{IrVersion: proto.Int64(8),
+		OpsetImport: []*onnxpb.OperatorSetIdProto{{Domain: proto.String(""), Version: proto.Int64(17)}, {Domain: proto.String("com.microsoft"), Version: proto.Int64(1)}},
+		Graph: &onnxpb.GraphProto{Name: proto.String("flash"),
+			Input:       []*onnxpb.ValueInfoProto{onnx.MakeValueInfo("input_ids", onnx.Int64, seq)},
+			Output:      []*onnxpb.ValueInfoProto{onnx.MakeValueInfo("out", onnx.Float, nil)},
+			Initializer: []*onnxpb.TensorProto{tp},
+			Node: []*onnxpb.NodeProto{
+				{Name: proto.String("embed"), OpType: proto.String("Gather"), Input: []string{"emb", "input_ids"}, Output: []string{"x"}},
+				{Name: proto.String("mha"), OpType: proto.String("MultiHeadAttention"), Domain: proto.String("com.microsoft"),
+					Input: []string{"x", "x", "x"}, Output: []string{"out"},
+					Attribute: []*onnxpb.AttributeProto{{Name: proto.String("num_heads"), Type: onnxpb.AttributeProto_INT.Enum(), I: proto.Int64(2)}}},
+			}}}
+	p := filepath.Join(dir, "flash.onnx")
+	if err := onnx.Save(m, p, onnx.SaveOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestRunFlashBaseline: a baseline holding MultiHeadAttention without a
+// mask is priced as flash, and named "flash" it is still a baseline.
+func TestRunFlashBaseline(t *testing.T) {
+	path := tinyModel(t)
+	m, err := onnx.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	flash := flashModel(t, t.TempDir())
+	res, err := Run(Options{ModelPath: path, Model: m, Threads: 1, Repeat: 1, PassWeight: 4,
+		Bench: convert.BenchOptions{Variants: []convert.Form{convert.Linformer}, Lengths: []int{32}, K: 16,
+			Baselines: []convert.Baseline{{Name: "flash", Path: flash}}},
+		Command: []string{os.Args[0], "-test.run=^$"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Baselines) != 1 || res.Baselines[0].Kind != convert.Flash || len(res.Runs) != 2 {
+		t.Fatalf("baselines %+v, runs %+v", res.Baselines, res.Runs)
+	}
+	cm := convert.CostModel{Dims: res.Dims, Features: 256, K: 16, Block: 64, Segments: 64, Sinks: 2, PassWeight: 4}
+	for _, r := range res.Runs {
+		switch r.Variant {
+		case "flash":
+			if !r.Baseline || r.Status != "ok" {
+				t.Errorf("flash run %+v", r)
+			}
+		case convert.Linformer:
+			q := r.Versus["flash"]
+			if want := cm.SpeedupOver(convert.Flash, convert.Linformer, 32); q.PredictedSpeedup != want || q.Speedup <= 0 {
+				t.Errorf("linformer vs flash %+v, want predicted %v", q, want)
+			}
+		}
 	}
 }

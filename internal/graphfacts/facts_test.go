@@ -193,3 +193,70 @@ func TestMergedValueStops(t *testing.T) {
 		t.Errorf("MergedValue(nil) = %q, want v", got)
 	}
 }
+
+// TestSizesAndHeadSplit: x.size(i) pieces of a shape resolve to known
+// dimensions; the literal −1 of a head split view(B, S, H, −1) is solved
+// from the projection width; x.size(−1) of the split folds to the head
+// size (DeBERTa's scale sqrt(size(−1)·3)); the folded view
+// [−1, S, size(−1)] keeps it.
+func TestSizesAndHeadSplit(t *testing.T) {
+	b := newBuilder("x")
+	w := b.init(onnx.NewFloat([]int{8, 8}, make([]float32, 64)))
+	p := b.node("Add", []string{b.node("MatMul", []string{"x", w}), b.init(onnx.NewFloat([]int{8}, make([]float32, 8)))})
+	size := func(v string, i int64) string {
+		return b.node("Unsqueeze", []string{b.node("Gather", []string{b.node("Shape", []string{v}), b.init(onnx.NewInt64(nil, []int64{i}))}), b.ints(0)})
+	}
+	split := b.node("Reshape", []string{p, b.node("Concat", []string{size(p, 0), size(p, 1), b.ints(2), b.ints(-1)}, &onnxpb.AttributeProto{Name: proto.String("axis"), Type: onnxpb.AttributeProto_INT.Enum(), I: proto.Int64(0)})})
+	last := b.node("Squeeze", []string{b.node("Slice", []string{b.node("Shape", []string{split}), b.ints(-1), b.ints(math.MaxInt64)}), b.ints(0)})
+	scale := b.node("Sqrt", []string{b.node("Mul", []string{b.node("Cast", []string{last}, &onnxpb.AttributeProto{Name: proto.String("to"), Type: onnxpb.AttributeProto_INT.Enum(), I: proto.Int64(int64(onnx.Float))}), b.scalar(3)})})
+	t4 := b.node("Transpose", []string{split}, intsAttr("perm", 0, 2, 1, 3))
+	folded := b.node("Reshape", []string{t4, b.node("Concat", []string{b.ints(-1), size(split, 1), size(split, -1)}, &onnxpb.AttributeProto{Name: proto.String("axis"), Type: onnxpb.AttributeProto_INT.Enum(), I: proto.Int64(0)})})
+	f := b.facts()
+	if got := f.Dims(split); !reflect.DeepEqual(got, []int64{-1, -1, 2, 4}) {
+		t.Errorf("Dims(split) = %v, want [-1 -1 2 4]", got)
+	}
+	if s, ok := f.Scalar(scale); !ok || math.Abs(s-math.Sqrt(12)) > 1e-12 {
+		t.Errorf("Scalar(sqrt(size(-1)·3)) = %v, %v; want %v", s, ok, math.Sqrt(12))
+	}
+	if got := f.Dims(folded); !reflect.DeepEqual(got, []int64{-1, -1, 4}) {
+		t.Errorf("Dims(folded) = %v, want [-1 -1 4]", got)
+	}
+}
+
+// TestConvProjection: a pointwise Conv over channels-first x is a
+// projection (marked Conv) whose output is channels-first; a Conv with a
+// wider kernel is not.
+func TestConvProjection(t *testing.T) {
+	b := newBuilder("x")
+	xc := b.node("Transpose", []string{"x"}, intsAttr("perm", 0, 2, 1))
+	w := b.init(onnx.NewFloat([]int{8, 2, 1}, make([]float32, 16)))
+	bias := b.init(onnx.NewFloat([]int{8}, make([]float32, 8)))
+	conv := b.node("Conv", []string{xc, w, bias}, intsAttr("kernel_shape", 1), intsAttr("pads", 0, 0))
+	q := b.node("Transpose", []string{b.node("Reshape", []string{conv, b.ints(0, 2, 4, -1)})}, intsAttr("perm", 0, 1, 3, 2))
+	wide := b.node("Conv", []string{xc, b.init(onnx.NewFloat([]int{8, 8, 3}, make([]float32, 192)))}, intsAttr("kernel_shape", 3), intsAttr("pads", 1, 1))
+	f := b.facts()
+	proj, ok := f.ProjectionOf(q)
+	if !ok || !proj.Conv || proj.Input != xc || proj.Weight != w || proj.Bias != bias {
+		t.Errorf("ProjectionOf = %+v, %v; want a Conv projection of %s by %s + %s", proj, ok, xc, w, bias)
+	}
+	if got := f.ProjWidth(q); got != 8 {
+		t.Errorf("ProjWidth = %d, want 8", got)
+	}
+	if !f.ChannelsFirst(conv) || f.ChannelsFirst(wide) || f.ChannelsFirst("x") {
+		t.Errorf("ChannelsFirst: conv %v wide %v x %v; want true false false", f.ChannelsFirst(conv), f.ChannelsFirst(wide), f.ChannelsFirst("x"))
+	}
+	if _, ok := f.ProjectionOf(wide); ok {
+		t.Errorf("a width-3 Conv read as a projection")
+	}
+}
+
+// TestPreScaleThroughConstantBias: Funnel's q·s + r·s (r a constant) has
+// the factor s on q.
+func TestPreScaleThroughConstantBias(t *testing.T) {
+	b := newBuilder("x")
+	r := b.node("Mul", []string{b.init(onnx.NewFloat([]int{8}, make([]float32, 8))), b.scalar(0.5)})
+	q := b.node("Add", []string{b.node("Mul", []string{"x", b.scalar(0.5)}), r})
+	if s := b.facts().PreScale(q); s != 0.5 {
+		t.Errorf("PreScale = %v, want 0.5", s)
+	}
+}

@@ -99,6 +99,13 @@ func (f *Facts) scalarFold(name string, depth int) (float64, bool) {
 		return f.scalar(Input(n, i), depth+1)
 	}
 	switch n.GetOpType() {
+	case "Gather", "Slice":
+		// x.size(i) of a value whose dimension i is known.
+		if src, axis, ok := f.sizeOf(name, depth+1); ok {
+			if d := f.dims(src, depth+1); axis >= 0 && axis < len(d) && d[axis] > 0 {
+				return float64(d[axis]), true
+			}
+		}
 	case "Sqrt":
 		if a, ok := arg(0); ok && a >= 0 {
 			return math.Sqrt(a), true

@@ -69,6 +69,7 @@ func (f *Facts) dimsWalk(v string, depth int) []int64 {
 				out[i] = x
 			}
 		}
+		f.solveReshape(n, out, in, depth)
 		return out
 	case "Einsum":
 		// A projection with a constant weight (keras/tf2onnx
@@ -216,12 +217,226 @@ func (f *Facts) shapeValue(v string, depth int) []int64 {
 				out = append(out, s...)
 				continue
 			}
-			// A dynamic piece: assume one element (Unsqueeze of a scalar).
-			out = append(out, -1)
+			// A dynamic piece: assume one element (Unsqueeze of a scalar),
+			// known when it is a known dimension of a value (x.size(i)).
+			d := int64(-1)
+			if src, axis, ok := f.sizeOf(in, depth+1); ok {
+				if sd := f.dims(src, depth+1); axis >= 0 && axis < len(sd) && sd[axis] > 0 {
+					d = sd[axis]
+				}
+			}
+			out = append(out, d)
 		}
 		return out
 	}
 	return nil
+}
+
+// sizeOf reads a one-element shape piece that is a dimension of a value,
+// x.size(i): Gather(Shape(x), i), through Unsqueeze, Squeeze, Cast and
+// Identity. It returns x and i (a negative i counted from the end when x's
+// rank is known).
+func (f *Facts) sizeOf(v string, depth int) (src string, axis int, ok bool) {
+	for ; depth <= MaxDepth; depth++ {
+		n := f.Ix.Producer[v]
+		if n == nil || !DefaultDomain(n) {
+			return "", 0, false
+		}
+		switch n.GetOpType() {
+		case "Unsqueeze", "Squeeze", "Cast", "Identity":
+			v = Input(n, 0)
+			continue
+		case "Gather", "Slice":
+			sh := f.Ix.Producer[Input(n, 0)]
+			idx, isInt := Ints(f.Ix, Input(n, 1))
+			if n.GetOpType() == "Slice" {
+				// Shape(x)[i:i+1] (x.size(-1) is written Shape[-1:]).
+				end, okEnd := Ints(f.Ix, Input(n, 2))
+				if !okEnd || len(end) != 1 || len(idx) != 1 || (Input(n, 4) != "" && !isOnes(f.Ix, Input(n, 4))) ||
+					(end[0] != idx[0]+1 && !(idx[0] == -1 && end[0] >= 1<<31-1)) {
+					return "", 0, false
+				}
+			} else if onnx.AttrInt(n, "axis", 0) != 0 {
+				return "", 0, false
+			}
+			if sh == nil || sh.GetOpType() != "Shape" || !isInt || len(idx) != 1 {
+				return "", 0, false
+			}
+			if onnx.AttrInt(sh, "start", 0) != 0 {
+				return "", 0, false
+			}
+			x := Input(sh, 0)
+			i := int(idx[0])
+			if i < 0 {
+				d := f.dims(x, depth+1)
+				if d == nil {
+					return "", 0, false
+				}
+				i += len(d)
+			}
+			return x, i, true
+		}
+		return "", 0, false
+	}
+	return "", 0, false
+}
+
+// lastAxisWidth returns the size of v's last axis when v is a
+// projection's output x·W (+ b, times scalars) with W constant [K, N]:
+// N; −1 otherwise (a layout op in between may have moved the axis).
+func (f *Facts) lastAxisWidth(v string) int64 {
+	for i := 0; i < MaxDepth; i++ {
+		n := f.Ix.Producer[v]
+		if n == nil || !DefaultDomain(n) {
+			return -1
+		}
+		switch op := n.GetOpType(); {
+		case op == "Identity" || FloatCast(n):
+			v = Input(n, 0)
+		case op == "Add" || op == "Mul" || op == "Div":
+			c0, c1 := f.ConstDerived(Input(n, 0)), f.ConstDerived(Input(n, 1))
+			switch {
+			case c1 && !c0:
+				v = Input(n, 0)
+			case c0 && !c1:
+				v = Input(n, 1)
+			default:
+				return -1
+			}
+		case op == "MatMul" || (op == "Gemm" && onnx.AttrInt(n, "transA", 0) == 0):
+			d := f.weightDims(Input(n, 1))
+			if len(d) != 2 {
+				return -1
+			}
+			if op == "Gemm" && onnx.AttrInt(n, "transB", 0) == 1 {
+				return d[0]
+			}
+			return d[1]
+		default:
+			return -1
+		}
+	}
+	return -1
+}
+
+func isOnes(ix *onnx.Index, v string) bool {
+	s, ok := Ints(ix, v)
+	if !ok {
+		return false
+	}
+	for _, x := range s {
+		if x != 1 {
+			return false
+		}
+	}
+	return true
+}
+
+// solveReshape fills the one unknown entry of a Reshape's output dims
+// out when it is the shape's literal −1 and every other entry is known
+// or a copy of an input axis (x.size(i) of the reshaped x, or 0):
+// −1 = (product of the input axes not copied) / (product of the known
+// output entries not copied). When the input's dims are unknown but its
+// last axis is known (a projection's output x·W), the copies of its
+// leading axes make the reshape a split of the last axis, as a head
+// split view(B, S, H, −1) is.
+func (f *Facts) solveReshape(n *onnxpb.NodeProto, out, in []int64, depth int) {
+	shape := f.Ix.Producer[Input(n, 1)]
+	lit, isConst := Ints(f.Ix, Input(n, 1))
+	// Which output entries copy an input axis, and which are the literal
+	// −1.
+	copied := map[int]int{} // output index → input axis
+	literal := map[int]bool{}
+	switch {
+	case isConst && len(lit) == len(out):
+		for i, x := range lit {
+			if x == 0 {
+				copied[i] = i
+			}
+			literal[i] = x == -1
+		}
+	case shape != nil && shape.GetOpType() == "Concat" && len(shape.Input) == len(out):
+		for i, piece := range shape.Input {
+			if c, ok := Ints(f.Ix, piece); ok {
+				if len(c) != 1 {
+					return
+				}
+				literal[i] = c[0] == -1
+				if c[0] == 0 {
+					copied[i] = i
+				}
+				continue
+			}
+			if src, axis, ok := f.sizeOf(piece, depth+1); ok && src == Input(n, 0) {
+				copied[i] = axis
+			}
+		}
+	default:
+		return
+	}
+	unknown := -1
+	for i, x := range out {
+		if _, ok := copied[i]; ok || x > 0 {
+			continue
+		}
+		if unknown >= 0 || !literal[i] {
+			return
+		}
+		unknown = i
+	}
+	if unknown < 0 {
+		return
+	}
+	if in == nil {
+		// Only the width known: a split of the last axis keeps the
+		// leading axes 0..k−1 as they are.
+		w := f.lastAxisWidth(Input(n, 0))
+		if w <= 0 {
+			return
+		}
+		k := 0
+		for i := 0; i < len(out); i++ {
+			if a, ok := copied[i]; ok && a == i {
+				k++
+				continue
+			}
+			break
+		}
+		if len(copied) != k || k == 0 {
+			return
+		}
+		in = make([]int64, k+1)
+		for i := range in {
+			in[i] = -1
+		}
+		in[k] = w
+	}
+	used := map[int]bool{}
+	for _, a := range copied {
+		if a < 0 || a >= len(in) || used[a] {
+			return
+		}
+		used[a] = true
+	}
+	num, den := int64(1), int64(1)
+	for a, d := range in {
+		if used[a] {
+			continue
+		}
+		if d <= 0 {
+			return
+		}
+		num *= d
+	}
+	for i, d := range out {
+		if _, ok := copied[i]; ok || i == unknown {
+			continue
+		}
+		den *= d
+	}
+	if den > 0 && num%den == 0 {
+		out[unknown] = num / den
+	}
 }
 
 // ProjWidth finds the output width of the projection feeding v: back
@@ -271,6 +486,12 @@ func (f *Facts) projWidthWalk(v string, depth int) int64 {
 	case "Einsum":
 		if d := f.weightDims(Input(n, 1)); len(d) == 3 {
 			return d[1] * d[2]
+		}
+	case "Conv":
+		// A width-1 convolution over channels-first [B,C,S] (SqueezeBERT's
+		// Conv1d projections): the output channels.
+		if d := f.weightDims(Input(n, 1)); len(d) == 3 && d[2] == 1 {
+			return d[0]
 		}
 	case "MatMul", "Gemm":
 		if d := f.weightDims(Input(n, 1)); len(d) == 2 {
@@ -341,8 +562,9 @@ func (f *Facts) weightDims(v string) []int64 {
 
 // PreScale returns the product of the constant factors applied to v on
 // its way from its projection: back through the head split (Transpose,
-// Reshape), float Casts, Mul/Div by scalars and rotary embeddings
-// (x·cos + rotate_half(x)·sin, linear in x), stopping at anything else.
+// Reshape), float Casts, Mul/Div by scalars, constant biases and rotary
+// embeddings (x·cos + rotate_half(x)·sin, linear in x), stopping at
+// anything else.
 func (f *Facts) PreScale(v string) float64 {
 	scale := 1.0
 	for i := 0; i < MaxDepth; i++ {
@@ -374,6 +596,13 @@ func (f *Facts) PreScale(v string) float64 {
 		case op == "Add":
 			if x := f.RotaryInput(n); x != "" {
 				v = x
+				continue
+			}
+			// x·s + c with c constant (Funnel's q·s + r_w_bias·s): the
+			// factor is taken through the constant bias, (x + c/s)·s.
+			c0, c1 := f.ConstDerived(Input(n, 0)), f.ConstDerived(Input(n, 1))
+			if c0 != c1 {
+				v = Input(n, map[bool]int{true: 1, false: 0}[c0])
 				continue
 			}
 		}
@@ -476,6 +705,10 @@ type Projection struct {
 	// off it (a packed QKV projection, ModernBERT's Wqkv): W and B are
 	// shared with the other parts.
 	Packed bool `json:"packed,omitempty"`
+	// Conv: the projection is a width-1 Conv over a channels-first input
+	// [B,C,S] (SqueezeBERT): W is [out, in/groups, 1], the output is
+	// [B,out,S].
+	Conv bool `json:"conv,omitempty"`
 }
 
 // ProjectionOf walks back from v through the head split (Transpose,
@@ -542,10 +775,82 @@ func (f *Facts) ProjectionOf(v string) (p Projection, ok bool) {
 				p.Node = op + "(" + n.Output[0] + ")"
 			}
 			return p, true
+		case op == "Conv" && f.Pointwise(n):
+			if !f.ConstDerived(Input(n, 1)) || f.ConstDerived(Input(n, 0)) {
+				return p, false
+			}
+			if Input(n, 2) != "" {
+				if p.Bias != "" {
+					return p, false
+				}
+				p.Bias = Input(n, 2)
+			}
+			p.Node, p.Input, p.Weight, p.Conv = n.GetName(), Input(n, 0), Input(n, 1), true
+			if p.Node == "" && len(n.Output) > 0 {
+				p.Node = op + "(" + n.Output[0] + ")"
+			}
+			return p, true
 		}
 		return p, false
 	}
 	return p, false
+}
+
+// Pointwise reports whether n is a Conv with a width-1 kernel over one
+// spatial axis (no padding, stride or dilation): a linear projection of
+// each position of a channels-first [B,C,S] input, as SqueezeBERT's
+// Conv1d projections are.
+func (f *Facts) Pointwise(n *onnxpb.NodeProto) bool {
+	if n == nil || n.GetOpType() != "Conv" || !DefaultDomain(n) {
+		return false
+	}
+	if d := f.weightDims(Input(n, 1)); len(d) != 3 || d[2] != 1 {
+		return false
+	}
+	for _, a := range []string{"strides", "dilations"} {
+		for _, x := range onnx.AttrInts(n, a) {
+			if x != 1 {
+				return false
+			}
+		}
+	}
+	for _, x := range onnx.AttrInts(n, "pads") {
+		if x != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// ChannelsFirst reports whether v is the output of a pointwise Conv
+// projection (through a bias Add, scalar factors, Identity and float
+// Casts): [B,C,S], channels before the sequence.
+func (f *Facts) ChannelsFirst(v string) bool {
+	for i := 0; i < MaxDepth; i++ {
+		n := f.Ix.Producer[v]
+		if n == nil || !DefaultDomain(n) {
+			return false
+		}
+		switch op := n.GetOpType(); {
+		case op == "Conv":
+			return f.Pointwise(n)
+		case op == "Identity" || FloatCast(n):
+			v = Input(n, 0)
+		case op == "Add" || op == "Mul" || op == "Div":
+			c0, c1 := f.ConstDerived(Input(n, 0)), f.ConstDerived(Input(n, 1))
+			switch {
+			case c1 && !c0:
+				v = Input(n, 0)
+			case c0 && !c1 && op != "Div":
+				v = Input(n, 1)
+			default:
+				return false
+			}
+		default:
+			return false
+		}
+	}
+	return false
 }
 
 // constSliceArgs reports whether a Slice's starts, ends, axes and steps

@@ -1,0 +1,228 @@
+package convert_test
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/linearize/linearize/convert"
+	"github.com/linearize/linearize/models"
+	"github.com/linearize/linearize/onnx"
+	"github.com/linearize/linearize/onnx/onnxpb"
+	"google.golang.org/protobuf/proto"
+)
+
+func TestBenchParseBaseline(t *testing.T) {
+	b, err := convert.ParseBaseline(" fused = out/bench/fused.onnx ")
+	if err != nil || b.Name != "fused" || b.Path != "out/bench/fused.onnx" {
+		t.Fatalf("got %+v, %v", b, err)
+	}
+	// A path may hold '='; only the first one splits.
+	if b, err := convert.ParseBaseline("x=a=b.onnx"); err != nil || b.Path != "a=b.onnx" {
+		t.Errorf("got %+v, %v", b, err)
+	}
+	for _, bad := range []string{"", "fused", "=f.onnx", "fused=", "a b=f.onnx", "performer=f.onnx", "original=f.onnx"} {
+		_, err := convert.ParseBaseline(bad)
+		if err == nil || !errors.Is(err, convert.ErrBadBaseline) || !strings.HasPrefix(err.Error(), "convert: baseline ") {
+			t.Errorf("%q: error %v, want a convert: baseline error wrapping ErrBadBaseline", bad, err)
+		}
+	}
+}
+
+// benchModels writes a tiny BERT and returns it and its path.
+func benchModel(t *testing.T, dir, name string) (*onnxpb.ModelProto, string) {
+	t.Helper()
+	cfg := models.TinyConfig()
+	cfg.Layers = 1
+	m, err := models.BERT(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(dir, name)
+	if err := onnx.Save(m, p, onnx.SaveOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return m, p
+}
+
+func TestBenchLoadBaselines(t *testing.T) {
+	dir := t.TempDir()
+	orig, path := benchModel(t, dir, "orig.onnx")
+	got, ms, err := convert.LoadBaselines(orig, []convert.Baseline{{Name: "self", Path: path}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || len(ms) != 1 || got[0].Kind != convert.Original || ms[0] == nil {
+		t.Fatalf("got %+v, want the original priced as original", got)
+	}
+	// A baseline that reads fewer inputs (no mask) is accepted.
+	noMask := proto.Clone(orig).(*onnxpb.ModelProto)
+	var kept []*onnxpb.ValueInfoProto
+	for _, in := range noMask.Graph.Input {
+		if !strings.Contains(in.GetName(), "mask") {
+			kept = append(kept, in)
+		}
+	}
+	if len(kept) == len(noMask.Graph.Input) {
+		t.Fatal("test set-up: the tiny model has no mask input")
+	}
+	noMask.Graph.Input = kept
+	// Rename the mask's consumers' input to a constant so the graph stays
+	// valid: feed it from an initializer of ones.
+	var maskName string
+	for _, in := range orig.Graph.Input {
+		if strings.Contains(in.GetName(), "mask") {
+			maskName = in.GetName()
+		}
+	}
+	ones := onnx.NewInt64([]int{1, 1}, []int64{1})
+	tp, err := onnx.EncodeTensor(maskName, ones)
+	if err != nil {
+		t.Fatal(err)
+	}
+	noMask.Graph.Initializer = append(noMask.Graph.Initializer, tp)
+	noMaskPath := filepath.Join(dir, "nomask.onnx")
+	if err := onnx.Save(noMask, noMaskPath, onnx.SaveOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := convert.LoadBaselines(orig, []convert.Baseline{{Name: "nomask", Path: noMaskPath}}); err != nil {
+		t.Errorf("a baseline without the mask input: %v", err)
+	}
+
+	// Inputs that differ: a renamed input, another element type.
+	renamed := proto.Clone(orig).(*onnxpb.ModelProto)
+	old := renamed.Graph.Input[0].GetName()
+	renamed.Graph.Input[0].Name = proto.String("tokens")
+	for _, n := range renamed.Graph.Node {
+		for i, in := range n.Input {
+			if in == old {
+				n.Input[i] = "tokens"
+			}
+		}
+	}
+	renamedPath := filepath.Join(dir, "renamed.onnx")
+	if err := onnx.Save(renamed, renamedPath, onnx.SaveOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	retyped := proto.Clone(orig).(*onnxpb.ModelProto)
+	retyped.Graph.Input[0].Type.GetTensorType().ElemType = proto.Int32(int32(onnx.Int32))
+	retypedPath := filepath.Join(dir, "retyped.onnx")
+	// Saved as bytes: the graph no longer type-checks, which the check
+	// must report before anything runs it.
+	if err := onnx.Save(retyped, retypedPath, onnx.SaveOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		bs   []convert.Baseline
+		want string
+	}{
+		{"missing", []convert.Baseline{{Name: "fused", Path: filepath.Join(dir, "absent.onnx")}}, "baseline fused: stat"},
+		{"directory", []convert.Baseline{{Name: "fused", Path: dir}}, "is a directory"},
+		{"not-onnx", []convert.Baseline{{Name: "junk", Path: writeJunk(t, dir)}}, "baseline junk"},
+		{"renamed", []convert.Baseline{{Name: "r", Path: renamedPath}}, `input "tokens" is not an input of the original`},
+		{"retyped", []convert.Baseline{{Name: "r", Path: retypedPath}}, "is int32, the original's is int64"},
+		{"twice", []convert.Baseline{{Name: "a", Path: path}, {Name: "a", Path: path}}, "name given twice"},
+		{"variant-name", []convert.Baseline{{Name: "linformer", Path: path}}, "the name is a variant's"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, _, err := convert.LoadBaselines(orig, c.bs)
+			if err == nil || !errors.Is(err, convert.ErrBadBaseline) || !strings.Contains(err.Error(), c.want) || !strings.HasPrefix(err.Error(), "convert: baseline") {
+				t.Errorf("error %v, want ErrBadBaseline naming %q", err, c.want)
+			}
+		})
+	}
+}
+
+func writeJunk(t *testing.T, dir string) string {
+	p := filepath.Join(dir, "junk.onnx")
+	if err := os.WriteFile(p, []byte("not a model"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestBenchBaselineKind: the form that prices a baseline is read from its
+// attention nodes.
+func TestBenchBaselineKind(t *testing.T) {
+	node := func(op string, inputs ...string) *onnxpb.NodeProto {
+		return &onnxpb.NodeProto{OpType: proto.String(op), Domain: proto.String("com.microsoft"), Input: inputs, Output: []string{op + "_out"}}
+	}
+	graph := func(nodes ...*onnxpb.NodeProto) *onnxpb.ModelProto {
+		return &onnxpb.ModelProto{Graph: &onnxpb.GraphProto{Node: nodes}}
+	}
+	for _, c := range []struct {
+		name string
+		m    *onnxpb.ModelProto
+		want convert.Form
+	}{
+		{"attention", graph(node("Attention", "x", "w", "b", "mask_index")), convert.Fused},
+		{"mha-no-mask", graph(node("MultiHeadAttention", "q", "k", "v"), node("MultiHeadAttention", "q", "k", "v", "bias")), convert.Flash},
+		{"mha-empty-mask", graph(node("MultiHeadAttention", "q", "k", "v", "", "", "")), convert.Flash},
+		{"mha-mask", graph(node("MultiHeadAttention", "q", "k", "v", "", "mask")), convert.Fused},
+		{"mha-bias", graph(node("MultiHeadAttention", "q", "k", "v", "", "", "attn_bias")), convert.Fused},
+		{"mixed", graph(node("MultiHeadAttention", "q", "k", "v"), node("Attention", "x", "w")), convert.Fused},
+		{"none", graph(&onnxpb.NodeProto{OpType: proto.String("Relu"), Input: []string{"x"}, Output: []string{"y"}}), ""},
+		{"nil", nil, ""},
+	} {
+		if got := convert.BaselineKind(c.m); got != c.want {
+			t.Errorf("%s: kind %q, want %q", c.name, got, c.want)
+		}
+	}
+	orig, _ := benchModel(t, t.TempDir(), "m.onnx")
+	if got := convert.BaselineKind(orig); got != convert.Original {
+		t.Errorf("unfused BERT: kind %q, want original", got)
+	}
+	pm, _, err := convert.ToPerformer(orig, convert.PerformerOptions{Features: 8, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := convert.BaselineKind(pm); got != "" {
+		t.Errorf("converted model: kind %q, want none", got)
+	}
+}
+
+// TestBenchSummarizeVersus: ratios and measured crossovers against a
+// baseline, computed by hand.
+func TestBenchSummarizeVersus(t *testing.T) {
+	r := &convert.BenchResult{
+		Baselines: []convert.Baseline{{Name: "flash", Kind: convert.Flash}},
+		Runs: []convert.BenchRun{
+			{Variant: convert.Original, Length: 512, Status: "ok", MedianMS: 12, PeakRSSMB: 200},
+			{Variant: convert.Performer, Length: 512, Status: "ok", MedianMS: 10, MedianCPUMS: 20, PeakRSSMB: 100,
+				Versus: map[string]convert.BenchRatio{"flash": {PredictedSpeedup: 0.9}}},
+			{Variant: "flash", Length: 512, Status: "ok", MedianMS: 8, MedianCPUMS: 16, PeakRSSMB: 50, Baseline: true},
+			{Variant: convert.Original, Length: 1024, Status: "ok", MedianMS: 40, PeakRSSMB: 400},
+			{Variant: convert.Performer, Length: 1024, Status: "ok", MedianMS: 20, PeakRSSMB: 150},
+			{Variant: "flash", Length: 1024, Status: "ok", MedianMS: 25, PeakRSSMB: 100, Baseline: true},
+			{Variant: convert.Performer, Length: 2048, Status: "ok", MedianMS: 40, PeakRSSMB: 300},
+			{Variant: "flash", Length: 2048, Status: "skipped", Baseline: true},
+		},
+	}
+	r.Summarize()
+	p512 := r.Runs[1].Versus["flash"]
+	if p512.Speedup != 0.8 || p512.CPUSpeedup != 0.8 || p512.MemoryRatio != 2 || p512.PredictedSpeedup != 0.9 {
+		t.Errorf("performer vs flash at 512: %+v, want speedup 8/10, cpu 16/20, memory 100/50, prediction kept", p512)
+	}
+	if q := r.Runs[4].Versus["flash"]; q.Speedup != 25.0/20 || q.MemoryRatio != 1.5 {
+		t.Errorf("performer vs flash at 1024: %+v", q)
+	}
+	if _, ok := r.Runs[6].Versus["flash"]; ok {
+		t.Error("a ratio against a baseline that was skipped")
+	}
+	if _, ok := r.Runs[2].Versus["flash"]; ok {
+		t.Error("the baseline compared with itself")
+	}
+	// The baseline against the original: 12/8.
+	if r.Runs[2].Speedup != 1.5 {
+		t.Errorf("flash vs original: %v, want 1.5", r.Runs[2].Speedup)
+	}
+	if got := r.MeasuredCrossoverVersus["flash"][convert.Performer]; got != 1024 {
+		t.Errorf("measured crossover vs flash %d, want 1024", got)
+	}
+	if got := r.MeasuredCrossover[convert.Performer]; got != 512 {
+		t.Errorf("measured crossover vs original %d, want 512", got)
+	}
+}

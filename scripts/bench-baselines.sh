@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# bench-baselines.sh writes the bench model and onnxruntime's optimized
+# forms of it, the baselines of `convert bench --baseline` (issue 13):
+#
+#   out/bench/bert-base-2l-16k.onnx   the original (convert build-model)
+#   out/bench/fused.onnx              transformers optimizer defaults (Attention)
+#   out/bench/flash.onnx              MultiHeadAttention, no mask (CPU flash attention)
+#
+# then prints the `convert bench` command that times them beside the
+# original and the converted variants. It runs no timing itself.
+#
+#   scripts/bench-baselines.sh [--layers L] [--max-positions P] [--out DIR]
+#
+# The optimizer runs in the fixture virtual environment (.tools/fixture-venv,
+# created on first use with the pins of testdata/fixtures/fixture_venv.py,
+# onnxruntime included); out/ and .tools/ are gitignored.
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+
+layers=2
+maxpos=16384
+out=out/bench
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --layers) layers=${2:?--layers needs a value}; shift 2 ;;
+    --max-positions) maxpos=${2:?--max-positions needs a value}; shift 2 ;;
+    --out) out=${2:?--out needs a folder}; shift 2 ;;
+    *) echo "bench-baselines: unknown argument $1 (want --layers L, --max-positions P, --out DIR)" >&2; exit 1 ;;
+  esac
+done
+case "$layers$maxpos" in
+  *[!0-9]*) echo "bench-baselines: --layers and --max-positions take positive integers" >&2; exit 1 ;;
+esac
+log() { printf 'bench-baselines: %s\n' "$*"; }
+
+mkdir -p "$out" bin
+log "go build -o bin/convert ./cmd/convert"
+go build -o bin/convert ./cmd/convert
+
+model="$out/bert-base-${layers}l-$((maxpos / 1024))k.onnx"
+log "building $model"
+bin/convert build-model --preset base --layers "$layers" --max-positions "$maxpos" -o "$model"
+
+log "running onnxruntime's transformers optimizer (fixture venv)"
+python3 testdata/bench/ort_baselines.py "$model" "$out" --heads 12 --hidden 768
+
+# Lengths from 512 up to the position table (the baselines are run as
+# written, so they must cover every length).
+lengths=""
+for ((n = 512; n <= maxpos; n *= 2)); do lengths="$lengths${lengths:+,}$n"; done
+[ -n "$lengths" ] || lengths=$maxpos
+
+cat <<EOF
+
+bench-baselines: done. Run the benchmark (alone on the machine; it takes a while):
+
+bin/convert bench $model --lengths $lengths \\
+    --threads 2 --repeat 3 \\
+    --baseline fused=$out/fused.onnx --baseline flash=$out/flash.onnx \\
+    --json docs/bench.json --plot docs/bench.png | tee docs/bench-table.txt
+EOF
