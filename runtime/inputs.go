@@ -1,7 +1,9 @@
 package runtime
 
 import (
+	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"sort"
@@ -10,6 +12,7 @@ import (
 
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
+	"github.com/linearize/linearize/tokenize"
 )
 
 // CheckInputs reports whether feed supplies every declared input with the
@@ -349,6 +352,260 @@ func setInts(t *onnx.Tensor, v []int64) error {
 		}
 	default:
 		return fmt.Errorf("cannot make random values of type %s", onnx.TypeName(t.DType))
+	}
+	return nil
+}
+
+// FeedSpec says where a model's inputs come from, the way convert's
+// commands take them: tensor files by input name, texts through the
+// model's tokenizer, and seeded random values for whatever is left.
+// Build turns it into tensors. The zero value of every size means its
+// default (DefaultFeedBatch, DefaultFeedSeqLen, DefaultFeedMaxLen).
+type FeedSpec struct {
+	// Inputs maps input names to .npy or TensorProto .pb files.
+	Inputs map[string]string
+	// Texts, then the lines of each of TextFiles (blank lines skipped),
+	// are tokenized into one batch row each; they fill the token-level
+	// inputs (ids, mask, token types; see InputRole) not in Inputs.
+	Texts     []string
+	TextFiles []string
+	// Vocab is the tokenizer (a folder, tokenizer.json or vocab.txt);
+	// empty finds it beside the model (see FindTokenizer). Tokenizer,
+	// when set, is used instead.
+	Vocab     string
+	Tokenizer *tokenize.WordPiece
+	// Random makes seeded random values (RandomInputs) for every input
+	// not given otherwise. It cannot be combined with texts.
+	Random bool
+	// Batch sizes the random inputs' batch dimensions.
+	Batch int
+	// SeqLen is the sequence length: texts are padded or truncated to it
+	// (0: the length the model declares, else the longest text, at most
+	// MaxLen tokens), random inputs take it for their sequence dimensions
+	// (0: DefaultFeedSeqLen).
+	SeqLen int
+	// MaxLen bounds the longest text when SeqLen is 0.
+	MaxLen int
+	// Seed seeds the random inputs.
+	Seed uint64
+}
+
+// FeedSpec defaults.
+const (
+	DefaultFeedBatch  = 1
+	DefaultFeedSeqLen = 16
+	DefaultFeedMaxLen = 512
+)
+
+// Kinds of FeedSpec.Build errors (FeedError.Kind), for errors.Is.
+var (
+	// ErrFeedValue: a size is out of range (negative, or MaxLen 1).
+	ErrFeedValue = errors.New("runtime: bad feed value")
+	// ErrFeedConflict: two sources that cannot be combined (FeedError
+	// Field and With name them).
+	ErrFeedConflict = errors.New("runtime: conflicting feed sources")
+	// ErrInputNotGiven: nothing supplies a model input (FeedError.Input).
+	ErrInputNotGiven = errors.New("runtime: input not given")
+)
+
+// FeedError is an error of FeedSpec.Build. Kind is one of ErrFeedValue,
+// ErrFeedConflict and ErrInputNotGiven, or nil when Err (a file, the
+// tokenizer or the model) is the cause. Field names the FeedSpec field at
+// fault ("Inputs", "Texts", "TextFiles", "Vocab", "Random", "Batch",
+// "SeqLen", "MaxLen"; empty when the fault is in how feed and model
+// combine), With the other field of a conflict, Input the model input
+// and File the file concerned, if any.
+type FeedError struct {
+	Kind                     error
+	Field, With, Input, File string
+	Err                      error
+}
+
+func (e *FeedError) Error() string {
+	if e.Field != "" && e.Kind != ErrInputNotGiven {
+		return "runtime: " + e.Field + ": " + e.Message()
+	}
+	return "runtime: " + e.Message()
+}
+
+// Message is the error's text without the package prefix and the field,
+// for callers that name the field their own way (a command-line flag).
+func (e *FeedError) Message() string {
+	switch e.Kind {
+	case ErrFeedConflict:
+		return "cannot be combined with " + e.With
+	case ErrInputNotGiven:
+		return fmt.Sprintf("input %q not given", e.Input)
+	}
+	if e.Err == nil {
+		return strings.TrimPrefix(e.Kind.Error(), "runtime: ")
+	}
+	return strings.TrimPrefix(e.Err.Error(), "runtime: ")
+}
+
+func (e *FeedError) Unwrap() []error {
+	var errs []error
+	for _, err := range []error{e.Kind, e.Err} {
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errs
+}
+
+// Feed is a built set of model inputs.
+type Feed struct {
+	Tensors map[string]*onnx.Tensor
+	// Batch and SeqLen are the [batch, sequence] layout of the token-level
+	// inputs (0 when no input has rank 2).
+	Batch, SeqLen int
+	// Mask is the [Batch, SeqLen] padding mask, 1 on real tokens: from
+	// the texts, or from an input named like a mask; nil otherwise.
+	Mask []int64
+	// Lengths are the real tokens of each text (texts only).
+	Lengths []int
+	// Description says what the inputs are: "2 texts, 8 tokens each after
+	// padding", "batch 1 × 16 (random inputs, seed 1)".
+	Description string
+}
+
+// Build makes the inputs of model m, read from modelPath (the tokenizer
+// is looked for beside it). Every error is a *FeedError.
+func (s FeedSpec) Build(m *onnxpb.ModelProto, modelPath string) (*Feed, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	if s.Batch == 0 {
+		s.Batch = DefaultFeedBatch
+	}
+	if s.MaxLen == 0 {
+		s.MaxLen = DefaultFeedMaxLen
+	}
+	declared := GraphInputs(m)
+	known := map[string]bool{}
+	for _, v := range declared {
+		known[v.Name] = true
+	}
+	f := &Feed{Tensors: map[string]*onnx.Tensor{}}
+	names := make([]string, 0, len(s.Inputs))
+	for n := range s.Inputs {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		file := s.Inputs[name]
+		if !known[name] {
+			all := make([]string, len(declared))
+			for i, v := range declared {
+				all[i] = v.Name
+			}
+			return nil, &FeedError{Field: "Inputs", Input: name, File: file,
+				Err: fmt.Errorf("the model has no input %q (inputs: %s)", name, strings.Join(all, ", "))}
+		}
+		t, err := onnx.ReadTensorFile(file)
+		if err != nil {
+			return nil, &FeedError{Field: "Inputs", Input: name, File: file, Err: err}
+		}
+		f.Tensors[name] = t
+	}
+	texts := append([]string(nil), s.Texts...)
+	for _, file := range s.TextFiles {
+		more, err := ReadTexts(file)
+		if err != nil {
+			return nil, &FeedError{Field: "TextFiles", File: file, Err: err}
+		}
+		texts = append(texts, more...)
+	}
+	var missing []Value
+	for _, v := range declared {
+		if _, ok := f.Tensors[v.Name]; !ok {
+			missing = append(missing, v)
+		}
+	}
+	random := false
+	switch {
+	case len(texts) > 0 && len(missing) > 0:
+		tok := s.Tokenizer
+		if tok == nil {
+			var err error
+			if tok, err = FindTokenizer(modelPath, s.Vocab); err != nil {
+				return nil, &FeedError{Field: "Vocab", File: s.Vocab, Err: err}
+			}
+		}
+		ti, err := TextInputs(tok, missing, texts, s.SeqLen, s.MaxLen)
+		if err != nil {
+			return nil, &FeedError{Field: "Texts", Err: err}
+		}
+		maps.Copy(f.Tensors, ti.Feed)
+		f.Batch, f.SeqLen, f.Mask, f.Lengths = ti.Batch, ti.SeqLen, ti.Mask, ti.Lengths
+		f.Description = fmt.Sprintf("%d texts, %d tokens each after padding", ti.Batch, ti.SeqLen)
+	case len(missing) > 0 && !s.Random:
+		return nil, &FeedError{Kind: ErrInputNotGiven, Input: missing[0].Name}
+	case len(missing) > 0:
+		seq := s.SeqLen
+		if seq == 0 {
+			seq = DefaultFeedSeqLen
+		}
+		gen, err := RandomInputs(m, missing, RandomOptions{Batch: s.Batch, SeqLen: seq, Seed: s.Seed})
+		if err != nil {
+			return nil, &FeedError{Field: "Random", Err: err}
+		}
+		maps.Copy(f.Tensors, gen)
+		random = true
+	}
+	if err := CheckInputs(declared, f.Tensors); err != nil {
+		return nil, &FeedError{Err: err}
+	}
+	if f.Description != "" {
+		return f, nil
+	}
+	// The [batch, sequence] layout and the padding mask, from the inputs.
+	for _, v := range declared {
+		t := f.Tensors[v.Name]
+		if len(t.Shape) != 2 {
+			continue
+		}
+		if f.Batch == 0 {
+			f.Batch, f.SeqLen = t.Shape[0], t.Shape[1]
+		}
+		if InputRole(v.Name) == RoleMask && f.Mask == nil {
+			if vals, err := t.AsInt64s(); err == nil {
+				f.Mask = vals
+				f.Batch, f.SeqLen = t.Shape[0], t.Shape[1]
+			}
+		}
+	}
+	switch {
+	case f.Batch > 0:
+		f.Description = fmt.Sprintf("batch %d × %d", f.Batch, f.SeqLen)
+	default:
+		f.Description = fmt.Sprintf("%d inputs", len(declared))
+	}
+	if random {
+		f.Description += fmt.Sprintf(" (random inputs, seed %d)", s.Seed)
+	}
+	return f, nil
+}
+
+// check validates the spec on its own, before any file is read.
+func (s FeedSpec) check() error {
+	for _, c := range []struct {
+		field string
+		v     int
+	}{{"Batch", s.Batch}, {"SeqLen", s.SeqLen}, {"MaxLen", s.MaxLen}} {
+		if c.v < 0 {
+			return &FeedError{Kind: ErrFeedValue, Field: c.field, Err: fmt.Errorf("%d is negative", c.v)}
+		}
+	}
+	if s.MaxLen == 1 {
+		return &FeedError{Kind: ErrFeedValue, Field: "MaxLen", Err: errors.New("1 is too short: a text needs at least 2 tokens ([CLS] and [SEP])")}
+	}
+	if s.Random && (len(s.Texts) > 0 || len(s.TextFiles) > 0) {
+		field := "Texts"
+		if len(s.Texts) == 0 {
+			field = "TextFiles"
+		}
+		return &FeedError{Kind: ErrFeedConflict, Field: field, With: "Random"}
 	}
 	return nil
 }

@@ -1,9 +1,12 @@
 package runtime
 
 import (
+	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/linearize/linearize/onnx"
@@ -188,6 +191,90 @@ func TestRandomInputsEmbedLayerNorm(t *testing.T) {
 		}
 		if hi < rows/2 {
 			t.Errorf("%s: values do not spread over the %d-row table (max %d)", name, rows, hi)
+		}
+	}
+}
+
+// bertInputsModel declares BERT's three token-level inputs and nothing
+// else.
+func bertInputsModel() *onnxpb.ModelProto {
+	dyn := []onnx.Dim{{Value: -1, Param: "batch"}, {Value: -1, Param: "sequence"}}
+	return &onnxpb.ModelProto{Graph: &onnxpb.GraphProto{Input: []*onnxpb.ValueInfoProto{
+		onnx.MakeValueInfo("input_ids", onnx.Int64, dyn),
+		onnx.MakeValueInfo("attention_mask", onnx.Int64, dyn),
+		onnx.MakeValueInfo("token_type_ids", onnx.Int64, dyn),
+	}}}
+}
+
+func TestFeedSpecBuild(t *testing.T) {
+	m := bertInputsModel()
+	tok := tinyTokenizer(t)
+	// Random inputs with the defaults; the same spec gives the same feed.
+	f, err := FeedSpec{Random: true, Seed: 3}.Build(m, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Batch != DefaultFeedBatch || f.SeqLen != DefaultFeedSeqLen || f.Description != "batch 1 × 16 (random inputs, seed 3)" || len(f.Mask) != 16 {
+		t.Errorf("random: %d × %d %q mask %v", f.Batch, f.SeqLen, f.Description, f.Mask)
+	}
+	if again, _ := (FeedSpec{Random: true, Seed: 3}).Build(m, ""); !reflect.DeepEqual(f, again) {
+		t.Error("the same spec built different feeds")
+	}
+	// Texts, one file among them; a tensor file for one input.
+	dir := t.TempDir()
+	texts := filepath.Join(dir, "texts.txt")
+	os.WriteFile(texts, []byte("hello\n"), 0o644)
+	f, err = FeedSpec{Texts: []string{"Hello world!"}, TextFiles: []string{texts}, Tokenizer: tok}.Build(m, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Batch != 2 || f.SeqLen != 5 || !reflect.DeepEqual(f.Lengths, []int{5, 3}) || f.Description != "2 texts, 5 tokens each after padding" {
+		t.Errorf("texts: %d × %d %v %q", f.Batch, f.SeqLen, f.Lengths, f.Description)
+	}
+	types := filepath.Join(dir, "types.npy")
+	if err := onnx.WriteNPY(types, onnx.NewInt64([]int{1, 4}, []int64{0, 0, 1, 1})); err != nil {
+		t.Fatal(err)
+	}
+	f, err = FeedSpec{Texts: []string{"hello"}, SeqLen: 4, Inputs: map[string]string{"token_type_ids": types}, Tokenizer: tok}.Build(m, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := f.Tensors["token_type_ids"].Int64s(); !reflect.DeepEqual(got, []int64{0, 0, 1, 1}) {
+		t.Errorf("token types from the file: %v", got)
+	}
+}
+
+func TestFeedSpecErrors(t *testing.T) {
+	m := bertInputsModel()
+	missing := filepath.Join(t.TempDir(), "missing.npy")
+	cases := []struct {
+		spec                FeedSpec
+		kind                error
+		field, input, found string
+	}{
+		{FeedSpec{Random: true, Texts: []string{"x"}}, ErrFeedConflict, "Texts", "", "Texts: cannot be combined with Random"},
+		{FeedSpec{Random: true, TextFiles: []string{"f"}}, ErrFeedConflict, "TextFiles", "", "cannot be combined with Random"},
+		{FeedSpec{Random: true, SeqLen: -1}, ErrFeedValue, "SeqLen", "", "SeqLen: -1 is negative"},
+		{FeedSpec{Random: true, Batch: -2}, ErrFeedValue, "Batch", "", "-2 is negative"},
+		{FeedSpec{Texts: []string{"x"}, MaxLen: 1}, ErrFeedValue, "MaxLen", "", "at least 2 tokens"},
+		{FeedSpec{}, ErrInputNotGiven, "", "input_ids", `input "input_ids" not given`},
+		{FeedSpec{Random: true, Inputs: map[string]string{"input_ids": missing}}, nil, "Inputs", "input_ids", "missing.npy"},
+		{FeedSpec{Random: true, Inputs: map[string]string{"nope": missing}}, nil, "Inputs", "nope", `no input "nope" (inputs: input_ids, attention_mask, token_type_ids)`},
+		{FeedSpec{TextFiles: []string{missing}}, nil, "TextFiles", "", "missing.npy"},
+		{FeedSpec{Texts: []string{"x"}, Vocab: missing}, nil, "Vocab", "", "missing.npy"},
+	}
+	for _, c := range cases {
+		_, err := c.spec.Build(m, filepath.Join(t.TempDir(), "m.onnx"))
+		var fe *FeedError
+		if !errors.As(err, &fe) {
+			t.Errorf("%+v: error %v is not a *FeedError", c.spec, err)
+			continue
+		}
+		if (c.kind != nil && !errors.Is(err, c.kind)) || fe.Field != c.field || fe.Input != c.input {
+			t.Errorf("%+v: %#v, want kind %v field %q input %q", c.spec, fe, c.kind, c.field, c.input)
+		}
+		if msg := err.Error(); !strings.HasPrefix(msg, "runtime: ") || !strings.Contains(msg, c.found) || strings.Count(msg, "runtime: ") != 1 {
+			t.Errorf("%+v: message %q, want one prefix and %q", c.spec, msg, c.found)
 		}
 	}
 }

@@ -2,9 +2,11 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"strings"
 
@@ -14,16 +16,12 @@ import (
 )
 
 func init() {
-	// A benchmark child is this binary re-executed with the job in its
-	// environment: run it and exit before the normal command dispatch.
-	if os.Getenv(benchrun.ChildEnv) != "" {
-		benchrun.ChildMain(os.Stdout)
-		os.Exit(0)
-	}
+	// A benchmark child (this binary re-executed) is dispatched by main
+	// before any command: see benchChild in main.go.
 	register(&command{
 		name:    "bench",
-		summary: "time and measure peak memory of the original, Performer, Linformer and local+pooled forms of a model over sequence lengths",
-		usage:   "MODEL [--variants original,performer,linformer,local-pooled] [--lengths 512,1024,...] [--features M] [--k K] [--block B] [--segments K] [--threads T] [--repeat R] [--json F] [--plot F.png]",
+		summary: "time and measure peak memory of the original, Performer, Linformer and local+pooled forms of a model over sequence lengths, beside any baseline models",
+		usage:   "MODEL [--variants original,performer,linformer,local-pooled] [--baseline NAME=FILE ...] [--lengths 512,1024,...] [--features M] [--k K] [--block B] [--segments K] [--threads T] [--repeat R] [--pass-weight W] [--json F] [--plot F.png]",
 		run:     runBench,
 	})
 }
@@ -41,6 +39,9 @@ func runBench(args []string, stdout io.Writer) error {
 	seed := fs.Uint64("seed", 1, "seed of the Performer features and Linformer projections")
 	jsonOut := fs.String("json", "", "write the results as JSON to this file")
 	plotOut := fs.String("plot", "", "write a PNG plot of time and memory against length to this file")
+	var baselineArgs multiFlag
+	fs.Var(&baselineArgs, "baseline", "NAME=FILE: also time this model (same inputs as MODEL, e.g. onnxruntime's optimized form; scripts/bench-baselines.sh writes them) and report every run against it; repeatable")
+	passWeight := fs.Float64("pass-weight", convert.DefaultPassWeight, "cost of one element of the attention cores' elementwise passes, in MACs, in the predictions (0: MACs only)")
 	pos, err := parseFlags(fs, args, stdout)
 	if err != nil {
 		return err
@@ -70,6 +71,17 @@ func runBench(args []string, stdout io.Writer) error {
 	if *features <= 0 || *k <= 0 || *block <= 0 || *segments <= 0 || *threads <= 0 || *repeat <= 0 {
 		return usageError("--features, --k, --block, --segments, --threads and --repeat must be positive")
 	}
+	if !(*passWeight >= 0) || math.IsInf(*passWeight, 0) {
+		return usageError("--pass-weight %v: want a finite number ≥ 0", *passWeight)
+	}
+	var baselines []convert.Baseline
+	for _, a := range baselineArgs {
+		b, err := convert.ParseBaseline(a)
+		if err != nil {
+			return usageError("--baseline: %v", err)
+		}
+		baselines = append(baselines, b)
+	}
 	m, err := onnx.Load(pos[0])
 	if err != nil {
 		return badInput(err)
@@ -77,11 +89,16 @@ func runBench(args []string, stdout io.Writer) error {
 	res, err := benchrun.Run(benchrun.Options{
 		ModelPath: pos[0],
 		Model:     m,
-		Bench:     convert.BenchOptions{Variants: forms, Lengths: ls, Features: *features, K: *k, Block: *block, Segments: *segments, Seed: *seed},
-		Threads:   *threads,
-		Repeat:    *repeat,
-		Progress:  os.Stderr,
+		Bench: convert.BenchOptions{Variants: forms, Lengths: ls, Features: *features, K: *k, Block: *block, Segments: *segments, Seed: *seed,
+			Baselines: baselines},
+		Threads:    *threads,
+		Repeat:     *repeat,
+		PassWeight: *passWeight,
+		Progress:   os.Stderr,
 	})
+	if errors.Is(err, convert.ErrBadBaseline) {
+		return badInput(fmt.Errorf("--baseline: %w", err))
+	}
 	if err != nil {
 		return runtimeFailure(err)
 	}

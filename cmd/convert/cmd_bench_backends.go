@@ -6,10 +6,9 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"strconv"
-	"strings"
 	"text/tabwriter"
 
+	"github.com/linearize/linearize/internal/cliutil"
 	"github.com/linearize/linearize/models"
 	"github.com/linearize/linearize/onnx/onnxpb"
 	"github.com/linearize/linearize/runtime"
@@ -49,7 +48,7 @@ type benchBackendsReport struct {
 
 func runBenchBackends(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("bench-backends", flag.ContinueOnError)
-	seqLens := fs.String("seq-lens", "128,512", "comma-separated sequence lengths")
+	seqLens := fs.String("seq-lens", "128,512", "comma-separated sequence lengths (K = 1024, e.g. 4K)")
 	layers := fs.Int("layers", 2, "encoder layers")
 	batch := fs.Int("batch", 1, "batch size")
 	threads := fs.Int("threads", 2, "intra-op threads of both backends")
@@ -64,13 +63,9 @@ func runBenchBackends(args []string, stdout io.Writer) error {
 	if len(pos) != 0 {
 		return usageError("bench-backends takes no positional arguments, got %q", pos[0])
 	}
-	var lens []int
-	for _, f := range strings.Split(*seqLens, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || n <= 0 {
-			return usageError("--seq-lens %q: want positive integers separated by commas", *seqLens)
-		}
-		lens = append(lens, n)
+	lens, err := ints("seq-lens", *seqLens, cliutil.IntList{Min: 1})
+	if err != nil {
+		return err
 	}
 	if *profile && *asJSON {
 		return usageError("--profile prints tables; it cannot be combined with --json")

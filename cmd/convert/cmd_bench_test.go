@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/linearize/linearize/onnx"
+	"google.golang.org/protobuf/proto"
 )
 
 // TestBuildModelRegeneratesBundledModel: the command go generate runs
@@ -130,5 +131,83 @@ func TestBenchCLI(t *testing.T) {
 	}
 	if code, _, _ := runCLI("bench", "x.onnx", "--variants", "softmax"); code != exitUsage {
 		t.Errorf("bad variant: exit %d, want %d", code, exitUsage)
+	}
+}
+
+// TestBenchBaselineCLI: --baseline NAME=FILE times the file beside the
+// variants (here the original itself, so no Python is needed) and reports
+// against it; bad values, missing files and mismatched inputs are refused
+// before anything runs.
+func TestBenchBaselineCLI(t *testing.T) {
+	needORT(t)
+	dir := t.TempDir()
+	model := filepath.Join("..", "..", "testdata", "bert-tiny.onnx")
+	js := filepath.Join(dir, "b.json")
+	code, stdout, errOut := runCLI("bench", model, "--variants", "original,linformer", "--lengths", "32",
+		"--k", "16", "--threads", "1", "--repeat", "1", "--baseline", "same="+model, "--json", js)
+	if code != 0 {
+		t.Fatalf("exit %d: %s\n%s", code, errOut, stdout)
+	}
+	if !strings.Contains(stdout, "versus baseline same") || !strings.Contains(stdout, "linformer crossover versus same") {
+		t.Errorf("output lacks the baseline section:\n%s", stdout)
+	}
+	var res struct {
+		Baselines []struct{ Name, Path, Kind string }
+		Runs      []struct {
+			Variant  string                        `json:"variant"`
+			Baseline bool                          `json:"baseline"`
+			Status   string                        `json:"status"`
+			Versus   map[string]map[string]float64 `json:"versus"`
+		}
+	}
+	b, err := os.ReadFile(js)
+	if err != nil || json.Unmarshal(b, &res) != nil {
+		t.Fatalf("json: %v %s", err, b)
+	}
+	if len(res.Baselines) != 1 || res.Baselines[0].Kind != "original" || len(res.Runs) != 3 {
+		t.Fatalf("json: %+v", res)
+	}
+	for _, r := range res.Runs {
+		if r.Status != "ok" || (r.Variant == "same") != r.Baseline {
+			t.Errorf("run %+v", r)
+		}
+		if r.Variant == "linformer" && r.Versus["same"]["speedup"] <= 0 {
+			t.Errorf("linformer has no speedup vs the baseline: %+v", r)
+		}
+	}
+	renamed := filepath.Join(dir, "renamed.onnx")
+	m, err := onnx.Load(model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := m.Graph.Input[0].GetName()
+	m.Graph.Input[0].Name = proto.String("tokens")
+	for _, n := range m.Graph.Node {
+		for i, in := range n.Input {
+			if in == old {
+				n.Input[i] = "tokens"
+			}
+		}
+	}
+	if err := onnx.Save(m, renamed, onnx.SaveOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		arg  string
+		code int
+		want string
+	}{
+		{"fused", exitUsage, "want NAME=FILE"},
+		{"performer=" + model, exitUsage, "variant's name"},
+		{"fused=" + filepath.Join(dir, "absent.onnx"), exitBadInput, "absent.onnx"},
+		{"r=" + renamed, exitBadInput, `input "tokens" is not an input of the original`},
+	} {
+		code, _, errOut := runCLI("bench", model, "--lengths", "32", "--baseline", c.arg)
+		if code != c.code || !strings.Contains(errOut, c.want) || !strings.Contains(errOut, "--baseline") {
+			t.Errorf("--baseline %s: exit %d (%s), want %d naming %q", c.arg, code, errOut, c.code, c.want)
+		}
+	}
+	if code, _, _ := runCLI("bench", model, "--pass-weight", "-1"); code != exitUsage {
+		t.Errorf("negative --pass-weight: exit %d, want %d", code, exitUsage)
 	}
 }

@@ -15,7 +15,7 @@ func init() {
 	register(&command{
 		name:    "compare-backends",
 		summary: "run a model in the native Go backend and in onnxruntime on the same inputs and print the error of every output",
-		usage:   "MODEL [--text T]... [--input NAME=FILE]... [--random-inputs --batch B --seq-len L --seed S] [--threads T] [--tol X] [--json]",
+		usage:   "MODEL " + feedUsage + " [--threads T] [--tol X] [--json]",
 		run:     runCompareBackends,
 	})
 }
@@ -38,8 +38,7 @@ type backendsOutputEntry struct {
 
 func runCompareBackends(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("compare-backends", flag.ContinueOnError)
-	var ff feedFlags
-	ff.register(fs)
+	ff := addFeedFlags(fs)
 	threads := fs.Int("threads", 0, "intra-op threads of both backends (0: backend default)")
 	tol := fs.Float64("tol", 1e-4, "agreement tolerance: max abs error relative to the output's scale (max |onnxruntime output|)")
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
@@ -57,7 +56,7 @@ func runCompareBackends(args []string, stdout io.Writer) error {
 	if err != nil {
 		return badInput(err)
 	}
-	mf, err := ff.build(pos[0], m)
+	in, err := ff.build(m, pos[0])
 	if err != nil {
 		return err
 	}
@@ -72,15 +71,15 @@ func runCompareBackends(args []string, stdout io.Writer) error {
 		return runtimeFailure(err)
 	}
 	defer ref.Close()
-	diffs, err := runtime.CompareSessions(nat, ref, mf.feed)
+	diffs, err := runtime.CompareSessions(nat, ref, in.Tensors)
 	if err != nil {
 		return runtimeFailure(err)
 	}
-	outs, err := ref.Run(mf.feed)
+	outs, err := ref.Run(in.Tensors)
 	if err != nil {
 		return runtimeFailure(err)
 	}
-	rep := backendsReport{Model: pos[0], Inputs: mf.desc, Reference: "ort", Tolerance: *tol, Agree: true}
+	rep := backendsReport{Model: pos[0], Inputs: in.Description, Reference: "ort", Tolerance: *tol, Agree: true}
 	for _, d := range diffs {
 		e := backendsOutputEntry{OutputDiff: d, OK: d.OK(*tol)}
 		if t := outs[d.Name]; t != nil {

@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strconv"
 
 	"github.com/linearize/linearize/features"
+	"github.com/linearize/linearize/internal/cliutil"
 )
 
 func init() {
@@ -39,16 +39,9 @@ func runFeaturesError(args []string, stdout io.Writer) error {
 	if len(pos) > 0 {
 		return usageError("unexpected argument %q", pos[0])
 	}
-	var ms []int
-	for _, f := range strList(*featList) {
-		m, err := strconv.Atoi(f)
-		if err != nil || m < 1 {
-			return badInput(fmt.Errorf("--features: %q is not a positive integer", f))
-		}
-		ms = append(ms, m)
-	}
-	if len(ms) == 0 {
-		return usageError("--features is empty")
+	ms, err := ints("features", *featList, cliutil.IntList{Min: 1})
+	if err != nil {
+		return err
 	}
 	cfg := features.SweepConfig{
 		D: *d, N: *n, Features: ms, Seeds: *seeds, Sigma: *sigma, Kernel: *kernel,

@@ -16,8 +16,12 @@ func TestFeaturesErrorCommand(t *testing.T) {
 	if !strings.Contains(out, "M = 16") || !strings.Contains(out, "M = 64") {
 		t.Errorf("M columns missing:\n%s", out)
 	}
+	// A list flag's value out of bounds is a usage error, as with every
+	// list flag (internal/cliutil).
+	if code, _, errOut := runCLI("features-error", "--features", "0"); code != exitUsage || !strings.Contains(errOut, "--features") {
+		t.Errorf("--features 0: exit %d, want %d (%s)", code, exitUsage, errOut)
+	}
 	for _, bad := range [][]string{
-		{"features-error", "--features", "0"},
 		{"features-error", "--norms", "unit"},
 		{"features-error", "--kernel", "relu"},
 	} {

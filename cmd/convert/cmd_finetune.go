@@ -17,15 +17,14 @@ func init() {
 	register(&command{
 		name:    "finetune",
 		summary: "fit a converted model's Linformer E/F, or the Q/K projections feeding its Performer features (ω frozen), to the original model's per-layer attention outputs on calibration inputs (distillation, layer by layer)",
-		usage:   "ORIGINAL CONVERTED -o OUT (--text-file F | --text T... | --input NAME=FILE... | --random-inputs --batch B --seq-len L) [--steps N] [--lr X] [--minibatch R] [--seed S] [--json]",
+		usage:   "ORIGINAL CONVERTED -o OUT " + feedUsage + " [--steps N] [--lr X] [--minibatch R] [--backend ort|native] [--threads T] [--json]",
 		run:     runFinetune,
 	})
 }
 
 func runFinetune(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("finetune", flag.ContinueOnError)
-	var ff feedFlags
-	ff.register(fs)
+	ff := addFeedFlags(fs)
 	out := fs.String("o", "", "output model path (must differ from both inputs)")
 	var opt finetune.Options
 	fs.IntVar(&opt.Steps, "steps", 200, "Adam steps per layer")
@@ -63,12 +62,12 @@ func runFinetune(args []string, stdout io.Writer) error {
 	if err != nil {
 		return badInput(err)
 	}
-	mf, err := ff.build(pos[0], orig)
+	in, err := ff.build(orig, pos[0])
 	if err != nil {
 		return err
 	}
-	opt.Seed, opt.Backend = ff.seed, *backend
-	fitted, rep, err := finetune.Fit(orig, conv, mf.feed, opt)
+	opt.Seed, opt.Backend = ff.spec.Seed, *backend
+	fitted, rep, err := finetune.Fit(orig, conv, in.Tensors, opt)
 	if err != nil {
 		return badInput(err)
 	}
@@ -82,9 +81,9 @@ func runFinetune(args []string, stdout io.Writer) error {
 			*finetune.Report
 			Inputs string `json:"inputs"`
 			Output string `json:"output"`
-		}{rep, mf.desc, *out})
+		}{rep, in.Description, *out})
 	}
-	fmt.Fprintf(stdout, "calibration: %s\n", mf.desc)
+	fmt.Fprintf(stdout, "calibration: %s\n", in.Description)
 	fmt.Fprint(stdout, rep.Text())
 	fmt.Fprintf(stdout, "wrote %s\n", *out)
 	return nil

@@ -13,6 +13,7 @@ import (
 
 	"github.com/linearize/linearize/convert"
 	"github.com/linearize/linearize/finetune"
+	"github.com/linearize/linearize/internal/cliutil"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/runtime"
 )
@@ -71,33 +72,6 @@ func localPooledList(s string) ([]convert.LocalPooledOptions, error) {
 	return out, nil
 }
 
-func intList(flagName, s string) ([]int, error) {
-	var out []int
-	for _, f := range strings.Split(s, ",") {
-		if f = strings.TrimSpace(f); f == "" {
-			continue
-		}
-		n, err := strconv.Atoi(f)
-		if err != nil || n <= 0 {
-			return nil, usageError("--%s %q: want positive integers separated by commas", flagName, s)
-		}
-		out = append(out, n)
-	}
-	return out, nil
-}
-
-// strList splits a comma-separated flag value into its trimmed, non-empty
-// items.
-func strList(s string) []string {
-	var out []string
-	for _, f := range strings.Split(s, ",") {
-		if f = strings.TrimSpace(f); f != "" {
-			out = append(out, f)
-		}
-	}
-	return out
-}
-
 func runReportReal(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("report-real", flag.ContinueOnError)
 	model := fs.String("model", "testdata/real/minilm.onnx", "the original model (built by scripts/real-model.sh); its tokenizer is found beside it")
@@ -151,15 +125,15 @@ func runReportReal(args []string, stdout io.Writer) error {
 	if *steps < 0 || *perfSteps < 0 || *lpSteps < 0 || *minibatch < 0 || *join < 1 || *calTexts < 0 || *valTexts < 0 {
 		return usageError("--steps, --performer-steps, --local-pooled-steps, --minibatch, --calibration-texts and --validate-texts must be non-negative, --join positive")
 	}
-	ms, err := intList("features", *features)
+	ms, err := ints("features", *features, cliutil.IntList{Min: 1, Empty: true})
 	if err != nil {
 		return err
 	}
-	kk, err := intList("k", *ks)
+	kk, err := ints("k", *ks, cliutil.IntList{Min: 1, Empty: true})
 	if err != nil {
 		return err
 	}
-	fitMs, err := intList("fit-performer", *fitPerf)
+	fitMs, err := ints("fit-performer", *fitPerf, cliutil.IntList{Min: 1, Empty: true})
 	if err != nil {
 		return err
 	}
@@ -173,16 +147,9 @@ func runReportReal(args []string, stdout io.Writer) error {
 	}
 	var lens []int
 	if docMode {
-		if lens, err = intList("lengths", *lengths); err != nil {
+		// a text needs at least 2 tokens ([CLS] and [SEP])
+		if lens, err = ints("lengths", *lengths, cliutil.IntList{Min: 2}); err != nil {
 			return err
-		}
-		if len(lens) == 0 {
-			return usageError("--lengths: no lengths")
-		}
-		for _, n := range lens {
-			if n < 2 {
-				return usageError("--lengths %d: a text needs at least 2 tokens ([CLS] and [SEP])", n)
-			}
 		}
 	}
 	if _, err := os.Stat(*model); err != nil {
@@ -226,17 +193,17 @@ func runReportReal(args []string, stdout io.Writer) error {
 	// inputs tokenizes texts; seqLen > 0 truncates (and pads) every text
 	// to exactly that many tokens.
 	inputs := func(path string, texts []string, seqLen int) (finetune.Inputs, int, error) {
-		ti, err := runtime.TextInputs(tok, runtime.GraphInputs(orig), texts, seqLen, 512)
+		in, err := runtime.FeedSpec{Texts: texts, SeqLen: seqLen, Tokenizer: tok}.Build(orig, *model)
 		if err != nil {
 			return finetune.Inputs{}, 0, badInput(fmt.Errorf("%s: %w", path, err))
 		}
 		short := 0
-		for _, n := range ti.Lengths {
-			if n < ti.SeqLen {
+		for _, n := range in.Lengths {
+			if n < in.SeqLen {
 				short++
 			}
 		}
-		return finetune.Inputs{Feed: ti.Feed, Mask: ti.Mask, Batch: ti.Batch, SeqLen: ti.SeqLen}, short, nil
+		return finetune.Inputs{Feed: in.Tensors, Mask: in.Mask, Batch: in.Batch, SeqLen: in.SeqLen}, short, nil
 	}
 	opt := finetune.TableOptions{Fit: finetune.Options{Steps: *steps, Batch: *minibatch, Seed: *seed}, ValidateInputs: *valTexts}
 	for _, m := range ms {

@@ -19,25 +19,16 @@ func init() {
 	register(&command{
 		name:    "run",
 		summary: "run a model on inputs from .npy/.pb files or seeded random inputs; print and save the outputs",
-		usage:   "MODEL [--backend ort|native] [--input NAME=FILE]... [--text T]... [--text-file F] [--vocab PATH] [--random-inputs] [--batch B] [--seq-len L] [--seed S] [--threads T] [--out-dir DIR]",
+		usage:   "MODEL " + feedUsage + " [--backend ort|native] [--threads T] [--out-dir DIR]",
 		run:     runRun,
 	})
 }
 
 func runRun(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	ff := addFeedFlags(fs)
 	backend := fs.String("backend", runtime.DefaultBackend, "runtime backend: "+strings.Join(runtime.Backends(), " or "))
-	var inputFiles multiFlag
-	fs.Var(&inputFiles, "input", "NAME=FILE: feed input NAME from a .npy or TensorProto .pb file (repeatable)")
-	random := fs.Bool("random-inputs", false, "make seeded random values for every input not given with --input")
-	batch := fs.Int("batch", 1, "size of symbolic batch dimensions (with --random-inputs)")
-	seqLen := fs.Int("seq-len", 8, "size of symbolic sequence dimensions (with --random-inputs)")
-	seed := fs.Uint64("seed", 1, "seed of the random inputs")
 	threads := fs.Int("threads", 0, "intra-op threads (0: backend default)")
-	var texts multiFlag
-	fs.Var(&texts, "text", "a text to tokenize with the model's tokenizer (repeatable; one batch row each)")
-	textFile := fs.String("text-file", "", "a file with one text per line (tokenized like --text)")
-	vocab := fs.String("vocab", "", "tokenizer for --text: a folder, tokenizer.json or vocab.txt (default: found beside the model)")
 	outDir := fs.String("out-dir", "", "write each output as DIR/NAME.npy and DIR/NAME.pb")
 	pos, err := parseFlags(fs, args, stdout)
 	if err != nil {
@@ -46,74 +37,27 @@ func runRun(args []string, stdout io.Writer) error {
 	if len(pos) != 1 {
 		return usageError("want exactly one MODEL argument, got %d", len(pos))
 	}
-	if *batch <= 0 || *seqLen <= 0 || *threads < 0 {
-		return usageError("--batch and --seq-len must be positive and --threads non-negative")
+	if *threads < 0 {
+		return usageError("--threads must be non-negative")
+	}
+	if !slices.Contains(runtime.Backends(), *backend) {
+		return usageError("--backend %q: want %s", *backend, strings.Join(runtime.Backends(), " or "))
 	}
 	path := pos[0]
 	m, err := onnx.Load(path)
 	if err != nil {
 		return badInput(err)
 	}
+	in, err := ff.build(m, path)
+	if err != nil {
+		return err
+	}
+	feed := in.Tensors
 	sess, err := runtime.Open(*backend, m, runtime.Options{Threads: *threads})
 	if err != nil {
-		if !slices.Contains(runtime.Backends(), *backend) {
-			return usageError("--backend: %v", err)
-		}
 		return runtimeFailure(oneLine(err))
 	}
 	defer sess.Close()
-
-	declared := map[string]runtime.Value{}
-	for _, v := range sess.Inputs() {
-		declared[v.Name] = v
-	}
-	feed := map[string]*onnx.Tensor{}
-	for _, spec := range inputFiles {
-		name, file, ok := strings.Cut(spec, "=")
-		if !ok || name == "" || file == "" {
-			return usageError("--input %q: want NAME=FILE", spec)
-		}
-		if _, ok := declared[name]; !ok {
-			return badInput(fmt.Errorf("--input %s: %s has no input %q (inputs: %s)", spec, path, name, runInputNames(sess.Inputs())))
-		}
-		t, err := onnx.ReadTensorFile(file)
-		if err != nil {
-			return badInput(fmt.Errorf("--input %s: %v", name, err))
-		}
-		feed[name] = t
-	}
-	if len(texts) > 0 || *textFile != "" {
-		fixed := 0 // pad texts to --seq-len only when it is given
-		fs.Visit(func(f *flag.Flag) {
-			if f.Name == "seq-len" {
-				fixed = *seqLen
-			}
-		})
-		if err := addTextInputs(feed, path, sess.Inputs(), texts, *textFile, *vocab, fixed); err != nil {
-			return err
-		}
-	}
-	var missing []runtime.Value
-	for _, v := range sess.Inputs() {
-		if _, ok := feed[v.Name]; !ok {
-			missing = append(missing, v)
-		}
-	}
-	if len(missing) > 0 {
-		if !*random {
-			return badInput(fmt.Errorf("input %q not given: use --input %s=FILE or --random-inputs", missing[0].Name, missing[0].Name))
-		}
-		gen, err := runtime.RandomInputs(m, missing, runtime.RandomOptions{Batch: *batch, SeqLen: *seqLen, Seed: *seed})
-		if err != nil {
-			return badInput(err)
-		}
-		for k, v := range gen {
-			feed[k] = v
-		}
-	}
-	if err := runtime.CheckInputs(sess.Inputs(), feed); err != nil {
-		return badInput(err)
-	}
 	for _, v := range sess.Inputs() {
 		t := feed[v.Name]
 		fmt.Fprintf(stdout, "input  %s %s\n", v.Name, t)
@@ -158,14 +102,6 @@ func oneLine(err error) error {
 		return err
 	}
 	return errors.New(strings.Join(strings.Fields(msg), " "))
-}
-
-func runInputNames(vs []runtime.Value) string {
-	names := make([]string, len(vs))
-	for i, v := range vs {
-		names[i] = v.Name
-	}
-	return strings.Join(names, ", ")
 }
 
 // tensorStats summarizes a numeric tensor as "min … max … mean …".

@@ -16,15 +16,14 @@ func init() {
 	register(&command{
 		name:    "validate",
 		summary: "check every converted op: onnxruntime (the op's ONNX function body) vs the Go kernel on the op's captured inputs",
-		usage:   "CONVERTED [--text T]... [--text-file F] [--vocab PATH] [--input NAME=FILE]... [--random-inputs --batch B --seq-len L --seed S] [--tolerance X] [--json]",
+		usage:   "CONVERTED " + feedUsage + " [--backend ort|native] [--threads T] [--tolerance X] [--json]",
 		run:     runValidate,
 	})
 }
 
 func runValidate(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
-	var ff feedFlags
-	ff.register(fs)
+	ff := addFeedFlags(fs)
 	backend := fs.String("backend", runtime.DefaultBackend, "backend that runs the model: "+strings.Join(runtime.Backends(), " or "))
 	threads := fs.Int("threads", 0, "intra-op threads (0: backend default)")
 	tol := fs.Float64("tolerance", runtime.DefaultTolerance, "largest accepted max abs error relative to the op output's scale")
@@ -49,11 +48,11 @@ func runValidate(args []string, stdout io.Writer) error {
 	if err != nil {
 		return badInput(err)
 	}
-	mf, err := ff.build(pos[0], m)
+	in, err := ff.build(m, pos[0])
 	if err != nil {
 		return err
 	}
-	v, err := runtime.ValidateOps(m, mf.feed, runtime.ValidateOptions{Backend: *backend, Threads: *threads, Tolerance: *tol})
+	v, err := runtime.ValidateOps(m, in.Tensors, runtime.ValidateOptions{Backend: *backend, Threads: *threads, Tolerance: *tol})
 	if err != nil {
 		if errors.Is(err, runtime.ErrNotConverted) {
 			return badInput(err)
@@ -65,7 +64,7 @@ func runValidate(args []string, stdout io.Writer) error {
 			return runtimeFailure(err)
 		}
 	} else {
-		fmt.Fprintf(stdout, "%s; inputs: %s\n", pos[0], mf.desc)
+		fmt.Fprintf(stdout, "%s; inputs: %s\n", pos[0], in.Description)
 		if err := v.WriteTable(stdout); err != nil {
 			return runtimeFailure(err)
 		}

@@ -11,14 +11,15 @@ import (
 
 // attentionSection is inspect's report of the attention blocks Detect
 // finds (always present in --json), and with --explain the Softmax nodes
-// that are not attention cores with the check that failed.
+// that are not attention cores with the check that failed (in text, the
+// library's convert.Detection.Explain).
 type attentionSection struct {
 	Attention      []*convert.Block    `json:"attention"`
 	AttentionCount int                 `json:"attention_count"`
 	Unmatched      []convert.Unmatched `json:"unmatched_softmax,omitempty"`
 	// Linear lists linear attention already in the model (converted).
 	Linear  []convert.LinearNode `json:"linear_attention,omitempty"`
-	explain bool
+	explain string               // --explain: convert.Detection.Explain
 }
 
 func buildAttention(m *onnxpb.ModelProto, f inspectFlags) (attentionSection, error) {
@@ -26,12 +27,13 @@ func buildAttention(m *onnxpb.ModelProto, f inspectFlags) (attentionSection, err
 	if err != nil {
 		return attentionSection{}, badInput(err)
 	}
-	s := attentionSection{Attention: d.Blocks, AttentionCount: d.Count(), Linear: d.Linear, explain: f.explain}
+	s := attentionSection{Attention: d.Blocks, AttentionCount: d.Count(), Linear: d.Linear}
 	if s.Attention == nil {
 		s.Attention = []*convert.Block{}
 	}
 	if f.explain {
 		s.Unmatched = d.Unmatched
+		s.explain = d.Explain()
 	}
 	return s, nil
 }
@@ -39,28 +41,27 @@ func buildAttention(m *onnxpb.ModelProto, f inspectFlags) (attentionSection, err
 func printAttention(w io.Writer, r *inspectReport) {
 	s := r.attentionSection
 	fmt.Fprintf(w, "attention:    %d blocks\n", s.AttentionCount)
-	if len(s.Linear) > 0 {
+	if len(s.Linear) > 0 && s.explain == "" { // Explain lists them too
 		fmt.Fprintf(w, "converted already: %d linear-attention ops\n", len(s.Linear))
 		for _, l := range s.Linear {
 			fmt.Fprintf(w, "  %s  %s\n", l.Op, l.Node)
 		}
 	}
+	if s.explain != "" {
+		// the library's explanation, then the nodes of each block
+		for _, line := range strings.Split(strings.TrimRight(s.explain, "\n"), "\n") {
+			fmt.Fprintf(w, "  %s\n", line)
+		}
+		for _, b := range s.Attention {
+			fmt.Fprintf(w, "  block %d nodes: %s\n", b.Layer, strings.Join(b.Nodes, ", "))
+		}
+		return
+	}
 	for _, b := range s.Attention {
 		conv := "convertible"
 		if !b.Convertible {
 			conv = "not convertible"
-			if s.explain {
-				conv += ": " + b.Reason
-			}
 		}
 		fmt.Fprintf(w, "  %2d  %-40s heads %d × %d  scale %.6g  bias %s  %s\n", b.Layer, b.Form, b.Heads, b.HeadDim, b.Scale, b.Bias, conv)
-		if s.explain {
-			fmt.Fprintf(w, "      nodes: %s\n", strings.Join(b.Nodes, ", "))
-		}
-	}
-	if s.explain {
-		for _, u := range s.Unmatched {
-			fmt.Fprintf(w, "  softmax %s is not an attention core: %s\n", u.Softmax, u.Reason)
-		}
 	}
 }

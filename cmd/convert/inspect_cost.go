@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/linearize/linearize/convert"
+	"github.com/linearize/linearize/internal/cliutil"
 	"github.com/linearize/linearize/onnx/onnxpb"
 )
 
@@ -23,7 +24,7 @@ type costFlags struct {
 
 func (c *costFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&c.on, "cost", false, "print the cost model: MACs of projections, attention core and FFN per layer and in total for original / Performer / Linformer, largest intermediate, crossover")
-	fs.StringVar(&c.seqLen, "seq-len", "512,1024,2048,4096,8192,16384", "with --cost: comma-separated sequence lengths")
+	fs.StringVar(&c.seqLen, "seq-len", "512,1024,2048,4096,8192,16384", "with --cost: comma-separated sequence lengths (K = 1024, e.g. 4K)")
 	fs.IntVar(&c.features, "features", 256, "with --cost: Performer random features M")
 	fs.IntVar(&c.k, "k", 256, "with --cost: Linformer projected length k")
 	fs.IntVar(&c.block, "block", 64, "with --cost: local+pooled block length b")
@@ -56,9 +57,9 @@ func buildCost(m *onnxpb.ModelProto, f costFlags) (*costReport, error) {
 	if !f.on {
 		return nil, nil
 	}
-	lengths, err := convert.ParseLengths(f.seqLen)
+	lengths, err := ints("seq-len", f.seqLen, cliutil.IntList{Min: 1})
 	if err != nil {
-		return nil, usageError("--seq-len: %v", err)
+		return nil, err
 	}
 	if f.features <= 0 || f.k <= 0 || f.block <= 0 || f.segments <= 0 {
 		return nil, usageError("--features, --k, --block and --segments must be positive")

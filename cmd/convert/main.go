@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/linearize/linearize/convert"
+	"github.com/linearize/linearize/internal/benchrun"
 	"github.com/linearize/linearize/runtime"
 )
 
@@ -87,7 +88,7 @@ func parseFlags(fs *flag.FlagSet, args []string, stdout io.Writer) ([]string, er
 				commandUsage(stdout, commands[fs.Name()], fs)
 				return nil, err
 			}
-			return nil, usageError("%s: %v", fs.Name(), err)
+			return nil, usageError("%v", err)
 		}
 		args = fs.Args()
 		if len(args) == 0 {
@@ -179,5 +180,17 @@ func run(args []string, stdout, stderr io.Writer) int {
 }
 
 func main() {
+	if benchChild() {
+		os.Exit(exitOK)
+	}
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// benchChild runs the benchmark job and reports true when this process is
+// a bench child: this binary re-executed by bench (internal/benchrun) with
+// the job in $LINEARIZE_BENCH_CHILD. It is checked before any command is
+// dispatched, by main and by the tests' TestMain (the tests' binary is
+// the child there).
+func benchChild() bool {
+	return benchrun.ChildMain(os.Stdout)
 }

@@ -1,0 +1,154 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/linearize/linearize/internal/cliutil"
+	"github.com/linearize/linearize/onnx/onnxpb"
+	"github.com/linearize/linearize/runtime"
+)
+
+// feedUsage is the synopsis of the input flags every command that runs a
+// model takes (addFeedFlags).
+const feedUsage = "[--input NAME=FILE]... [--text T]... [--text-file F]... [--vocab PATH] [--random-inputs] [--batch B] [--seq-len L] [--max-len N] [--seed S]"
+
+// feedFlags are the input flags of run, compare, validate, finetune and
+// compare-backends; build turns them into a runtime.FeedSpec and builds
+// it, so that every command takes the same flags with the same defaults,
+// checks and exit codes.
+type feedFlags struct {
+	spec      runtime.FeedSpec
+	textFiles multiFlag
+	texts     multiFlag
+}
+
+// addFeedFlags registers the input flags on fs.
+func addFeedFlags(fs *flag.FlagSet) *feedFlags {
+	f := &feedFlags{spec: runtime.FeedSpec{Inputs: map[string]string{}}}
+	fs.Var((*inputsFlag)(&f.spec.Inputs), "input", "`NAME=FILE`: feed input NAME from a .npy or TensorProto .pb file (repeatable)")
+	fs.Var(&f.texts, "text", "a `TEXT` to tokenize with the model's tokenizer, one batch row each (repeatable); fills the token-level inputs not given with --input")
+	fs.Var(&f.textFiles, "text-file", "a `FILE` with one text per line, tokenized like --text (repeatable)")
+	fs.StringVar(&f.spec.Vocab, "vocab", "", "tokenizer `PATH` for --text: a folder, tokenizer.json or vocab.txt (default: found beside the model)")
+	fs.BoolVar(&f.spec.Random, "random-inputs", false, "make seeded random values for every input not given with --input (not with --text)")
+	f.spec.Batch = runtime.DefaultFeedBatch
+	fs.Var(&intFlag{&f.spec.Batch, 1}, "batch", "batch size `B` of random inputs")
+	fs.Var(&intFlag{&f.spec.SeqLen, 1}, "seq-len", "sequence length `L`: texts are padded or truncated to it, random inputs take it (default: for texts the model's fixed length, else the longest text up to --max-len; for random inputs "+strconv.Itoa(runtime.DefaultFeedSeqLen)+")")
+	f.spec.MaxLen = runtime.DefaultFeedMaxLen
+	fs.Var(&intFlag{&f.spec.MaxLen, 2}, "max-len", "at most `N` tokens per text when --seq-len is not given")
+	fs.Uint64Var(&f.spec.Seed, "seed", 1, "seed of the random inputs")
+	return f
+}
+
+// build makes the inputs of the model at path. Its errors carry exit
+// codes: 1 for a flag value out of range, 2 for an input file, a
+// tokenizer or a model that does not fit, or flags that conflict.
+func (f *feedFlags) build(m *onnxpb.ModelProto, path string) (*runtime.Feed, error) {
+	s := f.spec
+	s.Texts, s.TextFiles = f.texts, f.textFiles
+	feed, err := s.Build(m, path)
+	if err != nil {
+		return nil, feedError(err)
+	}
+	if feedBuilt != nil {
+		if err := feedBuilt(feed); err != nil {
+			return nil, err
+		}
+	}
+	return feed, nil
+}
+
+// feedBuilt, when set (by tests), sees every feed a command builds; an
+// error it returns stops the command.
+var feedBuilt func(*runtime.Feed) error
+
+// feedFlagNames are the flags of the FeedSpec fields.
+var feedFlagNames = map[string]string{
+	"Inputs": "--input", "Texts": "--text", "TextFiles": "--text-file", "Vocab": "--vocab",
+	"Random": "--random-inputs", "Batch": "--batch", "SeqLen": "--seq-len", "MaxLen": "--max-len",
+}
+
+// feedError words a runtime.FeedError in flags and gives it its exit code.
+func feedError(err error) error {
+	var fe *runtime.FeedError
+	if !errors.As(err, &fe) {
+		return badInput(err)
+	}
+	flagName := feedFlagNames[fe.Field]
+	var msg string
+	switch {
+	case errors.Is(err, runtime.ErrFeedConflict):
+		msg = fmt.Sprintf("%s cannot be combined with %s", flagName, feedFlagNames[fe.With])
+	case errors.Is(err, runtime.ErrInputNotGiven):
+		msg = fmt.Sprintf("input %q not given: use --input %s=FILE, --text, --text-file or --random-inputs", fe.Input, fe.Input)
+	case fe.Field == "Inputs":
+		msg = fmt.Sprintf("--input %s: %s", fe.Input, fe.Message())
+	case flagName != "":
+		msg = flagName + ": " + fe.Message()
+	default:
+		msg = fe.Message()
+	}
+	if errors.Is(err, runtime.ErrFeedValue) {
+		return &exitError{exitUsage, errors.New(msg)}
+	}
+	return badInput(errors.New(msg))
+}
+
+// inputsFlag collects repeated NAME=FILE values.
+type inputsFlag map[string]string
+
+func (m *inputsFlag) String() string {
+	if m == nil {
+		return ""
+	}
+	var parts []string
+	for k, v := range *m {
+		parts = append(parts, k+"="+v)
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, ",")
+}
+
+func (m *inputsFlag) Set(v string) error {
+	name, file, ok := strings.Cut(v, "=")
+	if !ok || name == "" || file == "" {
+		return errors.New("want NAME=FILE")
+	}
+	if _, dup := (*m)[name]; dup {
+		return fmt.Errorf("input %q given twice", name)
+	}
+	(*m)[name] = file
+	return nil
+}
+
+// intFlag is an integer flag of at least min; K and M suffixes (×1024,
+// ×1024²) are accepted.
+type intFlag struct {
+	p   *int
+	min int
+}
+
+func (f *intFlag) String() string {
+	if f == nil || f.p == nil {
+		return "0"
+	}
+	return strconv.Itoa(*f.p)
+}
+
+func (f *intFlag) Set(v string) error {
+	n, err := cliutil.Int("", v, f.min, 0)
+	var fe *cliutil.FlagError
+	if errors.As(err, &fe) {
+		// the flag package names the flag and the value
+		return errors.New(fe.Msg)
+	}
+	if err != nil {
+		return err
+	}
+	*f.p = n
+	return nil
+}
