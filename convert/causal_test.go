@@ -7,10 +7,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/linearize/linearize/internal/testenv"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
 	"github.com/linearize/linearize/ops"
-	"github.com/linearize/linearize/internal/testenv"
 	"github.com/linearize/linearize/runtime"
 )
 

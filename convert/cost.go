@@ -7,7 +7,6 @@ import (
 	"math"
 	"sort"
 	"strconv"
-	"strings"
 
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
@@ -465,28 +464,4 @@ func humanBytes(b int64) string {
 		return fmt.Sprintf("%.1f KiB", float64(b)/k)
 	}
 	return fmt.Sprintf("%d B", b)
-}
-
-// ParseLengths parses "512,1024,4K" into lengths (K = 1024).
-func ParseLengths(s string) ([]int, error) {
-	var out []int
-	for _, f := range strings.Split(s, ",") {
-		f = strings.TrimSpace(f)
-		if f == "" {
-			continue
-		}
-		mul := 1
-		if strings.HasSuffix(f, "k") || strings.HasSuffix(f, "K") {
-			mul, f = 1024, f[:len(f)-1]
-		}
-		v, err := strconv.Atoi(f)
-		if err != nil || v <= 0 || v > math.MaxInt32/mul {
-			return nil, fmt.Errorf("convert: bad length %q (want positive integers like 512,1024,4K)", f)
-		}
-		out = append(out, v*mul)
-	}
-	if len(out) == 0 {
-		return nil, errors.New("convert: no lengths given")
-	}
-	return out, nil
 }

@@ -125,18 +125,6 @@ func TestModelDimsFromBuiltModel(t *testing.T) {
 	}
 }
 
-func TestParseLengths(t *testing.T) {
-	got, err := convert.ParseLengths("512, 1024,4K")
-	if err != nil || len(got) != 3 || got[2] != 4096 {
-		t.Fatalf("%v %v", got, err)
-	}
-	for _, bad := range []string{"", "12abc", "-5", "0", "1,,x"} {
-		if _, err := convert.ParseLengths(bad); err == nil {
-			t.Errorf("%q accepted", bad)
-		}
-	}
-}
-
 // TestCostModelLocalPooled counts, loop by loop, the products the
 // LocalPooledAttention function body runs per head (block window scores and
 // values, one-hot segment means, pooled scores and values, sink gathers and

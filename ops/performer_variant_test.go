@@ -6,10 +6,10 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/linearize/linearize/internal/testenv"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
 	"github.com/linearize/linearize/ops"
-	"github.com/linearize/linearize/internal/testenv"
 	"github.com/linearize/linearize/runtime"
 )
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/linearize/linearize/convert"
 	"github.com/linearize/linearize/internal/benchrun"
+	"github.com/linearize/linearize/internal/cliutil"
 	"github.com/linearize/linearize/onnx"
 )
 
@@ -56,9 +57,9 @@ func runBench(args []string, stdout io.Writer) error {
 			}
 		}
 	}
-	ls, err := convert.ParseLengths(*lengths)
+	ls, err := ints("lengths", *lengths, cliutil.IntList{Min: 1})
 	if err != nil {
-		return usageError("--lengths: %v", err)
+		return err
 	}
 	var forms []convert.Form
 	for _, v := range strings.Split(*variants, ",") {

@@ -5,11 +5,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"strconv"
 	"strings"
 
 	"github.com/linearize/linearize/convert"
 	"github.com/linearize/linearize/finetune"
+	"github.com/linearize/linearize/internal/cliutil"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
 	"github.com/linearize/linearize/runtime"
@@ -47,37 +47,6 @@ func (f *rewriteFlags) positions() convert.ExtendOptions {
 	return convert.ExtendOptions{MaxPositions: f.maxPos, Method: f.posMethod, Offset: f.posOffset}
 }
 
-// parseLayers reads "0,2,5-7".
-func parseLayers(s string) ([]int, error) {
-	if strings.TrimSpace(s) == "" {
-		return nil, nil
-	}
-	var out []int
-	for _, part := range strings.Split(s, ",") {
-		part = strings.TrimSpace(part)
-		lo, hi, isRange := strings.Cut(part, "-")
-		a, err := strconv.Atoi(lo)
-		if err != nil || a < 0 {
-			return nil, fmt.Errorf("--layers: %q is not a block index", part)
-		}
-		b := a
-		if isRange {
-			if b, err = strconv.Atoi(hi); err != nil || b < a {
-				return nil, fmt.Errorf("--layers: %q is not a range lo-hi", part)
-			}
-		}
-		// Block indices are checked against the model later; bound them
-		// here so that a typo such as 0-50000000 is not expanded first.
-		if b > maxLayerIndex || len(out)+b-a+1 > maxLayerIndex {
-			return nil, fmt.Errorf("--layers: %q selects more than %d blocks or an index above it (no model has that many attention blocks)", part, maxLayerIndex)
-		}
-		for i := a; i <= b; i++ {
-			out = append(out, i)
-		}
-	}
-	return out, nil
-}
-
 // maxLayerIndex bounds --layers before it is expanded.
 const maxLayerIndex = 1 << 16
 
@@ -94,9 +63,11 @@ func loadForRewrite(name string, fs *flag.FlagSet, f *rewriteFlags, args []strin
 	if f.out == "" {
 		return nil, "", nil, usageError("-o OUT is required")
 	}
-	layers, err := parseLayers(f.layers)
+	// Block indices are checked against the model later; the bound here
+	// keeps a typo such as 0-50000000 from being expanded first.
+	layers, err := ints("layers", f.layers, cliutil.IntList{Max: maxLayerIndex, Ranges: true, MaxItems: maxLayerIndex, Empty: true})
 	if err != nil {
-		return nil, "", nil, usageError("%v", err)
+		return nil, "", nil, err
 	}
 	if err := checkOutput(pos[0], f.out, f.overwrite); err != nil {
 		return nil, "", nil, err

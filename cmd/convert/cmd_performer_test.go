@@ -88,8 +88,8 @@ func TestPerformerLinformerCLI(t *testing.T) {
 		{[]string{"performer", in, "-o", filepath.Join(tmp, "x.onnx"), "--kernel", "cosine"}, exitBadInput, `kernel "cosine"`},
 		{[]string{"linformer", in, "-o", filepath.Join(tmp, "x.onnx"), "--init", "gaussian", "--share", "all"}, exitBadInput, `share "all"`},
 		{[]string{"linformer", in, "-o", filepath.Join(tmp, "x.onnx"), "--layers", "3"}, exitBadInput, "layer 3 selected"},
-		{[]string{"linformer", in, "-o", filepath.Join(tmp, "x.onnx"), "--layers", "a"}, exitUsage, "not a block index"},
-		{[]string{"local-pooled", in, "-o", filepath.Join(tmp, "x.onnx"), "--layers", "0-50000000"}, exitUsage, "more than 65536 blocks"},
+		{[]string{"linformer", in, "-o", filepath.Join(tmp, "x.onnx"), "--layers", "a"}, exitUsage, "--layers \"a\""},
+		{[]string{"local-pooled", in, "-o", filepath.Join(tmp, "x.onnx"), "--layers", "0-50000000"}, exitUsage, "--layers"},
 		{[]string{"performer", filepath.Join(tmp, "missing.onnx"), "-o", filepath.Join(tmp, "x.onnx")}, exitBadInput, "missing.onnx"},
 	} {
 		code, out, errOut := runCLI(c.args...)
