@@ -53,6 +53,13 @@ type Config struct {
 	KTranspose KTranspose
 	Scale      ScaleForm
 
+	// Causal adds a triangular mask to every layer's scores, as a BERT
+	// used as a decoder (is_decoder=True) is exported: query i sees keys
+	// j ≤ i. The mask is built at run time from Range and Less over the
+	// sequence positions and added to the padding mask, giving one
+	// [batch, 1, seq, seq] bias. Needs opset ≥ 12 (LessOrEqual).
+	Causal bool
+
 	// Weights, when non-nil, supplies parameters by their Hugging Face
 	// BertModel state-dict names (e.g. "embeddings.word_embeddings.weight",
 	// "encoder.layer.0.attention.self.query.weight" in PyTorch's Linear
@@ -95,6 +102,9 @@ func (c Config) Validate() error {
 	}
 	if c.Opset < 11 || c.Opset > 21 {
 		return fmt.Errorf("models: opset %d not supported (11 to 21)", c.Opset)
+	}
+	if c.Causal && c.Opset < 12 {
+		return fmt.Errorf("models: a causal model needs opset 12 or later (LessOrEqual), got %d", c.Opset)
 	}
 	if c.InitStd < 0 || math.IsNaN(c.InitStd) || math.IsInf(c.InitStd, 0) {
 		return fmt.Errorf("models: init std %v must be finite and ≥ 0", c.InitStd)
@@ -203,6 +213,18 @@ func BERT(cfg Config) (*onnxpb.ModelProto, error) {
 	m2 := g.unsqueeze("/Unsqueeze_1", m1, 2)
 	toFloat := int64(onnx.Float)
 	mf := g.node("Cast", "/Cast", []string{m2}, attrInt("to", toFloat))
+	if cfg.Causal {
+		// As transformers does for is_decoder: allowed[i, j] = j ≤ i,
+		// times the padding mask, before the one (1 − m)·min_float32 (so
+		// that two minima never add up to −inf).
+		zero := g.constScalarInt("/causal/Constant", 0)
+		pos := g.node("Range", "/causal/Range", []string{zero, seqLen, one})
+		rows := g.unsqueeze("/causal/Unsqueeze", pos, 1)
+		cols := g.unsqueeze("/causal/Unsqueeze_1", pos, 0)
+		allowed := g.node("LessOrEqual", "/causal/LessOrEqual", []string{cols, rows})
+		allowedF := g.node("Cast", "/causal/Cast", []string{allowed}, attrInt("to", toFloat))
+		mf = g.node("Mul", "/causal/Mul", []string{mf, allowedF})
+	}
 	oneF := g.constScalarFloat("/Constant", 1)
 	inv := g.node("Sub", "/Sub", []string{oneF, mf})
 	minF := g.constScalarFloat("/Constant_1", float32Min)

@@ -131,7 +131,11 @@ func refBERT(cfg Config, ws map[string]*onnx.Tensor, ids, types, mask []int64, B
 						for d := 0; d < D; d++ {
 							dot += q[(b*S+i)*h+hd*D+d] * k[(b*S+j)*h+hd*D+d]
 						}
-						sc[j] = dot/math.Sqrt(float64(D)) + (1-float64(mask[b*S+j]))*minF
+						allowed := float64(mask[b*S+j])
+						if cfg.Causal && j > i {
+							allowed = 0
+						}
+						sc[j] = dot/math.Sqrt(float64(D)) + (1-allowed)*minF
 						mx = math.Max(mx, sc[j])
 					}
 					sum := 0.0
@@ -239,23 +243,27 @@ func maxAbsDiff(a []float32, b []float64) float64 {
 func TestBERTMatchesReference(t *testing.T) {
 	base := Config{Vocab: 50, Hidden: 32, Heads: 4, Layers: 2, Intermediate: 64, MaxPositions: 24, TypeVocab: 2}
 	cases := []struct {
-		opset int
-		kt    KTranspose
-		sc    ScaleForm
+		opset  int
+		kt     KTranspose
+		sc     ScaleForm
+		causal bool
 	}{
-		{11, KPerm0231, ScaleDiv},
-		{12, KTwoStep, ScaleMul},
-		{13, KPerm0231, ScaleQ},
-		{16, KTwoStep, ScaleDiv},
-		{17, KPerm0231, ScaleDiv},
-		{17, KTwoStep, ScaleQ},
-		{18, KPerm0231, ScaleMul},
-		{21, KTwoStep, ScaleDiv},
+		{11, KPerm0231, ScaleDiv, false},
+		{12, KTwoStep, ScaleMul, false},
+		{13, KPerm0231, ScaleQ, false},
+		{16, KTwoStep, ScaleDiv, false},
+		{17, KPerm0231, ScaleDiv, false},
+		{17, KTwoStep, ScaleQ, false},
+		{18, KPerm0231, ScaleMul, false},
+		{21, KTwoStep, ScaleDiv, false},
+		{12, KPerm0231, ScaleDiv, true},
+		{17, KTwoStep, ScaleMul, true},
+		{21, KPerm0231, ScaleQ, true},
 	}
 	for i, tc := range cases {
-		t.Run(fmt.Sprintf("opset%d_k%d_scale%d", tc.opset, tc.kt, tc.sc), func(t *testing.T) {
+		t.Run(fmt.Sprintf("opset%d_k%d_scale%d_causal%v", tc.opset, tc.kt, tc.sc, tc.causal), func(t *testing.T) {
 			cfg := base
-			cfg.Opset, cfg.KTranspose, cfg.Scale = tc.opset, tc.kt, tc.sc
+			cfg.Opset, cfg.KTranspose, cfg.Scale, cfg.Causal = tc.opset, tc.kt, tc.sc, tc.causal
 			cfg.Weights = testWeights(cfg, uint64(i+1))
 			s := openORT(t, cfg)
 			rng := rand.New(rand.NewPCG(uint64(i), 7))
@@ -330,6 +338,7 @@ func TestBERTRejectsBadConfig(t *testing.T) {
 		func(c *Config) { c.Opset = 10 },
 		func(c *Config) { c.Opset = 30 },
 		func(c *Config) { c.InitStd = math.NaN() },
+		func(c *Config) { c.Causal, c.Opset = true, 11 },
 		func(c *Config) {
 			c.Weights = map[string]*onnx.Tensor{"embeddings.word_embeddings.weight": onnx.NewFloat([]int{2, 2}, make([]float32, 4))}
 		},

@@ -13,7 +13,7 @@ func init() {
 	register(&command{
 		name:    "build-model",
 		summary: "write a BERT-style model with seeded random weights (no download needed)",
-		usage:   "-o OUT [--preset tiny|base] [--hidden H --heads N --layers L --intermediate F --vocab V --max-positions P --opset O --seed S]",
+		usage:   "-o OUT [--preset tiny|base] [--hidden H --heads N --layers L --intermediate F --vocab V --max-positions P --opset O --seed S] [--causal]",
 		run:     runBuildModel,
 	})
 }
@@ -32,6 +32,7 @@ func runBuildModel(args []string, stdout io.Writer) error {
 	seed := fs.Uint64("seed", 0, "seed of the random weights (default from preset)")
 	kTwoStep := fs.Bool("k-two-step", false, "write Kᵀ as Transpose [0,2,1,3] then [0,1,3,2] instead of one [0,2,3,1]")
 	scale := fs.String("scale", "div", "where the 1/√D score scale sits: div, mul or q")
+	causal := fs.Bool("causal", false, "add a triangular (decoder) mask to every layer's scores, as a BERT exported with is_decoder=True: query i sees keys j ≤ i (convert performer then uses the causal Performer)")
 	pos, err := parseFlags(fs, args, stdout)
 	if err != nil {
 		return err
@@ -69,6 +70,7 @@ func runBuildModel(args []string, stdout io.Writer) error {
 	if *seed != 0 {
 		cfg.Seed = *seed
 	}
+	cfg.Causal = *causal
 	if *kTwoStep {
 		cfg.KTranspose = models.KTwoStep
 	}
