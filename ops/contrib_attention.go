@@ -3,7 +3,6 @@ package ops
 import (
 	"fmt"
 	"math"
-	"sync"
 
 	"github.com/linearize/linearize/internal/gemm"
 	"github.com/linearize/linearize/onnx"
@@ -36,41 +35,24 @@ type attnProblem struct {
 }
 
 // run computes softmax(scale·QKᵀ + mask + bias)·V for every (batch, head),
-// spreading the pairs over the available goroutines. A panic in a worker
-// (a bug: the inputs were validated) is returned as an error rather than
-// crashing the process.
+// spreading the pairs over the available goroutines, each with its own
+// scores buffer. A panic in a worker (a bug: the inputs were validated) is
+// returned as an error rather than crashing the process.
 func (p *attnProblem) run() (err error) {
 	pairs := p.b * p.n
 	if pairs == 0 || p.s == 0 || p.dv == 0 {
 		return nil // empty output
 	}
-	workers := max(1, min(p.threads, pairs))
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	next := make(chan int, pairs)
-	for i := 0; i < pairs; i++ {
-		next <- i
-	}
-	close(next)
-	for w := 0; w < workers; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() {
-				if r := recover(); r != nil {
-					mu.Lock()
-					err = fmt.Errorf("internal error: %v", r)
-					mu.Unlock()
-				}
-			}()
-			scores := make([]float32, p.s*p.t)
-			for bh := range next {
-				p.head(bh/p.n, bh%p.n, scores)
-			}
-		}()
-	}
-	wg.Wait()
-	return err
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("internal error: %v", r)
+		}
+	}()
+	parallelWith(pairs, max(1, p.threads), func() func(int) {
+		scores := make([]float32, p.s*p.t)
+		return func(bh int) { p.head(bh/p.n, bh%p.n, scores) }
+	})
+	return nil
 }
 
 func (p *attnProblem) head(b, h int, scores []float32) {

@@ -2,7 +2,6 @@ package ops
 
 import (
 	"math"
-	"sync"
 )
 
 // A fast float32 exp for the hot kernels (Softmax, Exp, Sigmoid). It
@@ -38,27 +37,4 @@ func sigmoid32(x float32) float32 {
 	}
 	e := exp32(x)
 	return e / (1 + e)
-}
-
-// parallelFor splits [0, n) into contiguous chunks of at least grain
-// elements over up to threads goroutines and waits for them.
-func parallelFor(n, threads, grain int, f func(lo, hi int)) {
-	chunks := min(threads, n/max(grain, 1))
-	if chunks <= 1 {
-		f(0, n)
-		return
-	}
-	var wg sync.WaitGroup
-	var wp workerPanic
-	for c := range chunks {
-		lo, hi := n*c/chunks, n*(c+1)/chunks
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer wp.catch()
-			f(lo, hi)
-		}()
-	}
-	wg.Wait()
-	wp.rethrow()
 }

@@ -36,7 +36,6 @@ import (
 	"fmt"
 	"math"
 	"strconv"
-	"sync"
 
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
@@ -314,67 +313,6 @@ func resolveScale(scale float32, d int) float32 {
 		return 1
 	}
 	return float32(1 / math.Sqrt(float64(d)))
-}
-
-// parallel runs fn(i) for i in [0, n) on up to threads goroutines.
-func parallel(n, threads int, fn func(i int)) {
-	if threads <= 1 || n <= 1 {
-		for i := 0; i < n; i++ {
-			fn(i)
-		}
-		return
-	}
-	if threads > n {
-		threads = n
-	}
-	next := make(chan int, n)
-	for i := 0; i < n; i++ {
-		next <- i
-	}
-	close(next)
-	var wp workerPanic
-	done := make(chan struct{})
-	for w := 0; w < threads; w++ {
-		go func() {
-			defer func() { done <- struct{}{} }()
-			defer wp.catch()
-			for i := range next {
-				fn(i)
-			}
-		}()
-	}
-	for w := 0; w < threads; w++ {
-		<-done
-	}
-	wp.rethrow()
-}
-
-// workerPanic keeps the first panic of a worker goroutine so that the
-// goroutine that started the workers can raise it again once they are all
-// done: a panic left in a worker would kill the process, while in the
-// caller's goroutine the native backend's recover turns it into an error
-// naming the node.
-type workerPanic struct {
-	mu sync.Mutex
-	v  any
-}
-
-// catch is deferred by a worker.
-func (w *workerPanic) catch() {
-	if r := recover(); r != nil {
-		w.mu.Lock()
-		if w.v == nil {
-			w.v = fmt.Errorf("in a worker goroutine: %v", r)
-		}
-		w.mu.Unlock()
-	}
-}
-
-// rethrow panics with the kept value, if any.
-func (w *workerPanic) rethrow() {
-	if w.v != nil {
-		panic(w.v)
-	}
 }
 
 // nodeName is the node's name for error messages.
