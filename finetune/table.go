@@ -14,7 +14,7 @@ import (
 )
 
 // Variant is one conversion of the table: exactly one of Performer,
-// Linformer and LocalPooled is set; Fit also fine-tunes it on the
+// Linformer, LocalPooled and Lara is set; Fit also fine-tunes it on the
 // calibration inputs (see Fit).
 type Variant struct {
 	Performer *convert.PerformerOptions
@@ -23,8 +23,11 @@ type Variant struct {
 	// and sink attention plus segment-mean keys; with NoLocal, a pooled
 	// Linformer.
 	LocalPooled *convert.LocalPooledOptions
-	Fit         bool
-	Steps       int // Adam steps per layer when fitting (0: TableOptions.Fit.Steps)
+	// Lara converts with convert.ToLARA (zero-shot only: Fit is an
+	// error).
+	Lara  *convert.LaraOptions
+	Fit   bool
+	Steps int // Adam steps per layer when fitting (0: TableOptions.Fit.Steps)
 }
 
 // Method describes the conversion without saying whether it is
@@ -62,6 +65,16 @@ func (v Variant) Method() string {
 			b = 64
 		}
 		return fmt.Sprintf("Local+pooled b=%d k=%d%s", b, k, sinks)
+	case v.Lara != nil:
+		o := v.Lara
+		c := o.Landmarks
+		if c == 0 {
+			c = convert.DefaultLaraLandmarks
+		}
+		if o.Samples > 1 {
+			return fmt.Sprintf("LARA C=%d S=%d", c, o.Samples)
+		}
+		return fmt.Sprintf("LARA C=%d", c)
 	}
 	return "no conversion"
 }
@@ -247,13 +260,16 @@ func firstRows(feed map[string]*onnx.Tensor, batch, n int) map[string]*onnx.Tens
 // convertVariant converts original as v says.
 func convertVariant(original *onnxpb.ModelProto, v Variant) (*onnxpb.ModelProto, error) {
 	n := 0
-	for _, set := range []bool{v.Performer != nil, v.Linformer != nil, v.LocalPooled != nil} {
+	for _, set := range []bool{v.Performer != nil, v.Linformer != nil, v.LocalPooled != nil, v.Lara != nil} {
 		if set {
 			n++
 		}
 	}
 	if n != 1 {
-		return nil, fmt.Errorf("want exactly one of Performer, Linformer and LocalPooled options")
+		return nil, fmt.Errorf("want exactly one of Performer, Linformer, LocalPooled and Lara options")
+	}
+	if v.Lara != nil && v.Fit {
+		return nil, fmt.Errorf("LARA is measured zero-shot only (finetune has no LaraAttention fit)")
 	}
 	var m *onnxpb.ModelProto
 	var err error
@@ -262,6 +278,8 @@ func convertVariant(original *onnxpb.ModelProto, v Variant) (*onnxpb.ModelProto,
 		m, _, err = convert.ToPerformer(original, *v.Performer)
 	case v.Linformer != nil:
 		m, _, err = convert.ToLinformer(original, *v.Linformer)
+	case v.Lara != nil:
+		m, _, err = convert.ToLARA(original, *v.Lara)
 	default:
 		m, _, err = convert.ToLocalPooled(original, *v.LocalPooled)
 	}

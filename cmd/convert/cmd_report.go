@@ -22,7 +22,7 @@ func init() {
 	register(&command{
 		name:    "report-real",
 		summary: "measure Performer, Linformer and local+pooled conversions of the real model against the original (zero-shot, and fine-tuned where possible): mean-pooled embedding cosine, per-layer attention error, validate; on held-out sentences, or with --docs on long documents truncated to each of --lengths tokens; prints markdown tables",
-		usage:   "[--model PATH] [--calibration F] [--heldout F] [--docs DIR] [--lengths LIST] [--calibration-texts N] [--features LIST] [--norms LIST] [--omegas LIST] [--k LIST] [--fit-performer LIST] [--performer-variants LIST] [--local-pooled LIST] [--fit-local-pooled LIST] [--steps N] [--minibatch R] [--seed S] [--json]",
+		usage:   "[--model PATH] [--calibration F] [--heldout F] [--docs DIR] [--lengths LIST] [--calibration-texts N] [--features LIST] [--norms LIST] [--omegas LIST] [--k LIST] [--fit-performer LIST] [--performer-variants LIST] [--local-pooled LIST] [--fit-local-pooled LIST] [--lara LIST] [--steps N] [--minibatch R] [--seed S] [--json]",
 		run:     runReportReal,
 	})
 }
@@ -88,6 +88,7 @@ func runReportReal(args []string, stdout io.Writer) error {
 	fitPerf := fs.String("fit-performer", "256", "feature counts M of Performer variants (orthogonal, chi) also fine-tuned (empty: none)")
 	perfVariants := fs.String("performer-variants", "", "zero-shot Performer variants at each --features M, as [center+][balance+]MAP[/NORMS] items (MAP favor+, favor++, sderf or aderf; balance and FAVOR# fitted on the calibration texts; see convert performer --help) (document-mode default "+docDefaults["performer-variants"]+")")
 	localPooled := fs.String("local-pooled", "", "local+pooled variants (zero-shot) as BLOCK/SEGMENTS/SINKS items, SINKS one of sinks (first and last), first, last, none; BLOCK 0 is a pooled Linformer (document-mode default "+docDefaults["local-pooled"]+")")
+	lara := fs.String("lara", "", "LARA landmark counts C, each a zero-shot row (1 sample per landmark, σ = 1, noise from --seed; empty: none)")
 	fitLP := fs.String("fit-local-pooled", "", "local+pooled variants (same form) also fine-tuned: the Q/K projections (document-mode default "+docDefaults["fit-local-pooled"]+")")
 	lpSteps := fs.Int("local-pooled-steps", 30, "Adam steps per layer when fine-tuning local+pooled (document-mode default "+docDefaults["local-pooled-steps"]+")")
 	steps := fs.Int("steps", 200, "Adam steps per layer when fine-tuning Linformer (document-mode default "+docDefaults["steps"]+")")
@@ -134,6 +135,10 @@ func runReportReal(args []string, stdout io.Writer) error {
 		return err
 	}
 	fitMs, err := ints("fit-performer", *fitPerf, cliutil.IntList{Min: 1, Empty: true})
+	if err != nil {
+		return err
+	}
+	laraCs, err := ints("lara", *lara, cliutil.IntList{Min: 1, Empty: true})
 	if err != nil {
 		return err
 	}
@@ -236,6 +241,9 @@ func runReportReal(args []string, stdout io.Writer) error {
 	}
 	for i := range fitLPs {
 		opt.Variants = append(opt.Variants, finetune.Variant{LocalPooled: &fitLPs[i], Fit: true, Steps: *lpSteps})
+	}
+	for _, c := range laraCs {
+		opt.Variants = append(opt.Variants, finetune.Variant{Lara: &convert.LaraOptions{Landmarks: c, Seed: *seed}})
 	}
 	start := time.Now()
 	if !*asJSON {
