@@ -21,6 +21,10 @@ type BenchOptions struct {
 	// Block and Segments configure the local-pooled variant (default 64
 	// and 64, with both sinks).
 	Block, Segments int
+	// Landmarks configures the lara variant (default
+	// DefaultLaraLandmarks, one sample each); it runs only when asked for
+	// in Variants.
+	Landmarks int
 	// Baselines are other models of the same inputs (onnxruntime's
 	// optimized forms of the original, say) timed and measured beside the
 	// original and the variants; every run's ratios are reported against
@@ -53,7 +57,7 @@ func ParseBaseline(s string) (Baseline, error) {
 		}
 	}
 	switch Form(name) {
-	case Original, Performer, Linformer, LocalPooled:
+	case Original, Performer, Linformer, LocalPooled, Lara:
 		return Baseline{}, badBaseline("convert: baseline %q: NAME %q is a variant's name; choose another", s, name)
 	}
 	return Baseline{Name: name, Path: path}, nil
@@ -96,7 +100,7 @@ func LoadBaselines(orig *onnxpb.ModelProto, bs []Baseline) ([]Baseline, []*onnxp
 			return nil, nil, badBaseline("convert: baseline %d: want a name and a file", i+1)
 		}
 		switch Form(b.Name) {
-		case Original, Performer, Linformer, LocalPooled:
+		case Original, Performer, Linformer, LocalPooled, Lara:
 			return nil, nil, badBaseline("convert: baseline %s: the name is a variant's; choose another", b.Name)
 		}
 		if seen[b.Name] {
@@ -304,8 +308,18 @@ func BenchVariants(m *onnxpb.ModelProto, o BenchOptions) (map[Form]*onnxpb.Model
 			}
 			out[f] = lp
 			notes = append(notes, fmt.Sprintf("local-pooled: %d of %d blocks converted, b = %d, k = %d, sinks first,last", len(rep.Converted), rep.Blocks, o.Block, o.Segments))
+		case Lara:
+			lm, rep, err := ToLARA(base, LaraOptions{Landmarks: o.Landmarks, Seed: o.Seed})
+			if err != nil {
+				return nil, nil, fmt.Errorf("convert: bench: %w", err)
+			}
+			if len(rep.Converted) == 0 {
+				return nil, nil, fmt.Errorf("convert: bench: lara: no attention block could be converted")
+			}
+			out[f] = lm
+			notes = append(notes, fmt.Sprintf("lara: %d of %d blocks converted, C = %d", len(rep.Converted), rep.Blocks, o.Landmarks))
 		default:
-			return nil, nil, fmt.Errorf("convert: bench: unknown variant %q (want original, performer, linformer or local-pooled)", f)
+			return nil, nil, fmt.Errorf("convert: bench: unknown variant %q (want original, performer, linformer, local-pooled or lara)", f)
 		}
 	}
 	return out, notes, nil
@@ -320,6 +334,9 @@ func (o BenchOptions) withDefaults() BenchOptions {
 	}
 	if o.Segments == 0 {
 		o.Segments = 64
+	}
+	if o.Landmarks == 0 {
+		o.Landmarks = DefaultLaraLandmarks
 	}
 	if o.Features == 0 {
 		o.Features = 256
@@ -467,7 +484,7 @@ func ratio(run, ref *BenchRun) (BenchRatio, bool) {
 // where both ran (0 when never, −1 when the reference never ran).
 func (r *BenchResult) measuredCrossover(ref map[int]*BenchRun) map[Form]int {
 	out := map[Form]int{}
-	for _, f := range []Form{Performer, Linformer, LocalPooled} {
+	for _, f := range []Form{Performer, Linformer, LocalPooled, Lara} {
 		cross, seen := 0, false
 		for _, run := range r.sorted(f) {
 			if run.Status != "ok" || ref[run.Length] == nil {

@@ -33,6 +33,7 @@ const (
 	Performer   Form = "performer"
 	Linformer   Form = "linformer"
 	LocalPooled Form = "local-pooled"
+	Lara        Form = "lara"
 	// Fused is onnxruntime's fused softmax attention as its transformers
 	// optimizer writes it by default (com.microsoft Attention, or
 	// MultiHeadAttention with a mask): the original's MACs, the H·n·n
@@ -58,6 +59,12 @@ const (
 //	                                      (one-hot·K, one-hot·V), Q·K̄ᵀ and
 //	                                      P·V̄ over k segments, s sinks
 //	                                      gathered and scored
+//	core, LARA  n·h·(4R + 3C) + R·C·h  R = C·samples proposals: ω·K̃ and
+//	                                      the weighted values per sample,
+//	                                      ω·Q̃, the query-landmark
+//	                                      affinities, the one-hot landmark
+//	                                      means of Q and K; the proposals'
+//	                                      densities at every sample (R·C)
 //
 // with h = H·d; Fused and Flash have the original's MACs. Exponentials
 // (H·n² for the softmax, 2·H·n·M for the Performer features) are reported
@@ -73,6 +80,9 @@ type CostModel struct {
 	// Block (b), Segments (k) and Sinks (0, 1 or 2 tokens) price
 	// LocalPooledAttention; the form is priced only when Segments > 0.
 	Block, Segments, Sinks int
+	// Landmarks (C) and Samples (per landmark) price LaraAttention; the
+	// form is priced only when Landmarks > 0.
+	Landmarks, Samples int
 	// PassWeight is the cost of one element of an elementwise pass, in
 	// MACs (0: MACs only). A GEMM does many MACs per element it reads;
 	// a pass over a large tensor is bound by memory, so its weight is
@@ -150,6 +160,10 @@ const FusedPeakFactor = 1
 //	              (b = 0) 4·n·h + 5·n·k + 5·H·n·k: scale Mul, K and V
 //	              masked, Div, the one-hot as above, the pooled part; plus
 //	              n·h for the Sum of the parts when s > 0
+//	LARA          19·H·n·R + 5·H·n·C + 9·n·C + 7·n·h (approximate: the
+//	              key and query weights, their exps and normalisations
+//	              over [n,R], the affinity softmax over [n,C], the
+//	              one-hot landmark means)
 //
 // (the function bodies of ops/performer.go, ops/linformer.go and
 // ops/localpooled.go; the plain FAVOR+ positive body for Performer).
@@ -204,6 +218,13 @@ func (c CostModel) Layer(f Form, n int) LayerCost {
 		}
 		big(4*H*N*3*b, "local scores H·n·3b")
 		big(4*H*N*k, "pooled scores H·n·k")
+	case Lara:
+		C := int64(c.Landmarks)
+		R := C * int64(max(c.Samples, 1))
+		lc.Core = N*h*(4*R+3*C) + R*C*h
+		lc.Exps = H*N*(3*R+C) + H*R*C
+		lc.Elementwise = 19*H*N*R + 5*H*N*C + 9*N*C + 7*N*h
+		big(4*H*N*R, "samples H·n·R")
 	}
 	lc.Total = lc.Projections + lc.Core + lc.FFN
 	return lc
@@ -281,6 +302,9 @@ func (c CostModel) Validate() error {
 	}
 	if c.Features <= 0 || c.K <= 0 {
 		return fmt.Errorf("convert: cost model: features %d and k %d must be positive", c.Features, c.K)
+	}
+	if c.Landmarks < 0 || c.Samples < 0 {
+		return fmt.Errorf("convert: cost model: landmarks %d and samples %d must not be negative", c.Landmarks, c.Samples)
 	}
 	if c.Block < 0 || c.Segments < 0 || c.Sinks < 0 || c.Sinks > 2 {
 		return fmt.Errorf("convert: cost model: block %d, segments %d must not be negative, sinks %d must be 0..2", c.Block, c.Segments, c.Sinks)
@@ -377,6 +401,9 @@ func (c CostModel) WriteCostTable(w io.Writer, lengths []int) error {
 	if c.Segments > 0 {
 		fmt.Fprintf(w, ", local+pooled b = %d, k = %d, %d sinks", c.Block, c.Segments, c.Sinks)
 	}
+	if c.Landmarks > 0 {
+		fmt.Fprintf(w, ", LARA C = %d × %d samples", c.Landmarks, max(c.Samples, 1))
+	}
 	fmt.Fprintln(w, "; batch 1")
 	if c.PassWeight > 0 {
 		fmt.Fprintf(w, "multiply-accumulates (MACs) per layer and for the model (k/M/G/T = 1e3/1e6/1e9/1e12); speedup and crossover also count the cores' elementwise passes at %g MACs per element\n", c.PassWeight)
@@ -399,6 +426,9 @@ func (c CostModel) WriteCostTable(w io.Writer, lengths []int) error {
 		c.Crossover(Performer), 2*c.Features+c.Features/d.HeadDim, c.Crossover(Linformer), 2*c.K)
 	if c.Segments > 0 {
 		fmt.Fprintf(w, ", local-pooled %d (cores equal at 3b + 2k + 2s = %d)", c.Crossover(LocalPooled), 3*c.Block+2*c.Segments+2*c.Sinks)
+	}
+	if c.Landmarks > 0 {
+		fmt.Fprintf(w, ", lara %d", c.Crossover(Lara))
 	}
 	fmt.Fprintln(w)
 	if c.PassWeight > 0 {
@@ -428,11 +458,14 @@ func crossoverText(n int) string {
 }
 
 // Forms lists the forms the model prices: the original, Performer,
-// Linformer, and local+pooled when Segments > 0.
+// Linformer, local+pooled when Segments > 0 and LARA when Landmarks > 0.
 func (c CostModel) Forms() []Form {
 	forms := []Form{Original, Performer, Linformer}
 	if c.Segments > 0 {
 		forms = append(forms, LocalPooled)
+	}
+	if c.Landmarks > 0 {
+		forms = append(forms, Lara)
 	}
 	return forms
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 
@@ -199,5 +200,29 @@ func TestCostTableBaselines(t *testing.T) {
 		if cm.Work(f, 4096) < float64(cm.Total(f, 4096)) {
 			t.Errorf("%s: work below MACs", f)
 		}
+	}
+}
+
+// TestCostLara checks the LARA row against the op's MACs counted per
+// token and head from its definition: ω·k̃ and the weighted values for
+// each of R = C·S samples (2·R·D each side of the ratio: 4·R·D), the
+// query-landmark affinities (C·D), the one-hot landmark means of Q and K
+// in the function body (2·C·D), and the proposals' densities at the R
+// samples, R·C·D per sequence.
+func TestCostLara(t *testing.T) {
+	dims := convert.Dims{Layers: 6, Hidden: 384, Heads: 12, HeadDim: 32, FFN: 1536}
+	for _, tc := range []struct{ n, c, s int }{{512, 256, 1}, {4096, 64, 2}, {128, 256, 1}} {
+		cm := convert.CostModel{Dims: dims, Features: 256, K: 256, Landmarks: tc.c, Samples: tc.s}
+		if err := cm.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		R, C, D, H, n := int64(tc.c*tc.s), int64(tc.c), int64(32), int64(12), int64(tc.n)
+		want := H * (n*(4*R*D+C*D+2*C*D) + R*C*D)
+		if got := cm.Layer(convert.Lara, tc.n).Core; got != want {
+			t.Errorf("n=%d C=%d S=%d: core %d MACs, want %d", tc.n, tc.c, tc.s, got, want)
+		}
+	}
+	if !slices.Contains((convert.CostModel{Landmarks: 8}).Forms(), convert.Lara) || slices.Contains((convert.CostModel{}).Forms(), convert.Lara) {
+		t.Error("Forms lists lara exactly when Landmarks > 0")
 	}
 }

@@ -22,19 +22,20 @@ func init() {
 	register(&command{
 		name:    "bench",
 		summary: "time and measure peak memory of the original, Performer, Linformer and local+pooled forms of a model over sequence lengths, beside any baseline models",
-		usage:   "MODEL [--variants original,performer,linformer,local-pooled] [--baseline NAME=FILE ...] [--lengths 512,1024,...] [--features M] [--k K] [--block B] [--segments K] [--threads T] [--repeat R] [--pass-weight W] [--json F] [--plot F.png]",
+		usage:   "MODEL [--variants original,performer,linformer,local-pooled[,lara]] [--baseline NAME=FILE ...] [--lengths 512,1024,...] [--features M] [--k K] [--block B] [--segments K] [--landmarks C] [--threads T] [--repeat R] [--pass-weight W] [--json F] [--plot F.png]",
 		run:     runBench,
 	})
 }
 
 func runBench(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	variants := fs.String("variants", "original,performer,linformer,local-pooled", "comma-separated forms to run")
+	variants := fs.String("variants", "original,performer,linformer,local-pooled", "comma-separated forms to run (also: lara)")
 	lengths := fs.String("lengths", "512,1024,2048,4096,8192,16384", "comma-separated sequence lengths (batch 1)")
 	features := fs.Int("features", 256, "Performer random features M")
 	k := fs.Int("k", 256, "Linformer projected length k")
 	block := fs.Int("block", 64, "local+pooled block length b")
 	segments := fs.Int("segments", 64, "local+pooled segments k")
+	landmarks := fs.Int("landmarks", convert.DefaultLaraLandmarks, "LARA landmarks C (one sample each), for the lara variant")
 	threads := fs.Int("threads", 2, "onnxruntime intra-op threads per run")
 	repeat := fs.Int("repeat", 3, "timed runs per (variant, length), each in its own process; the median is reported")
 	seed := fs.Uint64("seed", 1, "seed of the Performer features and Linformer projections")
@@ -64,13 +65,13 @@ func runBench(args []string, stdout io.Writer) error {
 	var forms []convert.Form
 	for _, v := range strings.Split(*variants, ",") {
 		f := convert.Form(strings.TrimSpace(v))
-		if f != convert.Original && f != convert.Performer && f != convert.Linformer && f != convert.LocalPooled {
-			return usageError("--variants: unknown variant %q (want original, performer, linformer, local-pooled)", v)
+		if f != convert.Original && f != convert.Performer && f != convert.Linformer && f != convert.LocalPooled && f != convert.Lara {
+			return usageError("--variants: unknown variant %q (want original, performer, linformer, local-pooled, lara)", v)
 		}
 		forms = append(forms, f)
 	}
-	if *features <= 0 || *k <= 0 || *block <= 0 || *segments <= 0 || *threads <= 0 || *repeat <= 0 {
-		return usageError("--features, --k, --block, --segments, --threads and --repeat must be positive")
+	if *features <= 0 || *k <= 0 || *block <= 0 || *segments <= 0 || *landmarks <= 0 || *threads <= 0 || *repeat <= 0 {
+		return usageError("--features, --k, --block, --segments, --landmarks, --threads and --repeat must be positive")
 	}
 	if !(*passWeight >= 0) || math.IsInf(*passWeight, 0) {
 		return usageError("--pass-weight %v: want a finite number ≥ 0", *passWeight)
@@ -91,7 +92,7 @@ func runBench(args []string, stdout io.Writer) error {
 		ModelPath: pos[0],
 		Model:     m,
 		Bench: convert.BenchOptions{Variants: forms, Lengths: ls, Features: *features, K: *k, Block: *block, Segments: *segments, Seed: *seed,
-			Baselines: baselines},
+			Landmarks: *landmarks, Baselines: baselines},
 		Threads:    *threads,
 		Repeat:     *repeat,
 		PassWeight: *passWeight,

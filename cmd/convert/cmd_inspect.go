@@ -16,7 +16,7 @@ func init() {
 	register(&command{
 		name:    "inspect",
 		summary: "describe a model: IR version, opsets, producer, inputs/outputs, op histogram, initializers",
-		usage:   "MODEL [--json] [--explain] [--cost [--seq-len LIST] [--features M] [--k K] [--block B] [--segments K] [--sinks S]]",
+		usage:   "MODEL [--json] [--explain] [--cost [--seq-len LIST] [--features M] [--k K] [--block B] [--segments K] [--sinks S] [--landmarks C]]",
 		run:     runInspect,
 	})
 }

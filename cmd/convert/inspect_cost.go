@@ -13,13 +13,14 @@ import (
 
 // costFlags are inspect's cost-model flags.
 type costFlags struct {
-	on       bool
-	seqLen   string
-	features int
-	k        int
-	block    int
-	segments int
-	sinks    int
+	on        bool
+	seqLen    string
+	features  int
+	k         int
+	block     int
+	segments  int
+	landmarks int
+	sinks     int
 }
 
 func (c *costFlags) register(fs *flag.FlagSet) {
@@ -29,6 +30,7 @@ func (c *costFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&c.k, "k", 256, "with --cost: Linformer projected length k")
 	fs.IntVar(&c.block, "block", 64, "with --cost: local+pooled block length b")
 	fs.IntVar(&c.segments, "segments", 64, "with --cost: local+pooled segments k")
+	fs.IntVar(&c.landmarks, "landmarks", convert.DefaultLaraLandmarks, "with --cost: LARA landmarks C (one sample each)")
 	fs.IntVar(&c.sinks, "sinks", 2, "with --cost: local+pooled sink tokens (0..2)")
 }
 
@@ -61,8 +63,8 @@ func buildCost(m *onnxpb.ModelProto, f costFlags) (*costReport, error) {
 	if err != nil {
 		return nil, err
 	}
-	if f.features <= 0 || f.k <= 0 || f.block <= 0 || f.segments <= 0 {
-		return nil, usageError("--features, --k, --block and --segments must be positive")
+	if f.features <= 0 || f.k <= 0 || f.block <= 0 || f.segments <= 0 || f.landmarks <= 0 {
+		return nil, usageError("--features, --k, --block, --segments and --landmarks must be positive")
 	}
 	if f.sinks < 0 || f.sinks > 2 {
 		return nil, usageError("--sinks %d: want 0, 1 or 2", f.sinks)
@@ -71,7 +73,7 @@ func buildCost(m *onnxpb.ModelProto, f costFlags) (*costReport, error) {
 	if err != nil {
 		return nil, badInput(err)
 	}
-	cm := convert.CostModel{Dims: dims, Features: f.features, K: f.k, Block: f.block, Segments: f.segments, Sinks: f.sinks}
+	cm := convert.CostModel{Dims: dims, Features: f.features, K: f.k, Block: f.block, Segments: f.segments, Sinks: f.sinks, Landmarks: f.landmarks, Samples: 1}
 	if err := cm.Validate(); err != nil {
 		return nil, badInput(err)
 	}
@@ -104,8 +106,8 @@ func printCost(w io.Writer, r *costReport) {
 	d := r.model.Dims
 	h := int64(d.Hidden)
 	perTok := func(f convert.Form) int64 { return r.model.Layer(f, 1).Core / h }
-	fmt.Fprintf(w, "attention core MACs per token per hidden unit (per layer): performer %d, linformer %d, local-pooled %d\n",
-		perTok(convert.Performer), perTok(convert.Linformer), perTok(convert.LocalPooled))
+	fmt.Fprintf(w, "attention core MACs per token per hidden unit (per layer): performer %d, linformer %d, local-pooled %d, lara %d (at n = 512)\n",
+		perTok(convert.Performer), perTok(convert.Linformer), perTok(convert.LocalPooled), r.model.Layer(convert.Lara, 512).Core/(512*h))
 	io.WriteString(w, fidelityGuide)
 }
 
@@ -120,6 +122,7 @@ const fidelityGuide = `measured fidelity on all-MiniLM-L6-v2 (mean-pooled embedd
   local-pooled b=32 k=32, sinks          0.986   0.961   0.934
   performer M=256 centred ADERF          0.881   0.864   0.873   (--calibration)
   performer M=256 centred FAVOR++        0.767   0.744   0.766
+  lara C=256                             0.808   0.744   0.848   (mean of seeds 1-3)
   linformer pooled k=128, sinks          1.000   0.879   0.799
   linformer gaussian k=128               0.139   0.037  -0.005
 measure your own model with: convert compare MODEL CONVERTED --text-file FILE --seq-len N

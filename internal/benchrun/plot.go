@@ -23,6 +23,7 @@ var variantColors = map[convert.Form]color.Color{
 	convert.Performer:   color.RGBA{R: 0xd6, G: 0x27, B: 0x28, A: 0xff},
 	convert.Linformer:   color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 0xff},
 	convert.LocalPooled: color.RGBA{R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff},
+	convert.Lara:        color.RGBA{R: 0x94, G: 0x67, B: 0xbd, A: 0xff},
 }
 
 // baselineColors colour the baselines' (dashed) lines in order.
@@ -55,7 +56,7 @@ func Plot(r *convert.BenchResult, path string) error {
 		p.Legend.Top, p.Legend.Left = false, false
 		p.Add(plotter.NewGrid())
 		lines := 0
-		forms := []convert.Form{convert.Original, convert.Performer, convert.Linformer, convert.LocalPooled}
+		forms := []convert.Form{convert.Original, convert.Performer, convert.Linformer, convert.LocalPooled, convert.Lara}
 		for _, b := range r.Baselines {
 			forms = append(forms, convert.Form(b.Name))
 		}

@@ -18,6 +18,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -305,6 +306,12 @@ func Run(o Options) (*convert.BenchResult, error) {
 		return nil, err
 	}
 	cm := convert.CostModel{Dims: dims, Features: bo.Features, K: bo.K, Block: bo.Block, Segments: bo.Segments, Sinks: 2, PassWeight: o.PassWeight}
+	if slices.Contains(bo.Variants, convert.Lara) {
+		cm.Landmarks, cm.Samples = bo.Landmarks, 1
+		if cm.Landmarks == 0 {
+			cm.Landmarks = convert.DefaultLaraLandmarks
+		}
+	}
 	if err := cm.Validate(); err != nil {
 		return nil, err
 	}
