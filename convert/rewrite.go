@@ -14,11 +14,11 @@ import (
 
 // PerformerOptions configures ToPerformer.
 type PerformerOptions struct {
-	Features int    // M random features per head (default 256)
-	Seed     uint64 // ω is deterministic from Seed and the layer index
-	Omega    string // "orthogonal" (default) or "iid"
-	Norms    string // row norms: "chi" (default), "sqrt-d" or "qmc"
-	Kernel   string // "positive" (FAVOR+, default) or "trig"
+	Features int            // M random features per head (default 256)
+	Seed     uint64         // ω is deterministic from Seed and the layer index
+	Omega    features.Kind  // features.Orthogonal (default) or features.IID
+	Norms    features.Norms // row norms: features.NormsChi (default), NormsSqrtD or NormsQMC
+	Kernel   string         // "positive" (FAVOR+, default) or "trig"
 	// Chunk is the chunk length of the causal Performer's function body
 	// (default 64), used when the converted blocks are causal (see
 	// causal.go).
@@ -56,9 +56,9 @@ type PerformerOptions struct {
 
 // LinformerOptions configures ToLinformer.
 type LinformerOptions struct {
-	K      int    // projected length k (default 128)
-	MaxLen int    // N, the longest sequence the projections accept (default 512)
-	Share  string // "none", "headwise" (default), "kv" or "layerwise"
+	K      int            // projected length k (default 128)
+	MaxLen int            // N, the longest sequence the projections accept (default 512)
+	Share  features.Share // features.ShareNone, ShareHeadwise (default), ShareKV or ShareLayerwise
 	Seed   uint64
 	Layers []int
 	// Projections, when set, supplies E and F for a layer instead of
@@ -133,18 +133,18 @@ func ToPerformer(m *onnxpb.ModelProto, o PerformerOptions) (*onnxpb.ModelProto, 
 		return nil, nil, fmt.Errorf("convert: performer: features %d exceeds %d", o.Features, MaxFeatures)
 	}
 	if o.Omega == "" {
-		o.Omega = "orthogonal"
+		o.Omega = features.Orthogonal
 	}
 	if o.Norms == "" {
-		o.Norms = "chi"
+		o.Norms = features.NormsChi
 	}
 	if o.Kernel == "" {
 		o.Kernel = ops.KernelPositive
 	}
-	if o.Omega != "orthogonal" && o.Omega != "iid" {
+	if o.Omega != features.Orthogonal && o.Omega != features.IID {
 		return nil, nil, fmt.Errorf("convert: performer: omega %q, want orthogonal or iid", o.Omega)
 	}
-	if o.Norms != "chi" && o.Norms != "sqrt-d" && o.Norms != "qmc" {
+	if o.Norms != features.NormsChi && o.Norms != features.NormsSqrtD && o.Norms != features.NormsQMC {
 		return nil, nil, fmt.Errorf("convert: performer: norms %q, want chi, sqrt-d or qmc", o.Norms)
 	}
 	if o.Kernel != ops.KernelPositive && o.Kernel != ops.KernelTrig {
@@ -300,7 +300,7 @@ func ToLinformer(m *onnxpb.ModelProto, o LinformerOptions) (*onnxpb.ModelProto, 
 		}
 	}
 	if o.Share == "" {
-		o.Share = "headwise"
+		o.Share = features.ShareHeadwise
 	}
 	if o.K < 1 || o.MaxLen < 1 {
 		return nil, nil, fmt.Errorf("convert: linformer: k %d and max-len %d must be positive", o.K, o.MaxLen)
@@ -309,7 +309,7 @@ func ToLinformer(m *onnxpb.ModelProto, o LinformerOptions) (*onnxpb.ModelProto, 
 		return nil, nil, fmt.Errorf("convert: linformer: k %d × max-len %d exceeds %d elements per projection", o.K, o.MaxLen, MaxProjection)
 	}
 	switch o.Share {
-	case "none", "headwise", "kv", "layerwise":
+	case features.ShareNone, features.ShareHeadwise, features.ShareKV, features.ShareLayerwise:
 	default:
 		return nil, nil, fmt.Errorf("convert: linformer: share %q, want none, headwise, kv or layerwise", o.Share)
 	}
@@ -318,7 +318,7 @@ func ToLinformer(m *onnxpb.ModelProto, o LinformerOptions) (*onnxpb.ModelProto, 
 	shared := map[string]string{} // layerwise: one E per (heads) shape
 	rw.core = func(b *Block, q, k, v, bias string) (*onnxpb.NodeProto, error) {
 		var en, fn string
-		if key := fmt.Sprint(b.Heads); o.Share == "layerwise" && o.Projections == nil && shared[key] != "" {
+		if key := fmt.Sprint(b.Heads); o.Share == features.ShareLayerwise && o.Projections == nil && shared[key] != "" {
 			en, fn = shared[key], shared[key]
 		} else {
 			var e, f *onnx.Tensor
@@ -345,7 +345,7 @@ func ToLinformer(m *onnxpb.ModelProto, o LinformerOptions) (*onnxpb.ModelProto, 
 					return nil, err
 				}
 			}
-			if o.Share == "layerwise" {
+			if o.Share == features.ShareLayerwise {
 				shared[key] = en
 			}
 		}

@@ -11,32 +11,41 @@ import (
 	"github.com/linearize/linearize/onnx"
 )
 
+// Kind is how the rows of ω are drawn.
+type Kind string
+
 // Kinds of ω.
 const (
-	IID        = "iid"
-	Orthogonal = "orthogonal"
+	IID        Kind = "iid"
+	Orthogonal Kind = "orthogonal"
 )
+
+// Norms is how the row norms of ω are chosen.
+type Norms string
 
 // Row-norm choices for ω.
 const (
-	NormsChi   = "chi"
-	NormsSqrtD = "sqrt-d"
-	NormsQMC   = "qmc"
+	NormsChi   Norms = "chi"
+	NormsSqrtD Norms = "sqrt-d"
+	NormsQMC   Norms = "qmc"
 )
+
+// Share is how the Linformer projections are shared.
+type Share string
 
 // Sharing modes of the Linformer projections.
 const (
-	ShareNone      = "none"
-	ShareHeadwise  = "headwise"
-	ShareKV        = "kv"
-	ShareLayerwise = "layerwise"
+	ShareNone      Share = "none"
+	ShareHeadwise  Share = "headwise"
+	ShareKV        Share = "kv"
+	ShareLayerwise Share = "layerwise"
 )
 
 // OmegaOptions selects how ω is sampled. Zero values select orthogonal
 // rows with χ_D norms, shared by all heads.
 type OmegaOptions struct {
-	Kind  string // "orthogonal" or "iid"
-	Norms string // "chi", "sqrt-d" or "qmc"
+	Kind  Kind  // Orthogonal or IID
+	Norms Norms // NormsChi, NormsSqrtD or NormsQMC
 	// PerHead draws one ω per head ([H, M, D]) instead of one for the layer
 	// ([1, M, D], broadcast over heads).
 	PerHead bool
@@ -136,7 +145,7 @@ func Omega(seed uint64, layer, heads, m, d int, opts OmegaOptions) (*onnx.Tensor
 
 // directions returns m rows of length d: Gaussian rows (iid) or blocks of
 // orthonormal rows (orthogonal).
-func directions(rng *rand.Rand, kind string, m, d int) []float64 {
+func directions(rng *rand.Rand, kind Kind, m, d int) []float64 {
 	rows := make([]float64, m*d)
 	if kind == IID {
 		for i := range rows {
@@ -202,7 +211,7 @@ func ChiQuantiles(m, d int) []float64 {
 //     layers; it does not depend on the layer index, and the converter must
 //     add it once and reference it from every layer.
 type ProjOptions struct {
-	Share string
+	Share Share
 }
 
 // Projection samples the Linformer projections for one layer: E and F of

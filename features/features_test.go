@@ -55,8 +55,8 @@ func equalTensors(a, b *onnx.Tensor) bool {
 }
 
 func TestOmegaDeterminism(t *testing.T) {
-	for _, kind := range []string{features.Orthogonal, features.IID} {
-		for _, norms := range []string{features.NormsChi, features.NormsSqrtD, features.NormsQMC} {
+	for _, kind := range []features.Kind{features.Orthogonal, features.IID} {
+		for _, norms := range []features.Norms{features.NormsChi, features.NormsSqrtD, features.NormsQMC} {
 			opts := features.OmegaOptions{Kind: kind, Norms: norms, PerHead: true}
 			a, err := features.Omega(42, 3, 2, 40, 16, opts)
 			if err != nil {
@@ -95,7 +95,7 @@ func TestOmegaDeterminism(t *testing.T) {
 // different blocks are not in general.
 func TestOmegaOrthogonalBlocks(t *testing.T) {
 	const m, d = 40, 16 // two full blocks and a partial block of 8
-	for _, norms := range []string{features.NormsChi, features.NormsSqrtD, features.NormsQMC} {
+	for _, norms := range []features.Norms{features.NormsChi, features.NormsSqrtD, features.NormsQMC} {
 		om, err := features.Omega(7, 1, 1, m, d, features.OmegaOptions{Kind: features.Orthogonal, Norms: norms})
 		if err != nil {
 			t.Fatal(err)
@@ -123,7 +123,7 @@ func TestOmegaOrthogonalBlocks(t *testing.T) {
 
 func TestOmegaNorms(t *testing.T) {
 	const m, d = 300, 32
-	for _, kind := range []string{features.Orthogonal, features.IID} {
+	for _, kind := range []features.Kind{features.Orthogonal, features.IID} {
 		// sqrt-d: every norm is exactly √d (to float32 rounding).
 		om, _ := features.Omega(9, 0, 1, m, d, features.OmegaOptions{Kind: kind, Norms: features.NormsSqrtD})
 		for i, r := range rowsOf(om) {
@@ -185,7 +185,7 @@ func TestOmegaBadOptions(t *testing.T) {
 func TestProjection(t *testing.T) {
 	const heads, k, n = 3, 16, 64
 	for _, c := range []struct {
-		share   string
+		share   features.Share
 		heads   int
 		sameEF  bool
 		byLayer bool
@@ -237,7 +237,7 @@ func TestProjection(t *testing.T) {
 // attention in float64, and orthogonal features beat iid ones on average
 // (small logits, where the estimator is usable).
 func TestPerformerErrorFallsWithM(t *testing.T) {
-	cfg := features.SweepConfig{D: 64, N: 128, Seeds: 5, Sigma: 0.25, Norms: []string{features.NormsChi}}
+	cfg := features.SweepConfig{D: 64, N: 128, Seeds: 5, Sigma: 0.25, Norms: []features.Norms{features.NormsChi}}
 	cells, err := features.ErrorSweep(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -246,7 +246,7 @@ func TestPerformerErrorFallsWithM(t *testing.T) {
 	features.WriteSweepTable(&buf, cfg, cells)
 	t.Logf("\n%s", buf.String())
 	nm := 4
-	means := map[string]float64{}
+	means := map[features.Kind]float64{}
 	for i := 0; i < len(cells); i += nm {
 		row := cells[i : i+nm]
 		kind := row[0].Kind

@@ -17,8 +17,8 @@ type SweepConfig struct {
 	Features []int     // values of M (default 64, 256, 1024, 4096)
 	Seeds    int       // trials per cell, each with fresh inputs and ω (default 5)
 	Sigma    float64   // std of the query and key entries (default 0.5)
-	Kinds    []string  // ω kinds (default orthogonal, iid)
-	Norms    []string  // row norms (default chi, sqrt-d, qmc)
+	Kinds    []Kind    // ω kinds (default orthogonal, iid)
+	Norms    []Norms   // row norms (default chi, sqrt-d, qmc)
 	Kernel   string    // Performer kernel (default positive)
 	Threads  int       // goroutines for the Performer kernel
 	Seed     uint64    // base seed; trial t uses Seed+t
@@ -28,8 +28,8 @@ type SweepConfig struct {
 // SweepCell is the measured error for one (M, kind, norms) choice.
 type SweepCell struct {
 	M     int
-	Kind  string
-	Norms string
+	Kind  Kind
+	Norms Norms
 	// Mean and Std of the relative error ‖Performer − exact‖_F / ‖exact‖_F
 	// of the attention output over the trials.
 	Mean, Std float64
@@ -52,10 +52,10 @@ func (c *SweepConfig) defaults() {
 		c.Sigma = 0.5
 	}
 	if len(c.Kinds) == 0 {
-		c.Kinds = []string{Orthogonal, IID}
+		c.Kinds = []Kind{Orthogonal, IID}
 	}
 	if len(c.Norms) == 0 {
-		c.Norms = []string{NormsChi, NormsSqrtD, NormsQMC}
+		c.Norms = []Norms{NormsChi, NormsSqrtD, NormsQMC}
 	}
 	if c.Kernel == "" {
 		c.Kernel = ops.KernelPositive
@@ -82,8 +82,9 @@ func ErrorSweep(cfg SweepConfig) ([]SweepCell, error) {
 		}
 	}
 	type key struct {
-		kind, norms string
-		m           int
+		kind  Kind
+		norms Norms
+		m     int
 	}
 	errs := map[key][]float64{}
 	scale := 1 / math.Sqrt(float64(cfg.D))

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/linearize/linearize/convert"
+	"github.com/linearize/linearize/features"
 	"github.com/linearize/linearize/models"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
@@ -119,12 +120,12 @@ func TestLinformerFitTiny(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, share := range []string{"headwise", "layerwise", "kv"} {
-		t.Run(share, func(t *testing.T) { linformerFitTiny(t, orig, share) })
+	for _, share := range []features.Share{features.ShareHeadwise, features.ShareLayerwise, features.ShareKV} {
+		t.Run(string(share), func(t *testing.T) { linformerFitTiny(t, orig, share) })
 	}
 }
 
-func linformerFitTiny(t *testing.T, orig *onnxpb.ModelProto, share string) {
+func linformerFitTiny(t *testing.T, orig *onnxpb.ModelProto, share features.Share) {
 	cfg := models.TinyConfig()
 	conv, _, err := convert.ToLinformer(orig, convert.LinformerOptions{K: 8, MaxLen: 32, Seed: 4, Share: share})
 	if err != nil {

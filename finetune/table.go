@@ -38,9 +38,9 @@ func (v Variant) Method() string {
 	case v.Performer != nil:
 		o := v.Performer
 		if tag := PerformerTag(*o); tag != "" {
-			return fmt.Sprintf("Performer M=%d %s %s %s", o.Features, def(o.Omega, "orthogonal"), def(o.Norms, "chi"), tag)
+			return fmt.Sprintf("Performer M=%d %s %s %s", o.Features, def(string(o.Omega), "orthogonal"), def(string(o.Norms), "chi"), tag)
 		}
-		return fmt.Sprintf("Performer M=%d %s %s", o.Features, def(o.Omega, "orthogonal"), def(o.Norms, "chi"))
+		return fmt.Sprintf("Performer M=%d %s %s", o.Features, def(string(o.Omega), "orthogonal"), def(string(o.Norms), "chi"))
 	case v.Linformer != nil:
 		return fmt.Sprintf("Linformer k=%d", v.Linformer.K)
 	case v.LocalPooled != nil:

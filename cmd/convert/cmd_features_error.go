@@ -45,7 +45,7 @@ func runFeaturesError(args []string, stdout io.Writer) error {
 	}
 	cfg := features.SweepConfig{
 		D: *d, N: *n, Features: ms, Seeds: *seeds, Sigma: *sigma, Kernel: *kernel,
-		Kinds: strList(*kinds), Norms: strList(*norms), Seed: *seed, Threads: *threads,
+		Kinds: typedList[features.Kind](*kinds), Norms: typedList[features.Norms](*norms), Seed: *seed, Threads: *threads,
 	}
 	if *d < 1 || *n < 1 || *seeds < 1 || !(*sigma > 0) {
 		return badInput(fmt.Errorf("--d, --n, --seeds must be ≥ 1 and --sigma > 0"))

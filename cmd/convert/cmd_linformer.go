@@ -7,6 +7,7 @@ import (
 	"os"
 
 	"github.com/linearize/linearize/convert"
+	"github.com/linearize/linearize/features"
 )
 
 func init() {
@@ -26,7 +27,7 @@ func runLinformer(args []string, stdout io.Writer) error {
 	fs.IntVar(&o.K, "k", 128, "projected length k (segments with --init pool)")
 	fs.StringVar(&o.Sinks, "sinks", "first,last", "with --init pool: tokens kept exact (first,last, first, last or none)")
 	fs.IntVar(&o.MaxLen, "max-len", 0, "with --init gaussian: longest sequence N the projections accept (default 512, or --max-positions)")
-	fs.StringVar(&o.Share, "share", "headwise", "with --init gaussian: projection sharing: none, headwise, kv or layerwise")
+	typedVar(fs, &o.Share, "share", features.ShareHeadwise, "with --init gaussian: projection sharing: none, headwise, kv or layerwise")
 	m, in, layers, err := loadForRewrite("linformer", fs, &f, args, stdout)
 	if err != nil {
 		return err

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/linearize/linearize/convert"
+	"github.com/linearize/linearize/features"
 	"github.com/linearize/linearize/finetune"
 	"github.com/linearize/linearize/internal/cliutil"
 	"github.com/linearize/linearize/onnx"
@@ -99,8 +100,8 @@ func runPerformer(args []string, stdout io.Writer) error {
 	var f rewriteFlags
 	var o convert.PerformerOptions
 	fs.IntVar(&o.Features, "features", 256, "random features M per head")
-	fs.StringVar(&o.Omega, "omega", "orthogonal", "orthogonal (blocks from QR of Gaussian matrices) or iid (Gaussian rows)")
-	fs.StringVar(&o.Norms, "norms", "chi", "row norms of ω: chi (sampled), sqrt-d (all √D) or qmc (χ_D quantiles, permuted)")
+	typedVar(fs, &o.Omega, "omega", features.Orthogonal, "orthogonal (blocks from QR of Gaussian matrices) or iid (Gaussian rows)")
+	typedVar(fs, &o.Norms, "norms", features.NormsChi, "row norms of ω: chi (sampled), sqrt-d (all √D) or qmc (χ_D quantiles, permuted)")
 	fs.StringVar(&o.Kernel, "kernel", "positive", "positive (FAVOR+) or trig")
 	fs.BoolVar(&o.PerHead, "per-head", false, "sample one ω per head instead of one per layer")
 	fs.IntVar(&o.Chunk, "chunk", 64, "chunk length of the causal Performer's function body (causal blocks of decoders are converted with causal=1: plain FAVOR+ with prefix sums, whatever --center and --features-kind say; the report notes it)")
@@ -195,7 +196,7 @@ func performerVariantList(s string) ([]convert.PerformerOptions, error) {
 		if o.FeatureMap == "" {
 			return nil, usageError("--performer-variants %q: want [center+][balance+]MAP[/NORMS] with MAP favor+, favor++, sderf or aderf", item)
 		}
-		o.Norms = norms
+		o.Norms = features.Norms(norms)
 		out = append(out, o)
 	}
 	return out, nil

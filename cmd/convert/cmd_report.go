@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/linearize/linearize/convert"
+	feat "github.com/linearize/linearize/features"
 	"github.com/linearize/linearize/finetune"
 	"github.com/linearize/linearize/internal/cliutil"
 	"github.com/linearize/linearize/onnx"
@@ -214,7 +215,7 @@ func runReportReal(args []string, stdout io.Writer) error {
 	for _, m := range ms {
 		for _, om := range strList(*omegas) {
 			for _, nm := range strList(*norms) {
-				opt.Variants = append(opt.Variants, finetune.Variant{Performer: &convert.PerformerOptions{Features: m, Omega: om, Norms: nm, Seed: *seed}})
+				opt.Variants = append(opt.Variants, finetune.Variant{Performer: &convert.PerformerOptions{Features: m, Omega: feat.Kind(om), Norms: feat.Norms(nm), Seed: *seed}})
 			}
 		}
 	}

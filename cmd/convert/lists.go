@@ -1,6 +1,10 @@
 package main
 
-import "github.com/linearize/linearize/internal/cliutil"
+import (
+	"flag"
+
+	"github.com/linearize/linearize/internal/cliutil"
+)
 
 // ints parses the integer list flag name (cliutil.Ints: K and M suffixes,
 // ranges when l allows them); a bad value is a usage error naming the
@@ -16,3 +20,31 @@ func ints(name, value string, l cliutil.IntList) ([]int, error) {
 // strList splits a comma-separated flag value into its trimmed, non-empty
 // items.
 func strList(s string) []string { return cliutil.Strings(s) }
+
+// namedString is a flag.Value for a string type of the library (an
+// option such as features.Kind), so the flag sets the typed field directly.
+type namedString[T ~string] struct{ p *T }
+
+func (f namedString[T]) String() string {
+	if f.p == nil {
+		return ""
+	}
+	return string(*f.p)
+}
+
+func (f namedString[T]) Set(s string) error { *f.p = T(s); return nil }
+
+// typedVar defines a string flag stored in a field of a named string type.
+func typedVar[T ~string](fs *flag.FlagSet, p *T, name string, value T, usage string) {
+	*p = value
+	fs.Var(namedString[T]{p}, name, usage)
+}
+
+// typedList converts the items of a comma-separated flag value.
+func typedList[T ~string](s string) []T {
+	var out []T
+	for _, v := range strList(s) {
+		out = append(out, T(v))
+	}
+	return out
+}
