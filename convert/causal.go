@@ -98,7 +98,7 @@ func (p *causalPlan) prepare(rw *rewriter, det *Detection, want map[int]bool) {
 	for _, l := range causal {
 		p.layers[l] = true
 	}
-	rw.report.Options["causal"], rw.report.Options["chunk"] = true, p.chunk()
+	rw.report.Options.Causal, rw.report.Options.Chunk = true, p.chunk()
 	var dropped []string
 	o := p.opts
 	if o.Kernel != ops.KernelPositive {
@@ -116,15 +116,8 @@ func (p *causalPlan) prepare(rw *rewriter, det *Detection, want map[int]bool) {
 	note := fmt.Sprintf("%s causal: converted with causal Performer attention (causal=1, prefix sums; chunk %d), positive kernel and plain FAVOR+ features", layersAre(causal), p.chunk())
 	if len(dropped) > 0 {
 		note += fmt.Sprintf("; options %s not applied to them (no causal mode: centring and FAVOR++ use statistics over all tokens, which would let a query see later ones)", strings.Join(dropped, ", "))
-		rw.report.Options["kernel"] = ops.KernelPositive
-		for _, k := range []string{"center", "balance"} {
-			if _, ok := rw.report.Options[k]; ok {
-				rw.report.Options[k] = false
-			}
-		}
-		if _, ok := rw.report.Options["feature_map"]; ok {
-			rw.report.Options["feature_map"] = ops.FeaturesFavorPlus
-		}
+		ro := &rw.report.Options
+		ro.Kernel, ro.Center, ro.Balance, ro.FeatureMap = ops.KernelPositive, false, false, ops.FeaturesFavorPlus
 	}
 	rw.report.Notes = append(rw.report.Notes, note)
 }

@@ -99,7 +99,7 @@ func TestCausalFixturesPerformer(t *testing.T) {
 			if !strings.Contains(text, "causal=1") || !strings.Contains(text, "options center, feature map favor++ not applied") {
 				t.Errorf("report text does not say the blocks are causal and what was not applied:\n%s", text)
 			}
-			if rep.Options["causal"] != true || rep.Options["feature_map"] != ops.FeaturesFavorPlus || rep.Options["center"] != false {
+			if !rep.Options.Causal || rep.Options.FeatureMap != ops.FeaturesFavorPlus || rep.Options.Center {
 				t.Errorf("report options %v", rep.Options)
 			}
 			nodes := performerNodes(pm)
@@ -327,7 +327,6 @@ func TestCausalPlanMixed(t *testing.T) {
 		on   bool
 	}{{nil, false}, {map[int]bool{1: true}, true}} {
 		rw := &rewriter{ix: onnx.NewIndex(g), opset: 17}
-		rw.report.Options = map[string]any{}
 		p := newCausalPlan(PerformerOptions{Kernel: ops.KernelPositive, FeatureMap: ops.FeaturesFavorPlus})
 		p.prepare(rw, det, c.want)
 		if p.on != c.on || p.converts(causalBlock) != c.on {

@@ -72,7 +72,7 @@ func ToLARA(m *onnxpb.ModelProto, o LaraOptions) (*onnxpb.ModelProto, *Report, e
 	}
 	a := ops.LaraAttrs{Landmarks: o.Landmarks}
 	rw := &rewriter{op: ops.LaraOp, layers: o.Layers, positions: o.Positions}
-	rw.report.Options = map[string]any{"landmarks": o.Landmarks, "samples": o.Samples, "sigma": o.Sigma, "seed": o.Seed}
+	rw.report.Options = ReportOptions{Seed: o.Seed, Landmarks: o.Landmarks, Samples: o.Samples, Sigma: o.Sigma}
 	rw.core = func(b *Block, q, k, v, bias string) (*onnxpb.NodeProto, error) {
 		if !(b.Scale > 0) {
 			return nil, fmt.Errorf("score scale %g is not positive: LARA works on √scale·q and √scale·k", b.Scale)

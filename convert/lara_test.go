@@ -161,7 +161,7 @@ func TestLaraOptions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Options["landmarks"] != DefaultLaraLandmarks || rep.Options["samples"] != 1 || rep.Options["sigma"] != 1.0 {
+	if rep.Options.Landmarks != DefaultLaraLandmarks || rep.Options.Samples != 1 || rep.Options.Sigma != 1.0 {
 		t.Errorf("defaults: options %v", rep.Options)
 	}
 	for _, c := range []struct {

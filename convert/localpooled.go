@@ -74,7 +74,7 @@ func ToLocalPooled(m *onnxpb.ModelProto, o LocalPooledOptions) (*onnxpb.ModelPro
 		return nil, nil, err
 	}
 	rw := &rewriter{op: ops.LocalPooledOp, layers: o.Layers, positions: o.Positions}
-	rw.report.Options = map[string]any{"block": a.Block, "segments": a.Segments, "sinks": a.Sinks()}
+	rw.report.Options = ReportOptions{Block: a.Block, Segments: a.Segments, Sinks: a.Sinks()}
 	rw.core = func(b *Block, q, k, v, bias string) (*onnxpb.NodeProto, error) {
 		na := a
 		na.Scale = float32(b.Scale)

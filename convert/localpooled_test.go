@@ -167,7 +167,7 @@ func TestLocalPooledDeterministicAndOptions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Params != 0 || rep.Options["block"] != 64 || rep.Options["segments"] != 64 || rep.Options["sinks"] != "first,last" {
+	if rep.Params != 0 || rep.Options.Block != 64 || rep.Options.Segments != 64 || rep.Options.Sinks != "first,last" {
 		t.Errorf("defaults: params %d, options %v", rep.Params, rep.Options)
 	}
 	var nodes []*onnxpb.NodeProto

@@ -146,7 +146,7 @@ func TestToPerformerVariantGraph(t *testing.T) {
 			if !bytes.Equal(a, b) {
 				t.Error("same options, different bytes")
 			}
-			if rep.Options["center"] != v.center || rep.Options["feature_map"] != v.feat {
+			if rep.Options.Center != v.center || rep.Options.FeatureMap != v.feat {
 				t.Errorf("report options %v", rep.Options)
 			}
 			ix := onnx.NewIndex(pm.Graph)

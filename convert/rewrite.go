@@ -80,15 +80,45 @@ type LinformerOptions struct {
 	Sinks string
 }
 
+// ReportOptions are the options a conversion ran with, as the report
+// (and --json) gives them: the fields of the op that was written; the
+// others are zero and left out of the JSON.
+type ReportOptions struct {
+	Seed uint64 `json:"seed"`
+	// Performer.
+	Features   int            `json:"features,omitempty"`
+	Omega      features.Kind  `json:"omega,omitempty"`
+	Norms      features.Norms `json:"norms,omitempty"`
+	Kernel     string         `json:"kernel,omitempty"`
+	PerHead    bool           `json:"per_head,omitempty"`
+	Center     bool           `json:"center,omitempty"`
+	Balance    bool           `json:"balance,omitempty"`
+	FeatureMap string         `json:"feature_map,omitempty"`
+	Causal     bool           `json:"causal,omitempty"`
+	Chunk      int            `json:"chunk,omitempty"`
+	// Linformer (Gaussian E/F).
+	K      int            `json:"k,omitempty"`
+	MaxLen int            `json:"max_len,omitempty"`
+	Share  features.Share `json:"share,omitempty"`
+	// Local+pooled (and the pooled Linformer).
+	Block    int    `json:"block,omitempty"`
+	Segments int    `json:"segments,omitempty"`
+	Sinks    string `json:"sinks,omitempty"`
+	// LARA.
+	Landmarks int     `json:"landmarks,omitempty"`
+	Samples   int     `json:"samples,omitempty"`
+	Sigma     float64 `json:"sigma,omitempty"`
+}
+
 // Report says what a conversion did.
 type Report struct {
-	Op        string         `json:"op"`
-	Blocks    int            `json:"blocks"`
-	Converted []BlockReport  `json:"converted"`
-	Skipped   []BlockReport  `json:"skipped"`
-	Params    int64          `json:"params_added"`
-	Bytes     int64          `json:"bytes_added"`
-	Options   map[string]any `json:"options"`
+	Op        string        `json:"op"`
+	Blocks    int           `json:"blocks"`
+	Converted []BlockReport `json:"converted"`
+	Skipped   []BlockReport `json:"skipped"`
+	Params    int64         `json:"params_added"`
+	Bytes     int64         `json:"bytes_added"`
+	Options   ReportOptions `json:"options"`
 	// Positions reports the position-table extension, if any.
 	Positions *ExtendReport `json:"positions,omitempty"`
 	// Notes say what the conversion decided beyond the options (such as
@@ -159,10 +189,8 @@ func ToPerformer(m *onnxpb.ModelProto, o PerformerOptions) (*onnxpb.ModelProto, 
 	}
 	causal := newCausalPlan(o)
 	rw := &rewriter{op: ops.PerformerOp, layers: o.Layers, positions: o.Positions, causal: causal}
-	rw.report.Options = map[string]any{"features": o.Features, "seed": o.Seed, "omega": o.Omega, "norms": o.Norms, "kernel": o.Kernel, "per_head": o.PerHead}
-	if o.Center || o.Balance || o.FeatureMap != ops.FeaturesFavorPlus {
-		rw.report.Options["center"], rw.report.Options["balance"], rw.report.Options["feature_map"] = o.Center, o.Balance, o.FeatureMap
-	}
+	rw.report.Options = ReportOptions{Seed: o.Seed, Features: o.Features, Omega: o.Omega, Norms: o.Norms, Kernel: o.Kernel, PerHead: o.PerHead,
+		Center: o.Center, Balance: o.Balance, FeatureMap: o.FeatureMap}
 	rw.core = func(b *Block, q, k, v, bias string) (*onnxpb.NodeProto, error) {
 		var omega *onnx.Tensor
 		var err error
@@ -314,7 +342,7 @@ func ToLinformer(m *onnxpb.ModelProto, o LinformerOptions) (*onnxpb.ModelProto, 
 		return nil, nil, fmt.Errorf("convert: linformer: share %q, want none, headwise, kv or layerwise", o.Share)
 	}
 	rw := &rewriter{op: ops.LinformerOp, layers: o.Layers, positions: o.Positions}
-	rw.report.Options = map[string]any{"k": o.K, "max_len": o.MaxLen, "share": o.Share, "seed": o.Seed}
+	rw.report.Options = ReportOptions{Seed: o.Seed, K: o.K, MaxLen: o.MaxLen, Share: o.Share}
 	shared := map[string]string{} // layerwise: one E per (heads) shape
 	rw.core = func(b *Block, q, k, v, bias string) (*onnxpb.NodeProto, error) {
 		var en, fn string
