@@ -5,6 +5,9 @@
 #   out/bench/bert-base-2l-16k.onnx   the original (convert build-model)
 #   out/bench/fused.onnx              transformers optimizer defaults (Attention)
 #   out/bench/flash.onnx              MultiHeadAttention, no mask (CPU flash attention)
+#   out/bench/{performer,local-pooled}.onnx and their *-ortopt-extended.onnx:
+#                                     converted, then run through onnxruntime's
+#                                     offline graph optimizer
 #
 # then prints the `convert bench` command that times them beside the
 # original and the converted variants. It runs no timing itself.
@@ -46,6 +49,17 @@ bin/convert build-model --preset base --layers "$layers" --max-positions "$maxpo
 log "running onnxruntime's transformers optimizer (fixture venv)"
 python3 testdata/bench/ort_baselines.py "$model" "$out" --heads 12 --hidden 768
 
+# The converted models as the bench converts them (plain FAVOR+ M = 256,
+# local+pooled b = k = 64 with both sinks, seed 1), and what onnxruntime's
+# offline graph optimizer (level extended) makes of them: the question is
+# whether a converted model survives a user's optimization step.
+log "converting for the optimizer check"
+bin/convert performer "$model" -o "$out/performer.onnx" --features 256 --seed 1 --center=false --features-kind favor+ --overwrite >/dev/null
+bin/convert local-pooled "$model" -o "$out/local-pooled.onnx" --overwrite >/dev/null
+log "running onnxruntime's graph optimizer on the converted models (fixture venv)"
+python3 testdata/bench/ort_optimize_converted.py "$out/performer.onnx" "$out/performer-ortopt" --levels extended
+python3 testdata/bench/ort_optimize_converted.py "$out/local-pooled.onnx" "$out/local-pooled-ortopt" --levels extended
+
 # Lengths from 512 up to the position table (the baselines are run as
 # written, so they must cover every length).
 lengths=""
@@ -60,4 +74,11 @@ bin/convert bench $model --lengths $lengths \\
     --threads 2 --repeat 3 \\
     --baseline fused=$out/fused.onnx --baseline flash=$out/flash.onnx \\
     --json docs/bench.json --plot docs/bench.png | tee docs/bench-table.txt
+
+and, to see what onnxruntime's offline optimizer does to converted models:
+
+bin/convert bench $model --lengths 4096,16384 --variants performer,local-pooled \
+    --threads 2 --repeat 3 \
+    --baseline performer-ortopt=$out/performer-ortopt-extended.onnx \
+    --baseline local-pooled-ortopt=$out/local-pooled-ortopt-extended.onnx | tee docs/bench-ortopt.txt
 EOF
