@@ -184,10 +184,10 @@ func externalInfo(t *onnxpb.TensorProto) map[string]string {
 	return kv
 }
 
-// ResolveInside returns the real path of rel under dir, refusing absolute
+// resolveInside returns the real path of rel under dir, refusing absolute
 // paths, paths that climb out of dir, and symbolic links that lead outside
 // dir.
-func ResolveInside(dir, rel string) (string, error) {
+func resolveInside(dir, rel string) (string, error) {
 	if rel == "" {
 		return "", errors.New("empty location")
 	}
@@ -234,7 +234,7 @@ func loadExternal(m *onnxpb.ModelProto, dir string) error {
 			return nil
 		}
 		kv := externalInfo(t)
-		p, err := ResolveInside(dir, kv["location"])
+		p, err := resolveInside(dir, kv["location"])
 		if err != nil {
 			return fmt.Errorf("tensor %q: external data: %w", t.GetName(), err)
 		}
@@ -340,7 +340,7 @@ func CheckSavePath(path string, opts SaveOptions) error {
 	if path == "" {
 		return errors.New("onnx: empty output path")
 	}
-	if opts.Input != "" && SamePath(opts.Input, path) && !opts.Overwrite {
+	if opts.Input != "" && samePath(opts.Input, path) && !opts.Overwrite {
 		return fmt.Errorf("%w %s (choose another output path)", ErrOverwriteInput, path)
 	}
 	if st, err := os.Stat(path); err == nil && st.IsDir() {
@@ -424,9 +424,9 @@ func kvEntry(k, v string) *onnxpb.StringStringEntryProto {
 	return &onnxpb.StringStringEntryProto{Key: &k, Value: &v}
 }
 
-// SamePath reports whether a and b name the same file (or the same path if
+// samePath reports whether a and b name the same file (or the same path if
 // neither exists).
-func SamePath(a, b string) bool {
+func samePath(a, b string) bool {
 	sa, errA := os.Stat(a)
 	sb, errB := os.Stat(b)
 	if errA == nil && errB == nil {

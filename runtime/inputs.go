@@ -366,7 +366,7 @@ type FeedSpec struct {
 	Inputs map[string]string
 	// Texts, then the lines of each of TextFiles (blank lines skipped),
 	// are tokenized into one batch row each; they fill the token-level
-	// inputs (ids, mask, token types; see InputRole) not in Inputs.
+	// inputs (ids, mask, token types; see inputRole) not in Inputs.
 	Texts     []string
 	TextFiles []string
 	// Vocab is the tokenizer (a folder, tokenizer.json or vocab.txt);
@@ -568,7 +568,7 @@ func (s FeedSpec) Build(m *onnxpb.ModelProto, modelPath string) (*Feed, error) {
 		if f.Batch == 0 {
 			f.Batch, f.SeqLen = t.Shape[0], t.Shape[1]
 		}
-		if InputRole(v.Name) == RoleMask && f.Mask == nil {
+		if inputRole(v.Name) == roleMask && f.Mask == nil {
 			if vals, err := t.AsInt64s(); err == nil {
 				f.Mask = vals
 				f.Batch, f.SeqLen = t.Shape[0], t.Shape[1]

@@ -13,24 +13,24 @@ import (
 
 // Roles of a BERT-style model's inputs.
 const (
-	RoleIDs       = "ids"
-	RoleMask      = "mask"
-	RoleTokenType = "token_type"
+	roleIDs       = "ids"
+	roleMask      = "mask"
+	roleTokenType = "token_type"
 )
 
-// InputRole guesses what a token-level input holds from its name:
-// RoleIDs (input_ids), RoleMask (attention_mask, input_mask) or
-// RoleTokenType (token_type_ids, segment_ids); "" when the name says
+// inputRole guesses what a token-level input holds from its name:
+// roleIDs (input_ids), roleMask (attention_mask, input_mask) or
+// roleTokenType (token_type_ids, segment_ids); "" when the name says
 // nothing.
-func InputRole(name string) string {
+func inputRole(name string) string {
 	n := strings.ToLower(name)
 	switch {
 	case strings.Contains(n, "type") || strings.Contains(n, "segment"):
-		return RoleTokenType
+		return roleTokenType
 	case strings.Contains(n, "mask"):
-		return RoleMask
+		return roleMask
 	case strings.Contains(n, "ids") || strings.Contains(n, "input") || strings.Contains(n, "token"):
-		return RoleIDs
+		return roleIDs
 	}
 	return ""
 }
@@ -98,7 +98,7 @@ type TokenInputs struct {
 }
 
 // TextInputs tokenizes texts and fills every input of the model by role
-// (see InputRole): ids, attention mask, token types (zeros). The sequence
+// (see inputRole): ids, attention mask, token types (zeros). The sequence
 // length is seqLen when positive, else the length the model declares, else
 // the longest text (at most maxLen tokens when maxLen > 0). A text longer
 // than the sequence length n is truncated to exactly n tokens: [CLS], its
@@ -115,12 +115,12 @@ func TextInputs(tok *tokenize.WordPiece, inputs []Value, texts []string, seqLen,
 	ti := &TokenInputs{Feed: map[string]*onnx.Tensor{}, Batch: b.Size, SeqLen: b.SeqLen, Mask: b.AttentionMask, Lengths: b.Lengths}
 	for _, in := range inputs {
 		var data []int64
-		switch InputRole(in.Name) {
-		case RoleIDs:
+		switch inputRole(in.Name) {
+		case roleIDs:
 			data = b.InputIDs
-		case RoleMask:
+		case roleMask:
 			data = b.AttentionMask
-		case RoleTokenType:
+		case roleTokenType:
 			data = b.TokenTypeIDs
 		default:
 			return nil, fmt.Errorf("runtime: cannot fill input %q from text (not ids, mask or token types by its name)", in.Name)

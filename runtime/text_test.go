@@ -23,11 +23,11 @@ func tinyTokenizer(t *testing.T) *tokenize.WordPiece {
 
 func TestInputRole(t *testing.T) {
 	for name, want := range map[string]string{
-		"input_ids": RoleIDs, "attention_mask": RoleMask, "token_type_ids": RoleTokenType,
-		"input_mask": RoleMask, "segment_ids": RoleTokenType, "ids": RoleIDs, "pixel_values": "",
+		"input_ids": roleIDs, "attention_mask": roleMask, "token_type_ids": roleTokenType,
+		"input_mask": roleMask, "segment_ids": roleTokenType, "ids": roleIDs, "pixel_values": "",
 	} {
-		if got := InputRole(name); got != want {
-			t.Errorf("InputRole(%q) = %q, want %q", name, got, want)
+		if got := inputRole(name); got != want {
+			t.Errorf("inputRole(%q) = %q, want %q", name, got, want)
 		}
 	}
 }
