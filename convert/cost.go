@@ -139,11 +139,11 @@ const FusedPeakFactor = 1
 //	original      5·H·n²   Div (scale), Add (mask), Softmax (3 passes)
 //	fused         4·H·n²   mask copied into the scores, Softmax in place
 //	flash         2·H·n²   running maximum, exp and sum, in cache
-//	Performer     7·H·n·M + 7·n·h + 2·H·n
-//	              queries: ReduceMax, Sub, Exp over [n,M]; keys: Sub (the
-//	              per-key offset), ReduceMax, Sub, Exp over [M,n]; Kᵀ,
-//	              K⊙K and its sum over [n,d]; [V,1] Concat and its mask
-//	              Mul over [n,d+1]; numerator Slice and Div over [n,d]
+//	Performer     6·H·n·M + 3·n·h + 4·H·n·(d+1)
+//	              keys: ReduceMax, Sub, Exp over [M,n]; queries: Softmax
+//	              (3 passes) over [n,M]; K masked (Where), K⊙K and its sum
+//	              over [n,d]; [K, offset] Concat and its Transpose, [V,1]
+//	              and [Q,1] Concat over [n,d+1]
 //	Linformer     4·H·n·k + 2·n·k + 2·n·h
 //	              scale Mul and Softmax over the [n,k] scores; E and F
 //	              ([1,k,N], shared by the heads as LinformerOptions'
@@ -197,7 +197,7 @@ func (c CostModel) Layer(f Form, n int) LayerCost {
 	case Performer:
 		lc.Core = 4*N*M*h + 2*N*M*H
 		lc.Exps = 2 * H * N * M
-		lc.Elementwise = 7*H*N*M + 5*N*h + 2*H*N*(D+1)
+		lc.Elementwise = 6*H*N*M + 3*N*h + 4*H*N*(D+1)
 		big(4*H*N*M, "features H·n·M")
 	case Linformer:
 		lc.Core = 4 * N * K * h

@@ -15,9 +15,14 @@ import (
 // (it names nodes "" and values "_inlfunc_<op>_..."), so the bodies are
 // recognised by their structure, each by a part no softmax attention has:
 //
-//   - PerformerAttention: the output Div(Slice(X), Add(Relu(Slice(X)), ε)),
-//     numerator and denominator sliced from one product with [V, 1] (a
-//     softmax normalises by a sum, never a Relu);
+//   - PerformerAttention, positive kernel: a Softmax (the query weights
+//     over the features) multiplied by Div(Slice(X), Slice(X)) (through a
+//     Mul): values and normaliser sliced from one product with [V, 1] (a
+//     softmax attention's values are never divided by a slice of their own
+//     product); the trig kernel's output, and the positive kernel's of
+//     earlier versions: Div(Slice(X), Add(Relu(Slice(X)), ε)), numerator
+//     and denominator sliced from one product with [V, 1] (a softmax
+//     normalises by a sum, never a Relu);
 //   - LocalPooledAttention: the output Div(x, Sum(..., c)) with a tiny
 //     positive constant c (the floor of the shared softmax denominator),
 //     in a graph that also assigns keys to segments by a one-hot
@@ -88,7 +93,7 @@ func findInlined(g *onnxpb.GraphProto, ix *onnx.Index) []inlinedOp {
 	var out []inlinedOp
 	for _, n := range g.Node {
 		switch {
-		case isPerformerOutput(ix, n):
+		case isPerformerOutput(ix, n), isPerformerSoftmax(ix, n):
 			out = append(out, inlinedOp{ops.PerformerOp, n})
 		case segments && isLocalPooledOutput(ix, n):
 			out = append(out, inlinedOp{ops.LocalPooledOp, n})
@@ -136,6 +141,38 @@ func isPerformerOutput(ix *onnx.Index, n *onnxpb.NodeProto) bool {
 		den := producer(ix, relu.Input[0], "Slice")
 		if den != nil && len(den.Input) > 0 && den.Input[0] == num.Input[0] {
 			return true
+		}
+	}
+	return false
+}
+
+// isPerformerSoftmax matches a Softmax consumed by MatMul(·, W) with W =
+// Div(Slice(X), Slice(X)), or W = Mul of such a Div and anything.
+func isPerformerSoftmax(ix *onnx.Index, n *onnxpb.NodeProto) bool {
+	if n.GetOpType() != "Softmax" || !defaultDomain(n) || len(n.Output) == 0 {
+		return false
+	}
+	meanOfProduct := func(v string) bool {
+		div := producer(ix, v, "Div")
+		if div == nil || len(div.Input) != 2 {
+			return false
+		}
+		num, den := producer(ix, div.Input[0], "Slice"), producer(ix, div.Input[1], "Slice")
+		return num != nil && den != nil && len(num.Input) > 0 && len(den.Input) > 0 && num.Input[0] == den.Input[0]
+	}
+	for _, c := range ix.Consumers[n.Output[0]] {
+		if c.GetOpType() != "MatMul" || !defaultDomain(c) || len(c.Input) != 2 || c.Input[0] != n.Output[0] {
+			continue
+		}
+		if meanOfProduct(c.Input[1]) {
+			return true
+		}
+		if mul := producer(ix, c.Input[1], "Mul"); mul != nil {
+			for _, in := range mul.Input {
+				if meanOfProduct(in) {
+					return true
+				}
+			}
 		}
 	}
 	return false

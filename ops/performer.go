@@ -19,24 +19,52 @@ import (
 // balance_q, balance_k [H or 1,D,D] (both or neither) and derf_a
 // [H or 1,1,D] (only with features "sderf"/"aderf"). Output [B,H,Sq,Dv].
 //
-// With x̃ = x·√scale, u = Omega·x̃ and h = ‖x̃‖²/2, the positive kernel uses
+// With x̃ = x·√scale, u = Omega·x̃ and h = ‖x̃‖²/2, the positive kernel
+// estimates softmax attention with the features f(q) = exp(u − h),
+// f(k) = exp(u − h + b) (zero for masked keys):
 //
-//	φ(q) = exp(u − h − max_features(u − h)) / √M
-//	φ(k) = exp(u − h + b − max_{valid keys, features}(u − h + b)) / √M
+//	out_i = Σ_j κ_ij v_j / Σ_j κ_ij,  κ_ij = Σ_r f(q_i)_r f(k_j)_r,
 //
-// with one key maximum per (batch, head), and the trig kernel uses 2M
-// features
+// the ratio itself, with no epsilon: positive features make every
+// denominator positive, and both the kernel and the function body compute
+// the ratio in a form where it cannot underflow (below). A row whose batch
+// has no valid key is 0. The trig kernel uses 2M features
 //
 //	φ(q) = [cos u, sin u] / √M
-//	φ(k) = [cos u, sin u]·exp(h + b − max_{valid keys}(h + b)) / √M.
+//	φ(k) = [cos u, sin u]·exp(h + b − max_{valid keys}(h + b)) / √M
 //
-// (The query factor exp(h) of the trig estimator is constant per row and
-// cancels.) With causal=1 (and chunk) query i sees the keys j ≤ i only,
-// with a running maximum as the key stabiliser: see performer_causal.go. Both give out = φ(Q)·(φ(K)ᵀV) / (max(φ(Q)·φ(K)ᵀ1, 0) + epsilon):
-// the maxima cancel in the ratio and only prevent overflow; the max(·, 0)
-// is a no-op for the positive kernel and keeps the trig estimator's
-// negative denominators from producing infinities. Keys with bias ≤ −1e4
-// (or −Inf, or NaN) have φ(k) = 0 exactly.
+// (the query factor exp(h) of the trig estimator is constant per row and
+// cancels) and out = φ(Q)·(φ(K)ᵀV) / (max(φ(Q)·φ(K)ᵀ1, 0) + epsilon):
+// epsilon is relative to the largest key weight (1 after the key
+// maximum), and the max(·, 0) keeps the trig estimator's negative
+// denominators from producing infinities. With causal=1 (and chunk) query
+// i sees the keys j ≤ i only: see performer_causal.go; the causal op keeps
+// the earlier stabilisation (query row maximum, running key maximum over
+// keys and features, 1/√M) and out = φ(Q)·(φ(K)ᵀV) / (max(φ(Q)·φ(K)ᵀ1,
+// 0) + epsilon), so its rows can still collapse at large norms. Keys with
+// bias ≤ −1e4 (or −Inf, or NaN) have f(k) = 0 exactly. (FAVOR+'s 1/√M on
+// each feature, and any constant per query row or per (batch, head), cancel
+// in the positive kernel's ratio.)
+//
+// # The denominator (positive kernel)
+//
+// The estimator is computed as a mixture: with key logits t_jr = log
+// f(k_j)_r and query logits ℓ_ir = log f(q_i)_r,
+//
+//	out_i = Σ_r α_ir μ_r,  α_i = softmax_r(ℓ_ir + L_r),  L_r = log Σ_j e^{t_jr},
+//	μ_r = Σ_j e^{t_jr − L_r} v_j,
+//
+// which is the ratio above exactly. Every key column is stabilised by its
+// own maximum over the keys (so each Σ_j e^{t_jr − max_j t_jr} ≥ 1) and
+// every query row by the softmax, so the denominator is 1 by construction:
+// no row collapses however large the norms (an earlier form, with one key
+// maximum over all keys and features and an absolute epsilon = 1e-6,
+// collapsed most rows to near zero at norms ×10 because their
+// denominators fell below epsilon). The only guard left is against an
+// exact zero, the batch without valid keys. The epsilon attribute is kept
+// for the trig kernel and the causal op and does not change the positive
+// kernel's output. PerformerGuardedRows counts, for a node's inputs, the
+// rows the guard decides (runtime.ValidateOps reports them).
 //
 // # Exact transformations (positive kernel)
 //
@@ -144,31 +172,10 @@ func init() {
 }
 
 func performerKernel(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
-	if len(in) < 4 || len(in) > 8 {
-		return nil, fmt.Errorf("ops: %s%s: got %d inputs, want 4 to 8", PerformerOp, nodeName(ctx), len(in))
+	pin, a, err := performerCall(ctx, in)
+	if err != nil {
+		return nil, err
 	}
-	var a PerformerAttrs
-	if ctx != nil && ctx.Node != nil {
-		a.Scale = onnx.AttrFloat(ctx.Node, "scale", 0)
-		a.Kernel = onnx.AttrString(ctx.Node, "kernel", KernelPositive)
-		a.Epsilon = onnx.AttrFloat(ctx.Node, "epsilon", defaultEpsilon)
-		a.Center = onnx.AttrInt(ctx.Node, "center", 0) != 0
-		a.Features = onnx.AttrString(ctx.Node, "features", FeaturesFavorPlus)
-		a.Causal = onnx.AttrInt(ctx.Node, "causal", 0) != 0
-		chunk := onnx.AttrInt(ctx.Node, "chunk", DefaultChunk)
-		if chunk < 1 || chunk > MaxChunk {
-			return nil, fmt.Errorf("ops: %s%s: chunk %d must be in 1..%d", PerformerOp, nodeName(ctx), chunk, MaxChunk)
-		}
-		a.Chunk = int(chunk)
-		a.Threads = ctx.Threads
-	}
-	opt := func(i int) *onnx.Tensor {
-		if i < len(in) {
-			return in[i]
-		}
-		return nil
-	}
-	pin := PerformerInputs{Q: in[0], K: in[1], V: in[2], Omega: in[3], Bias: opt(4), BalanceQ: opt(5), BalanceK: opt(6), DerfA: opt(7)}
 	out, err := PerformerWith(pin, a)
 	if err != nil {
 		if n := nodeName(ctx); n != "" {
@@ -179,14 +186,54 @@ func performerKernel(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
 	return []*onnx.Tensor{out}, nil
 }
 
+// performerCall reads a node's inputs and attributes.
+func performerCall(ctx *Context, in []*onnx.Tensor) (PerformerInputs, PerformerAttrs, error) {
+	var a PerformerAttrs
+	if len(in) < 4 || len(in) > 8 {
+		return PerformerInputs{}, a, fmt.Errorf("ops: %s%s: got %d inputs, want 4 to 8", PerformerOp, nodeName(ctx), len(in))
+	}
+	if ctx != nil && ctx.Node != nil {
+		a.Scale = onnx.AttrFloat(ctx.Node, "scale", 0)
+		a.Kernel = onnx.AttrString(ctx.Node, "kernel", KernelPositive)
+		a.Epsilon = onnx.AttrFloat(ctx.Node, "epsilon", defaultEpsilon)
+		a.Center = onnx.AttrInt(ctx.Node, "center", 0) != 0
+		a.Features = onnx.AttrString(ctx.Node, "features", FeaturesFavorPlus)
+		a.Causal = onnx.AttrInt(ctx.Node, "causal", 0) != 0
+		chunk := onnx.AttrInt(ctx.Node, "chunk", DefaultChunk)
+		if chunk < 1 || chunk > MaxChunk {
+			return PerformerInputs{}, a, fmt.Errorf("ops: %s%s: chunk %d must be in 1..%d", PerformerOp, nodeName(ctx), chunk, MaxChunk)
+		}
+		a.Chunk = int(chunk)
+		a.Threads = ctx.Threads
+	}
+	opt := func(i int) *onnx.Tensor {
+		if i < len(in) {
+			return in[i]
+		}
+		return nil
+	}
+	return PerformerInputs{Q: in[0], K: in[1], V: in[2], Omega: in[3], Bias: opt(4), BalanceQ: opt(5), BalanceK: opt(6), DerfA: opt(7)}, a, nil
+}
+
 // Performer computes PerformerAttention in float32 (see the op's
 // definition above) without balance or DERF parameters. bias may be nil.
 func Performer(q, k, v, omega, bias *onnx.Tensor, a PerformerAttrs) (*onnx.Tensor, error) {
 	return PerformerWith(PerformerInputs{Q: q, K: k, V: v, Omega: omega, Bias: bias}, a)
 }
 
-// PerformerWith computes PerformerAttention in float32 from all its inputs.
-func PerformerWith(in PerformerInputs, a PerformerAttrs) (*onnx.Tensor, error) {
+// performerPlan is a checked call of the op.
+type performerPlan struct {
+	in                     PerformerInputs
+	a                      PerformerAttrs
+	b, h, sq, sk, d, dv, m int
+	ho                     int // Omega's head extent
+	mask                   *keyMask
+	eps, scale             float32
+	gen                    *variant // the positive kernel (non-causal), nil otherwise
+}
+
+// planPerformer validates the inputs and attributes.
+func planPerformer(in PerformerInputs, a PerformerAttrs) (*performerPlan, error) {
 	const op = PerformerOp
 	q, k, v, omega := in.Q, in.K, in.V, in.Omega
 	b, h, sq, sk, d, dv, err := attnDims(op, q, k, v)
@@ -226,42 +273,189 @@ func PerformerWith(in PerformerInputs, a PerformerAttrs) (*onnx.Tensor, error) {
 	if !(scale > 0) || math.IsInf(float64(scale), 0) {
 		return nil, fmt.Errorf("ops: %s: scale %g must be positive and finite", op, scale)
 	}
+	p := &performerPlan{in: in, a: a, b: b, h: h, sq: sq, sk: sk, d: d, dv: dv, m: m, ho: ho, mask: mask, eps: eps, scale: scale}
 	if a.Causal {
 		if err := checkCausal(in, a, kernel, sq, sk); err != nil {
 			return nil, err
 		}
-		return performerCausal(in, mask, b, h, sq, d, dv, m, ho, scale, eps, a.Threads), nil
+		return p, nil
 	}
-	gen, err := checkVariant(in, a, kernel, h, sq, sk, d, mask)
+	p.gen, err = checkVariant(in, a, kernel, h, sq, sk, d, mask)
 	if err != nil {
 		return nil, err
 	}
-	if gen != nil {
-		return gen.run(in, mask, b, h, sq, sk, d, dv, m, ho, scale, eps, a.Threads), nil
+	if p.gen == nil && kernel == KernelPositive {
+		p.gen = &variant{features: FeaturesFavorPlus}
 	}
-	rs := float32(math.Sqrt(float64(scale)))
+	return p, nil
+}
 
-	out := make([]float32, b*h*sq*dv)
-	qd, kd, vd, od := q.Floats(), k.Floats(), v.Floats(), omega.Floats()
-	nf := m // features per token
-	if kernel == KernelTrig {
-		nf = 2 * m
+// PerformerWith computes PerformerAttention in float32 from all its inputs.
+func PerformerWith(in PerformerInputs, a PerformerAttrs) (*onnx.Tensor, error) {
+	p, err := planPerformer(in, a)
+	if err != nil {
+		return nil, err
 	}
-	invSqrtM := float32(1 / math.Sqrt(float64(m)))
+	b, h, sq, sk, d, dv, m, ho := p.b, p.h, p.sq, p.sk, p.d, p.dv, p.m, p.ho
+	if a.Causal {
+		return performerCausal(in, p.mask, b, h, sq, d, dv, m, ho, p.scale, p.eps, a.Threads), nil
+	}
+	if p.gen != nil {
+		return p.gen.run(in, p.mask, b, h, sq, sk, d, dv, m, ho, p.scale, a.Threads), nil
+	}
+	// The trig kernel.
+	out := make([]float32, b*h*sq*dv)
+	vd := in.V.Floats()
 	parallel(b*h, a.Threads, func(bh int) {
-		bi, hi := bh/h, bh%h
-		om := od
-		if ho > 1 {
-			om = od[hi*m*d : (hi+1)*m*d]
-		}
-		qs := qd[bh*sq*d : (bh+1)*sq*d]
-		ks := kd[bh*sk*d : (bh+1)*sk*d]
-		vs := vd[bh*sk*dv : (bh+1)*sk*dv]
-		phiQ := features(qs, sq, d, om, m, rs, kernel, false, mask, bi, invSqrtM)
-		phiK := features(ks, sk, d, om, m, rs, kernel, true, mask, bi, invSqrtM)
-		attend(phiQ, phiK, vs, sq, sk, nf, dv, eps, out[bh*sq*dv:(bh+1)*sq*dv])
+		phiQ, phiK := p.trigFeatures(bh)
+		attend(phiQ, phiK, vd[bh*sk*dv:(bh+1)*sk*dv], sq, sk, 2*m, dv, p.eps, out[bh*sq*dv:(bh+1)*sq*dv])
 	})
 	return onnx.NewFloat([]int{b, h, sq, dv}, out), nil
+}
+
+// omega returns Omega of head hi, [m, d].
+func (p *performerPlan) omega(hi int) []float32 {
+	od := p.in.Omega.Floats()
+	if p.ho > 1 {
+		return od[hi*p.m*p.d : (hi+1)*p.m*p.d]
+	}
+	return od
+}
+
+// trigFeatures returns the trig kernel's φ(Q) [sq, 2m] and φ(K) [sk, 2m]
+// of one (batch, head).
+func (p *performerPlan) trigFeatures(bh int) (phiQ, phiK []float32) {
+	bi, hi := bh/p.h, bh%p.h
+	sq, sk, d, m := p.sq, p.sk, p.d, p.m
+	rs := float32(math.Sqrt(float64(p.scale)))
+	invSqrtM := float32(1 / math.Sqrt(float64(m)))
+	om := p.omega(hi)
+	qs := p.in.Q.Floats()[bh*sq*d : (bh+1)*sq*d]
+	ks := p.in.K.Floats()[bh*sk*d : (bh+1)*sk*d]
+	phiQ = features(qs, sq, d, om, m, rs, KernelTrig, false, p.mask, bi, invSqrtM)
+	phiK = features(ks, sk, d, om, m, rs, KernelTrig, true, p.mask, bi, invSqrtM)
+	return phiQ, phiK
+}
+
+// PerformerGuardedRows recomputes the denominators of a PerformerAttention
+// call (ctx carries the node, in its inputs, as for the kernel) and
+// counts the output rows the guard decides rather than the estimator:
+//
+//   - positive kernel: rows whose batch has no valid key (the estimator
+//     is undefined there and the op returns 0); the mixture form keeps
+//     every other denominator exact, so none underflows;
+//   - trig kernel: rows with max(den, 0) < epsilon, den = φ(q)·φ(K)ᵀ1 in
+//     the op's units (epsilon then at least halves the row, or the
+//     estimate is not positive at all);
+//   - causal op: rows with den < epsilon, den = φ(q)·Σ_{j≤i} φ(k_j) with
+//     the causal op's running stabiliser (the rows that collapse toward
+//     zero at large norms).
+//
+// rows is B·H·Sq. The cost is that of the features (no values are read).
+func PerformerGuardedRows(ctx *Context, in []*onnx.Tensor) (guarded, rows int, err error) {
+	pin, a, err := performerCall(ctx, in)
+	if err != nil {
+		return 0, 0, err
+	}
+	p, err := planPerformer(pin, a)
+	if err != nil {
+		return 0, 0, err
+	}
+	rows = p.b * p.h * p.sq
+	counts := make([]int, p.b*p.h)
+	parallel(p.b*p.h, a.Threads, func(bh int) {
+		switch {
+		case a.Causal:
+			counts[bh] = p.causalGuarded(bh)
+		case p.gen != nil:
+			bi := bh / p.h
+			for j := 0; j < p.sk; j++ {
+				if _, ok := p.mask.at(bi, j); ok {
+					return
+				}
+			}
+			counts[bh] = p.sq
+		default:
+			phiQ, phiK := p.trigFeatures(bh)
+			nf := 2 * p.m
+			ksum := make([]float64, nf)
+			for j := 0; j < p.sk; j++ {
+				for f, x := range phiK[j*nf : (j+1)*nf] {
+					ksum[f] += float64(x)
+				}
+			}
+			for i := 0; i < p.sq; i++ {
+				var den float64
+				for f, x := range phiQ[i*nf : (i+1)*nf] {
+					den += float64(x) * ksum[f]
+				}
+				if !(max(den, 0) >= float64(p.eps)) {
+					counts[bh]++
+				}
+			}
+		}
+	})
+	for _, c := range counts {
+		guarded += c
+	}
+	return guarded, rows, nil
+}
+
+// causalGuarded counts the rows of one (batch, head) of the causal op whose
+// denominator is below epsilon: the recurrence of performerCausal without
+// the values.
+func (p *performerPlan) causalGuarded(bh int) int {
+	bi, hi := bh/p.h, bh%p.h
+	s, d, m := p.sq, p.d, p.m
+	rs := float32(math.Sqrt(float64(p.scale)))
+	invSqrtM := float32(1 / math.Sqrt(float64(m)))
+	om := p.omega(hi)
+	qs := p.in.Q.Floats()[bh*s*d : (bh+1)*s*d]
+	ks := p.in.K.Floats()[bh*s*d : (bh+1)*s*d]
+	phiQ := features(qs, s, d, om, m, rs, KernelPositive, false, p.mask, bi, invSqrtM)
+	z := make([]float64, m)
+	t := make([]float64, m)
+	R := math.Inf(-1)
+	n := 0
+	for j := 0; j < s; j++ {
+		if bv, ok := p.mask.at(bi, j); ok {
+			kr := ks[j*d : (j+1)*d]
+			var hh float64
+			for _, x := range kr {
+				x *= rs
+				hh += float64(x) * float64(x)
+			}
+			top := math.Inf(-1)
+			for f := 0; f < m; f++ {
+				var u float64
+				for c, w := range om[f*d : (f+1)*d] {
+					u += float64(w) * float64(kr[c]*rs)
+				}
+				t[f] = u - hh/2 + float64(bv)
+				top = math.Max(top, t[f])
+			}
+			if top > R {
+				if !math.IsInf(R, -1) {
+					g := math.Exp(R - top)
+					for f := range z {
+						z[f] *= g
+					}
+				}
+				R = top
+			}
+			for f := 0; f < m; f++ {
+				z[f] += math.Exp(t[f] - R)
+			}
+		}
+		var den float64
+		for f, x := range phiQ[j*m : (j+1)*m] {
+			den += float64(x) * z[f]
+		}
+		if !(den*float64(invSqrtM) >= float64(p.eps)) {
+			n++
+		}
+	}
+	return n
 }
 
 // attend writes o = φ(Q)·(φ(K)ᵀV) / (max(φ(Q)·φ(K)ᵀ1, 0) + eps) for one
@@ -565,12 +759,12 @@ func favorPPA(t *transformed, d int) float64 {
 	return OptimalPositiveA((qq/nq + kk/nk + 2*cross) / float64(d))
 }
 
-// run computes the general positive path: exact transformations, then the
-// feature map, then the same linear attention as plain FAVOR+.
-func (v *variant) run(in PerformerInputs, mask *keyMask, b, h, sq, sk, d, dv, m, ho int, scale, eps float32, threads int) *onnx.Tensor {
+// run computes the positive kernel (plain FAVOR+ and every variant): the
+// exact transformations, then the feature map, then the estimator in its
+// mixture form (see mixture).
+func (v *variant) run(in PerformerInputs, mask *keyMask, b, h, sq, sk, d, dv, m, ho int, scale float32, threads int) *onnx.Tensor {
 	out := make([]float32, b*h*sq*dv)
 	qd, kd, vd, od := in.Q.Floats(), in.K.Floats(), in.V.Floats(), in.Omega.Floats()
-	invSqrtM := float32(1 / math.Sqrt(float64(m)))
 	parallel(b*h, threads, func(bh int) {
 		bi, hi := bh/h, bh%h
 		om := od
@@ -579,32 +773,36 @@ func (v *variant) run(in PerformerInputs, mask *keyMask, b, h, sq, sk, d, dv, m,
 		}
 		t := v.transform(qd[bh*sq*d:(bh+1)*sq*d], kd[bh*sk*d:(bh+1)*sk*d], bi, hi, sq, sk, d, scale, mask)
 		omEff, beta := v.params(om, t, hi, m, d)
-		phiQ, phiK := gerfFeatures(t, omEff, beta, sq, sk, d, m, invSqrtM)
-		attend(phiQ, phiK, vd[bh*sk*dv:(bh+1)*sk*dv], sq, sk, m, dv, eps, out[bh*sq*dv:(bh+1)*sq*dv])
+		mixture(t, omEff, beta, vd[bh*sk*dv:(bh+1)*sk*dv], sq, sk, d, dv, m, out[bh*sq*dv:(bh+1)*sq*dv])
 	})
 	return onnx.NewFloat([]int{b, h, sq, dv}, out)
 }
 
-// gerfFeatures returns the stabilised features of the transformed rows:
-// query logits ω̂·x + β less their row maximum, key logits ω̂·y + β −
-// ‖y‖²/2 + kb less one maximum over the valid keys; invalid keys are zero.
-func gerfFeatures(t *transformed, omEff []float32, beta []float64, sq, sk, d, m int, invSqrtM float32) (phiQ, phiK []float32) {
-	phiQ = make([]float32, sq*m)
-	gemm.Sgemm(false, true, sq, m, d, 1, t.x, d, omEff, d, 0, phiQ, m, 1)
-	for i := 0; i < sq; i++ {
-		row := phiQ[i*m : (i+1)*m]
-		top := float32(math.Inf(-1))
-		for r := range row {
-			row[r] += float32(beta[r])
-			top = max(top, row[r])
-		}
-		for r, x := range row {
-			row[r] = expNeg(x-top) * invSqrtM
-		}
+// mixture writes the positive estimator of one (batch, head) to o [sq, dv]
+// in its mixture form. With key logits t_jr = ω̂_r·y_j + β_r − ‖y_j‖²/2 +
+// kb_j (valid keys only) and query logits ω̂_r·x_i + β_r,
+//
+//	out_i = Σ_j Σ_r e^{ℓ_ir + t_jr} v_j / Σ_j Σ_r e^{ℓ_ir + t_jr}
+//	      = Σ_r α_ir μ_r,  α_i = softmax_r(ℓ_ir + L_r),
+//	      μ_r = Σ_j e^{t_jr − L_r} v_j,  L_r = log Σ_j e^{t_jr},
+//
+// exactly. Each key column is stabilised by its own maximum m_r (e^{t − m_r}
+// has a 1 in every column, so Z_r = Σ_j e^{t_jr − m_r} ≥ 1 and L_r = m_r +
+// log Z_r is exact) and each query row by the softmax, so the estimator's
+// denominator is 1 by construction and never underflows, whatever the
+// norms. A (batch, head) without valid keys gives zeros.
+func mixture(t *transformed, omEff []float32, beta []float64, vs []float32, sq, sk, d, dv, m int, o []float32) {
+	if t.nk == 0 {
+		clear(o)
+		return
 	}
-	phiK = make([]float32, sk*m)
-	gemm.Sgemm(false, true, sk, m, d, 1, t.y, d, omEff, d, 0, phiK, m, 1)
-	top := float32(math.Inf(-1))
+	// Key logits, [sk, m]; invalid keys are skipped.
+	lk := make([]float32, sk*m)
+	gemm.Sgemm(false, true, sk, m, d, 1, t.y, d, omEff, d, 0, lk, m, 1)
+	top := make([]float32, m)
+	for r := range top {
+		top[r] = float32(math.Inf(-1))
+	}
 	for j := 0; j < sk; j++ {
 		if !t.ok[j] {
 			continue
@@ -614,28 +812,64 @@ func gerfFeatures(t *transformed, omEff []float32, beta []float64, sq, sk, d, m 
 			h2 += float64(y) * float64(y)
 		}
 		off := t.kb[j] - h2/2
-		row := phiK[j*m : (j+1)*m]
+		row := lk[j*m : (j+1)*m]
 		for r := range row {
 			row[r] = float32(float64(row[r]) + beta[r] + off)
-			top = max(top, row[r])
+			top[r] = max(top[r], row[r])
 		}
 	}
+	z := make([]float64, m)
 	for j := 0; j < sk; j++ {
-		row := phiK[j*m : (j+1)*m]
+		row := lk[j*m : (j+1)*m]
 		if !t.ok[j] {
 			clear(row)
 			continue
 		}
 		for r, x := range row {
-			row[r] = expNeg(x-top) * invSqrtM
+			row[r] = expNeg(x - top[r])
+			z[r] += float64(row[r])
 		}
 	}
-	return phiQ, phiK
+	// μ = (eᵀV)/Z, [m, dv]; L_r − max L (a constant over the features,
+	// which the query softmax removes).
+	mu := make([]float32, m*dv)
+	gemm.Sgemm(true, false, m, dv, sk, 1, lk, m, vs, dv, 0, mu, dv, 1)
+	lse := make([]float64, m)
+	lmax := math.Inf(-1)
+	for r := range z {
+		row := mu[r*dv : (r+1)*dv]
+		for c := range row {
+			row[c] = float32(float64(row[c]) / z[r])
+		}
+		lse[r] = float64(top[r]) + math.Log(z[r]) + beta[r]
+		lmax = math.Max(lmax, lse[r])
+	}
+	// Query weights α, [sq, m].
+	alpha := make([]float32, sq*m)
+	gemm.Sgemm(false, true, sq, m, d, 1, t.x, d, omEff, d, 0, alpha, m, 1)
+	for i := 0; i < sq; i++ {
+		row := alpha[i*m : (i+1)*m]
+		best := float32(math.Inf(-1))
+		for r := range row {
+			row[r] = float32(float64(row[r]) + lse[r] - lmax)
+			best = max(best, row[r])
+		}
+		var sum float64
+		for r, x := range row {
+			row[r] = expNeg(x - best)
+			sum += float64(row[r])
+		}
+		inv := float32(1 / sum)
+		for r := range row {
+			row[r] *= inv
+		}
+	}
+	gemm.Sgemm(false, false, sq, dv, m, 1, alpha, m, mu, dv, 0, o, dv, 1)
 }
 
 // features returns the [s, nf] feature matrix of the rows x [s, d]: keys of
-// batch bi (stabilised by one maximum over the valid keys, masked keys
-// zero) or queries (stabilised per row).
+// batch bi (trig kernel only: stabilised by one maximum over the valid
+// keys, masked keys zero) or queries (stabilised per row).
 func features(x []float32, s, d int, om []float32, m int, rs float32, kernel string, isKey bool, mask *keyMask, bi int, invSqrtM float32) []float32 {
 	u := make([]float32, s*m)
 	gemm.Sgemm(false, true, s, m, d, rs, x, d, om, d, 0, u, m, 1)
@@ -683,41 +917,14 @@ func features(x []float32, s, d int, om []float32, m int, rs float32, kernel str
 		}
 		return phi
 	}
-	// Positive kernel. For a query row, h is constant over the features
-	// and cancels against the row maximum: φ(q) = exp(u − max u)/√M.
-	if !isKey {
-		for i := 0; i < s; i++ {
-			row := u[i*m : (i+1)*m]
-			top := row[0]
-			for _, t := range row[1:] {
-				top = max(top, t)
-			}
-			for j, t := range row {
-				row[j] = expNeg(t-top) * invSqrtM
-			}
-		}
-		return u
-	}
-	// Keys: t = u − h + b, one maximum over the valid keys.
-	top := float32(math.Inf(-1))
+	// Positive kernel, queries only (the causal op's; the bidirectional op
+	// uses mixture). For a query row, h is constant over the features and
+	// cancels against the row maximum: φ(q) = exp(u − max u)/√M.
 	for i := 0; i < s; i++ {
-		bv, ok := valid(i)
-		if !ok {
-			continue
-		}
-		c := hh[i] - bv
 		row := u[i*m : (i+1)*m]
-		for j, t := range row {
-			t -= c
-			row[j] = t
+		top := row[0]
+		for _, t := range row[1:] {
 			top = max(top, t)
-		}
-	}
-	for i := 0; i < s; i++ {
-		row := u[i*m : (i+1)*m]
-		if _, ok := valid(i); !ok {
-			clear(row)
-			continue
 		}
 		for j, t := range row {
 			row[j] = expNeg(t-top) * invSqrtM
@@ -793,7 +1000,8 @@ func NewPerformerNode(name string, inputs []string, output string, a PerformerAt
 // (11..23; use the model's own default-domain opset), for one kernel
 // ("positive" or "trig"). Its inputs are Q, K, V, Omega, key_bias (all
 // required), its attributes scale (required), kernel (ignored by the body)
-// and epsilon (default 1e-6).
+// and epsilon (default 1e-6; read by the trig body only, see the op's
+// definition).
 func PerformerFunction(kernel string, opset int64) (*onnxpb.FunctionProto, error) {
 	return PerformerFunctionFor(PerformerVariant{Kernel: kernel}, opset)
 }
@@ -838,27 +1046,21 @@ func PerformerFunctionFor(v PerformerVariant, opset int64) (*onnxpb.FunctionProt
 		}
 		return PerformerCausalFunction(v.Chunk, opset)
 	}
-	if v.Center || v.Balance || feat != FeaturesFavorPlus {
-		return performerVariantFunction(v, kernel, feat, opset)
+	if kernel == KernelPositive || v.Center || v.Balance || feat != FeaturesFavorPlus {
+		return performerPositiveFunction(v, kernel, feat, opset)
 	}
-	if kernel == "" {
-		kernel = KernelPositive
-	}
-	if kernel != KernelPositive && kernel != KernelTrig {
+	if kernel != KernelTrig {
 		return nil, fmt.Errorf("ops: %s function: kernel %q, want %q or %q", PerformerOp, kernel, KernelPositive, KernelTrig)
 	}
 	if err := checkOpset(PerformerOp, opset); err != nil {
 		return nil, err
 	}
 	b := &fnBuilder{opset: opset}
-	// The body is arranged to touch the [.., S, M] feature tensors as few
-	// times as possible, since at moderate lengths those elementwise passes,
-	// not the products, decide whether Performer beats exact attention:
+	// The trig body:
 	//   - √scale is folded into Ω (tiny) instead of Q and K;
-	//   - for queries h and the row max cancel: u − h − max(u − h) = u − max(u);
 	//   - 1/√M on φ(Q) and φ(K) scales numerator and denominator by 1/M,
 	//     so it is dropped and ε is multiplied by M instead (exactly equal);
-	//   - key features are built transposed, [B,H,M,Sk], from Kᵀ (small),
+	//   - key features are built transposed, [B,H,2M,Sk], from Kᵀ (small),
 	//     where key_bias [B,1,1,Sk] broadcasts as it is;
 	//   - the denominator rides along the numerator's product as a column
 	//     of ones appended to V; padded keys are zeroed in that [Sk, Dv+1]
@@ -880,24 +1082,12 @@ func PerformerFunctionFor(v PerformerVariant, opset int64) (*onnxpb.FunctionProt
 	kT := b.transpose("K", 0, 1, 3, 2)                                                               // [B,H,D,Sk]
 	ukT := b.op("MatMul", []string{omegaS, kT})                                                      // [B,H,M,Sk]
 	hkT := b.op("Mul", []string{b.reduce("ReduceSum", b.op("Mul", []string{kT, kT}), 2), halfScale}) // [B,H,1,Sk]
-	var phiQ, phiKT string
-	if kernel == KernelPositive {
-		phiQ = b.op("Exp", []string{b.op("Sub", []string{uq, b.reduce("ReduceMax", uq, -1)})})
-		// u − h + b, with padded keys' bias replaced (in the small
-		// [B,1,1,Sk] tensor) by −1e30 so they never set the maximum and
-		// stay finite; their rows of [V, 1] are zero, so they add nothing.
-		safeBias := b.op("Where", []string{valid, "key_bias", b.constFloat(-1e30)})
-		tk := b.op("Sub", []string{ukT, b.op("Sub", []string{hkT, safeBias})})
-		top := b.reduce("ReduceMax", tk, 2, 3)
-		phiKT = b.op("Exp", []string{b.op("Sub", []string{tk, top})})
-	} else {
-		phiQ = b.op("Concat", []string{b.op("Cos", []string{uq}), b.op("Sin", []string{uq})}, attrInt("axis", -1))
-		g := b.op("Where", []string{valid, b.op("Add", []string{hkT, "key_bias"}), negMax}) // [B,H,1,Sk]
-		top := b.reduce("ReduceMax", g, 2, 3)
-		fk := b.op("Exp", []string{b.op("Sub", []string{g, top})})
-		cs := b.op("Concat", []string{b.op("Cos", []string{ukT}), b.op("Sin", []string{ukT})}, attrInt("axis", 2))
-		phiKT = b.op("Mul", []string{cs, fk})
-	}
+	phiQ := b.op("Concat", []string{b.op("Cos", []string{uq}), b.op("Sin", []string{uq})}, attrInt("axis", -1))
+	g := b.op("Where", []string{valid, b.op("Add", []string{hkT, "key_bias"}), negMax}) // [B,H,1,Sk]
+	top := b.reduce("ReduceMax", g, 2, 3)
+	fk := b.op("Exp", []string{b.op("Sub", []string{g, top})})
+	cs := b.op("Concat", []string{b.op("Cos", []string{ukT}), b.op("Sin", []string{ukT})}, attrInt("axis", 2))
+	phiKT := b.op("Mul", []string{cs, fk})
 	// [V, 1] with padded keys' rows zeroed: [B,H,Sk,Dv+1].
 	shapeV := b.op("Slice", []string{b.op("Shape", []string{"V"}), b.constInts(0), b.constInts(3)})
 	onesShape := b.op("Concat", []string{shapeV, b.constInts(1)}, attrInt("axis", 0))
@@ -920,23 +1110,33 @@ func PerformerFunctionFor(v PerformerVariant, opset int64) (*onnxpb.FunctionProt
 		[]*onnxpb.AttributeProto{attrFloat("epsilon", defaultEpsilon)}), nil
 }
 
-// performerVariantFunction builds the general positive body: the exact
-// transformations, then the feature map, then the linear attention of the
-// plain body. Per-feature offsets β and per-key offsets ride along the
-// feature products as extra columns ("augmented" operands), so the
-// [.., S, M] feature tensors are touched only by the GEMM, one maximum,
-// one subtraction and one Exp, as in the plain body:
+// performerPositiveFunction builds the positive body (plain FAVOR+ and
+// every variant): the exact transformations, then the feature map, then
+// the estimator in the mixture form of the Go kernel (see mixture):
 //
-//	queries: [x·s, c] · [ω̂; col]ᵀ = s·ω̂·x + c·col  (= ω̂·x + β)
-//	keys:    [y·s, c, off] · [ω̂; col; 1]ᵀ = ω̂·x + β + off
+//	keys:    t = ω̂·y + β − ‖y‖²/2 + b, [M, Sk] per (batch, head);
+//	         e = exp(t − max_keys t) (one maximum per feature);
+//	         [eV, Z] = e·[V, 1];  μ = eV/Z;  L = max_keys t + log Z
+//	queries: α = Softmax_features(ω̂·x + β + L − max L);  out = α·μ
+//
+// so the [.., S, M] feature tensors are touched only by the products, the
+// keys' ReduceMax, Sub and Exp and the queries' Softmax, and there is no
+// denominator to divide by (it is 1 by construction). Per-feature offsets
+// β, the per-key offsets and L ride along the products as extra columns
+// ("augmented" operands):
+//
+//	queries: [x, 1] · [ω̂; β + L − max L]ᵀ
+//	keys:    [y, 1, off] · [ω̂; β; 1]ᵀ  (no β column for favor+)
 //
 // with off_j = b_j (+ centring bias) − ‖y_j‖²/2, or −1e30 for padded keys
-// (their rows of [V, 1] are zero too); for favor++ s = √(1−4A), c = A
-// (per batch and head, computed here) and col = ‖ω‖²; for DERF s = 1,
-// c = 1, ω̂ = ω ⊙ √(1−4a) and col = β = Σ a_c ω_c²; for favor+ s = 1 and
-// there is no column. √scale is folded into Ω, and ‖y‖² is taken before
-// the FAVOR++ scaling.
-func performerVariantFunction(v PerformerVariant, kernel, feat string, opset int64) (*onnxpb.FunctionProto, error) {
+// (their logits are then exactly −1e30, so e = 0 for them whenever a valid
+// key exists; with none, μ is multiplied by 0); for favor++ ω̂ = √(1−4A)·ω
+// and β = A‖ω‖² (A per batch and head, computed here); for DERF ω̂ = ω ⊙
+// √(1−4a) and β = Σ a_c ω_c². √scale is folded into Ω, and ‖y‖² is taken
+// before the FAVOR++ scaling. Plain FAVOR+ keeps PerformerFunction's
+// interface (inputs Q, K, V, Omega, key_bias; attributes scale, kernel,
+// epsilon); epsilon is declared but unused by the positive kernel.
+func performerPositiveFunction(v PerformerVariant, kernel, feat string, opset int64) (*onnxpb.FunctionProto, error) {
 	const op = PerformerOp
 	if kernel != KernelPositive {
 		return nil, fmt.Errorf("ops: %s function: center, balance and features %q need the %q kernel, not %q", op, feat, KernelPositive, kernel)
@@ -953,6 +1153,7 @@ func performerVariantFunction(v PerformerVariant, kernel, feat string, opset int
 	if err := checkOpset(op, opset); err != nil {
 		return nil, err
 	}
+	plain := !v.Center && !v.Balance && feat == FeaturesFavorPlus
 	b := &fnBuilder{opset: opset}
 	inputs := []string{"Q", "K", "V", "Omega", "key_bias"}
 	if v.Balance {
@@ -963,9 +1164,6 @@ func performerVariantFunction(v PerformerVariant, kernel, feat string, opset int
 	}
 	scale := b.constFloatAttr("scale")
 	rs := b.op("Sqrt", []string{scale})
-	eps := b.constFloatAttr("epsilon")
-	mdim := b.op("Slice", []string{b.op("Shape", []string{"Omega"}), b.constInts(1), b.constInts(2)})
-	epsM := b.op("Mul", []string{eps, b.op("Cast", []string{mdim}, attrInt("to", int64(onnx.Float)))})
 	halfScale := b.op("Mul", []string{scale, b.constFloat(0.5)})
 	zero := b.constFloat(0)
 	one, _ := onnx.EncodeTensor("one", onnx.NewFloat([]int{1}, []float32{1}))
@@ -978,10 +1176,8 @@ func performerVariantFunction(v PerformerVariant, kernel, feat string, opset int
 	valid := b.op("Greater", []string{"key_bias", b.constFloat(maskThreshold)}) // [B,1,1,Sk]
 	validT := b.transpose(valid, 0, 1, 3, 2)                                    // [B,1,Sk,1]
 	onesK := onesLike("K", 4)                                                   // [B,H,Sk,1]
-	var onesQ, wK, nK, wQ, nQ, qValidT string
-	if v.Center || feat == FeaturesFavorPP || derf {
-		onesQ = onesLike("Q", 4) // [B,H,Sq,1]
-	}
+	onesQ := onesLike("Q", 4)                                                   // [B,H,Sq,1]
+	var wK, nK, wQ, nQ, qValidT string
 	if v.Center || feat == FeaturesFavorPP {
 		// Valid-token weights and counts (at least 1), [B,H,S,1] and
 		// [B,H,1,1]. Queries share the keys' mask when Sq = Sk; with
@@ -1028,21 +1224,18 @@ func performerVariantFunction(v PerformerVariant, kernel, feat string, opset int
 	off = b.op("Where", []string{validT, off, b.constFloat(-1e30)})
 
 	omegaS := b.op("Mul", []string{"Omega", rs}) // [H',M,D]·√scale
-	var omQ, omK, qa, ka string
+	// ω̂ ([H',M,D], or [B,H,M,D] for favor++) and β ([H',M,1] or
+	// [B,H,M,1]; none for favor+).
+	var omHat, beta string
+	var betaRank int64
 	switch {
 	case feat == FeaturesFavorPlus:
-		omQ = omegaS
-		omK = b.op("Concat", []string{omegaS, onesLike(omegaS, 3)}, attrInt("axis", 2))
-		qa = qc
-		ka = b.op("Concat", []string{kc, off}, attrInt("axis", 3))
+		omHat = omegaS
 	case derf:
 		sa := b.op("Sqrt", []string{b.op("Sub", []string{b.constFloat(1), b.op("Mul", []string{"derf_a", b.constFloat(4)})})}) // [H',1,D]
-		omHat := b.op("Mul", []string{omegaS, sa})                                                                             // [H'',M,D]
-		beta := b.reduce("ReduceSum", b.op("Mul", []string{b.op("Mul", []string{"Omega", "Omega"}), "derf_a"}), 2)             // [H'',M,1]
-		omQ = b.op("Concat", []string{omHat, beta}, attrInt("axis", 2))
-		omK = b.op("Concat", []string{omHat, beta, onesLike(beta, 3)}, attrInt("axis", 2))
-		qa = b.op("Concat", []string{qc, onesQ}, attrInt("axis", 3))
-		ka = b.op("Concat", []string{kc, onesK, off}, attrInt("axis", 3))
+		omHat = b.op("Mul", []string{omegaS, sa})                                                                              // [H'',M,D]
+		beta = b.reduce("ReduceSum", b.op("Mul", []string{b.op("Mul", []string{"Omega", "Omega"}), "derf_a"}), 2)              // [H'',M,1]
+		betaRank = 3
 	default: // favor++
 		// ρ = scale·(mean‖q‖² + mean‖k‖² + 2·q̄·k̄)/D over the valid tokens.
 		// Means over the valid rows (Where, so that whatever padded rows
@@ -1063,24 +1256,50 @@ func performerVariantFunction(v PerformerVariant, kernel, feat string, opset int
 		A := b.op("Div", []string{b.op("Sub", []string{b.op("Sub", []string{b.constFloat(1), b.op("Mul", []string{rho, b.constFloat(2)})}), disc}), b.constFloat(16)})
 		s := b.op("Sqrt", []string{b.op("Sub", []string{b.constFloat(1), b.op("Mul", []string{A, b.constFloat(4)})})}) // [B,H,1,1]
 		norm2 := b.reduce("ReduceSum", b.op("Mul", []string{"Omega", "Omega"}), 2)                                     // [H',M,1]
-		omQ = b.op("Concat", []string{omegaS, norm2}, attrInt("axis", 2))
-		omK = b.op("Concat", []string{omegaS, norm2, onesLike(norm2, 3)}, attrInt("axis", 2))
-		qa = b.op("Concat", []string{b.op("Mul", []string{qc, s}), b.op("Mul", []string{onesQ, A})}, attrInt("axis", 3))
-		ka = b.op("Concat", []string{b.op("Mul", []string{kc, s}), b.op("Mul", []string{onesK, A}), off}, attrInt("axis", 3))
+		omHat = b.op("Mul", []string{omegaS, s})                                                                       // [B,H,M,D]
+		beta = b.op("Mul", []string{norm2, A})                                                                         // [B,H,M,1]
+		betaRank = 4
 	}
-	uq := b.op("MatMul", []string{qa, b.transpose(omQ, 0, 2, 1)}) // [B,H,Sq,M]
-	phiQ := b.op("Exp", []string{b.op("Sub", []string{uq, b.reduce("ReduceMax", uq, -1)})})
-	ukT := b.op("MatMul", []string{omK, b.transpose(ka, 0, 1, 3, 2)}) // [B,H,M,Sk]
-	phiKT := b.op("Exp", []string{b.op("Sub", []string{ukT, b.reduce("ReduceMax", ukT, 2, 3)})})
-	// [V, 1] with padded keys' rows zeroed: [B,H,Sk,Dv+1].
-	v1 := b.op("Concat", []string{"V", onesK}, attrInt("axis", -1))
-	v1 = b.op("Mul", []string{v1, b.op("Cast", []string{validT}, attrInt("to", int64(onnx.Float)))})
-	nd := b.op("MatMul", []string{phiQ, b.op("MatMul", []string{phiKT, v1})}) // [B,H,Sq,Dv+1]
-	num := b.op("Slice", []string{nd, b.constInts(0), b.constInts(-1), b.constInts(-1)})
-	den := b.op("Slice", []string{nd, b.constInts(-1), b.constInts(math.MaxInt64), b.constInts(-1)})
-	den = b.op("Add", []string{b.op("Relu", []string{den}), epsM})
-	b.op("Div", []string{num, den})
+	// Keys: t = [y, (1,) off]·[ω̂; (β;) 1]ᵀ, [B,H,M,Sk].
+	var omK, ka string
+	if beta == "" {
+		omK = b.op("Concat", []string{omHat, onesLike(omHat, 3)}, attrInt("axis", -1))
+		ka = b.op("Concat", []string{kc, off}, attrInt("axis", -1))
+	} else {
+		omK = b.op("Concat", []string{omHat, beta, onesLike(beta, betaRank)}, attrInt("axis", -1))
+		ka = b.op("Concat", []string{kc, onesK, off}, attrInt("axis", -1))
+	}
+	ukT := b.op("MatMul", []string{omK, b.transpose(ka, 0, 1, 3, 2)})
+	top := b.reduce("ReduceMax", ukT, 3) // [B,H,M,1]
+	e := b.op("Exp", []string{b.op("Sub", []string{ukT, top})})
+	ez := b.op("MatMul", []string{e, b.op("Concat", []string{"V", onesK}, attrInt("axis", -1))}) // [B,H,M,Dv+1]
+	z := b.op("Slice", []string{ez, b.constInts(-1), b.constInts(math.MaxInt64), b.constInts(-1)})
+	// μ = eV/Z, times 0 where no key is valid ([B,1,1,1]).
+	anyValid := b.reduce("ReduceMax", b.op("Cast", []string{valid}, attrInt("to", int64(onnx.Float))), 3)
+	mu := b.op("Mul", []string{b.op("Div", []string{b.op("Slice", []string{ez, b.constInts(0), b.constInts(-1), b.constInts(-1)}), z}), anyValid})
+	// Queries: the column β + L − max L, [B,H,M,1].
+	lse := b.op("Add", []string{top, b.op("Log", []string{z})})
+	lse = b.op("Sub", []string{lse, b.reduce("ReduceMax", lse, 2)})
+	if beta != "" {
+		lse = b.op("Add", []string{lse, beta})
+	}
+	// ω̂ broadcast to [B,H,M,D] to take the per-(batch, head) column.
+	omShape := b.op("Concat", []string{
+		b.op("Slice", []string{b.op("Shape", []string{"Q"}), b.constInts(0), b.constInts(2)}),
+		b.op("Slice", []string{b.op("Shape", []string{omHat}), b.constInts(-2), b.constInts(math.MaxInt64)}),
+	}, attrInt("axis", 0))
+	omQ := b.op("Concat", []string{b.op("Expand", []string{omHat, omShape}), lse}, attrInt("axis", -1)) // [B,H,M,D+1]
+	qa := b.op("Concat", []string{qc, onesQ}, attrInt("axis", -1))
+	uq := b.op("MatMul", []string{qa, b.transpose(omQ, 0, 1, 3, 2)}) // [B,H,Sq,M]
+	alpha := b.op("Softmax", []string{uq}, attrInt("axis", 3))
+	b.op("MatMul", []string{alpha, mu})
 	b.rename("out")
+	if plain {
+		return b.function(op, performerDoc+" kernel="+kernel,
+			[]string{"Q", "K", "V", "Omega", "key_bias"}, []string{"out"},
+			[]string{"scale", "kernel"},
+			[]*onnxpb.AttributeProto{attrFloat("epsilon", defaultEpsilon)}), nil
+	}
 	doc := fmt.Sprintf("%s kernel=%s center=%v balance=%v features=%s", performerDoc, kernel, v.Center, v.Balance, feat)
 	return b.function(op, doc, inputs, []string{"out"},
 		[]string{"scale", "kernel", "center", "features"},

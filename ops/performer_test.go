@@ -15,7 +15,9 @@ import (
 // float64 straight from its definition, without stabilisers:
 // κ(q, k) = mean over features of φ(q)·φ(k) with φ the positive features
 // exp(ω·x̃ − ‖x̃‖²/2) or the trig pair exp(‖x̃‖²/2)(cos ω·x̃, sin ω·x̃),
-// times exp(b) for valid keys (0 for masked ones), out = Σκv / Σκ.
+// times exp(b) for valid keys (0 for masked ones), out = Σκv / Σκ; the
+// positive terms are summed from their logs (ratioFromLogs), so that
+// large norms cannot leave float64's range.
 func performerRef(q, k, v, omega, bias *onnx.Tensor, scale float64, kernel string) []float64 {
 	b, h, sq, d := q.Shape[0], q.Shape[1], q.Shape[2], q.Shape[3]
 	sk, dv := k.Shape[2], v.Shape[3]
@@ -45,6 +47,7 @@ func performerRef(q, k, v, omega, bias *onnx.Tensor, scale float64, kernel strin
 			uq, hq := feat(qd[(bh*sq+i)*d:])
 			var den float64
 			num := make([]float64, dv)
+			l := make([][]float64, sk) // positive kernel: log of each term
 			for j := 0; j < sk; j++ {
 				bv := 0.0
 				if bias != nil {
@@ -59,19 +62,26 @@ func performerRef(q, k, v, omega, bias *onnx.Tensor, scale float64, kernel strin
 					}
 				}
 				uk, hk := feat(kd[(bh*sk+j)*d:])
+				if kernel != ops.KernelTrig {
+					l[j] = make([]float64, m)
+					for r := range l[j] {
+						l[j][r] = uq[r] - hq + uk[r] - hk + bv - math.Log(float64(m))
+					}
+					continue
+				}
 				var kap float64
 				for r := 0; r < m; r++ {
-					if kernel == ops.KernelTrig {
-						kap += math.Exp(hq+hk) * (math.Cos(uq[r])*math.Cos(uk[r]) + math.Sin(uq[r])*math.Sin(uk[r]))
-					} else {
-						kap += math.Exp(uq[r] - hq + uk[r] - hk)
-					}
+					kap += math.Exp(hq+hk) * (math.Cos(uq[r])*math.Cos(uk[r]) + math.Sin(uq[r])*math.Sin(uk[r]))
 				}
 				kap *= math.Exp(bv) / float64(m)
 				den += kap
 				for c := 0; c < dv; c++ {
 					num[c] += kap * vd[(bh*sk+j)*dv+c]
 				}
+			}
+			if kernel != ops.KernelTrig {
+				num = ratioFromLogs(l, dv, func(j, c int) float64 { return vd[(bh*sk+j)*dv+c] })
+				den = 1
 			}
 			for c := 0; c < dv; c++ {
 				out[(bh*sq+i)*dv+c] = num[c] / den
@@ -204,6 +214,7 @@ func TestPerformerLargeNormsFinite(t *testing.T) {
 		}
 		maxDiff(t, got.Floats(), make([]float64, got.Len())) // fails on NaN/Inf
 		if err := runtime.ORTAvailable(); err != nil {
+			t.Logf("%s: onnxruntime not available, function body not checked: %v", kernel, err)
 			continue
 		}
 		fn, err := ops.PerformerFunction(kernel, 17)
@@ -290,11 +301,12 @@ func TestPerformerErrors(t *testing.T) {
 }
 
 // The function honours the epsilon attribute and defaults it to 1e-6, like
-// the kernel (a large epsilon visibly changes the output, so the two
-// comparisons cannot both pass if the attribute were ignored).
+// the kernel, for the trig kernel (a large epsilon visibly changes the
+// output, so the two comparisons cannot both pass if the attribute were
+// ignored); the positive kernel's output does not depend on it.
 func TestPerformerFunctionEpsilon(t *testing.T) {
 	requireORT(t)
-	c := perfCase{kernel: ops.KernelPositive, b: 2, h: 2, s: 5, d: 8, dv: 3, m: 16, bias: "pad", sigma: 0.5}
+	c := perfCase{kernel: ops.KernelTrig, b: 2, h: 2, s: 5, d: 8, dv: 3, m: 16, bias: "pad", sigma: 0.5}
 	q, k, v, omega, bias := c.inputs(6)
 	fn, err := ops.PerformerFunction(c.kernel, 17)
 	if err != nil {
@@ -302,20 +314,42 @@ func TestPerformerFunctionEpsilon(t *testing.T) {
 	}
 	in := map[string]*onnx.Tensor{"Q": q, "K": k, "V": v, "Omega": omega, "key_bias": bias}
 	inputs := []string{"Q", "K", "V", "Omega", "key_bias"}
-	def, err := ops.Performer(q, k, v, omega, bias, ops.PerformerAttrs{Scale: 0.35})
+	def, err := ops.Performer(q, k, v, omega, bias, ops.PerformerAttrs{Scale: 0.35, Kernel: c.kernel})
 	if err != nil {
 		t.Fatal(err)
 	}
-	big, err := ops.Performer(q, k, v, omega, bias, ops.PerformerAttrs{Scale: 0.35, Epsilon: 3})
+	big, err := ops.Performer(q, k, v, omega, bias, ops.PerformerAttrs{Scale: 0.35, Kernel: c.kernel, Epsilon: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if d := maxDiff(t, big.Floats(), widen(def.Floats())); d < 1e-2*maxAbs(def.Floats()) {
 		t.Fatalf("epsilon 3 changes the output by only %.3g", d)
 	}
-	node := ops.NewPerformerNode("perf", inputs, "out", ops.PerformerAttrs{Scale: 0.35})
+	node := ops.NewPerformerNode("perf", inputs, "out", ops.PerformerAttrs{Scale: 0.35, Kernel: c.kernel})
 	node.Attribute = node.Attribute[:2] // scale and kernel: epsilon from the function's default
 	checkClose(t, "default epsilon", runORT(t, oneNodeModel(t, node, fn, 17, in), in), def, 1e-4)
-	node = ops.NewPerformerNode("perf", inputs, "out", ops.PerformerAttrs{Scale: 0.35, Epsilon: 3})
+	node = ops.NewPerformerNode("perf", inputs, "out", ops.PerformerAttrs{Scale: 0.35, Kernel: c.kernel, Epsilon: 3})
 	checkClose(t, "epsilon 3", runORT(t, oneNodeModel(t, node, fn, 17, in), in), big, 1e-4)
+
+	// Positive kernel: the ratio itself, whatever epsilon, in the kernel
+	// and in the body.
+	fn, err = ops.PerformerFunction(ops.KernelPositive, 17)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := performerRef(q, k, v, omega, bias, 0.35, ops.KernelPositive)
+	for _, eps := range []float32{1e-6, 3} {
+		a := ops.PerformerAttrs{Scale: 0.35, Epsilon: eps}
+		got, err := ops.Performer(q, k, v, omega, bias, a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := maxDiff(t, got.Floats(), want); d > 1e-5*maxAbs(got.Floats()) {
+			t.Errorf("positive, epsilon %g: kernel differs from the ratio by %.3g", eps, d)
+		}
+		ort := runORT(t, oneNodeModel(t, ops.NewPerformerNode("perf", inputs, "out", a), fn, 17, in), in)
+		if d := maxDiff(t, ort.Floats(), want); d > 1e-5*maxAbs(ort.Floats()) {
+			t.Errorf("positive, epsilon %g: body differs from the ratio by %.3g", eps, d)
+		}
+	}
 }

@@ -25,6 +25,12 @@ import (
 // Π(1−4a_c)^{1/4} exp(Σ a_c ω_c² + Σ √(1−4a_c) ω_c x_c − ‖x‖²/2). For ω ~
 // N(0, I) every one satisfies E[f(ω,x) f(ω,y)] = exp(x·y).
 func refFeature(kind string, w, x []float64, A float64, a []float64) float64 {
+	return math.Exp(refLogFeature(kind, w, x, A, a))
+}
+
+// refLogFeature is log f(ω, x) (refFeature), so that references can sum
+// the features of large-norm inputs without leaving float64's range.
+func refLogFeature(kind string, w, x []float64, A float64, a []float64) float64 {
 	var xx float64
 	for _, v := range x {
 		xx += v * v
@@ -41,7 +47,44 @@ func refFeature(kind string, w, x []float64, A float64, a []float64) float64 {
 		logD += math.Log(1-4*ac) / 4
 		e += ac*w[c]*w[c] + math.Sqrt(1-4*ac)*w[c]*x[c]
 	}
-	return math.Exp(logD + e)
+	return logD + e
+}
+
+// ratioFromLogs returns Σ_j κ_j v_j / Σ_j κ_j for κ_j = Σ_r exp(l[j][r])
+// (rows of l nil for keys that do not count) in float64: the terms are
+// summed relative to the largest one, exp(l − max l), which changes
+// nothing in the ratio and keeps float64 from underflowing whatever the
+// logs' range (a term below e^−700 of the largest is below float64's
+// resolution of the sum anyway). v(j, c) is the value.
+func ratioFromLogs(l [][]float64, dv int, v func(j, c int) float64) []float64 {
+	top := math.Inf(-1)
+	for _, row := range l {
+		for _, x := range row {
+			top = math.Max(top, x)
+		}
+	}
+	num := make([]float64, dv)
+	var den float64
+	for j, row := range l {
+		if row == nil {
+			continue
+		}
+		var kap float64
+		for _, x := range row {
+			kap += math.Exp(x - top)
+		}
+		den += kap
+		for c := range num {
+			num[c] += kap * v(j, c)
+		}
+	}
+	if den == 0 { // no valid key: the op's output is 0
+		return num
+	}
+	for c := range num {
+		num[c] /= den
+	}
+	return num
 }
 
 // refTransform applies the op's exact transformations to one (batch,
@@ -470,7 +513,8 @@ func (c variantCase) inputs(seed uint64) ops.PerformerInputs {
 
 // variantRef computes the op's estimator in float64 from its definition:
 // transformations, then κ_ij = exp(b'_j)·(1/M)·Σ_r f(ω_r, x_i) f(ω_r, y_j)
-// with the feature map's f (refFeature), out_i = Σ_j κ_ij v_j / Σ_j κ_ij.
+// with the feature map's f (refFeature), out_i = Σ_j κ_ij v_j / Σ_j κ_ij,
+// summed from the logs of the terms (ratioFromLogs).
 func variantRef(in ops.PerformerInputs, a ops.PerformerAttrs) []float64 {
 	q, k, v, omega := in.Q, in.K, in.V, in.Omega
 	b, h, sq, d := q.Shape[0], q.Shape[1], q.Shape[2], q.Shape[3]
@@ -553,7 +597,7 @@ func variantRef(in ops.PerformerInputs, a ops.PerformerAttrs) []float64 {
 		fx := func(z []float64) []float64 {
 			f := make([]float64, m)
 			for r := range f {
-				f[r] = refFeature(a.Features, om[r*d:(r+1)*d], z, A, av)
+				f[r] = refLogFeature(a.Features, om[r*d:(r+1)*d], z, A, av)
 			}
 			return f
 		}
@@ -565,21 +609,18 @@ func variantRef(in ops.PerformerInputs, a ops.PerformerAttrs) []float64 {
 		}
 		for i := 0; i < sq; i++ {
 			fq := fx(x[i])
-			num := make([]float64, dv)
-			var den float64
-			for j := 0; j < sk; j++ {
+			l := make([][]float64, sk)
+			for j := range l {
 				if !ok[j] {
 					continue
 				}
-				kap := math.Exp(bb[j]) * dot(fq, fy[j]) / float64(m)
-				den += kap
-				for c := range num {
-					num[c] += kap * float64(v.Floats()[(bh*sk+j)*dv+c])
+				l[j] = make([]float64, m)
+				for r := range l[j] {
+					l[j][r] = bb[j] + fq[r] + fy[j][r] - math.Log(float64(m))
 				}
 			}
-			for c := range num {
-				out[(bh*sq+i)*dv+c] = num[c] / den
-			}
+			row := ratioFromLogs(l, dv, func(j, c int) float64 { return float64(v.Floats()[(bh*sk+j)*dv+c]) })
+			copy(out[(bh*sq+i)*dv:(bh*sq+i+1)*dv], row)
 		}
 	}
 	return out

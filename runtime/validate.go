@@ -44,6 +44,13 @@ type OpCheck struct {
 	Diff   Diff   `json:"diff"`
 	OK     bool   `json:"ok"`
 	Error  string `json:"error,omitempty"`
+	// GuardedRows counts, for a PerformerAttention node, the output rows
+	// of Rows that the op's denominator guard decides rather than the
+	// estimator (ops.PerformerGuardedRows: trig or causal denominators
+	// below epsilon, batches without a valid key). Informational: it does
+	// not change OK.
+	GuardedRows int `json:"guarded_rows,omitempty"`
+	Rows        int `json:"rows,omitempty"`
 }
 
 // Validation is the result of ValidateOps.
@@ -168,9 +175,16 @@ func checkNode(n *onnxpb.NodeProto, opset int64, opt ValidateOptions, ix *onnx.I
 			in[j] = t
 		}
 	}
-	outs, err := k(&ops.Context{Node: n, Opset: opset, Threads: opt.Threads}, in)
+	ctx := &ops.Context{Node: n, Opset: opset, Threads: opt.Threads}
+	outs, err := k(ctx, in)
 	if err != nil {
 		return fmt.Sprintf("Go kernel: %v", err)
+	}
+	if n.GetDomain() == ops.Domain && n.GetOpType() == ops.PerformerOp {
+		// The kernel accepted these inputs, so this cannot fail.
+		if g, rows, err := ops.PerformerGuardedRows(ctx, in); err == nil {
+			c.GuardedRows, c.Rows = g, rows
+		}
 	}
 	if len(outs) == 0 || got[c.Output] == nil {
 		return "no output to compare"
@@ -208,6 +222,11 @@ func (v *Validation) WriteTable(w io.Writer) error {
 	}
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	for _, c := range v.Checks {
+		if c.GuardedRows > 0 {
+			fmt.Fprintf(w, "note: %s node %s: %d of %d output rows decided by the denominator guard (denominator below epsilon, or no valid key), not by the estimate\n", c.Op, c.Node, c.GuardedRows, c.Rows)
+		}
 	}
 	_, err := fmt.Fprintf(w, "%d of %d ops within tolerance %g (max abs error relative to output scale)\n", len(v.Checks)-v.Failed(), len(v.Checks), v.Tolerance)
 	return err
