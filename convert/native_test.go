@@ -1,8 +1,9 @@
 package convert
 
 import (
+	"os"
 	"path/filepath"
-	"strings"
+	"sort"
 	"testing"
 
 	"github.com/linearize/linearize/onnx"
@@ -27,9 +28,9 @@ func runNative(t *testing.T, m *onnxpb.ModelProto, in map[string]*onnx.Tensor) m
 	return out
 }
 
-// TestConvertedNativeVsORT: converted models (both ops) give the same
-// outputs in onnxruntime (function bodies) and in the native backend (Go
-// kernels), within 1e-4 of the output scale.
+// TestConvertedNativeVsORT: converted corpus models (both ops) give the
+// same outputs in onnxruntime (function bodies) and in the native backend
+// (Go kernels), within 1e-4 of the output scale.
 func TestConvertedNativeVsORT(t *testing.T) {
 	needORT(t)
 	type tc struct {
@@ -54,12 +55,7 @@ func TestConvertedNativeVsORT(t *testing.T) {
 			cases = append(cases, tc{c.file, m, in})
 		}
 	}
-	for _, f := range fixtures(t) {
-		if f.Convertible == 0 || !(strings.HasSuffix(f.File, "_op14.onnx") || strings.HasSuffix(f.File, "_fused.onnx")) {
-			continue
-		}
-		cases = append(cases, tc{f.File, loadModel(t, filepath.Join(fixtureDir, f.File)), fixtureFeeds(f, 2, 8, []int{8, 5}, 3)})
-	}
+	// Fixtures: TestNativeFixturesVsORT (every file in the folder).
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			pm, _, err := ToPerformer(c.m, PerformerOptions{Features: 64, Seed: 2})
@@ -81,4 +77,124 @@ func TestConvertedNativeVsORT(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestNativeFixturesVsORT runs every .onnx file in testdata/fixtures (the
+// folder, not the manifest, so that a fixture added without a manifest
+// entry is covered too) in the native backend and in onnxruntime, the
+// original and, where Detect finds convertible blocks, its Performer,
+// local + pooled and Linformer conversions, and requires every output to
+// agree within 1e-4 of its scale. Nothing is skipped: an op the native
+// backend lacks fails the subtest, naming the node.
+func TestNativeFixturesVsORT(t *testing.T) {
+	needORT(t)
+	files, err := filepath.Glob(filepath.Join(fixtureDir, "*.onnx"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no fixtures in %s: %v", fixtureDir, err)
+	}
+	sort.Strings(files)
+	manifest := map[string]fixtureEntry{}
+	for _, f := range fixtures(t) {
+		manifest[f.File] = f
+	}
+	for _, path := range files {
+		base := filepath.Base(path)
+		t.Run(base, func(t *testing.T) {
+			if _, err := os.Stat(path); err != nil {
+				t.Fatal(err) // removed while the test ran
+			}
+			m := loadModel(t, path)
+			in := nativeFixtureFeeds(t, m, manifest, base)
+			type variant struct {
+				name string
+				m    *onnxpb.ModelProto
+			}
+			variants := []variant{{"original", m}}
+			d, err := Detect(m)
+			if err != nil {
+				t.Fatalf("detect: %v", err)
+			}
+			conv := 0
+			for _, b := range d.Blocks {
+				if b.Convertible {
+					conv++
+				}
+			}
+			if conv > 0 {
+				seq := 8
+				if f, ok := manifest[base]; ok && f.Seq > 0 {
+					seq = f.Seq
+				}
+				pm, _, err := ToPerformer(m, PerformerOptions{Features: 16, Seed: 4})
+				if err != nil {
+					t.Fatalf("performer: %v", err)
+				}
+				lp, _, err := ToLocalPooled(m, LocalPooledOptions{Block: 2, Segments: 2})
+				if err != nil {
+					t.Fatalf("local+pooled: %v", err)
+				}
+				lm, _, err := ToLinformer(m, LinformerOptions{K: 4, MaxLen: max(16, seq), Seed: 4})
+				if err != nil {
+					t.Fatalf("linformer: %v", err)
+				}
+				variants = append(variants, variant{"performer", pm}, variant{"localpooled", lp}, variant{"linformer", lm})
+			}
+			for _, v := range variants {
+				s, err := runtime.NewNativeSession(v.m, runtime.Options{Threads: 1})
+				if err != nil {
+					t.Errorf("%s: native session: %v", v.name, err)
+					continue
+				}
+				nat, err := s.Run(in)
+				s.Close()
+				if err != nil {
+					t.Errorf("%s: native run: %v", v.name, err)
+					continue
+				}
+				ort := runORT(t, v.m, in)
+				names := make([]string, 0, len(ort))
+				for o := range ort {
+					names = append(names, o)
+				}
+				sort.Strings(names)
+				for _, o := range names {
+					if d := runtime.CompareTensors(nat[o], ort[o]); !d.OK(1e-4) || d.N == 0 {
+						t.Errorf("%s output %s: native vs onnxruntime: %v", v.name, o, d)
+					} else {
+						t.Logf("%s output %s: %v", v.name, o, d)
+					}
+				}
+			}
+		})
+	}
+}
+
+// nativeFixtureFeeds returns inputs for a fixture: from its manifest entry
+// (batch 2, the second row padded where there is a mask), or, for a file
+// the manifest does not list yet, from the model's declared inputs
+// (variable lengths 8, a waveform 400 samples).
+func nativeFixtureFeeds(t *testing.T, m *onnxpb.ModelProto, manifest map[string]fixtureEntry, base string) map[string]*onnx.Tensor {
+	t.Helper()
+	if f, ok := manifest[base]; ok && f.Vocab > 2 || ok && len(f.FloatInputs) > 0 {
+		seq := 8
+		if f.Seq > 0 {
+			seq = f.Seq
+		}
+		return fixtureFeeds(f, 2, seq, []int{seq, seq - 3}, 7)
+	}
+	s, err := runtime.NewORTSession(m, runtime.Options{Threads: 1})
+	if err != nil {
+		t.Fatalf("onnxruntime session: %v", err)
+	}
+	defer s.Close()
+	in := feeds(t, s.Inputs(), 8, 3, 7)
+	// A raw waveform [batch, samples] of variable length: long enough for
+	// a feature encoder's strided convolutions (8 samples are not).
+	for _, v := range s.Inputs() {
+		if v.DType == onnx.Float && len(v.Shape) == 2 && v.Shape[1].Value < 0 {
+			audio := feeds(t, []runtime.Value{v}, 400, 0, 7)
+			in[v.Name] = audio[v.Name]
+		}
+	}
+	return in
 }

@@ -118,7 +118,10 @@ func runNodeTest(dir string, m *onnxpb.ModelProto) (err error) {
 		for len(in) > 0 && in[len(in)-1] == nil {
 			in = in[:len(in)-1]
 		}
-		ctx := &ops.Context{Node: n, Opset: onnx.OpsetVersion(m, n.GetDomain()), Threads: 1}
+		ctx := &ops.Context{Node: n, Opset: onnx.OpsetVersion(m, n.GetDomain()), Threads: 1,
+			// Subgraphs (If, Loop) read the values of this graph by name.
+			Scope:  func(name string) (*onnx.Tensor, bool) { v, ok := vals[name]; return v, ok },
+			Opsets: func(domain string) int64 { return onnx.OpsetVersion(m, domain) }}
 		before := make([]string, len(in))
 		for j, t := range in {
 			if t != nil {

@@ -28,9 +28,9 @@ func ExampleLookup() {
 	fmt.Println(out[0].Shape, out[0].Floats())
 
 	// An op the native backend does not implement is an error.
-	_, err = ops.Lookup("", "Resize", 17)
+	_, err = ops.Lookup("", "RoiAlign", 17)
 	fmt.Println(err)
 	// Output:
 	// [2 3] [11 22 33 14 25 36]
-	// ops: op Resize (domain ai.onnx, opset 17) is not supported by the native backend
+	// ops: op RoiAlign (domain ai.onnx, opset 17) is not supported by the native backend
 }

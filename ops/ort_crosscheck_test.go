@@ -116,52 +116,57 @@ func TestStandardKernelsMatchORT(t *testing.T) {
 		t.Skipf("onnxruntime not available (install it with scripts/setup.sh): %v", err)
 	}
 	for _, c := range xcases() {
-		t.Run(c.name, func(t *testing.T) {
-			node := kNode(c.op, c.nout, c.attrs...)
-			feed := map[string]*onnx.Tensor{}
-			g := &onnxpb.GraphProto{Name: proto.String("x"), Node: []*onnxpb.NodeProto{node}}
-			for i, x := range c.in {
-				name := ""
-				if x != nil {
-					name = fmt.Sprintf("x%d", i)
-					feed[name] = x
-					dims := make([]onnx.Dim, len(x.Shape))
-					for k := range dims {
-						dims[k] = onnx.Dim{Value: int64(x.Shape[k])}
-					}
-					g.Input = append(g.Input, onnx.MakeValueInfo(name, x.DType, dims))
-				}
-				node.Input = append(node.Input, name)
+		t.Run(c.name, func(t *testing.T) { crossCheckORT(t, c, 1e-5, 1e-6) })
+	}
+}
+
+// crossCheckORT runs c's node in onnxruntime and in the native kernel and
+// compares every output (tolerances as compareTensors).
+func crossCheckORT(t *testing.T, c xcase, rtol, atol float64) {
+	t.Helper()
+	node := kNode(c.op, c.nout, c.attrs...)
+	feed := map[string]*onnx.Tensor{}
+	g := &onnxpb.GraphProto{Name: proto.String("x"), Node: []*onnxpb.NodeProto{node}}
+	for i, x := range c.in {
+		name := ""
+		if x != nil {
+			name = fmt.Sprintf("x%d", i)
+			feed[name] = x
+			dims := make([]onnx.Dim, len(x.Shape))
+			for k := range dims {
+				dims[k] = onnx.Dim{Value: int64(x.Shape[k])}
 			}
-			want := kRun(t, node, c.opset, c.in...)
-			for i, y := range want {
-				if i < c.nout {
-					g.Output = append(g.Output, onnx.MakeValueInfo(node.Output[i], y.DType, nil))
-				}
-			}
-			m := &onnxpb.ModelProto{
-				IrVersion:   proto.Int64(9),
-				OpsetImport: []*onnxpb.OperatorSetIdProto{{Domain: proto.String(""), Version: proto.Int64(c.opset)}},
-				Graph:       g,
-			}
-			s, err := runtime.NewORTSession(m, runtime.Options{Threads: 1})
-			if err != nil {
-				t.Fatalf("onnxruntime: %v", err)
-			}
-			defer s.Close()
-			res, err := s.Run(feed)
-			if err != nil {
-				t.Fatalf("onnxruntime run: %v", err)
-			}
-			for i := range c.nout {
-				ref := res[node.Output[i]]
-				if ref == nil {
-					t.Fatalf("onnxruntime did not return %s", node.Output[i])
-				}
-				if err := compareTensors(want[i], ref, 1e-5, 1e-6); err != nil {
-					t.Errorf("output %d: native %s vs onnxruntime %s: %v", i, want[i], ref, err)
-				}
-			}
-		})
+			g.Input = append(g.Input, onnx.MakeValueInfo(name, x.DType, dims))
+		}
+		node.Input = append(node.Input, name)
+	}
+	want := kRun(t, node, c.opset, c.in...)
+	for i, y := range want {
+		if i < c.nout {
+			g.Output = append(g.Output, onnx.MakeValueInfo(node.Output[i], y.DType, nil))
+		}
+	}
+	m := &onnxpb.ModelProto{
+		IrVersion:   proto.Int64(9),
+		OpsetImport: []*onnxpb.OperatorSetIdProto{{Domain: proto.String(""), Version: proto.Int64(c.opset)}},
+		Graph:       g,
+	}
+	s, err := runtime.NewORTSession(m, runtime.Options{Threads: 1})
+	if err != nil {
+		t.Fatalf("onnxruntime: %v", err)
+	}
+	defer s.Close()
+	res, err := s.Run(feed)
+	if err != nil {
+		t.Fatalf("onnxruntime run: %v", err)
+	}
+	for i := range c.nout {
+		ref := res[node.Output[i]]
+		if ref == nil {
+			t.Fatalf("onnxruntime did not return %s", node.Output[i])
+		}
+		if err := compareTensors(want[i], ref, rtol, atol); err != nil {
+			t.Errorf("output %d: native %s vs onnxruntime %s: %v", i, want[i], ref, err)
+		}
 	}
 }

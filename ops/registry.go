@@ -14,6 +14,17 @@ type Context struct {
 	Opset int64 // the model's opset for the node's domain
 	// Threads bounds the goroutines a kernel may use; 0 or 1 means serial.
 	Threads int
+	// Scope resolves the names a subgraph of the node (If, Loop) reads
+	// from the graphs enclosing it; nil when the node sees no outer values.
+	Scope func(name string) (*onnx.Tensor, bool)
+	// Opsets gives the model's opset version of a domain, for the nodes
+	// of subgraphs; nil means Opset for the default domain and the newest
+	// registered kernel for the others.
+	Opsets func(domain string) int64
+	// Subgraphs holds the node's graph attributes already prepared with
+	// CompileSubgraph (by the interpreter, once); a graph not in it is
+	// prepared on each call.
+	Subgraphs map[*onnxpb.GraphProto]*Subgraph
 }
 
 // Kernel computes the outputs of one node. Absent optional inputs are nil.

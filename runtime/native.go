@@ -96,6 +96,12 @@ type nativeNode struct {
 	in     []int // value slots, -1 for an absent optional input
 	out    []int // value slots, -1 for an unused output
 	free   []int // slots whose last use is this node
+	// captured are the slots of the enclosing-graph values the node's
+	// subgraphs (If, Loop) read by name; subgraphs holds those graph
+	// attributes, prepared once (nil for a node without any). Such a node
+	// runs with a scope that resolves the names.
+	captured  []int
+	subgraphs map[*onnxpb.GraphProto]*ops.Subgraph
 }
 
 // nativeSession is an interpreter over a flattened, topologically sorted
@@ -108,12 +114,13 @@ type nativeSession struct {
 	plan    []nativeNode
 	slots   map[string]int
 	nslots  int
-	consts  map[int]*onnx.Tensor // initializers, decoded once
-	inSlot  map[string]int       // graph inputs (overridable initializers too)
-	decl    map[string]Value     // declared input types by name
-	visible map[string]bool      // graph outputs and exposed values
-	lastUse []int                // per slot: index of the last node using it, -1 if none
-	release []func()             // drop the GEMM's packed copies of the weights
+	consts  map[int]*onnx.Tensor      // initializers, decoded once
+	inSlot  map[string]int            // graph inputs (overridable initializers too)
+	decl    map[string]Value          // declared input types by name
+	visible map[string]bool           // graph outputs and exposed values
+	lastUse []int                     // per slot: index of the last node using it, -1 if none
+	release []func()                  // drop the GEMM's packed copies of the weights
+	opsets  func(domain string) int64 // the model's opset per domain (for subgraphs)
 
 	profMu sync.Mutex
 	prof   map[string]*OpTime // by op label; nil unless profiling
@@ -192,6 +199,7 @@ func NewNativeSessionWith(m *onnxpb.ModelProto, opts NativeOptions) (Session, er
 	if err != nil {
 		return nil, fmt.Errorf("runtime: native: %v", err)
 	}
+	s.opsets = func(domain string) int64 { return onnx.OpsetVersion(m, domain) }
 	fx := newFuncExpander(m, opts.InlineFunctions)
 	flat, err := fx.expand(nodes, nil, 0)
 	if err != nil {
@@ -215,6 +223,9 @@ func NewNativeSessionWith(m *onnxpb.ModelProto, opts NativeOptions) (Session, er
 				return nil, fmt.Errorf("runtime: node %s: input %q is neither a graph input, an initializer nor produced by a node", nodeLabel(n), in)
 			}
 			pn.in = append(pn.in, i)
+		}
+		if err := s.planSubgraphs(&pn); err != nil {
+			return nil, err
 		}
 		for _, o := range n.Output {
 			if o == "" {
@@ -247,6 +258,9 @@ func NewNativeSessionWith(m *onnxpb.ModelProto, opts NativeOptions) (Session, er
 				s.lastUse[i] = ni
 			}
 		}
+		for _, i := range pn.captured {
+			s.lastUse[i] = ni
+		}
 	}
 	for i, last := range s.lastUse {
 		if last >= 0 {
@@ -254,6 +268,37 @@ func NewNativeSessionWith(m *onnxpb.ModelProto, opts NativeOptions) (Session, er
 		}
 	}
 	return s, nil
+}
+
+// planSubgraphs prepares a node with graph attributes (If, Loop) once:
+// every op of its subgraphs must have a kernel (checked now, like the main
+// graph's), initializers are decoded, and the outer values the subgraphs
+// read are recorded so that they stay alive until the node ran.
+func (s *nativeSession) planSubgraphs(pn *nativeNode) error {
+	n := pn.node
+	sgs, err := ops.CompileAttributes(n, s.opsets)
+	if err != nil {
+		return fmt.Errorf("runtime: node %s: %v", nodeLabel(n), err)
+	}
+	if sgs == nil {
+		return nil
+	}
+	pn.subgraphs = sgs
+	explicit := map[string]bool{}
+	for _, in := range n.Input {
+		explicit[in] = true
+	}
+	for _, name := range onnx.NodeInputs(n) {
+		if explicit[name] {
+			continue
+		}
+		i, ok := s.slots[name]
+		if !ok {
+			return fmt.Errorf("runtime: node %s: a subgraph reads %q, which is neither a graph input, an initializer nor produced by an earlier node", nodeLabel(n), name)
+		}
+		pn.captured = append(pn.captured, i)
+	}
+	return nil
 }
 
 func nodeLabel(n *onnxpb.NodeProto) string {
@@ -315,6 +360,14 @@ func (s *nativeSession) Run(inputs map[string]*onnx.Tensor, names ...string) (ma
 	}
 
 	ctx := &ops.Context{Threads: s.threads}
+	// scope resolves the names subgraphs read from the main graph.
+	scope := func(name string) (*onnx.Tensor, bool) {
+		i, ok := s.slots[name]
+		if !ok || vals[i] == nil {
+			return nil, false
+		}
+		return vals[i], true
+	}
 	args := make([]*onnx.Tensor, 0, 8)
 	for _, pn := range s.plan {
 		args = args[:0]
@@ -329,6 +382,10 @@ func (s *nativeSession) Run(inputs map[string]*onnx.Tensor, names ...string) (ma
 			args = append(args, vals[i])
 		}
 		ctx.Node, ctx.Opset = pn.node, pn.opset
+		ctx.Scope, ctx.Opsets, ctx.Subgraphs = nil, nil, nil
+		if pn.subgraphs != nil {
+			ctx.Scope, ctx.Opsets, ctx.Subgraphs = scope, s.opsets, pn.subgraphs
+		}
 		var t0 time.Time
 		if s.prof != nil {
 			t0 = time.Now()

@@ -1,0 +1,385 @@
+package ops
+
+import (
+	"math"
+
+	"github.com/linearize/linearize/onnx"
+)
+
+func init() {
+	// Opset 10's Resize (no roi, no coordinate modes) is not covered.
+	Register("", "Resize", 11, resize)
+}
+
+// taps are the input positions and weights one output position of one
+// axis reads; outside marks a tf_crop_and_resize position beyond the input
+// (it takes extrapolation_value).
+type taps struct {
+	idx     []int
+	w       []float64
+	outside bool
+}
+
+// resize is the ONNX Resize (opset 11 to 19): nearest, linear or cubic
+// interpolation, separable over the axes, in float64. Output sizes come
+// from sizes, or from scales (floor(in·scale)); antialiased downsampling
+// is not supported.
+func resize(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
+	if err := ctx.checkInputs(in, 1, 4); err != nil {
+		return nil, err
+	}
+	x := in[0]
+	r := len(x.Shape)
+	if r == 0 {
+		return nil, ctx.errf("X must have rank ≥ 1")
+	}
+	switch x.DType {
+	case onnx.Float, onnx.Double, onnx.Float16, onnx.BFloat16, onnx.Int8, onnx.Uint8, onnx.Int32, onnx.Int64:
+	default:
+		return nil, ctx.errf("unsupported type %s", onnx.TypeName(x.DType))
+	}
+	mode := ctx.attrString("mode", "nearest")
+	if mode != "nearest" && mode != "linear" && mode != "cubic" {
+		return nil, ctx.errf("mode %q is not nearest, linear or cubic", mode)
+	}
+	coord := ctx.attrString("coordinate_transformation_mode", "half_pixel")
+	nearest := ctx.attrString("nearest_mode", "round_prefer_floor")
+	a := float64(ctx.attrFloat("cubic_coeff_a", -0.75))
+	exclude := ctx.attrInt("exclude_outside", 0) != 0
+	extrap := float64(ctx.attrFloat("extrapolation_value", 0))
+	policy := ctx.attrString("keep_aspect_ratio_policy", "stretch")
+
+	// The axes scales and sizes refer to (all, unless attribute axes).
+	axes := make([]int, r)
+	for i := range axes {
+		axes[i] = i
+	}
+	if v, ok := ctx.attrInts("axes"); ok && len(v) > 0 {
+		axes = axes[:0]
+		seen := map[int]bool{}
+		for _, ax := range v {
+			k, err := ctx.normAxis(ax, r)
+			if err != nil {
+				return nil, err
+			}
+			if seen[k] {
+				return nil, ctx.errf("axes %v repeats axis %d", v, k)
+			}
+			seen[k] = true
+			axes = append(axes, k)
+		}
+	}
+	floats := func(t *onnx.Tensor, what string) ([]float64, error) {
+		if t == nil || t.Len() == 0 {
+			return nil, nil
+		}
+		if !isFloat(t.DType) {
+			return nil, ctx.errf("%s must be a float tensor, got %s", what, t)
+		}
+		return t.AsFloat64s()
+	}
+	roi, err := floats(opt(in, 1), "roi")
+	if err != nil {
+		return nil, err
+	}
+	scalesIn, err := floats(opt(in, 2), "scales")
+	if err != nil {
+		return nil, err
+	}
+	var sizesIn []int64
+	if t := opt(in, 3); t != nil && t.Len() > 0 {
+		if sizesIn, err = ctx.intsInput(t, "sizes"); err != nil {
+			return nil, err
+		}
+	}
+	if (scalesIn == nil) == (sizesIn == nil) {
+		return nil, ctx.errf("exactly one of scales and sizes must be given")
+	}
+	scale := make([]float64, r)
+	out := cloneShape(x.Shape)
+	for i := range scale {
+		scale[i] = 1
+	}
+	if scalesIn != nil {
+		if len(scalesIn) != len(axes) {
+			return nil, ctx.errf("scales has %d values for %d axes", len(scalesIn), len(axes))
+		}
+		for j, ax := range axes {
+			s := scalesIn[j]
+			if !(s > 0) || math.IsInf(s, 0) {
+				return nil, ctx.errf("scales %v must be positive and finite", scalesIn)
+			}
+			scale[ax] = s
+			// In float32, as onnxruntime computes it (5·1.4 is 7, not 6).
+			o := math.Floor(float64(float32(x.Shape[ax]) * float32(s)))
+			if o > maxElements {
+				return nil, ctx.errf("scales %v make a too large output", scalesIn)
+			}
+			out[ax] = int(o)
+		}
+	} else {
+		if len(sizesIn) != len(axes) {
+			return nil, ctx.errf("sizes has %d values for %d axes", len(sizesIn), len(axes))
+		}
+		for j, ax := range axes {
+			if sizesIn[j] < 0 || sizesIn[j] > maxElements {
+				return nil, ctx.errf("sizes %v out of range", sizesIn)
+			}
+			out[ax] = int(sizesIn[j])
+			if x.Shape[ax] > 0 {
+				scale[ax] = float64(out[ax]) / float64(x.Shape[ax])
+			}
+		}
+		if policy == "not_larger" || policy == "not_smaller" {
+			common := math.Inf(1)
+			if policy == "not_smaller" {
+				common = math.Inf(-1)
+			}
+			for _, ax := range axes {
+				if policy == "not_larger" {
+					common = math.Min(common, scale[ax])
+				} else {
+					common = math.Max(common, scale[ax])
+				}
+			}
+			for _, ax := range axes {
+				scale[ax] = common
+				out[ax] = int(math.Floor(common*float64(x.Shape[ax]) + 0.5))
+			}
+		} else if policy != "stretch" {
+			return nil, ctx.errf("keep_aspect_ratio_policy %q is not stretch, not_larger or not_smaller", policy)
+		}
+	}
+	if ctx.attrInt("antialias", 0) != 0 && mode != "nearest" {
+		for i := range scale {
+			if scale[i] < 1 {
+				return nil, ctx.errf("antialiased downsampling is not supported")
+			}
+		}
+	}
+	if coord == "tf_crop_and_resize" {
+		if len(roi) != 2*len(axes) && len(roi) != 2*r {
+			return nil, ctx.errf("tf_crop_and_resize needs roi of %d values, got %d", 2*len(axes), len(roi))
+		}
+		if len(roi) == 2*len(axes) && len(axes) != r {
+			full := make([]float64, 2*r)
+			for i := 0; i < r; i++ {
+				full[i], full[r+i] = 0, 1
+			}
+			for j, ax := range axes {
+				full[ax], full[r+ax] = roi[j], roi[len(axes)+j]
+			}
+			roi = full
+		}
+	}
+	y, err := ctx.newTensor(x.DType, out)
+	if err != nil {
+		return nil, err
+	}
+	tables := make([][]taps, r)
+	for ax := 0; ax < r; ax++ {
+		tb := make([]taps, out[ax])
+		n := x.Shape[ax]
+		for o := range tb {
+			xo, err := ctx.originalCoord(coord, o, n, out[ax], scale[ax], roi, ax, r)
+			if err != nil {
+				return nil, err
+			}
+			if coord == "tf_crop_and_resize" && (xo < 0 || xo > float64(n-1)) {
+				tb[o].outside = true
+				continue
+			}
+			if n == 0 {
+				continue
+			}
+			switch mode {
+			case "nearest":
+				i, err := ctx.nearestIndex(nearest, xo)
+				if err != nil {
+					return nil, err
+				}
+				tb[o] = taps{idx: []int{min(max(i, 0), n-1)}, w: []float64{1}}
+			case "linear":
+				x0 := math.Floor(xo)
+				t := xo - x0
+				i0 := int(x0)
+				tb[o] = taps{idx: []int{clampInt(i0, n), clampInt(i0+1, n)}, w: []float64{1 - t, t}}
+			case "cubic":
+				x0 := math.Floor(xo)
+				t := xo - x0
+				i0 := int(x0)
+				w := cubicWeights(t, a)
+				var tp taps
+				sum := 0.0
+				for k := -1; k <= 2; k++ {
+					wk := w[k+1]
+					if exclude && (i0+k < 0 || i0+k >= n) {
+						wk = 0
+					}
+					sum += wk
+					tp.idx = append(tp.idx, clampInt(i0+k, n))
+					tp.w = append(tp.w, wk)
+				}
+				if exclude && sum != 0 {
+					for k := range tp.w {
+						tp.w[k] /= sum
+					}
+				}
+				tb[o] = tp
+			}
+		}
+		tables[ax] = tb
+	}
+	xs, err := x.AsFloat64s()
+	if err != nil {
+		return nil, ctx.errf("%v", err)
+	}
+	cur, shape := xs, cloneShape(x.Shape)
+	for ax := 0; ax < r; ax++ {
+		if identityTaps(tables[ax], shape[ax]) {
+			continue
+		}
+		cur, shape = resizeAxis(cur, shape, ax, tables[ax])
+	}
+	if coord == "tf_crop_and_resize" {
+		pos := make([]int, r)
+		for i := range cur {
+			for ax := 0; ax < r; ax++ {
+				if tables[ax][pos[ax]].outside {
+					cur[i] = extrap
+					break
+				}
+			}
+			nextIndex(pos, shape)
+		}
+	}
+	if yd, ok := y.Data.([]float32); ok {
+		for i, v := range cur {
+			yd[i] = float32(v)
+		}
+	} else {
+		integer := !isFloat(x.DType)
+		for i, v := range cur {
+			if integer {
+				v = math.RoundToEven(v)
+			}
+			setFloat(y, i, v)
+		}
+	}
+	return []*onnx.Tensor{y}, nil
+}
+
+func clampInt(i, n int) int { return min(max(i, 0), n-1) }
+
+// originalCoord maps output position o of an axis of input size n and
+// output size m to a coordinate in the input.
+func (ctx *Context) originalCoord(mode string, o, n, m int, scale float64, roi []float64, ax, r int) (float64, error) {
+	x := float64(o)
+	switch mode {
+	case "half_pixel":
+		return (x+0.5)/scale - 0.5, nil
+	case "half_pixel_symmetric":
+		adj := float64(m) / (scale * float64(n))
+		center := float64(n) / 2
+		return center*(1-adj) + (x+0.5)/scale - 0.5, nil
+	case "pytorch_half_pixel":
+		if m > 1 {
+			return (x+0.5)/scale - 0.5, nil
+		}
+		return 0, nil
+	case "align_corners":
+		if m == 1 {
+			return 0, nil
+		}
+		return x * float64(n-1) / float64(m-1), nil
+	case "asymmetric":
+		return x / scale, nil
+	case "tf_half_pixel_for_nn":
+		return (x + 0.5) / scale, nil
+	case "tf_crop_and_resize":
+		start, end := roi[ax], roi[r+ax]
+		if m > 1 {
+			return start*float64(n-1) + x*(end-start)*float64(n-1)/float64(m-1), nil
+		}
+		return 0.5 * (start + end) * float64(n-1), nil
+	}
+	return 0, ctx.errf("coordinate_transformation_mode %q is not supported", mode)
+}
+
+// nearestIndex rounds an input coordinate as nearest_mode says.
+func (ctx *Context) nearestIndex(mode string, x float64) (int, error) {
+	switch mode {
+	case "round_prefer_floor":
+		if x-math.Floor(x) == 0.5 {
+			return int(math.Floor(x)), nil
+		}
+		return int(math.Round(x)), nil
+	case "round_prefer_ceil":
+		if x-math.Floor(x) == 0.5 {
+			return int(math.Ceil(x)), nil
+		}
+		return int(math.Round(x)), nil
+	case "floor":
+		return int(math.Floor(x)), nil
+	case "ceil":
+		return int(math.Ceil(x)), nil
+	}
+	return 0, ctx.errf("nearest_mode %q is not supported", mode)
+}
+
+// cubicWeights are the Keys cubic convolution weights of the taps at
+// offsets −1, 0, 1, 2 from floor(x), t = x − floor(x).
+func cubicWeights(t, a float64) [4]float64 {
+	k := func(d float64) float64 { // d = |distance|
+		switch {
+		case d <= 1:
+			return ((a+2)*d-(a+3))*d*d + 1
+		case d < 2:
+			return ((a*d-5*a)*d+8*a)*d - 4*a
+		}
+		return 0
+	}
+	return [4]float64{k(t + 1), k(t), k(1 - t), k(2 - t)}
+}
+
+func identityTaps(tb []taps, n int) bool {
+	if len(tb) != n {
+		return false
+	}
+	for o, tp := range tb {
+		for k, i := range tp.idx {
+			if tp.outside || (i == o) != (tp.w[k] == 1) || (i != o && tp.w[k] != 0) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// resizeAxis interpolates x (shape) along axis ax with the taps of each
+// output position.
+func resizeAxis(x []float64, shape []int, ax int, tb []taps) ([]float64, []int) {
+	outer, inner := prod(shape[:ax]), prod(shape[ax+1:])
+	n, m := shape[ax], len(tb)
+	y := make([]float64, outer*m*inner)
+	for o := 0; o < outer; o++ {
+		src := x[o*n*inner : (o+1)*n*inner]
+		dst := y[o*m*inner : (o+1)*m*inner]
+		for j, tp := range tb {
+			row := dst[j*inner : (j+1)*inner]
+			for k, i := range tp.idx {
+				w := tp.w[k]
+				if w == 0 {
+					continue
+				}
+				s := src[i*inner : (i+1)*inner]
+				for e := range row {
+					row[e] += w * s[e]
+				}
+			}
+		}
+	}
+	shape = cloneShape(shape)
+	shape[ax] = m
+	return y, shape
+}
