@@ -9,6 +9,7 @@ import (
 
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
+	"github.com/linearize/linearize/ops"
 )
 
 // BenchOptions configures the model variants a benchmark compares.
@@ -37,8 +38,10 @@ type Baseline struct {
 	Name string `json:"name"`
 	Path string `json:"path"`
 	// Kind is the cost-model form that prices it: Original (unfused
-	// softmax attention), Fused or Flash, or "" when it holds no attention
-	// the model recognises (then nothing is predicted against it). Set by
+	// softmax attention), Fused or Flash, a linear form for a converted
+	// model (its ai.linearize ops, or their bodies inlined by
+	// onnxruntime's optimizer), or "" when it holds no attention the model
+	// recognises (then nothing is predicted against it). Set by
 	// LoadBaselines.
 	Kind Form `json:"kind,omitempty"`
 }
@@ -236,8 +239,42 @@ func BaselineKind(m *onnxpb.ModelProto) Form {
 	case attention > 0 || mha > 0:
 		return Fused
 	}
-	if d, err := Detect(m); err == nil && d.Count() > 0 && !d.AlreadyConverted() {
+	d, err := Detect(m)
+	if err != nil {
+		return ""
+	}
+	if d.AlreadyConverted() {
+		// A converted model (onnxruntime's offline optimizer may have
+		// inlined its ops): priced as its linear form when it has one.
+		var form Form
+		for _, l := range d.Linear {
+			f := linearForm(l.Op)
+			if f == "" || (form != "" && f != form) {
+				return ""
+			}
+			form = f
+		}
+		return form
+	}
+	if d.Count() > 0 {
 		return Original
+	}
+	return ""
+}
+
+// linearForm is the form of a linear-attention op as Detection.Linear
+// names it ("ai.linearize:PerformerAttention", "inlined
+// LocalPooledAttention", ...), or "".
+func linearForm(op string) Form {
+	switch {
+	case strings.HasSuffix(op, ops.PerformerOp):
+		return Performer
+	case strings.HasSuffix(op, ops.LinformerOp):
+		return Linformer
+	case strings.HasSuffix(op, ops.LocalPooledOp):
+		return LocalPooled
+	case strings.HasSuffix(op, ops.LaraOp):
+		return Lara
 	}
 	return ""
 }

@@ -179,8 +179,15 @@ func TestBenchBaselineKind(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := convert.BaselineKind(pm); got != "" {
-		t.Errorf("converted model: kind %q, want none", got)
+	if got := convert.BaselineKind(pm); got != convert.Performer {
+		t.Errorf("converted model: kind %q, want performer", got)
+	}
+	lp, _, err := convert.ToLocalPooled(orig, convert.LocalPooledOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := convert.BaselineKind(lp); got != convert.LocalPooled {
+		t.Errorf("local-pooled model: kind %q, want local-pooled", got)
 	}
 }
 
