@@ -419,30 +419,8 @@ func (p *performerPlan) causalGuarded(bh int) int {
 	n := 0
 	for j := 0; j < s; j++ {
 		if bv, ok := p.mask.at(bi, j); ok {
-			kr := ks[j*d : (j+1)*d]
-			var hh float64
-			for _, x := range kr {
-				x *= rs
-				hh += float64(x) * float64(x)
-			}
-			top := math.Inf(-1)
-			for f := 0; f < m; f++ {
-				var u float64
-				for c, w := range om[f*d : (f+1)*d] {
-					u += float64(w) * float64(kr[c]*rs)
-				}
-				t[f] = u - hh/2 + float64(bv)
-				top = math.Max(top, t[f])
-			}
-			if top > R {
-				if !math.IsInf(R, -1) {
-					g := math.Exp(R - top)
-					for f := range z {
-						z[f] *= g
-					}
-				}
-				R = top
-			}
+			top := keyLogits(ks[j*d:(j+1)*d], om, m, d, rs, bv, t)
+			R = raiseMax(R, top, z)
 			for f := 0; f < m; f++ {
 				z[f] += math.Exp(t[f] - R)
 			}

@@ -103,34 +103,8 @@ func performerCausal(in PerformerInputs, mask *keyMask, b, h, s, d, dv, m, ho in
 		o := out[bh*s*dv : (bh+1)*s*dv]
 		for j := 0; j < s; j++ {
 			if bv, ok := mask.at(bi, j); ok {
-				// t = ω·k̃ − ‖k̃‖²/2 + b, k̃ = √scale·k.
-				kr := ks[j*d : (j+1)*d]
-				var hh float64
-				for _, x := range kr {
-					x *= rs
-					hh += float64(x) * float64(x)
-				}
-				top := math.Inf(-1)
-				for f := 0; f < m; f++ {
-					var u float64
-					for c, w := range om[f*d : (f+1)*d] {
-						u += float64(w) * float64(kr[c]*rs)
-					}
-					t[f] = u - hh/2 + float64(bv)
-					top = math.Max(top, t[f])
-				}
-				if top > R {
-					if !math.IsInf(R, -1) {
-						g := math.Exp(R - top)
-						for i := range kv {
-							kv[i] *= g
-						}
-						for i := range z {
-							z[i] *= g
-						}
-					}
-					R = top
-				}
+				top := keyLogits(ks[j*d:(j+1)*d], om, m, d, rs, bv, t)
+				R = raiseMax(R, top, kv, z)
 				vr := vs[j*dv : (j+1)*dv]
 				for f := 0; f < m; f++ {
 					e := math.Exp(t[f] - R)
@@ -308,4 +282,42 @@ func PerformerCausalFunction(chunk int, opset int64) (*onnxpb.FunctionProto, err
 	return b.function(op, doc, []string{"Q", "K", "V", "Omega", "key_bias"}, []string{"out"},
 		[]string{"scale", "kernel", "causal", "chunk"},
 		[]*onnxpb.AttributeProto{attrFloat("epsilon", defaultEpsilon)}), nil
+}
+
+// keyLogits writes the causal op's logits of one key, t_f = ω_f·k̃ −
+// ‖k̃‖²/2 + b with k̃ = rs·k, into t (m values) and returns their maximum.
+func keyLogits(k, om []float32, m, d int, rs, b float32, t []float64) float64 {
+	var hh float64
+	for _, x := range k {
+		x *= rs
+		hh += float64(x) * float64(x)
+	}
+	top := math.Inf(-1)
+	for f := 0; f < m; f++ {
+		var u float64
+		for c, w := range om[f*d : (f+1)*d] {
+			u += float64(w) * float64(k[c]*rs)
+		}
+		t[f] = u - hh/2 + float64(b)
+		top = math.Max(top, t[f])
+	}
+	return top
+}
+
+// raiseMax returns the running maximum after a key whose largest logit is
+// top: when top exceeds R, every sum accumulated against R is rescaled to
+// the new maximum.
+func raiseMax(R, top float64, sums ...[]float64) float64 {
+	if top <= R {
+		return R
+	}
+	if !math.IsInf(R, -1) {
+		g := math.Exp(R - top)
+		for _, s := range sums {
+			for i := range s {
+				s[i] *= g
+			}
+		}
+	}
+	return top
 }
