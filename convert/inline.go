@@ -6,7 +6,6 @@ import (
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
 	"github.com/linearize/linearize/ops"
-	"google.golang.org/protobuf/proto"
 )
 
 // funcKey names a model-local function.
@@ -120,71 +119,16 @@ func inlineAttention(m *onnxpb.ModelProto) (*onnxpb.ModelProto, map[string]strin
 	return out, inlined, nil
 }
 
-// instantiate returns the body of f for the call n: formal inputs and
-// outputs bound to the call's values, every other value and node name
-// prefixed, attribute references resolved from the call (or the
-// function's defaults).
+// instantiate returns the body of f for the call n (onnx.Instantiate);
+// a body holding a subgraph is refused, since its inner names would not be
+// renamed.
 func instantiate(n *onnxpb.NodeProto, f *onnxpb.FunctionProto, prefix string) ([]*onnxpb.NodeProto, error) {
-	rename := map[string]string{"": ""}
-	for i, in := range f.Input {
-		actual := ""
-		if i < len(n.Input) {
-			actual = n.Input[i]
-		}
-		rename[in] = actual
-	}
-	for i, o := range f.Output {
-		actual := ""
-		if i < len(n.Output) {
-			actual = n.Output[i]
-		}
-		rename[o] = actual
-	}
-	name := func(v string) string {
-		if r, ok := rename[v]; ok {
-			return r
-		}
-		return prefix + v
-	}
-	callAttrs := map[string]*onnxpb.AttributeProto{}
-	for _, a := range f.AttributeProto {
-		callAttrs[a.GetName()] = a
-	}
-	for _, a := range n.Attribute {
-		callAttrs[a.GetName()] = a
-	}
-	var body []*onnxpb.NodeProto
 	for _, bn := range f.Node {
-		c := proto.Clone(bn).(*onnxpb.NodeProto)
-		for _, a := range c.Attribute {
+		for _, a := range bn.Attribute {
 			if a.G != nil || len(a.Graphs) > 0 {
 				return nil, fmt.Errorf("node %s has a subgraph", nodeName(bn))
 			}
 		}
-		c.Name = proto.String(prefix + bn.GetName())
-		for i, in := range c.Input {
-			c.Input[i] = name(in)
-		}
-		for i, o := range c.Output {
-			c.Output[i] = name(o)
-		}
-		var attrs []*onnxpb.AttributeProto
-		for _, a := range c.Attribute {
-			if ref := a.GetRefAttrName(); ref != "" {
-				v, ok := callAttrs[ref]
-				if !ok {
-					continue // unset optional attribute
-				}
-				r := proto.Clone(v).(*onnxpb.AttributeProto)
-				r.Name = proto.String(a.GetName())
-				r.RefAttrName = nil
-				attrs = append(attrs, r)
-				continue
-			}
-			attrs = append(attrs, a)
-		}
-		c.Attribute = attrs
-		body = append(body, c)
 	}
-	return body, nil
+	return onnx.Instantiate(n, f, prefix)
 }

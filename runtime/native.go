@@ -5,10 +5,9 @@ import (
 	goruntime "runtime"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
-
-	"google.golang.org/protobuf/proto"
 
 	"github.com/linearize/linearize/internal/gemm"
 	"github.com/linearize/linearize/onnx"
@@ -562,89 +561,18 @@ func (fx *funcExpander) expand(nodes []*onnxpb.NodeProto, f *onnxpb.FunctionProt
 	return out, nil
 }
 
-// instantiate returns copies of callee's body nodes for the call n: formal
-// inputs and outputs renamed to the call's actual names, internal values
-// given fresh unique names, attribute references resolved.
+// instantiate returns copies of callee's body nodes for the call n
+// (onnx.Instantiate), internal names made unique per call.
 func (fx *funcExpander) instantiate(n *onnxpb.NodeProto, callee *onnxpb.FunctionProto) ([]*onnxpb.NodeProto, error) {
-	if len(n.Input) > len(callee.Input) {
-		return nil, fmt.Errorf("runtime: node %s: %d inputs, function %s has %d", nodeLabel(n), len(n.Input), callee.GetName(), len(callee.Input))
-	}
-	if len(n.Output) > len(callee.Output) {
-		return nil, fmt.Errorf("runtime: node %s: %d outputs, function %s has %d", nodeLabel(n), len(n.Output), callee.GetName(), len(callee.Output))
-	}
 	fx.count++
 	prefix := n.GetName()
 	if prefix == "" {
 		prefix = callee.GetName()
 	}
 	prefix += "/" + strconv.Itoa(fx.count) + "/"
-	rename := map[string]string{}
-	for i, formal := range callee.Input {
-		actual := ""
-		if i < len(n.Input) {
-			actual = n.Input[i]
-		}
-		rename[formal] = actual
-	}
-	for i, formal := range callee.Output {
-		if i < len(n.Output) && n.Output[i] != "" {
-			rename[formal] = n.Output[i]
-		}
-		// An output the call does not use keeps an internal name: the
-		// body may still consume it.
-	}
-	name := func(s string) string {
-		if s == "" {
-			return ""
-		}
-		if r, ok := rename[s]; ok {
-			return r
-		}
-		return prefix + s
-	}
-	// Attribute values for references: the call's, else the function's defaults.
-	attrs := map[string]*onnxpb.AttributeProto{}
-	for _, a := range callee.AttributeProto {
-		attrs[a.GetName()] = a
-	}
-	for _, a := range n.Attribute {
-		attrs[a.GetName()] = a
-	}
-	body := make([]*onnxpb.NodeProto, 0, len(callee.Node))
-	for _, bn := range callee.Node {
-		c := &onnxpb.NodeProto{
-			Name:     strPtr(prefix + bn.GetName()),
-			OpType:   bn.OpType,
-			Domain:   bn.Domain,
-			Overload: bn.Overload,
-		}
-		for _, in := range bn.Input {
-			c.Input = append(c.Input, name(in))
-		}
-		for _, o := range bn.Output {
-			c.Output = append(c.Output, name(o))
-		}
-		for _, a := range bn.Attribute {
-			if ref := a.GetRefAttrName(); ref != "" {
-				v, ok := attrs[ref]
-				if !ok {
-					continue // not given and no default: the attribute is absent
-				}
-				ca := cloneAttr(v)
-				ca.Name = a.Name
-				ca.RefAttrName = nil
-				c.Attribute = append(c.Attribute, ca)
-				continue
-			}
-			c.Attribute = append(c.Attribute, a)
-		}
-		body = append(body, c)
+	body, err := onnx.Instantiate(n, callee, prefix)
+	if err != nil {
+		return nil, fmt.Errorf("runtime: node %s: %s", nodeLabel(n), strings.TrimPrefix(err.Error(), "onnx: "))
 	}
 	return body, nil
 }
-
-func cloneAttr(a *onnxpb.AttributeProto) *onnxpb.AttributeProto {
-	return proto.Clone(a).(*onnxpb.AttributeProto)
-}
-
-func strPtr(s string) *string { return &s }
