@@ -120,8 +120,8 @@ const fidelityGuide = `measured fidelity on all-MiniLM-L6-v2 (mean-pooled embedd
   tokens                                   128     256     512
   local-pooled b=64 k=64, sinks          1.000   0.986   0.966
   local-pooled b=32 k=32, sinks          0.986   0.961   0.934
-  performer M=256 centred ADERF          0.881   0.864   0.873   (--calibration)
-  performer M=256 centred FAVOR++        0.767   0.744   0.766
+  performer M=256 centred ADERF          0.882   0.860   0.871   (--calibration)
+  performer M=256 centred FAVOR++        0.765   0.740   0.767
   lara C=256                             0.808   0.744   0.848   (mean of seeds 1-3)
   linformer pooled k=128, sinks          1.000   0.879   0.799
   linformer gaussian k=128               0.139   0.037  -0.005
