@@ -134,6 +134,12 @@ func Performer(original, converted *onnxpb.ModelProto, feed map[string]*onnx.Ten
 			Scale:   float64(onnx.AttrFloat(n, "scale", 0)),
 			Epsilon: float64(onnx.AttrFloat(n, "epsilon", 1e-6)),
 		}
+		// The op's positive, bidirectional kernel is the plain ratio (its
+		// mixture form needs no epsilon; see ops.PerformerAttention): fit
+		// the function the converted model computes.
+		if onnx.AttrString(n, "kernel", ops.KernelPositive) == ops.KernelPositive && onnx.AttrInt(n, "causal", 0) == 0 {
+			p.Epsilon = 0
+		}
 		if p.Omega, err = decode(ln.layer, n.Input[3]); err != nil {
 			return nil, nil, err
 		}
@@ -280,7 +286,7 @@ type performerProblem struct {
 	Omega        *onnx.Tensor // [H or 1, M, D]
 	Bias         *onnx.Tensor // [B or 1,1,1,S or 1] or nil
 	Scale        float64      // 0: 1/√D
-	Epsilon      float64      // added to the denominator
+	Epsilon      float64      // added to the denominator (0 for the positive kernel, as in the op)
 	FixedMaxima  bool         // keep the stabilising maxima of the last LossGrad (for gradient checks)
 	maxQ, maxK   []float64
 	b, s, dm, h  int
@@ -546,6 +552,9 @@ func (p *performerProblem) head(sc *perfScratch, bi, hi int, qm, km, dqm, dkm []
 			den += x * sc.ks[f]
 		}
 		den += p.Epsilon
+		if !(den > 0) {
+			den = math.SmallestNonzeroFloat64 // no key weight at all: the row's output is 0
+		}
 		sc.den[i] = den
 		var dd float64
 		for c := 0; c < dv; c++ {

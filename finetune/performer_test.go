@@ -67,10 +67,25 @@ func heads(x, w, b *onnx.Tensor, h int) *onnx.Tensor {
 // with the op's Go kernel (ops.Performer) on the projected Q and K.
 func TestPerformerForward(t *testing.T) {
 	for _, c := range []struct {
-		ho   int
-		bias bool
-	}{{1, false}, {2, true}} {
+		ho    int
+		bias  bool
+		large bool // inputs ×10: denominators far below the old ε
+	}{{1, false, false}, {2, true, false}, {1, false, true}} {
 		p := perfProblem(t, 3, c.ho, c.bias)
+		if c.large {
+			// The op's positive kernel is the plain ratio; the fit uses
+			// Epsilon 0 for it (as PerformerFit sets from the node), so
+			// rows whose denominators are tiny must still agree.
+			for _, x := range []*onnx.Tensor{p.XQ, p.XK} {
+				for i, v := range x.Floats() {
+					x.Floats()[i] = 10 * v
+				}
+			}
+			p.Epsilon = 0
+			if err := p.init(); err != nil {
+				t.Fatal(err)
+			}
+		}
 		q, k := heads(p.XQ, p.WQ, p.BQ, p.h), heads(p.XK, p.WK, p.BK, p.h)
 		out, err := ops.Performer(q, k, p.V, p.Omega, p.Bias, ops.PerformerAttrs{Epsilon: 1e-6})
 		if err != nil {
@@ -94,7 +109,7 @@ func TestPerformerForward(t *testing.T) {
 			}
 		}
 		if rel := math.Sqrt(res / ref); rel > 1e-5 {
-			t.Errorf("Omega heads %d, bias %v: relative error %g against ops.Performer", c.ho, c.bias, rel)
+			t.Errorf("Omega heads %d, bias %v, large %v: relative error %g against ops.Performer", c.ho, c.bias, c.large, rel)
 		}
 	}
 }
