@@ -12,6 +12,7 @@ import (
 	"github.com/linearize/linearize/models"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
+	"github.com/linearize/linearize/ops"
 	"github.com/linearize/linearize/runtime"
 	"google.golang.org/protobuf/proto"
 )
@@ -642,6 +643,17 @@ func TestPaddingInvarianceMaskOrder(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			// The CLI's default Performer (centred FAVOR++) and LARA build
+			// statistics over the valid tokens, so they must also read
+			// the mask right whatever its order with the scale.
+			cm, _, err := ToPerformer(m, PerformerOptions{Features: 32, Seed: 1, Center: true, FeatureMap: ops.FeaturesFavorPP})
+			if err != nil {
+				t.Fatal(err)
+			}
+			la, _, err := ToLARA(m, LaraOptions{Landmarks: 2, Seed: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
 			r := rand.New(rand.NewPCG(5, 6))
 			x := make([]float32, padded*fHid)
 			for i := range x {
@@ -657,7 +669,7 @@ func TestPaddingInvarianceMaskOrder(t *testing.T) {
 			for _, c := range []struct {
 				name string
 				m    *onnxpb.ModelProto
-			}{{"original", m}, {"performer", pm}, {"linformer", lm}, {"local-pooled", lp}} {
+			}{{"original", m}, {"performer", pm}, {"linformer", lm}, {"local-pooled", lp}, {"performer centred favor++", cm}, {"lara", la}} {
 				a, b := runORT(t, c.m, long)[out], runORT(t, c.m, short)[out]
 				got := onnx.NewFloat([]int{1, real, fHid}, a.Floats()[:real*fHid])
 				if d := runtime.CompareTensors(got, b); !d.OK(1e-5) {
