@@ -7,7 +7,8 @@ import (
 	"testing"
 )
 
-// TestRewriteNothingConverted: performer and linformer exit with bad input,
+// TestRewriteNothingConverted: performer, linformer, local-pooled and lara
+// exit with bad input,
 // name the reason and write nothing when no block can be converted: a
 // causal model, a model converted already, a model with no attention.
 func TestRewriteNothingConverted(t *testing.T) {
@@ -28,7 +29,7 @@ func TestRewriteNothingConverted(t *testing.T) {
 		{causal, "causal"},
 		{converted, "converted already: it holds 2 × ai.linearize:PerformerAttention"},
 	} {
-		for _, op := range [][]string{{"performer", "--features", "8"}, {"linformer", "--k", "4"}} {
+		for _, op := range [][]string{{"performer", "--features", "8"}, {"linformer", "--k", "4"}, {"local-pooled"}, {"lara", "--landmarks", "4"}} {
 			if c.model == causal && op[0] == "performer" {
 				continue // the causal Performer converts it: TestPerformerCausalCLI
 			}
