@@ -11,10 +11,11 @@ import (
 
 func init() {
 	register(&command{
-		name:    "extend-positions",
-		summary: "grow a model's absolute position-embedding table so it accepts longer inputs",
-		usage:   "MODEL -o OUT --max-positions N [--method copy|interpolate] [--offset K] [--overwrite]",
-		run:     runExtendPositions,
+		name:     "extend-positions",
+		rewrites: true,
+		summary:  "grow a model's absolute position-embedding table so it accepts longer inputs",
+		usage:    "MODEL -o OUT --max-positions N [--method copy|interpolate] [--offset K] [--overwrite]",
+		run:      runExtendPositions,
 	})
 }
 

@@ -14,10 +14,11 @@ import (
 
 func init() {
 	register(&command{
-		name:    "inspect",
-		summary: "describe a model: IR version, opsets, producer, inputs/outputs, op histogram, initializers",
-		usage:   "MODEL [--json] [--explain] [--cost [--seq-len LIST] [--features M] [--k K] [--block B] [--segments K] [--sinks S] [--landmarks C]]",
-		run:     runInspect,
+		name:     "inspect",
+		rewrites: true,
+		summary:  "describe a model: IR version, opsets, producer, inputs/outputs, op histogram, initializers",
+		usage:    "MODEL [--json] [--explain] [--cost [--seq-len LIST] [--features M] [--k K] [--block B] [--segments K] [--sinks S] [--landmarks C]]",
+		run:      runInspect,
 	})
 }
 

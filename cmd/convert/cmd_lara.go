@@ -9,12 +9,12 @@ import (
 
 func init() {
 	register(&command{
-		name:    "lara",
-		summary: "rewrite every convertible attention block into LaraAttention: LARA randomized attention (multiple importance sampling from Gaussian proposals centred at run-time segment landmarks of Q and K), the proposals' noise frozen per layer from --seed",
-		usage:   "MODEL -o OUT [--landmarks C] [--samples S] [--sigma σ] [--seed N] [--layers LIST] [--max-positions N] [--json]",
-		run:     runLara,
+		name:     "lara",
+		rewrites: true,
+		summary:  "rewrite every convertible attention block into LaraAttention: LARA randomized attention (multiple importance sampling from Gaussian proposals centred at run-time segment landmarks of Q and K), the proposals' noise frozen per layer from --seed",
+		usage:    "MODEL -o OUT [--landmarks C] [--samples S] [--sigma σ] [--seed N] [--layers LIST] [--max-positions N] [--json]",
+		run:      runLara,
 	})
-	rewriters["lara"] = true
 }
 
 func runLara(args []string, stdout io.Writer) error {

@@ -12,10 +12,11 @@ import (
 
 func init() {
 	register(&command{
-		name:    "linformer",
-		summary: "rewrite every convertible attention block into Linformer attention (keys and values pooled or projected to length k) that runs in stock onnxruntime",
-		usage:   "MODEL -o OUT [--init pool|gaussian] [--k K] [--sinks first,last|first|last|none] [--max-len N] [--share none|headwise|kv|layerwise] [--seed S] [--layers LIST] [--max-positions N] [--json]",
-		run:     runLinformer,
+		name:     "linformer",
+		rewrites: true,
+		summary:  "rewrite every convertible attention block into Linformer attention (keys and values pooled or projected to length k) that runs in stock onnxruntime",
+		usage:    "MODEL -o OUT [--init pool|gaussian] [--k K] [--sinks first,last|first|last|none] [--max-len N] [--share none|headwise|kv|layerwise] [--seed S] [--layers LIST] [--max-positions N] [--json]",
+		run:      runLinformer,
 	})
 }
 

@@ -9,10 +9,11 @@ import (
 
 func init() {
 	register(&command{
-		name:    "local-pooled",
-		summary: "rewrite every convertible attention block into LocalPooledAttention: exact attention to the query's block and both neighbours and to sink tokens, plus one pooled key per segment of the rest; no parameters, no length limit",
-		usage:   "MODEL -o OUT [--block B] [--segments K] [--sinks first,last|first|last|none] [--layers LIST] [--max-positions N] [--json]",
-		run:     runLocalPooled,
+		name:     "local-pooled",
+		rewrites: true,
+		summary:  "rewrite every convertible attention block into LocalPooledAttention: exact attention to the query's block and both neighbours and to sink tokens, plus one pooled key per segment of the rest; no parameters, no length limit",
+		usage:    "MODEL -o OUT [--block B] [--segments K] [--sinks first,last|first|last|none] [--layers LIST] [--max-positions N] [--json]",
+		run:      runLocalPooled,
 	})
 }
 

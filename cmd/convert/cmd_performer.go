@@ -18,10 +18,11 @@ import (
 
 func init() {
 	register(&command{
-		name:    "performer",
-		summary: "rewrite every convertible attention block into a PerformerAttention op (random-feature attention with frozen ω: by default exact centring + FAVOR++ features, or FAVOR# ADERF fitted on --calibration; plain FAVOR+ on request; causal blocks of decoders with the causal Performer, plain FAVOR+ with prefix sums) that runs in stock onnxruntime",
-		usage:   "MODEL -o OUT [--features M] [--seed S] [--omega orthogonal|iid] [--norms chi|sqrt-d|qmc] [--kernel positive|trig] [--chunk C] [--center] [--features-kind favor+|favor++|sderf|aderf] [--balance] [--calibration FILE [--calibration-weighting attention|uniform]] [--layers LIST] [--max-positions N] [--json]",
-		run:     runPerformer,
+		name:     "performer",
+		rewrites: true,
+		summary:  "rewrite every convertible attention block into a PerformerAttention op (random-feature attention with frozen ω: by default exact centring + FAVOR++ features, or FAVOR# ADERF fitted on --calibration; plain FAVOR+ on request; causal blocks of decoders with the causal Performer, plain FAVOR+ with prefix sums) that runs in stock onnxruntime",
+		usage:    "MODEL -o OUT [--features M] [--seed S] [--omega orthogonal|iid] [--norms chi|sqrt-d|qmc] [--kernel positive|trig] [--chunk C] [--center] [--features-kind favor+|favor++|sderf|aderf] [--balance] [--calibration FILE [--calibration-weighting attention|uniform]] [--layers LIST] [--max-positions N] [--json]",
+		run:      runPerformer,
 	})
 }
 

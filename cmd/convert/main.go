@@ -35,6 +35,10 @@ type command struct {
 	summary string
 	usage   string // the synopsis after "convert NAME"
 	run     func(args []string, stdout io.Writer) error
+	// rewrites marks a command that only reads, rewrites and writes a
+	// model: its live memory is the model plus one tensor (see
+	// boundMemory).
+	rewrites bool
 }
 
 var commands = map[string]*command{}
@@ -152,7 +156,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	inName, inSize := largestFile(args[1:])
-	boundMemory(c.name, inSize)
+	boundMemory(c, inSize)
 	start := time.Now()
 	err := c.run(args[1:], stdout)
 	if printStats {

@@ -41,18 +41,14 @@ func reportStats(w io.Writer, name string, wall time.Duration, largestName strin
 	fmt.Fprintln(w, line)
 }
 
-// rewriters are the commands whose live memory is the model plus one
-// tensor and some structure: reading, rewriting and writing it.
-var rewriters = map[string]bool{"inspect": true, "performer": true, "linformer": true, "local-pooled": true, "extend-positions": true}
-
 // boundMemory gives the garbage collector a soft memory limit of 1.25× the
 // input model plus 128 MiB for the commands that only rewrite a model
 // (unless GOMEMLIMIT is set): their live heap is about the model plus its
 // largest tensor, and with the default pacing the heap would grow to twice
 // that before collecting. On BERT-base (418 MiB) this takes a conversion's
 // peak RSS from 1.9× to about 1.5× the file for a few percent more time.
-func boundMemory(name string, inputSize int64) {
-	if !rewriters[name] || inputSize <= 0 || os.Getenv("GOMEMLIMIT") != "" {
+func boundMemory(c *command, inputSize int64) {
+	if !c.rewrites || inputSize <= 0 || os.Getenv("GOMEMLIMIT") != "" {
 		return
 	}
 	debug.SetMemoryLimit(inputSize + inputSize/4 + 128<<20)
