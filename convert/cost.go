@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"sort"
 	"strconv"
 
@@ -68,11 +67,12 @@ const (
 //
 // with h = H·d; Fused and Flash have the original's MACs. Exponentials
 // (H·n² for the softmax, 2·H·n·M for the Performer features) are reported
-// (Exps). The elementwise passes of the attention core (Elementwise, see
-// Layer) are priced at PassWeight MACs per element; with PassWeight 0 (the
-// zero value) the predicted speedup of a form is original MACs / form
-// MACs. LayerNorms, biases, Gelu and the head split and merge, which every
-// form has, are not counted.
+// (Exps). Work prices a pass with Weights: each form's core MACs, the
+// elementwise passes of the attention core (Elementwise, see Layer), the
+// exponentials and a fixed cost per layer, all in MACs of the projections'
+// GEMMs; with the zero Weights the predicted speedup of a form is original
+// MACs / form MACs. LayerNorms, biases, Gelu and the head split and merge,
+// which every form has, are not counted in the MACs.
 type CostModel struct {
 	Dims     Dims
 	Features int // Performer M
@@ -83,19 +83,10 @@ type CostModel struct {
 	// Landmarks (C) and Samples (per landmark) price LaraAttention; the
 	// form is priced only when Landmarks > 0.
 	Landmarks, Samples int
-	// PassWeight is the cost of one element of an elementwise pass, in
-	// MACs (0: MACs only). A GEMM does many MACs per element it reads;
-	// a pass over a large tensor is bound by memory, so its weight is
-	// well above 1 (DefaultPassWeight).
-	PassWeight float64
+	// Weights price the work beyond MACs (the zero value: MACs only;
+	// DefaultWeights: fitted on a measured machine).
+	Weights Weights
 }
-
-// DefaultPassWeight is the PassWeight `convert bench` uses by default:
-// the value that best fits (least squares of the log speedup) the
-// unfused-original measurements of README's bench table with Layer's
-// elementwise counts; provisional, to be refitted from the runs against
-// the fused and flash baselines (issue 13).
-const DefaultPassWeight = 10
 
 // LayerCost is the cost of one layer at one length.
 type LayerCost struct {
@@ -118,16 +109,16 @@ type LayerCost struct {
 	LargestName string `json:"largest_intermediate"`
 }
 
-// PeakFactor is how many largest-intermediate-sized buffers onnxruntime
+// peakFactor is how many largest-intermediate-sized buffers onnxruntime
 // keeps alive at once in an unfused attention block (scores, scaled
 // scores, masked scores, probabilities); measured while planning (13.1 GiB
 // peak for 3.2 GB of scores at n = 8192).
-const PeakFactor = 4
+const peakFactor = 4
 
-// FusedPeakFactor is PeakFactor for the Fused form: onnxruntime's fused
+// fusedPeakFactor is peakFactor for the Fused form: onnxruntime's fused
 // Attention kernel writes the scores into one buffer and normalises them
 // in place.
-const FusedPeakFactor = 1
+const fusedPeakFactor = 1
 
 // Layer returns the cost of one layer of form f at length n.
 //
@@ -235,10 +226,18 @@ func (c CostModel) Total(f Form, n int) int64 {
 	return int64(c.Dims.Layers) * c.Layer(f, n).Total
 }
 
-// Work is the whole-model cost of form f at length n in MACs: Total plus
-// PassWeight MACs per element of the cores' elementwise passes.
+// Work is the whole-model cost of form f at length n in MAC-equivalents:
+// per layer, the projections' and FFN's MACs, the core's MACs at the
+// form's core weight, the elementwise passes, the exponentials, the
+// per-token cost of onnxruntime's fused and flash kernels and the fixed
+// cost at their Weights.
 func (c CostModel) Work(f Form, n int) float64 {
-	return float64(c.Dims.Layers) * (float64(c.Layer(f, n).Total) + c.PassWeight*float64(c.Layer(f, n).Elementwise))
+	lc := c.Layer(f, n)
+	w := c.Weights
+	per := float64(lc.Projections+lc.FFN) + w.core(f)*float64(lc.Core) +
+		w.Pass*float64(lc.Elementwise) + w.Exp*float64(lc.Exps) +
+		w.token(f)*float64(n)*float64(c.Dims.Hidden) + w.Layer
+	return float64(c.Dims.Layers) * per
 }
 
 // Speedup is the predicted speedup of form f over the original at n.
@@ -252,17 +251,20 @@ func (c CostModel) SpeedupOver(base, f Form, n int) float64 {
 	return c.Work(base, n) / c.Work(f, n)
 }
 
-// PeakBytes estimates the peak memory of a run: weights plus PeakFactor
-// largest intermediates (FusedPeakFactor for the Fused form).
+// PeakBytes estimates the peak memory of a run: weights plus four
+// largest intermediates, the buffers onnxruntime keeps alive at once in an
+// unfused attention block (scores, scaled scores, masked scores,
+// probabilities), or one for the Fused form, whose kernel normalises the
+// scores in place.
 func (c CostModel) PeakBytes(f Form, n int) int64 {
 	if f == Fused {
-		return c.Dims.WeightBytes + FusedPeakFactor*c.Layer(f, n).Largest
+		return c.Dims.WeightBytes + fusedPeakFactor*c.Layer(f, n).Largest
 	}
-	return c.Dims.WeightBytes + PeakFactor*c.Layer(f, n).Largest
+	return c.Dims.WeightBytes + peakFactor*c.Layer(f, n).Largest
 }
 
 // Crossover returns the smallest length n ≥ 1 at which form f costs less
-// than the original (CrossoverOver Original). With PassWeight 0 the
+// than the original (CrossoverOver Original). With the zero Weights the
 // cores are equal in closed form at n = 2M + M/d (Performer), n = 2k
 // (Linformer) and n = 3b + 2k + 2s (local+pooled).
 func (c CostModel) Crossover(f Form) int {
@@ -309,8 +311,8 @@ func (c CostModel) Validate() error {
 	if c.Block < 0 || c.Segments < 0 || c.Sinks < 0 || c.Sinks > 2 {
 		return fmt.Errorf("convert: cost model: block %d, segments %d must not be negative, sinks %d must be 0..2", c.Block, c.Segments, c.Sinks)
 	}
-	if c.PassWeight < 0 || math.IsNaN(c.PassWeight) || math.IsInf(c.PassWeight, 0) {
-		return fmt.Errorf("convert: cost model: pass weight %v must be a finite number ≥ 0", c.PassWeight)
+	if err := c.Weights.Check(); err != nil {
+		return err
 	}
 	return nil
 }
@@ -405,8 +407,8 @@ func (c CostModel) WriteCostTable(w io.Writer, lengths []int) error {
 		fmt.Fprintf(w, ", LARA C = %d × %d samples", c.Landmarks, max(c.Samples, 1))
 	}
 	fmt.Fprintln(w, "; batch 1")
-	if c.PassWeight > 0 {
-		fmt.Fprintf(w, "multiply-accumulates (MACs) per layer and for the model (k/M/G/T = 1e3/1e6/1e9/1e12); speedup and crossover also count the cores' elementwise passes at %g MACs per element\n", c.PassWeight)
+	if c.Weights != (Weights{}) {
+		fmt.Fprintf(w, "multiply-accumulates (MACs) per layer and for the model (k/M/G/T = 1e3/1e6/1e9/1e12); speedup and crossover price the work in MAC-equivalents with weights %v\n", c.Weights)
 	} else {
 		fmt.Fprintln(w, "multiply-accumulates (MACs) per layer and for the model (k/M/G/T = 1e3/1e6/1e9/1e12); exps and elementwise ops not counted")
 	}
@@ -422,7 +424,11 @@ func (c CostModel) WriteCostTable(w io.Writer, lengths []int) error {
 				c.Speedup(f, n), humanBytes(lc.Largest), lc.LargestName)
 		}
 	}
-	fmt.Fprintf(w, "predicted crossover (first n with fewer MACs than the original): performer %d (cores equal at 2M + M/d = %d), linformer %d (cores equal at 2k = %d)",
+	what := "less work"
+	if c.Weights == (Weights{}) {
+		what = "fewer MACs"
+	}
+	fmt.Fprintf(w, "predicted crossover (first n with "+what+" than the original): performer %d (cores equal at 2M + M/d = %d), linformer %d (cores equal at 2k = %d)",
 		c.Crossover(Performer), 2*c.Features+c.Features/d.HeadDim, c.Crossover(Linformer), 2*c.K)
 	if c.Segments > 0 {
 		fmt.Fprintf(w, ", local-pooled %d (cores equal at 3b + 2k + 2s = %d)", c.Crossover(LocalPooled), 3*c.Block+2*c.Segments+2*c.Sinks)
@@ -431,9 +437,9 @@ func (c CostModel) WriteCostTable(w io.Writer, lengths []int) error {
 		fmt.Fprintf(w, ", lara %d", c.Crossover(Lara))
 	}
 	fmt.Fprintln(w)
-	if c.PassWeight > 0 {
-		// The baselines have the original's MACs; only their elementwise
-		// passes differ, so they are worth a line only when passes count.
+	if c.Weights != (Weights{}) {
+		// The baselines have the original's MACs; only their weights
+		// differ, so they are worth a line only when weights count.
 		for _, base := range []Form{Fused, Flash} {
 			fmt.Fprintf(w, "predicted crossover against onnxruntime's %s attention:", base)
 			for i, f := range forms[1:] {

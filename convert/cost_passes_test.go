@@ -2,6 +2,7 @@ package convert
 
 import (
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 
@@ -199,7 +200,7 @@ func TestCostBaselineForms(t *testing.T) {
 		if fl.Largest != 4*N*f || fu.Largest != max(4*H*N*N, 4*N*f) {
 			t.Errorf("n=%d: largest flash %d, fused %d", n, fl.Largest, fu.Largest)
 		}
-		if cm.PeakBytes(Fused, n) != 1000+fu.Largest || cm.PeakBytes(Flash, n) != 1000+PeakFactor*4*N*f {
+		if cm.PeakBytes(Fused, n) != 1000+fu.Largest || cm.PeakBytes(Flash, n) != 1000+peakFactor*4*N*f {
 			t.Errorf("n=%d: peaks fused %d, flash %d", n, cm.PeakBytes(Fused, n), cm.PeakBytes(Flash, n))
 		}
 	}
@@ -211,7 +212,7 @@ func TestCostBaselineForms(t *testing.T) {
 	}
 	// Priced, the crossover against each baseline is the first n where the
 	// form's work is below the baseline's, found here by scanning.
-	cm.PassWeight = 3
+	cm.Weights = Weights{Pass: 3}
 	for _, base := range []Form{Original, Fused, Flash} {
 		for _, f := range []Form{Performer, Linformer, LocalPooled} {
 			want := -1
@@ -240,8 +241,10 @@ func TestCostBaselineForms(t *testing.T) {
 			t.Errorf("%s: speedup over flash %.3f not below over the original %.3f", f, s, cm.Speedup(f, 4096))
 		}
 	}
-	cm.PassWeight = -1
-	if cm.Validate() == nil {
-		t.Error("negative pass weight accepted")
+	for _, bad := range []Weights{{Pass: -1}, {Exp: math.NaN()}, {Flash: math.Inf(1)}, {Layer: -2}} {
+		cm.Weights = bad
+		if cm.Validate() == nil {
+			t.Errorf("weights %+v accepted", bad)
+		}
 	}
 }

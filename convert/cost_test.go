@@ -179,7 +179,7 @@ func TestCostModelLocalPooled(t *testing.T) {
 // fused and flash attention, which come from CrossoverOver.
 func TestCostTableBaselines(t *testing.T) {
 	cm := convert.CostModel{Dims: convert.Dims{Layers: 2, Hidden: 768, Heads: 12, HeadDim: 64, FFN: 3072}, Features: 256, K: 256,
-		Block: 64, Segments: 64, Sinks: 2, PassWeight: convert.DefaultPassWeight}
+		Block: 64, Segments: 64, Sinks: 2, Weights: convert.DefaultWeights}
 	var buf bytes.Buffer
 	if err := cm.WriteCostTable(&buf, []int{4096}); err != nil {
 		t.Fatal(err)
@@ -192,8 +192,8 @@ func TestCostTableBaselines(t *testing.T) {
 			t.Errorf("table lacks %q:\n%s", want, out)
 		}
 	}
-	if !strings.Contains(out, "at 10 MACs per element") {
-		t.Errorf("table does not name the pass weight:\n%s", out)
+	if !strings.Contains(out, "with weights "+convert.DefaultWeights.String()) {
+		t.Errorf("table does not name the weights:\n%s", out)
 	}
 	// Priced passes only add work: every form's Work is at least its MACs.
 	for _, f := range append(cm.Forms(), convert.Fused, convert.Flash) {

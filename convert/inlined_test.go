@@ -181,21 +181,3 @@ func TestInlinedNotInOriginals(t *testing.T) {
 		t.Errorf("blocks %v, linear %v: want the block in the body dropped", d.Blocks, d.Linear)
 	}
 }
-
-// TestBaselineKindInlined: a converted model whose op onnxruntime's
-// offline optimizer inlined is priced, as a bench baseline, as its linear
-// form (not as unknown attention, which would be priced as the original).
-func TestBaselineKindInlined(t *testing.T) {
-	lp, _, err := ToLocalPooled(form{name: "plain", opset: 17, k: "0231", scale: "div", mask: "add"}.build(), LocalPooledOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := BaselineKind(inlineLinear(t, lp)); got != LocalPooled {
-		t.Errorf("inlined local-pooled model: kind %q, want local-pooled", got)
-	}
-	for op, want := range map[string]Form{"inlined PerformerAttention": Performer, "ai.linearize:LaraAttention": Lara, "inlined LinformerAttention": Linformer, "Softmax": ""} {
-		if got := linearForm(op); got != want {
-			t.Errorf("linearForm(%q) = %q, want %q", op, got, want)
-		}
-	}
-}

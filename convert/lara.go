@@ -47,13 +47,13 @@ func (o LaraOptions) resolve() (LaraOptions, error) {
 		o.Sigma = 1
 	}
 	if o.Landmarks < 1 || o.Landmarks > ops.MaxLandmarks {
-		return o, fmt.Errorf("convert: lara: landmarks %d, want 1..%d", o.Landmarks, ops.MaxLandmarks)
+		return o, optionError("lara", "Landmarks", fmt.Sprintf("%d: want 1..%d", o.Landmarks, ops.MaxLandmarks))
 	}
 	if o.Samples < 1 || o.Landmarks > features.MaxLaraSamples/o.Samples {
-		return o, fmt.Errorf("convert: lara: samples %d per landmark, want 1..%d in all", o.Samples, features.MaxLaraSamples)
+		return o, optionError("lara", "Samples", fmt.Sprintf("%d per landmark: want 1..%d in all", o.Samples, features.MaxLaraSamples))
 	}
 	if !(o.Sigma > 0) || math.IsInf(o.Sigma, 0) {
-		return o, fmt.Errorf("convert: lara: sigma %g must be positive and finite", o.Sigma)
+		return o, optionError("lara", "Sigma", fmt.Sprintf("%g must be positive and finite", o.Sigma))
 	}
 	return o, nil
 }

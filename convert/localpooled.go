@@ -45,14 +45,14 @@ func (o LocalPooledOptions) attrs() (ops.LocalPooledAttrs, error) {
 		o.Sinks = "first,last"
 	}
 	if o.Block < 0 || o.Block > ops.MaxLocalBlock {
-		return a, fmt.Errorf("convert: local-pooled: block %d, want 1..%d", o.Block, ops.MaxLocalBlock)
+		return a, optionError("local-pooled", "Block", fmt.Sprintf("%d: want 1..%d", o.Block, ops.MaxLocalBlock))
 	}
 	if o.Segments < 1 || o.Segments > ops.MaxSegments {
-		return a, fmt.Errorf("convert: local-pooled: segments %d, want 1..%d", o.Segments, ops.MaxSegments)
+		return a, optionError("local-pooled", "Segments", fmt.Sprintf("%d: want 1..%d", o.Segments, ops.MaxSegments))
 	}
 	first, last, err := ops.ParseSinks(o.Sinks)
 	if err != nil {
-		return a, fmt.Errorf("convert: local-pooled: sinks %q, want none, first, last or first,last", o.Sinks)
+		return a, optionError("local-pooled", "Sinks", fmt.Sprintf("%q: want none, first, last or first,last", o.Sinks))
 	}
 	return ops.LocalPooledAttrs{Block: o.Block, Segments: o.Segments, SinkFirst: first, SinkLast: last}, nil
 }

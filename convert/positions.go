@@ -87,10 +87,10 @@ func ExtendPositions(m *onnxpb.ModelProto, opts ExtendOptions) (*onnxpb.ModelPro
 		method = "copy"
 	}
 	if method != "copy" && method != "interpolate" {
-		return nil, nil, fmt.Errorf("convert: extend positions: method %q: want copy or interpolate", opts.Method)
+		return nil, nil, optionError("extend positions", "Method", fmt.Sprintf("%q: want copy or interpolate", opts.Method))
 	}
 	if opts.Offset < 0 {
-		return nil, nil, fmt.Errorf("convert: extend positions: offset %d is negative", opts.Offset)
+		return nil, nil, optionError("extend positions", "Offset", fmt.Sprintf("%d is negative", opts.Offset))
 	}
 	out := onnx.CloneShared(m)
 	g := out.Graph

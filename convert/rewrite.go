@@ -157,10 +157,10 @@ func ToPerformer(m *onnxpb.ModelProto, o PerformerOptions) (*onnxpb.ModelProto, 
 		o.Features = 256
 	}
 	if o.Features < 1 {
-		return nil, nil, fmt.Errorf("convert: performer: features %d must be positive", o.Features)
+		return nil, nil, optionError("performer", "Features", fmt.Sprintf("%d must be positive", o.Features))
 	}
 	if o.Features > MaxFeatures {
-		return nil, nil, fmt.Errorf("convert: performer: features %d exceeds %d", o.Features, MaxFeatures)
+		return nil, nil, optionError("performer", "Features", fmt.Sprintf("%d exceeds %d", o.Features, MaxFeatures))
 	}
 	if o.Omega == "" {
 		o.Omega = features.Orthogonal
@@ -172,16 +172,16 @@ func ToPerformer(m *onnxpb.ModelProto, o PerformerOptions) (*onnxpb.ModelProto, 
 		o.Kernel = ops.KernelPositive
 	}
 	if o.Omega != features.Orthogonal && o.Omega != features.IID {
-		return nil, nil, fmt.Errorf("convert: performer: omega %q, want orthogonal or iid", o.Omega)
+		return nil, nil, optionError("performer", "Omega", fmt.Sprintf("%q: want orthogonal or iid", o.Omega))
 	}
 	if o.Norms != features.NormsChi && o.Norms != features.NormsSqrtD && o.Norms != features.NormsQMC {
-		return nil, nil, fmt.Errorf("convert: performer: norms %q, want chi, sqrt-d or qmc", o.Norms)
+		return nil, nil, optionError("performer", "Norms", fmt.Sprintf("%q: want chi, sqrt-d or qmc", o.Norms))
 	}
 	if o.Kernel != ops.KernelPositive && o.Kernel != ops.KernelTrig {
-		return nil, nil, fmt.Errorf("convert: performer: kernel %q, want positive or trig", o.Kernel)
+		return nil, nil, optionError("performer", "Kernel", fmt.Sprintf("%q: want positive or trig", o.Kernel))
 	}
 	if o.Chunk < 0 || o.Chunk > ops.MaxChunk {
-		return nil, nil, fmt.Errorf("convert: performer: chunk %d must be in 1..%d", o.Chunk, ops.MaxChunk)
+		return nil, nil, optionError("performer", "Chunk", fmt.Sprintf("%d: want 1..%d", o.Chunk, ops.MaxChunk))
 	}
 	fit, err := performerFit(&o)
 	if err != nil {
@@ -251,16 +251,16 @@ func performerFit(o *PerformerOptions) (string, error) {
 	case ops.FeaturesSDERF, ops.FeaturesADERF:
 		fit = o.FeatureMap
 		if o.Balance {
-			return "", fmt.Errorf("convert: performer: feature map %s carries its own balance; Balance is for favor+ and favor++", o.FeatureMap)
+			return "", optionError("performer", "Balance", fmt.Sprintf("is for favor+ and favor++: feature map %s carries its own balance", o.FeatureMap))
 		}
 	default:
-		return "", fmt.Errorf("convert: performer: feature map %q, want favor+, favor++, sderf or aderf", o.FeatureMap)
+		return "", optionError("performer", "FeatureMap", fmt.Sprintf("%q: want favor+, favor++, sderf or aderf", o.FeatureMap))
 	}
 	if (o.Center || fit != "" || o.FeatureMap != ops.FeaturesFavorPlus) && o.Kernel != ops.KernelPositive {
-		return "", fmt.Errorf("convert: performer: center, balance and feature map %s need the positive kernel", o.FeatureMap)
+		return "", optionError("performer", "Kernel", fmt.Sprintf("%q: center, balance and feature map %s need the positive kernel", o.Kernel, o.FeatureMap))
 	}
 	if fit != "" && o.Moments == nil {
-		return "", fmt.Errorf("convert: performer: %s needs calibration moments (finetune.PerformerMoments)", fit)
+		return "", optionError("performer", "Moments", fmt.Sprintf("missing: %s needs calibration moments (finetune.PerformerMoments)", fit))
 	}
 	return fit, nil
 }
@@ -315,11 +315,11 @@ func ToLinformer(m *onnxpb.ModelProto, o LinformerOptions) (*onnxpb.ModelProto, 
 	case "", "gaussian":
 	case "pool":
 		if o.K < 1 {
-			return nil, nil, fmt.Errorf("convert: linformer: k %d must be positive", o.K)
+			return nil, nil, optionError("linformer", "K", fmt.Sprintf("%d must be positive", o.K))
 		}
 		return ToLocalPooled(m, LocalPooledOptions{NoLocal: true, Segments: o.K, Sinks: o.Sinks, Layers: o.Layers, Positions: o.Positions})
 	default:
-		return nil, nil, fmt.Errorf("convert: linformer: init %q, want gaussian or pool", o.Init)
+		return nil, nil, optionError("linformer", "Init", fmt.Sprintf("%q: want gaussian or pool", o.Init))
 	}
 	if o.MaxLen == 0 {
 		o.MaxLen = 512
@@ -330,16 +330,19 @@ func ToLinformer(m *onnxpb.ModelProto, o LinformerOptions) (*onnxpb.ModelProto, 
 	if o.Share == "" {
 		o.Share = features.ShareHeadwise
 	}
-	if o.K < 1 || o.MaxLen < 1 {
-		return nil, nil, fmt.Errorf("convert: linformer: k %d and max-len %d must be positive", o.K, o.MaxLen)
+	if o.K < 1 {
+		return nil, nil, optionError("linformer", "K", fmt.Sprintf("%d must be positive", o.K))
+	}
+	if o.MaxLen < 1 {
+		return nil, nil, optionError("linformer", "MaxLen", fmt.Sprintf("%d must be positive", o.MaxLen))
 	}
 	if int64(o.K)*int64(o.MaxLen) > MaxProjection {
-		return nil, nil, fmt.Errorf("convert: linformer: k %d × max-len %d exceeds %d elements per projection", o.K, o.MaxLen, MaxProjection)
+		return nil, nil, optionError("linformer", "MaxLen", fmt.Sprintf("%d × k %d exceeds %d elements per projection", o.MaxLen, o.K, MaxProjection))
 	}
 	switch o.Share {
 	case features.ShareNone, features.ShareHeadwise, features.ShareKV, features.ShareLayerwise:
 	default:
-		return nil, nil, fmt.Errorf("convert: linformer: share %q, want none, headwise, kv or layerwise", o.Share)
+		return nil, nil, optionError("linformer", "Share", fmt.Sprintf("%q: want none, headwise, kv or layerwise", o.Share))
 	}
 	rw := &rewriter{op: ops.LinformerOp, layers: o.Layers, positions: o.Positions}
 	rw.report.Options = ReportOptions{Seed: o.Seed, K: o.K, MaxLen: o.MaxLen, Share: o.Share}

@@ -34,8 +34,4 @@
 // matrix geometric mean of their second moments, then the rotation that
 // diagonalises the pair moment), and FAVOR#'s per-coordinate DERF
 // parameters in that basis.
-//
-// ErrorSweep measures how well the Performer estimator approximates softmax
-// attention as M grows, against an exact float64 computation; the
-// `convert features-error` command prints its table.
 package features

@@ -56,7 +56,9 @@ const (
 	tagOmega = 1 + iota
 	tagE
 	tagF
-	tagSweep
+	// tag 4 draws the inputs of the error sweep (internal/featsweep,
+	// `convert features-error`), which keeps its own copy of stream.
+	_
 )
 
 // stream returns the PCG generator for one tensor: seed chooses the

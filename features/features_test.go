@@ -1,7 +1,6 @@
 package features_test
 
 import (
-	"bytes"
 	"math"
 	"sort"
 	"strings"
@@ -230,39 +229,5 @@ func TestProjection(t *testing.T) {
 	}
 	if _, _, err := features.Projection(1, 0, 1, 4, 8, features.ProjOptions{Share: "all"}); err == nil {
 		t.Error("bad sharing mode: no error")
-	}
-}
-
-// The Performer estimator's error falls like 1/√M against exact softmax
-// attention in float64, and orthogonal features beat iid ones on average
-// (small logits, where the estimator is usable).
-func TestPerformerErrorFallsWithM(t *testing.T) {
-	cfg := features.SweepConfig{D: 64, N: 128, Seeds: 5, Sigma: 0.25, Norms: []features.Norms{features.NormsChi}}
-	cells, err := features.ErrorSweep(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var buf bytes.Buffer
-	features.WriteSweepTable(&buf, cfg, cells)
-	t.Logf("\n%s", buf.String())
-	nm := 4
-	means := map[features.Kind]float64{}
-	for i := 0; i < len(cells); i += nm {
-		row := cells[i : i+nm]
-		kind := row[0].Kind
-		for j := 1; j < nm; j++ {
-			if row[j].Mean >= row[j-1].Mean {
-				t.Errorf("%s: error does not fall from M=%d (%.4f) to M=%d (%.4f)", kind, row[j-1].M, row[j-1].Mean, row[j].M, row[j].Mean)
-			}
-		}
-		if s := features.Slope(row); s < -0.62 || s > -0.38 {
-			t.Errorf("%s: log-log slope %.3f, want −0.5 ± 0.12", kind, s)
-		}
-		for _, c := range row {
-			means[kind] += c.Mean / float64(nm)
-		}
-	}
-	if means[features.Orthogonal] >= means[features.IID] {
-		t.Errorf("orthogonal ω (mean error %.4f) does not beat iid (%.4f)", means[features.Orthogonal], means[features.IID])
 	}
 }

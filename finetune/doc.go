@@ -40,4 +40,8 @@
 //	du = dφ ⊙ φ, dx = √scale·(du·Ω − rowsum(du)·x̃), dW = Xᵀ·dX, db = Σ dX.
 //
 // Gradients of both are checked against finite differences in the tests.
+//
+// Fitting a real model takes minutes; Options.Progress, when set, gets one
+// line per fitted layer (its errors before and after, the time elapsed
+// and an estimate of the time left).
 package finetune

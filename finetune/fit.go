@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/linearize/linearize/internal/progress"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
 	"github.com/linearize/linearize/ops"
@@ -13,7 +14,8 @@ import (
 // LinformerAttention nodes and the Q/K projections feeding its
 // PerformerAttention and LocalPooledAttention nodes (in that order when a
 // model has several). The
-// learning rate, when opt.LR is 0, is each method's default.
+// learning rate, when opt.LR is 0, is each method's default. With
+// opt.Progress, the layers of all those fits are counted together.
 func Fit(original, converted *onnxpb.ModelProto, feed map[string]*onnx.Tensor, opt Options) (*onnxpb.ModelProto, *Report, error) {
 	if converted == nil || converted.Graph == nil || original == nil || original.Graph == nil {
 		return nil, nil, fmt.Errorf("finetune: model has no graph")
@@ -27,17 +29,19 @@ func Fit(original, converted *onnxpb.ModelProto, feed map[string]*onnx.Tensor, o
 	if count[ops.LinformerOp] == 0 && count[ops.PerformerOp] == 0 && count[ops.LocalPooledOp] == 0 {
 		return nil, nil, fmt.Errorf("finetune: the converted model has no %s, %s or %s nodes (convert it first)", ops.LinformerOp, ops.PerformerOp, ops.LocalPooledOp)
 	}
+	// One count of layers over the fits below.
+	shared := progress.New(opt.Progress, progressLabel, count[ops.LinformerOp]+count[ops.PerformerOp]+count[ops.LocalPooledOp])
 	m := converted
 	var rep *Report
 	if count[ops.LinformerOp] > 0 {
-		out, r, err := Linformer(original, m, feed, opt)
+		out, r, err := linformer(original, m, feed, opt, shared)
 		if err != nil {
 			return nil, nil, err
 		}
 		m, rep = out, r
 	}
 	if count[ops.PerformerOp] > 0 {
-		out, r, err := Performer(original, m, feed, opt)
+		out, r, err := performer(original, m, feed, opt, shared)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -50,7 +54,7 @@ func Fit(original, converted *onnxpb.ModelProto, feed map[string]*onnx.Tensor, o
 		m = out
 	}
 	if count[ops.LocalPooledOp] > 0 {
-		out, r, err := LocalPooled(original, m, feed, opt)
+		out, r, err := localPooled(original, m, feed, opt, shared)
 		if err != nil {
 			return nil, nil, err
 		}

@@ -2,9 +2,11 @@ package finetune
 
 import (
 	"fmt"
+	"io"
 	"math"
 	"sync"
 
+	"github.com/linearize/linearize/internal/progress"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
 	"github.com/linearize/linearize/ops"
@@ -26,6 +28,11 @@ type Options struct {
 	// tokens, 60 steps) it cut the calibration error further but lowered
 	// the held-out embedding cosine from 0.970 (Q/K only) to 0.947.
 	FitValues bool
+	// Progress, when set, receives one line per layer fitted: the layer's
+	// place among those to fit, its node, its relative error before and
+	// after fitting, the time elapsed and an estimate of the time left.
+	// nil is silent.
+	Progress io.Writer
 }
 
 func (o *Options) defaults(lr float64) error {
@@ -42,6 +49,24 @@ func (o *Options) defaults(lr float64) error {
 		return fmt.Errorf("finetune: steps %d must be ≥ 0 and learning rate %g positive", o.Steps, o.LR)
 	}
 	return nil
+}
+
+// reporter returns the progress reporter of a fit of n layers: Fit's
+// (shared, counting the layers of all its fits), or a new one on
+// o.Progress.
+func (o *Options) reporter(shared *progress.Reporter, n int) *progress.Reporter {
+	if shared != nil {
+		return shared
+	}
+	return progress.New(o.Progress, progressLabel, n)
+}
+
+// progressLabel starts every progress line.
+const progressLabel = "finetune: layer"
+
+// reportLayer writes the progress line of one fitted layer.
+func reportLayer(pr *progress.Reporter, op string, l LayerReport) {
+	pr.Step("%s block %d (%s): rel err %.4f → %.4f", op, l.Layer, l.Node, l.Before, l.After)
 }
 
 // LayerReport is the fit of one converted node.
@@ -68,6 +93,11 @@ type Report struct {
 // losses of the layers that share them, from one capture of those layers'
 // inputs.
 func Linformer(original, converted *onnxpb.ModelProto, feed map[string]*onnx.Tensor, opt Options) (*onnxpb.ModelProto, *Report, error) {
+	return linformer(original, converted, feed, opt, nil)
+}
+
+// linformer is Linformer reporting progress on shared when it is set.
+func linformer(original, converted *onnxpb.ModelProto, feed map[string]*onnx.Tensor, opt Options, shared *progress.Reporter) (*onnxpb.ModelProto, *Report, error) {
 	if err := opt.defaults(0.01); err != nil {
 		return nil, nil, err
 	}
@@ -106,6 +136,7 @@ func Linformer(original, converted *onnxpb.ModelProto, feed map[string]*onnx.Ten
 	}
 	inits := initializerIndex(out.Graph)
 	rep := &Report{Op: ops.LinformerOp, Steps: opt.Steps, LR: opt.LR}
+	prog := opt.reporter(shared, len(nodes))
 	for _, group := range groups {
 		var expose []string
 		for _, ln := range group {
@@ -168,6 +199,7 @@ func Linformer(original, converted *onnxpb.ModelProto, feed map[string]*onnx.Ten
 		for i, ln := range group {
 			after := probs[i].LossGrad(nil, nil, nil)
 			rep.Layers = append(rep.Layers, LayerReport{Layer: ln.layer, Node: ln.node.GetName(), Before: math.Sqrt(before[i]), After: math.Sqrt(after)})
+			reportLayer(prog, rep.Op, rep.Layers[len(rep.Layers)-1])
 		}
 		e, f := probs[0].Params()
 		for _, w := range []struct {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/linearize/linearize/internal/progress"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
 	"github.com/linearize/linearize/ops"
@@ -19,6 +20,11 @@ import (
 // the exact keys beside them) the way the full softmax scored the keys the
 // means stand for.
 func LocalPooled(original, converted *onnxpb.ModelProto, feed map[string]*onnx.Tensor, opt Options) (*onnxpb.ModelProto, *Report, error) {
+	return localPooled(original, converted, feed, opt, nil)
+}
+
+// localPooled is LocalPooled reporting progress on shared when it is set.
+func localPooled(original, converted *onnxpb.ModelProto, feed map[string]*onnx.Tensor, opt Options, shared *progress.Reporter) (*onnxpb.ModelProto, *Report, error) {
 	if err := opt.defaults(5e-4); err != nil {
 		return nil, nil, err
 	}
@@ -65,6 +71,7 @@ func LocalPooled(original, converted *onnxpb.ModelProto, feed map[string]*onnx.T
 		return t, nil
 	}
 	rep := &Report{Op: ops.LocalPooledOp, Steps: opt.Steps, LR: opt.LR}
+	prog := opt.reporter(shared, len(nodes))
 	for i, ln := range nodes {
 		n, pr := ln.node, projs[i]
 		expose := []string{n.Input[0], n.Input[1], n.Input[2], pr.q.x, pr.k.x}
@@ -152,6 +159,7 @@ func LocalPooled(original, converted *onnxpb.ModelProto, feed map[string]*onnx.T
 		}
 		before, after := p.Fit(opt)
 		rep.Layers = append(rep.Layers, LayerReport{Layer: ln.layer, Node: n.GetName(), Before: math.Sqrt(before), After: math.Sqrt(after)})
+		reportLayer(prog, rep.Op, rep.Layers[len(rep.Layers)-1])
 		wq, bq, wk, bk, wv, bv := p.Params()
 		if err := storeParams(out, inits, ln.layer, []namedParam{{pr.q.w, wq}, {pr.q.b, bq}, {pr.k.w, wk}, {pr.k.b, bk}, {pr.v.w, wv}, {pr.v.b, bv}}); err != nil {
 			return nil, nil, err

@@ -7,6 +7,7 @@ import (
 
 	"github.com/linearize/linearize/convert"
 	"github.com/linearize/linearize/internal/graphfacts"
+	"github.com/linearize/linearize/internal/progress"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
 	"github.com/linearize/linearize/ops"
@@ -68,6 +69,11 @@ func blockProjection(f *graphfacts.Facts, inits map[string]int, role string, pr 
 // attention on the calibration inputs feed; ω stays frozen (see the
 // package documentation). Only the positive kernel is supported.
 func Performer(original, converted *onnxpb.ModelProto, feed map[string]*onnx.Tensor, opt Options) (*onnxpb.ModelProto, *Report, error) {
+	return performer(original, converted, feed, opt, nil)
+}
+
+// performer is Performer reporting progress on shared when it is set.
+func performer(original, converted *onnxpb.ModelProto, feed map[string]*onnx.Tensor, opt Options, shared *progress.Reporter) (*onnxpb.ModelProto, *Report, error) {
 	if err := opt.defaults(5e-4); err != nil {
 		return nil, nil, err
 	}
@@ -107,6 +113,7 @@ func Performer(original, converted *onnxpb.ModelProto, feed map[string]*onnx.Ten
 		return t, nil
 	}
 	rep := &Report{Op: ops.PerformerOp, Steps: opt.Steps, LR: opt.LR}
+	prog := opt.reporter(shared, len(nodes))
 	for i, ln := range nodes {
 		n, pr := ln.node, projs[i]
 		expose := []string{n.Input[0], n.Input[1], n.Input[2], pr.q.x, pr.k.x}
@@ -178,6 +185,7 @@ func Performer(original, converted *onnxpb.ModelProto, feed map[string]*onnx.Ten
 		}
 		before, after := p.Fit(opt)
 		rep.Layers = append(rep.Layers, LayerReport{Layer: ln.layer, Node: n.GetName(), Before: math.Sqrt(before), After: math.Sqrt(after)})
+		reportLayer(prog, rep.Op, rep.Layers[len(rep.Layers)-1])
 		wq, bq, wk, bk := p.Params()
 		if err := storeParams(out, inits, ln.layer, []namedParam{{pr.q.w, wq}, {pr.q.b, bq}, {pr.k.w, wk}, {pr.k.b, bk}}); err != nil {
 			return nil, nil, err

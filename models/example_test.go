@@ -22,7 +22,7 @@ func ExampleBERT() {
 		dt, shape, _ := onnx.TensorType(out)
 		fmt.Println("output", out.GetName(), onnx.TypeName(dt), dims(shape))
 	}
-	fmt.Println("softmax nodes:", onnx.OpHistogram(m)["Softmax"])
+	fmt.Println("softmax nodes:", onnx.Summarize(m).Ops["ai.onnx"]["Softmax"])
 	// Output:
 	// input  input_ids int64 [batch_size sequence_length]
 	// input  attention_mask int64 [batch_size sequence_length]

@@ -2,7 +2,6 @@ package onnx
 
 import (
 	"fmt"
-	"sort"
 	"strconv"
 
 	"github.com/linearize/linearize/onnx/onnxpb"
@@ -451,43 +450,4 @@ func MakeValueInfo(name string, dt DataType, shape []Dim) *onnxpb.ValueInfoProto
 		}
 	}
 	return &onnxpb.ValueInfoProto{Name: &name, Type: &onnxpb.TypeProto{Value: &onnxpb.TypeProto_TensorType{TensorType: tt}}}
-}
-
-// OpHistogram counts nodes by "domain:op" ("op" alone for the default
-// domain), including nodes inside subgraphs and model-local functions.
-func OpHistogram(m *onnxpb.ModelProto) map[string]int {
-	h := map[string]int{}
-	var walk func(nodes []*onnxpb.NodeProto)
-	walk = func(nodes []*onnxpb.NodeProto) {
-		for _, n := range nodes {
-			key := n.GetOpType()
-			if d := n.GetDomain(); d != "" && d != "ai.onnx" {
-				key = d + ":" + key
-			}
-			h[key]++
-			for _, a := range n.Attribute {
-				if a.G != nil {
-					walk(a.G.Node)
-				}
-				for _, g := range a.Graphs {
-					walk(g.Node)
-				}
-			}
-		}
-	}
-	walk(m.GetGraph().GetNode())
-	for _, f := range m.Functions {
-		walk(f.Node)
-	}
-	return h
-}
-
-// SortedKeys returns the keys of a map in order.
-func SortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

@@ -1,7 +1,6 @@
 package onnx
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/linearize/linearize/internal/fsutil"
 	"github.com/linearize/linearize/onnx/onnxpb"
 	"google.golang.org/protobuf/proto"
 )
@@ -437,50 +437,19 @@ func samePath(a, b string) bool {
 	return aa == ab
 }
 
-// WriteFileAtomic writes data to a temporary file beside path and renames it
-// into place, so that path holds either its old content or all of data.
-func WriteFileAtomic(path string, data []byte) error {
-	return writeAtomic(path, func(w io.Writer) error {
-		_, err := w.Write(data)
-		return err
-	})
+// writeAtomic writes the content fill produces to path atomically
+// (internal/fsutil), its errors prefixed "onnx: ".
+func writeAtomic(path string, fill func(io.Writer) error) error {
+	if err := fsutil.WriteAtomic(path, fill); err != nil {
+		return fmt.Errorf("onnx: %w", err)
+	}
+	return nil
 }
 
-// writeAtomic is WriteFileAtomic with the content written by fill, through
-// a buffer, to the temporary file.
-func writeAtomic(path string, fill func(io.Writer) error) error {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("onnx: writing %s: %w", path, err)
+// writeFileAtomic is writeAtomic with data as the content.
+func writeFileAtomic(path string, data []byte) error {
+	if err := fsutil.WriteFileAtomic(path, data); err != nil {
+		return fmt.Errorf("onnx: %w", err)
 	}
-	tmp := f.Name()
-	ok := false
-	defer func() {
-		if !ok {
-			f.Close()
-			os.Remove(tmp)
-		}
-	}()
-	bw := bufio.NewWriterSize(f, 1<<20)
-	if err := fill(bw); err != nil {
-		return fmt.Errorf("onnx: writing %s: %w", path, err)
-	}
-	if err := bw.Flush(); err != nil {
-		return fmt.Errorf("onnx: writing %s: %w", path, err)
-	}
-	if err := f.Sync(); err != nil {
-		return fmt.Errorf("onnx: writing %s: %w", path, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("onnx: writing %s: %w", path, err)
-	}
-	if err := os.Chmod(tmp, 0o644); err != nil {
-		return fmt.Errorf("onnx: writing %s: %w", path, err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("onnx: writing %s: %w", path, err)
-	}
-	ok = true
 	return nil
 }

@@ -101,7 +101,7 @@ func WriteNPY(path string, t *Tensor) error {
 	if err := EncodeNPY(&buf, t); err != nil {
 		return fmt.Errorf("onnx: %s: %w", path, err)
 	}
-	return WriteFileAtomic(path, buf.Bytes())
+	return writeFileAtomic(path, buf.Bytes())
 }
 
 // EncodeNPY writes the .npy encoding of t to w.
@@ -198,5 +198,5 @@ func WriteTensorProtoFile(path, name string, t *Tensor) error {
 	if err != nil {
 		return fmt.Errorf("onnx: %s: %w", path, err)
 	}
-	return WriteFileAtomic(path, b)
+	return writeFileAtomic(path, b)
 }

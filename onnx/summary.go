@@ -76,7 +76,7 @@ func Summarize(m *onnxpb.ModelProto) Summary {
 	for _, vi := range g.GetOutput() {
 		s.Outputs = append(s.Outputs, summarizeValue(vi))
 	}
-	for key, n := range OpHistogram(m) {
+	for key, n := range opHistogram(m) {
 		domain, op := "ai.onnx", key
 		for i := len(key) - 1; i >= 0; i-- {
 			if key[i] == ':' {
@@ -91,6 +91,35 @@ func Summarize(m *onnxpb.ModelProto) Summary {
 		s.NodeCount += n
 	}
 	return s
+}
+
+// opHistogram counts nodes by "domain:op" ("op" alone for the default
+// domain), including nodes inside subgraphs and model-local functions.
+func opHistogram(m *onnxpb.ModelProto) map[string]int {
+	h := map[string]int{}
+	var walk func(nodes []*onnxpb.NodeProto)
+	walk = func(nodes []*onnxpb.NodeProto) {
+		for _, n := range nodes {
+			key := n.GetOpType()
+			if d := n.GetDomain(); d != "" && d != "ai.onnx" {
+				key = d + ":" + key
+			}
+			h[key]++
+			for _, a := range n.Attribute {
+				if a.G != nil {
+					walk(a.G.Node)
+				}
+				for _, g := range a.Graphs {
+					walk(g.Node)
+				}
+			}
+		}
+	}
+	walk(m.GetGraph().GetNode())
+	for _, f := range m.Functions {
+		walk(f.Node)
+	}
+	return h
 }
 
 func summarizeValue(vi *onnxpb.ValueInfoProto) ValueSummary {

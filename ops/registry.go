@@ -2,6 +2,8 @@ package ops
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 
 	"github.com/linearize/linearize/onnx"
@@ -78,5 +80,5 @@ func Lookup(domain, op string, opset int64) (Kernel, error) {
 // Supported lists the registered ops as "domain:op" (":op" for the default
 // domain), sorted.
 func Supported() []string {
-	return onnx.SortedKeys(registry)
+	return slices.Sorted(maps.Keys(registry))
 }

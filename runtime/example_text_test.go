@@ -9,8 +9,9 @@ import (
 )
 
 func ExampleTextInputs() {
-	// A real model's tokenizer comes from runtime.FindTokenizer(modelPath, "")
-	// and its inputs from session.Inputs(); both are spelled out here.
+	// A real model's tokenizer comes from tokenize.LoadForModel(modelPath)
+	// (the tokenizer.json or vocab.txt beside the model) and its inputs
+	// from session.Inputs(); both are spelled out here.
 	vocab := map[string]int64{"[PAD]": 0, "[UNK]": 1, "[CLS]": 2, "[SEP]": 3, "linear": 4, "attention": 5, "scales": 6}
 	tok, err := tokenize.New(vocab, tokenize.DefaultOptions())
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/linearize/linearize/internal/textfile"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
 	"github.com/linearize/linearize/tokenize"
@@ -369,9 +370,9 @@ type FeedSpec struct {
 	// inputs (ids, mask, token types; see inputRole) not in Inputs.
 	Texts     []string
 	TextFiles []string
-	// Vocab is the tokenizer (a folder, tokenizer.json or vocab.txt);
-	// empty finds it beside the model (see FindTokenizer). Tokenizer,
-	// when set, is used instead.
+	// Vocab is the tokenizer (a folder, tokenizer.json or vocab.txt; see
+	// tokenize.Load); empty finds it beside the model (see
+	// tokenize.LoadForModel). Tokenizer, when set, is used instead.
 	Vocab     string
 	Tokenizer *tokenize.WordPiece
 	// Random makes seeded random values (RandomInputs) for every input
@@ -510,7 +511,7 @@ func (s FeedSpec) Build(m *onnxpb.ModelProto, modelPath string) (*Feed, error) {
 	}
 	texts := append([]string(nil), s.Texts...)
 	for _, file := range s.TextFiles {
-		more, err := ReadTexts(file)
+		more, err := textfile.Read(file)
 		if err != nil {
 			return nil, &FeedError{Field: "TextFiles", File: file, Err: err}
 		}
@@ -528,7 +529,12 @@ func (s FeedSpec) Build(m *onnxpb.ModelProto, modelPath string) (*Feed, error) {
 		tok := s.Tokenizer
 		if tok == nil {
 			var err error
-			if tok, err = FindTokenizer(modelPath, s.Vocab); err != nil {
+			if s.Vocab != "" {
+				tok, err = tokenize.Load(s.Vocab)
+			} else {
+				tok, err = tokenize.LoadForModel(modelPath)
+			}
+			if err != nil {
 				return nil, &FeedError{Field: "Vocab", File: s.Vocab, Err: err}
 			}
 		}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/linearize/linearize/internal/gemm"
+	"github.com/linearize/linearize/internal/nativeprof"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
 	"github.com/linearize/linearize/ops"
@@ -21,11 +22,6 @@ func init() {
 	})
 }
 
-// NativeGEMM names the matrix-multiply micro-kernel the native backend
-// uses on this CPU (chosen at start-up from CPUID): "avx512 12x32",
-// "avx2-fma 6x16" or the pure-Go "go 2x4".
-func NativeGEMM() string { return gemm.Kernel() }
-
 // NativeOptions configures a native session beyond Options.
 type NativeOptions struct {
 	Options
@@ -34,38 +30,9 @@ type NativeOptions struct {
 	// function's (domain, op). By default such a kernel is preferred and
 	// only functions without a kernel are expanded.
 	InlineFunctions bool
-	// Profile records the time spent in each op type; read it with
-	// NativeProfile.
+	// Profile records the time spent in each op type (read by
+	// `convert bench-backends --profile`).
 	Profile bool
-}
-
-// OpTime is the time a native session spent in one op type over all Runs.
-type OpTime struct {
-	Op    string // "MatMul", or "domain:Op" outside the default domain
-	Calls int
-	Total time.Duration
-}
-
-// NativeProfile returns the per-op-type times of a native session created
-// with NativeOptions.Profile, slowest first; ok is false for other
-// sessions.
-func NativeProfile(s Session) (times []OpTime, ok bool) {
-	ns, isNative := s.(*nativeSession)
-	if !isNative || ns.prof == nil {
-		return nil, false
-	}
-	ns.profMu.Lock()
-	defer ns.profMu.Unlock()
-	for _, t := range ns.prof {
-		times = append(times, *t)
-	}
-	sort.Slice(times, func(i, j int) bool {
-		if times[i].Total != times[j].Total {
-			return times[i].Total > times[j].Total
-		}
-		return times[i].Op < times[j].Op
-	})
-	return times, true
 }
 
 // NewNativeSession creates a session that runs m with the Go kernels of
@@ -122,7 +89,7 @@ type nativeSession struct {
 	opsets  func(domain string) int64 // the model's opset per domain (for subgraphs)
 
 	profMu sync.Mutex
-	prof   map[string]*OpTime // by op label; nil unless profiling
+	prof   map[string]*nativeprof.OpTime // by op label; nil unless profiling
 }
 
 // minPackedConstant is the size from which a float initializer is
@@ -147,7 +114,7 @@ func NewNativeSessionWith(m *onnxpb.ModelProto, opts NativeOptions) (Session, er
 		s.threads = goruntime.GOMAXPROCS(0)
 	}
 	if opts.Profile {
-		s.prof = map[string]*OpTime{}
+		s.prof = map[string]*nativeprof.OpTime{}
 	}
 	slot := func(name string) int {
 		if i, ok := s.slots[name]; ok {
@@ -424,6 +391,28 @@ func (s *nativeSession) Run(inputs map[string]*onnx.Tensor, names ...string) (ma
 	return res, nil
 }
 
+// OpTimes returns the per-op-type times of a session created with
+// NativeOptions.Profile, slowest first; ok is false for a session created
+// without. Read it with internal/nativeprof.Read: the result's type is
+// internal, so this method is no part of the public API.
+func (s *nativeSession) OpTimes() (times []nativeprof.OpTime, ok bool) {
+	if s.prof == nil {
+		return nil, false
+	}
+	s.profMu.Lock()
+	defer s.profMu.Unlock()
+	for _, t := range s.prof {
+		times = append(times, *t)
+	}
+	sort.Slice(times, func(i, j int) bool {
+		if times[i].Total != times[j].Total {
+			return times[i].Total > times[j].Total
+		}
+		return times[i].Op < times[j].Op
+	})
+	return times, true
+}
+
 func (s *nativeSession) record(n *onnxpb.NodeProto, d time.Duration) {
 	op := n.GetOpType()
 	if dom := n.GetDomain(); dom != "" && dom != "ai.onnx" {
@@ -432,7 +421,7 @@ func (s *nativeSession) record(n *onnxpb.NodeProto, d time.Duration) {
 	s.profMu.Lock()
 	t := s.prof[op]
 	if t == nil {
-		t = &OpTime{Op: op}
+		t = &nativeprof.OpTime{Op: op}
 		s.prof[op] = t
 	}
 	t.Calls++

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/linearize/linearize/internal/nativeprof"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
 )
@@ -480,7 +481,7 @@ func TestNativeProfile(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	times, ok := NativeProfile(s)
+	times, ok := nativeprof.Read(s)
 	calls := map[string]int{}
 	for _, o := range times {
 		calls[o.Op] = o.Calls
@@ -489,7 +490,7 @@ func TestNativeProfile(t *testing.T) {
 		t.Errorf("profile %+v (ok %v)", times, ok)
 	}
 	plain, _ := NewNativeSession(m, Options{})
-	if _, ok := NativeProfile(plain); ok {
+	if _, ok := nativeprof.Read(plain); ok {
 		t.Error("profile reported for a session created without Profile")
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/linearize/linearize/onnx"
+	"github.com/linearize/linearize/tokenize"
 )
 
 // realModel is the pretrained all-MiniLM-L6-v2 built by scripts/real-model.sh.
@@ -85,7 +86,7 @@ func TestRealModelEmbeddings(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	tok, err := FindTokenizer(realModel, "")
+	tok, err := tokenize.LoadForModel(realModel)
 	if err != nil {
 		t.Fatal(err)
 	}

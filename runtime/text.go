@@ -1,10 +1,7 @@
 package runtime
 
 import (
-	"bufio"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/linearize/linearize/onnx"
@@ -33,58 +30,6 @@ func inputRole(name string) string {
 		return roleIDs
 	}
 	return ""
-}
-
-// FindTokenizer returns the tokenizer at vocab (a folder, tokenizer.json or
-// vocab.txt) or, when vocab is empty, the one beside the model: in the
-// model's folder, or in a folder named like the model without ".onnx"
-// (testdata/real/minilm.onnx → testdata/real/minilm/).
-func FindTokenizer(modelPath, vocab string) (*tokenize.WordPiece, error) {
-	if vocab != "" {
-		return tokenize.Load(vocab)
-	}
-	dir := filepath.Dir(modelPath)
-	cands := []string{dir, strings.TrimSuffix(modelPath, filepath.Ext(modelPath))}
-	for _, c := range cands {
-		for _, f := range []string{"tokenizer.json", "vocab.txt"} {
-			if st, err := os.Stat(filepath.Join(c, f)); err == nil && !st.IsDir() {
-				return tokenize.Load(c)
-			}
-		}
-	}
-	return nil, fmt.Errorf("runtime: no tokenizer.json or vocab.txt in %s or %s; pass --vocab PATH", cands[0], cands[1])
-}
-
-// maxTexts bounds a text file.
-const maxTexts = 1 << 16
-
-// ReadTexts reads one text per line from path; blank lines are skipped.
-func ReadTexts(path string) ([]string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("runtime: %w", err)
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
-	var texts []string
-	for sc.Scan() {
-		s := strings.TrimRight(sc.Text(), "\r")
-		if strings.TrimSpace(s) == "" {
-			continue
-		}
-		if len(texts) == maxTexts {
-			return nil, fmt.Errorf("runtime: %s: more than %d texts", path, maxTexts)
-		}
-		texts = append(texts, s)
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("runtime: %s: %w", path, err)
-	}
-	if len(texts) == 0 {
-		return nil, fmt.Errorf("runtime: %s: no texts (one per line)", path)
-	}
-	return texts, nil
 }
 
 // TokenInputs are a model's token-level inputs and the padding mask that

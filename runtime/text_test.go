@@ -1,8 +1,6 @@
 package runtime
 
 import (
-	"os"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -70,32 +68,5 @@ func TestTextInputs(t *testing.T) {
 	}
 	if _, err := TextInputs(tok, []Value{{Name: "input_ids", DType: onnx.String}}, []string{"x"}, 0, 0); err == nil {
 		t.Error("string input: no error")
-	}
-}
-
-func TestReadTextsAndFindTokenizer(t *testing.T) {
-	dir := t.TempDir()
-	p := filepath.Join(dir, "texts.txt")
-	os.WriteFile(p, []byte("first line\r\n\n  \nsecond line\n"), 0o644)
-	texts, err := ReadTexts(p)
-	if err != nil || !reflect.DeepEqual(texts, []string{"first line", "second line"}) {
-		t.Errorf("ReadTexts = %q, %v", texts, err)
-	}
-	os.WriteFile(p, []byte("\n\n"), 0o644)
-	if _, err := ReadTexts(p); err == nil {
-		t.Error("blank file: no error")
-	}
-	model := filepath.Join(dir, "m.onnx")
-	if _, err := FindTokenizer(model, ""); err == nil || !strings.Contains(err.Error(), "--vocab") {
-		t.Errorf("no tokenizer: err = %v", err)
-	}
-	os.Mkdir(filepath.Join(dir, "m"), 0o755)
-	os.WriteFile(filepath.Join(dir, "m", "vocab.txt"), []byte("[PAD]\n[UNK]\n[CLS]\n[SEP]\nhi\n"), 0o644)
-	tok, err := FindTokenizer(model, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := tok.Encode("hi", 0); !reflect.DeepEqual(got, []int64{2, 4, 3}) {
-		t.Errorf("tokenizer beside the model: %v", got)
 	}
 }

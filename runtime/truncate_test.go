@@ -8,7 +8,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/linearize/linearize/internal/textfile"
 	"github.com/linearize/linearize/onnx"
+	"github.com/linearize/linearize/tokenize"
 )
 
 // checkTruncated requires every row of ti to hold exactly n real tokens:
@@ -67,7 +69,7 @@ func TestRealDocsTruncate(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "heldout.txt")); err != nil {
 		t.Skipf("real documents absent (%v); run scripts/real-model.sh", err)
 	}
-	tok, err := FindTokenizer(realModel, "")
+	tok, err := tokenize.LoadForModel(realModel)
 	if err != nil {
 		t.Skipf("real tokenizer absent (%v); run scripts/real-model.sh", err)
 	}
@@ -75,7 +77,7 @@ func TestRealDocsTruncate(t *testing.T) {
 	dyn := []onnx.Dim{{Value: -1}, {Value: -1}}
 	inputs := []Value{{Name: "input_ids", DType: onnx.Int64, Shape: dyn}, {Name: "attention_mask", DType: onnx.Int64, Shape: dyn}}
 	for name, want := range map[string]int{"heldout.txt": 32, "calibration.txt": 64} {
-		texts, err := ReadTexts(filepath.Join(dir, name))
+		texts, err := textfile.Read(filepath.Join(dir, name))
 		if err != nil {
 			t.Fatal(err)
 		}

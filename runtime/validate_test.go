@@ -11,6 +11,7 @@ import (
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
 	"github.com/linearize/linearize/ops"
+	"github.com/linearize/linearize/tokenize"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -145,7 +146,7 @@ func TestValidateRealModel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tok, err := FindTokenizer(realModel, "")
+	tok, err := tokenize.LoadForModel(realModel)
 	if err != nil {
 		t.Fatal(err)
 	}

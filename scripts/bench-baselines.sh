@@ -44,7 +44,7 @@ go build -o bin/convert ./cmd/convert
 
 model="$out/bert-base-${layers}l-$((maxpos / 1024))k.onnx"
 log "building $model"
-bin/convert build-model --preset base --layers "$layers" --max-positions "$maxpos" -o "$model"
+bin/convert build-model --preset base --num-layers "$layers" --max-positions "$maxpos" -o "$model"
 
 log "running onnxruntime's transformers optimizer (fixture venv)"
 python3 testdata/bench/ort_baselines.py "$model" "$out" --heads 12 --hidden 768
@@ -73,7 +73,7 @@ bench-baselines: done. Run the benchmark (alone on the machine; it takes a while
 bin/convert bench $model --lengths $lengths \\
     --threads 2 --repeat 3 \\
     --baseline fused=$out/fused.onnx --baseline flash=$out/flash.onnx \\
-    --json docs/bench.json --plot docs/bench.png | tee docs/bench-table.txt
+    --json-out docs/bench.json --plot docs/bench.png | tee docs/bench-table.txt
 
 and, to see what onnxruntime's offline optimizer does to converted models:
 

@@ -40,6 +40,23 @@ func Load(path string) (*WordPiece, error) {
 	return nil, fmt.Errorf("tokenize: %s: no tokenizer.json or vocab.txt", path)
 }
 
+// LoadForModel reads the tokenizer that belongs to the ONNX model at
+// modelPath: from the first folder holding a tokenizer.json or vocab.txt
+// of the model's own folder and the folder named like the model without
+// its extension (testdata/real/minilm.onnx → testdata/real/minilm/), as
+// Load reads a folder.
+func LoadForModel(modelPath string) (*WordPiece, error) {
+	cands := []string{filepath.Dir(modelPath), strings.TrimSuffix(modelPath, filepath.Ext(modelPath))}
+	for _, c := range cands {
+		for _, f := range []string{"tokenizer.json", "vocab.txt"} {
+			if st, err := os.Stat(filepath.Join(c, f)); err == nil && !st.IsDir() {
+				return Load(c)
+			}
+		}
+	}
+	return nil, fmt.Errorf("tokenize: no tokenizer.json or vocab.txt in %s or %s", cands[0], cands[1])
+}
+
 func exists(p string) bool { _, err := os.Stat(p); return err == nil }
 
 func configBeside(vocab string) Options {

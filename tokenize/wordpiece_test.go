@@ -175,3 +175,22 @@ func TestBadInput(t *testing.T) {
 		t.Error("truncated JSON: no error")
 	}
 }
+
+// LoadForModel finds the tokenizer in the folder named like the model, or
+// says where it looked.
+func TestLoadForModel(t *testing.T) {
+	dir := t.TempDir()
+	model := filepath.Join(dir, "m.onnx")
+	if _, err := LoadForModel(model); err == nil || !strings.Contains(err.Error(), filepath.Join(dir, "m")) {
+		t.Errorf("no tokenizer: err = %v", err)
+	}
+	os.Mkdir(filepath.Join(dir, "m"), 0o755)
+	os.WriteFile(filepath.Join(dir, "m", "vocab.txt"), []byte("[PAD]\n[UNK]\n[CLS]\n[SEP]\nhi\n"), 0o644)
+	tok, err := LoadForModel(model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := tok.Encode("hi", 0); !reflect.DeepEqual(got, []int64{2, 4, 3}) {
+		t.Errorf("tokenizer beside the model: %v", got)
+	}
+}

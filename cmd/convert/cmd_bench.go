@@ -6,13 +6,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"strings"
 
 	"github.com/linearize/linearize/convert"
 	"github.com/linearize/linearize/internal/benchrun"
 	"github.com/linearize/linearize/internal/cliutil"
+	"github.com/linearize/linearize/internal/fsutil"
 	"github.com/linearize/linearize/onnx"
 )
 
@@ -22,28 +22,35 @@ func init() {
 	register(&command{
 		name:    "bench",
 		summary: "time and measure peak memory of the original, Performer, Linformer and local+pooled forms of a model over sequence lengths, beside any baseline models",
-		usage:   "MODEL [--variants original,performer,linformer,local-pooled[,lara]] [--baseline NAME=FILE ...] [--lengths 512,1024,...] [--features M] [--k K] [--block B] [--segments K] [--landmarks C] [--threads T] [--repeat R] [--pass-weight W] [--json F] [--plot F.png]",
+		usage:   "MODEL [flags]",
 		run:     runBench,
 	})
 }
+
+// benchThreads is the thread count bench and bench-backends time with
+// unless --threads says otherwise: fixed rather than the backend's
+// default, so that timings compare across runs and machines.
+const benchThreads = 2
 
 func runBench(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	variants := fs.String("variants", "original,performer,linformer,local-pooled", "comma-separated forms to run (also: lara)")
 	lengths := fs.String("lengths", "512,1024,2048,4096,8192,16384", "comma-separated sequence lengths (batch 1)")
 	features := fs.Int("features", 256, "Performer random features M")
-	k := fs.Int("k", 256, "Linformer projected length k")
+	k := fs.Int("k", 256, "Linformer projected length k (256 = --features, so that the Performer and Linformer cores cost the same; convert linformer's default is 128)")
 	block := fs.Int("block", 64, "local+pooled block length b")
 	segments := fs.Int("segments", 64, "local+pooled segments k")
 	landmarks := fs.Int("landmarks", convert.DefaultLaraLandmarks, "LARA landmarks C (one sample each), for the lara variant")
-	threads := fs.Int("threads", 2, "onnxruntime intra-op threads per run")
-	repeat := fs.Int("repeat", 3, "timed runs per (variant, length), each in its own process; the median is reported")
-	seed := fs.Uint64("seed", 1, "seed of the Performer features and Linformer projections")
-	jsonOut := fs.String("json", "", "write the results as JSON to this file")
-	plotOut := fs.String("plot", "", "write a PNG plot of time and memory against length to this file")
+	threads := fs.Int("threads", benchThreads, "onnxruntime intra-op threads per run (fixed, not the backend default, so timings compare across runs and machines)")
+	repeat := fs.Int("repeat", 3, "timed runs per (variant, length), each in its own process (hence fewer than bench-backends' 5); the median is reported")
+	seed := fs.Uint64("seed", defaultSeed, "seed of the Performer features and Linformer projections")
+	asJSON := fs.Bool("json", false, "print the results as JSON instead of the table")
+	jsonOut := fs.String("json-out", "", "write the results as JSON to `FILE`")
+	plotOut := fs.String("plot", "", "write a PNG plot of time and memory against length to `FILE`")
 	var baselineArgs multiFlag
-	fs.Var(&baselineArgs, "baseline", "NAME=FILE: also time this model (same inputs as MODEL, e.g. onnxruntime's optimized form; scripts/bench-baselines.sh writes them) and report every run against it; repeatable")
-	passWeight := fs.Float64("pass-weight", convert.DefaultPassWeight, "cost of one element of the attention cores' elementwise passes, in MACs, in the predictions (0: MACs only)")
+	fs.Var(&baselineArgs, "baseline", "also time the model FILE, reported as NAME (`NAME=FILE`; same inputs as MODEL, e.g. onnxruntime's optimized form; scripts/bench-baselines.sh writes them) and report every run against it; repeatable")
+	costWeights := fs.String("cost-weights", "default", costWeightsHelp)
+	fit := fs.Bool("fit", false, "also fit the cost model's weights to this run's time ratios and print the crossovers they predict (for --cost-weights on this machine)")
 	pos, err := parseFlags(fs, args, stdout)
 	if err != nil {
 		return err
@@ -73,12 +80,13 @@ func runBench(args []string, stdout io.Writer) error {
 	if *features <= 0 || *k <= 0 || *block <= 0 || *segments <= 0 || *landmarks <= 0 || *threads <= 0 || *repeat <= 0 {
 		return usageError("--features, --k, --block, --segments, --landmarks, --threads and --repeat must be positive")
 	}
-	if !(*passWeight >= 0) || math.IsInf(*passWeight, 0) {
-		return usageError("--pass-weight %v: want a finite number ≥ 0", *passWeight)
+	weights, err := convert.ParseWeights(*costWeights)
+	if err != nil {
+		return usageError("--cost-weights: %v", err)
 	}
-	var baselines []convert.Baseline
+	var baselines []benchrun.Baseline
 	for _, a := range baselineArgs {
-		b, err := convert.ParseBaseline(a)
+		b, err := benchrun.ParseBaseline(a)
 		if err != nil {
 			return usageError("--baseline: %v", err)
 		}
@@ -91,35 +99,45 @@ func runBench(args []string, stdout io.Writer) error {
 	res, err := benchrun.Run(benchrun.Options{
 		ModelPath: pos[0],
 		Model:     m,
-		Bench: convert.BenchOptions{Variants: forms, Lengths: ls, Features: *features, K: *k, Block: *block, Segments: *segments, Seed: *seed,
+		Bench: benchrun.VariantOptions{Variants: forms, Lengths: ls, Features: *features, K: *k, Block: *block, Segments: *segments, Seed: *seed,
 			Landmarks: *landmarks, Baselines: baselines},
-		Threads:    *threads,
-		Repeat:     *repeat,
-		PassWeight: *passWeight,
-		Progress:   os.Stderr,
+		Threads:  *threads,
+		Repeat:   *repeat,
+		Weights:  weights,
+		Fit:      *fit,
+		Progress: os.Stderr,
 	})
-	if errors.Is(err, convert.ErrBadBaseline) {
+	if errors.Is(err, benchrun.ErrBadBaseline) {
 		return badInput(fmt.Errorf("--baseline: %w", err))
+	}
+	if errors.Is(err, convert.ErrInvalidOption) {
+		return optionError(err, map[string]string{"Features": "features", "K": "k", "MaxLen": "lengths", "Block": "block", "Segments": "segments", "Landmarks": "landmarks"})
 	}
 	if err != nil {
 		return runtimeFailure(err)
 	}
-	benchrun.WriteTable(stdout, res)
+	b, err := json.MarshalIndent(res, "", "  ")
+	if err != nil {
+		return runtimeFailure(err)
+	}
+	wrote := stdout // "wrote FILE" lines: after the table, or on stderr beside --json
+	if *asJSON {
+		fmt.Fprintf(stdout, "%s\n", b)
+		wrote = os.Stderr
+	} else {
+		benchrun.WriteTable(stdout, res)
+	}
 	if *jsonOut != "" {
-		b, err := json.MarshalIndent(res, "", "  ")
-		if err != nil {
+		if err := fsutil.WriteFileAtomic(*jsonOut, append(b, '\n')); err != nil {
 			return runtimeFailure(err)
 		}
-		if err := onnx.WriteFileAtomic(*jsonOut, append(b, '\n')); err != nil {
-			return runtimeFailure(err)
-		}
-		fmt.Fprintf(stdout, "wrote %s\n", *jsonOut)
+		fmt.Fprintf(wrote, "wrote %s\n", *jsonOut)
 	}
 	if *plotOut != "" {
 		if err := benchrun.Plot(res, *plotOut); err != nil {
 			return runtimeFailure(err)
 		}
-		fmt.Fprintf(stdout, "wrote %s\n", *plotOut)
+		fmt.Fprintf(wrote, "wrote %s\n", *plotOut)
 	}
 	return nil
 }

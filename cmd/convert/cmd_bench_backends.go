@@ -8,7 +8,10 @@ import (
 	"slices"
 	"text/tabwriter"
 
+	"github.com/linearize/linearize/internal/benchrun"
 	"github.com/linearize/linearize/internal/cliutil"
+	"github.com/linearize/linearize/internal/gemm"
+	"github.com/linearize/linearize/internal/nativeprof"
 	"github.com/linearize/linearize/models"
 	"github.com/linearize/linearize/onnx/onnxpb"
 	"github.com/linearize/linearize/runtime"
@@ -18,7 +21,7 @@ func init() {
 	register(&command{
 		name:    "bench-backends",
 		summary: "time the native Go backend against onnxruntime on a BERT-base-width model (hidden 768, 12 heads, FFN 3072) and print the ratio",
-		usage:   "[--seq-lens 128,512] [--layers 2] [--batch 1] [--threads 2] [--repeat 5] [--seed S] [--json | --profile]",
+		usage:   "[flags]",
 		run:     runBenchBackends,
 	})
 }
@@ -48,12 +51,12 @@ type benchBackendsReport struct {
 
 func runBenchBackends(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("bench-backends", flag.ContinueOnError)
-	seqLens := fs.String("seq-lens", "128,512", "comma-separated sequence lengths (K = 1024, e.g. 4K)")
-	layers := fs.Int("layers", 2, "encoder layers")
+	seqLens := fs.String("lengths", "128,512", "comma-separated sequence lengths (K = 1024, e.g. 4K); short, as every length runs the whole model on both backends")
+	layers := fs.Int("num-layers", 2, "encoder layers")
 	batch := fs.Int("batch", 1, "batch size")
-	threads := fs.Int("threads", 2, "intra-op threads of both backends")
+	threads := fs.Int("threads", benchThreads, "intra-op threads of both backends (fixed, not the backend default, so timings compare across runs and machines)")
 	repeat := fs.Int("repeat", 5, "timed runs per backend and length (the backends alternate); the median is reported")
-	seed := fs.Uint64("seed", 1, "seed of the weights and inputs")
+	seed := fs.Uint64("seed", defaultSeed, "seed of the weights and inputs")
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
 	profile := fs.Bool("profile", false, "after timing, run the native backend once more per length and print the time per op type")
 	pos, err := parseFlags(fs, args, stdout)
@@ -63,7 +66,7 @@ func runBenchBackends(args []string, stdout io.Writer) error {
 	if len(pos) != 0 {
 		return usageError("bench-backends takes no positional arguments, got %q", pos[0])
 	}
-	lens, err := ints("seq-lens", *seqLens, cliutil.IntList{Min: 1})
+	lens, err := ints("lengths", *seqLens, cliutil.IntList{Min: 1})
 	if err != nil {
 		return err
 	}
@@ -71,13 +74,16 @@ func runBenchBackends(args []string, stdout io.Writer) error {
 		return usageError("--profile prints tables; it cannot be combined with --json")
 	}
 	if *layers <= 0 || *batch <= 0 || *threads <= 0 || *repeat <= 0 {
-		return usageError("--layers, --batch, --threads and --repeat must be positive")
+		return usageError("--num-layers, --batch, --threads and --repeat must be positive")
 	}
 	cfg := models.BaseConfig(*layers, max(512, slices.Max(lens)))
 	cfg.Seed = *seed
+	if err := cfg.Validate(); err != nil {
+		return usageError("--lengths, --num-layers: %v", err)
+	}
 	m, err := models.BERT(cfg)
 	if err != nil {
-		return badInput(err)
+		return runtimeFailure(err)
 	}
 	opts := runtime.Options{Threads: *threads}
 	nat, err := runtime.NewNativeSession(m, opts)
@@ -92,7 +98,7 @@ func runBenchBackends(args []string, stdout io.Writer) error {
 	defer ref.Close()
 	rep := benchBackendsReport{
 		Model: fmt.Sprintf("BERT hidden %d, %d heads, FFN %d, %d layers (models.BaseConfig)", cfg.Hidden, cfg.Heads, cfg.Intermediate, cfg.Layers),
-		Batch: *batch, Threads: *threads, Repeat: *repeat, GEMM: runtime.NativeGEMM(),
+		Batch: *batch, Threads: *threads, Repeat: *repeat, GEMM: gemm.Kernel(),
 	}
 	if !*asJSON {
 		fmt.Fprintf(stdout, "%s, batch %d, %d threads, median of %d alternating runs; native GEMM %s\n", rep.Model, *batch, *threads, *repeat, rep.GEMM)
@@ -113,7 +119,7 @@ func runBenchBackends(args []string, stdout io.Writer) error {
 			}
 			worst = max(worst, d.Scaled)
 		}
-		ts, err := runtime.TimeRuns([]runtime.Session{nat, ref}, feed, 1, *repeat)
+		ts, err := benchrun.TimeRuns([]runtime.Session{nat, ref}, feed, 1, *repeat)
 		if err != nil {
 			return runtimeFailure(err)
 		}
@@ -160,16 +166,16 @@ func printNativeProfile(w io.Writer, m *onnxpb.ModelProto, threads int, lens []i
 		if _, err := s.Run(feed); err != nil {
 			return runtimeFailure(err)
 		}
-		before, _ := runtime.NativeProfile(s)
+		before, _ := nativeprof.Read(s)
 		if _, err := s.Run(feed); err != nil {
 			return runtimeFailure(err)
 		}
-		after, _ := runtime.NativeProfile(s)
-		prev := map[string]runtime.OpTime{}
+		after, _ := nativeprof.Read(s)
+		prev := map[string]nativeprof.OpTime{}
 		for _, t := range before {
 			prev[t.Op] = t
 		}
-		var times []runtime.OpTime
+		var times []nativeprof.OpTime
 		var total float64
 		for _, t := range after {
 			t.Calls -= prev[t.Op].Calls
@@ -177,7 +183,7 @@ func printNativeProfile(w io.Writer, m *onnxpb.ModelProto, threads int, lens []i
 			times = append(times, t)
 			total += t.Total.Seconds()
 		}
-		slices.SortFunc(times, func(a, b runtime.OpTime) int { return int(b.Total - a.Total) })
+		slices.SortFunc(times, func(a, b nativeprof.OpTime) int { return int(b.Total - a.Total) })
 		fmt.Fprintf(w, "native time per op type at seq %d (one run, %.1f ms in kernels):\n", n, total*1e3)
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprintln(tw, "op\tcalls\tms\tshare\t")

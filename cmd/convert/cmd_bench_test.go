@@ -31,8 +31,8 @@ func TestBuildModelRegeneratesBundledModel(t *testing.T) {
 	if !bytes.Equal(a, b) {
 		t.Fatal("build-model --preset tiny differs from testdata/bert-tiny.onnx: run go generate ./testdata")
 	}
-	if code, _, _ := runCLI("build-model", "-o", out, "--hidden", "30", "--heads", "4"); code != exitBadInput {
-		t.Errorf("hidden 30 with 4 heads: exit %d, want %d", code, exitBadInput)
+	if code, _, _ := runCLI("build-model", "-o", out, "--hidden", "30", "--heads", "4"); code != exitUsage {
+		t.Errorf("hidden 30 with 4 heads: exit %d, want %d", code, exitUsage)
 	}
 	if code, _, _ := runCLI("build-model"); code != exitUsage {
 		t.Errorf("no -o: exit %d, want %d", code, exitUsage)
@@ -42,7 +42,7 @@ func TestBuildModelRegeneratesBundledModel(t *testing.T) {
 func TestExtendPositionsCLI(t *testing.T) {
 	dir := t.TempDir()
 	out := filepath.Join(dir, "long.onnx")
-	code, stdout, errOut := runCLI("extend-positions", filepath.Join("..", "..", "testdata", "bert-tiny.onnx"), "-o", out, "--max-positions", "300", "--method", "interpolate")
+	code, stdout, errOut := runCLI("extend-positions", filepath.Join("..", "..", "testdata", "bert-tiny.onnx"), "-o", out, "--max-positions", "300", "--position-method", "interpolate")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
@@ -65,7 +65,7 @@ func TestExtendPositionsCLI(t *testing.T) {
 
 func TestInspectCost(t *testing.T) {
 	model := filepath.Join("..", "..", "testdata", "bert-tiny.onnx")
-	code, stdout, errOut := runCLI("inspect", model, "--cost", "--seq-len", "128,4096", "--features", "64", "--k", "32")
+	code, stdout, errOut := runCLI("inspect", model, "--cost", "--lengths", "128,4096", "--features", "64", "--k", "32")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
@@ -74,7 +74,7 @@ func TestInspectCost(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", want, stdout)
 		}
 	}
-	code, stdout, _ = runCLI("inspect", model, "--cost", "--seq-len", "4096", "--json")
+	code, stdout, _ = runCLI("inspect", model, "--cost", "--lengths", "4096", "--json")
 	var rep struct {
 		Cost struct {
 			Total []struct {
@@ -86,7 +86,7 @@ func TestInspectCost(t *testing.T) {
 	if code != 0 || json.Unmarshal([]byte(stdout), &rep) != nil || len(rep.Cost.Total) != 5 || rep.Cost.Total[1].PredictedSpeedup <= 1 || rep.Cost.Total[3].Form != "local-pooled" || rep.Cost.Total[3].PredictedSpeedup <= 1 || rep.Cost.Total[4].Form != "lara" {
 		t.Errorf("inspect --cost --json: exit %d, %+v", code, rep)
 	}
-	if code, _, _ := runCLI("inspect", model, "--cost", "--seq-len", "abc"); code != exitUsage {
+	if code, _, _ := runCLI("inspect", model, "--cost", "--lengths", "abc"); code != exitUsage {
 		t.Errorf("bad --seq-len: exit %d, want %d", code, exitUsage)
 	}
 }
@@ -99,7 +99,7 @@ func TestBenchCLI(t *testing.T) {
 	dir := t.TempDir()
 	js, png := filepath.Join(dir, "b.json"), filepath.Join(dir, "b.png")
 	code, stdout, errOut := runCLI("bench", filepath.Join("..", "..", "testdata", "bert-tiny.onnx"), "--lengths", "32,64",
-		"--features", "16", "--k", "16", "--threads", "1", "--repeat", "1", "--json", js, "--plot", png)
+		"--features", "16", "--k", "16", "--threads", "1", "--repeat", "1", "--json-out", js, "--plot", png)
 	if code != 0 {
 		t.Fatalf("exit %d: %s\n%s", code, errOut, stdout)
 	}
@@ -144,7 +144,7 @@ func TestBenchBaselineCLI(t *testing.T) {
 	model := filepath.Join("..", "..", "testdata", "bert-tiny.onnx")
 	js := filepath.Join(dir, "b.json")
 	code, stdout, errOut := runCLI("bench", model, "--variants", "original,linformer", "--lengths", "32",
-		"--k", "16", "--threads", "1", "--repeat", "1", "--baseline", "same="+model, "--json", js)
+		"--k", "16", "--threads", "1", "--repeat", "1", "--baseline", "same="+model, "--json-out", js)
 	if code != 0 {
 		t.Fatalf("exit %d: %s\n%s", code, errOut, stdout)
 	}
@@ -207,7 +207,7 @@ func TestBenchBaselineCLI(t *testing.T) {
 			t.Errorf("--baseline %s: exit %d (%s), want %d naming %q", c.arg, code, errOut, c.code, c.want)
 		}
 	}
-	if code, _, _ := runCLI("bench", model, "--pass-weight", "-1"); code != exitUsage {
-		t.Errorf("negative --pass-weight: exit %d, want %d", code, exitUsage)
+	if code, _, _ := runCLI("bench", model, "--cost-weights", "pass=-1"); code != exitUsage {
+		t.Errorf("negative pass weight: exit %d, want %d", code, exitUsage)
 	}
 }

@@ -13,23 +13,23 @@ func init() {
 	register(&command{
 		name:    "build-model",
 		summary: "write a BERT-style model with seeded random weights (no download needed)",
-		usage:   "-o OUT [--preset tiny|base] [--hidden H --heads N --layers L --intermediate F --vocab V --max-positions P --opset O --seed S] [--causal]",
+		usage:   "-o OUT [flags]",
 		run:     runBuildModel,
 	})
 }
 
 func runBuildModel(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("build-model", flag.ContinueOnError)
-	out := fs.String("o", "", "output model path (required)")
+	out := fs.String("o", "", "path of the output model `OUT` (required)")
 	preset := fs.String("preset", "tiny", "starting configuration: tiny (hidden 64, 4 heads, 2 layers) or base (BERT-base width)")
-	hidden := fs.Int("hidden", 0, "model width (default from preset)")
-	heads := fs.Int("heads", 0, "attention heads")
-	layers := fs.Int("layers", 0, "encoder layers")
-	inter := fs.Int("intermediate", 0, "FFN width")
-	vocab := fs.Int("vocab", 0, "vocabulary size")
-	maxPos := fs.Int("max-positions", 0, "rows of the position-embedding table")
-	opset := fs.Int("opset", 0, "ONNX opset (11-21; LayerNormalization op from 17)")
-	seed := fs.Uint64("seed", 0, "seed of the random weights (default from preset)")
+	hidden := fs.Int("hidden", 0, "model width (0: the preset's)")
+	heads := fs.Int("heads", 0, "attention heads (0: the preset's)")
+	layers := fs.Int("num-layers", 0, "encoder layers (0: the preset's)")
+	inter := fs.Int("intermediate", 0, "FFN width (0: the preset's)")
+	vocab := fs.Int("vocab-size", 0, "vocabulary size (0: the preset's)")
+	maxPos := fs.Int("max-positions", 0, "rows of the position-embedding table (0: the preset's)")
+	opset := fs.Int("opset", 0, "ONNX opset, 11-21; LayerNormalization op from 17 (0: the preset's)")
+	seed := fs.Uint64("seed", defaultSeed, "seed of the random weights")
 	kTwoStep := fs.Bool("k-two-step", false, "write Kᵀ as Transpose [0,2,1,3] then [0,1,3,2] instead of one [0,2,3,1]")
 	scale := fs.String("scale", "div", "where the 1/√D score scale sits: div, mul or q")
 	causal := fs.Bool("causal", false, "add a triangular (decoder) mask to every layer's scores, as a BERT exported with is_decoder=True: query i sees keys j ≤ i (convert performer then uses the causal Performer)")
@@ -67,9 +67,7 @@ func runBuildModel(args []string, stdout io.Writer) error {
 	set(&cfg.Vocab, *vocab)
 	set(&cfg.MaxPositions, *maxPos)
 	set(&cfg.Opset, *opset)
-	if *seed != 0 {
-		cfg.Seed = *seed
-	}
+	cfg.Seed = *seed
 	cfg.Causal = *causal
 	if *kTwoStep {
 		cfg.KTranspose = models.KTwoStep
@@ -84,9 +82,14 @@ func runBuildModel(args []string, stdout io.Writer) error {
 	default:
 		return usageError("--scale %q: want div, mul or q", *scale)
 	}
+	// Every field comes from a flag (or the preset), so an invalid
+	// configuration is a usage error.
+	if err := cfg.Validate(); err != nil {
+		return usageError("%v (flags --hidden, --heads, --num-layers, --intermediate, --vocab-size, --max-positions, --opset)", err)
+	}
 	m, err := models.BERT(cfg)
 	if err != nil {
-		return badInput(err)
+		return runtimeFailure(err)
 	}
 	if err := onnx.Save(m, *out, onnx.SaveOptions{}); err != nil {
 		return runtimeFailure(err)

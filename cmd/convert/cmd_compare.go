@@ -19,7 +19,7 @@ func init() {
 	register(&command{
 		name:    "compare",
 		summary: "feed the same inputs to several models and compare outputs and per-layer attention outputs with the first",
-		usage:   "A B [C ...] " + feedUsage + " [--backend ort|native] [--threads T] [--layers=false] [--json]",
+		usage:   "A B [C ...] [flags]",
 		run:     runCompare,
 	})
 }
@@ -45,7 +45,7 @@ func runCompare(args []string, stdout io.Writer) error {
 	ff := addFeedFlags(fs)
 	backend := fs.String("backend", runtime.DefaultBackend, "runtime backend: "+strings.Join(runtime.Backends(), " or "))
 	threads := fs.Int("threads", 0, "intra-op threads (0: backend default)")
-	layers := fs.Bool("layers", true, "also compare each attention block's output (head-merged, token layout) where both models produce it; each model runs its own forward pass, so differences accumulate over layers")
+	layers := fs.Bool("per-layer", true, "also compare each attention block's output (head-merged, token layout) where both models produce it; each model runs its own forward pass, so differences accumulate over layers")
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
 	pos, err := parseFlags(fs, args, stdout)
 	if err != nil {

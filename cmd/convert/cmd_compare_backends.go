@@ -7,6 +7,7 @@ import (
 	"io"
 	"text/tabwriter"
 
+	"github.com/linearize/linearize/internal/gemm"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/runtime"
 )
@@ -15,7 +16,7 @@ func init() {
 	register(&command{
 		name:    "compare-backends",
 		summary: "run a model in the native Go backend and in onnxruntime on the same inputs and print the error of every output",
-		usage:   "MODEL " + feedUsage + " [--threads T] [--tol X] [--json]",
+		usage:   "MODEL [flags]",
 		run:     runCompareBackends,
 	})
 }
@@ -40,7 +41,7 @@ func runCompareBackends(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("compare-backends", flag.ContinueOnError)
 	ff := addFeedFlags(fs)
 	threads := fs.Int("threads", 0, "intra-op threads of both backends (0: backend default)")
-	tol := fs.Float64("tol", 1e-4, "agreement tolerance: max abs error relative to the output's scale (max |onnxruntime output|)")
+	tol := fs.Float64("tolerance", runtime.DefaultTolerance, "an output agrees when its scaled error (max abs error / max |onnxruntime output|) is at most this")
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
 	pos, err := parseFlags(fs, args, stdout)
 	if err != nil {
@@ -49,8 +50,11 @@ func runCompareBackends(args []string, stdout io.Writer) error {
 	if len(pos) != 1 {
 		return usageError("want exactly one MODEL argument, got %d", len(pos))
 	}
-	if *threads < 0 || !(*tol >= 0) {
-		return usageError("--threads and --tol must be non-negative")
+	if *threads < 0 {
+		return usageError("--threads must be non-negative")
+	}
+	if err := checkTolerance(*tol); err != nil {
+		return err
 	}
 	m, err := onnx.Load(pos[0])
 	if err != nil {
@@ -95,9 +99,11 @@ func runCompareBackends(args []string, stdout io.Writer) error {
 			return runtimeFailure(err)
 		}
 	} else {
-		fmt.Fprintf(stdout, "model   %s\ninputs  %s\nnative (gemm %s) vs onnxruntime; tolerance %g of each output's scale\n\n", rep.Model, rep.Inputs, runtime.NativeGEMM(), *tol)
+		fmt.Fprintf(stdout, "model   %s\ninputs  %s\nnative (gemm %s) vs onnxruntime\n"+
+			"an output agrees when scaled = max abs / max |onnxruntime output| ≤ --tolerance %g; max rel (per element, large near zero) does not decide\n\n",
+			rep.Model, rep.Inputs, gemm.Kernel(), *tol)
 		tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "output\tshape\tmax abs\tmax rel\tmean abs\tscaled\tcosine\tagree")
+		fmt.Fprintf(tw, "output\tshape\tmax abs\tmax rel\tmean abs\tscaled\tcosine\tagree (scaled ≤ %g)\n", *tol)
 		for _, e := range rep.Outputs {
 			if e.Mismatch != "" {
 				fmt.Fprintf(tw, "%s\t%v\t%s\t\t\t\t\tno\n", e.Name, e.Shape, e.Mismatch)
@@ -112,7 +118,7 @@ func runCompareBackends(args []string, stdout io.Writer) error {
 		tw.Flush()
 	}
 	if !rep.Agree {
-		return runtimeFailure(fmt.Errorf("compare-backends: the backends disagree beyond --tol %g on %s", *tol, pos[0]))
+		return runtimeFailure(fmt.Errorf("compare-backends: the backends disagree beyond --tolerance %g on %s", *tol, pos[0]))
 	}
 	return nil
 }

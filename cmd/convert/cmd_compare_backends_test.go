@@ -72,9 +72,9 @@ func TestCompareBackendsCLIErrors(t *testing.T) {
 	}{
 		{[]string{"compare-backends"}, exitUsage, "exactly one MODEL"},
 		{[]string{"compare-backends", "a.onnx", "b.onnx"}, exitUsage, "exactly one MODEL"},
-		{[]string{"compare-backends", "x.onnx", "--tol", "-1"}, exitUsage, "--tol"},
+		{[]string{"compare-backends", "x.onnx", "--tolerance", "-1"}, exitUsage, "--tolerance"},
 		{[]string{"compare-backends", filepath.Join(t.TempDir(), "missing.onnx"), "--random-inputs"}, exitBadInput, "missing.onnx"},
-		{[]string{"bench-backends", "--seq-lens", "128,x"}, exitUsage, "--seq-lens"},
+		{[]string{"bench-backends", "--lengths", "128,x"}, exitUsage, "--lengths"},
 		{[]string{"bench-backends", "--repeat", "0"}, exitUsage, "--repeat"},
 		{[]string{"bench-backends", "model.onnx"}, exitUsage, "no positional"},
 		{[]string{"bench-backends", "--profile", "--json"}, exitUsage, "--profile"},
@@ -90,7 +90,7 @@ func TestCompareBackendsCLIErrors(t *testing.T) {
 // one timed run) and checks the report's shape and arithmetic.
 func TestBenchBackendsCLI(t *testing.T) {
 	needORT(t)
-	code, out, errOut := runCLI("bench-backends", "--seq-lens", "8,16", "--layers", "1", "--repeat", "1", "--json")
+	code, out, errOut := runCLI("bench-backends", "--lengths", "8,16", "--num-layers", "1", "--repeat", "1", "--json")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
@@ -101,7 +101,7 @@ func TestBenchBackendsCLI(t *testing.T) {
 	if len(rep.Rows) != 2 || rep.Rows[0].SeqLen != 8 || rep.Rows[1].SeqLen != 16 || rep.GEMM == "" {
 		t.Fatalf("report: %+v", rep)
 	}
-	code, out, errOut = runCLI("bench-backends", "--seq-lens", "8", "--layers", "1", "--repeat", "1", "--profile")
+	code, out, errOut = runCLI("bench-backends", "--lengths", "8", "--num-layers", "1", "--repeat", "1", "--profile")
 	if code != 0 || !strings.Contains(out, "MatMul") || !strings.Contains(out, "native/ort") {
 		t.Errorf("--profile: exit %d: %s\n%s", code, errOut, out)
 	}

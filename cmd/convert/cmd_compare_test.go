@@ -97,7 +97,7 @@ func TestCompareCLI(t *testing.T) {
 		{[]string{"compare", orig}, exitUsage},
 		{[]string{"compare", orig, filepath.Join(t.TempDir(), "none.onnx"), "--random-inputs"}, exitBadInput},
 		{[]string{"compare", orig, same}, exitBadInput}, // no inputs given
-		{[]string{"compare", orig, same, "--text", "x", "--random-inputs"}, exitBadInput},
+		{[]string{"compare", orig, same, "--text", "x", "--random-inputs"}, exitUsage},
 		{[]string{"compare", orig, same, "--text", "x", "--vocab", filepath.Join(t.TempDir(), "nope")}, exitBadInput},
 	} {
 		if code, _, errOut := runCLI(c.args...); code != c.code {

@@ -14,17 +14,17 @@ func init() {
 		name:     "extend-positions",
 		rewrites: true,
 		summary:  "grow a model's absolute position-embedding table so it accepts longer inputs",
-		usage:    "MODEL -o OUT --max-positions N [--method copy|interpolate] [--offset K] [--overwrite]",
+		usage:    "MODEL -o OUT --max-positions N [flags]",
 		run:      runExtendPositions,
 	})
 }
 
 func runExtendPositions(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("extend-positions", flag.ContinueOnError)
-	out := fs.String("o", "", "output model path (required)")
-	maxPos := fs.Int("max-positions", 0, "rows of the new position table (required; more than the current rows)")
-	method := fs.String("method", "copy", "copy (tile the learned rows, as Longformer did) or interpolate (resample linearly)")
-	offset := fs.Int("offset", 0, "leading non-position rows kept as they are (0 for BERT; 2 for RoBERTa's padding_idx+1 numbering)")
+	out := fs.String("o", "", "path of the output model `OUT` (required)")
+	var maxPos, offset int
+	var method string
+	addPositionFlags(fs, &maxPos, &method, &offset, "rows `N` of the new position table (required; more than the current rows)")
 	overwrite := fs.Bool("overwrite", false, "allow -o to be the input model")
 	pos, err := parseFlags(fs, args, stdout)
 	if err != nil {
@@ -36,8 +36,8 @@ func runExtendPositions(args []string, stdout io.Writer) error {
 	if *out == "" {
 		return usageError("-o OUT is required")
 	}
-	if *maxPos <= 0 {
-		return usageError("--max-positions N is required")
+	if maxPos <= 0 {
+		return usageError("--max-positions N is required (a positive number of rows)")
 	}
 	if err := checkOutput(pos[0], *out, *overwrite); err != nil {
 		return err
@@ -46,9 +46,9 @@ func runExtendPositions(args []string, stdout io.Writer) error {
 	if err != nil {
 		return badInput(err)
 	}
-	ext, rep, err := convert.ExtendPositions(m, convert.ExtendOptions{MaxPositions: *maxPos, Method: *method, Offset: *offset})
+	ext, rep, err := convert.ExtendPositions(m, convert.ExtendOptions{MaxPositions: maxPos, Method: method, Offset: offset})
 	if err != nil {
-		return badInput(err)
+		return optionError(err, positionFlagOf)
 	}
 	if err := onnx.Save(ext, *out, onnx.SaveOptions{Input: pos[0], Overwrite: *overwrite}); err != nil {
 		return runtimeFailure(err)

@@ -2,19 +2,21 @@ package main
 
 import (
 	"flag"
-	"fmt"
 	"io"
 	"os"
+	goruntime "runtime"
 
+	"github.com/linearize/linearize/convert"
 	"github.com/linearize/linearize/features"
 	"github.com/linearize/linearize/internal/cliutil"
+	"github.com/linearize/linearize/internal/featsweep"
 )
 
 func init() {
 	register(&command{
 		name:    "features-error",
 		summary: "measure the Performer estimator's error vs exact softmax attention as the feature count M grows",
-		usage:   "[--d 64] [--n 256] [--features 64,256,1024,4096] [--seeds 5] [--sigma 0.5] [--kernel positive|trig] [--omega orthogonal,iid] [--norms chi,sqrt-d,qmc] [--seed 0] [--threads T]",
+		usage:   "[flags]",
 		run:     runFeaturesError,
 	})
 }
@@ -22,15 +24,15 @@ func init() {
 func runFeaturesError(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("features-error", flag.ContinueOnError)
 	d := fs.Int("d", 64, "head width D")
-	n := fs.Int("n", 256, "sequence length")
-	featList := fs.String("features", "64,256,1024,4096", "comma-separated feature counts M")
+	n := fs.Int("seq-len", 256, "sequence length n of the synthetic queries, keys and values")
+	featList := fs.String("features", "64,256,1024,4096", "comma-separated feature counts M (a sweep, where convert performer takes one M)")
 	seeds := fs.Int("seeds", 5, "trials per cell (fresh inputs and ω each)")
-	sigma := fs.Float64("sigma", 0.5, "std of query and key entries (logit std ≈ sigma²)")
+	sigma := fs.Float64("qk-sigma", 0.5, "standard deviation `σ` of the query and key entries (logit std ≈ σ²)")
 	kernel := fs.String("kernel", "positive", "Performer kernel: positive or trig")
-	kinds := fs.String("omega", "orthogonal,iid", "comma-separated ω kinds: orthogonal, iid")
-	norms := fs.String("norms", "chi,sqrt-d,qmc", "comma-separated row norms: chi, sqrt-d, qmc")
-	seed := fs.Uint64("seed", 0, "base seed (trial t uses seed+t)")
-	threads := fs.Int("threads", 1, "goroutines for the Performer kernel")
+	kinds := fs.String("omega", "orthogonal,iid", "comma-separated ω kinds: orthogonal, iid (a sweep, where convert performer takes one)")
+	norms := fs.String("norms", "chi,sqrt-d,qmc", "comma-separated row norms: chi, sqrt-d, qmc (a sweep, where convert performer takes one)")
+	seed := fs.Uint64("seed", defaultSeed, "base seed (trial t uses seed+t)")
+	threads := fs.Int("threads", 0, "goroutines for the Performer kernel (0: one per CPU; the results do not depend on it)")
 	quiet := fs.Bool("q", false, "no progress lines on stderr")
 	pos, err := parseFlags(fs, args, stdout)
 	if err != nil {
@@ -39,36 +41,41 @@ func runFeaturesError(args []string, stdout io.Writer) error {
 	if len(pos) > 0 {
 		return usageError("unexpected argument %q", pos[0])
 	}
-	ms, err := ints("features", *featList, cliutil.IntList{Min: 1})
+	ms, err := ints("features", *featList, cliutil.IntList{Min: 1, Max: convert.MaxFeatures})
 	if err != nil {
 		return err
 	}
-	cfg := features.SweepConfig{
+	cfg := featsweep.Config{
 		D: *d, N: *n, Features: ms, Seeds: *seeds, Sigma: *sigma, Kernel: *kernel,
 		Kinds: typedList[features.Kind](*kinds), Norms: typedList[features.Norms](*norms), Seed: *seed, Threads: *threads,
 	}
-	if *d < 1 || *n < 1 || *seeds < 1 || !(*sigma > 0) {
-		return badInput(fmt.Errorf("--d, --n, --seeds must be ≥ 1 and --sigma > 0"))
+	if *d < 1 || *n < 1 || *seeds < 1 || *threads < 0 || !(*sigma > 0) {
+		return usageError("--d, --seq-len and --seeds must be ≥ 1, --threads ≥ 0 and --qk-sigma > 0")
+	}
+	if cfg.Threads == 0 {
+		cfg.Threads = goruntime.GOMAXPROCS(0)
 	}
 	if *kernel != "positive" && *kernel != "trig" {
-		return badInput(fmt.Errorf("--kernel %q: want positive or trig", *kernel))
+		return usageError("--kernel %q: want positive or trig", *kernel)
 	}
 	for _, k := range cfg.Kinds {
 		if k != features.Orthogonal && k != features.IID {
-			return badInput(fmt.Errorf("--omega %q: want orthogonal or iid", k))
+			return usageError("--omega %q: want orthogonal or iid", k)
 		}
 	}
 	for _, k := range cfg.Norms {
 		if k != features.NormsChi && k != features.NormsSqrtD && k != features.NormsQMC {
-			return badInput(fmt.Errorf("--norms %q: want chi, sqrt-d or qmc", k))
+			return usageError("--norms %q: want chi, sqrt-d or qmc", k)
 		}
 	}
 	if !*quiet {
 		cfg.Progress = os.Stderr
 	}
-	cells, err := features.ErrorSweep(cfg)
+	cells, err := featsweep.Run(cfg)
 	if err != nil {
-		return badInput(err)
+		// every field of cfg comes from a flag, checked above but for
+		// the sweep's size limits
+		return usageError("%v", err)
 	}
-	return features.WriteSweepTable(stdout, cfg, cells)
+	return featsweep.WriteTable(stdout, cfg, cells)
 }

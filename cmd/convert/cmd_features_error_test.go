@@ -6,7 +6,7 @@ import (
 )
 
 func TestFeaturesErrorCommand(t *testing.T) {
-	code, out, errOut := runCLI("features-error", "-q", "--d", "16", "--n", "32", "--features", "16,64", "--seeds", "2", "--norms", "sqrt-d", "--omega", "iid")
+	code, out, errOut := runCLI("features-error", "-q", "--d", "16", "--seq-len", "32", "--features", "16,64", "--seeds", "2", "--norms", "sqrt-d", "--omega", "iid")
 	if code != exitOK {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
@@ -25,8 +25,8 @@ func TestFeaturesErrorCommand(t *testing.T) {
 		{"features-error", "--norms", "unit"},
 		{"features-error", "--kernel", "relu"},
 	} {
-		if code, _, _ := runCLI(bad...); code != exitBadInput {
-			t.Errorf("%v: exit %d, want %d", bad, code, exitBadInput)
+		if code, _, _ := runCLI(bad...); code != exitUsage {
+			t.Errorf("%v: exit %d, want %d", bad, code, exitUsage)
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"strings"
 
@@ -17,7 +18,7 @@ func init() {
 	register(&command{
 		name:    "finetune",
 		summary: "fit a converted model's Linformer E/F, or the Q/K projections feeding its Performer features (ω frozen), to the original model's per-layer attention outputs on calibration inputs (distillation, layer by layer)",
-		usage:   "ORIGINAL CONVERTED -o OUT " + feedUsage + " [--steps N] [--lr X] [--minibatch R] [--backend ort|native] [--threads T] [--json]",
+		usage:   "ORIGINAL CONVERTED -o OUT [flags]",
 		run:     runFinetune,
 	})
 }
@@ -25,7 +26,7 @@ func init() {
 func runFinetune(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("finetune", flag.ContinueOnError)
 	ff := addFeedFlags(fs)
-	out := fs.String("o", "", "output model path (must differ from both inputs)")
+	out := fs.String("o", "", "path of the output model `OUT` (required; must differ from both inputs)")
 	var opt finetune.Options
 	fs.IntVar(&opt.Steps, "steps", 200, "Adam steps per layer")
 	fs.Float64Var(&opt.LR, "lr", 0, "Adam learning rate (0: 0.01 for Linformer, 0.0005 for Performer)")
@@ -67,6 +68,7 @@ func runFinetune(args []string, stdout io.Writer) error {
 		return err
 	}
 	opt.Seed, opt.Backend = ff.spec.Seed, *backend
+	opt.Progress = os.Stderr // a line per fitted layer; --json goes to stdout
 	fitted, rep, err := finetune.Fit(orig, conv, in.Tensors, opt)
 	if err != nil {
 		return badInput(err)

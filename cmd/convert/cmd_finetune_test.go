@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/linearize/linearize/finetune"
+	"github.com/linearize/linearize/internal/realtable"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/runtime"
 )
@@ -119,11 +120,11 @@ func TestReportRealCLI(t *testing.T) {
 	calib := filepath.Join("..", "..", "testdata", "realmodel", "calibration.txt")
 	held := filepath.Join("..", "..", "testdata", "realmodel", "heldout.txt")
 	code, stdout, errOut := runCLI("report-real", "--model", model, "--calibration", calib, "--heldout", held,
-		"--features", "64", "--norms", "chi", "--omegas", "orthogonal", "--fit-performer", "", "--k", "32", "--steps", "30", "--json")
+		"--features", "64", "--norms", "chi", "--omega", "orthogonal", "--fit-performer", "", "--k", "32", "--steps", "30", "--json")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	var rows []finetune.TableRow
+	var rows []realtable.Row
 	if err := json.Unmarshal([]byte(stdout), &rows); err != nil {
 		t.Fatalf("%v\n%s", err, stdout)
 	}

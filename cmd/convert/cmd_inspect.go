@@ -17,7 +17,7 @@ func init() {
 		name:     "inspect",
 		rewrites: true,
 		summary:  "describe a model: IR version, opsets, producer, inputs/outputs, op histogram, initializers",
-		usage:    "MODEL [--json] [--explain] [--cost [--seq-len LIST] [--features M] [--k K] [--block B] [--segments K] [--sinks S] [--landmarks C]]",
+		usage:    "MODEL [flags]",
 		run:      runInspect,
 	})
 }

@@ -12,7 +12,7 @@ func init() {
 		name:     "lara",
 		rewrites: true,
 		summary:  "rewrite every convertible attention block into LaraAttention: LARA randomized attention (multiple importance sampling from Gaussian proposals centred at run-time segment landmarks of Q and K), the proposals' noise frozen per layer from --seed",
-		usage:    "MODEL -o OUT [--landmarks C] [--samples S] [--sigma σ] [--seed N] [--layers LIST] [--max-positions N] [--json]",
+		usage:    "MODEL -o OUT [flags]",
 		run:      runLara,
 	})
 }
@@ -21,20 +21,21 @@ func runLara(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("lara", flag.ContinueOnError)
 	var f rewriteFlags
 	var o convert.LaraOptions
-	fs.IntVar(&o.Landmarks, "landmarks", convert.DefaultLaraLandmarks, "landmarks C: segment means of Q and K at run time, one Gaussian proposal centred at each")
-	fs.IntVar(&o.Samples, "samples", 1, "frozen noise samples per landmark (C·S samples per head)")
-	fs.Float64Var(&o.Sigma, "sigma", 1, "standard deviation of the proposals' noise")
+	o.Landmarks, o.Samples = convert.DefaultLaraLandmarks, 1
+	fs.Var(&intFlag{&o.Landmarks, 1}, "landmarks", "landmarks `C`: segment means of Q and K at run time, one Gaussian proposal centred at each")
+	fs.Var(&intFlag{&o.Samples, 1}, "samples", "frozen noise samples `S` per landmark (C·S samples per head)")
+	fs.Float64Var(&o.Sigma, "sigma", 1, "standard deviation `σ` of the proposals' noise (positive)")
 	m, in, layers, err := loadForRewrite("lara", fs, &f, args, stdout)
 	if err != nil {
 		return err
 	}
-	if o.Landmarks < 1 || o.Samples < 1 || !(o.Sigma > 0) {
-		return usageError("--landmarks and --samples must be positive, --sigma positive")
+	if !(o.Sigma > 0) { // 0 would mean the default to convert.ToLARA
+		return usageError("--sigma %g must be positive", o.Sigma)
 	}
 	o.Seed, o.Layers, o.Positions = f.seed, layers, f.positions()
 	out, rep, err := convert.ToLARA(m, o)
 	if err != nil {
-		return badInput(err)
+		return optionError(err, flagsOf("Landmarks", "landmarks", "Samples", "samples", "Sigma", "sigma"))
 	}
 	return finishRewrite(stdout, &f, in, out, rep)
 }

@@ -15,7 +15,7 @@ func init() {
 		name:     "linformer",
 		rewrites: true,
 		summary:  "rewrite every convertible attention block into Linformer attention (keys and values pooled or projected to length k) that runs in stock onnxruntime",
-		usage:    "MODEL -o OUT [--init pool|gaussian] [--k K] [--sinks first,last|first|last|none] [--max-len N] [--share none|headwise|kv|layerwise] [--seed S] [--layers LIST] [--max-positions N] [--json]",
+		usage:    "MODEL -o OUT [flags]",
 		run:      runLinformer,
 	})
 }
@@ -25,10 +25,11 @@ func runLinformer(args []string, stdout io.Writer) error {
 	var f rewriteFlags
 	var o convert.LinformerOptions
 	fs.StringVar(&o.Init, "init", "pool", "pool: E = F = means over k segments of each input's valid tokens, at run time (a LocalPooledAttention node without local blocks; no length limit); gaussian: frozen random E, F ~ N(0, 1/k) (a LinformerAttention node)")
-	fs.IntVar(&o.K, "k", 128, "projected length k (segments with --init pool)")
+	o.K = 128
+	fs.Var(&intFlag{&o.K, 1}, "k", "projected length `K` (segments with --init pool)")
 	fs.StringVar(&o.Sinks, "sinks", "first,last", "with --init pool: tokens kept exact (first,last, first, last or none)")
-	fs.IntVar(&o.MaxLen, "max-len", 0, "with --init gaussian: longest sequence N the projections accept (default 512, or --max-positions)")
-	typedVar(fs, &o.Share, "share", features.ShareHeadwise, "with --init gaussian: projection sharing: none, headwise, kv or layerwise")
+	fs.IntVar(&o.MaxLen, "max-len", 0, "with --init gaussian: longest sequence `N` the projections accept (0: 512, or --max-positions)")
+	typedVar(fs, &o.Share, "share", features.ShareHeadwise, "with --init gaussian: projection `SHARING`: none, headwise, kv or layerwise")
 	m, in, layers, err := loadForRewrite("linformer", fs, &f, args, stdout)
 	if err != nil {
 		return err
@@ -44,7 +45,7 @@ func runLinformer(args []string, stdout io.Writer) error {
 	o.Seed, o.Layers, o.Positions = f.seed, layers, f.positions()
 	out, rep, err := convert.ToLinformer(m, o)
 	if err != nil {
-		return badInput(err)
+		return optionError(err, flagsOf("K", "k", "Init", "init", "MaxLen", "max-len", "Share", "share", "Segments", "k", "Sinks", "sinks"))
 	}
 	return finishRewrite(stdout, &f, in, out, rep)
 }

@@ -5,15 +5,18 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"strings"
 
 	"github.com/linearize/linearize/convert"
 	"github.com/linearize/linearize/features"
 	"github.com/linearize/linearize/finetune"
 	"github.com/linearize/linearize/internal/cliutil"
+	"github.com/linearize/linearize/internal/textfile"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
 	"github.com/linearize/linearize/runtime"
+	"github.com/linearize/linearize/tokenize"
 )
 
 func init() {
@@ -21,12 +24,13 @@ func init() {
 		name:     "performer",
 		rewrites: true,
 		summary:  "rewrite every convertible attention block into a PerformerAttention op (random-feature attention with frozen ω: by default exact centring + FAVOR++ features, or FAVOR# ADERF fitted on --calibration; plain FAVOR+ on request; causal blocks of decoders with the causal Performer, plain FAVOR+ with prefix sums) that runs in stock onnxruntime",
-		usage:    "MODEL -o OUT [--features M] [--seed S] [--omega orthogonal|iid] [--norms chi|sqrt-d|qmc] [--kernel positive|trig] [--chunk C] [--center] [--features-kind favor+|favor++|sderf|aderf] [--balance] [--calibration FILE [--calibration-weighting attention|uniform]] [--layers LIST] [--max-positions N] [--json]",
+		usage:    "MODEL -o OUT [flags]",
 		run:      runPerformer,
 	})
 }
 
-// rewriteFlags are the flags performer and linformer share.
+// rewriteFlags are the flags the rewriting commands (performer,
+// linformer, local-pooled, lara) share.
 type rewriteFlags struct {
 	out, layers, posMethod string
 	seed                   uint64
@@ -34,15 +38,47 @@ type rewriteFlags struct {
 	maxPos, posOffset      int
 }
 
+// seedUsage is the help of --seed of the rewriting commands that sample
+// parameters; local-pooled samples nothing and has no --seed.
+var seedUsage = map[string]string{
+	"performer": "seed of ω (with the layer index)",
+	"linformer": "seed of E and F with --init gaussian (with the layer index)",
+	"lara":      "seed of the proposals' noise (with the layer index)",
+}
+
 func (f *rewriteFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.out, "o", "", "output model path (required)")
-	fs.Uint64Var(&f.seed, "seed", 0, "seed of the random features / projections (with the layer index)")
-	fs.StringVar(&f.layers, "layers", "", "comma-separated block indices to convert (as `convert inspect` numbers them; ranges like 0-5); default all")
+	fs.StringVar(&f.out, "o", "", "path of the output model `OUT` (required)")
+	if u := seedUsage[fs.Name()]; u != "" {
+		fs.Uint64Var(&f.seed, "seed", defaultSeed, u)
+	}
+	fs.StringVar(&f.layers, "layers", "", "`LIST` of block indices to convert, as convert inspect numbers them: comma-separated, ranges like 0-5 (default: all)")
 	fs.BoolVar(&f.json, "json", false, "print the report as JSON")
 	fs.BoolVar(&f.overwrite, "overwrite", false, "allow -o to be the input model")
-	fs.IntVar(&f.maxPos, "max-positions", 0, "first grow the position table to N rows (see extend-positions)")
-	fs.StringVar(&f.posMethod, "position-method", "copy", "with --max-positions: copy or interpolate")
-	fs.IntVar(&f.posOffset, "position-offset", 0, "with --max-positions: leading non-position rows (2 for RoBERTa)")
+	addPositionFlags(fs, &f.maxPos, &f.posMethod, &f.posOffset, "first grow the position table to `N` rows (see extend-positions)")
+}
+
+// defaultSeed is the default of every --seed.
+const defaultSeed = 1
+
+// addPositionFlags registers the position-table flags of
+// extend-positions and the rewriting commands.
+func addPositionFlags(fs *flag.FlagSet, maxPos *int, method *string, offset *int, maxPosUsage string) {
+	fs.IntVar(maxPos, "max-positions", 0, maxPosUsage)
+	fs.StringVar(method, "position-method", "copy", "how the table grows: copy (tile the learned rows, as Longformer did) or interpolate (resample linearly)")
+	fs.IntVar(offset, "position-offset", 0, "leading non-position rows kept as they are (0 for BERT; 2 for RoBERTa's padding_idx+1 numbering)")
+}
+
+// positionFlagOf names the flags of convert.ExtendOptions' fields.
+var positionFlagOf = map[string]string{"MaxPositions": "max-positions", "Method": "position-method", "Offset": "position-offset"}
+
+// flagsOf maps convert.OptionError fields to flag names: the position
+// flags and the given pairs (field, flag, field, flag, ...).
+func flagsOf(pairs ...string) map[string]string {
+	m := maps.Clone(positionFlagOf)
+	for i := 0; i+1 < len(pairs); i += 2 {
+		m[pairs[i]] = pairs[i+1]
+	}
+	return m
 }
 
 func (f *rewriteFlags) positions() convert.ExtendOptions {
@@ -64,6 +100,9 @@ func loadForRewrite(name string, fs *flag.FlagSet, f *rewriteFlags, args []strin
 	}
 	if f.out == "" {
 		return nil, "", nil, usageError("-o OUT is required")
+	}
+	if f.maxPos < 0 {
+		return nil, "", nil, usageError("--max-positions %d must not be negative", f.maxPos)
 	}
 	// Block indices are checked against the model later; the bound here
 	// keeps a typo such as 0-50000000 from being expanded first.
@@ -100,22 +139,24 @@ func runPerformer(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("performer", flag.ContinueOnError)
 	var f rewriteFlags
 	var o convert.PerformerOptions
-	fs.IntVar(&o.Features, "features", 256, "random features M per head")
-	typedVar(fs, &o.Omega, "omega", features.Orthogonal, "orthogonal (blocks from QR of Gaussian matrices) or iid (Gaussian rows)")
-	typedVar(fs, &o.Norms, "norms", features.NormsChi, "row norms of ω: chi (sampled), sqrt-d (all √D) or qmc (χ_D quantiles, permuted)")
+	o.Features = 256
+	fs.Var(&intFlag{&o.Features, 1}, "features", "random features `M` per head")
+	typedVar(fs, &o.Omega, "omega", features.Orthogonal, "`KIND` of ω: orthogonal (blocks from QR of Gaussian matrices) or iid (Gaussian rows)")
+	typedVar(fs, &o.Norms, "norms", features.NormsChi, "row `NORMS` of ω: chi (sampled), sqrt-d (all √D) or qmc (χ_D quantiles, permuted)")
 	fs.StringVar(&o.Kernel, "kernel", "positive", "positive (FAVOR+) or trig")
 	fs.BoolVar(&o.PerHead, "per-head", false, "sample one ω per head instead of one per layer")
-	fs.IntVar(&o.Chunk, "chunk", 64, "chunk length of the causal Performer's function body (causal blocks of decoders are converted with causal=1: plain FAVOR+ with prefix sums, whatever --center and --features-kind say; the report notes it)")
+	o.Chunk = 64
+	fs.Var(&intFlag{&o.Chunk, 1}, "chunk", "chunk length `C` of the causal Performer's function body (causal blocks of decoders are converted with causal=1: plain FAVOR+ with prefix sums, whatever --center and --features-kind say; the report notes it)")
 	fs.BoolVar(&o.Center, "center", true, "centre queries and keys over each sequence's valid tokens at run time (exact: the keys' mean cancels in the softmax, the queries' mean becomes a per-key bias); "+
 		"on by default for the positive kernel, --center=false for plain FAVOR+ (which convert finetune can fit)")
 	fs.StringVar(&o.FeatureMap, "features-kind", "auto", "feature map of the positive kernel: favor+ (FAVOR+), favor++ (optimal positive features, A from each sequence at run time), "+
 		"sderf or aderf (FAVOR# dense-exponential features, symmetric or asymmetric; fitted on --calibration); "+
 		"auto: aderf with --calibration (and no --balance), favor++ otherwise, favor+ for --kernel trig")
 	fs.BoolVar(&o.Balance, "balance", false, "add a per-head linear balance of queries and keys (q·T, k·T⁻ᵀ: exact) fitted on --calibration, for favor+ and favor++")
-	calib := fs.String("calibration", "", "calibration texts, one per line, run through the original model to fit --balance, sderf and aderf")
+	calib := fs.String("calibration", "", "`FILE` of calibration texts, one per line, run through the original model to fit --balance, sderf and aderf")
 	weighting := fs.String("calibration-weighting", "attention", "which query–key pairs the fit weighs: attention (the original attention weights) or uniform")
 	calibLen := fs.Int("calibration-max-len", 512, "longest tokenized calibration text")
-	vocab := fs.String("vocab", "", "tokenizer for --calibration: a folder, tokenizer.json or vocab.txt (default: found beside the model)")
+	vocab := fs.String("vocab", "", "tokenizer `PATH` for --calibration: a folder, tokenizer.json or vocab.txt (default: found beside the model)")
 	m, in, layers, err := loadForRewrite("performer", fs, &f, args, stdout)
 	if err != nil {
 		return err
@@ -136,17 +177,25 @@ func runPerformer(args []string, stdout io.Writer) error {
 			o.FeatureMap = "favor++"
 		}
 	}
+	if *weighting != features.WeightAttention && *weighting != features.WeightUniform {
+		return usageError("--calibration-weighting %q: want %s or %s", *weighting, features.WeightAttention, features.WeightUniform)
+	}
 	if *calib != "" {
 		if *calibLen < 2 {
 			return usageError("--calibration-max-len must be at least 2")
 		}
-		texts, err := runtime.ReadTexts(*calib)
+		texts, err := textfile.Read(*calib)
 		if err != nil {
 			return badInput(fmt.Errorf("--calibration: %w", err))
 		}
-		tok, err := runtime.FindTokenizer(in, *vocab)
+		var tok *tokenize.WordPiece
+		if *vocab != "" {
+			tok, err = tokenize.Load(*vocab)
+		} else {
+			tok, err = tokenize.LoadForModel(in)
+		}
 		if err != nil {
-			return badInput(err)
+			return badInput(fmt.Errorf("--vocab: %w", err))
 		}
 		ti, err := runtime.TextInputs(tok, runtime.GraphInputs(m), texts, 0, *calibLen)
 		if err != nil {
@@ -160,7 +209,8 @@ func runPerformer(args []string, stdout io.Writer) error {
 	}
 	out, rep, err := convert.ToPerformer(m, o)
 	if err != nil {
-		return badInput(err)
+		return optionError(err, flagsOf("Features", "features", "Omega", "omega", "Norms", "norms", "Kernel", "kernel",
+			"Chunk", "chunk", "FeatureMap", "features-kind", "Balance", "balance", "Moments", "calibration"))
 	}
 	return finishRewrite(stdout, &f, in, out, rep)
 }

@@ -24,8 +24,8 @@ func TestPerformerVariantCLI(t *testing.T) {
 	}{
 		{[]string{"performer", tiny, "-o", filepath.Join(tmp, "x.onnx"), "--features-kind", "aderf"}, exitUsage, "need --calibration"},
 		{[]string{"performer", tiny, "-o", filepath.Join(tmp, "x.onnx"), "--balance"}, exitUsage, "need --calibration"},
-		{[]string{"performer", tiny, "-o", filepath.Join(tmp, "x.onnx"), "--features-kind", "relu"}, exitBadInput, `feature map "relu"`},
-		{[]string{"performer", tiny, "-o", filepath.Join(tmp, "x.onnx"), "--center", "--kernel", "trig"}, exitBadInput, "positive kernel"},
+		{[]string{"performer", tiny, "-o", filepath.Join(tmp, "x.onnx"), "--features-kind", "relu"}, exitUsage, `--features-kind "relu"`},
+		{[]string{"performer", tiny, "-o", filepath.Join(tmp, "x.onnx"), "--center", "--kernel", "trig"}, exitUsage, "positive kernel"},
 		{[]string{"performer", tiny, "-o", filepath.Join(tmp, "c.onnx"), "--center", "--features-kind", "favor++", "--features", "8"}, 0, "converted"},
 	} {
 		code, out, errOut := runCLI(c.args...)

@@ -15,15 +15,18 @@ import (
 	feat "github.com/linearize/linearize/features"
 	"github.com/linearize/linearize/finetune"
 	"github.com/linearize/linearize/internal/cliutil"
+	"github.com/linearize/linearize/internal/realtable"
+	"github.com/linearize/linearize/internal/textfile"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/runtime"
+	"github.com/linearize/linearize/tokenize"
 )
 
 func init() {
 	register(&command{
 		name:    "report-real",
 		summary: "measure Performer, Linformer and local+pooled conversions of the real model against the original (zero-shot, and fine-tuned where possible): mean-pooled embedding cosine, per-layer attention error, validate; on held-out sentences, or with --docs on long documents truncated to each of --lengths tokens; prints markdown tables",
-		usage:   "[--model PATH] [--calibration F] [--heldout F] [--docs DIR] [--lengths LIST] [--calibration-texts N] [--features LIST] [--norms LIST] [--omegas LIST] [--k LIST] [--fit-performer LIST] [--performer-variants LIST] [--local-pooled LIST] [--fit-local-pooled LIST] [--lara LIST] [--steps N] [--minibatch R] [--seed S] [--json]",
+		usage:   "[flags]",
 		run:     runReportReal,
 	})
 }
@@ -34,7 +37,7 @@ func init() {
 var docDefaults = map[string]string{
 	"features":           "256",
 	"norms":              "chi,sqrt-d",
-	"omegas":             "orthogonal",
+	"omega":              "orthogonal",
 	"k":                  "64,128",
 	"fit-performer":      "256",
 	"local-pooled":       "32/32/sinks,64/64/sinks,0/64/none,0/128/sinks",
@@ -84,7 +87,7 @@ func runReportReal(args []string, stdout io.Writer) error {
 	calTexts := fs.Int("calibration-texts", 0, "use only the first N calibration texts (0: all; document-mode default "+docDefaults["calibration-texts"]+")")
 	features := fs.String("features", "64,256,1024", "Performer feature counts M (document-mode default "+docDefaults["features"]+")")
 	norms := fs.String("norms", "chi,sqrt-d,qmc", "Performer ω row norms (document-mode default "+docDefaults["norms"]+")")
-	omegas := fs.String("omegas", "orthogonal,iid", "Performer ω kinds (document-mode default "+docDefaults["omegas"]+")")
+	omegas := fs.String("omega", "orthogonal,iid", "Performer ω kinds, comma-separated (document-mode default "+docDefaults["omega"]+")")
 	ks := fs.String("k", "32,64,128", "Linformer projected lengths k, each zero-shot and fine-tuned (document-mode default "+docDefaults["k"]+")")
 	fitPerf := fs.String("fit-performer", "256", "feature counts M of Performer variants (orthogonal, chi) also fine-tuned (empty: none)")
 	perfVariants := fs.String("performer-variants", "", "zero-shot Performer variants at each --features M, as [center+][balance+]MAP[/NORMS] items (MAP favor+, favor++, sderf or aderf; balance and FAVOR# fitted on the calibration texts; see convert performer --help) (document-mode default "+docDefaults["performer-variants"]+")")
@@ -96,7 +99,7 @@ func runReportReal(args []string, stdout io.Writer) error {
 	perfSteps := fs.Int("performer-steps", 60, "Adam steps per layer when fine-tuning Performer (document-mode default "+docDefaults["performer-steps"]+")")
 	join := fs.Int("join", 1, "join this many consecutive lines into one text (longer sequences)")
 	minibatch := fs.Int("minibatch", 16, "calibration texts per Adam step (document-mode default "+docDefaults["minibatch"]+")")
-	seed := fs.Uint64("seed", 1, "seed of ω, of E/F and of the mini-batches")
+	seed := fs.Uint64("seed", defaultSeed, "seed of ω, of E/F and of the mini-batches")
 	asJSON := fs.Bool("json", false, "print JSON rows instead of markdown tables")
 	pos, err := parseFlags(fs, args, stdout)
 	if err != nil {
@@ -170,12 +173,12 @@ func runReportReal(args []string, stdout io.Writer) error {
 	if err != nil {
 		return badInput(err)
 	}
-	tok, err := runtime.FindTokenizer(*model, "")
+	tok, err := tokenize.LoadForModel(*model)
 	if err != nil {
 		return badInput(err)
 	}
 	readTexts := func(path string, limit int) ([]string, error) {
-		texts, err := runtime.ReadTexts(path)
+		texts, err := textfile.Read(path)
 		if err != nil {
 			return nil, badInput(err)
 		}
@@ -198,10 +201,10 @@ func runReportReal(args []string, stdout io.Writer) error {
 	}
 	// inputs tokenizes texts; seqLen > 0 truncates (and pads) every text
 	// to exactly that many tokens.
-	inputs := func(path string, texts []string, seqLen int) (finetune.Inputs, int, error) {
+	inputs := func(path string, texts []string, seqLen int) (realtable.Inputs, int, error) {
 		in, err := runtime.FeedSpec{Texts: texts, SeqLen: seqLen, Tokenizer: tok}.Build(orig, *model)
 		if err != nil {
-			return finetune.Inputs{}, 0, badInput(fmt.Errorf("%s: %w", path, err))
+			return realtable.Inputs{}, 0, badInput(fmt.Errorf("%s: %w", path, err))
 		}
 		short := 0
 		for _, n := range in.Lengths {
@@ -209,13 +212,17 @@ func runReportReal(args []string, stdout io.Writer) error {
 				short++
 			}
 		}
-		return finetune.Inputs{Feed: in.Tensors, Mask: in.Mask, Batch: in.Batch, SeqLen: in.SeqLen}, short, nil
+		return realtable.Inputs{Feed: in.Tensors, Mask: in.Mask, Batch: in.Batch, SeqLen: in.SeqLen}, short, nil
 	}
-	opt := finetune.TableOptions{Fit: finetune.Options{Steps: *steps, Batch: *minibatch, Seed: *seed}, ValidateInputs: *valTexts}
+	// Progress on stderr whatever the output format (--json goes to
+	// stdout); document mode, which runs for many minutes, also reports
+	// each variant's phases and fitted layers.
+	opt := realtable.Options{Fit: finetune.Options{Steps: *steps, Batch: *minibatch, Seed: *seed}, ValidateInputs: *valTexts,
+		Progress: os.Stderr, Detail: docMode}
 	for _, m := range ms {
 		for _, om := range strList(*omegas) {
 			for _, nm := range strList(*norms) {
-				opt.Variants = append(opt.Variants, finetune.Variant{Performer: &convert.PerformerOptions{Features: m, Omega: feat.Kind(om), Norms: feat.Norms(nm), Seed: *seed}})
+				opt.Variants = append(opt.Variants, realtable.Variant{Performer: &convert.PerformerOptions{Features: m, Omega: feat.Kind(om), Norms: feat.Norms(nm), Seed: *seed}})
 			}
 		}
 	}
@@ -226,44 +233,29 @@ func runReportReal(args []string, stdout io.Writer) error {
 	for _, m := range ms {
 		for _, pv := range pvs {
 			pv.Features, pv.Omega, pv.Seed = m, "orthogonal", *seed
-			opt.Variants = append(opt.Variants, finetune.Variant{Performer: &pv})
+			opt.Variants = append(opt.Variants, realtable.Variant{Performer: &pv})
 		}
 	}
 	for _, m := range fitMs {
-		opt.Variants = append(opt.Variants, finetune.Variant{Performer: &convert.PerformerOptions{Features: m, Omega: "orthogonal", Norms: "chi", Seed: *seed}, Fit: true, Steps: *perfSteps})
+		opt.Variants = append(opt.Variants, realtable.Variant{Performer: &convert.PerformerOptions{Features: m, Omega: "orthogonal", Norms: "chi", Seed: *seed}, Fit: true, Steps: *perfSteps})
 	}
 	for _, k := range kk {
 		for _, fit := range []bool{false, true} {
-			opt.Variants = append(opt.Variants, finetune.Variant{Linformer: &convert.LinformerOptions{K: k, Seed: *seed}, Fit: fit})
+			opt.Variants = append(opt.Variants, realtable.Variant{Linformer: &convert.LinformerOptions{K: k, Seed: *seed}, Fit: fit})
 		}
 	}
 	for i := range lps {
-		opt.Variants = append(opt.Variants, finetune.Variant{LocalPooled: &lps[i]})
+		opt.Variants = append(opt.Variants, realtable.Variant{LocalPooled: &lps[i]})
 	}
 	for i := range fitLPs {
-		opt.Variants = append(opt.Variants, finetune.Variant{LocalPooled: &fitLPs[i], Fit: true, Steps: *lpSteps})
+		opt.Variants = append(opt.Variants, realtable.Variant{LocalPooled: &fitLPs[i], Fit: true, Steps: *lpSteps})
 	}
 	for _, c := range laraCs {
-		opt.Variants = append(opt.Variants, finetune.Variant{Lara: &convert.LaraOptions{Landmarks: c, Seed: *seed}})
+		opt.Variants = append(opt.Variants, realtable.Variant{Lara: &convert.LaraOptions{Landmarks: c, Seed: *seed}})
 	}
 	start := time.Now()
-	if !*asJSON {
-		opt.Progress = func(r finetune.TableRow) {
-			n := ""
-			if r.Length > 0 {
-				n = fmt.Sprintf("n=%d ", r.Length)
-			}
-			fmt.Fprintf(os.Stderr, "report-real: %s%-40s pooled cos %.4f  mean layer err %.3f  (%.0f s; %.0f s so far)\n", n, r.Variant, r.PooledCos, r.MeanLayerErr, r.Seconds, time.Since(start).Seconds())
-		}
-	}
-	if docMode {
-		// progress of each step: a document-mode run takes many minutes
-		opt.Log = func(format string, args ...any) {
-			fmt.Fprintf(os.Stderr, "report-real: [%4.0f s] "+format+"\n", append([]any{time.Since(start).Seconds()}, args...)...)
-		}
-	}
 	fitDesc := fmt.Sprintf("fine-tuning: Adam, %d (Linformer) / %d (Performer) / %d (local+pooled) steps per layer, mini-batch %d", *steps, *perfSteps, *lpSteps, *minibatch)
-	var rows []finetune.TableRow
+	var rows []realtable.Row
 	if !docMode {
 		if opt.Calibration, _, err = inputs(*calib, calibTexts, 0); err != nil {
 			return err
@@ -275,12 +267,12 @@ func runReportReal(args []string, stdout io.Writer) error {
 			fmt.Fprintf(stdout, "model %s; calibration %s (%d texts, %d tokens after padding); held-out %s (%d texts, %d tokens); seed %d; %s\n\n",
 				*model, *calib, opt.Calibration.Batch, opt.Calibration.SeqLen, *held, opt.HeldOut.Batch, opt.HeldOut.SeqLen, *seed, fitDesc)
 		}
-		if rows, err = finetune.Table(orig, opt); err != nil {
+		if rows, err = realtable.Table(orig, opt); err != nil {
 			return runtimeFailure(err)
 		}
 	} else {
 		var notes []string
-		byLength := func(n int) (cal, h finetune.Inputs, err error) {
+		byLength := func(n int) (cal, h realtable.Inputs, err error) {
 			var shortC, shortH int
 			if cal, shortC, err = inputs(*calib, calibTexts, n); err != nil {
 				return cal, h, err
@@ -293,7 +285,7 @@ func runReportReal(args []string, stdout io.Writer) error {
 			}
 			return cal, h, nil
 		}
-		if rows, err = finetune.TableByLength(orig, lens, byLength, opt); err != nil {
+		if rows, err = realtable.ByLength(orig, lens, byLength, opt); err != nil {
 			return runtimeFailure(err)
 		}
 		if !*asJSON {
@@ -306,7 +298,7 @@ func runReportReal(args []string, stdout io.Writer) error {
 			for _, n := range notes {
 				fmt.Fprintf(stdout, "Note: %s.\n\n", n)
 			}
-			fmt.Fprintf(stdout, "Mean-pooled embedding cosine with the original, mean over the held-out texts (– : not run that way):\n\n%s\n", finetune.LengthMarkdown(rows))
+			fmt.Fprintf(stdout, "Mean-pooled embedding cosine with the original, mean over the held-out texts (– : not run that way):\n\n%s\n", realtable.LengthMarkdown(rows))
 			fmt.Fprint(stdout, "Per variant and length:\n\n")
 		}
 	}
@@ -315,6 +307,6 @@ func runReportReal(args []string, stdout io.Writer) error {
 		enc.SetIndent("", "  ")
 		return enc.Encode(rows)
 	}
-	fmt.Fprint(stdout, finetune.Markdown(rows))
+	fmt.Fprint(stdout, realtable.Markdown(rows))
 	return nil
 }

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/linearize/linearize/finetune"
+	"github.com/linearize/linearize/internal/realtable"
 )
 
 func TestReportRealUsage(t *testing.T) {
@@ -53,7 +53,7 @@ func TestReportRealDocs(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	var rows []finetune.TableRow
+	var rows []realtable.Row
 	if err := json.Unmarshal([]byte(stdout), &rows); err != nil {
 		t.Fatalf("%v\n%s", err, stdout)
 	}

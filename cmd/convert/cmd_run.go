@@ -19,7 +19,7 @@ func init() {
 	register(&command{
 		name:    "run",
 		summary: "run a model on inputs from .npy/.pb files or seeded random inputs; print and save the outputs",
-		usage:   "MODEL " + feedUsage + " [--backend ort|native] [--threads T] [--out-dir DIR]",
+		usage:   "MODEL [flags]",
 		run:     runRun,
 	})
 }
@@ -29,7 +29,7 @@ func runRun(args []string, stdout io.Writer) error {
 	ff := addFeedFlags(fs)
 	backend := fs.String("backend", runtime.DefaultBackend, "runtime backend: "+strings.Join(runtime.Backends(), " or "))
 	threads := fs.Int("threads", 0, "intra-op threads (0: backend default)")
-	outDir := fs.String("out-dir", "", "write each output as DIR/NAME.npy and DIR/NAME.pb")
+	outDir := fs.String("out-dir", "", "write each output as `DIR`/NAME.npy and DIR/NAME.pb")
 	pos, err := parseFlags(fs, args, stdout)
 	if err != nil {
 		return err

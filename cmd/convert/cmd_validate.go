@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"strings"
 
@@ -16,7 +17,7 @@ func init() {
 	register(&command{
 		name:    "validate",
 		summary: "check every converted op: onnxruntime (the op's ONNX function body) vs the Go kernel on the op's captured inputs",
-		usage:   "CONVERTED " + feedUsage + " [--backend ort|native] [--threads T] [--tolerance X] [--json]",
+		usage:   "CONVERTED [flags]",
 		run:     runValidate,
 	})
 }
@@ -26,7 +27,7 @@ func runValidate(args []string, stdout io.Writer) error {
 	ff := addFeedFlags(fs)
 	backend := fs.String("backend", runtime.DefaultBackend, "backend that runs the model: "+strings.Join(runtime.Backends(), " or "))
 	threads := fs.Int("threads", 0, "intra-op threads (0: backend default)")
-	tol := fs.Float64("tolerance", runtime.DefaultTolerance, "largest accepted max abs error relative to the op output's scale")
+	tol := fs.Float64("tolerance", runtime.DefaultTolerance, "an op agrees when its scaled error (max abs error / the op output's scale) is at most this")
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
 	pos, err := parseFlags(fs, args, stdout)
 	if err != nil {
@@ -35,8 +36,8 @@ func runValidate(args []string, stdout io.Writer) error {
 	if len(pos) != 1 {
 		return usageError("want exactly one CONVERTED model, got %d arguments", len(pos))
 	}
-	if !(*tol > 0) {
-		return usageError("--tolerance %g must be positive", *tol)
+	if err := checkTolerance(*tol); err != nil {
+		return err
 	}
 	if !slices.Contains(runtime.Backends(), *backend) {
 		return usageError("--backend %q: want %s", *backend, strings.Join(runtime.Backends(), " or "))
@@ -71,6 +72,15 @@ func runValidate(args []string, stdout io.Writer) error {
 	}
 	if !v.OK() {
 		return runtimeFailure(fmt.Errorf("%d of %d converted ops disagree beyond tolerance %g", v.Failed(), len(v.Checks), *tol))
+	}
+	return nil
+}
+
+// checkTolerance vets --tolerance (validate, compare-backends): a
+// positive, finite number.
+func checkTolerance(tol float64) error {
+	if !(tol > 0) || math.IsInf(tol, 0) {
+		return usageError("--tolerance %g: want a positive number", tol)
 	}
 	return nil
 }

@@ -13,10 +13,6 @@ import (
 	"github.com/linearize/linearize/runtime"
 )
 
-// feedUsage is the synopsis of the input flags every command that runs a
-// model takes (addFeedFlags).
-const feedUsage = "[--input NAME=FILE]... [--text T]... [--text-file F]... [--vocab PATH] [--random-inputs] [--batch B] [--seq-len L] [--max-len N] [--seed S]"
-
 // feedFlags are the input flags of run, compare, validate, finetune and
 // compare-backends; build turns them into a runtime.FeedSpec and builds
 // it, so that every command takes the same flags with the same defaults,
@@ -30,7 +26,7 @@ type feedFlags struct {
 // addFeedFlags registers the input flags on fs.
 func addFeedFlags(fs *flag.FlagSet) *feedFlags {
 	f := &feedFlags{spec: runtime.FeedSpec{Inputs: map[string]string{}}}
-	fs.Var((*inputsFlag)(&f.spec.Inputs), "input", "`NAME=FILE`: feed input NAME from a .npy or TensorProto .pb file (repeatable)")
+	fs.Var((*inputsFlag)(&f.spec.Inputs), "input", "feed the model input NAME from FILE, a .npy or TensorProto .pb file (`NAME=FILE`; repeatable)")
 	fs.Var(&f.texts, "text", "a `TEXT` to tokenize with the model's tokenizer, one batch row each (repeatable); fills the token-level inputs not given with --input")
 	fs.Var(&f.textFiles, "text-file", "a `FILE` with one text per line, tokenized like --text (repeatable)")
 	fs.StringVar(&f.spec.Vocab, "vocab", "", "tokenizer `PATH` for --text: a folder, tokenizer.json or vocab.txt (default: found beside the model)")
@@ -40,13 +36,13 @@ func addFeedFlags(fs *flag.FlagSet) *feedFlags {
 	fs.Var(&intFlag{&f.spec.SeqLen, 1}, "seq-len", "sequence length `L`: texts are padded or truncated to it, random inputs take it (default: for texts the model's fixed length, else the longest text up to --max-len; for random inputs "+strconv.Itoa(runtime.DefaultFeedSeqLen)+")")
 	f.spec.MaxLen = runtime.DefaultFeedMaxLen
 	fs.Var(&intFlag{&f.spec.MaxLen, 2}, "max-len", "at most `N` tokens per text when --seq-len is not given")
-	fs.Uint64Var(&f.spec.Seed, "seed", 1, "seed of the random inputs")
+	fs.Uint64Var(&f.spec.Seed, "seed", defaultSeed, "seed of the random inputs")
 	return f
 }
 
 // build makes the inputs of the model at path. Its errors carry exit
-// codes: 1 for a flag value out of range, 2 for an input file, a
-// tokenizer or a model that does not fit, or flags that conflict.
+// codes: 1 for a flag value out of range or flags that conflict, 2 for an
+// input file, a tokenizer or a model that does not fit.
 func (f *feedFlags) build(m *onnxpb.ModelProto, path string) (*runtime.Feed, error) {
 	s := f.spec
 	s.Texts, s.TextFiles = f.texts, f.textFiles
@@ -92,7 +88,7 @@ func feedError(err error) error {
 	default:
 		msg = fe.Message()
 	}
-	if errors.Is(err, runtime.ErrFeedValue) {
+	if errors.Is(err, runtime.ErrFeedValue) || errors.Is(err, runtime.ErrFeedConflict) {
 		return &exitError{exitUsage, errors.New(msg)}
 	}
 	return badInput(errors.New(msg))

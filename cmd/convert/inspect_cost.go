@@ -9,6 +9,7 @@ import (
 	"github.com/linearize/linearize/convert"
 	"github.com/linearize/linearize/internal/cliutil"
 	"github.com/linearize/linearize/onnx/onnxpb"
+	"github.com/linearize/linearize/ops"
 )
 
 // costFlags are inspect's cost-model flags.
@@ -20,18 +21,23 @@ type costFlags struct {
 	block     int
 	segments  int
 	landmarks int
-	sinks     int
+	sinks     string
+	weights   string
 }
+
+// costWeightsHelp documents --cost-weights on inspect and bench.
+const costWeightsHelp = "how the cost model prices work beyond MACs: default (fitted on README's benchmark machine), macs (MACs only), or name=value pairs over original, fused, flash, linear, pass, exp, layer changing the defaults (bench --fit prints them for this machine)"
 
 func (c *costFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&c.on, "cost", false, "print the cost model: MACs of projections, attention core and FFN per layer and in total for original / Performer / Linformer, largest intermediate, crossover")
-	fs.StringVar(&c.seqLen, "seq-len", "512,1024,2048,4096,8192,16384", "with --cost: comma-separated sequence lengths (K = 1024, e.g. 4K)")
+	fs.StringVar(&c.seqLen, "lengths", "512,1024,2048,4096,8192,16384", "with --cost: comma-separated sequence lengths (K = 1024, e.g. 4K)")
 	fs.IntVar(&c.features, "features", 256, "with --cost: Performer random features M")
-	fs.IntVar(&c.k, "k", 256, "with --cost: Linformer projected length k")
+	fs.IntVar(&c.k, "k", 256, "with --cost: Linformer projected length k (256 = --features, so that the Performer and Linformer cores cost the same; convert linformer's default is 128)")
 	fs.IntVar(&c.block, "block", 64, "with --cost: local+pooled block length b")
 	fs.IntVar(&c.segments, "segments", 64, "with --cost: local+pooled segments k")
 	fs.IntVar(&c.landmarks, "landmarks", convert.DefaultLaraLandmarks, "with --cost: LARA landmarks C (one sample each)")
-	fs.IntVar(&c.sinks, "sinks", 2, "with --cost: local+pooled sink tokens (0..2)")
+	fs.StringVar(&c.sinks, "sinks", "first,last", "with --cost: local+pooled sink tokens: first,last, first, last or none")
+	fs.StringVar(&c.weights, "cost-weights", "default", "with --cost: "+costWeightsHelp)
 }
 
 // costReport is the cost section of inspect's report.
@@ -59,21 +65,32 @@ func buildCost(m *onnxpb.ModelProto, f costFlags) (*costReport, error) {
 	if !f.on {
 		return nil, nil
 	}
-	lengths, err := ints("seq-len", f.seqLen, cliutil.IntList{Min: 1})
+	lengths, err := ints("lengths", f.seqLen, cliutil.IntList{Min: 1})
 	if err != nil {
 		return nil, err
 	}
 	if f.features <= 0 || f.k <= 0 || f.block <= 0 || f.segments <= 0 || f.landmarks <= 0 {
 		return nil, usageError("--features, --k, --block, --segments and --landmarks must be positive")
 	}
-	if f.sinks < 0 || f.sinks > 2 {
-		return nil, usageError("--sinks %d: want 0, 1 or 2", f.sinks)
+	first, last, err := ops.ParseSinks(f.sinks)
+	if err != nil {
+		return nil, usageError("--sinks %q: want first,last, first, last or none", f.sinks)
+	}
+	sinks := 0
+	for _, s := range []bool{first, last} {
+		if s {
+			sinks++
+		}
 	}
 	dims, notes, err := convert.ModelDims(m)
 	if err != nil {
 		return nil, badInput(err)
 	}
-	cm := convert.CostModel{Dims: dims, Features: f.features, K: f.k, Block: f.block, Segments: f.segments, Sinks: f.sinks, Landmarks: f.landmarks, Samples: 1}
+	weights, err := convert.ParseWeights(f.weights)
+	if err != nil {
+		return nil, usageError("--cost-weights: %v", err)
+	}
+	cm := convert.CostModel{Dims: dims, Features: f.features, K: f.k, Block: f.block, Segments: f.segments, Sinks: sinks, Landmarks: f.landmarks, Samples: 1, Weights: weights}
 	if err := cm.Validate(); err != nil {
 		return nil, badInput(err)
 	}

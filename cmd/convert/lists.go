@@ -34,6 +34,9 @@ func (f namedString[T]) String() string {
 
 func (f namedString[T]) Set(s string) error { *f.p = T(s); return nil }
 
+// stringValued marks the flag as holding a string (see printFlags).
+func (namedString[T]) stringValued() {}
+
 // typedVar defines a string flag stored in a field of a named string type.
 func typedVar[T ~string](fs *flag.FlagSet, p *T, name string, value T, usage string) {
 	*p = value

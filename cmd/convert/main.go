@@ -3,8 +3,23 @@
 // its own file (cmd_*.go) and registers itself; the work is done by the
 // library packages (convert, runtime, ops, models).
 //
-// Exit codes: 0 success, 1 usage error, 2 bad input (unreadable or invalid
-// model, input file or flag value), 3 runtime failure.
+// Exit codes, by the class of the error:
+//
+//	0 success (and -h/--help);
+//	1 usage: the command line is wrong whatever the files it names hold —
+//	  an unknown flag, a missing or extra argument, a flag value that is
+//	  malformed, out of range or not one of its choices, flags that cannot
+//	  be combined, -o naming the input without --overwrite;
+//	2 bad input: a file the command line names is missing, unreadable or
+//	  invalid (model, input or text file, tokenizer, -o's folder), or the
+//	  model does not fit the flags (nothing to convert, a --layers index
+//	  past its blocks, an input it does not have);
+//	3 runtime failure: a backend failed, backends or ops disagree beyond
+//	  --tolerance.
+//
+// Commands classify library errors with errors.Is/As on the libraries'
+// sentinels (convert.ErrInvalidOption, convert.ErrNothingConverted,
+// runtime.ErrFeedValue, ...), never by their text.
 package main
 
 import (
@@ -13,6 +28,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"reflect"
+	"regexp"
 	"sort"
 	"strings"
 	"time"
@@ -57,6 +74,27 @@ func (e *exitError) Unwrap() error { return e.err }
 func usageError(format string, a ...any) error {
 	return &exitError{exitUsage, fmt.Errorf(format, a...)}
 }
+
+// optionError gives an error of the convert package its exit code: an
+// option error (convert.ErrInvalidOption) is a usage error, worded with
+// the flag that set the field (flagOf maps convert.OptionError.Field to
+// a flag name; a field it lacks is named as the library names it); any
+// other error is bad input (the model does not fit the flags, or
+// nothing converted).
+func optionError(err error, flagOf map[string]string) error {
+	if err == nil {
+		return nil
+	}
+	var oe *convert.OptionError
+	if !errors.As(err, &oe) {
+		return badInput(err)
+	}
+	if name := flagOf[oe.Field]; name != "" {
+		return usageError("--%s %s", name, oe.Msg)
+	}
+	return &exitError{exitUsage, err}
+}
+
 func badInput(err error) error {
 	if err == nil {
 		return nil
@@ -77,7 +115,7 @@ func runtimeFailure(err error) error {
 func parseFlags(fs *flag.FlagSet, args []string, stdout io.Writer) ([]string, error) {
 	fs.SetOutput(io.Discard)
 	if fs.Lookup("ort-lib") == nil {
-		fs.Func("ort-lib", "path of the onnxruntime shared library (default: $"+runtime.LibraryEnv+", beside the executable, the repository's .tools/lib, system library folders)", func(p string) error {
+		fs.Func("ort-lib", "`PATH` of the onnxruntime shared library (default: $"+runtime.LibraryEnv+", beside the executable, the repository's .tools/lib, system library folders)", func(p string) error {
 			runtime.SetLibraryPath(p)
 			return nil
 		})
@@ -90,9 +128,15 @@ func parseFlags(fs *flag.FlagSet, args []string, stdout io.Writer) ([]string, er
 		if err := fs.Parse(args); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
 				commandUsage(stdout, commands[fs.Name()], fs)
+				if helpShown != nil {
+					helpShown(fs)
+				}
 				return nil, err
 			}
-			return nil, usageError("%v", err)
+			return nil, usageError("%s", flagNameInError.ReplaceAllStringFunc(err.Error(), func(m string) string {
+				i := strings.LastIndex(m, " -")
+				return m[:i+1] + flagSpelling(m[i+2:])
+			}))
 		}
 		args = fs.Args()
 		if len(args) == 0 {
@@ -105,6 +149,16 @@ func parseFlags(fs *flag.FlagSet, args []string, stdout io.Writer) ([]string, er
 		args = args[1:]
 	}
 }
+
+// flagNameInError finds the flag in the flag package's parse errors
+// ("invalid value "x" for flag -name: ...", "invalid boolean value "x"
+// for -name: ...", "flag provided but not defined: -name", "flag needs an
+// argument: -name"), which parseFlags spells as the usage texts do.
+var flagNameInError = regexp.MustCompile(`(for flag|for|not defined:|an argument:) -[^\s:=]+`)
+
+// helpShown, when set (by tests), sees the flag set of every command
+// whose --help is printed.
+var helpShown func(*flag.FlagSet)
 
 // multiFlag collects a repeated string flag.
 type multiFlag []string
@@ -124,16 +178,66 @@ func mainUsage(w io.Writer) {
 		fmt.Fprintf(w, "  %-18s %s\n", n, commands[n].summary)
 	}
 	fmt.Fprintln(w, "\nRun 'convert COMMAND -h' for a command's flags.")
-	fmt.Fprintln(w, "Exit codes: 0 ok, 1 usage, 2 bad input, 3 runtime failure.")
+	fmt.Fprintln(w, exitCodesHelp)
 }
 
+// exitCodesHelp ends every usage text (see the package comment).
+const exitCodesHelp = "Exit codes: 0 ok, 1 usage (unknown flag, bad flag value or argument), 2 bad input (a file, or a model the flags do not fit), 3 runtime failure."
+
+// shortFlags are the flags written with one dash: -o (output) and -q
+// (quiet), as in most tools; every other flag is written --NAME.
+var shortFlags = map[string]bool{"o": true, "q": true}
+
+// flagSpelling is how usage texts write the flag name.
+func flagSpelling(name string) string {
+	if shortFlags[name] {
+		return "-" + name
+	}
+	return "--" + name
+}
+
+// commandUsage prints a command's usage: the synopsis (positional
+// arguments and required flags, then "[flags]"), the summary, and every
+// flag with its value name (the `backquoted` word of its help, else its
+// type), help and default.
 func commandUsage(w io.Writer, c *command, fs *flag.FlagSet) {
 	fmt.Fprintf(w, "usage: convert %s %s\n\n%s\n", c.name, c.usage, c.summary)
 	if fs != nil {
 		fmt.Fprintln(w, "\nflags:")
-		fs.SetOutput(w)
-		fs.PrintDefaults()
+		printFlags(w, fs)
 	}
+	fmt.Fprintf(w, "\n%s\n", exitCodesHelp)
+}
+
+// printFlags is flag.PrintDefaults with flags spelled as the usage texts
+// spell them (flagSpelling).
+func printFlags(w io.Writer, fs *flag.FlagSet) {
+	fs.VisitAll(func(f *flag.Flag) {
+		name, usage := flag.UnquoteUsage(f)
+		line := "  " + flagSpelling(f.Name)
+		if name != "" {
+			line += " " + name
+		}
+		fmt.Fprintf(w, "%s\n    \t%s", line, strings.ReplaceAll(usage, "\n", "\n    \t"))
+		switch def := f.DefValue; {
+		case def == "" || def == "0" || def == "false":
+		case stringValued(f.Value):
+			fmt.Fprintf(w, " (default %q)", def)
+		default:
+			fmt.Fprintf(w, " (default %s)", def)
+		}
+		fmt.Fprintln(w)
+	})
+}
+
+// stringValued reports whether a flag holds a string (its default is
+// shown quoted): a flag.String, or a typedVar.
+func stringValued(v flag.Value) bool {
+	if _, ok := v.(interface{ stringValued() }); ok {
+		return true
+	}
+	rv := reflect.ValueOf(v)
+	return rv.Kind() == reflect.Pointer && rv.Elem().Kind() == reflect.String
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
@@ -171,14 +275,16 @@ func run(args []string, stdout, stderr io.Writer) int {
 	// Library errors carry their package prefix; after "convert NAME:" a
 	// second "convert:" only stutters.
 	fmt.Fprintf(stderr, "convert %s: %s\n", c.name, strings.TrimPrefix(err.Error(), "convert: "))
-	if errors.Is(err, convert.ErrNothingConverted) {
+	var ee *exitError
+	switch {
+	case errors.Is(err, convert.ErrNothingConverted):
 		// A rewrite that converted nothing wrote nothing: the model is
 		// not one the command can convert (the message says why).
 		return exitBadInput
-	}
-	var ee *exitError
-	if errors.As(err, &ee) {
+	case errors.As(err, &ee):
 		return ee.code
+	case errors.Is(err, convert.ErrInvalidOption):
+		return exitUsage
 	}
 	return exitRuntime
 }

@@ -334,7 +334,7 @@ func TestOutputSafety(t *testing.T) {
 		{"performer", []string{"performer", model, "--features", "8"}},
 		{"linformer", []string{"linformer", model, "--k", "4", "--max-len", "16"}},
 		{"extend-positions", []string{"extend-positions", model, "--max-positions", "32"}},
-		{"build-model", []string{"build-model", "--hidden", "16", "--heads", "2", "--layers", "1", "--intermediate", "32", "--vocab", "30", "--max-positions", "16"}},
+		{"build-model", []string{"build-model", "--hidden", "16", "--heads", "2", "--num-layers", "1", "--intermediate", "32", "--vocab-size", "30", "--max-positions", "16"}},
 	}
 	for _, w := range writers {
 		t.Run(w.name, func(t *testing.T) {
@@ -423,14 +423,14 @@ func TestOutputSafety(t *testing.T) {
 		if err != nil {
 			t.Fatalf("replaced model does not load: %v", err)
 		}
-		if onnx.OpHistogram(m)["ai.linearize:PerformerAttention"] == 0 && !strings.Contains(fmt.Sprint(onnx.OpHistogram(m)), "PerformerAttention") {
-			t.Errorf("replaced model has no PerformerAttention: %v", onnx.OpHistogram(m))
+		if h := onnx.Summarize(m).Ops; h["ai.linearize"]["PerformerAttention"] == 0 && !strings.Contains(fmt.Sprint(h), "PerformerAttention") {
+			t.Errorf("replaced model has no PerformerAttention: %v", h)
 		}
 	})
 
-	t.Run("bench --json/--plot onto the model", func(t *testing.T) {
+	t.Run("bench --json-out/--plot onto the model", func(t *testing.T) {
 		before := stateOf(t, model)
-		for _, flagName := range []string{"--json", "--plot"} {
+		for _, flagName := range []string{"--json-out", "--plot"} {
 			code, _, stderr := safeRun(t, "bench", model, flagName, model)
 			if code != exitUsage || !strings.Contains(stderr, "input model") {
 				t.Errorf("bench %s MODEL: exit %d, stderr %q; want exit %d naming the input model", flagName, code, stderr, exitUsage)

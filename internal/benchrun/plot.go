@@ -15,7 +15,7 @@ import (
 	"gonum.org/v1/plot/vg/vgimg"
 
 	"github.com/linearize/linearize/convert"
-	"github.com/linearize/linearize/onnx"
+	"github.com/linearize/linearize/internal/fsutil"
 )
 
 var variantColors = map[convert.Form]color.Color{
@@ -37,13 +37,13 @@ var baselineColors = []color.Color{
 // Plot writes a PNG with two log-log panels, median time and peak RSS
 // against sequence length, one line per variant and a dashed one per
 // baseline (successful runs only).
-func Plot(r *convert.BenchResult, path string) error {
+func Plot(r *Result, path string) error {
 	panels := []struct {
 		title, ylabel string
-		value         func(convert.BenchRun) float64
+		value         func(Measurement) float64
 	}{
-		{"median time", "ms", func(b convert.BenchRun) float64 { return b.MedianMS }},
-		{"peak memory (RSS)", "MiB", func(b convert.BenchRun) float64 { return b.PeakRSSMB }},
+		{"median time", "ms", func(b Measurement) float64 { return b.MedianMS }},
+		{"peak memory (RSS)", "MiB", func(b Measurement) float64 { return b.PeakRSSMB }},
 	}
 	var plots []*plot.Plot
 	for _, pn := range panels {
@@ -103,7 +103,7 @@ func Plot(r *convert.BenchResult, path string) error {
 	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(&buf); err != nil {
 		return fmt.Errorf("benchrun: plot: %w", err)
 	}
-	return onnx.WriteFileAtomic(path, buf.Bytes())
+	return fsutil.WriteFileAtomic(path, buf.Bytes())
 }
 
 // geomTicks labels about six geometrically spaced values, rounded to two
@@ -147,7 +147,7 @@ func (geomTicks) Ticks(min, max float64) []plot.Tick {
 }
 
 // legendName names a variant and the lengths where it did not run.
-func legendName(r *convert.BenchResult, f convert.Form) string {
+func legendName(r *Result, f convert.Form) string {
 	var missed []string
 	for _, run := range r.Runs {
 		if run.Variant == f && run.Status != "ok" {

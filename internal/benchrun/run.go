@@ -1,8 +1,3 @@
-// Package benchrun runs the long-input benchmark of `convert bench`: it
-// prepares the model variants, runs every (variant, length) in its own
-// child process (a re-exec of the running binary) so that peak memory is
-// clean, interleaves the variants round by round, and collects median
-// times, peak RSS and the cost model's predictions.
 package benchrun
 
 import (
@@ -26,6 +21,7 @@ import (
 	"time"
 
 	"github.com/linearize/linearize/convert"
+	"github.com/linearize/linearize/internal/progress"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
 	"github.com/linearize/linearize/runtime"
@@ -212,13 +208,14 @@ func MemAvailable() (int64, error) {
 type Options struct {
 	ModelPath string             // for the report
 	Model     *onnxpb.ModelProto // the original model
-	Bench     convert.BenchOptions
+	Bench     VariantOptions
 	Threads   int // intra-op threads per child (default 2)
 	Repeat    int // timed runs per (variant, length), one per round (default 3)
 	// Command is the argv that starts a child (ChildEnv set in its
 	// environment); default: this executable with no arguments.
 	Command []string
-	// Progress receives one line per step; nil discards.
+	// Progress receives the notes of the preparation and one line per
+	// child run (internal/progress: run i/N, elapsed, ETA); nil discards.
 	Progress io.Writer
 	// TempDir holds the variant models; default a new folder in os.TempDir,
 	// removed afterwards.
@@ -229,15 +226,18 @@ type Options struct {
 	MemAvailable func() (int64, error)
 	MemFraction  float64       // default 0.8
 	Timeout      time.Duration // per child; default 20 minutes
-	// PassWeight prices the attention cores' elementwise passes in the
-	// predictions (convert.CostModel.PassWeight; 0: MACs only).
-	PassWeight float64
+	// Weights price the work in the predictions (convert.CostModel.Weights;
+	// the zero value: MACs only).
+	Weights convert.Weights
+	// Fit asks for the cost model's weights fitted to the run's time
+	// ratios (Result.Fit).
+	Fit bool
 
 	env []string // extra child environment
 }
 
 // Run benchmarks the variants of o.Model at every length.
-func Run(o Options) (*convert.BenchResult, error) {
+func Run(o Options) (*Result, error) {
 	if o.Model == nil {
 		return nil, errors.New("benchrun: no model")
 	}
@@ -263,9 +263,9 @@ func Run(o Options) (*convert.BenchResult, error) {
 		}
 		o.Command = []string{exe}
 	}
-	progress := o.Progress
-	if progress == nil {
-		progress = io.Discard
+	logw := o.Progress // notes; the runs are steps of a progress.Reporter
+	if logw == nil {
+		logw = io.Discard
 	}
 	// Fail once, clearly, rather than in every child; and hand the
 	// children the library this process found, whatever their folder.
@@ -275,29 +275,14 @@ func Run(o Options) (*convert.BenchResult, error) {
 	if lib, err := runtime.LibraryPath(); err == nil {
 		o.env = append(o.env, runtime.LibraryEnv+"="+lib)
 	}
-	bo := o.Bench
-	if len(bo.Variants) == 0 {
-		bo.Variants = []convert.Form{convert.Original, convert.Performer, convert.Linformer, convert.LocalPooled}
-	}
-	if bo.Block == 0 {
-		bo.Block = 64
-	}
-	if bo.Segments == 0 {
-		bo.Segments = 64
-	}
-	if bo.Features == 0 {
-		bo.Features = 256
-	}
-	if bo.K == 0 {
-		bo.K = 256
-	}
+	bo := o.Bench.withDefaults()
 	lengths := append([]int(nil), bo.Lengths...)
 	sort.Ints(lengths)
 	bo.Lengths = lengths
 
 	// Check the baselines before the slow conversions; only their kinds
 	// are kept (the children load them from their files).
-	baselines, _, err := convert.LoadBaselines(o.Model, bo.Baselines)
+	baselines, _, err := LoadBaselines(o.Model, bo.Baselines)
 	if err != nil {
 		return nil, err
 	}
@@ -305,18 +290,15 @@ func Run(o Options) (*convert.BenchResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	cm := convert.CostModel{Dims: dims, Features: bo.Features, K: bo.K, Block: bo.Block, Segments: bo.Segments, Sinks: 2, PassWeight: o.PassWeight}
+	cm := convert.CostModel{Dims: dims, Features: bo.Features, K: bo.K, Block: bo.Block, Segments: bo.Segments, Sinks: 2, Weights: o.Weights}
 	if slices.Contains(bo.Variants, convert.Lara) {
 		cm.Landmarks, cm.Samples = bo.Landmarks, 1
-		if cm.Landmarks == 0 {
-			cm.Landmarks = convert.DefaultLaraLandmarks
-		}
 	}
 	if err := cm.Validate(); err != nil {
 		return nil, err
 	}
-	fmt.Fprintf(progress, "bench: %d layers, hidden %d, %d heads, FFN %d; preparing %d variants\n", dims.Layers, dims.Hidden, dims.Heads, dims.FFN, len(bo.Variants))
-	variants, vnotes, err := convert.BenchVariants(o.Model, bo)
+	fmt.Fprintf(logw, "bench: %d layers, hidden %d, %d heads, FFN %d; preparing %d variants\n", dims.Layers, dims.Hidden, dims.Heads, dims.FFN, len(bo.Variants))
+	variants, vnotes, err := Variants(o.Model, bo)
 	if err != nil {
 		return nil, err
 	}
@@ -332,7 +314,7 @@ func Run(o Options) (*convert.BenchResult, error) {
 	}
 	notes = append(notes, vnotes...)
 	for _, n := range vnotes {
-		fmt.Fprintf(progress, "bench: %s\n", n)
+		fmt.Fprintf(logw, "bench: %s\n", n)
 	}
 	dir := o.TempDir
 	if dir == "" {
@@ -374,8 +356,8 @@ func Run(o Options) (*convert.BenchResult, error) {
 		return cm.PeakBytes(kind[f], n)
 	}
 
-	res := &convert.BenchResult{Model: o.ModelPath, Threads: o.Threads, Features: bo.Features, K: bo.K, Repeat: o.Repeat,
-		Dims: dims, Notes: notes, Crossover: map[convert.Form]int{}, Baselines: baselines, PassWeight: o.PassWeight}
+	res := &Result{Model: o.ModelPath, Threads: o.Threads, Features: bo.Features, K: bo.K, Repeat: o.Repeat,
+		Dims: dims, Notes: notes, Crossover: map[convert.Form]int{}, Baselines: baselines, Weights: o.Weights}
 	for _, f := range bo.Variants {
 		res.Crossover[f] = cm.Crossover(f)
 	}
@@ -393,11 +375,12 @@ func Run(o Options) (*convert.BenchResult, error) {
 			}
 		}
 	}
+	steps := progress.New(o.Progress, "bench: run", len(lengths)*o.Repeat*len(all))
 	for _, n := range lengths {
-		runs := map[convert.Form]*convert.BenchRun{}
+		runs := map[convert.Form]*Measurement{}
 		var order []convert.Form
 		for _, f := range all {
-			r := &convert.BenchRun{Variant: f, Length: n, Status: "ok", PredictedPeakMB: float64(peakOf(f, n)) / (1 << 20)}
+			r := &Measurement{Variant: f, Length: n, Status: "ok", PredictedPeakMB: float64(peakOf(f, n)) / (1 << 20)}
 			if kind[f] != "" {
 				r.PredictedSpeedup = cm.Speedup(kind[f], n)
 			}
@@ -407,9 +390,9 @@ func Run(o Options) (*convert.BenchResult, error) {
 					continue
 				}
 				if r.Versus == nil {
-					r.Versus = map[string]convert.BenchRatio{}
+					r.Versus = map[string]Ratio{}
 				}
-				r.Versus[b.Name] = convert.BenchRatio{PredictedSpeedup: cm.SpeedupOver(b.Kind, kind[f], n)}
+				r.Versus[b.Name] = Ratio{PredictedSpeedup: cm.SpeedupOver(b.Kind, kind[f], n)}
 			}
 			runs[f] = r
 			order = append(order, f)
@@ -427,22 +410,23 @@ func Run(o Options) (*convert.BenchResult, error) {
 				if err == nil && float64(peakOf(f, n)) > o.MemFraction*float64(avail) {
 					r.Status = "skipped"
 					r.Reason = fmt.Sprintf("predicted peak %s exceeds %.0f%% of available memory %s", gib(peakOf(f, n)), 100*o.MemFraction, gib(avail))
-					fmt.Fprintf(progress, "bench: %-9s n=%-6d skipped: %s\n", f, n, r.Reason)
+					steps.Step("%-9s n=%-6d skipped: %s", f, n, r.Reason)
+					steps.Drop(o.Repeat - round - 1)
 					continue
 				}
-				fmt.Fprintf(progress, "bench: %-9s n=%-6d round %d/%d ...", f, n, round+1, o.Repeat)
 				cr, rss, err := o.child(ChildSpec{Model: paths[f], Length: n, Threads: o.Threads, Runs: 1, Warmup: 2})
 				if err != nil {
 					r.Status = "failed"
 					r.Reason = err.Error()
-					fmt.Fprintf(progress, " failed: %v\n", err)
+					steps.Step("%-9s n=%-6d round %d/%d failed: %v", f, n, round+1, o.Repeat, err)
+					steps.Drop(o.Repeat - round - 1)
 					continue
 				}
 				r.TimesMS = append(r.TimesMS, cr.TimesMS...)
 				r.CPUTimesMS = append(r.CPUTimesMS, cr.CPUTimesMS...)
 				r.PeakRSSMB = max(r.PeakRSSMB, float64(rss)/1024)
 				r.LoadPeakRSSMB = max(r.LoadPeakRSSMB, float64(cr.LoadPeakKB)/1024)
-				fmt.Fprintf(progress, " %.1f ms (cpu %.1f ms), peak %.0f MiB\n", cr.TimesMS[0], cr.CPUTimesMS[0], float64(rss)/1024)
+				steps.Step("%-9s n=%-6d round %d/%d: %.1f ms (cpu %.1f ms), peak %.0f MiB", f, n, round+1, o.Repeat, cr.TimesMS[0], cr.CPUTimesMS[0], float64(rss)/1024)
 			}
 		}
 		for _, f := range all {
@@ -455,6 +439,14 @@ func Run(o Options) (*convert.BenchResult, error) {
 		}
 	}
 	res.Summarize()
+	if o.Fit {
+		fit, err := FitWeights(cm, res)
+		if err != nil {
+			fmt.Fprintf(logw, "bench: no fit: %v\n", err)
+		} else {
+			res.Fit = fit
+		}
+	}
 	return res, nil
 }
 
@@ -533,11 +525,13 @@ func gib(b int64) string {
 }
 
 // WriteTable prints the result as a text table.
-func WriteTable(w io.Writer, r *convert.BenchResult) {
+func WriteTable(w io.Writer, r *Result) {
 	fmt.Fprintf(w, "model %s: %d layers, hidden %d, %d heads, FFN %d; threads %d, M = %d, k = %d, %d runs each (median)",
 		r.Model, r.Dims.Layers, r.Dims.Hidden, r.Dims.Heads, r.Dims.FFN, r.Threads, r.Features, r.K, r.Repeat)
-	if r.PassWeight > 0 {
-		fmt.Fprintf(w, "; predicted = MACs + elementwise passes at %g MACs per element", r.PassWeight)
+	if r.Weights != (convert.Weights{}) {
+		fmt.Fprintf(w, "; predicted with cost weights %v", r.Weights)
+	} else {
+		fmt.Fprint(w, "; predicted from MACs only")
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintf(w, "%-7s %-12s %-8s %10s %10s %9s %9s %10s %9s %9s %9s\n", "length", "variant", "status", "median ms", "cpu ms", "peak MiB", "speedup", "predicted", "meas/pred", "cpu spdup", "mem ratio")
@@ -575,7 +569,7 @@ func WriteTable(w io.Writer, r *convert.BenchResult) {
 		case -1:
 			ms = "unknown (original did not run)"
 		}
-		fmt.Fprintf(w, "%s crossover: predicted n = %d, measured n = %s (first measured length from which it stays faster)\n", f, r.Crossover[convert.Form(f)], ms)
+		fmt.Fprintf(w, "%s crossover: predicted n = %d, measured n = %s%s\n", f, r.Crossover[convert.Form(f)], ms, crossoverError(r.Crossover[convert.Form(f)], mc))
 	}
 	for _, run := range r.Runs {
 		if run.Variant == convert.Original && run.Status == "skipped" {
@@ -587,7 +581,7 @@ func WriteTable(w io.Writer, r *convert.BenchResult) {
 
 // writeVersus prints, for each baseline, every other run's ratios against
 // it and the crossovers.
-func writeVersus(w io.Writer, r *convert.BenchResult) {
+func writeVersus(w io.Writer, r *Result) {
 	for _, b := range r.Baselines {
 		kind := "unknown kind, nothing predicted"
 		if b.Kind != "" {
@@ -638,7 +632,11 @@ func writeVersus(w io.Writer, r *convert.BenchResult) {
 			case -1:
 				ms = "unknown (" + b.Name + " did not run)"
 			}
-			fmt.Fprintf(w, "%s crossover versus %s: predicted n = %s, measured n = %s\n", f, b.Name, pred, ms)
+			c, ok := r.CrossoverVersus[b.Name][convert.Form(f)]
+			if !ok {
+				c = -1
+			}
+			fmt.Fprintf(w, "%s crossover versus %s: predicted n = %s, measured n = %s%s\n", f, b.Name, pred, ms, crossoverError(c, measured[convert.Form(f)]))
 		}
 		for _, run := range r.Runs {
 			if run.Variant == convert.Form(b.Name) && run.Status != "ok" {
@@ -646,11 +644,45 @@ func writeVersus(w io.Writer, r *convert.BenchResult) {
 			}
 		}
 	}
-	if len(r.Baselines) > 0 {
-		if r.PassWeight > 0 {
-			fmt.Fprintf(w, "predictions count the attention cores' elementwise passes at %g MACs per element\n", r.PassWeight)
-		} else {
-			fmt.Fprintln(w, "predictions count MACs only (pass weight 0), so the fused and flash baselines are predicted as the original")
+	if len(r.Baselines) > 0 && r.Weights == (convert.Weights{}) {
+		fmt.Fprintln(w, "predictions count MACs only, so the fused and flash baselines are predicted as the original")
+	}
+	writeFit(w, r)
+}
+
+// crossoverError is ", predicted/measured 1.23" for a predicted and a
+// measured crossover that are both lengths, else "".
+func crossoverError(pred, meas int) string {
+	if pred <= 0 || meas <= 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (predicted/measured %.2f)", float64(pred)/float64(meas))
+}
+
+// writeFit prints the weights fitted to the run and the crossovers they
+// predict beside the measured ones.
+func writeFit(w io.Writer, r *Result) {
+	if r.Fit == nil {
+		return
+	}
+	f := r.Fit
+	fmt.Fprintf(w, "\ncost weights fitted to this run (%d time ratios, RMS error %.1f%%, largest %.1f%%): %v\n", f.Pairs, 100*f.RMS, 100*f.Max, f.Weights)
+	fmt.Fprintln(w, "(use them with --cost-weights on inspect --cost and bench)")
+	line := func(base string, pred, meas map[convert.Form]int) {
+		var forms []string
+		for form := range pred {
+			forms = append(forms, string(form))
+		}
+		sort.Strings(forms)
+		for _, form := range forms {
+			p, m := pred[convert.Form(form)], meas[convert.Form(form)]
+			fmt.Fprintf(w, "%s crossover versus %s with the fitted weights: predicted n = %d, measured n = %d%s\n", form, base, p, m, crossoverError(p, m))
+		}
+	}
+	line("original", f.Crossover, r.MeasuredCrossover)
+	for _, b := range r.Baselines {
+		if pred, ok := f.CrossoverVersus[b.Name]; ok {
+			line(b.Name, pred, r.MeasuredCrossoverVersus[b.Name])
 		}
 	}
 }

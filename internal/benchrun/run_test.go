@@ -56,7 +56,7 @@ func TestRunTinyModel(t *testing.T) {
 	res, err := Run(Options{
 		ModelPath:    path,
 		Model:        m,
-		Bench:        convert.BenchOptions{Lengths: []int{192, 64}, Features: 32, K: 32, Block: 16, Segments: 16},
+		Bench:        VariantOptions{Lengths: []int{192, 64}, Features: 32, K: 32, Block: 16, Segments: 16},
 		Threads:      1,
 		Repeat:       2,
 		Command:      []string{os.Args[0], "-test.run=^$"},
@@ -135,7 +135,7 @@ func TestChildFailureIsReported(t *testing.T) {
 }
 
 func TestSummarizeCrossover(t *testing.T) {
-	r := &convert.BenchResult{Runs: []convert.BenchRun{
+	r := &Result{Runs: []Measurement{
 		{Variant: convert.Original, Length: 512, Status: "ok", MedianMS: 10, PeakRSSMB: 100},
 		{Variant: convert.Performer, Length: 512, Status: "ok", MedianMS: 12, PeakRSSMB: 90},
 		{Variant: convert.Original, Length: 1024, Status: "ok", MedianMS: 30, PeakRSSMB: 300},
@@ -155,8 +155,10 @@ func TestSummarizeCrossover(t *testing.T) {
 	if r.Runs[5].Speedup != 0 {
 		t.Error("speedup set where the original did not run")
 	}
-	if r.MeasuredCrossover[convert.Performer] != 1024 {
-		t.Errorf("performer crossover %d, want 1024", r.MeasuredCrossover[convert.Performer])
+	// Speedup 10/12 at 512 and 30/20 at 1024: log speedup linear in log n
+	// crosses 0 at 512·2^t, t = ln(1.2) / (ln(1.5) + ln(1.2)), n ≈ 634.8.
+	if r.MeasuredCrossover[convert.Performer] != 635 {
+		t.Errorf("performer crossover %d, want 635", r.MeasuredCrossover[convert.Performer])
 	}
 	// Faster at 512 but slower at 1024: no crossover within the lengths.
 	if r.MeasuredCrossover[convert.Linformer] != 0 {
@@ -177,13 +179,13 @@ func TestRunWithBaseline(t *testing.T) {
 	res, err := Run(Options{
 		ModelPath: path,
 		Model:     m,
-		Bench: convert.BenchOptions{Variants: []convert.Form{convert.Original, convert.Performer}, Lengths: []int{32}, Features: 16, K: 16,
-			Baselines: []convert.Baseline{{Name: "flash", Path: path}}},
-		Threads:    1,
-		Repeat:     1,
-		PassWeight: 4,
-		Command:    []string{os.Args[0], "-test.run=^$"},
-		Progress:   &progress,
+		Bench: VariantOptions{Variants: []convert.Form{convert.Original, convert.Performer}, Lengths: []int{32}, Features: 16, K: 16,
+			Baselines: []Baseline{{Name: "flash", Path: path}}},
+		Threads:  1,
+		Repeat:   1,
+		Weights:  convert.Weights{Pass: 4},
+		Command:  []string{os.Args[0], "-test.run=^$"},
+		Progress: &progress,
 	})
 	if err != nil {
 		t.Fatalf("%v\nprogress:\n%s", err, progress.String())
@@ -191,7 +193,7 @@ func TestRunWithBaseline(t *testing.T) {
 	if len(res.Runs) != 3 || len(res.Baselines) != 1 || res.Baselines[0].Kind != convert.Original {
 		t.Fatalf("runs %+v, baselines %+v", res.Runs, res.Baselines)
 	}
-	var self, perf *convert.BenchRun
+	var self, perf *Measurement
 	for i := range res.Runs {
 		switch res.Runs[i].Variant {
 		case "flash":
@@ -224,7 +226,7 @@ func TestRunWithBaseline(t *testing.T) {
 	}
 	var table strings.Builder
 	WriteTable(&table, res)
-	for _, want := range []string{"versus baseline flash", "performer crossover versus flash", "4 MACs per element"} {
+	for _, want := range []string{"versus baseline flash", "performer crossover versus flash", "cost weights original=1,fused=1,flash=1,linear=1,pass=4,exp=0,fused-token=0,flash-token=0,layer=0"} {
 		if !strings.Contains(table.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, table.String())
 		}
@@ -234,8 +236,8 @@ func TestRunWithBaseline(t *testing.T) {
 	}
 	// A bad baseline stops the run before anything is converted.
 	_, err = Run(Options{ModelPath: path, Model: m, Command: []string{os.Args[0], "-test.run=^$"},
-		Bench: convert.BenchOptions{Lengths: []int{32}, Baselines: []convert.Baseline{{Name: "gone", Path: filepath.Join(t.TempDir(), "gone.onnx")}}}})
-	if !errors.Is(err, convert.ErrBadBaseline) || !strings.Contains(err.Error(), "baseline gone") {
+		Bench: VariantOptions{Lengths: []int{32}, Baselines: []Baseline{{Name: "gone", Path: filepath.Join(t.TempDir(), "gone.onnx")}}}})
+	if !errors.Is(err, ErrBadBaseline) || !strings.Contains(err.Error(), "baseline gone") {
 		t.Errorf("missing baseline: %v", err)
 	}
 }
@@ -282,9 +284,9 @@ func TestRunFlashBaseline(t *testing.T) {
 		t.Fatal(err)
 	}
 	flash := flashModel(t, t.TempDir())
-	res, err := Run(Options{ModelPath: path, Model: m, Threads: 1, Repeat: 1, PassWeight: 4,
-		Bench: convert.BenchOptions{Variants: []convert.Form{convert.Linformer}, Lengths: []int{32}, K: 16,
-			Baselines: []convert.Baseline{{Name: "flash", Path: flash}}},
+	res, err := Run(Options{ModelPath: path, Model: m, Threads: 1, Repeat: 1, Weights: convert.Weights{Pass: 4},
+		Bench: VariantOptions{Variants: []convert.Form{convert.Linformer}, Lengths: []int{32}, K: 16,
+			Baselines: []Baseline{{Name: "flash", Path: flash}}},
 		Command: []string{os.Args[0], "-test.run=^$"}})
 	if err != nil {
 		t.Fatal(err)
@@ -292,7 +294,7 @@ func TestRunFlashBaseline(t *testing.T) {
 	if len(res.Baselines) != 1 || res.Baselines[0].Kind != convert.Flash || len(res.Runs) != 2 {
 		t.Fatalf("baselines %+v, runs %+v", res.Baselines, res.Runs)
 	}
-	cm := convert.CostModel{Dims: res.Dims, Features: 256, K: 16, Block: 64, Segments: 64, Sinks: 2, PassWeight: 4}
+	cm := convert.CostModel{Dims: res.Dims, Features: 256, K: 16, Block: 64, Segments: 64, Sinks: 2, Weights: convert.Weights{Pass: 4}}
 	for _, r := range res.Runs {
 		switch r.Variant {
 		case "flash":

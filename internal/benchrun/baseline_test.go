@@ -1,7 +1,8 @@
-package convert_test
+package benchrun
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,27 +12,28 @@ import (
 	"github.com/linearize/linearize/models"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
+	"github.com/linearize/linearize/ops"
 	"google.golang.org/protobuf/proto"
 )
 
-func TestBenchParseBaseline(t *testing.T) {
-	b, err := convert.ParseBaseline(" fused = out/bench/fused.onnx ")
+func TestParseBaseline(t *testing.T) {
+	b, err := ParseBaseline(" fused = out/bench/fused.onnx ")
 	if err != nil || b.Name != "fused" || b.Path != "out/bench/fused.onnx" {
 		t.Fatalf("got %+v, %v", b, err)
 	}
 	// A path may hold '='; only the first one splits.
-	if b, err := convert.ParseBaseline("x=a=b.onnx"); err != nil || b.Path != "a=b.onnx" {
+	if b, err := ParseBaseline("x=a=b.onnx"); err != nil || b.Path != "a=b.onnx" {
 		t.Errorf("got %+v, %v", b, err)
 	}
 	for _, bad := range []string{"", "fused", "=f.onnx", "fused=", "a b=f.onnx", "performer=f.onnx", "original=f.onnx"} {
-		_, err := convert.ParseBaseline(bad)
-		if err == nil || !errors.Is(err, convert.ErrBadBaseline) || !strings.HasPrefix(err.Error(), "convert: baseline ") {
+		_, err := ParseBaseline(bad)
+		if err == nil || !errors.Is(err, ErrBadBaseline) || !strings.HasPrefix(err.Error(), "convert: baseline ") {
 			t.Errorf("%q: error %v, want a convert: baseline error wrapping ErrBadBaseline", bad, err)
 		}
 	}
 }
 
-// benchModels writes a tiny BERT and returns it and its path.
+// benchModel writes a tiny BERT and returns it and its path.
 func benchModel(t *testing.T, dir, name string) (*onnxpb.ModelProto, string) {
 	t.Helper()
 	cfg := models.TinyConfig()
@@ -47,10 +49,10 @@ func benchModel(t *testing.T, dir, name string) (*onnxpb.ModelProto, string) {
 	return m, p
 }
 
-func TestBenchLoadBaselines(t *testing.T) {
+func TestLoadBaselines(t *testing.T) {
 	dir := t.TempDir()
 	orig, path := benchModel(t, dir, "orig.onnx")
-	got, ms, err := convert.LoadBaselines(orig, []convert.Baseline{{Name: "self", Path: path}})
+	got, ms, err := LoadBaselines(orig, []Baseline{{Name: "self", Path: path}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +89,7 @@ func TestBenchLoadBaselines(t *testing.T) {
 	if err := onnx.Save(noMask, noMaskPath, onnx.SaveOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := convert.LoadBaselines(orig, []convert.Baseline{{Name: "nomask", Path: noMaskPath}}); err != nil {
+	if _, _, err := LoadBaselines(orig, []Baseline{{Name: "nomask", Path: noMaskPath}}); err != nil {
 		t.Errorf("a baseline without the mask input: %v", err)
 	}
 
@@ -116,20 +118,20 @@ func TestBenchLoadBaselines(t *testing.T) {
 	}
 	for _, c := range []struct {
 		name string
-		bs   []convert.Baseline
+		bs   []Baseline
 		want string
 	}{
-		{"missing", []convert.Baseline{{Name: "fused", Path: filepath.Join(dir, "absent.onnx")}}, "baseline fused: stat"},
-		{"directory", []convert.Baseline{{Name: "fused", Path: dir}}, "is a directory"},
-		{"not-onnx", []convert.Baseline{{Name: "junk", Path: writeJunk(t, dir)}}, "baseline junk"},
-		{"renamed", []convert.Baseline{{Name: "r", Path: renamedPath}}, `input "tokens" is not an input of the original`},
-		{"retyped", []convert.Baseline{{Name: "r", Path: retypedPath}}, "is int32, the original's is int64"},
-		{"twice", []convert.Baseline{{Name: "a", Path: path}, {Name: "a", Path: path}}, "name given twice"},
-		{"variant-name", []convert.Baseline{{Name: "linformer", Path: path}}, "the name is a variant's"},
+		{"missing", []Baseline{{Name: "fused", Path: filepath.Join(dir, "absent.onnx")}}, "baseline fused: stat"},
+		{"directory", []Baseline{{Name: "fused", Path: dir}}, "is a directory"},
+		{"not-onnx", []Baseline{{Name: "junk", Path: writeJunk(t, dir)}}, "baseline junk"},
+		{"renamed", []Baseline{{Name: "r", Path: renamedPath}}, `input "tokens" is not an input of the original`},
+		{"retyped", []Baseline{{Name: "r", Path: retypedPath}}, "is int32, the original's is int64"},
+		{"twice", []Baseline{{Name: "a", Path: path}, {Name: "a", Path: path}}, "name given twice"},
+		{"variant-name", []Baseline{{Name: "linformer", Path: path}}, "the name is a variant's"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			_, _, err := convert.LoadBaselines(orig, c.bs)
-			if err == nil || !errors.Is(err, convert.ErrBadBaseline) || !strings.Contains(err.Error(), c.want) || !strings.HasPrefix(err.Error(), "convert: baseline") {
+			_, _, err := LoadBaselines(orig, c.bs)
+			if err == nil || !errors.Is(err, ErrBadBaseline) || !strings.Contains(err.Error(), c.want) || !strings.HasPrefix(err.Error(), "convert: baseline") {
 				t.Errorf("error %v, want ErrBadBaseline naming %q", err, c.want)
 			}
 		})
@@ -144,9 +146,9 @@ func writeJunk(t *testing.T, dir string) string {
 	return p
 }
 
-// TestBenchBaselineKind: the form that prices a baseline is read from its
+// TestBaselineKind: the form that prices a baseline is read from its
 // attention nodes.
-func TestBenchBaselineKind(t *testing.T) {
+func TestBaselineKind(t *testing.T) {
 	node := func(op string, inputs ...string) *onnxpb.NodeProto {
 		return &onnxpb.NodeProto{OpType: proto.String(op), Domain: proto.String("com.microsoft"), Input: inputs, Output: []string{op + "_out"}}
 	}
@@ -167,39 +169,39 @@ func TestBenchBaselineKind(t *testing.T) {
 		{"none", graph(&onnxpb.NodeProto{OpType: proto.String("Relu"), Input: []string{"x"}, Output: []string{"y"}}), ""},
 		{"nil", nil, ""},
 	} {
-		if got := convert.BaselineKind(c.m); got != c.want {
+		if got := BaselineKind(c.m); got != c.want {
 			t.Errorf("%s: kind %q, want %q", c.name, got, c.want)
 		}
 	}
 	orig, _ := benchModel(t, t.TempDir(), "m.onnx")
-	if got := convert.BaselineKind(orig); got != convert.Original {
+	if got := BaselineKind(orig); got != convert.Original {
 		t.Errorf("unfused BERT: kind %q, want original", got)
 	}
 	pm, _, err := convert.ToPerformer(orig, convert.PerformerOptions{Features: 8, Seed: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := convert.BaselineKind(pm); got != convert.Performer {
+	if got := BaselineKind(pm); got != convert.Performer {
 		t.Errorf("converted model: kind %q, want performer", got)
 	}
 	lp, _, err := convert.ToLocalPooled(orig, convert.LocalPooledOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := convert.BaselineKind(lp); got != convert.LocalPooled {
+	if got := BaselineKind(lp); got != convert.LocalPooled {
 		t.Errorf("local-pooled model: kind %q, want local-pooled", got)
 	}
 }
 
-// TestBenchSummarizeVersus: ratios and measured crossovers against a
+// TestSummarizeVersus: ratios and measured crossovers against a
 // baseline, computed by hand.
-func TestBenchSummarizeVersus(t *testing.T) {
-	r := &convert.BenchResult{
-		Baselines: []convert.Baseline{{Name: "flash", Kind: convert.Flash}},
-		Runs: []convert.BenchRun{
+func TestSummarizeVersus(t *testing.T) {
+	r := &Result{
+		Baselines: []Baseline{{Name: "flash", Kind: convert.Flash}},
+		Runs: []Measurement{
 			{Variant: convert.Original, Length: 512, Status: "ok", MedianMS: 12, PeakRSSMB: 200},
 			{Variant: convert.Performer, Length: 512, Status: "ok", MedianMS: 10, MedianCPUMS: 20, PeakRSSMB: 100,
-				Versus: map[string]convert.BenchRatio{"flash": {PredictedSpeedup: 0.9}}},
+				Versus: map[string]Ratio{"flash": {PredictedSpeedup: 0.9}}},
 			{Variant: "flash", Length: 512, Status: "ok", MedianMS: 8, MedianCPUMS: 16, PeakRSSMB: 50, Baseline: true},
 			{Variant: convert.Original, Length: 1024, Status: "ok", MedianMS: 40, PeakRSSMB: 400},
 			{Variant: convert.Performer, Length: 1024, Status: "ok", MedianMS: 20, PeakRSSMB: 150},
@@ -226,10 +228,70 @@ func TestBenchSummarizeVersus(t *testing.T) {
 	if r.Runs[2].Speedup != 1.5 {
 		t.Errorf("flash vs original: %v, want 1.5", r.Runs[2].Speedup)
 	}
-	if got := r.MeasuredCrossoverVersus["flash"][convert.Performer]; got != 1024 {
-		t.Errorf("measured crossover vs flash %d, want 1024", got)
+	// Against flash: 0.8 at 512, 1.25 at 1024, symmetric in the log, so
+	// the crossing is at 512·√2 ≈ 724.1.
+	if got := r.MeasuredCrossoverVersus["flash"][convert.Performer]; got != 724 {
+		t.Errorf("measured crossover vs flash %d, want 724", got)
 	}
 	if got := r.MeasuredCrossover[convert.Performer]; got != 512 {
 		t.Errorf("measured crossover vs original %d, want 512", got)
 	}
+}
+
+// TestBaselineKindInlined: a converted model whose op onnxruntime's
+// offline optimizer inlined is priced, as a bench baseline, as its linear
+// form (not as unknown attention, which would be priced as the original).
+func TestBaselineKindInlined(t *testing.T) {
+	orig, _ := benchModel(t, t.TempDir(), "m.onnx")
+	lp, _, err := convert.ToLocalPooled(orig, convert.LocalPooledOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := BaselineKind(inlineLinear(t, lp)); got != convert.LocalPooled {
+		t.Errorf("inlined local-pooled model: kind %q, want local-pooled", got)
+	}
+	for op, want := range map[string]convert.Form{"inlined PerformerAttention": convert.Performer, "ai.linearize:LaraAttention": convert.Lara, "inlined LinformerAttention": convert.Linformer, "Softmax": ""} {
+		if got := linearForm(op); got != want {
+			t.Errorf("linearForm(%q) = %q, want %q", op, got, want)
+		}
+	}
+}
+
+// inlineLinear returns m with every ai.linearize call replaced by its
+// function body (as onnxruntime's optimizer saves a model at level basic;
+// convert's tests hold the same helper).
+func inlineLinear(t *testing.T, m *onnxpb.ModelProto) *onnxpb.ModelProto {
+	t.Helper()
+	m = proto.Clone(m).(*onnxpb.ModelProto)
+	fns := map[string]*onnxpb.FunctionProto{}
+	for _, f := range m.Functions {
+		fns[f.GetDomain()+"."+f.GetName()] = f
+	}
+	var nodes []*onnxpb.NodeProto
+	for i, n := range m.Graph.Node {
+		f, ok := fns[n.GetDomain()+"."+n.GetOpType()]
+		if !ok || n.GetDomain() != ops.Domain {
+			nodes = append(nodes, n)
+			continue
+		}
+		prefix := fmt.Sprintf("_inlfunc_%s_%d/", n.GetOpType(), i)
+		body, err := onnx.Instantiate(n, f, prefix)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for j, b := range body {
+			b.Name = proto.String(fmt.Sprintf("%s%s_%d", prefix, b.GetOpType(), j))
+		}
+		nodes = append(nodes, body...)
+	}
+	m.Graph.Node = nodes
+	m.Functions = nil
+	var imports []*onnxpb.OperatorSetIdProto
+	for _, o := range m.OpsetImport {
+		if o.GetDomain() != ops.Domain {
+			imports = append(imports, o)
+		}
+	}
+	m.OpsetImport = imports
+	return m
 }

@@ -1,13 +1,15 @@
-package finetune
+package realtable
 
 import (
 	"fmt"
+	"io"
 	"math"
 	"reflect"
-	"strings"
 	"time"
 
 	"github.com/linearize/linearize/convert"
+	"github.com/linearize/linearize/finetune"
+	"github.com/linearize/linearize/internal/progress"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
 	"github.com/linearize/linearize/runtime"
@@ -15,7 +17,7 @@ import (
 
 // Variant is one conversion of the table: exactly one of Performer,
 // Linformer, LocalPooled and Lara is set; Fit also fine-tunes it on the
-// calibration inputs (see Fit).
+// calibration inputs (finetune.Fit).
 type Variant struct {
 	Performer *convert.PerformerOptions
 	Linformer *convert.LinformerOptions
@@ -27,7 +29,7 @@ type Variant struct {
 	// error).
 	Lara  *convert.LaraOptions
 	Fit   bool
-	Steps int // Adam steps per layer when fitting (0: TableOptions.Fit.Steps)
+	Steps int // Adam steps per layer when fitting (0: Options.Fit.Steps)
 }
 
 // Method describes the conversion without saying whether it is
@@ -37,7 +39,7 @@ func (v Variant) Method() string {
 	switch {
 	case v.Performer != nil:
 		o := v.Performer
-		if tag := PerformerTag(*o); tag != "" {
+		if tag := performerTag(*o); tag != "" {
 			return fmt.Sprintf("Performer M=%d %s %s %s", o.Features, def(string(o.Omega), "orthogonal"), def(string(o.Norms), "chi"), tag)
 		}
 		return fmt.Sprintf("Performer M=%d %s %s", o.Features, def(string(o.Omega), "orthogonal"), def(string(o.Norms), "chi"))
@@ -102,12 +104,12 @@ type Inputs struct {
 	Batch, SeqLen int
 }
 
-// TableOptions configures Table.
-type TableOptions struct {
+// Options configures Table.
+type Options struct {
 	Variants    []Variant
 	Calibration Inputs // fine-tuning inputs
 	HeldOut     Inputs // measuring inputs
-	Fit         Options
+	Fit         finetune.Options
 	// Length, when positive, is recorded in every row: the number of
 	// tokens the inputs were truncated to.
 	Length int
@@ -115,20 +117,23 @@ type TableOptions struct {
 	// converted node recomputed by its Go kernel) to the first that many
 	// held-out inputs; the similarity measurements always use all.
 	ValidateInputs int
-	// Progress, when set, is called after each variant.
-	Progress func(row TableRow)
-	// Log, when set, is told what each variant is doing (converting,
-	// fine-tuning, measuring), so that a long run is not silent.
-	Log func(format string, args ...any)
+	// Progress, when set, receives one line per variant measured (see
+	// internal/progress); nil is silent.
+	Progress io.Writer
+	// Detail also reports on Progress what each variant is doing
+	// (converting, fine-tuning, measuring, validating) and, unless
+	// Fit.Progress is set, the layers of its fine-tuning, so that a long
+	// run is not silent.
+	Detail bool
 }
 
-// TableRow is the measurement of one variant on the held-out inputs.
-type TableRow struct {
+// Row is the measurement of one variant on the held-out inputs.
+type Row struct {
 	Variant string `json:"variant"`
 	// Method is the variant without its mode; FineTuned its mode.
 	Method    string `json:"method"`
 	FineTuned bool   `json:"fine_tuned"`
-	// Length is TableOptions.Length: the tokens per input (0: untruncated).
+	// Length is Options.Length: the tokens per input (0: untruncated).
 	Length int `json:"length,omitempty"`
 	// PooledCos is the mean over held-out rows of the cosine between the
 	// variant's and the original's mean-pooled embeddings (of the first
@@ -150,35 +155,45 @@ type TableRow struct {
 	Seconds   float64 `json:"seconds"`
 }
 
+// progressLabel starts every progress line.
+const progressLabel = "report: variant"
+
 // Table converts original with each variant, fine-tunes those that ask
 // for it, and measures every variant against the original on the
 // held-out inputs.
-func Table(original *onnxpb.ModelProto, opt TableOptions) ([]TableRow, error) {
+func Table(original *onnxpb.ModelProto, opt Options) ([]Row, error) {
+	return table(original, opt, progress.New(opt.Progress, progressLabel, len(opt.Variants)))
+}
+
+func table(original *onnxpb.ModelProto, opt Options, pr *progress.Reporter) ([]Row, error) {
 	det, err := convert.Detect(original)
 	if err != nil {
-		return nil, fmt.Errorf("finetune: %w", err)
+		return nil, fmt.Errorf("realtable: %w", err)
 	}
 	var values []string
 	for _, b := range det.Blocks {
 		values = append(values, runtime.MergedValue(original, b.Output))
 	}
-	var rows []TableRow
+	if opt.Detail && opt.Fit.Progress == nil {
+		opt.Fit.Progress = opt.Progress
+	}
+	var rows []Row
 	moments := momentCache{} // Performer balance / FAVOR# statistics, by centring
 	for _, v := range opt.Variants {
 		start := time.Now()
-		row := TableRow{Variant: v.Name(), Method: v.Method(), FineTuned: v.Fit, Length: opt.Length}
+		row := Row{Variant: v.Name(), Method: v.Method(), FineTuned: v.Fit, Length: opt.Length}
 		logf := func(format string, args ...any) {
-			if opt.Log != nil {
-				opt.Log("%s%s: "+format, append([]any{lengthTag(opt.Length), row.Variant}, args...)...)
+			if opt.Detail {
+				pr.Note("%s%s: "+format, append([]any{lengthTag(opt.Length), row.Variant}, args...)...)
 			}
 		}
 		logf("converting")
 		if v, err = moments.withMoments(original, v, opt.Calibration.Feed, opt.Fit); err != nil {
-			return rows, fmt.Errorf("finetune: %s: calibration moments: %w", row.Variant, err)
+			return rows, fmt.Errorf("realtable: %s: calibration moments: %w", row.Variant, err)
 		}
 		m, err := convertVariant(original, v)
 		if err != nil {
-			return rows, fmt.Errorf("finetune: %s: %w", row.Variant, err)
+			return rows, fmt.Errorf("realtable: %s: %w", row.Variant, err)
 		}
 		if v.Fit {
 			logf("fine-tuning on %d calibration inputs of %d tokens", opt.Calibration.Batch, opt.Calibration.SeqLen)
@@ -186,9 +201,9 @@ func Table(original *onnxpb.ModelProto, opt TableOptions) ([]TableRow, error) {
 			if v.Steps > 0 {
 				fo.Steps = v.Steps
 			}
-			fitted, rep, err := Fit(original, m, opt.Calibration.Feed, fo)
+			fitted, rep, err := finetune.Fit(original, m, opt.Calibration.Feed, fo)
 			if err != nil {
-				return rows, fmt.Errorf("finetune: %s: %w", row.Variant, err)
+				return rows, fmt.Errorf("realtable: %s: %w", row.Variant, err)
 			}
 			m = fitted
 			for _, l := range rep.Layers {
@@ -201,7 +216,7 @@ func Table(original *onnxpb.ModelProto, opt TableOptions) ([]TableRow, error) {
 		mc, err := runtime.CompareModels([]*onnxpb.ModelProto{original, m}, []string{"original", row.Variant}, h.Feed,
 			runtime.ModelCompareOptions{Backend: opt.Fit.Backend, Threads: opt.Fit.Threads, Values: values, Mask: h.Mask, Batch: h.Batch, SeqLen: h.SeqLen})
 		if err != nil {
-			return rows, fmt.Errorf("finetune: %s: %w", row.Variant, err)
+			return rows, fmt.Errorf("realtable: %s: %w", row.Variant, err)
 		}
 		byValue := map[string]runtime.ValueComparison{}
 		for _, r := range mc.Rows {
@@ -214,7 +229,7 @@ func Table(original *onnxpb.ModelProto, opt TableOptions) ([]TableRow, error) {
 			}
 		}
 		if row.Output == "" {
-			return rows, fmt.Errorf("finetune: %s: the model has no [batch, sequence, hidden] output to mean-pool", row.Variant)
+			return rows, fmt.Errorf("realtable: %s: the model has no [batch, sequence, hidden] output to mean-pool", row.Variant)
 		}
 		for _, name := range values {
 			r, ok := byValue[name]
@@ -234,9 +249,7 @@ func Table(original *onnxpb.ModelProto, opt TableOptions) ([]TableRow, error) {
 		row.Validated = err == nil && val.OK()
 		row.Seconds = time.Since(start).Seconds()
 		rows = append(rows, row)
-		if opt.Progress != nil {
-			opt.Progress(row)
-		}
+		pr.Step("%s%s: pooled cos %.4f, mean layer err %.3f, in %s", lengthTag(opt.Length), row.Variant, row.PooledCos, row.MeanLayerErr, progress.Duration(time.Since(start)))
 	}
 	return rows, nil
 }
@@ -297,140 +310,28 @@ func lengthTag(n int) string {
 // tokens.
 type LengthInputs func(n int) (calibration, heldOut Inputs, err error)
 
-// TableByLength runs Table once per sequence length, on the inputs that
-// inputs returns for it, and returns every row tagged with its length (in
-// the order of lengths, then of opt.Variants).
-func TableByLength(original *onnxpb.ModelProto, lengths []int, inputs LengthInputs, opt TableOptions) ([]TableRow, error) {
-	var rows []TableRow
+// ByLength runs Table once per sequence length, on the inputs that inputs
+// returns for it, and returns every row tagged with its length (in the
+// order of lengths, then of opt.Variants). Progress counts the variants of
+// all lengths.
+func ByLength(original *onnxpb.ModelProto, lengths []int, inputs LengthInputs, opt Options) ([]Row, error) {
+	pr := progress.New(opt.Progress, progressLabel, len(lengths)*len(opt.Variants))
+	var rows []Row
 	for _, n := range lengths {
 		if n <= 0 {
-			return rows, fmt.Errorf("finetune: length %d is not positive", n)
+			return rows, fmt.Errorf("realtable: length %d is not positive", n)
 		}
 		o := opt
 		o.Length = n
 		var err error
 		if o.Calibration, o.HeldOut, err = inputs(n); err != nil {
-			return rows, fmt.Errorf("finetune: length %d: %w", n, err)
+			return rows, fmt.Errorf("realtable: length %d: %w", n, err)
 		}
-		r, err := Table(original, o)
+		r, err := table(original, o, pr)
 		rows = append(rows, r...)
 		if err != nil {
 			return rows, err
 		}
 	}
 	return rows, nil
-}
-
-// LengthMarkdown renders rows of several lengths as one markdown table:
-// a row per method, and per length the mean pooled cosine zero-shot and
-// fine-tuned ("–" where the method was not run that way).
-func LengthMarkdown(rows []TableRow) string {
-	var lengths []int
-	var methods []string
-	type key struct {
-		method string
-		n      int
-		fit    bool
-	}
-	cell := map[key]TableRow{}
-	seenL, seenM := map[int]bool{}, map[string]bool{}
-	for _, r := range rows {
-		if !seenL[r.Length] {
-			seenL[r.Length] = true
-			lengths = append(lengths, r.Length)
-		}
-		if !seenM[r.Method] {
-			seenM[r.Method] = true
-			methods = append(methods, r.Method)
-		}
-		cell[key{r.Method, r.Length, r.FineTuned}] = r
-	}
-	var b strings.Builder
-	b.WriteString("| variant |")
-	for _, n := range lengths {
-		fmt.Fprintf(&b, " %s zero-shot | %s fine-tuned |", lengthLabel(n), lengthLabel(n))
-	}
-	b.WriteString("\n|---|")
-	for range lengths {
-		b.WriteString("---|---|")
-	}
-	b.WriteString("\n")
-	for _, m := range methods {
-		fmt.Fprintf(&b, "| %s |", m)
-		for _, n := range lengths {
-			for _, fit := range []bool{false, true} {
-				r, ok := cell[key{m, n, fit}]
-				if !ok {
-					b.WriteString(" – |")
-					continue
-				}
-				mark := ""
-				if !r.Validated {
-					mark = " (validate FAIL)"
-				}
-				fmt.Fprintf(&b, " %.3f%s |", r.PooledCos, mark)
-			}
-		}
-		b.WriteString("\n")
-	}
-	return b.String()
-}
-
-func lengthLabel(n int) string {
-	if n <= 0 {
-		return "untruncated"
-	}
-	return fmt.Sprintf("n=%d", n)
-}
-
-// Markdown renders rows as a markdown table (with a column n when the
-// rows carry lengths).
-func Markdown(rows []TableRow) string {
-	var b strings.Builder
-	layers := 0
-	withLen := false
-	for _, r := range rows {
-		layers = max(layers, len(r.LayerErr))
-		withLen = withLen || r.Length > 0
-	}
-	b.WriteString("| variant |")
-	if withLen {
-		b.WriteString(" n |")
-	}
-	b.WriteString(" pooled cos (mean) | pooled cos (min) | mean layer rel err |")
-	for l := range layers {
-		fmt.Fprintf(&b, " L%d |", l)
-	}
-	b.WriteString(" fit err before→after | validate |\n|---|---|---|---|")
-	if withLen {
-		b.WriteString("---|")
-	}
-	for range layers {
-		b.WriteString("---|")
-	}
-	b.WriteString("---|---|\n")
-	for _, r := range rows {
-		fmt.Fprintf(&b, "| %s |", r.Variant)
-		if withLen {
-			fmt.Fprintf(&b, " %d |", r.Length)
-		}
-		fmt.Fprintf(&b, " %.4f | %.4f | %.3f |", r.PooledCos, r.PooledCosMin, r.MeanLayerErr)
-		for l := range layers {
-			if l < len(r.LayerErr) {
-				fmt.Fprintf(&b, " %.3f |", r.LayerErr[l])
-			} else {
-				b.WriteString(" |")
-			}
-		}
-		fit := "–"
-		if r.FitBefore > 0 {
-			fit = fmt.Sprintf("%.3f→%.3f", r.FitBefore, r.FitAfter)
-		}
-		ok := "pass"
-		if !r.Validated {
-			ok = "FAIL"
-		}
-		fmt.Fprintf(&b, " %s | %s |\n", fit, ok)
-	}
-	return b.String()
 }

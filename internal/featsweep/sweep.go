@@ -1,41 +1,44 @@
-package features
+package featsweep
 
 import (
 	"fmt"
 	"io"
 	"math"
+	"math/rand/v2"
 	"text/tabwriter"
 
+	"github.com/linearize/linearize/features"
+	"github.com/linearize/linearize/internal/progress"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/ops"
 )
 
-// SweepConfig describes an error sweep of the Performer estimator.
-type SweepConfig struct {
-	D        int       // head width (default 64)
-	N        int       // sequence length (default 256)
-	Features []int     // values of M (default 64, 256, 1024, 4096)
-	Seeds    int       // trials per cell, each with fresh inputs and ω (default 5)
-	Sigma    float64   // std of the query and key entries (default 0.5)
-	Kinds    []Kind    // ω kinds (default orthogonal, iid)
-	Norms    []Norms   // row norms (default chi, sqrt-d, qmc)
-	Kernel   string    // Performer kernel (default positive)
-	Threads  int       // goroutines for the Performer kernel
-	Seed     uint64    // base seed; trial t uses Seed+t
-	Progress io.Writer // optional: one line per finished trial
+// Config describes an error sweep of the Performer estimator.
+type Config struct {
+	D        int              // head width (default 64)
+	N        int              // sequence length (default 256)
+	Features []int            // values of M (default 64, 256, 1024, 4096)
+	Seeds    int              // trials per cell, each with fresh inputs and ω (default 5)
+	Sigma    float64          // std of the query and key entries (default 0.5)
+	Kinds    []features.Kind  // ω kinds (default orthogonal, iid)
+	Norms    []features.Norms // row norms (default chi, sqrt-d, qmc)
+	Kernel   string           // Performer kernel (default positive)
+	Threads  int              // goroutines for the Performer kernel
+	Seed     uint64           // base seed; trial t uses Seed+t
+	Progress io.Writer        // optional: one line per finished trial (internal/progress)
 }
 
-// SweepCell is the measured error for one (M, kind, norms) choice.
-type SweepCell struct {
+// Cell is the measured error for one (M, kind, norms) choice.
+type Cell struct {
 	M     int
-	Kind  Kind
-	Norms Norms
+	Kind  features.Kind
+	Norms features.Norms
 	// Mean and Std of the relative error ‖Performer − exact‖_F / ‖exact‖_F
 	// of the attention output over the trials.
 	Mean, Std float64
 }
 
-func (c *SweepConfig) defaults() {
+func (c *Config) defaults() {
 	if c.D == 0 {
 		c.D = 64
 	}
@@ -52,45 +55,46 @@ func (c *SweepConfig) defaults() {
 		c.Sigma = 0.5
 	}
 	if len(c.Kinds) == 0 {
-		c.Kinds = []Kind{Orthogonal, IID}
+		c.Kinds = []features.Kind{features.Orthogonal, features.IID}
 	}
 	if len(c.Norms) == 0 {
-		c.Norms = []Norms{NormsChi, NormsSqrtD, NormsQMC}
+		c.Norms = []features.Norms{features.NormsChi, features.NormsSqrtD, features.NormsQMC}
 	}
 	if c.Kernel == "" {
 		c.Kernel = ops.KernelPositive
 	}
 }
 
-// ErrorSweep measures the relative error of Performer attention (the float32
+// Run measures the relative error of Performer attention (the float32
 // Go kernel of ops.PerformerAttention) against exact softmax attention
 // computed in float64, for one head with queries and keys drawn
 // N(0, Sigma²), values N(0, 1) and scale 1/√D. Every cell of one trial
 // uses the same inputs, so the comparison between kinds and norms is paired.
 // Cells are ordered by kind, norms, then M.
-func ErrorSweep(cfg SweepConfig) ([]SweepCell, error) {
+func Run(cfg Config) ([]Cell, error) {
 	cfg.defaults()
 	if cfg.D < 1 || cfg.N < 1 || cfg.Seeds < 1 || !(cfg.Sigma > 0) || math.IsInf(cfg.Sigma, 0) {
-		return nil, fmt.Errorf("features: sweep needs d, n, seeds ≥ 1 and sigma > 0, got d=%d n=%d seeds=%d sigma=%g", cfg.D, cfg.N, cfg.Seeds, cfg.Sigma)
+		return nil, fmt.Errorf("featsweep: sweep needs d, n, seeds ≥ 1 and sigma > 0, got d=%d n=%d seeds=%d sigma=%g", cfg.D, cfg.N, cfg.Seeds, cfg.Sigma)
 	}
 	if cfg.D*cfg.N > 1<<24 {
-		return nil, fmt.Errorf("features: sweep of n=%d, d=%d is too large", cfg.N, cfg.D)
+		return nil, fmt.Errorf("featsweep: sweep of n=%d, d=%d is too large", cfg.N, cfg.D)
 	}
 	for _, m := range cfg.Features {
 		if m < 1 || m > 1<<16 {
-			return nil, fmt.Errorf("features: sweep feature count %d out of range 1..65536", m)
+			return nil, fmt.Errorf("featsweep: sweep feature count %d out of range 1..65536", m)
 		}
 	}
 	type key struct {
-		kind  Kind
-		norms Norms
+		kind  features.Kind
+		norms features.Norms
 		m     int
 	}
 	errs := map[key][]float64{}
 	scale := 1 / math.Sqrt(float64(cfg.D))
+	pr := progress.New(cfg.Progress, "sweep: trial", cfg.Seeds)
 	for t := 0; t < cfg.Seeds; t++ {
 		seed := cfg.Seed + uint64(t)
-		rng := stream(seed, tagSweep, 0, 0)
+		rng := sweepStream(seed)
 		gauss := func(sigma float64, n int) *onnx.Tensor {
 			d := make([]float32, n*cfg.D)
 			for i := range d {
@@ -103,7 +107,7 @@ func ErrorSweep(cfg SweepConfig) ([]SweepCell, error) {
 		for _, kind := range cfg.Kinds {
 			for _, norms := range cfg.Norms {
 				for _, m := range cfg.Features {
-					omega, err := Omega(seed, 0, 1, m, cfg.D, OmegaOptions{Kind: kind, Norms: norms})
+					omega, err := features.Omega(seed, 0, 1, m, cfg.D, features.OmegaOptions{Kind: kind, Norms: norms})
 					if err != nil {
 						return nil, err
 					}
@@ -122,11 +126,9 @@ func ErrorSweep(cfg SweepConfig) ([]SweepCell, error) {
 				}
 			}
 		}
-		if cfg.Progress != nil {
-			fmt.Fprintf(cfg.Progress, "trial %d/%d done\n", t+1, cfg.Seeds)
-		}
+		pr.Step("")
 	}
-	var cells []SweepCell
+	var cells []Cell
 	for _, kind := range cfg.Kinds {
 		for _, norms := range cfg.Norms {
 			for _, m := range cfg.Features {
@@ -143,7 +145,7 @@ func ErrorSweep(cfg SweepConfig) ([]SweepCell, error) {
 				if len(e) > 1 {
 					std = math.Sqrt(ss / float64(len(e)-1))
 				}
-				cells = append(cells, SweepCell{M: m, Kind: kind, Norms: norms, Mean: mean, Std: std})
+				cells = append(cells, Cell{M: m, Kind: kind, Norms: norms, Mean: mean, Std: std})
 			}
 		}
 	}
@@ -181,7 +183,7 @@ func exactAttention(q, k, v []float32, n, d int, scale float64) []float64 {
 
 // Slope returns the least-squares slope of log(mean error) against log M
 // for the cells of one (kind, norms) pair, in the order given.
-func Slope(cells []SweepCell) float64 {
+func Slope(cells []Cell) float64 {
 	var sx, sy, sxx, sxy float64
 	n := float64(len(cells))
 	for _, c := range cells {
@@ -194,10 +196,10 @@ func Slope(cells []SweepCell) float64 {
 	return (n*sxy - sx*sy) / (n*sxx - sx*sx)
 }
 
-// WriteSweepTable prints the cells as a Markdown table: one row per (kind,
+// WriteTable prints the cells as a Markdown table: one row per (kind,
 // norms) with the mean ± std relative error for each M and the log-log
 // slope of the mean.
-func WriteSweepTable(w io.Writer, cfg SweepConfig, cells []SweepCell) error {
+func WriteTable(w io.Writer, cfg Config, cells []Cell) error {
 	cfg.defaults()
 	tw := tabwriter.NewWriter(w, 0, 0, 1, ' ', 0)
 	fmt.Fprintf(tw, "Performer (%s kernel) vs exact softmax attention, float64 reference: relative error ‖out − exact‖/‖exact‖, mean ± std over %d seeds\n", cfg.Kernel, cfg.Seeds)
@@ -224,4 +226,20 @@ func WriteSweepTable(w io.Writer, cfg SweepConfig, cells []SweepCell) error {
 		fmt.Fprintf(tw, "| %.2f\t|\n", slope)
 	}
 	return tw.Flush()
+}
+
+// sweepStream is the generator of one trial's inputs: the stream that
+// features drew them from when the sweep lived there (its stream tag 4,
+// layer 0, head 0), so that a seed gives the same table as before.
+func sweepStream(seed uint64) *rand.Rand {
+	const tagSweep = 4
+	x := uint64(tagSweep) << 56
+	return rand.New(rand.NewPCG(seed, splitmix(x)))
+}
+
+func splitmix(x uint64) uint64 {
+	x += 0x9e3779b97f4a7c15
+	x = (x ^ x>>30) * 0xbf58476d1ce4e5b9
+	x = (x ^ x>>27) * 0x94d049bb133111eb
+	return x ^ x>>31
 }

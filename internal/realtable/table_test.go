@@ -1,4 +1,4 @@
-package finetune
+package realtable
 
 import (
 	"reflect"
@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/linearize/linearize/convert"
+	"github.com/linearize/linearize/finetune"
 	"github.com/linearize/linearize/models"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/runtime"
@@ -35,7 +36,7 @@ func TestVariantNames(t *testing.T) {
 }
 
 func TestLengthMarkdown(t *testing.T) {
-	rows := []TableRow{
+	rows := []Row{
 		{Method: "Linformer k=64", Length: 128, PooledCos: 0.5, Validated: true},
 		{Method: "Linformer k=64", FineTuned: true, Length: 128, PooledCos: 0.9, Validated: true},
 		{Method: "Local+pooled b=32 k=32 sinks", Length: 128, PooledCos: 0.99, Validated: true},
@@ -55,15 +56,15 @@ func TestLengthMarkdown(t *testing.T) {
 	if !strings.Contains(md, "| variant | n | pooled cos (mean)") || !strings.Contains(md, "|  | 128 | 0.5000 |") {
 		t.Errorf("Markdown with lengths:\n%s", md)
 	}
-	if md := Markdown([]TableRow{{Variant: "x", PooledCos: 1, Validated: true}}); strings.Contains(md, "| n |") {
+	if md := Markdown([]Row{{Variant: "x", PooledCos: 1, Validated: true}}); strings.Contains(md, "| n |") {
 		t.Errorf("Markdown without lengths has an n column:\n%s", md)
 	}
 }
 
-// TestTableByLength measures a tiny random BERT at two lengths: every row
+// TestByLength measures a tiny random BERT at two lengths: every row
 // carries its length and the inputs of that length, and a local+pooled
 // conversion whose segments cover every key is exact.
-func TestTableByLength(t *testing.T) {
+func TestByLength(t *testing.T) {
 	if err := runtime.ORTAvailable(); err != nil {
 		t.Skipf("%v (run scripts/setup.sh)", err)
 	}
@@ -83,22 +84,42 @@ func TestTableByLength(t *testing.T) {
 		}
 		return cal, held, nil
 	}
-	var logged []string
-	opt := TableOptions{
+	var log strings.Builder
+	opt := Options{
 		Variants: []Variant{
 			{Linformer: &convert.LinformerOptions{K: 8, MaxLen: 64, Seed: 1}},
 			{Linformer: &convert.LinformerOptions{K: 8, MaxLen: 64, Seed: 1}, Fit: true},
 			{LocalPooled: &convert.LocalPooledOptions{NoLocal: true, Segments: 64, Sinks: "none"}},
 		},
-		Fit: Options{Steps: 20, Batch: 2, Seed: 1},
-		Log: func(format string, args ...any) { logged = append(logged, format) },
+		Fit:      finetune.Options{Steps: 20, Batch: 2, Seed: 1},
+		Progress: &log,
+		Detail:   true,
 	}
-	rows, err := TableByLength(orig, []int{16, 32}, inputs, opt)
+	rows, err := ByLength(orig, []int{16, 32}, inputs, opt)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(asked) != 2 || asked[0] != 16 || asked[1] != 32 || len(rows) != 6 || len(logged) == 0 {
-		t.Fatalf("lengths asked %v, %d rows, %d log lines", asked, len(rows), len(logged))
+	if len(asked) != 2 || asked[0] != 16 || asked[1] != 32 || len(rows) != 6 {
+		t.Fatalf("lengths asked %v, %d rows", asked, len(rows))
+	}
+	// One step line per variant and length, counted over both lengths;
+	// with Detail, notes of each variant's phases and a line per fitted
+	// layer of the fine-tuned variant (2 layers at each length).
+	var steps, notes, layers int
+	for _, line := range strings.Split(strings.TrimSuffix(log.String(), "\n"), "\n") {
+		switch {
+		case strings.HasPrefix(line, "finetune: layer "):
+			layers++
+		case strings.HasPrefix(line, progressLabel+" ") && strings.Contains(line, "pooled cos") && strings.Contains(line, "ETA"):
+			steps++
+		case strings.HasPrefix(line, progressLabel+" "):
+			notes++
+		default:
+			t.Errorf("progress line %q", line)
+		}
+	}
+	if steps != 6 || notes == 0 || layers != 4 || !strings.Contains(log.String(), progressLabel+" 6/6: n=32 ") {
+		t.Errorf("%d step lines, %d notes, %d fitted layers:\n%s", steps, notes, layers, log.String())
 	}
 	for i, r := range rows {
 		if want := []int{16, 32}[i/3]; r.Length != want {
@@ -132,5 +153,53 @@ func TestFirstRows(t *testing.T) {
 	}
 	if got["other"] != other || len(ids.Int64s()) != 6 {
 		t.Error("a tensor without the batch dimension was cut, or the input changed")
+	}
+}
+
+// A LARA variant is named by its landmarks, converts, is measured and
+// validated like the others, and refuses fine-tuning.
+func TestTableLara(t *testing.T) {
+	for _, c := range []struct {
+		v    Variant
+		want string
+	}{
+		{Variant{Lara: &convert.LaraOptions{Landmarks: 64}}, "LARA C=64, zero-shot"},
+		{Variant{Lara: &convert.LaraOptions{}}, "LARA C=256, zero-shot"},
+		{Variant{Lara: &convert.LaraOptions{Landmarks: 32, Samples: 4}}, "LARA C=32 S=4, zero-shot"},
+	} {
+		if got := c.v.Name(); got != c.want {
+			t.Errorf("%+v: name %q, want %q", c.v.Lara, got, c.want)
+		}
+	}
+	orig, err := models.BERT(models.TinyConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := convertVariant(orig, Variant{Lara: &convert.LaraOptions{Landmarks: 4}, Fit: true}); err == nil || !strings.Contains(err.Error(), "zero-shot") {
+		t.Errorf("fine-tuning LARA: error %v", err)
+	}
+	if _, err := convertVariant(orig, Variant{Lara: &convert.LaraOptions{}, LocalPooled: &convert.LocalPooledOptions{}}); err == nil {
+		t.Error("two conversions in one variant accepted")
+	}
+	if err := runtime.ORTAvailable(); err != nil {
+		t.Skipf("%v (run scripts/setup.sh)", err)
+	}
+	var in [2]Inputs
+	for i := range in {
+		feed, err := runtime.RandomInputs(orig, runtime.GraphInputs(orig), runtime.RandomOptions{Batch: 3, SeqLen: 20, Seed: uint64(i + 1)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		in[i] = Inputs{Feed: feed, Batch: 3, SeqLen: 20}
+	}
+	rows, err := Table(orig, Options{
+		Variants:    []Variant{{Lara: &convert.LaraOptions{Landmarks: 8, Seed: 1}}},
+		Calibration: in[0], HeldOut: in[1],
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 1 || !rows[0].Validated || rows[0].Method != "LARA C=8" || !(rows[0].PooledCos > 0) || len(rows[0].LayerErr) != 2 {
+		t.Errorf("rows %+v", rows)
 	}
 }

@@ -1,0 +1,164 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestBadInputExitCodes runs every command on bad command lines and bad
+// files and checks the exit code's class (main.go: 1 usage — the command
+// line is wrong whatever the files hold; 2 bad input — a file, or a model
+// the flags do not fit), that the one-line message names the flag or file
+// at fault, and that nothing is printed on stdout. Every registered
+// command has cases. No case gets as far as converting a whole model or
+// timing anything.
+func TestBadInputExitCodes(t *testing.T) {
+	tmp := t.TempDir()
+	model := filepath.Join("..", "..", "testdata", "bert-tiny.onnx")
+	missing := filepath.Join(tmp, "missing.onnx")
+	noDir := filepath.Join(tmp, "nodir", "out.onnx")
+	out := filepath.Join(tmp, "out.onnx")
+	noText := filepath.Join(tmp, "none.txt")
+	texts := filepath.Join(tmp, "texts.txt")
+	if err := os.WriteFile(texts, []byte("the man\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		args []string
+		code int
+		want string // in the message: the flag or the file
+	}{
+		// inspect
+		{[]string{"inspect", "--bogus", model}, exitUsage, "bogus"},
+		{[]string{"inspect", model, "--cost", "--sinks", "middle"}, exitUsage, "--sinks"},
+		{[]string{"inspect", model, "--cost", "--lengths", "0"}, exitUsage, "--lengths"},
+		{[]string{"inspect", model, "--cost", "--seq-len", "512"}, exitUsage, "seq-len"}, // renamed --lengths
+		{[]string{"inspect", model, "--cost", "--features", "0"}, exitUsage, "--features"},
+		{[]string{"inspect", missing}, exitBadInput, "missing.onnx"},
+
+		// the rewriting commands
+		{[]string{"performer", model, "-o", out, "--features", "0"}, exitUsage, "features"},
+		{[]string{"performer", model, "-o", out, "--features", "100000"}, exitUsage, "--features"},
+		{[]string{"performer", model, "-o", out, "--omega", "cube"}, exitUsage, "--omega"},
+		{[]string{"performer", model, "-o", out, "--norms", "unit"}, exitUsage, "--norms"},
+		{[]string{"performer", model, "-o", out, "--kernel", "cosine"}, exitUsage, "--kernel"},
+		{[]string{"performer", model, "-o", out, "--features-kind", "relu"}, exitUsage, "--features-kind"},
+		{[]string{"performer", model, "-o", out, "--chunk", "0"}, exitUsage, "chunk"},
+		{[]string{"performer", model, "-o", out, "--calibration-weighting", "all"}, exitUsage, "--calibration-weighting"},
+		{[]string{"performer", model, "-o", out, "--max-positions", "256", "--position-method", "cubic"}, exitUsage, "--position-method"},
+		{[]string{"performer", model, "-o", out, "--max-positions", "-1"}, exitUsage, "--max-positions"},
+		{[]string{"performer", model, "-o", out, "--layers", "x"}, exitUsage, "--layers"},
+		{[]string{"performer", model, "-o", out, "--layers", "7"}, exitBadInput, "layer 7"},
+		{[]string{"performer", model, "-o", out, "--calibration", noText}, exitBadInput, "none.txt"},
+		{[]string{"performer", missing, "-o", out}, exitBadInput, "missing.onnx"},
+		{[]string{"performer", model, "-o", noDir}, exitBadInput, "nodir"},
+		{[]string{"linformer", model, "-o", out, "--k", "0"}, exitUsage, "k"},
+		{[]string{"linformer", model, "-o", out, "--k", "100000"}, exitUsage, "--k"},
+		{[]string{"linformer", model, "-o", out, "--init", "zeros"}, exitUsage, "--init"},
+		{[]string{"linformer", model, "-o", out, "--init", "gaussian", "--share", "all"}, exitUsage, "--share"},
+		{[]string{"linformer", model, "-o", out, "--init", "gaussian", "--k", "40000", "--max-len", "40000"}, exitUsage, "--max-len"},
+		{[]string{"linformer", model, "-o", out, "--sinks", "middle"}, exitUsage, "--sinks"},
+		{[]string{"linformer", model, "-o", out, "--layers", "5"}, exitBadInput, "layer 5"},
+		{[]string{"local-pooled", model, "-o", out, "--block", "0"}, exitUsage, "block"},
+		{[]string{"local-pooled", model, "-o", out, "--segments", "1000000"}, exitUsage, "--segments"},
+		{[]string{"local-pooled", model, "-o", out, "--sinks", "middle"}, exitUsage, "--sinks"},
+		{[]string{"local-pooled", model, "-o", out, "--seed", "1"}, exitUsage, "seed"}, // nothing is sampled
+		{[]string{"local-pooled", missing, "-o", out}, exitBadInput, "missing.onnx"},
+		{[]string{"lara", model, "-o", out, "--landmarks", "0"}, exitUsage, "landmarks"},
+		{[]string{"lara", model, "-o", out, "--landmarks", "1000000"}, exitUsage, "--landmarks"},
+		{[]string{"lara", model, "-o", out, "--samples", "0"}, exitUsage, "samples"},
+		{[]string{"lara", model, "-o", out, "--sigma", "0"}, exitUsage, "--sigma"},
+		{[]string{"lara", model}, exitUsage, "-o OUT"},
+		{[]string{"lara", missing, "-o", out}, exitBadInput, "missing.onnx"},
+		{[]string{"extend-positions", model, "-o", out}, exitUsage, "--max-positions"},
+		{[]string{"extend-positions", model, "-o", out, "--max-positions", "256", "--position-method", "cubic"}, exitUsage, "--position-method"},
+		{[]string{"extend-positions", model, "-o", out, "--max-positions", "256", "--position-offset", "-1"}, exitUsage, "--position-offset"},
+		{[]string{"extend-positions", model, "-o", out, "--max-positions", "256", "--method", "copy"}, exitUsage, "method"}, // renamed --position-method
+		{[]string{"extend-positions", model, "-o", out, "--max-positions", "8"}, exitBadInput, "max-positions"},
+		{[]string{"extend-positions", missing, "-o", out, "--max-positions", "256"}, exitBadInput, "missing.onnx"},
+
+		// build-model
+		{[]string{"build-model", "-o", out, "--hidden", "30", "--heads", "4"}, exitUsage, "hidden"},
+		{[]string{"build-model", "-o", out, "--preset", "huge"}, exitUsage, "--preset"},
+		{[]string{"build-model", "-o", out, "--scale", "sqrt"}, exitUsage, "--scale"},
+		{[]string{"build-model", "-o", out, "--layers", "2"}, exitUsage, "layers"}, // renamed --num-layers
+		{[]string{"build-model", "-o", out, "--vocab", "30"}, exitUsage, "vocab"},  // renamed --vocab-size
+		{[]string{"build-model", "-o", noDir}, exitBadInput, "nodir"},
+
+		// the commands that run models
+		{[]string{"run", model, "--backend", "tpu"}, exitUsage, "--backend"},
+		{[]string{"run", model, "--threads", "-1"}, exitUsage, "--threads"},
+		{[]string{"run", model, "--input", "x"}, exitUsage, "input"},
+		{[]string{"run", model, "--random-inputs", "--seq-len", "0"}, exitUsage, "seq-len"},
+		{[]string{"run", model, "--text", "the", "--random-inputs"}, exitUsage, "--text"},
+		{[]string{"run", model, "--text-file", noText}, exitBadInput, "none.txt"},
+		{[]string{"run", missing, "--random-inputs"}, exitBadInput, "missing.onnx"},
+		{[]string{"compare", model}, exitUsage, "two models"},
+		{[]string{"compare", model, model, "--layers=false", "--random-inputs"}, exitUsage, "layers"}, // renamed --per-layer
+		{[]string{"compare", model, model, "--per-layer=maybe", "--random-inputs"}, exitUsage, "per-layer"},
+		{[]string{"compare", model, missing, "--random-inputs"}, exitBadInput, "missing.onnx"},
+		{[]string{"validate", model, "--random-inputs", "--tolerance", "0"}, exitUsage, "--tolerance"},
+		{[]string{"validate", model, "--random-inputs", "--tolerance", "-1"}, exitUsage, "--tolerance"},
+		{[]string{"validate", missing, "--random-inputs"}, exitBadInput, "missing.onnx"},
+		{[]string{"compare-backends", model, "--random-inputs", "--tolerance", "-1"}, exitUsage, "--tolerance"},
+		{[]string{"compare-backends", model, "--random-inputs", "--tol", "1e-3"}, exitUsage, "tol"}, // renamed --tolerance
+		{[]string{"compare-backends", missing, "--random-inputs"}, exitBadInput, "missing.onnx"},
+		{[]string{"finetune", model, model, "--random-inputs"}, exitUsage, "-o OUT"},
+		{[]string{"finetune", model, model, "-o", out, "--steps", "-1", "--random-inputs"}, exitUsage, "--steps"},
+		{[]string{"finetune", model, model, "-o", out, "--backend", "tpu", "--random-inputs"}, exitUsage, "--backend"},
+		{[]string{"finetune", missing, model, "-o", out, "--random-inputs"}, exitBadInput, "missing.onnx"},
+
+		// bench, bench-backends, features-error, report-real
+		{[]string{"bench", model, "--variants", "softmax"}, exitUsage, "--variants"},
+		{[]string{"bench", model, "--lengths", "0"}, exitUsage, "--lengths"},
+		{[]string{"bench", model, "--repeat", "0"}, exitUsage, "--repeat"},
+		{[]string{"bench", model, "--cost-weights", "pass=-1"}, exitUsage, "--cost-weights"},
+		{[]string{"bench", model, "--baseline", "fused"}, exitUsage, "--baseline"},
+		{[]string{"bench", model, "--json-out", filepath.Join(tmp, "nodir", "b.json")}, exitBadInput, "nodir"},
+		{[]string{"bench", missing}, exitBadInput, "missing.onnx"},
+		{[]string{"bench-backends", "--lengths", "0"}, exitUsage, "--lengths"},
+		{[]string{"bench-backends", "--num-layers", "0"}, exitUsage, "--num-layers"},
+		{[]string{"bench-backends", "--seq-lens", "128"}, exitUsage, "seq-lens"}, // renamed --lengths
+		{[]string{"bench-backends", "--profile", "--json"}, exitUsage, "--profile"},
+		{[]string{"features-error", "--features", "0"}, exitUsage, "--features"},
+		{[]string{"features-error", "--features", "100000"}, exitUsage, "--features"},
+		{[]string{"features-error", "--kernel", "relu"}, exitUsage, "--kernel"},
+		{[]string{"features-error", "--norms", "unit"}, exitUsage, "--norms"},
+		{[]string{"features-error", "--omega", "cube"}, exitUsage, "--omega"},
+		{[]string{"features-error", "--seq-len", "0"}, exitUsage, "--seq-len"},
+		{[]string{"features-error", "--qk-sigma", "0"}, exitUsage, "--qk-sigma"},
+		{[]string{"features-error", "--sigma", "0.5"}, exitUsage, "sigma"}, // renamed --qk-sigma
+		{[]string{"features-error", "--threads", "-1"}, exitUsage, "--threads"},
+		{[]string{"report-real", "--model", missing}, exitBadInput, "missing.onnx"},
+		{[]string{"report-real", "--model", missing, "--lara", "0"}, exitUsage, "--lara"},
+		{[]string{"report-real", "--model", missing, "--local-pooled", "8/8"}, exitUsage, "--local-pooled"},
+		{[]string{"report-real", "--model", missing, "--steps", "-1"}, exitUsage, "--steps"},
+		{[]string{"report-real", "--model", missing, "--omegas", "iid"}, exitUsage, "omegas"}, // renamed --omega
+		{[]string{"report-real", "--model", missing, "--calibration", texts, "--docs", tmp}, exitUsage, "--docs"},
+	}
+	covered := map[string]bool{}
+	for _, c := range cases {
+		covered[c.args[0]] = true
+		code, stdout, stderr := runCLI(c.args...)
+		if code != c.code || !strings.Contains(stderr, c.want) {
+			t.Errorf("%s: exit %d, stderr %q; want exit %d and a message naming %q", strings.Join(c.args, " "), code, stderr, c.code, c.want)
+		}
+		if stdout != "" {
+			t.Errorf("%s: stdout %q, want nothing", strings.Join(c.args, " "), stdout)
+		}
+		if strings.Count(strings.TrimSuffix(stderr, "\n"), "\n") != 0 {
+			t.Errorf("%s: the message is not one line: %q", strings.Join(c.args, " "), stderr)
+		}
+		if _, err := os.Lstat(out); err == nil {
+			t.Errorf("%s wrote %s", strings.Join(c.args, " "), out)
+			os.Remove(out)
+		}
+	}
+	for _, name := range helpCommands() {
+		if !covered[name] {
+			t.Errorf("no bad-input case for %s", name)
+		}
+	}
+}

@@ -1,0 +1,259 @@
+// Package costfit fits the weights of convert's cost model to measured
+// run times: how many multiply-accumulate equivalents an elementwise pass,
+// an exponential, a fixed per-layer cost and each form's core MACs are
+// worth on one machine, relative to the projections' and FFN's GEMMs.
+//
+// Only ratios between forms timed at the same length in the same run are
+// fitted (each (run, length) group has its own unknown scale), so a
+// machine that drifts between runs, or a run slower throughout, does not
+// bias the weights.
+package costfit
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+
+	"github.com/linearize/linearize/convert"
+)
+
+// Sample is one measured run time.
+type Sample struct {
+	Group string // runs with the same Group and N were timed together
+	Form  convert.Form
+	N     int
+	Ms    float64 // median wall time
+}
+
+// Result is a fit.
+type Result struct {
+	Weights convert.Weights
+	// RMS and Max are the root-mean-square and largest relative error of
+	// the fitted ratios t_f / t_g over every pair of forms in a group.
+	RMS, Max float64
+	Pairs    int
+}
+
+// ErrTooFew is returned when the samples cannot determine the weights.
+var ErrTooFew = errors.New("costfit: too few samples")
+
+// params lists the fitted weights; Linear's core weight is the unit the
+// others are measured against, with the projections' MACs.
+var params = []struct {
+	name string
+	get  func(*convert.Weights) *float64
+	form convert.Form // the form whose runs determine it; "" for all
+}{
+	{"original", func(w *convert.Weights) *float64 { return &w.Original }, convert.Original},
+	{"fused", func(w *convert.Weights) *float64 { return &w.Fused }, convert.Fused},
+	{"flash", func(w *convert.Weights) *float64 { return &w.Flash }, convert.Flash},
+	{"pass", func(w *convert.Weights) *float64 { return &w.Pass }, ""},
+	{"exp", func(w *convert.Weights) *float64 { return &w.Exp }, ""},
+	{"fused-token", func(w *convert.Weights) *float64 { return &w.FusedToken }, convert.Fused},
+	{"flash-token", func(w *convert.Weights) *float64 { return &w.FlashToken }, convert.Flash},
+	{"layer", func(w *convert.Weights) *float64 { return &w.Layer }, ""},
+}
+
+// ridge is the weight of the pull of each log weight towards its start,
+// against the sum of squared log-ratio residuals: a weight moved by a
+// factor e costs what one ratio off by 1 % does.
+const ridge = 1e-4
+
+// Fit returns the weights for cm's model that best fit the samples' log
+// time ratios within each group (least squares). cm's Weights (where
+// zero, convert.DefaultWeights) are the starting point and keep the values
+// of any weight no sample determines (Fused when no fused run was timed,
+// say).
+func Fit(cm convert.CostModel, samples []Sample) (*Result, error) {
+	type key struct {
+		g string
+		n int
+	}
+	groups := map[key][]Sample{}
+	for _, s := range samples {
+		if s.Ms <= 0 || s.N <= 0 || math.IsNaN(s.Ms) || math.IsInf(s.Ms, 0) {
+			return nil, fmt.Errorf("costfit: %s at n = %d: time %v is not a positive number", s.Form, s.N, s.Ms)
+		}
+		k := key{s.Group, s.N}
+		groups[k] = append(groups[k], s)
+	}
+	keys := make([]key, 0, len(groups))
+	for k, g := range groups {
+		if len(g) > 1 {
+			keys = append(keys, k)
+		}
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if keys[i].g != keys[j].g {
+			return keys[i].g < keys[j].g
+		}
+		return keys[i].n < keys[j].n
+	})
+	seen := map[convert.Form]bool{}
+	pairs := 0
+	for _, k := range keys {
+		g := groups[k]
+		sort.Slice(g, func(i, j int) bool { return g[i].Form < g[j].Form })
+		pairs += len(g) * (len(g) - 1) / 2
+		for _, s := range g {
+			seen[s.Form] = true
+		}
+	}
+	var free []int
+	for i, p := range params {
+		if p.form == "" || seen[p.form] {
+			free = append(free, i)
+		}
+	}
+	if pairs < 2*len(free) {
+		return nil, fmt.Errorf("%w: %d ratios for %d weights", ErrTooFew, pairs, len(free))
+	}
+	start := cm.Weights.Normalized()
+	// Weights are fitted as logarithms so they stay positive; a weight
+	// that starts at 0 starts at its default.
+	x0 := make([]float64, len(free))
+	def := convert.DefaultWeights.Normalized()
+	for j, i := range free {
+		v := *params[i].get(&start)
+		if v <= 0 {
+			v = *params[i].get(&def)
+		}
+		if v <= 0 {
+			v = 1
+		}
+		x0[j] = math.Log(v)
+	}
+	weights := func(x []float64) convert.Weights {
+		w := start
+		for j, i := range free {
+			*params[i].get(&w) = math.Exp(x[j])
+		}
+		return w
+	}
+	residuals := func(x []float64, fn func(r float64)) {
+		m := cm
+		m.Weights = weights(x)
+		for _, k := range keys {
+			g := groups[k]
+			for a := 0; a < len(g); a++ {
+				for b := a + 1; b < len(g); b++ {
+					meas := math.Log(g[a].Ms / g[b].Ms)
+					pred := math.Log(m.Work(g[a].Form, k.n) / m.Work(g[b].Form, k.n))
+					fn(pred - meas)
+				}
+			}
+		}
+	}
+	// A weak pull of each log weight towards its start keeps weights the
+	// ratios cannot tell apart (the core MACs, passes and exponentials of
+	// a softmax form all grow as n²) near their starting values instead of
+	// letting them drift to any extreme that fits as well.
+	loss := func(x []float64) float64 {
+		s := 0.0
+		residuals(x, func(r float64) { s += r * r })
+		for j := range x {
+			d := x[j] - x0[j]
+			s += ridge * d * d
+		}
+		if math.IsNaN(s) {
+			return math.Inf(1)
+		}
+		return s
+	}
+	// Nelder-Mead from the start, restarted from its own answer until it
+	// stops improving: derivative-free and deterministic.
+	x, best := x0, loss(x0)
+	for round := 0; round < 30; round++ {
+		nx, f := nelderMead(loss, x, 1, 4000)
+		if f >= best*(1-1e-10) {
+			break
+		}
+		x, best = nx, f
+	}
+	out := &Result{Weights: weights(x), Pairs: pairs}
+	sum := 0.0
+	residuals(x, func(r float64) {
+		e := math.Abs(math.Expm1(r))
+		sum += e * e
+		out.Max = math.Max(out.Max, e)
+	})
+	out.RMS = math.Sqrt(sum / float64(pairs))
+	return out, nil
+}
+
+// nelderMead minimises f from x0 with an initial simplex of step size
+// step along each axis, for at most iters iterations.
+func nelderMead(f func([]float64) float64, x0 []float64, step float64, iters int) ([]float64, float64) {
+	d := len(x0)
+	pts := make([][]float64, d+1)
+	val := make([]float64, d+1)
+	for i := range pts {
+		pts[i] = append([]float64(nil), x0...)
+		if i > 0 {
+			pts[i][i-1] += step
+		}
+		val[i] = f(pts[i])
+	}
+	at := func(c []float64, toward []float64, t float64) []float64 {
+		p := make([]float64, d)
+		for j := range p {
+			p[j] = c[j] + t*(toward[j]-c[j])
+		}
+		return p
+	}
+	for it := 0; it < iters; it++ {
+		order := make([]int, d+1)
+		for i := range order {
+			order[i] = i
+		}
+		sort.SliceStable(order, func(a, b int) bool { return val[order[a]] < val[order[b]] })
+		ps, vs := make([][]float64, d+1), make([]float64, d+1)
+		for i, o := range order {
+			ps[i], vs[i] = pts[o], val[o]
+		}
+		pts, val = ps, vs
+		if vs[d]-vs[0] <= 1e-14*(math.Abs(vs[0])+1e-300) {
+			break
+		}
+		c := make([]float64, d)
+		for _, p := range pts[:d] {
+			for j := range c {
+				c[j] += p[j] / float64(d)
+			}
+		}
+		r := at(c, pts[d], -1)
+		fr := f(r)
+		switch {
+		case fr < val[0]:
+			e := at(c, pts[d], -2)
+			if fe := f(e); fe < fr {
+				pts[d], val[d] = e, fe
+			} else {
+				pts[d], val[d] = r, fr
+			}
+		case fr < val[d-1]:
+			pts[d], val[d] = r, fr
+		default:
+			k := at(c, pts[d], 0.5)
+			if fr < val[d] {
+				k = at(c, r, 0.5)
+			}
+			if fk := f(k); fk < math.Min(fr, val[d]) {
+				pts[d], val[d] = k, fk
+				continue
+			}
+			for i := 1; i <= d; i++ {
+				pts[i] = at(pts[0], pts[i], 0.5)
+				val[i] = f(pts[i])
+			}
+		}
+	}
+	bi := 0
+	for i := range val {
+		if val[i] < val[bi] {
+			bi = i
+		}
+	}
+	return pts[bi], val[bi]
+}

@@ -1,0 +1,99 @@
+package progress
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// fakeClock advances only when told.
+type fakeClock struct{ t time.Time }
+
+func (c *fakeClock) now() time.Time { return c.t }
+
+func TestReporterETA(t *testing.T) {
+	clock := &fakeClock{t: time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)}
+	var b strings.Builder
+	r := newWithClock(&b, "fit: layer", 4, clock.now)
+	clock.t = clock.t.Add(30 * time.Second)
+	r.Note("fitting %s", "attn_0")
+	r.Step("rel err %.2f → %.2f", 0.5, 0.25)
+	clock.t = clock.t.Add(90 * time.Second)
+	r.Step("") // 2 of 4 done in 2m: 2m left
+	clock.t = clock.t.Add(2*time.Hour - 2*time.Minute + 3*time.Second)
+	r.Step("third")
+	r.Step("last")
+	want := "" +
+		"fit: layer 1/4: fitting attn_0 (30s elapsed)\n" +
+		"fit: layer 1/4: rel err 0.50 → 0.25 (30s elapsed, ETA 1m30s)\n" +
+		"fit: layer 2/4 (2m00s elapsed, ETA 2m00s)\n" +
+		"fit: layer 3/4: third (2h00m elapsed, ETA 40m01s)\n" +
+		"fit: layer 4/4: last (2h00m elapsed, ETA 0.0s)\n"
+	if got := b.String(); got != want {
+		t.Errorf("got\n%s\nwant\n%s", got, want)
+	}
+}
+
+// Dropped steps leave the total and the estimate.
+func TestReporterDrop(t *testing.T) {
+	clock := &fakeClock{t: time.Unix(0, 0)}
+	var b strings.Builder
+	r := newWithClock(&b, "run", 6, clock.now)
+	clock.t = clock.t.Add(10 * time.Second)
+	r.Step("skipped")
+	r.Drop(2) // its other two rounds
+	if got, want := b.String(), "run 1/6: skipped (10s elapsed, ETA 50s)\n"; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+	b.Reset()
+	r.Step("ok")
+	if got, want := b.String(), "run 2/4: ok (10s elapsed, ETA 10s)\n"; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+	r.Drop(10) // never below the steps done
+	b.Reset()
+	r.Note("n")
+	if got, want := b.String(), "run 3/3: n (10s elapsed)\n"; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+}
+
+func TestReporterUnknownTotalAndNil(t *testing.T) {
+	clock := &fakeClock{t: time.Unix(0, 0)}
+	var b strings.Builder
+	r := newWithClock(&b, "trial", 0, clock.now)
+	clock.t = clock.t.Add(1500 * time.Millisecond)
+	r.Step("done")
+	if got, want := b.String(), "trial 1: done (1.5s elapsed)\n"; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+	var silent *Reporter = New(nil, "x", 3)
+	if silent != nil {
+		t.Fatal("New(nil, ...) is not nil")
+	}
+	silent.Step("nothing")
+	silent.Note("nothing")
+}
+
+func TestDuration(t *testing.T) {
+	for _, c := range []struct {
+		d    time.Duration
+		want string
+	}{
+		{-time.Second, "0.0s"},
+		{0, "0.0s"},
+		{420 * time.Millisecond, "0.4s"},
+		{9940 * time.Millisecond, "9.9s"},
+		{9960 * time.Millisecond, "10s"},
+		{42 * time.Second, "42s"},
+		{59600 * time.Millisecond, "1m00s"},
+		{185 * time.Second, "3m05s"},
+		{time.Hour - 200*time.Millisecond, "1h00m"},
+		{time.Hour + 2*time.Minute + 29*time.Second, "1h02m"},
+		{26 * time.Hour, "26h00m"},
+	} {
+		if got := Duration(c.d); got != c.want {
+			t.Errorf("Duration(%v) = %q, want %q", c.d, got, c.want)
+		}
+	}
+}

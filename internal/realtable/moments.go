@@ -1,0 +1,58 @@
+package realtable
+
+import (
+	"github.com/linearize/linearize/convert"
+	"github.com/linearize/linearize/features"
+	"github.com/linearize/linearize/finetune"
+	"github.com/linearize/linearize/onnx"
+	"github.com/linearize/linearize/onnx/onnxpb"
+	"github.com/linearize/linearize/ops"
+)
+
+// needsMoments reports whether a Performer conversion with options o needs
+// calibration moments: a fitted balance or FAVOR# (sderf, aderf) features.
+func needsMoments(o convert.PerformerOptions) bool {
+	return o.Balance || o.FeatureMap == ops.FeaturesSDERF || o.FeatureMap == ops.FeaturesADERF
+}
+
+// performerTag describes the variant options of o ("" for plain FAVOR+):
+// "center+balance+favor+", "center+aderf", "favor++", ...
+func performerTag(o convert.PerformerOptions) string {
+	feat := o.FeatureMap
+	if feat == "" {
+		feat = ops.FeaturesFavorPlus
+	}
+	if !o.Center && !o.Balance && feat == ops.FeaturesFavorPlus {
+		return ""
+	}
+	tag := feat
+	if o.Balance {
+		tag = "balance+" + tag
+	}
+	if o.Center {
+		tag = "center+" + tag
+	}
+	return tag
+}
+
+// momentCache holds calibration moments by centring, for Table.
+type momentCache map[bool]map[int]*features.Moments
+
+// withMoments returns v with the calibration moments its Performer options
+// need, computed from the calibration feed once per centring setting.
+func (c momentCache) withMoments(original *onnxpb.ModelProto, v Variant, feed map[string]*onnx.Tensor, opt finetune.Options) (Variant, error) {
+	if v.Performer == nil || v.Performer.Moments != nil || !needsMoments(*v.Performer) {
+		return v, nil
+	}
+	o := *v.Performer
+	if c[o.Center] == nil {
+		mo, err := finetune.PerformerMoments(original, feed, finetune.MomentOptions{Center: o.Center, Backend: opt.Backend, Threads: opt.Threads})
+		if err != nil {
+			return v, err
+		}
+		c[o.Center] = mo
+	}
+	o.Moments = c[o.Center]
+	v.Performer = &o
+	return v, nil
+}
