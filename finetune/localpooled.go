@@ -64,11 +64,7 @@ func localPooled(original, converted *onnxpb.ModelProto, feed map[string]*onnx.T
 		return nil, nil, err
 	}
 	decode := func(layer int, name string) (*onnx.Tensor, error) {
-		t, err := onnx.DecodeTensor(out.Graph.Initializer[inits[name]])
-		if err != nil || t.DType != onnx.Float {
-			return nil, fmt.Errorf("finetune: layer %d: %q: want a float32 initializer (%v)", layer, name, err)
-		}
-		return t, nil
+		return floatInitializer(out, inits, layer, name)
 	}
 	rep := &Report{Op: ops.LocalPooledOp, Steps: opt.Steps, LR: opt.LR}
 	prog := opt.reporter(shared, len(nodes))
@@ -79,25 +75,17 @@ func localPooled(original, converted *onnxpb.ModelProto, feed map[string]*onnx.T
 			expose = append(expose, pr.v.x)
 		}
 		biasName := ""
-		if len(n.Input) > 3 && n.Input[3] != "" {
+		if len(n.Input) > 3 {
 			biasName = n.Input[3]
-			if _, isInit := inits[biasName]; !isInit {
-				expose = append(expose, biasName)
-			}
 		}
+		expose = exposeBias(expose, inits, biasName)
 		got, err := runOnce(out, feed, dedup(expose), opt)
 		if err != nil {
 			return nil, nil, fmt.Errorf("finetune: converted model, layer %d: %w", ln.layer, err)
 		}
-		var bias *onnx.Tensor
-		if biasName != "" {
-			if _, isInit := inits[biasName]; isInit {
-				if bias, err = decode(ln.layer, biasName); err != nil {
-					return nil, nil, err
-				}
-			} else {
-				bias = got[biasName]
-			}
+		bias, err := keyBias(out, inits, got, ln.layer, biasName)
+		if err != nil {
+			return nil, nil, err
 		}
 		a := ops.LocalPooledAttrs{
 			Scale:    onnx.AttrFloat(n, "scale", 0),

@@ -106,35 +106,25 @@ func performer(original, converted *onnxpb.ModelProto, feed map[string]*onnx.Ten
 		return nil, nil, err
 	}
 	decode := func(layer int, name string) (*onnx.Tensor, error) {
-		t, err := onnx.DecodeTensor(out.Graph.Initializer[inits[name]])
-		if err != nil || t.DType != onnx.Float {
-			return nil, fmt.Errorf("finetune: layer %d: %q: want a float32 initializer (%v)", layer, name, err)
-		}
-		return t, nil
+		return floatInitializer(out, inits, layer, name)
 	}
 	rep := &Report{Op: ops.PerformerOp, Steps: opt.Steps, LR: opt.LR}
 	prog := opt.reporter(shared, len(nodes))
 	for i, ln := range nodes {
 		n, pr := ln.node, projs[i]
 		expose := []string{n.Input[0], n.Input[1], n.Input[2], pr.q.x, pr.k.x}
-		if len(n.Input) > 4 && n.Input[4] != "" {
-			if _, isInit := inits[n.Input[4]]; !isInit {
-				expose = append(expose, n.Input[4])
-			}
+		biasName := ""
+		if len(n.Input) > 4 {
+			biasName = n.Input[4]
 		}
+		expose = exposeBias(expose, inits, biasName)
 		got, err := runOnce(out, feed, dedup(expose), opt)
 		if err != nil {
 			return nil, nil, fmt.Errorf("finetune: converted model, layer %d: %w", ln.layer, err)
 		}
-		var bias *onnx.Tensor
-		if len(n.Input) > 4 && n.Input[4] != "" {
-			if _, isInit := inits[n.Input[4]]; isInit {
-				if bias, err = decode(ln.layer, n.Input[4]); err != nil {
-					return nil, nil, err
-				}
-			} else {
-				bias = got[n.Input[4]]
-			}
+		bias, err := keyBias(out, inits, got, ln.layer, biasName)
+		if err != nil {
+			return nil, nil, err
 		}
 		p := &performerProblem{
 			XQ: got[pr.q.x], XK: got[pr.k.x], V: got[n.Input[2]], Bias: bias, Y: ref[ln.target],
@@ -770,4 +760,36 @@ func headsLayout(y *onnx.Tensor, b, h, s, dv int) (*onnx.Tensor, error) {
 		}
 	}
 	return onnx.NewFloat(want, out), nil
+}
+
+// floatInitializer decodes the float32 initializer name of m (inits maps
+// initializer names to their index), for the fit of the given layer.
+func floatInitializer(m *onnxpb.ModelProto, inits map[string]int, layer int, name string) (*onnx.Tensor, error) {
+	t, err := onnx.DecodeTensor(m.Graph.Initializer[inits[name]])
+	if err != nil || t.DType != onnx.Float {
+		return nil, fmt.Errorf("finetune: layer %d: %q: want a float32 initializer (%v)", layer, name, err)
+	}
+	return t, nil
+}
+
+// keyBias returns the value of a linear op's key-bias input name: nil when
+// the node has none (""), the initializer when it is one, else the value
+// captured by the run (got), which exposeBias asked for.
+func keyBias(m *onnxpb.ModelProto, inits map[string]int, got map[string]*onnx.Tensor, layer int, name string) (*onnx.Tensor, error) {
+	if name == "" {
+		return nil, nil
+	}
+	if _, isInit := inits[name]; isInit {
+		return floatInitializer(m, inits, layer, name)
+	}
+	return got[name], nil
+}
+
+// exposeBias appends the key-bias input name to the values a run must
+// expose when it is computed (not "" and not an initializer).
+func exposeBias(expose []string, inits map[string]int, name string) []string {
+	if _, isInit := inits[name]; name != "" && !isInit {
+		return append(expose, name)
+	}
+	return expose
 }
