@@ -2,7 +2,6 @@ package convert
 
 import (
 	"errors"
-	"fmt"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -130,36 +129,9 @@ func TestAlreadyConverted(t *testing.T) {
 // function body (as onnxruntime's optimizer saves a model at level basic).
 func inlineLinear(t *testing.T, m *onnxpb.ModelProto) *onnxpb.ModelProto {
 	t.Helper()
-	m = proto.Clone(m).(*onnxpb.ModelProto)
-	fns := map[string]*onnxpb.FunctionProto{}
-	for _, f := range m.Functions {
-		fns[f.GetDomain()+"."+f.GetName()] = f
+	out, err := onnx.InlineFunctions(m, ops.Domain)
+	if err != nil {
+		t.Fatal(err)
 	}
-	var nodes []*onnxpb.NodeProto
-	for i, n := range m.Graph.Node {
-		f, ok := fns[n.GetDomain()+"."+n.GetOpType()]
-		if !ok || n.GetDomain() != ops.Domain {
-			nodes = append(nodes, n)
-			continue
-		}
-		prefix := fmt.Sprintf("_inlfunc_%s_%d/", n.GetOpType(), i)
-		body, err := instantiate(n, f, prefix)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for j, b := range body {
-			b.Name = proto.String(fmt.Sprintf("%s%s_%d", prefix, b.GetOpType(), j))
-		}
-		nodes = append(nodes, body...)
-	}
-	m.Graph.Node = nodes
-	m.Functions = nil
-	var imports []*onnxpb.OperatorSetIdProto
-	for _, o := range m.OpsetImport {
-		if o.GetDomain() != ops.Domain {
-			imports = append(imports, o)
-		}
-	}
-	m.OpsetImport = imports
-	return m
+	return out
 }

@@ -85,3 +85,52 @@ func Instantiate(n *onnxpb.NodeProto, f *onnxpb.FunctionProto, prefix string) ([
 	}
 	return body, nil
 }
+
+// InlineFunctions returns a copy of m in which every call of a model-local
+// function of domain is replaced by the function's body (Instantiate, with
+// the prefix "_inlfunc_OP_I/" for the call at graph position I; body nodes
+// without a name are named after their op and place), as onnxruntime's
+// optimizer saves a model; those functions and domain's opset import are
+// dropped. Calls inside other functions and subgraphs are left alone. m is
+// not modified; the copy shares initializer bytes with m (CloneShared).
+func InlineFunctions(m *onnxpb.ModelProto, domain string) (*onnxpb.ModelProto, error) {
+	out := CloneShared(m)
+	fns := map[string]*onnxpb.FunctionProto{}
+	var keep []*onnxpb.FunctionProto
+	for _, f := range out.Functions {
+		if f.GetDomain() == domain {
+			fns[f.GetName()] = f
+		} else {
+			keep = append(keep, f)
+		}
+	}
+	var nodes []*onnxpb.NodeProto
+	for i, n := range out.Graph.GetNode() {
+		f, ok := fns[n.GetOpType()]
+		if !ok || n.GetDomain() != domain {
+			nodes = append(nodes, n)
+			continue
+		}
+		prefix := fmt.Sprintf("_inlfunc_%s_%d/", n.GetOpType(), i)
+		body, err := Instantiate(n, f, prefix)
+		if err != nil {
+			return nil, err
+		}
+		for j, b := range body {
+			if b.GetName() == prefix {
+				b.Name = proto.String(fmt.Sprintf("%s%s_%d", prefix, b.GetOpType(), j))
+			}
+		}
+		nodes = append(nodes, body...)
+	}
+	out.Graph.Node = nodes
+	out.Functions = keep
+	var imports []*onnxpb.OperatorSetIdProto
+	for _, o := range out.OpsetImport {
+		if o.GetDomain() != domain {
+			imports = append(imports, o)
+		}
+	}
+	out.OpsetImport = imports
+	return out, nil
+}

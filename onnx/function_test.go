@@ -64,3 +64,51 @@ func TestInstantiate(t *testing.T) {
 		t.Errorf("too many inputs: err %v", err)
 	}
 }
+
+// TestInlineFunctions inlines one of two model-local functions, written
+// out by hand: the graph y = d.Twice(x); z = e.Keep(y), with Twice(X) =
+// Add(X, X) (an unnamed body node) in domain d, Keep in another domain.
+func TestInlineFunctions(t *testing.T) {
+	twice := &onnxpb.FunctionProto{Name: proto.String("Twice"), Domain: proto.String("d"), Input: []string{"X"}, Output: []string{"Y"},
+		Node: []*onnxpb.NodeProto{{OpType: proto.String("Add"), Input: []string{"X", "X"}, Output: []string{"Y"}}}}
+	keep := &onnxpb.FunctionProto{Name: proto.String("Keep"), Domain: proto.String("e"), Input: []string{"X"}, Output: []string{"Y"},
+		Node: []*onnxpb.NodeProto{{OpType: proto.String("Identity"), Input: []string{"X"}, Output: []string{"Y"}}}}
+	m := &onnxpb.ModelProto{
+		OpsetImport: []*onnxpb.OperatorSetIdProto{{Version: proto.Int64(17)}, {Domain: proto.String("d"), Version: proto.Int64(1)}, {Domain: proto.String("e"), Version: proto.Int64(1)}},
+		Functions:   []*onnxpb.FunctionProto{twice, keep},
+		Graph: &onnxpb.GraphProto{Node: []*onnxpb.NodeProto{
+			{Name: proto.String("call"), OpType: proto.String("Twice"), Domain: proto.String("d"), Input: []string{"x"}, Output: []string{"y"}},
+			{Name: proto.String("other"), OpType: proto.String("Keep"), Domain: proto.String("e"), Input: []string{"y"}, Output: []string{"z"}},
+		}},
+	}
+	before := proto.Clone(m)
+	out, err := onnx.InlineFunctions(m, "d")
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes := out.Graph.Node
+	if len(nodes) != 2 || nodes[0].GetOpType() != "Add" || nodes[0].GetDomain() != "" ||
+		strings.Join(nodes[0].Input, ",") != "x,x" || strings.Join(nodes[0].Output, ",") != "y" ||
+		nodes[0].GetName() != "_inlfunc_Twice_0/Add_0" || nodes[1].GetName() != "other" {
+		t.Fatalf("inlined graph %v", nodes)
+	}
+	if len(out.Functions) != 1 || out.Functions[0].GetName() != "Keep" {
+		t.Errorf("functions left %v, want Keep only", out.Functions)
+	}
+	for _, o := range out.OpsetImport {
+		if o.GetDomain() == "d" {
+			t.Errorf("opset import of the inlined domain kept: %v", out.OpsetImport)
+		}
+	}
+	if len(out.OpsetImport) != 2 {
+		t.Errorf("opset imports %v, want the default and e", out.OpsetImport)
+	}
+	if !proto.Equal(m, before) {
+		t.Error("InlineFunctions modified its argument")
+	}
+	// A call whose arity does not fit its function is an error.
+	m.Graph.Node[0].Input = append(m.Graph.Node[0].Input, "extra")
+	if _, err := onnx.InlineFunctions(m, "d"); err == nil {
+		t.Error("a call with too many inputs was inlined")
+	}
+}
