@@ -235,6 +235,20 @@ func TestSummarizeVersus(t *testing.T) {
 	if got := r.MeasuredCrossover[convert.Performer]; got != 512 {
 		t.Errorf("measured crossover vs original %d, want 512", got)
 	}
+	// Faster than the original already at 512, the shortest length: the
+	// table says the crossover is only bounded; against flash it is not.
+	r.Crossover = map[convert.Form]int{convert.Performer: 600}
+	r.CrossoverVersus = map[string]map[convert.Form]int{"flash": {convert.Performer: 800}}
+	var table strings.Builder
+	WriteTable(&table, r)
+	for _, want := range []string{
+		"performer crossover: predicted n = 600, measured n ≤ 512 (faster at every measured length; predicted/measured ≥ 1.17)",
+		"performer crossover versus flash: predicted n = 800, measured n = 724 (predicted/measured 1.10)",
+	} {
+		if !strings.Contains(table.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, table.String())
+		}
+	}
 }
 
 // TestBaselineKindInlined: a converted model whose op onnxruntime's

@@ -561,15 +561,8 @@ func WriteTable(w io.Writer, r *Result) {
 	}
 	sort.Strings(forms)
 	for _, f := range forms {
-		mc := r.MeasuredCrossover[convert.Form(f)]
-		ms := strconv.Itoa(mc)
-		switch mc {
-		case 0:
-			ms = "not within the measured lengths"
-		case -1:
-			ms = "unknown (original did not run)"
-		}
-		fmt.Fprintf(w, "%s crossover: predicted n = %d, measured n = %s%s\n", f, r.Crossover[convert.Form(f)], ms, crossoverError(r.Crossover[convert.Form(f)], mc))
+		pred := r.Crossover[convert.Form(f)]
+		fmt.Fprintf(w, "%s crossover: predicted n = %d, %s\n", f, pred, r.MeasuredText(convert.Form(f), convert.Original, r.MeasuredCrossover[convert.Form(f)], pred))
 	}
 	for _, run := range r.Runs {
 		if run.Variant == convert.Original && run.Status == "skipped" {
@@ -625,18 +618,11 @@ func writeVersus(w io.Writer, r *Result) {
 					pred = "never"
 				}
 			}
-			ms := strconv.Itoa(measured[convert.Form(f)])
-			switch measured[convert.Form(f)] {
-			case 0:
-				ms = "not within the measured lengths"
-			case -1:
-				ms = "unknown (" + b.Name + " did not run)"
-			}
 			c, ok := r.CrossoverVersus[b.Name][convert.Form(f)]
 			if !ok {
 				c = -1
 			}
-			fmt.Fprintf(w, "%s crossover versus %s: predicted n = %s, measured n = %s%s\n", f, b.Name, pred, ms, crossoverError(c, measured[convert.Form(f)]))
+			fmt.Fprintf(w, "%s crossover versus %s: predicted n = %s, %s\n", f, b.Name, pred, r.MeasuredText(convert.Form(f), convert.Form(b.Name), measured[convert.Form(f)], c))
 		}
 		for _, run := range r.Runs {
 			if run.Variant == convert.Form(b.Name) && run.Status != "ok" {
@@ -650,13 +636,38 @@ func writeVersus(w io.Writer, r *Result) {
 	writeFit(w, r)
 }
 
-// crossoverError is ", predicted/measured 1.23" for a predicted and a
-// measured crossover that are both lengths, else "".
-func crossoverError(pred, meas int) string {
-	if pred <= 0 || meas <= 0 {
-		return ""
+// MeasuredText writes the measured crossover meas of form f against the
+// reference variant ref (Result.MeasuredCrossover) beside the predicted
+// one pred: "measured n = 651 (predicted/measured 0.99)". When f was
+// already faster at the shortest length both ran, the crossover is only
+// bounded: "measured n ≤ 384 (faster at every measured length;
+// predicted/measured ≥ 1.10)".
+func (r *Result) MeasuredText(f, ref convert.Form, meas, pred int) string {
+	switch meas {
+	case 0:
+		return "measured n = not within the measured lengths"
+	case -1:
+		return "measured n = unknown (" + string(ref) + " did not run)"
 	}
-	return fmt.Sprintf(" (predicted/measured %.2f)", float64(pred)/float64(meas))
+	refRuns, shortest := r.okRuns(ref), 0
+	for _, run := range r.sorted(f) {
+		if run.Status == "ok" && run.MedianMS > 0 && refRuns[run.Length] != nil {
+			shortest = run.Length
+			break
+		}
+	}
+	if meas == shortest && refRuns[shortest].MedianMS > r.okRuns(f)[shortest].MedianMS {
+		s := fmt.Sprintf("measured n ≤ %d (faster at every measured length", meas)
+		if pred > 0 {
+			s += fmt.Sprintf("; predicted/measured ≥ %.2f", float64(pred)/float64(meas))
+		}
+		return s + ")"
+	}
+	s := fmt.Sprintf("measured n = %d", meas)
+	if pred > 0 {
+		s += fmt.Sprintf(" (predicted/measured %.2f)", float64(pred)/float64(meas))
+	}
+	return s
 }
 
 // writeFit prints the weights fitted to the run and the crossovers they
@@ -668,21 +679,21 @@ func writeFit(w io.Writer, r *Result) {
 	f := r.Fit
 	fmt.Fprintf(w, "\ncost weights fitted to this run (%d time ratios, RMS error %.1f%%, largest %.1f%%): %v\n", f.Pairs, 100*f.RMS, 100*f.Max, f.Weights)
 	fmt.Fprintln(w, "(use them with --cost-weights on inspect --cost and bench)")
-	line := func(base string, pred, meas map[convert.Form]int) {
+	line := func(base convert.Form, pred, meas map[convert.Form]int) {
 		var forms []string
 		for form := range pred {
 			forms = append(forms, string(form))
 		}
 		sort.Strings(forms)
 		for _, form := range forms {
-			p, m := pred[convert.Form(form)], meas[convert.Form(form)]
-			fmt.Fprintf(w, "%s crossover versus %s with the fitted weights: predicted n = %d, measured n = %d%s\n", form, base, p, m, crossoverError(p, m))
+			p := pred[convert.Form(form)]
+			fmt.Fprintf(w, "%s crossover versus %s with the fitted weights: predicted n = %d, %s\n", form, base, p, r.MeasuredText(convert.Form(form), base, meas[convert.Form(form)], p))
 		}
 	}
-	line("original", f.Crossover, r.MeasuredCrossover)
+	line(convert.Original, f.Crossover, r.MeasuredCrossover)
 	for _, b := range r.Baselines {
 		if pred, ok := f.CrossoverVersus[b.Name]; ok {
-			line(b.Name, pred, r.MeasuredCrossoverVersus[b.Name])
+			line(convert.Form(b.Name), pred, r.MeasuredCrossoverVersus[b.Name])
 		}
 	}
 }

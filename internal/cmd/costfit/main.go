@@ -71,25 +71,21 @@ func run(paths []string) error {
 			what = "not fitted, checked"
 		}
 		fmt.Printf("\n%s (%s):\n", paths[i], what)
-		show := func(base string, pred, meas map[convert.Form]int) {
+		show := func(base convert.Form, pred, meas map[convert.Form]int) {
 			var forms []string
 			for f := range pred {
 				forms = append(forms, string(f))
 			}
 			sort.Strings(forms)
 			for _, f := range forms {
-				p, m := pred[convert.Form(f)], meas[convert.Form(f)]
-				ratio := "-"
-				if p > 0 && m > 0 {
-					ratio = fmt.Sprintf("%.2f", float64(p)/float64(m))
-				}
-				fmt.Printf("  %-12s vs %-8s predicted %5d  measured %5d  predicted/measured %s\n", f, base, p, m, ratio)
+				p := pred[convert.Form(f)]
+				fmt.Printf("  %-12s vs %-8s predicted %5d, %s\n", f, base, p, r.MeasuredText(convert.Form(f), base, meas[convert.Form(f)], p))
 			}
 		}
-		show("original", fit.Crossover, r.MeasuredCrossover)
+		show(convert.Original, fit.Crossover, r.MeasuredCrossover)
 		for _, b := range r.Baselines {
 			if pred, ok := fit.CrossoverVersus[b.Name]; ok {
-				show(b.Name, pred, r.MeasuredCrossoverVersus[b.Name])
+				show(convert.Form(b.Name), pred, r.MeasuredCrossoverVersus[b.Name])
 			}
 		}
 	}
