@@ -55,6 +55,12 @@ var params = []struct {
 	{"layer", func(w *convert.Weights) *float64 { return &w.Layer }, ""},
 }
 
+// neutral is where a weight the caller leaves at 0 starts: every core MAC
+// at the projections' cost, a pass at 10 MAC-eq (memory-bound work), an
+// exponential at 1, per-token and per-layer costs of about a hundredth of
+// a BERT-base layer's per-token work at a few hundred tokens.
+var neutral = convert.Weights{Original: 1, Fused: 1, Flash: 1, Linear: 1, Pass: 10, Exp: 1, FusedToken: 100, FlashToken: 100, Layer: 1e8}
+
 // ridge is the weight of the pull of each log weight towards its start,
 // against the sum of squared log-ratio residuals: a weight moved by a
 // factor e costs what one ratio off by 1 % does.
@@ -62,9 +68,8 @@ const ridge = 1e-4
 
 // Fit returns the weights for cm's model that best fit the samples' log
 // time ratios within each group (least squares). cm's Weights (where
-// zero, convert.DefaultWeights) are the starting point and keep the values
-// of any weight no sample determines (Fused when no fused run was timed,
-// say).
+// zero, a neutral value) are the starting point and keep the values of any
+// weight no sample determines (Fused when no fused run was timed, say).
 func Fit(cm convert.CostModel, samples []Sample) (*Result, error) {
 	type key struct {
 		g string
@@ -109,18 +114,16 @@ func Fit(cm convert.CostModel, samples []Sample) (*Result, error) {
 	if pairs < 2*len(free) {
 		return nil, fmt.Errorf("%w: %d ratios for %d weights", ErrTooFew, pairs, len(free))
 	}
-	start := cm.Weights.Normalized()
+	start := cm.Weights
 	// Weights are fitted as logarithms so they stay positive; a weight
-	// that starts at 0 starts at its default.
+	// that starts at 0 starts at its neutral value, so that a fit from the
+	// zero Weights depends on the samples alone (not on DefaultWeights,
+	// which such a fit produces).
 	x0 := make([]float64, len(free))
-	def := convert.DefaultWeights.Normalized()
 	for j, i := range free {
 		v := *params[i].get(&start)
 		if v <= 0 {
-			v = *params[i].get(&def)
-		}
-		if v <= 0 {
-			v = 1
+			v = *params[i].get(&neutral)
 		}
 		x0[j] = math.Log(v)
 	}

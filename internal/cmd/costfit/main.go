@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"os"
 	"sort"
+	"strconv"
 
 	"github.com/linearize/linearize/convert"
 	"github.com/linearize/linearize/internal/benchrun"
@@ -64,7 +65,7 @@ func run(paths []string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("weights: %v\n%d time ratios, RMS error %.1f%%, largest %.1f%%\n", fit.Weights, fit.Pairs, 100*fit.RMS, 100*fit.Max)
+	fmt.Printf("weights: %v\nto 3 digits (convert.DefaultWeights): %v\n%d time ratios, RMS error %.1f%%, largest %.1f%%\n", fit.Weights, round3(fit.Weights), fit.Pairs, 100*fit.RMS, 100*fit.Max)
 	for i, r := range results {
 		what := "fitted"
 		if i >= fitted {
@@ -90,4 +91,13 @@ func run(paths []string) error {
 		}
 	}
 	return nil
+}
+
+// round3 rounds every weight to 3 significant digits.
+func round3(w convert.Weights) convert.Weights {
+	for _, p := range []*float64{&w.Original, &w.Fused, &w.Flash, &w.Linear, &w.Pass, &w.Exp, &w.FusedToken, &w.FlashToken, &w.Layer} {
+		v, _ := strconv.ParseFloat(strconv.FormatFloat(*p, 'g', 3, 64), 64)
+		*p = v
+	}
+	return w
 }
