@@ -61,6 +61,13 @@ func (c *countingReader) full(buf []byte) error {
 	return err
 }
 
+// fits reports whether l more bytes lie between the reader's position and
+// end. The position can already be past end when a field's tag or length
+// ran over the end of its enclosing message; then nothing fits.
+func (c *countingReader) fits(l uint64, end int64) bool {
+	return c.pos <= end && l <= uint64(end-c.pos)
+}
+
 // decodeStream parses a serialized ModelProto of size bytes from r,
 // unmarshalling the graph's initializers one at a time from a reused
 // buffer. It returns errNotStreamable (or an I/O error) for anything it
@@ -86,7 +93,7 @@ func decodeStream(r io.Reader, size int64) (*onnxpb.ModelProto, error) {
 			if typ == protowire.Fixed64Type {
 				n = 8
 			}
-			if cr.pos+int64(n) > end {
+			if !cr.fits(uint64(n), end) {
 				return nil, errNotStreamable
 			}
 			var b [8]byte
@@ -99,7 +106,7 @@ func decodeStream(r io.Reader, size int64) (*onnxpb.ModelProto, error) {
 			if err != nil {
 				return nil, err
 			}
-			if l > uint64(end-cr.pos) {
+			if !cr.fits(l, end) {
 				return nil, errNotStreamable
 			}
 			dst = protowire.AppendVarint(dst, l)
@@ -130,7 +137,7 @@ func decodeStream(r io.Reader, size int64) (*onnxpb.ModelProto, error) {
 		if err != nil {
 			return nil, err
 		}
-		if glen > uint64(size-cr.pos) {
+		if !cr.fits(glen, size) {
 			return nil, errNotStreamable
 		}
 		end := cr.pos + int64(glen)
@@ -150,7 +157,7 @@ func decodeStream(r io.Reader, size int64) (*onnxpb.ModelProto, error) {
 			if err != nil {
 				return nil, err
 			}
-			if l > uint64(end-cr.pos) {
+			if !cr.fits(l, end) {
 				return nil, errNotStreamable
 			}
 			if uint64(cap(buf)) < l {

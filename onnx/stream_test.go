@@ -219,3 +219,33 @@ func TestLoadSaveAllocation(t *testing.T) {
 		t.Error("the saved and loaded model differs")
 	}
 }
+
+// TestStreamOverrun feeds decodeStream fields whose tag lies inside the
+// graph but whose length varint runs past the graph's end (a fuzzer found
+// that the remaining length then went negative and a huge length passed
+// the bound). Each must be refused as not streamable, and Load must return
+// an error, not panic.
+func TestStreamOverrun(t *testing.T) {
+	huge := protowire.AppendVarint(nil, 1<<40)
+	cases := map[string][]byte{
+		// graph of 1 byte holding a bytes-field tag; its length follows outside.
+		"field length past graph": append([]byte{0x3a, 0x01, 0x0a}, huge...),
+		// the same with the initializer's tag.
+		"initializer length past graph": append([]byte{0x3a, 0x01, 0x2a}, huge...),
+		// a fixed32 field whose tag ends the graph.
+		"fixed32 past graph": {0x3a, 0x01, 0x0d, 1, 2, 3, 4},
+	}
+	dir := t.TempDir()
+	for name, data := range cases {
+		if _, err := decodeStream(bytes.NewReader(data), int64(len(data))); err == nil {
+			t.Errorf("%s: decodeStream accepted it", name)
+		}
+		p := filepath.Join(dir, "m.onnx")
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Load(p); err == nil {
+			t.Errorf("%s: Load accepted it", name)
+		}
+	}
+}
