@@ -12,21 +12,24 @@ import (
 	"github.com/linearize/linearize/models"
 )
 
+// dense counts, one by one, the multiply-accumulates of a rows×in by
+// in×out product.
+func dense(rows, in, out int) (c int64) {
+	for r := 0; r < rows; r++ {
+		for o := 0; o < out; o++ {
+			for i := 0; i < in; i++ {
+				c++
+			}
+		}
+	}
+	return
+}
+
 // countMACs walks the loops of a naive forward pass of one layer (batch 1)
 // and counts every multiply-accumulate; it is the independent reference
 // for the cost model's closed forms.
 func countMACs(form convert.Form, n, H, d, f, M, k int) (proj, core, ffn int64) {
 	h := H * d
-	dense := func(rows, in, out int) (c int64) {
-		for r := 0; r < rows; r++ {
-			for o := 0; o < out; o++ {
-				for i := 0; i < in; i++ {
-					c++
-				}
-			}
-		}
-		return
-	}
 	proj = 4 * dense(n, h, h)
 	ffn = dense(n, h, f) + dense(n, f, h)
 	for head := 0; head < H; head++ {
@@ -131,16 +134,6 @@ func TestModelDimsFromBuiltModel(t *testing.T) {
 // values, one-hot segment means, pooled scores and values, sink gathers and
 // scores) and checks the closed form and the crossover n = 3b + 2k + 2s.
 func TestCostModelLocalPooled(t *testing.T) {
-	dense := func(rows, in, out int) (c int64) {
-		for r := 0; r < rows; r++ {
-			for o := 0; o < out; o++ {
-				for i := 0; i < in; i++ {
-					c++
-				}
-			}
-		}
-		return
-	}
 	for _, tc := range []struct{ n, H, d, b, k, s int }{
 		{8, 2, 3, 2, 3, 2}, {12, 3, 2, 4, 2, 0}, {6, 1, 4, 3, 1, 1},
 	} {

@@ -58,12 +58,7 @@ func TestCorpusLinformerIdentityExact(t *testing.T) {
 		exact := c.file != "attention_mask_no_cast.onnx"
 		t.Run(c.file, func(t *testing.T) {
 			m := loadModel(t, filepath.Join(dir, c.file))
-			sess, err := runtime.NewORTSession(m, runtime.Options{Threads: 1})
-			if err != nil {
-				t.Fatal(err)
-			}
-			in := feedsOpt(t, sess.Inputs(), c.seq, 0, 1, true)
-			sess.Close()
+			in := modelFeeds(t, m, c.seq, 0, 1, true)
 			want := runORT(t, m, in)
 			lm, rep, err := ToLinformer(m, LinformerOptions{K: c.seq, MaxLen: c.seq, Projections: identityProjections(c.seq)})
 			if err != nil {
@@ -89,19 +84,15 @@ func TestCorpusLinformerIdentityExact(t *testing.T) {
 // TestCorpusPerformerRuns: every runnable corpus model converts to
 // Performer, loads and runs in onnxruntime; the outputs stay close to the
 // original (random tiny weights, M = 1024: cosine ≥ 0.999, measured
-// ≥ 0.99998; the accurate numbers are the op tests').
+// ≥ 0.99998; the accurate numbers are the op tests'). Its steps are
+// TestCorpusLinformerIdentityExact's; what counts as close differs.
 func TestCorpusPerformerRuns(t *testing.T) {
 	dir := corpusDir(t)
 	needORT(t)
 	for _, c := range corpusRunnable {
 		t.Run(c.file, func(t *testing.T) {
 			m := loadModel(t, filepath.Join(dir, c.file))
-			sess, err := runtime.NewORTSession(m, runtime.Options{Threads: 1})
-			if err != nil {
-				t.Fatal(err)
-			}
-			in := feeds(t, sess.Inputs(), c.seq, 1, 2)
-			sess.Close()
+			in := modelFeeds(t, m, c.seq, 1, 2, false)
 			want := runORT(t, m, in)
 			pm, rep, err := ToPerformer(m, PerformerOptions{Features: 1024, Seed: 3})
 			if err != nil {

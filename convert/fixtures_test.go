@@ -1,6 +1,7 @@
 package convert
 
 import (
+	"bytes"
 	"encoding/json"
 	"math"
 	"os"
@@ -71,6 +72,15 @@ func checkPaddedExact(t *testing.T, f fixtureEntry, m, cm *onnxpb.ModelProto, se
 // audio input).
 func (f fixtureEntry) variableText() bool {
 	return f.masked() && f.Seq == 0 && len(f.FloatInputs) == 0
+}
+
+// seqLen is the sequence length the fixture tests feed: the fixture's
+// fixed length (vision and audio encoders), else 8.
+func (f fixtureEntry) seqLen() int {
+	if f.Seq > 0 {
+		return f.Seq
+	}
+	return 8
 }
 
 // masked reports whether the fixture takes an attention mask (so padding
@@ -193,24 +203,121 @@ func prefix(t *onnx.Tensor, n int) *onnx.Tensor {
 	return onnx.NewFloat([]int{1, n, h}, append([]float32(nil), t.Floats()[:n*h]...))
 }
 
+// checkPadding checks that cm (name in messages) gives the same
+// last_hidden_state at 5 real tokens of fixture f padded to seq as at the 5
+// alone (1e-5).
+func checkPadding(t *testing.T, name string, f fixtureEntry, cm *onnxpb.ModelProto, seq int) {
+	t.Helper()
+	padded := fixtureFeeds(f, 1, seq, []int{5}, 13)
+	a, b := runORT(t, cm, padded)["last_hidden_state"], runORT(t, cm, firstTokens(padded, 5))["last_hidden_state"]
+	if d := runtime.CompareTensors(prefix(a, 5), b); !d.OK(1e-5) {
+		t.Errorf("%s: padded vs unpadded outputs at real tokens: %v", name, d)
+	}
+}
+
+// checkPadIDs checks, for a fixed-length fixture f, that changing the ids
+// of the padded tokens after 5 real ones leaves cm's last_hidden_state at
+// the real tokens unchanged (1e-5).
+func checkPadIDs(t *testing.T, name string, f fixtureEntry, cm *onnxpb.ModelProto, seq int) {
+	t.Helper()
+	a := fixtureFeeds(f, 1, seq, []int{5}, 13)
+	b := fixtureFeeds(f, 1, seq, []int{5}, 13)
+	ids := b["input_ids"].Int64s()
+	for j := 5; j < seq; j++ {
+		ids[j] = 2 + (ids[j]+7)%int64(f.Vocab-2)
+	}
+	x, y := runORT(t, cm, a)["last_hidden_state"], runORT(t, cm, b)["last_hidden_state"]
+	if d := runtime.CompareTensors(prefix(x, 5), prefix(y, 5)); !d.OK(1e-5) {
+		t.Errorf("%s: padded tokens changed the outputs at real tokens: %v", name, d)
+	}
+}
+
+// checkFinite fails the test when cm's last_hidden_state on in holds a NaN
+// or an infinity.
+func checkFinite(t *testing.T, name string, cm *onnxpb.ModelProto, in map[string]*onnx.Tensor) {
+	t.Helper()
+	for _, x := range runORT(t, cm, in)["last_hidden_state"].Floats() {
+		if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
+			t.Fatalf("%s: output holds %g", name, x)
+		}
+	}
+}
+
+// firstTokens returns the first n tokens of each [1,S] int64 feed.
+func firstTokens(feed map[string]*onnx.Tensor, n int) map[string]*onnx.Tensor {
+	short := map[string]*onnx.Tensor{}
+	for k, v := range feed {
+		short[k] = onnx.NewInt64([]int{1, n}, append([]int64(nil), v.Int64s()[:n]...))
+	}
+	return short
+}
+
+// textFixtures returns the manifest entries of the text fixtures the
+// per-op fixture tests run on (unfused and fused, opsets 11 to 17),
+// failing the test for any the manifest lacks.
+func textFixtures(t *testing.T) []fixtureEntry {
+	t.Helper()
+	files := map[string]bool{"bert_eager_op14.onnx": true, "bert_eager_op11.onnx": true, "bert_eager_op14_fused.onnx": true, "bert_sdpa_op17.onnx": true}
+	var out []fixtureEntry
+	for _, f := range fixtures(t) {
+		if files[f.File] {
+			delete(files, f.File)
+			out = append(out, f)
+		}
+	}
+	for f := range files {
+		t.Errorf("fixture %s not in the manifest", f)
+	}
+	return out
+}
+
+// validateORT fails the test unless want ops of cm validate in
+// onnxruntime on feed (what, if not "", starts the message).
+func validateORT(t *testing.T, what string, cm *onnxpb.ModelProto, feed map[string]*onnx.Tensor, want int) {
+	t.Helper()
+	val, err := runtime.ValidateOps(cm, feed, runtime.ValidateOptions{Backend: "ort"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !val.OK() || len(val.Checks) != want {
+		var buf bytes.Buffer
+		val.WriteTable(&buf)
+		t.Fatalf("%svalidate failed:\n%s", what, buf.String())
+	}
+}
+
+// convertibleFixtures returns the manifest's fixtures that hold a block
+// to convert.
+func convertibleFixtures(t *testing.T) []fixtureEntry {
+	var out []fixtureEntry
+	for _, f := range fixtures(t) {
+		if f.Convertible > 0 {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// fixtureReference loads fixture f and runs it in onnxruntime on two
+// unpadded rows of seq tokens: the model, those inputs and its
+// last_hidden_state.
+func fixtureReference(t *testing.T, f fixtureEntry, seq int) (*onnxpb.ModelProto, map[string]*onnx.Tensor, *onnx.Tensor) {
+	t.Helper()
+	m := loadModel(t, filepath.Join(fixtureDir, f.File))
+	full := fixtureFeeds(f, 2, seq, []int{seq, seq}, 11)
+	return m, full, runORT(t, m, full)["last_hidden_state"]
+}
+
 // TestFixturesConvert: every fixture converts with both ops and runs in
 // onnxruntime; Linformer with k = S and E = F = I reproduces the original
 // (no padding) bit for bit; and for both ops appending padded tokens leaves
 // the outputs at the real tokens unchanged (the mask reaches the op).
 func TestFixturesConvert(t *testing.T) {
 	needORT(t)
-	for _, f := range fixtures(t) {
-		if f.Convertible == 0 {
-			continue
-		}
-		seq := 8
-		if f.Seq > 0 {
-			seq = f.Seq
-		}
+	for _, f := range convertibleFixtures(t) {
+		seq := f.seqLen()
 		t.Run(f.File, func(t *testing.T) {
-			m := loadModel(t, filepath.Join(fixtureDir, f.File))
-			full := fixtureFeeds(f, 2, seq, []int{seq, seq}, 11)
-			want := runORT(t, m, full)["last_hidden_state"]
+			m, full, want := fixtureReference(t, f, seq)
 
 			lm, rep, err := ToLinformer(m, LinformerOptions{K: seq, MaxLen: seq, Projections: identityProjections(seq)})
 			if err != nil {
@@ -244,50 +351,25 @@ func TestFixturesConvert(t *testing.T) {
 				if f.PaddingVariant != "" {
 					in = fixtureFeeds(f, 2, seq, []int{seq, 5}, 13)
 				}
-				for name, cm := range map[string]*onnxpb.ModelProto{"performer": pm, "linformer": lr} {
-					for _, x := range runORT(t, cm, in)["last_hidden_state"].Floats() {
-						if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
-							t.Fatalf("%s: output holds %g", name, x)
-						}
-					}
-				}
+				checkFinite(t, "performer", pm, in)
+				checkFinite(t, "linformer", lr, in)
 				return
 			}
 			if f.Seq > 0 {
 				// A fixed length: the padded tokens' ids do not change the
 				// outputs at the real tokens (original and both ops).
-				a := fixtureFeeds(f, 1, seq, []int{5}, 13)
-				b := fixtureFeeds(f, 1, seq, []int{5}, 13)
-				ids := b["input_ids"].Int64s()
-				for j := 5; j < seq; j++ {
-					ids[j] = 2 + (ids[j]+7)%int64(f.Vocab-2)
-				}
-				for name, cm := range map[string]*onnxpb.ModelProto{"original": m, "performer": pm, "linformer": lr} {
-					x, y := runORT(t, cm, a)["last_hidden_state"], runORT(t, cm, b)["last_hidden_state"]
-					if d := runtime.CompareTensors(prefix(x, 5), prefix(y, 5)); !d.OK(1e-5) {
-						t.Errorf("%s: padded tokens changed the outputs at real tokens: %v", name, d)
-					}
-				}
+				checkPadIDs(t, "original", f, m, seq)
+				checkPadIDs(t, "performer", f, pm, seq)
+				checkPadIDs(t, "linformer", f, lr, seq)
 				return
 			}
 			// Padding invariance: 5 real tokens padded to 8 vs the same 5.
-			padded := fixtureFeeds(f, 1, seq, []int{5}, 13)
-			short := map[string]*onnx.Tensor{}
-			for k, v := range padded {
-				d := v.Int64s()
-				short[k] = onnx.NewInt64([]int{1, 5}, append([]int64(nil), d[:5]...))
-			}
-			check := func(name string, a, b *onnx.Tensor) {
-				if d := runtime.CompareTensors(prefix(a, 5), b); !d.OK(1e-5) {
-					t.Errorf("%s: padded vs unpadded outputs at real tokens: %v", name, d)
-				}
-			}
 			if f.File == "bert_eager_op14.onnx" {
 				// The reference itself is padding-invariant (checked once).
-				check("original", runORT(t, m, padded)["last_hidden_state"], runORT(t, m, short)["last_hidden_state"])
+				checkPadding(t, "original", f, m, seq)
 			}
-			check("performer", runORT(t, pm, padded)["last_hidden_state"], runORT(t, pm, short)["last_hidden_state"])
-			check("linformer", runORT(t, lr, padded)["last_hidden_state"], runORT(t, lr, short)["last_hidden_state"])
+			checkPadding(t, "performer", f, pm, seq)
+			checkPadding(t, "linformer", f, lr, seq)
 		})
 	}
 }

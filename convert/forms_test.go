@@ -536,12 +536,7 @@ func TestModelsBERTForms(t *testing.T) {
 						}
 					}
 					needORT(t)
-					s, err := runtime.NewORTSession(m, runtime.Options{Threads: 1})
-					if err != nil {
-						t.Fatal(err)
-					}
-					in := feedsOpt(t, s.Inputs(), 6, 0, 1, true)
-					s.Close()
+					in := modelFeeds(t, m, 6, 0, 1, true)
 					want := runORT(t, m, in)
 					lm, _, err := ToLinformer(m, LinformerOptions{K: 6, MaxLen: 6, Projections: identityProjections(6)})
 					if err != nil {
@@ -763,18 +758,23 @@ func TestExplainFurthest(t *testing.T) {
 		{form{name: "probs-exposed", opset: 17, k: "0231", scale: "div", mask: "add", exposeProbs: true}, "are a graph output"},
 		{form{name: "every-key-masked", opset: 17, k: "0231", scale: "div", mask: "const-masked"}, "every key is masked"},
 	} {
-		t.Run(c.f.name, func(t *testing.T) {
-			d, err := Detect(c.f.build())
-			if err != nil {
-				t.Fatal(err)
-			}
-			if d.Count() != 0 || len(d.Unmatched) != 1 || !strings.Contains(d.Unmatched[0].Reason, c.want) {
-				t.Fatalf("want one unmatched Softmax with %q, got\n%s", c.want, d.Explain())
-			}
-			if !strings.Contains(d.Explain(), c.want) {
-				t.Errorf("Explain does not give the reason:\n%s", d.Explain())
-			}
-		})
+		t.Run(c.f.name, func(t *testing.T) { checkExplainFurthest(t, c.f.build(), c.want) })
+	}
+}
+
+// checkExplainFurthest checks that Detect matches nothing in m and gives
+// want as the reason of its one unmatched Softmax, in Explain too.
+func checkExplainFurthest(t *testing.T, m *onnxpb.ModelProto, want string) {
+	t.Helper()
+	d, err := Detect(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Count() != 0 || len(d.Unmatched) != 1 || !strings.Contains(d.Unmatched[0].Reason, want) {
+		t.Fatalf("want one unmatched Softmax with %q, got\n%s", want, d.Explain())
+	}
+	if !strings.Contains(d.Explain(), want) {
+		t.Errorf("Explain does not give the reason:\n%s", d.Explain())
 	}
 }
 

@@ -88,14 +88,7 @@ func (mt *matcher) matchFusedAttention(n *onnxpb.NodeProto) *Block {
 		}
 		b.HeadDim = int(fm.qSize) / b.Heads
 	}
-	b.Scale = float64(onnx.AttrFloat(n, "scale", 0))
-	if b.Scale == 0 && b.HeadDim > 0 {
-		b.Scale = 1 / math.Sqrt(float64(b.HeadDim))
-	}
-	if math.IsNaN(b.Scale) || math.IsInf(b.Scale, 0) {
-		b.Scale = 0 // reports are JSON; the reason says what it was
-		b.Convertible, b.Reason = false, "the scale attribute is not a finite number"
-	}
+	fusedScale(b, n)
 	if optInput(n, 4) != "" || (len(n.Output) > 1 && n.Output[1] != "") {
 		b.Convertible, b.Reason = false, "uses past/present key-value state"
 	}
@@ -259,14 +252,7 @@ func (mt *matcher) matchFusedMHA(n *onnxpb.NodeProto) *Block {
 	} else {
 		b.Convertible, b.Reason = false, "projection width unknown"
 	}
-	b.Scale = float64(onnx.AttrFloat(n, "scale", 0))
-	if b.Scale == 0 && b.HeadDim > 0 {
-		b.Scale = 1 / math.Sqrt(float64(b.HeadDim))
-	}
-	if math.IsNaN(b.Scale) || math.IsInf(b.Scale, 0) {
-		b.Scale = 0 // reports are JSON; the reason says what it was
-		b.Convertible, b.Reason = false, "the scale attribute is not a finite number"
-	}
+	fusedScale(b, n)
 	if optInput(n, 6) != "" || optInput(n, 7) != "" || (len(n.Output) > 1 && n.Output[1] != "") {
 		b.Convertible, b.Reason = false, "uses past key/value state"
 	}
@@ -277,4 +263,17 @@ func (mt *matcher) matchFusedMHA(n *onnxpb.NodeProto) *Block {
 	mt.fusedMask(b, fm, optInput(n, 4))
 	fusedCausal(b)
 	return b
+}
+
+// fusedScale sets b.Scale from the fused node n's scale attribute (0 or
+// absent: 1/√HeadDim) and refuses the block when it is not finite.
+func fusedScale(b *Block, n *onnxpb.NodeProto) {
+	b.Scale = float64(onnx.AttrFloat(n, "scale", 0))
+	if b.Scale == 0 && b.HeadDim > 0 {
+		b.Scale = 1 / math.Sqrt(float64(b.HeadDim))
+	}
+	if math.IsNaN(b.Scale) || math.IsInf(b.Scale, 0) {
+		b.Scale = 0 // reports are JSON; the reason says what it was
+		b.Convertible, b.Reason = false, "the scale attribute is not a finite number"
+	}
 }

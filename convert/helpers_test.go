@@ -47,6 +47,34 @@ func feeds(t *testing.T, vals []runtime.Value, seq, pad int, seed uint64) map[st
 	return feedsOpt(t, vals, seq, pad, seed, false)
 }
 
+// encodeWith returns a function that converts m with to and the options
+// it is given, and returns the converted model's bytes.
+func encodeWith[O any](t *testing.T, m *onnxpb.ModelProto, to func(*onnxpb.ModelProto, O) (*onnxpb.ModelProto, *Report, error)) func(O) []byte {
+	return func(o O) []byte {
+		t.Helper()
+		out, _, err := to(m, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, err := onnx.Encode(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return data
+	}
+}
+
+// modelFeeds is feedsOpt over the inputs onnxruntime reports for m.
+func modelFeeds(t *testing.T, m *onnxpb.ModelProto, seq, pad int, seed uint64, ones bool) map[string]*onnx.Tensor {
+	t.Helper()
+	s, err := runtime.NewORTSession(m, runtime.Options{Threads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	return feedsOpt(t, s.Inputs(), seq, pad, seed, ones)
+}
+
 // feedsOpt is feeds; with ones, every integer input is 1 (no padding
 // anywhere, whatever the mask input is called).
 func feedsOpt(t *testing.T, vals []runtime.Value, seq, pad int, seed uint64, ones bool) map[string]*onnx.Tensor {

@@ -2,6 +2,7 @@ package convert
 
 import (
 	"bytes"
+	"fmt"
 	"math"
 	"path/filepath"
 	"strings"
@@ -21,17 +22,7 @@ import (
 func TestLaraBertTiny(t *testing.T) {
 	m := loadModel(t, filepath.Join("..", "testdata", "bert-tiny.onnx"))
 	o := LaraOptions{Landmarks: 4, Samples: 2, Seed: 5}
-	encode := func(o LaraOptions) []byte {
-		out, _, err := ToLARA(m, o)
-		if err != nil {
-			t.Fatal(err)
-		}
-		data, err := onnx.Encode(out)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return data
-	}
+	encode := encodeWith(t, m, ToLARA)
 	if !bytes.Equal(encode(o), encode(o)) {
 		t.Error("the same model and options gave different bytes")
 	}
@@ -77,12 +68,7 @@ func TestLaraBertTiny(t *testing.T) {
 		t.Errorf("report params %d, want %d", rep.Params, want)
 	}
 	needORT(t)
-	s, err := runtime.NewORTSession(m, runtime.Options{Threads: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	in := feeds(t, s.Inputs(), 24, 7, 3) // the last row has 7 padded tokens
-	s.Close()
+	in := modelFeeds(t, m, 24, 7, 3, false) // the last row has 7 padded tokens
 	ort, nat := runORT(t, cm, in), runNative(t, cm, in)
 	for name, w := range ort {
 		if d := runtime.CompareTensors(nat[name], w); !d.OK(1e-4) {
@@ -94,15 +80,7 @@ func TestLaraBertTiny(t *testing.T) {
 			}
 		}
 	}
-	val, err := runtime.ValidateOps(cm, in, runtime.ValidateOptions{Backend: "ort"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !val.OK() || len(val.Checks) != len(rep.Converted) {
-		var buf bytes.Buffer
-		val.WriteTable(&buf)
-		t.Fatalf("validate failed:\n%s", buf.String())
-	}
+	validateORT(t, "", cm, in, len(rep.Converted))
 }
 
 // The text fixtures (unfused and fused, several opsets and exporters)
@@ -110,12 +88,7 @@ func TestLaraBertTiny(t *testing.T) {
 // padded to 8 give the same outputs as the 5 alone, in onnxruntime.
 func TestFixturesLara(t *testing.T) {
 	needORT(t)
-	files := map[string]bool{"bert_eager_op14.onnx": true, "bert_eager_op11.onnx": true, "bert_eager_op14_fused.onnx": true, "bert_sdpa_op17.onnx": true}
-	for _, f := range fixtures(t) {
-		if !files[f.File] {
-			continue
-		}
-		delete(files, f.File)
+	for _, f := range textFixtures(t) {
 		t.Run(f.File, func(t *testing.T) {
 			m := loadModel(t, filepath.Join(fixtureDir, f.File))
 			// C = 3 < 5 real tokens (segments) and C = 16 > 8 (one token per
@@ -128,30 +101,10 @@ func TestFixturesLara(t *testing.T) {
 				if len(rep.Converted) != f.Convertible {
 					t.Fatalf("converted %d blocks, want %d: %+v", len(rep.Converted), f.Convertible, rep.Skipped)
 				}
-				full := fixtureFeeds(f, 2, 8, []int{8, 6}, 11)
-				val, err := runtime.ValidateOps(cm, full, runtime.ValidateOptions{Backend: "ort"})
-				if err != nil {
-					t.Fatal(err)
-				}
-				if !val.OK() || len(val.Checks) != f.Convertible {
-					var buf bytes.Buffer
-					val.WriteTable(&buf)
-					t.Fatalf("C=%d: validate failed:\n%s", o.Landmarks, buf.String())
-				}
-				padded := fixtureFeeds(f, 1, 8, []int{5}, 13)
-				short := map[string]*onnx.Tensor{}
-				for k, x := range padded {
-					short[k] = onnx.NewInt64([]int{1, 5}, append([]int64(nil), x.Int64s()[:5]...))
-				}
-				a, b := runORT(t, cm, padded)["last_hidden_state"], runORT(t, cm, short)["last_hidden_state"]
-				if d := runtime.CompareTensors(prefix(a, 5), b); !d.OK(1e-5) {
-					t.Errorf("C=%d: padded vs unpadded outputs at real tokens: %v", o.Landmarks, d)
-				}
+				validateORT(t, fmt.Sprintf("C=%d: ", o.Landmarks), cm, fixtureFeeds(f, 2, 8, []int{8, 6}, 11), f.Convertible)
+				checkPadding(t, fmt.Sprintf("C=%d", o.Landmarks), f, cm, 8)
 			}
 		})
-	}
-	for f := range files {
-		t.Errorf("fixture %s not in the manifest", f)
 	}
 }
 

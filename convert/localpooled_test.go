@@ -2,12 +2,10 @@ package convert
 
 import (
 	"bytes"
-	"math"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
 	"github.com/linearize/linearize/ops"
 	"github.com/linearize/linearize/runtime"
@@ -23,20 +21,14 @@ import (
 //     padded tokens' ids do not matter) and, for text, agree between
 //     onnxruntime (function body) and the native backend (Go kernel);
 //     unmasked vision/audio models run to finite outputs.
+//
+// Its loop over the fixtures is TestFixturesConvert's; the checks differ.
 func TestFixturesLocalPooled(t *testing.T) {
 	needORT(t)
-	for _, f := range fixtures(t) {
-		if f.Convertible == 0 {
-			continue
-		}
-		seq := 8
-		if f.Seq > 0 {
-			seq = f.Seq // fixed-length vision and audio encoders
-		}
+	for _, f := range convertibleFixtures(t) {
+		seq := f.seqLen()
 		t.Run(f.File, func(t *testing.T) {
-			m := loadModel(t, filepath.Join(fixtureDir, f.File))
-			full := fixtureFeeds(f, 2, seq, []int{seq, seq}, 11)
-			want := runORT(t, m, full)["last_hidden_state"]
+			m, full, want := fixtureReference(t, f, seq)
 			exact, rep, err := ToLocalPooled(m, LocalPooledOptions{Block: 2, Segments: seq})
 			if err != nil {
 				t.Fatal(err)
@@ -64,15 +56,7 @@ func TestFixturesLocalPooled(t *testing.T) {
 				switch {
 				case f.variableText():
 					// 5 real tokens padded to 8 vs the same 5.
-					padded := fixtureFeeds(f, 1, seq, []int{5}, 13)
-					short := map[string]*onnx.Tensor{}
-					for k, v := range padded {
-						short[k] = onnx.NewInt64([]int{1, 5}, append([]int64(nil), v.Int64s()[:5]...))
-					}
-					p, s := runORT(t, cm, padded)["last_hidden_state"], runORT(t, cm, short)["last_hidden_state"]
-					if d := runtime.CompareTensors(prefix(p, 5), s); !d.OK(1e-5) {
-						t.Errorf("%s: padded vs unpadded outputs at real tokens: %v", name, d)
-					}
+					checkPadding(t, name, f, cm, seq)
 					full := fixtureFeeds(f, 2, seq, []int{seq, 6}, 11)
 					nat, ort := runNative(t, cm, full), runORT(t, cm, full)
 					for out, w := range ort {
@@ -83,25 +67,12 @@ func TestFixturesLocalPooled(t *testing.T) {
 				case f.masked():
 					// A fixed length: the padded tokens' ids do not change
 					// the outputs at the real tokens.
-					a := fixtureFeeds(f, 1, seq, []int{5}, 13)
-					b := fixtureFeeds(f, 1, seq, []int{5}, 13)
-					ids := b["input_ids"].Int64s()
-					for j := 5; j < seq; j++ {
-						ids[j] = 2 + (ids[j]+7)%int64(f.Vocab-2)
-					}
-					x, y := runORT(t, cm, a)["last_hidden_state"], runORT(t, cm, b)["last_hidden_state"]
-					if d := runtime.CompareTensors(prefix(x, 5), prefix(y, 5)); !d.OK(1e-5) {
-						t.Errorf("%s: padded tokens changed the outputs at real tokens: %v", name, d)
-					}
+					checkPadIDs(t, name, f, cm, seq)
 				default:
 					// No mask (vision, audio): the compressed conversion runs
 					// to finite outputs (the native backend lacks their
 					// convolutions, issue 14).
-					for _, x := range runORT(t, cm, full)["last_hidden_state"].Floats() {
-						if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
-							t.Fatalf("%s: output holds %g", name, x)
-						}
-					}
+					checkFinite(t, name, cm, full)
 				}
 			}
 		})
@@ -120,12 +91,7 @@ func TestCorpusLocalPooledExact(t *testing.T) {
 		}
 		t.Run(c.file, func(t *testing.T) {
 			m := loadModel(t, filepath.Join(dir, c.file))
-			s, err := runtime.NewORTSession(m, runtime.Options{Threads: 1})
-			if err != nil {
-				t.Fatal(err)
-			}
-			in := feedsOpt(t, s.Inputs(), c.seq, 0, 3, true)
-			s.Close()
+			in := modelFeeds(t, m, c.seq, 0, 3, true)
 			cm, rep, err := ToLocalPooled(m, LocalPooledOptions{Block: 1, Segments: c.seq, Sinks: "none"})
 			if err != nil {
 				t.Fatal(err)
@@ -145,17 +111,7 @@ func TestCorpusLocalPooledExact(t *testing.T) {
 
 func TestLocalPooledDeterministicAndOptions(t *testing.T) {
 	m := loadModel(t, filepath.Join("..", "testdata", "bert-tiny.onnx"))
-	encode := func(o LocalPooledOptions) []byte {
-		out, _, err := ToLocalPooled(m, o)
-		if err != nil {
-			t.Fatal(err)
-		}
-		data, err := onnx.Encode(out)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return data
-	}
+	encode := encodeWith(t, m, ToLocalPooled)
 	a, b := encode(LocalPooledOptions{}), encode(LocalPooledOptions{})
 	if !bytes.Equal(a, b) {
 		t.Error("the same model and options gave different bytes")

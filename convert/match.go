@@ -532,30 +532,17 @@ func (mt *matcher) perKey(v string, depth int) bool {
 // causal looks for the marks of a causal mask in the subgraph behind v: a
 // Trilu, a Range compared with Less/Greater, or a triangular constant.
 func (mt *matcher) causal(v string) bool {
-	ix := mt.Ix
-	seen := map[string]bool{}
-	queue := []string{v}
 	hasRange, hasCompare := false, false
-	for steps := 0; len(queue) > 0 && steps < 64; steps++ {
-		x := queue[0]
-		queue = queue[1:]
-		if seen[x] {
-			continue
+	found := mt.walkBack(v, 64, func(x string, n *onnxpb.NodeProto) (bool, bool) {
+		if t, ok := constant(mt.Ix, x); ok {
+			return triangular(t), false
 		}
-		seen[x] = true
-		if t, ok := constant(ix, x); ok {
-			if triangular(t) {
-				return true
-			}
-			continue
-		}
-		n := ix.Producer[x]
 		if n == nil {
-			continue
+			return false, false
 		}
 		switch n.GetOpType() {
 		case "Trilu":
-			return true
+			return true, false
 		case "Range":
 			hasRange = true
 		case "Less", "Greater", "LessOrEqual", "GreaterOrEqual":
@@ -564,12 +551,10 @@ func (mt *matcher) causal(v string) bool {
 			if len(n.Input) == 2 && mt.FromRange(inp(n, 0)) && mt.FromRange(inp(n, 1)) {
 				hasCompare = true
 			}
-		case "Shape", "Size":
-			continue // the size of a tensor says nothing about its mask
 		}
-		queue = append(queue, onnx.NodeInputs(n)...)
-	}
-	return hasRange && hasCompare
+		return false, true
+	})
+	return found || hasRange && hasCompare
 }
 
 // slidingWindow reports whether v is built from the distance |i − j|
@@ -577,27 +562,44 @@ func (mt *matcher) causal(v string) bool {
 // with a bound: the band mask of local (sliding-window) attention,
 // ModernBERT's local layers.
 func (mt *matcher) slidingWindow(v string) bool {
-	ix := mt.Ix
+	return mt.walkBack(v, 64, func(_ string, n *onnxpb.NodeProto) (bool, bool) {
+		if n == nil || !defaultDomain(n) {
+			return false, false
+		}
+		if n.GetOpType() == "Abs" {
+			if d := mt.Ix.Producer[inp(n, 0)]; d != nil && d.GetOpType() == "Sub" && mt.FromRange(inp(d, 0)) && mt.FromRange(inp(d, 1)) {
+				return true, false
+			}
+		}
+		return false, true
+	})
+}
+
+// walkBack visits v and the values behind it, breadth first, each once and
+// at most limit of them, with their producers (nil for graph inputs and
+// initializers). It reports true as soon as visit finds what it looks for;
+// it walks on into a node's inputs when visit says so, but never into a
+// Shape's or Size's, which say nothing of their input's values.
+func (mt *matcher) walkBack(v string, limit int, visit func(x string, n *onnxpb.NodeProto) (found, descend bool)) bool {
 	seen := map[string]bool{}
 	queue := []string{v}
-	for steps := 0; len(queue) > 0 && steps < 64; steps++ {
+	for steps := 0; len(queue) > 0 && steps < limit; steps++ {
 		x := queue[0]
 		queue = queue[1:]
 		if seen[x] {
 			continue
 		}
 		seen[x] = true
-		n := ix.Producer[x]
-		if n == nil || !defaultDomain(n) {
+		n := mt.Ix.Producer[x]
+		found, descend := visit(x, n)
+		if found {
+			return true
+		}
+		if !descend || n == nil {
 			continue
 		}
-		switch n.GetOpType() {
-		case "Shape", "Size":
+		if op := n.GetOpType(); op == "Shape" || op == "Size" {
 			continue
-		case "Abs":
-			if d := ix.Producer[inp(n, 0)]; d != nil && d.GetOpType() == "Sub" && mt.FromRange(inp(d, 0)) && mt.FromRange(inp(d, 1)) {
-				return true
-			}
 		}
 		queue = append(queue, onnx.NodeInputs(n)...)
 	}
@@ -611,18 +613,9 @@ func triangular(t *onnx.Tensor) bool {
 	if r < 2 || t.Shape[r-1] != t.Shape[r-2] || t.Shape[r-1] < 2 || t.Len() > 1<<22 {
 		return false
 	}
-	vals, err := t.AsFloat64s()
+	vals, err := t.AsFloat64s() // booleans as 0 and 1
 	if err != nil {
-		if bs := t.Bools(); bs != nil {
-			vals = make([]float64, len(bs))
-			for i, b := range bs {
-				if b {
-					vals[i] = 1
-				}
-			}
-		} else {
-			return false
-		}
+		return false
 	}
 	n := t.Shape[r-1]
 	diag := vals[0]

@@ -46,12 +46,7 @@ func TestConvertedNativeVsORT(t *testing.T) {
 				t.Logf("corpus: %v", err)
 				break
 			}
-			s, err := runtime.NewORTSession(m, runtime.Options{Threads: 1})
-			if err != nil {
-				t.Fatal(err)
-			}
-			in := feeds(t, s.Inputs(), c.seq, 1, 4)
-			s.Close()
+			in := modelFeeds(t, m, c.seq, 1, 4, false)
 			cases = append(cases, tc{c.file, m, in})
 		}
 	}
@@ -176,10 +171,7 @@ func TestNativeFixturesVsORT(t *testing.T) {
 func nativeFixtureFeeds(t *testing.T, m *onnxpb.ModelProto, manifest map[string]fixtureEntry, base string) map[string]*onnx.Tensor {
 	t.Helper()
 	if f, ok := manifest[base]; ok && f.Vocab > 2 || ok && len(f.FloatInputs) > 0 {
-		seq := 8
-		if f.Seq > 0 {
-			seq = f.Seq
-		}
+		seq := f.seqLen()
 		return fixtureFeeds(f, 2, seq, []int{seq, seq - 3}, 7)
 	}
 	s, err := runtime.NewORTSession(m, runtime.Options{Threads: 1})

@@ -1009,28 +1009,12 @@ func (mt *matcher) queryKeyReason(c *coreMatch) string {
 // a bounded walk back over the producers of v (not into Shape or Size,
 // which say nothing of the values).
 func (mt *matcher) biasReaches(v string, is func(*onnxpb.NodeProto) bool) bool {
-	seen := map[string]bool{}
-	queue := []string{v}
-	for steps := 0; len(queue) > 0 && steps < 256; steps++ {
-		x := queue[0]
-		queue = queue[1:]
-		if seen[x] {
-			continue
-		}
-		seen[x] = true
-		n := mt.Ix.Producer[x]
+	return mt.walkBack(v, 256, func(_ string, n *onnxpb.NodeProto) (bool, bool) {
 		if n == nil || !defaultDomain(n) {
-			continue
+			return false, false
 		}
-		if is(n) {
-			return true
-		}
-		if op := n.GetOpType(); op == "Shape" || op == "Size" {
-			continue
-		}
-		queue = append(queue, onnx.NodeInputs(n)...)
-	}
-	return false
+		return is(n), true
+	})
 }
 
 // checkPastState: keys or values concatenated with a graph input (past

@@ -11,7 +11,6 @@ import (
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
 	"github.com/linearize/linearize/ops"
-	"github.com/linearize/linearize/runtime"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -82,12 +81,7 @@ var perfVariants = []perfVariant{
 // tokens padded to 8 give the same outputs as the 5 alone.
 func TestPerformerVariantsOnFixtures(t *testing.T) {
 	needORT(t)
-	files := map[string]bool{"bert_eager_op14.onnx": true, "bert_eager_op11.onnx": true, "bert_eager_op14_fused.onnx": true, "bert_sdpa_op17.onnx": true}
-	for _, f := range fixtures(t) {
-		if !files[f.File] {
-			continue
-		}
-		delete(files, f.File)
+	for _, f := range textFixtures(t) {
 		m := loadModel(t, filepath.Join(fixtureDir, f.File))
 		for _, v := range perfVariants {
 			t.Run(f.File+"/"+v.String(), func(t *testing.T) {
@@ -98,30 +92,10 @@ func TestPerformerVariantsOnFixtures(t *testing.T) {
 				if len(rep.Converted) != f.Convertible {
 					t.Fatalf("converted %d blocks, want %d: %+v", len(rep.Converted), f.Convertible, rep.Skipped)
 				}
-				full := fixtureFeeds(f, 2, 8, []int{8, 6}, 11)
-				val, err := runtime.ValidateOps(pm, full, runtime.ValidateOptions{Backend: "ort"})
-				if err != nil {
-					t.Fatal(err)
-				}
-				if !val.OK() || len(val.Checks) != f.Convertible {
-					var buf bytes.Buffer
-					val.WriteTable(&buf)
-					t.Fatalf("validate failed:\n%s", buf.String())
-				}
-				padded := fixtureFeeds(f, 1, 8, []int{5}, 13)
-				short := map[string]*onnx.Tensor{}
-				for k, x := range padded {
-					short[k] = onnx.NewInt64([]int{1, 5}, append([]int64(nil), x.Int64s()[:5]...))
-				}
-				a, b := runORT(t, pm, padded)["last_hidden_state"], runORT(t, pm, short)["last_hidden_state"]
-				if d := runtime.CompareTensors(prefix(a, 5), b); !d.OK(1e-5) {
-					t.Errorf("padded vs unpadded outputs at real tokens: %v", d)
-				}
+				validateORT(t, "", pm, fixtureFeeds(f, 2, 8, []int{8, 6}, 11), f.Convertible)
+				checkPadding(t, v.String(), f, pm, 8)
 			})
 		}
-	}
-	for f := range files {
-		t.Errorf("fixture %s not in the manifest", f)
 	}
 }
 

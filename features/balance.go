@@ -147,7 +147,9 @@ func (m *Moments) AddSequence(head int, q, k []float64, n int, bias []float64, s
 		}
 	case WeightAttention:
 		// a_ij from the original scores; column sums weigh the keys, and
-		// Σ_j a_ij y_j pairs each query with its attended keys.
+		// Σ_j a_ij y_j pairs each query with its attended keys. The row
+		// softmax is inline, as in finetune's Linformer fit and ops' tests:
+		// each folds its own terms (here the bias and column sums) into it.
 		s := make([]float64, n*n)
 		blas64.Gemm(blas.NoTrans, blas.Trans, scale, dense(q, n), dense(k, n), 0, blas64.General{Rows: n, Cols: n, Stride: n, Data: s})
 		col := make([]float64, n)

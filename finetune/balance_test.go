@@ -6,7 +6,6 @@ import (
 
 	"github.com/linearize/linearize/convert"
 	"github.com/linearize/linearize/features"
-	"github.com/linearize/linearize/models"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
 	"github.com/linearize/linearize/runtime"
@@ -39,14 +38,7 @@ func tinyFeed(t *testing.T, ids [][]int64, valid []int, seq int) map[string]*onn
 // valid tokens of each row; and padding (extra rows' pad tokens, a longer
 // padded length) changes nothing.
 func TestPerformerMomentsCaptureOriginal(t *testing.T) {
-	if err := runtime.ORTAvailable(); err != nil {
-		t.Skipf("%v (run scripts/setup.sh)", err)
-	}
-	cfg := models.TinyConfig()
-	orig, err := models.BERT(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	orig := tinyBERT(t)
 	for _, in := range runtime.GraphInputs(orig) {
 		if in.Name != "input_ids" && in.Name != "attention_mask" && in.Name != "token_type_ids" {
 			t.Fatalf("unexpected input %s", in.Name)
@@ -147,34 +139,12 @@ func TestPerformerMomentsCaptureOriginal(t *testing.T) {
 // validate, and brings it closer to the original than plain FAVOR+ on
 // held-out inputs (mean per-layer attention error).
 func TestBalancedPerformerOnTinyBERT(t *testing.T) {
-	if err := runtime.ORTAvailable(); err != nil {
-		t.Skipf("%v (run scripts/setup.sh)", err)
-	}
-	orig, err := models.BERT(models.TinyConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	inputs := runtime.GraphInputs(orig)
-	calib, err := runtime.RandomInputs(orig, inputs, runtime.RandomOptions{Batch: 8, SeqLen: 24, Seed: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	held, err := runtime.RandomInputs(orig, inputs, runtime.RandomOptions{Batch: 4, SeqLen: 24, Seed: 99})
-	if err != nil {
-		t.Fatal(err)
-	}
+	orig, calib, held := tinyFitSetup(t, 8, 24)
 	mo, err := PerformerMoments(orig, calib, MomentOptions{Center: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	det, err := convert.Detect(orig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var values []string
-	for _, b := range det.Blocks {
-		values = append(values, runtime.MergedValue(orig, b.Output))
-	}
+	values := mergedValues(t, orig)
 	layerErr := func(o convert.PerformerOptions) float64 {
 		m, _, err := convert.ToPerformer(orig, o)
 		if err != nil {

@@ -33,28 +33,14 @@ func Fit(original, converted *onnxpb.ModelProto, feed map[string]*onnx.Tensor, o
 	shared := progress.New(opt.Progress, progressLabel, count[ops.LinformerOp]+count[ops.PerformerOp]+count[ops.LocalPooledOp])
 	m := converted
 	var rep *Report
-	if count[ops.LinformerOp] > 0 {
-		out, r, err := linformer(original, m, feed, opt, shared)
-		if err != nil {
-			return nil, nil, err
+	for _, f := range []struct {
+		op  string
+		fit func(original, converted *onnxpb.ModelProto, feed map[string]*onnx.Tensor, opt Options, shared *progress.Reporter) (*onnxpb.ModelProto, *Report, error)
+	}{{ops.LinformerOp, linformer}, {ops.PerformerOp, performer}, {ops.LocalPooledOp, localPooled}} {
+		if count[f.op] == 0 {
+			continue
 		}
-		m, rep = out, r
-	}
-	if count[ops.PerformerOp] > 0 {
-		out, r, err := performer(original, m, feed, opt, shared)
-		if err != nil {
-			return nil, nil, err
-		}
-		if rep == nil {
-			rep = r
-		} else {
-			rep.Op += "+" + r.Op
-			rep.Layers = append(rep.Layers, r.Layers...)
-		}
-		m = out
-	}
-	if count[ops.LocalPooledOp] > 0 {
-		out, r, err := localPooled(original, m, feed, opt, shared)
+		out, r, err := f.fit(original, m, feed, opt, shared)
 		if err != nil {
 			return nil, nil, err
 		}

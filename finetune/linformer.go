@@ -449,6 +449,8 @@ func (p *linformerProblem) head(bi, hi int, norm float64, ge, gf []float64) floa
 	impl.Dgemm(blas.NoTrans, blas.NoTrans, k, d, s, 1, p.e[eOff:], n, km, d, 0, kp, d)
 	impl.Dgemm(blas.NoTrans, blas.NoTrans, k, dv, s, 1, fpar[fOff:], n, vm, dv, 0, vp, dv)
 	impl.Dgemm(blas.NoTrans, blas.Trans, s, k, d, p.Scale, q, d, kp, d, 0, z, k)
+	// A float64 row softmax, written out as in features' balance and ops'
+	// reference tests: sharing one would take new exported API.
 	for i := 0; i < s; i++ {
 		row := z[i*k : (i+1)*k]
 		mx := math.Inf(-1)

@@ -1,17 +1,14 @@
 package finetune
 
 import (
-	"math"
 	"math/rand/v2"
 	"testing"
 
 	"github.com/linearize/linearize/convert"
 	"github.com/linearize/linearize/features"
-	"github.com/linearize/linearize/models"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
 	"github.com/linearize/linearize/ops"
-	"github.com/linearize/linearize/runtime"
 )
 
 func randTensor(rng *rand.Rand, std float64, shape ...int) *onnx.Tensor {
@@ -73,21 +70,13 @@ func TestLinformerGradient(t *testing.T) {
 		ge, gf := make([]float64, len(p.e)), make([]float64, len(p.f))
 		p.LossGrad(c.rows, ge, gf)
 		check := func(name string, x, g []float64) {
-			const h = 1e-6
-			var worst float64
-			for i := range x {
-				old := x[i]
-				x[i] = old + h
-				lp := p.LossGrad(c.rows, nil, nil)
-				x[i] = old - h
-				lm := p.LossGrad(c.rows, nil, nil)
-				x[i] = old
-				num := (lp - lm) / (2 * h)
-				worst = math.Max(worst, math.Abs(num-g[i])/math.Max(1e-3, math.Abs(num)))
-				if i%7 == 6 && g[i] != 0 && num == 0 {
+			num := numericGrad(x, func() float64 { return p.LossGrad(c.rows, nil, nil) })
+			for i := 6; i < len(x); i += 7 {
+				if g[i] != 0 && num[i] == 0 {
 					t.Errorf("%s[%d]: analytic %g, numeric 0", name, i, g[i])
 				}
 			}
+			worst, _ := gradError(num, g, 1e-3)
 			if worst > 1e-5 {
 				t.Errorf("E heads %d F heads %d shared %v: %s gradient relative error %g", c.he, c.hf, c.shared, name, worst)
 			}
@@ -112,31 +101,14 @@ func TestLinformerGradient(t *testing.T) {
 // on other (held-out) inputs that the fitted model is closer to the
 // original than the unfitted one, and that its ops still validate.
 func TestLinformerFitTiny(t *testing.T) {
-	if err := runtime.ORTAvailable(); err != nil {
-		t.Skipf("%v (run scripts/setup.sh)", err)
-	}
-	cfg := models.TinyConfig()
-	orig, err := models.BERT(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	orig, calib, held := tinyFitSetup(t, 8, 32)
 	for _, share := range []features.Share{features.ShareHeadwise, features.ShareLayerwise, features.ShareKV} {
-		t.Run(string(share), func(t *testing.T) { linformerFitTiny(t, orig, share) })
+		t.Run(string(share), func(t *testing.T) { linformerFitTiny(t, orig, calib, held, share) })
 	}
 }
 
-func linformerFitTiny(t *testing.T, orig *onnxpb.ModelProto, share features.Share) {
-	cfg := models.TinyConfig()
+func linformerFitTiny(t *testing.T, orig *onnxpb.ModelProto, calib, held map[string]*onnx.Tensor, share features.Share) {
 	conv, _, err := convert.ToLinformer(orig, convert.LinformerOptions{K: 8, MaxLen: 32, Seed: 4, Share: share})
-	if err != nil {
-		t.Fatal(err)
-	}
-	inputs := runtime.GraphInputs(orig)
-	calib, err := runtime.RandomInputs(orig, inputs, runtime.RandomOptions{Batch: 8, SeqLen: 32, Seed: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	held, err := runtime.RandomInputs(orig, inputs, runtime.RandomOptions{Batch: 4, SeqLen: 32, Seed: 99})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,48 +116,19 @@ func linformerFitTiny(t *testing.T, orig *onnxpb.ModelProto, share features.Shar
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rep.Layers) != cfg.Layers {
-		t.Fatalf("%d layers fitted, want %d", len(rep.Layers), cfg.Layers)
-	}
-	for _, l := range rep.Layers {
-		t.Logf("layer %d: relative error %.4f → %.4f", l.Layer, l.Before, l.After)
-		if !(l.After < 0.7*l.Before) {
-			t.Errorf("layer %d: fit did not reduce the error enough: %.4f → %.4f", l.Layer, l.Before, l.After)
-		}
-	}
-	mc, err := runtime.CompareModels([]*onnxpb.ModelProto{orig, conv, fitted}, []string{"orig", "before", "after"}, held,
-		runtime.ModelCompareOptions{Batch: 4, SeqLen: 32})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pooled := map[string]float64{}
-	for _, r := range mc.Rows {
-		if r.Value == "last_hidden_state" {
-			pooled[r.Model] = *r.PooledCosMean
-		}
-	}
+	checkLayerFit(t, rep, 0.7)
+	_, pooled := compareFit(t, orig, conv, fitted, held, 32, nil)
 	t.Logf("held-out mean-pooled cosine vs original: before %.4f, after %.4f", pooled["before"], pooled["after"])
 	if !(pooled["after"] > pooled["before"]) {
 		t.Errorf("fitting did not bring the model closer on held-out inputs: %.4f → %.4f", pooled["before"], pooled["after"])
 	}
-	v, err := runtime.ValidateOps(fitted, held, runtime.ValidateOptions{})
-	if err != nil || !v.OK() {
-		t.Errorf("fitted model does not validate: %v", err)
-	}
+	checkValidates(t, fitted, held)
 	// Deterministic: fitting again gives the same model.
 	again, _, err := Linformer(orig, conv, calib, Options{Steps: 150, LR: 0.02})
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := onnx.Encode(fitted)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := onnx.Encode(again)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if string(a) != string(b) {
+	if !sameEncoding(t, fitted, again) {
 		t.Error("two fits of the same inputs differ")
 	}
 }

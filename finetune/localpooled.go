@@ -8,8 +8,6 @@ import (
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
 	"github.com/linearize/linearize/ops"
-	"gonum.org/v1/gonum/blas"
-	"gonum.org/v1/gonum/blas/blas64"
 )
 
 // LocalPooled returns a copy of converted in which, for every
@@ -24,6 +22,8 @@ func LocalPooled(original, converted *onnxpb.ModelProto, feed map[string]*onnx.T
 }
 
 // localPooled is LocalPooled reporting progress on shared when it is set.
+// Its steps mirror performer's in performer.go; the shared ones are
+// helpers (prepareFit, captureLayer, storeParams), the rest is per op.
 func localPooled(original, converted *onnxpb.ModelProto, feed map[string]*onnx.Tensor, opt Options, shared *progress.Reporter) (*onnxpb.ModelProto, *Report, error) {
 	if err := opt.defaults(5e-4); err != nil {
 		return nil, nil, err
@@ -63,9 +63,6 @@ func localPooled(original, converted *onnxpb.ModelProto, feed map[string]*onnx.T
 	if err != nil {
 		return nil, nil, err
 	}
-	decode := func(layer int, name string) (*onnx.Tensor, error) {
-		return floatInitializer(out, inits, layer, name)
-	}
 	rep := &Report{Op: ops.LocalPooledOp, Steps: opt.Steps, LR: opt.LR}
 	prog := opt.reporter(shared, len(nodes))
 	for i, ln := range nodes {
@@ -74,16 +71,7 @@ func localPooled(original, converted *onnxpb.ModelProto, feed map[string]*onnx.T
 		if pr.fitV {
 			expose = append(expose, pr.v.x)
 		}
-		biasName := ""
-		if len(n.Input) > 3 {
-			biasName = n.Input[3]
-		}
-		expose = exposeBias(expose, inits, biasName)
-		got, err := runOnce(out, feed, dedup(expose), opt)
-		if err != nil {
-			return nil, nil, fmt.Errorf("finetune: converted model, layer %d: %w", ln.layer, err)
-		}
-		bias, err := keyBias(out, inits, got, ln.layer, biasName)
+		got, bias, err := captureLayer(out, inits, feed, opt, ln, 3, expose...)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -96,31 +84,16 @@ func localPooled(original, converted *onnxpb.ModelProto, feed map[string]*onnx.T
 			return nil, nil, fmt.Errorf("finetune: layer %d (%s): %w", ln.layer, n.GetName(), err)
 		}
 		p := &localPooledProblem{XQ: got[pr.q.x], XK: got[pr.k.x], V: got[n.Input[2]], Bias: bias, Y: ref[ln.target], Attrs: a}
-		if p.WQ, err = decode(ln.layer, pr.q.w); err != nil {
+		if p.WQ, p.BQ, err = projectionTensors(out, inits, ln.layer, pr.q); err != nil {
 			return nil, nil, err
 		}
-		if p.WK, err = decode(ln.layer, pr.k.w); err != nil {
+		if p.WK, p.BK, err = projectionTensors(out, inits, ln.layer, pr.k); err != nil {
 			return nil, nil, err
-		}
-		if pr.q.b != "" {
-			if p.BQ, err = decode(ln.layer, pr.q.b); err != nil {
-				return nil, nil, err
-			}
-		}
-		if pr.k.b != "" {
-			if p.BK, err = decode(ln.layer, pr.k.b); err != nil {
-				return nil, nil, err
-			}
 		}
 		if pr.fitV {
 			p.XV = got[pr.v.x]
-			if p.WV, err = decode(ln.layer, pr.v.w); err != nil {
+			if p.WV, p.BV, err = projectionTensors(out, inits, ln.layer, pr.v); err != nil {
 				return nil, nil, err
-			}
-			if pr.v.b != "" {
-				if p.BV, err = decode(ln.layer, pr.v.b); err != nil {
-					return nil, nil, err
-				}
 			}
 		}
 		if err := p.init(); err != nil {
@@ -154,32 +127,6 @@ func localPooled(original, converted *onnxpb.ModelProto, feed map[string]*onnx.T
 		}
 	}
 	return out, rep, nil
-}
-
-// splitError is the relative error between heads(x·w + b) and the
-// captured [B,H,S,D] value t.
-func splitError(x, w, b []float64, t *onnx.Tensor, nb, h, s, d, dm int) float64 {
-	if t == nil || fmt.Sprint(t.Shape) != fmt.Sprint([]int{nb, h, s, d}) {
-		return math.Inf(1)
-	}
-	hd := h * d
-	proj := make([]float64, nb*s*hd)
-	blas64.Implementation().Dgemm(blas.NoTrans, blas.NoTrans, nb*s, hd, dm, 1, x, dm, w, hd, 0, proj, hd)
-	want := t.Floats()
-	var num, den float64
-	for bi := 0; bi < nb; bi++ {
-		for hi := 0; hi < h; hi++ {
-			for i := 0; i < s; i++ {
-				for c := 0; c < d; c++ {
-					g := proj[(bi*s+i)*hd+hi*d+c] + b[hi*d+c]
-					r := float64(want[((bi*h+hi)*s+i)*d+c])
-					num += (g - r) * (g - r)
-					den += r * r
-				}
-			}
-		}
-	}
-	return math.Sqrt(num / math.Max(den, 1e-30))
 }
 
 // localPooledProblem is the fit of one layer's Q and K projections under a
@@ -309,7 +256,9 @@ func (p *localPooledProblem) init() error {
 }
 
 // newLayout derives the op's key structure from one sequence's validity,
-// as ops.LocalPooled defines it.
+// as ops.LocalPooled defines it. It repeats the layout loop of
+// ops/localpooled.go, which is unexported and reads the op's mask;
+// TestLocalPooledForward checks the two agree.
 func newLayout(valid []bool, a ops.LocalPooledAttrs) lpLayout {
 	n, k := len(valid), a.Segments
 	var l lpLayout
@@ -621,6 +570,9 @@ func (p *localPooledProblem) head(bi, hi int, qm, km, vm, dqm, dkm, dvm []float6
 		}
 	}
 	if grad {
+		// Each pooled key's and value's gradient goes back to the tokens it
+		// averages; the two loops differ only in buffers and widths, and stay
+		// inline in this per-(row, head) inner loop.
 		for j, c := range lay.seg {
 			if c < 0 {
 				continue

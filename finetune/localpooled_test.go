@@ -8,10 +8,7 @@ import (
 	"github.com/linearize/linearize/convert"
 	"github.com/linearize/linearize/models"
 	"github.com/linearize/linearize/onnx"
-	"github.com/linearize/linearize/onnx/onnxpb"
 	"github.com/linearize/linearize/ops"
-	"github.com/linearize/linearize/runtime"
-	"google.golang.org/protobuf/proto"
 )
 
 // lpProblem draws a small random layer with padded keys in two batch rows.
@@ -68,18 +65,7 @@ func TestLocalPooledForward(t *testing.T) {
 		p.y = f64(out)
 		p.rowNorm = []float64{1, 1, 1}
 		res := p.LossGrad(nil, nil) * 3
-		var ref float64
-		for bi := 0; bi < p.b; bi++ {
-			for hi := 0; hi < p.h; hi++ {
-				for i := 0; i < p.s; i++ {
-					if p.valid[bi*p.s+i] {
-						for _, x := range p.y[((bi*p.h+hi)*p.s+i)*p.dv:][:p.dv] {
-							ref += x * x
-						}
-					}
-				}
-			}
-		}
+		ref := validSquares(p.y, p.valid, p.b, p.h, p.s, p.dv)
 		if rel := math.Sqrt(res / ref); rel > 1e-5 {
 			t.Errorf("%+v: relative error %g against ops.LocalPooled", a, rel)
 		}
@@ -95,22 +81,7 @@ func TestLocalPooledGradient(t *testing.T) {
 			g := p.newGrads()
 			p.LossGrad(rows, g)
 			for pi, x := range [][]float64{p.wq, p.bq, p.wk, p.bk, p.wv, p.bv} {
-				const h = 1e-6
-				var worst float64
-				nonzero := 0
-				for j := range x {
-					old := x[j]
-					x[j] = old + h
-					lp := p.LossGrad(rows, nil)
-					x[j] = old - h
-					lm := p.LossGrad(rows, nil)
-					x[j] = old
-					num := (lp - lm) / (2 * h)
-					worst = math.Max(worst, math.Abs(num-g[pi][j])/math.Max(1e-4, math.Abs(num)))
-					if num != 0 {
-						nonzero++
-					}
-				}
+				worst, nonzero := gradError(numericGrad(x, func() float64 { return p.LossGrad(rows, nil) }), g[pi], 1e-4)
 				name := []string{"WQ", "BQ", "WK", "BK", "WV", "BV"}[pi]
 				if name == "BK" {
 					// A key bias shifts every score of a query by the same
@@ -138,24 +109,9 @@ func TestLocalPooledGradient(t *testing.T) {
 // inputs and checks on held-out inputs that the fitted model is closer to
 // the original, that the fitted ops validate, and that Fit dispatches to it.
 func TestLocalPooledFitTiny(t *testing.T) {
-	if err := runtime.ORTAvailable(); err != nil {
-		t.Skipf("%v (run scripts/setup.sh)", err)
-	}
+	orig, calib, held := tinyFitSetup(t, 16, 32)
 	cfg := models.TinyConfig()
-	orig, err := models.BERT(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
 	conv, _, err := convert.ToLocalPooled(orig, convert.LocalPooledOptions{Block: 4, Segments: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	inputs := runtime.GraphInputs(orig)
-	calib, err := runtime.RandomInputs(orig, inputs, runtime.RandomOptions{Batch: 16, SeqLen: 32, Seed: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	held, err := runtime.RandomInputs(orig, inputs, runtime.RandomOptions{Batch: 4, SeqLen: 32, Seed: 99})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,42 +119,16 @@ func TestLocalPooledFitTiny(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Op != ops.LocalPooledOp || len(rep.Layers) != cfg.Layers {
-		t.Fatalf("fitted %s on %d layers, want %s on %d", rep.Op, len(rep.Layers), ops.LocalPooledOp, cfg.Layers)
+	if rep.Op != ops.LocalPooledOp {
+		t.Fatalf("fitted %s, want %s", rep.Op, ops.LocalPooledOp)
 	}
-	for _, l := range rep.Layers {
-		t.Logf("layer %d: relative error %.4f → %.4f", l.Layer, l.Before, l.After)
-		if !(l.After < 0.9*l.Before) {
-			t.Errorf("layer %d: fit did not reduce the error: %.4f → %.4f", l.Layer, l.Before, l.After)
-		}
-	}
-	det, err := convert.Detect(orig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var values []string
-	for _, b := range det.Blocks {
-		values = append(values, runtime.MergedValue(orig, b.Output))
-	}
-	mc, err := runtime.CompareModels([]*onnxpb.ModelProto{orig, conv, fitted}, []string{"orig", "before", "after"}, held,
-		runtime.ModelCompareOptions{Batch: 4, SeqLen: 32, Values: values})
-	if err != nil {
-		t.Fatal(err)
-	}
-	layerErr := map[string]float64{}
-	for _, r := range mc.Rows {
-		if r.Kind == "layer" {
-			layerErr[r.Model] += r.RelErr
-		}
-	}
+	checkLayerFit(t, rep, 0.9)
+	layerErr, _ := compareFit(t, orig, conv, fitted, held, 32, mergedValues(t, orig))
 	t.Logf("held-out summed layer relative error %.4f → %.4f", layerErr["before"], layerErr["after"])
 	if !(layerErr["after"] < 0.95*layerErr["before"]) || layerErr["before"] == 0 {
 		t.Errorf("held-out layer attention error did not fall: %.4f → %.4f", layerErr["before"], layerErr["after"])
 	}
-	v, err := runtime.ValidateOps(fitted, held, runtime.ValidateOptions{})
-	if err != nil || !v.OK() {
-		t.Errorf("fitted model does not validate: %v", err)
-	}
+	checkValidates(t, fitted, held)
 	// Q/K fitting changes WQ, BQ and WK of each layer (BK's gradient is
 	// identically zero: softmax ignores a shift shared by a query's
 	// scores); FitValues WV and BV as well.
@@ -212,17 +142,7 @@ func TestLocalPooledFitTiny(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		before := map[string]*onnxpb.TensorProto{}
-		for _, t := range conv.Graph.Initializer {
-			before[t.GetName()] = t
-		}
-		changed := 0
-		for _, t := range m.Graph.Initializer {
-			if !proto.Equal(t, before[t.GetName()]) {
-				changed++
-			}
-		}
-		if changed != c.want*cfg.Layers {
+		if changed := changedInitializers(conv, m); changed != c.want*cfg.Layers {
 			t.Errorf("FitValues %v: %d initializers changed, want %d per layer", c.fitV, changed, c.want)
 		}
 	}

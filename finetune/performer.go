@@ -112,17 +112,7 @@ func performer(original, converted *onnxpb.ModelProto, feed map[string]*onnx.Ten
 	prog := opt.reporter(shared, len(nodes))
 	for i, ln := range nodes {
 		n, pr := ln.node, projs[i]
-		expose := []string{n.Input[0], n.Input[1], n.Input[2], pr.q.x, pr.k.x}
-		biasName := ""
-		if len(n.Input) > 4 {
-			biasName = n.Input[4]
-		}
-		expose = exposeBias(expose, inits, biasName)
-		got, err := runOnce(out, feed, dedup(expose), opt)
-		if err != nil {
-			return nil, nil, fmt.Errorf("finetune: converted model, layer %d: %w", ln.layer, err)
-		}
-		bias, err := keyBias(out, inits, got, ln.layer, biasName)
+		got, bias, err := captureLayer(out, inits, feed, opt, ln, 4, n.Input[0], n.Input[1], n.Input[2], pr.q.x, pr.k.x)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -140,21 +130,11 @@ func performer(original, converted *onnxpb.ModelProto, feed map[string]*onnx.Ten
 		if p.Omega, err = decode(ln.layer, n.Input[3]); err != nil {
 			return nil, nil, err
 		}
-		if p.WQ, err = decode(ln.layer, pr.q.w); err != nil {
+		if p.WQ, p.BQ, err = projectionTensors(out, inits, ln.layer, pr.q); err != nil {
 			return nil, nil, err
 		}
-		if p.WK, err = decode(ln.layer, pr.k.w); err != nil {
+		if p.WK, p.BK, err = projectionTensors(out, inits, ln.layer, pr.k); err != nil {
 			return nil, nil, err
-		}
-		if pr.q.b != "" {
-			if p.BQ, err = decode(ln.layer, pr.q.b); err != nil {
-				return nil, nil, err
-			}
-		}
-		if pr.k.b != "" {
-			if p.BK, err = decode(ln.layer, pr.k.b); err != nil {
-				return nil, nil, err
-			}
 		}
 		if err := p.init(); err != nil {
 			return nil, nil, fmt.Errorf("finetune: layer %d (%s): %w", ln.layer, n.GetName(), err)
@@ -169,7 +149,7 @@ func performer(original, converted *onnxpb.ModelProto, feed map[string]*onnx.Ten
 			if c.name == n.Input[1] {
 				x = p.xk
 			}
-			if e := p.headSplitError(x, c.w, c.b, got[c.name]); !(e < 1e-3) {
+			if e := splitError(x, c.w, c.b, got[c.name], p.b, p.h, p.s, p.d, p.dm); !(e < 1e-3) {
 				return nil, nil, fmt.Errorf("finetune: layer %d (%s): %q is not the head split of its projection (relative error %.3g)", ln.layer, n.GetName(), c.name, e)
 			}
 		}
@@ -366,32 +346,6 @@ func (p *performerProblem) init() error {
 	p.maxQ = make([]float64, p.b*p.h*p.s)
 	p.maxK = make([]float64, p.b*p.h)
 	return nil
-}
-
-// headSplitError is the relative error between heads(x·w + b) and the
-// captured [B,H,S,D] value t.
-func (p *performerProblem) headSplitError(x, w, b []float64, t *onnx.Tensor) float64 {
-	if t == nil || fmt.Sprint(t.Shape) != fmt.Sprint([]int{p.b, p.h, p.s, p.d}) {
-		return math.Inf(1)
-	}
-	hd := p.h * p.d
-	proj := make([]float64, p.b*p.s*hd)
-	blas64.Implementation().Dgemm(blas.NoTrans, blas.NoTrans, p.b*p.s, hd, p.dm, 1, x, p.dm, w, hd, 0, proj, hd)
-	want := t.Floats()
-	var num, den float64
-	for bi := 0; bi < p.b; bi++ {
-		for hi := 0; hi < p.h; hi++ {
-			for i := 0; i < p.s; i++ {
-				for c := 0; c < p.d; c++ {
-					g := proj[(bi*p.s+i)*hd+hi*p.d+c] + b[hi*p.d+c]
-					r := float64(want[((bi*p.h+hi)*p.s+i)*p.d+c])
-					num += (g - r) * (g - r)
-					den += r * r
-				}
-			}
-		}
-	}
-	return math.Sqrt(num / math.Max(den, 1e-30))
 }
 
 // Params returns the current projections as float32 tensors (biases nil

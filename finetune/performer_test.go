@@ -8,10 +8,7 @@ import (
 	"github.com/linearize/linearize/convert"
 	"github.com/linearize/linearize/models"
 	"github.com/linearize/linearize/onnx"
-	"github.com/linearize/linearize/onnx/onnxpb"
 	"github.com/linearize/linearize/ops"
-	"github.com/linearize/linearize/runtime"
-	"google.golang.org/protobuf/proto"
 )
 
 // perfProblem draws a small random Performer layer with the last key of
@@ -96,18 +93,7 @@ func TestPerformerForward(t *testing.T) {
 		var res float64
 		p.rowNorm = []float64{1, 1, 1}
 		res = p.LossGrad(nil, nil) * 3
-		var ref float64
-		for bi := 0; bi < p.b; bi++ {
-			for hi := 0; hi < p.h; hi++ {
-				for i := 0; i < p.s; i++ {
-					if p.valid[bi*p.s+i] {
-						for _, x := range p.y[((bi*p.h+hi)*p.s+i)*p.dv:][:p.dv] {
-							ref += x * x
-						}
-					}
-				}
-			}
-		}
+		ref := validSquares(p.y, p.valid, p.b, p.h, p.s, p.dv)
 		if rel := math.Sqrt(res / ref); rel > 1e-5 {
 			t.Errorf("Omega heads %d, bias %v, large %v: relative error %g against ops.Performer", c.ho, c.bias, c.large, rel)
 		}
@@ -128,22 +114,7 @@ func TestPerformerGradient(t *testing.T) {
 		p.LossGrad(c.rows, g)
 		p.FixedMaxima = true
 		check := func(name string, x, grad []float64) {
-			const h = 1e-6
-			var worst float64
-			nonzero := 0
-			for i := range x {
-				old := x[i]
-				x[i] = old + h
-				lp := p.LossGrad(c.rows, nil)
-				x[i] = old - h
-				lm := p.LossGrad(c.rows, nil)
-				x[i] = old
-				num := (lp - lm) / (2 * h)
-				worst = math.Max(worst, math.Abs(num-grad[i])/math.Max(1e-4, math.Abs(num)))
-				if num != 0 {
-					nonzero++
-				}
-			}
+			worst, nonzero := gradError(numericGrad(x, func() float64 { return p.LossGrad(c.rows, nil) }), grad, 1e-4)
 			if worst > 1e-5 {
 				t.Errorf("Omega heads %d rows %v: %s gradient relative error %g", c.ho, c.rows, name, worst)
 			}
@@ -164,24 +135,9 @@ func TestPerformerGradient(t *testing.T) {
 // the unfitted one, that ω is untouched, that its ops still validate, and
 // that fitting is deterministic.
 func TestPerformerFitTiny(t *testing.T) {
-	if err := runtime.ORTAvailable(); err != nil {
-		t.Skipf("%v (run scripts/setup.sh)", err)
-	}
+	orig, calib, held := tinyFitSetup(t, 16, 24)
 	cfg := models.TinyConfig()
-	orig, err := models.BERT(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
 	conv, _, err := convert.ToPerformer(orig, convert.PerformerOptions{Features: 32, Seed: 4})
-	if err != nil {
-		t.Fatal(err)
-	}
-	inputs := runtime.GraphInputs(orig)
-	calib, err := runtime.RandomInputs(orig, inputs, runtime.RandomOptions{Batch: 16, SeqLen: 24, Seed: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	held, err := runtime.RandomInputs(orig, inputs, runtime.RandomOptions{Batch: 4, SeqLen: 24, Seed: 99})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,40 +146,10 @@ func TestPerformerFitTiny(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rep.Layers) != cfg.Layers {
-		t.Fatalf("%d layers fitted, want %d", len(rep.Layers), cfg.Layers)
-	}
-	for _, l := range rep.Layers {
-		t.Logf("layer %d: relative error %.4f → %.4f", l.Layer, l.Before, l.After)
-		if !(l.After < 0.8*l.Before) {
-			t.Errorf("layer %d: fit did not reduce the error enough: %.4f → %.4f", l.Layer, l.Before, l.After)
-		}
-	}
+	checkLayerFit(t, rep, 0.8)
 	// Held-out per-layer attention error and final output, measured by the
 	// compare library.
-	det, err := convert.Detect(orig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var values []string
-	for _, b := range det.Blocks {
-		values = append(values, runtime.MergedValue(orig, b.Output))
-	}
-	mc, err := runtime.CompareModels([]*onnxpb.ModelProto{orig, conv, fitted}, []string{"orig", "before", "after"}, held,
-		runtime.ModelCompareOptions{Batch: 4, SeqLen: 24, Values: values})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pooled := map[string]float64{}
-	layerErr := map[string]float64{}
-	for _, r := range mc.Rows {
-		if r.Value == "last_hidden_state" {
-			pooled[r.Model] = *r.PooledCosMean
-		}
-		if r.Kind == "layer" {
-			layerErr[r.Model] += r.RelErr
-		}
-	}
+	layerErr, pooled := compareFit(t, orig, conv, fitted, held, 24, mergedValues(t, orig))
 	t.Logf("held-out: pooled cosine %.4f → %.4f; summed layer relative error %.4f → %.4f",
 		pooled["before"], pooled["after"], layerErr["before"], layerErr["after"])
 	if !(pooled["after"] > pooled["before"]) {
@@ -233,36 +159,15 @@ func TestPerformerFitTiny(t *testing.T) {
 		t.Errorf("held-out layer attention error did not fall: %.4f → %.4f", layerErr["before"], layerErr["after"])
 	}
 	// ω and every initializer other than the Q/K projections are unchanged.
-	before := map[string]*onnxpb.TensorProto{}
-	for _, t := range conv.Graph.Initializer {
-		before[t.GetName()] = t
-	}
-	changed := 0
-	for _, t := range fitted.Graph.Initializer {
-		if !proto.Equal(t, before[t.GetName()]) {
-			changed++
-		}
-	}
-	if changed != 4*cfg.Layers {
+	if changed := changedInitializers(conv, fitted); changed != 4*cfg.Layers {
 		t.Errorf("%d initializers changed, want the 4 Q/K projection tensors of each of %d layers", changed, cfg.Layers)
 	}
-	v, err := runtime.ValidateOps(fitted, held, runtime.ValidateOptions{})
-	if err != nil || !v.OK() {
-		t.Errorf("fitted model does not validate: %v", err)
-	}
+	checkValidates(t, fitted, held)
 	again, _, err := Performer(orig, conv, calib, opt)
 	if err != nil {
 		t.Fatal(err)
 	}
-	x, err := onnx.Encode(fitted)
-	if err != nil {
-		t.Fatal(err)
-	}
-	y, err := onnx.Encode(again)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if string(x) != string(y) {
+	if !sameEncoding(t, fitted, again) {
 		t.Error("two fits with the same inputs and seed differ")
 	}
 }

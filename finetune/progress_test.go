@@ -7,7 +7,6 @@ import (
 
 	"github.com/linearize/linearize/convert"
 	"github.com/linearize/linearize/models"
-	"github.com/linearize/linearize/runtime"
 )
 
 // TestFitProgress fits the tiny BERT converted to Linformer (through Fit)
@@ -15,18 +14,8 @@ import (
 // fitted layer, counted out of the layers to fit, with the layer's errors
 // as the report has them.
 func TestFitProgress(t *testing.T) {
-	if err := runtime.ORTAvailable(); err != nil {
-		t.Skipf("%v (run scripts/setup.sh)", err)
-	}
+	orig, calib, _ := tinyFitSetup(t, 4, 24)
 	cfg := models.TinyConfig()
-	orig, err := models.BERT(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	calib, err := runtime.RandomInputs(orig, runtime.GraphInputs(orig), runtime.RandomOptions{Batch: 4, SeqLen: 24, Seed: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
 	lin, _, err := convert.ToLinformer(orig, convert.LinformerOptions{K: 8, MaxLen: 32, Seed: 4})
 	if err != nil {
 		t.Fatal(err)

@@ -2,6 +2,7 @@ package finetune
 
 import (
 	"fmt"
+	"math"
 	"sync"
 
 	"github.com/linearize/linearize/internal/graphfacts"
@@ -147,6 +148,65 @@ func prepareFit(original, converted *onnxpb.ModelProto, op string, minInputs int
 	}
 	ix := onnx.NewIndex(out.Graph)
 	return out, nodes, ix, graphfacts.New(ix, onnx.OpsetVersion(out, "")), initializerIndex(out.Graph), nil
+}
+
+// splitError is the relative error between heads(x·w + b) and the
+// captured [B,H,S,D] value t.
+func splitError(x, w, b []float64, t *onnx.Tensor, nb, h, s, d, dm int) float64 {
+	if t == nil || fmt.Sprint(t.Shape) != fmt.Sprint([]int{nb, h, s, d}) {
+		return math.Inf(1)
+	}
+	hd := h * d
+	proj := make([]float64, nb*s*hd)
+	blas64.Implementation().Dgemm(blas.NoTrans, blas.NoTrans, nb*s, hd, dm, 1, x, dm, w, hd, 0, proj, hd)
+	want := t.Floats()
+	var num, den float64
+	for bi := 0; bi < nb; bi++ {
+		for hi := 0; hi < h; hi++ {
+			for i := 0; i < s; i++ {
+				for c := 0; c < d; c++ {
+					g := proj[(bi*s+i)*hd+hi*d+c] + b[hi*d+c]
+					r := float64(want[((bi*h+hi)*s+i)*d+c])
+					num += (g - r) * (g - r)
+					den += r * r
+				}
+			}
+		}
+	}
+	return math.Sqrt(num / math.Max(den, 1e-30))
+}
+
+// captureLayer runs out once on feed for the fit of ln, exposing the
+// values expose and the node's key-bias input at index biasInput (absent
+// or "": none), and returns the captured values and that key bias.
+func captureLayer(out *onnxpb.ModelProto, inits map[string]int, feed map[string]*onnx.Tensor, opt Options, ln targetNode, biasInput int, expose ...string) (map[string]*onnx.Tensor, *onnx.Tensor, error) {
+	biasName := ""
+	if len(ln.node.Input) > biasInput {
+		biasName = ln.node.Input[biasInput]
+	}
+	got, err := runOnce(out, feed, dedup(exposeBias(expose, inits, biasName)), opt)
+	if err != nil {
+		return nil, nil, fmt.Errorf("finetune: converted model, layer %d: %w", ln.layer, err)
+	}
+	bias, err := keyBias(out, inits, got, ln.layer, biasName)
+	if err != nil {
+		return nil, nil, err
+	}
+	return got, bias, nil
+}
+
+// projectionTensors decodes the weight of pr and its bias (nil when it has
+// none) from out's initializers, for the fit of the given layer.
+func projectionTensors(out *onnxpb.ModelProto, inits map[string]int, layer int, pr projection) (w, b *onnx.Tensor, err error) {
+	if w, err = floatInitializer(out, inits, layer, pr.w); err != nil {
+		return nil, nil, err
+	}
+	if pr.b != "" {
+		if b, err = floatInitializer(out, inits, layer, pr.b); err != nil {
+			return nil, nil, err
+		}
+	}
+	return w, b, nil
 }
 
 // namedParam is a fitted parameter and the initializer it replaces ("" or

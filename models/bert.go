@@ -251,21 +251,7 @@ func BERT(cfg Config) (*onnxpb.ModelProto, error) {
 		v := dense(ap+"value", h, vw, vb)
 
 		// x.view(B, S, H, D) through the exporter's shape chain.
-		split := func(name, x string) string {
-			p := ap + name
-			s0 := g.node("Shape", p+"/Shape", []string{x})
-			i0 := g.constScalarInt(p+"/Constant", 0)
-			b := g.node("Gather", p+"/Gather", []string{s0, i0}, attrInt("axis", 0))
-			s1 := g.node("Shape", p+"/Shape_1", []string{x})
-			i1 := g.constScalarInt(p+"/Constant_1", 1)
-			s := g.node("Gather", p+"/Gather_1", []string{s1, i1}, attrInt("axis", 0))
-			bu := g.unsqueeze(p+"/Unsqueeze", b, 0)
-			su := g.unsqueeze(p+"/Unsqueeze_1", s, 0)
-			hc := g.constInts(p+"/Constant_2", int64(H))
-			dc := g.constInts(p+"/Constant_3", int64(D))
-			shape := g.node("Concat", p+"/Concat", []string{bu, su, hc, dc}, attrInt("axis", 0))
-			return g.node("Reshape", p+"/Reshape", []string{x, shape})
-		}
+		split := func(name, x string) string { return g.viewBS(ap+name, x, int64(H), int64(D)) }
 		qh := g.node("Transpose", ap+"Transpose_q", []string{split("q", q)}, attrInts("perm", 0, 2, 1, 3))
 		kr := split("k", k)
 		var kt string
@@ -297,20 +283,7 @@ func BERT(cfg Config) (*onnxpb.ModelProto, error) {
 		ctx := g.node("MatMul", ap+"MatMul_1", []string{probs, vh})
 		ctx = g.node("Transpose", ap+"Transpose_1", []string{ctx}, attrInts("perm", 0, 2, 1, 3))
 		// context.view(B, S, hidden).
-		{
-			p := ap + "merge"
-			s0 := g.node("Shape", p+"/Shape", []string{ctx})
-			i0 := g.constScalarInt(p+"/Constant", 0)
-			b := g.node("Gather", p+"/Gather", []string{s0, i0}, attrInt("axis", 0))
-			s1 := g.node("Shape", p+"/Shape_1", []string{ctx})
-			i1 := g.constScalarInt(p+"/Constant_1", 1)
-			s := g.node("Gather", p+"/Gather_1", []string{s1, i1}, attrInt("axis", 0))
-			bu := g.unsqueeze(p+"/Unsqueeze", b, 0)
-			su := g.unsqueeze(p+"/Unsqueeze_1", s, 0)
-			hc := g.constInts(p+"/Constant_2", int64(hidden))
-			shape := g.node("Concat", p+"/Concat", []string{bu, su, hc}, attrInt("axis", 0))
-			ctx = g.node("Reshape", p+"/Reshape", []string{ctx, shape})
-		}
+		ctx = g.viewBS(ap+"merge", ctx, int64(hidden))
 
 		op := pp + "attention/output/"
 		a := dense(op+"dense", ctx, ow, ob)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 
 	"github.com/linearize/linearize/onnx"
@@ -96,6 +97,23 @@ func (g *graph) unsqueeze(name, x string, axes ...int64) string {
 }
 
 // reduceMean over the last axis, keepdims=1 (axes as attribute below 18).
+// viewBS is x.view(B, S, dims...) through the exporter's shape chain: B
+// and S gathered from Shape(x), the dims constants, all named under p.
+func (g *graph) viewBS(p, x string, dims ...int64) string {
+	s0 := g.node("Shape", p+"/Shape", []string{x})
+	i0 := g.constScalarInt(p+"/Constant", 0)
+	b := g.node("Gather", p+"/Gather", []string{s0, i0}, attrInt("axis", 0))
+	s1 := g.node("Shape", p+"/Shape_1", []string{x})
+	i1 := g.constScalarInt(p+"/Constant_1", 1)
+	s := g.node("Gather", p+"/Gather_1", []string{s1, i1}, attrInt("axis", 0))
+	parts := []string{g.unsqueeze(p+"/Unsqueeze", b, 0), g.unsqueeze(p+"/Unsqueeze_1", s, 0)}
+	for i, d := range dims {
+		parts = append(parts, g.constInts(fmt.Sprintf("%s/Constant_%d", p, i+2), d))
+	}
+	shape := g.node("Concat", p+"/Concat", parts, attrInt("axis", 0))
+	return g.node("Reshape", p+"/Reshape", []string{x, shape})
+}
+
 func (g *graph) reduceMeanLast(name, x string) string {
 	if g.opset >= 18 {
 		a := g.constInts(name+"_axes", -1)
@@ -168,7 +186,7 @@ func (w *weights) get(name string, shape []int, kind string) *onnx.Tensor {
 			w.fail(fmt.Errorf("models: weight %q is %s, want float32", name, onnx.TypeName(t.DType)))
 			return onnx.NewFloat(shape, make([]float32, onnx.NumElements(shape)))
 		}
-		if !sameShape(t.Shape, shape) {
+		if !slices.Equal(t.Shape, shape) {
 			w.fail(fmt.Errorf("models: weight %q has shape %v, want %v", name, t.Shape, shape))
 			return onnx.NewFloat(shape, make([]float32, onnx.NumElements(shape)))
 		}
@@ -184,18 +202,6 @@ func (w *weights) get(name string, shape []int, kind string) *onnx.Tensor {
 		d[i] = float32(v)
 	}
 	return onnx.NewFloat(append([]int{}, shape...), d)
-}
-
-func sameShape(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // transpose2 returns the transpose of a 2-D float tensor.

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"math"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -37,7 +38,7 @@ func TestReadSafetensors(t *testing.T) {
 			t.Errorf("%s missing", name)
 			continue
 		}
-		if x.DType != w.dt || !sameShape(x.Shape, w.shape) {
+		if x.DType != w.dt || !slices.Equal(x.Shape, w.shape) {
 			t.Errorf("%s: %s%v, want %s%v", name, onnx.TypeName(x.DType), x.Shape, onnx.TypeName(w.dt), w.shape)
 			continue
 		}

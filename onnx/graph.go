@@ -302,7 +302,8 @@ func RemoveDeadNodes(g *onnxpb.GraphProto) int {
 // initializers).
 type Namer struct{ used map[string]bool }
 
-// NewNamer returns a Namer that knows every name in g.
+// NewNamer returns a Namer that knows every name in g. It walks g's lists
+// as NewIndex does, but keeps every name, node names too, in one set.
 func NewNamer(g *onnxpb.GraphProto) *Namer {
 	nm := &Namer{used: map[string]bool{}}
 	for _, t := range g.Initializer {
@@ -340,7 +341,9 @@ func (nm *Namer) Name(base string) string {
 }
 
 // OpsetVersion returns the opset version m imports for domain ("" and
-// "ai.onnx" are the same domain), or 0 if it imports none.
+// "ai.onnx" are the same domain), or 0 if it imports none. The runtime's
+// function expander (runtime/native.go, opsetOf) repeats the loop for a
+// function's own imports before falling back to this.
 func OpsetVersion(m *onnxpb.ModelProto, domain string) int64 {
 	if domain == "ai.onnx" {
 		domain = ""

@@ -73,11 +73,17 @@ func TestRoundTripCorpus(t *testing.T) {
 	if len(paths) == 0 {
 		t.Fatalf("no models in %s", dir)
 	}
+	roundTripAll(t, paths, "corpus")
+}
+
+// roundTripAll round-trips every model in paths and logs how many (of
+// what kind) it did.
+func roundTripAll(t *testing.T, paths []string, what string) {
 	tmp := t.TempDir()
 	for _, p := range paths {
 		roundTrip(t, p, tmp)
 	}
-	t.Logf("%d corpus models round-tripped", len(paths))
+	t.Logf("%d %s models round-tripped", len(paths), what)
 }
 
 func TestRoundTripNodeTests(t *testing.T) {
@@ -85,11 +91,7 @@ func TestRoundTripNodeTests(t *testing.T) {
 	if len(paths) == 0 {
 		t.Skipf("no ONNX conformance models under %s (run scripts/setup.sh to install libonnx-testdata)", nodeTestDir)
 	}
-	tmp := t.TempDir()
-	for _, p := range paths {
-		roundTrip(t, p, tmp)
-	}
-	t.Logf("%d conformance models round-tripped", len(paths))
+	roundTripAll(t, paths, "conformance")
 }
 
 // smallModel is y = Add(x, w) with a float initializer w of n elements.

@@ -260,6 +260,8 @@ func NewZeros(dt DataType, shape []int) (*Tensor, error) {
 		return nil, fmt.Errorf("onnx: shape %v exceeds %d elements", shape, int64(MaxTensorElements))
 	}
 	t := &Tensor{DType: dt, Shape: append([]int(nil), shape...)}
+	// One case per element type, like dataLen's and Clone's: Data is a
+	// typed slice (see Tensor), and a switch reaches it without reflect.
 	switch dt {
 	case Float:
 		t.Data = make([]float32, n)

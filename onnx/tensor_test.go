@@ -70,6 +70,16 @@ func leBytes(t *Tensor) []byte {
 	return buf.Bytes()
 }
 
+// toInt32s converts the small integers of d to the int32 the spec stores them
+// as.
+func toInt32s[T int8 | uint8 | int16 | uint16](d []T) []int32 {
+	var out []int32
+	for _, v := range d {
+		out = append(out, int32(v))
+	}
+	return out
+}
+
 // typedProto fills the typed field the ONNX spec names for each dtype.
 func typedProto(name string, t *Tensor) *onnxpb.TensorProto {
 	tp := &onnxpb.TensorProto{Name: proto.String(name), DataType: proto.Int32(int32(t.DType))}
@@ -92,21 +102,13 @@ func typedProto(name string, t *Tensor) *onnxpb.TensorProto {
 	case []int32:
 		tp.Int32Data = d
 	case []int16:
-		for _, v := range d {
-			tp.Int32Data = append(tp.Int32Data, int32(v))
-		}
+		tp.Int32Data = toInt32s(d)
 	case []int8:
-		for _, v := range d {
-			tp.Int32Data = append(tp.Int32Data, int32(v))
-		}
+		tp.Int32Data = toInt32s(d)
 	case []uint8:
-		for _, v := range d {
-			tp.Int32Data = append(tp.Int32Data, int32(v))
-		}
+		tp.Int32Data = toInt32s(d)
 	case []uint16:
-		for _, v := range d {
-			tp.Int32Data = append(tp.Int32Data, int32(v))
-		}
+		tp.Int32Data = toInt32s(d)
 	case []bool:
 		for _, v := range d {
 			x := int32(0)

@@ -2,6 +2,7 @@ package ops
 
 import (
 	"cmp"
+	"errors"
 	"math"
 
 	"github.com/linearize/linearize/onnx"
@@ -136,25 +137,26 @@ func arithT[T number](p *plan2, a, b *onnx.Tensor, op int, threads int) any {
 	return apply2p(p, a.Data.([]T), b.Data.([]T), arithVec[T](op), threads)
 }
 
-// hasZero reports whether an integer slice holds a zero (integer division
-// by zero would panic).
-func hasZero[T integer](d []T) bool {
-	for _, v := range d {
-		if v == 0 {
-			return true
+// arithInt is arithT for integers, refusing division by zero (which would
+// panic) before any work.
+func arithInt[T integer](p *plan2, a, b *onnx.Tensor, op int, threads int) (any, error) {
+	if op == opDiv {
+		for _, v := range b.Data.([]T) {
+			if v == 0 {
+				return nil, errIntDivZero
+			}
 		}
 	}
-	return false
+	return arithT[T](p, a, b, op, threads), nil
 }
+
+var errIntDivZero = errors.New("integer division by zero")
 
 func arith(op int) Kernel {
 	return func(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
-		if err := ctx.checkInputs(in, 2, 2); err != nil {
+		a, b, err := ctx.twoInputs(in)
+		if err != nil {
 			return nil, err
-		}
-		a, b := in[0], in[1]
-		if a.DType != b.DType {
-			return nil, ctx.errf("input types differ: %s and %s", a, b)
 		}
 		if a.DType == onnx.Float16 || a.DType == onnx.BFloat16 {
 			return viaFloat32(ctx, in, arith(op))
@@ -163,30 +165,9 @@ func arith(op int) Kernel {
 		if err != nil {
 			return nil, ctx.errf("%v", err)
 		}
-		if op == opDiv {
-			zero := false
-			switch d := b.Data.(type) {
-			case []int8:
-				zero = hasZero(d)
-			case []int16:
-				zero = hasZero(d)
-			case []int32:
-				zero = hasZero(d)
-			case []int64:
-				zero = hasZero(d)
-			case []uint8:
-				zero = hasZero(d)
-			case []uint16:
-				zero = hasZero(d)
-			case []uint32:
-				zero = hasZero(d)
-			case []uint64:
-				zero = hasZero(d)
-			}
-			if zero {
-				return nil, ctx.errf("integer division by zero")
-			}
-		}
+		// One case per dtype, as in compare, variadic and selectInto below
+		// and in misc.go, einsum.go, reduce.go and sequence.go: Go needs
+		// each generic instantiation named, so the switches stay.
 		var out any
 		switch a.DType {
 		case onnx.Float:
@@ -194,23 +175,26 @@ func arith(op int) Kernel {
 		case onnx.Double:
 			out = arithT[float64](p, a, b, op, ctx.threads())
 		case onnx.Int32:
-			out = arithT[int32](p, a, b, op, ctx.threads())
+			out, err = arithInt[int32](p, a, b, op, ctx.threads())
 		case onnx.Int64:
-			out = arithT[int64](p, a, b, op, ctx.threads())
+			out, err = arithInt[int64](p, a, b, op, ctx.threads())
 		case onnx.Int8:
-			out = arithT[int8](p, a, b, op, ctx.threads())
+			out, err = arithInt[int8](p, a, b, op, ctx.threads())
 		case onnx.Int16:
-			out = arithT[int16](p, a, b, op, ctx.threads())
+			out, err = arithInt[int16](p, a, b, op, ctx.threads())
 		case onnx.Uint8:
-			out = arithT[uint8](p, a, b, op, ctx.threads())
+			out, err = arithInt[uint8](p, a, b, op, ctx.threads())
 		case onnx.Uint16:
-			out = arithT[uint16](p, a, b, op, ctx.threads())
+			out, err = arithInt[uint16](p, a, b, op, ctx.threads())
 		case onnx.Uint32:
-			out = arithT[uint32](p, a, b, op, ctx.threads())
+			out, err = arithInt[uint32](p, a, b, op, ctx.threads())
 		case onnx.Uint64:
-			out = arithT[uint64](p, a, b, op, ctx.threads())
+			out, err = arithInt[uint64](p, a, b, op, ctx.threads())
 		default:
 			return nil, ctx.errf("unsupported type %s", onnx.TypeName(a.DType))
+		}
+		if err != nil {
+			return nil, ctx.errf("%v", err)
 		}
 		return []*onnx.Tensor{{DType: a.DType, Shape: p.Out, Data: out}}, nil
 	}
@@ -329,12 +313,9 @@ func powOut[T any](p *plan2, x []T, ys []float64, f func(T, float64) T, dt onnx.
 }
 
 func prelu(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
-	if err := ctx.checkInputs(in, 2, 2); err != nil {
+	x, s, err := ctx.twoInputs(in)
+	if err != nil {
 		return nil, err
-	}
-	x, s := in[0], in[1]
-	if x.DType != s.DType {
-		return nil, ctx.errf("input types differ: %s and %s", x, s)
 	}
 	p, err := makePlan2(x.Shape, s.Shape)
 	if err != nil {
@@ -376,12 +357,9 @@ func cmpT[T cmp.Ordered](p *plan2, a, b *onnx.Tensor, pred func(int) bool) []boo
 func compare(pred func(int) bool, eq bool) Kernel {
 	var k Kernel
 	k = func(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
-		if err := ctx.checkInputs(in, 2, 2); err != nil {
+		a, b, err := ctx.twoInputs(in)
+		if err != nil {
 			return nil, err
-		}
-		a, b := in[0], in[1]
-		if a.DType != b.DType {
-			return nil, ctx.errf("input types differ: %s and %s", a, b)
 		}
 		if a.DType == onnx.Float16 || a.DType == onnx.BFloat16 {
 			return k(ctx, []*onnx.Tensor{toFloat32(a), toFloat32(b)})

@@ -2,11 +2,13 @@ package ops
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/linearize/linearize/onnx"
 )
 
 // broadcastShapes returns the numpy broadcast of the given shapes.
+// internal/graphfacts/broadcast.go has the int64 form for static shapes.
 func broadcastShapes(shapes ...[]int) ([]int, error) {
 	r := 0
 	for _, s := range shapes {
@@ -194,11 +196,11 @@ func elementwise[T, R any](f func(x, y T) R) vec2[T, R] {
 
 // broadcastTo copies t broadcast to shape out (unidirectional).
 func broadcastTo(t *onnx.Tensor, out []int) (*onnx.Tensor, error) {
-	if sameShape(t.Shape, out) {
+	if slices.Equal(t.Shape, out) {
 		return t, nil
 	}
 	full, err := broadcastShapes(t.Shape, out)
-	if err != nil || !sameShape(full, out) {
+	if err != nil || !slices.Equal(full, out) {
 		return nil, fmt.Errorf("cannot broadcast %v to %v", t.Shape, out)
 	}
 	if n := onnx.NumElements(out); n < 0 || n > maxElements {

@@ -190,6 +190,8 @@ func asDeclared(vi *onnxpb.ValueInfoProto, t *onnx.Tensor) *onnx.Tensor {
 	return t
 }
 
+// Kept apart from runtime/ort_test.go's comparison: test helpers do not
+// cross packages.
 func compareTensors(got, want *onnx.Tensor, rtol, atol float64) error {
 	if got.DType != want.DType {
 		return fmt.Errorf("type %s, want %s", onnx.TypeName(got.DType), onnx.TypeName(want.DType))

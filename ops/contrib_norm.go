@@ -2,6 +2,7 @@ package ops
 
 import (
 	"math"
+	"slices"
 
 	"github.com/linearize/linearize/onnx"
 )
@@ -160,7 +161,7 @@ func embedLayerNorm(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
 	}
 	var segs []int64
 	if in[1] != nil {
-		if !sameShape(in[1].Shape, in[0].Shape) {
+		if !slices.Equal(in[1].Shape, in[0].Shape) {
 			return nil, ctx.errf("segment_ids has shape %v, input_ids %v", in[1].Shape, in[0].Shape)
 		}
 		if segs, err = ctx.intsInput(in[1], "segment_ids"); err != nil {
@@ -208,7 +209,7 @@ func embedLayerNorm(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
 	}
 	var mask []int64
 	if m := opt(in, 7); m != nil {
-		if !sameShape(m.Shape, in[0].Shape) {
+		if !slices.Equal(m.Shape, in[0].Shape) {
 			return nil, ctx.errf("mask has shape %v, input_ids %v", m.Shape, in[0].Shape)
 		}
 		if mask, err = ctx.intsInput(m, "mask"); err != nil {

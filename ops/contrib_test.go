@@ -376,6 +376,8 @@ func TestMSBadInputs(t *testing.T) {
 // error, never panic.
 func TestMSNoPanic(t *testing.T) {
 	rng := rand.New(rand.NewPCG(12, 13))
+	// Kept apart from TestKernelsRandomInputsNoPanic's generator in
+	// kernels_test.go: other package (ops_test), other dtype mix.
 	tensor := func() *onnx.Tensor {
 		if rng.IntN(8) == 0 {
 			return nil

@@ -1,6 +1,8 @@
 package ops
 
 import (
+	"slices"
+
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
 )
@@ -317,7 +319,7 @@ func (ctx *Context) stack(parts []*onnx.Tensor, vi *onnxpb.ValueInfoProto) (*onn
 	first := parts[0]
 	views := make([]*onnx.Tensor, len(parts))
 	for i, p := range parts {
-		if p.DType != first.DType || !sameShape(p.Shape, first.Shape) {
+		if p.DType != first.DType || !slices.Equal(p.Shape, first.Shape) {
 			return nil, ctx.errf("scan output %q: iteration %d gives %s, iteration 0 gave %s", vi.GetName(), i, p, first)
 		}
 		views[i] = view(p, append([]int{1}, p.Shape...))

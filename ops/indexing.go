@@ -1,6 +1,7 @@
 package ops
 
 import (
+	"slices"
 	"sort"
 
 	"github.com/linearize/linearize/onnx"
@@ -122,21 +123,22 @@ func (ctx *Context) scatterRun(out, upd *onnx.Tensor, oo, uo, n int, how string)
 	return nil
 }
 
-func (ctx *Context) reduction() (string, error) {
+// scatterArgs reads a scatter op's data, indices and updates, and its
+// reduction attribute.
+func (ctx *Context) scatterArgs(in []*onnx.Tensor) (x, indices, updates *onnx.Tensor, reduction string, err error) {
+	if err := ctx.checkInputs(in, 3, 3); err != nil {
+		return nil, nil, nil, "", err
+	}
 	how := ctx.attrString("reduction", "none")
 	switch how {
 	case "none", "add", "mul", "max", "min":
-		return how, nil
+		return in[0], in[1], in[2], how, nil
 	}
-	return "", ctx.errf("unsupported reduction %q", how)
+	return nil, nil, nil, "", ctx.errf("unsupported reduction %q", how)
 }
 
 func scatterND(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
-	if err := ctx.checkInputs(in, 3, 3); err != nil {
-		return nil, err
-	}
-	x, it, upd := in[0], in[1], in[2]
-	how, err := ctx.reduction()
+	x, it, upd, how, err := ctx.scatterArgs(in)
 	if err != nil {
 		return nil, err
 	}
@@ -149,7 +151,7 @@ func scatterND(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
 	}
 	q := len(it.Shape)
 	want := append(cloneShape(it.Shape[:q-1]), x.Shape[it.Shape[q-1]:]...)
-	if !sameShape(upd.Shape, want) {
+	if !slices.Equal(upd.Shape, want) {
 		return nil, ctx.errf("updates shape %v, want %v", upd.Shape, want)
 	}
 	out := x.Clone()
@@ -162,11 +164,7 @@ func scatterND(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
 }
 
 func scatterElements(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
-	if err := ctx.checkInputs(in, 3, 3); err != nil {
-		return nil, err
-	}
-	x, it, upd := in[0], in[1], in[2]
-	how, err := ctx.reduction()
+	x, it, upd, how, err := ctx.scatterArgs(in)
 	if err != nil {
 		return nil, err
 	}
@@ -175,7 +173,7 @@ func scatterElements(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
 		return nil, err
 	}
 	r := len(x.Shape)
-	if upd.DType != x.DType || !sameShape(upd.Shape, it.Shape) || len(it.Shape) != r {
+	if upd.DType != x.DType || !slices.Equal(upd.Shape, it.Shape) || len(it.Shape) != r {
 		return nil, ctx.errf("updates %s and indices %v must match in shape, with data's rank and type (%s)", upd, it.Shape, x)
 	}
 	axis, err := ctx.normAxis(ctx.attrInt("axis", 0), r)

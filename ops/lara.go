@@ -89,9 +89,13 @@ func init() {
 	Register(Domain, LaraOp, 1, laraKernel)
 }
 
+// laraKernel has the shape of linformerKernel and localPooledKernel: each
+// reads its own attributes; the shared steps are attentionBias and
+// attentionOut.
 func laraKernel(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
-	if len(in) < 4 || len(in) > 5 {
-		return nil, fmt.Errorf("ops: %s%s: got %d inputs, want 4 or 5", LaraOp, nodeName(ctx), len(in))
+	bias, err := attentionBias(ctx, LaraOp, in, 4)
+	if err != nil {
+		return nil, err
 	}
 	var a LaraAttrs
 	if ctx != nil && ctx.Node != nil {
@@ -99,18 +103,8 @@ func laraKernel(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
 		a.Landmarks = int(onnx.AttrInt(ctx.Node, "landmarks", 0))
 		a.Threads = ctx.Threads
 	}
-	var bias *onnx.Tensor
-	if len(in) == 5 {
-		bias = in[4]
-	}
 	out, err := Lara(in[0], in[1], in[2], in[3], bias, a)
-	if err != nil {
-		if n := nodeName(ctx); n != "" {
-			return nil, fmt.Errorf("%w (%s)", err, n[1:])
-		}
-		return nil, err
-	}
-	return []*onnx.Tensor{out}, nil
+	return attentionOut(ctx, out, err)
 }
 
 // laraLayout is what one sequence's keys decide: the valid positions, their

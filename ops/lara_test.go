@@ -9,7 +9,6 @@ import (
 
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/ops"
-	"github.com/linearize/linearize/runtime"
 )
 
 type laraCase struct {
@@ -49,24 +48,10 @@ func laraCases() []laraCase {
 
 func (c laraCase) inputs(seed uint64) (q, k, v, noise, bias *onnx.Tensor) {
 	rng := rand.New(rand.NewPCG(seed, 43))
-	q = randTensor(rng, c.sigma, c.b, c.h, c.s, c.d)
-	k = randTensor(rng, c.sigma, c.b, c.h, c.s, c.d)
-	v = randTensor(rng, 1, c.b, c.h, c.s, c.dv)
-	nh := 1
-	if c.perHead {
-		nh = c.h
-	}
-	noise = randTensor(rng, c.noise, nh, c.landmarks*c.per, c.d)
-	switch c.bias {
-	case "pad":
-		bias = padBias(c.s, -1e4, 0, 4)
-	case "inf":
-		bias = padBias(c.s, float32(math.Inf(-1)), 3, 1)
-	case "one":
-		bias = padBias(c.s, -1e9, c.s-1, 2)
-	case "empty":
-		bias = padBias(c.s, -1e4, c.s, 0)
-	case "soft": // finite per-key biases that are not padding
+	q, k, v = randQKV(rng, c.sigma, c.b, c.h, c.s, c.d, c.dv)
+	noise = randTensor(rng, c.noise, paramHeads(c.perHead, c.h), c.landmarks*c.per, c.d)
+	bias = caseBias(c.bias, c.s)
+	if c.bias == "soft" { // finite per-key biases that are not padding
 		bias = padBias(c.s, -1e4, 2, 0)
 		for j := range bias.Floats() {
 			if bias.Floats()[j] == 0 {
@@ -211,23 +196,12 @@ func laraRef(q, k, v, noise, bias *onnx.Tensor, scale float64, c int) []float64 
 				tsum += tau[g]
 			}
 			logw := make([]float64, r)
-			top := math.Inf(-1)
 			for s := 0; s < r; s++ {
 				alpha := math.Max(balance[s]+tau[s/per]/tsum-1/float64(c), 1e-8)
 				logTarget := logGauss(omega[s], zeros) + dot(qi, omega[s]) - 0.5*dot(qi, qi) + logZ[s]
 				logw[s] = math.Log(alpha) + logTarget - logProp[s]
-				top = math.Max(top, logw[s])
 			}
-			var den float64
-			for s := range logw {
-				logw[s] = math.Exp(logw[s] - top)
-				den += logw[s]
-			}
-			for s := range logw {
-				for t := 0; t < dv; t++ {
-					out[(bh*n+i)*dv+t] += logw[s] / den * fv[s][t]
-				}
-			}
+			softmaxMix(out[(bh*n+i)*dv:(bh*n+i+1)*dv], logw, func(s, t int) float64 { return fv[s][t] })
 		}
 	}
 	return out
@@ -325,20 +299,10 @@ func TestLaraPaddingInvariance(t *testing.T) {
 		for _, masked := range []float32{-1e4, float32(math.Inf(-1))} {
 			rng := rand.New(rand.NewPCG(17, 17))
 			const b, h, s, pad, d, dv = 2, 2, 13, 6, 8, 3
-			q := randTensor(rng, 0.8, b, h, s+pad, d)
-			k := randTensor(rng, 0.8, b, h, s+pad, d)
-			v := randTensor(rng, 1, b, h, s+pad, dv)
+			q, k, v := randQKV(rng, 0.8, b, h, s+pad, d, dv)
 			noise := randTensor(rng, 1, 1, c.landmarks*c.per, d)
-			for i := range v.Floats() {
-				if (i/dv)%(s+pad) >= s {
-					v.Floats()[i] = float32(math.NaN())
-				}
-			}
-			for i := range k.Floats() {
-				if (i/d)%(s+pad) >= s {
-					k.Floats()[i] = float32(math.NaN())
-				}
-			}
+			poisonPadding(v, s)
+			poisonPadding(k, s)
 			bias := padBias(s+pad, masked, pad, pad)
 			a := ops.LaraAttrs{Scale: 0.4, Landmarks: c.landmarks}
 			what := fmt.Sprintf("C%d/Sp%d/bias %g", c.landmarks, c.per, masked)
@@ -351,18 +315,13 @@ func TestLaraPaddingInvariance(t *testing.T) {
 				t.Fatal(err)
 			}
 			checkClose(t, what+": padded vs unpadded (Go kernel)", prefix(full, s), short, 1e-5)
-			if err := runtime.ORTAvailable(); err != nil {
-				t.Logf("%s: function body not checked, onnxruntime not available (install it with scripts/setup.sh): %v", what, err)
-				continue
-			}
 			fn, err := ops.LaraFunction(17, a)
 			if err != nil {
 				t.Fatal(err)
 			}
 			node := ops.NewLaraNode("lara", []string{"Q", "K", "V", "Noise", "key_bias"}, "out", a)
 			in := map[string]*onnx.Tensor{"Q": q, "K": k, "V": v, "Noise": noise, "key_bias": bias}
-			got := runORT(t, oneNodeModel(t, node, fn, 17, in), in)
-			checkClose(t, what+": padded vs unpadded (function body)", prefix(got, s), short, 1e-4)
+			checkPaddedBody(t, what, node, fn, in, s, short, 1e-4)
 		}
 	}
 }
@@ -460,7 +419,7 @@ func TestLaraFunctionDynamicShapes(t *testing.T) {
 	}
 	names := []string{"Q", "K", "V", "Noise", "key_bias"}
 	node := ops.NewLaraNode("lara", names, "out", a)
-	var sess runtime.Session
+	check := sharedSession(t, node, fn)
 	for i, r := range []struct{ b, s int }{{1, 3}, {3, 9}, {2, 1}, {2, 20}} {
 		c := laraCase{b: r.b, h: 2, s: r.s, d: 8, dv: 4, landmarks: 6, per: 2, sigma: 0.7, noise: 1}
 		q, k, v, noise, _ := c.inputs(uint64(20 + i))
@@ -472,17 +431,6 @@ func TestLaraFunctionDynamicShapes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if sess == nil {
-			sess, err = runtime.NewORTSession(oneNodeModel(t, node, fn, 17, in), runtime.Options{Threads: 1})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer sess.Close()
-		}
-		res, err := sess.Run(in, "out")
-		if err != nil {
-			t.Fatalf("B=%d S=%d: %v", r.b, r.s, err)
-		}
-		checkClose(t, fmt.Sprintf("B=%d S=%d", r.b, r.s), res["out"], want, 1e-4)
+		check(fmt.Sprintf("B=%d S=%d", r.b, r.s), in, want)
 	}
 }

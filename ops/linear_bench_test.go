@@ -15,9 +15,7 @@ func BenchmarkPerformer(b *testing.B) {
 	for _, s := range []int{256, 1024} {
 		b.Run(fmt.Sprintf("S=%d", s), func(b *testing.B) {
 			rng := rand.New(rand.NewPCG(1, 1))
-			q := randTensor(rng, 0.5, 1, 12, s, 64)
-			k := randTensor(rng, 0.5, 1, 12, s, 64)
-			v := randTensor(rng, 1, 1, 12, s, 64)
+			q, k, v := randQKV(rng, 0.5, 1, 12, s, 64, 64)
 			omega := randTensor(rng, 1, 1, 256, 64)
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
@@ -33,9 +31,7 @@ func BenchmarkLinformer(b *testing.B) {
 	for _, s := range []int{256, 1024} {
 		b.Run(fmt.Sprintf("S=%d", s), func(b *testing.B) {
 			rng := rand.New(rand.NewPCG(1, 1))
-			q := randTensor(rng, 0.5, 1, 12, s, 64)
-			k := randTensor(rng, 0.5, 1, 12, s, 64)
-			v := randTensor(rng, 1, 1, 12, s, 64)
+			q, k, v := randQKV(rng, 0.5, 1, 12, s, 64, 64)
 			e := randTensor(rng, 1.0/16, 1, 256, s)
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {

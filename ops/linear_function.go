@@ -322,3 +322,27 @@ func nodeName(ctx *Context) string {
 	}
 	return " node " + strconv.Quote(ctx.Node.GetName())
 }
+
+// attentionBias checks a custom attention node's input count, want inputs
+// and an optional key_bias, and returns that bias (nil when absent).
+func attentionBias(ctx *Context, op string, in []*onnx.Tensor, want int) (*onnx.Tensor, error) {
+	if len(in) < want || len(in) > want+1 {
+		return nil, fmt.Errorf("ops: %s%s: got %d inputs, want %d or %d", op, nodeName(ctx), len(in), want, want+1)
+	}
+	if len(in) == want+1 {
+		return in[want], nil
+	}
+	return nil, nil
+}
+
+// attentionOut is a custom attention kernel's result, its error naming the
+// node.
+func attentionOut(ctx *Context, out *onnx.Tensor, err error) ([]*onnx.Tensor, error) {
+	if err != nil {
+		if n := nodeName(ctx); n != "" {
+			return nil, fmt.Errorf("%w (%s)", err, n[1:])
+		}
+		return nil, err
+	}
+	return []*onnx.Tensor{out}, nil
+}

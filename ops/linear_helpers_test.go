@@ -12,7 +12,8 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// randTensor returns a float32 tensor with N(0, sigma²) entries.
+// randTensor returns a float32 tensor with N(0, sigma²) entries (finetune's
+// tests keep their own: test helpers do not cross packages).
 func randTensor(rng *rand.Rand, sigma float64, shape ...int) *onnx.Tensor {
 	d := make([]float32, onnx.NumElements(shape))
 	for i := range d {
@@ -43,7 +44,6 @@ func exactAttention(q, k, v, bias *onnx.Tensor, scale float64) []float64 {
 	for bh := 0; bh < b*h; bh++ {
 		bi := bh / h
 		for i := 0; i < sq; i++ {
-			top := math.Inf(-1)
 			for j := 0; j < sk; j++ {
 				var dot float64
 				for c := 0; c < d; c++ {
@@ -63,22 +63,33 @@ func exactAttention(q, k, v, bias *onnx.Tensor, scale float64) []float64 {
 					}
 					p[j] += float64(bb[row*bs+jj])
 				}
-				top = math.Max(top, p[j])
 			}
-			var sum float64
-			for j := range p {
-				p[j] = math.Exp(p[j] - top)
-				sum += p[j]
-			}
-			for j := 0; j < sk; j++ {
-				w := p[j] / sum
-				for c := 0; c < dv; c++ {
-					out[(bh*sq+i)*dv+c] += w * float64(vd[(bh*sk+j)*dv+c])
-				}
-			}
+			softmaxMix(out[(bh*sq+i)*dv:(bh*sq+i+1)*dv], p, func(j, c int) float64 { return float64(vd[(bh*sk+j)*dv+c]) })
 		}
 	}
 	return out
+}
+
+// softmaxMix adds Σ_j softmax(l)_j·val(j, c) to out[c] in float64, l
+// overwritten. Kept apart from the softmaxes of features/balance.go,
+// finetune/linformer.go and internal/featsweep: the references stay
+// independent of the code they check.
+func softmaxMix(out, l []float64, val func(j, c int) float64) {
+	top := math.Inf(-1)
+	for _, x := range l {
+		top = math.Max(top, x)
+	}
+	var sum float64
+	for j := range l {
+		l[j] = math.Exp(l[j] - top)
+		sum += l[j]
+	}
+	for j := range l {
+		w := l[j] / sum
+		for c := range out {
+			out[c] += w * val(j, c)
+		}
+	}
 }
 
 // maxAbs returns max |x|.
@@ -211,4 +222,74 @@ func checkClose(t *testing.T, what string, got, want *onnx.Tensor, tol float64) 
 		t.Errorf("%s: max abs error %.3g > %.3g (output scale %.3g)", what, d, tol*scale, scale)
 	}
 	return d / scale
+}
+
+// poisonPadding sets to NaN every row of x ([B,H,S,D]) at positions s and
+// beyond: padded keys and values that must never be read.
+func poisonPadding(x *onnx.Tensor, s int) {
+	n, d := x.Shape[2], x.Shape[3]
+	f := x.Floats()
+	for i := range f {
+		if (i/d)%n >= s {
+			f[i] = float32(math.NaN())
+		}
+	}
+}
+
+// checkPaddedBody runs fn as a one-node model at opset 17 and checks its
+// outputs at the first s positions against short; without onnxruntime it
+// only logs.
+func checkPaddedBody(t *testing.T, what string, node *onnxpb.NodeProto, fn *onnxpb.FunctionProto, in map[string]*onnx.Tensor, s int, short *onnx.Tensor, tol float64) {
+	t.Helper()
+	if err := runtime.ORTAvailable(); err != nil {
+		t.Logf("%s: function body not checked, onnxruntime not available (install it with scripts/setup.sh): %v", what, err)
+		return
+	}
+	got := runORT(t, oneNodeModel(t, node, fn, 17, in), in)
+	checkClose(t, what+": padded vs unpadded (function body)", prefix(got, s), short, tol)
+}
+
+// randQKV returns Q and K [B,H,S,D] with N(0, sigma²) entries and V
+// [B,H,S,Dv] with N(0, 1) entries, drawn in that order.
+func randQKV(rng *rand.Rand, sigma float64, b, h, s, d, dv int) (q, k, v *onnx.Tensor) {
+	q = randTensor(rng, sigma, b, h, s, d)
+	k = randTensor(rng, sigma, b, h, s, d)
+	v = randTensor(rng, 1, b, h, s, dv)
+	return q, k, v
+}
+
+// paramHeads is the leading dim of a per-head parameter: h, or 1 when
+// the heads share it.
+func paramHeads(perHead bool, h int) int {
+	if perHead {
+		return h
+	}
+	return 1
+}
+
+// sharedSession returns a check that runs inputs on one onnxruntime
+// session, opened on the first call for node and fn at opset 17, and
+// compares "out" with want; what names the run in failures.
+func sharedSession(t *testing.T, node *onnxpb.NodeProto, fn *onnxpb.FunctionProto) func(what string, in map[string]*onnx.Tensor, want *onnx.Tensor) {
+	var sess runtime.Session
+	t.Cleanup(func() {
+		if sess != nil {
+			sess.Close()
+		}
+	})
+	return func(what string, in map[string]*onnx.Tensor, want *onnx.Tensor) {
+		t.Helper()
+		if sess == nil {
+			var err error
+			sess, err = runtime.NewORTSession(oneNodeModel(t, node, fn, 17, in), runtime.Options{Threads: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		res, err := sess.Run(in, "out")
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		checkClose(t, what, res["out"], want, 1e-4)
+	}
 }

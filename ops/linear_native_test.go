@@ -26,22 +26,8 @@ func TestFunctionBodiesInNativeBackend(t *testing.T) {
 				continue
 			}
 			t.Run(fmt.Sprintf("opset%d/performer/%s", opset, c.name), func(t *testing.T) {
-				q, k, v, omega, bias := c.inputs(8)
-				if bias == nil {
-					bias = onnx.NewFloat([]int{1, 1, 1, 1}, []float32{0})
-				}
-				attrs := ops.PerformerAttrs{Scale: 0.3, Kernel: c.kernel}
-				want, err := ops.Performer(q, k, v, omega, bias, attrs)
-				if err != nil {
-					t.Fatal(err)
-				}
-				fn, err := ops.PerformerFunction(c.kernel, opset)
-				if err != nil {
-					t.Fatal(err)
-				}
-				node := ops.NewPerformerNode("perf", []string{"Q", "K", "V", "Omega", "key_bias"}, "out", attrs)
-				in := map[string]*onnx.Tensor{"Q": q, "K": k, "V": v, "Omega": omega, "key_bias": bias}
-				checkClose(t, "inlined function vs Go kernel", runInlined(t, oneNodeModel(t, node, fn, opset, in), in), want, 1e-4)
+				m, in, want := c.bodyModel(t, 8, opset)
+				checkClose(t, "inlined function vs Go kernel", runInlined(t, m, in), want, 1e-4)
 			})
 		}
 		for _, c := range linCases() {
@@ -49,22 +35,8 @@ func TestFunctionBodiesInNativeBackend(t *testing.T) {
 				continue
 			}
 			t.Run(fmt.Sprintf("opset%d/linformer/%s", opset, c.name), func(t *testing.T) {
-				q, k, v, e, f, bias := c.inputs(8)
-				if bias == nil {
-					bias = onnx.NewFloat([]int{1, 1, 1, 1}, []float32{0})
-				}
-				attrs := ops.LinformerAttrs{Scale: 0.4}
-				want, err := ops.Linformer(q, k, v, e, f, bias, attrs)
-				if err != nil {
-					t.Fatal(err)
-				}
-				fn, err := ops.LinformerFunction(opset)
-				if err != nil {
-					t.Fatal(err)
-				}
-				node := ops.NewLinformerNode("lin", []string{"Q", "K", "V", "E", "F", "key_bias"}, "out", attrs)
-				in := map[string]*onnx.Tensor{"Q": q, "K": k, "V": v, "E": e, "F": f, "key_bias": bias}
-				checkClose(t, "inlined function vs Go kernel", runInlined(t, oneNodeModel(t, node, fn, opset, in), in), want, 1e-4)
+				m, in, want := c.bodyModel(t, 8, opset)
+				checkClose(t, "inlined function vs Go kernel", runInlined(t, m, in), want, 1e-4)
 			})
 		}
 	}
@@ -93,7 +65,7 @@ func TestFunctionsDynamicShapes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var sess runtime.Session
+		check := sharedSession(t, node, fn)
 		for i, r := range runs {
 			var in map[string]*onnx.Tensor
 			var want *onnx.Tensor
@@ -115,18 +87,7 @@ func TestFunctionsDynamicShapes(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if sess == nil {
-				sess, err = runtime.NewORTSession(oneNodeModel(t, node, fn, 17, in), runtime.Options{Threads: 1})
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer sess.Close()
-			}
-			res, err := sess.Run(in, "out")
-			if err != nil {
-				t.Fatalf("%s B=%d S=%d: %v", op, r.b, r.s, err)
-			}
-			checkClose(t, fmt.Sprintf("%s B=%d S=%d", op, r.b, r.s), res["out"], want, 1e-4)
+			check(fmt.Sprintf("%s B=%d S=%d", op, r.b, r.s), in, want)
 		}
 	}
 }

@@ -42,26 +42,17 @@ func init() {
 }
 
 func linformerKernel(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
-	if len(in) < 5 || len(in) > 6 {
-		return nil, fmt.Errorf("ops: %s%s: got %d inputs, want 5 or 6", LinformerOp, nodeName(ctx), len(in))
+	bias, err := attentionBias(ctx, LinformerOp, in, 5)
+	if err != nil {
+		return nil, err
 	}
 	var a LinformerAttrs
 	if ctx != nil && ctx.Node != nil {
 		a.Scale = onnx.AttrFloat(ctx.Node, "scale", 0)
 		a.Threads = ctx.Threads
 	}
-	var bias *onnx.Tensor
-	if len(in) == 6 {
-		bias = in[5]
-	}
 	out, err := Linformer(in[0], in[1], in[2], in[3], in[4], bias, a)
-	if err != nil {
-		if n := nodeName(ctx); n != "" {
-			return nil, fmt.Errorf("%w (%s)", err, n[1:])
-		}
-		return nil, err
-	}
-	return []*onnx.Tensor{out}, nil
+	return attentionOut(ctx, out, err)
 }
 
 func checkProjection(name string, t *onnx.Tensor, h int) (hp, k, n int, err error) {

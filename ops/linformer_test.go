@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/linearize/linearize/onnx"
+	"github.com/linearize/linearize/onnx/onnxpb"
 	"github.com/linearize/linearize/ops"
 )
 
@@ -39,13 +40,8 @@ func linCases() []linCase {
 
 func (c linCase) inputs(seed uint64) (q, k, v, e, f, bias *onnx.Tensor) {
 	rng := rand.New(rand.NewPCG(seed, 11))
-	q = randTensor(rng, c.sigma, c.b, c.h, c.s, c.d)
-	k = randTensor(rng, c.sigma, c.b, c.h, c.s, c.d)
-	v = randTensor(rng, 1, c.b, c.h, c.s, c.dv)
-	hp := 1
-	if c.perHead {
-		hp = c.h
-	}
+	q, k, v = randQKV(rng, c.sigma, c.b, c.h, c.s, c.d, c.dv)
+	hp := paramHeads(c.perHead, c.h)
 	e = randTensor(rng, 1/math.Sqrt(float64(c.k)), hp, c.k, c.n)
 	f = e
 	if !c.shareKV {
@@ -96,24 +92,13 @@ func linformerRef(q, k, v, e, f, bias *onnx.Tensor, scale float64) []float64 {
 		}
 		for i := 0; i < sq; i++ {
 			p := make([]float64, kk)
-			top := math.Inf(-1)
 			for r := range p {
 				for c := 0; c < d; c++ {
 					p[r] += qd[(bh*sq+i)*d+c] * kp[r*d+c]
 				}
 				p[r] *= scale
-				top = math.Max(top, p[r])
 			}
-			var sum float64
-			for r := range p {
-				p[r] = math.Exp(p[r] - top)
-				sum += p[r]
-			}
-			for r := range p {
-				for c := 0; c < dv; c++ {
-					out[(bh*sq+i)*dv+c] += p[r] / sum * vp[r*dv+c]
-				}
-			}
+			softmaxMix(out[(bh*sq+i)*dv:(bh*sq+i+1)*dv], p, func(r, c int) float64 { return vp[r*dv+c] })
 		}
 	}
 	return out
@@ -145,9 +130,7 @@ func TestLinformerIdentityIsExact(t *testing.T) {
 	rng := rand.New(rand.NewPCG(12, 12))
 	for _, s := range []int{1, 5, 16} {
 		const b, h, d, dv = 2, 3, 8, 6
-		q := randTensor(rng, 1, b, h, s, d)
-		k := randTensor(rng, 1, b, h, s, d)
-		v := randTensor(rng, 1, b, h, s, dv)
+		q, k, v := randQKV(rng, 1, b, h, s, d, dv)
 		id := make([]float32, s*s)
 		for i := 0; i < s; i++ {
 			id[i*s+i] = 1
@@ -164,31 +147,41 @@ func TestLinformerIdentityIsExact(t *testing.T) {
 	}
 }
 
+// bodyModel returns a one-node model of the case's function at opset, its
+// inputs (a zero [1,1,1,1] bias when the case has none) and the Go
+// kernel's output on them.
+func (c linCase) bodyModel(t *testing.T, seed uint64, opset int64) (*onnxpb.ModelProto, map[string]*onnx.Tensor, *onnx.Tensor) {
+	t.Helper()
+	q, k, v, e, f, bias := c.inputs(seed)
+	if bias == nil {
+		bias = onnx.NewFloat([]int{1, 1, 1, 1}, []float32{0})
+	}
+	attrs := ops.LinformerAttrs{Scale: 0.4}
+	want, err := ops.Linformer(q, k, v, e, f, bias, attrs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fn, err := ops.LinformerFunction(opset)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := []string{"Q", "K", "V", "E", "F", "key_bias"}
+	if c.shareKV {
+		names[4] = "E"
+	}
+	node := ops.NewLinformerNode("lin", names, "out", attrs)
+	in := map[string]*onnx.Tensor{"Q": q, "K": k, "V": v, "E": e, "F": f, "key_bias": bias}
+	return oneNodeModel(t, node, fn, opset, in), in, want
+}
+
+// Same loop as TestPerformerFunctionMatchesKernel, over another case type.
 func TestLinformerFunctionMatchesKernel(t *testing.T) {
 	requireORT(t)
 	for _, opset := range []int64{11, 13, 17, 18} {
 		for _, c := range linCases() {
 			t.Run(fmt.Sprintf("opset%d/%s", opset, c.name), func(t *testing.T) {
-				q, k, v, e, f, bias := c.inputs(2)
-				if bias == nil {
-					bias = onnx.NewFloat([]int{1, 1, 1, 1}, []float32{0})
-				}
-				attrs := ops.LinformerAttrs{Scale: 0.4}
-				want, err := ops.Linformer(q, k, v, e, f, bias, attrs)
-				if err != nil {
-					t.Fatal(err)
-				}
-				fn, err := ops.LinformerFunction(opset)
-				if err != nil {
-					t.Fatal(err)
-				}
-				names := []string{"Q", "K", "V", "E", "F", "key_bias"}
-				if c.shareKV {
-					names[4] = "E"
-				}
-				node := ops.NewLinformerNode("lin", names, "out", attrs)
-				in := map[string]*onnx.Tensor{"Q": q, "K": k, "V": v, "E": e, "F": f, "key_bias": bias}
-				got := runORT(t, oneNodeModel(t, node, fn, opset, in), in)
+				m, in, want := c.bodyModel(t, 2, opset)
+				got := runORT(t, m, in)
 				t.Logf("relative error %.2g", checkClose(t, "onnxruntime vs Go kernel", got, want, 1e-4))
 			})
 		}
@@ -202,14 +195,8 @@ func TestLinformerPaddingInvariance(t *testing.T) {
 	for _, masked := range []float32{-1e4, float32(math.Inf(-1))} {
 		rng := rand.New(rand.NewPCG(13, 13))
 		const b, h, s, pad, d, dv, kk, n = 2, 2, 6, 5, 8, 3, 4, 16
-		q := randTensor(rng, 1, b, h, s+pad, d)
-		k := randTensor(rng, 1, b, h, s+pad, d)
-		v := randTensor(rng, 1, b, h, s+pad, dv)
-		for i := range v.Floats() {
-			if (i/dv)%(s+pad) >= s {
-				v.Floats()[i] = float32(math.NaN()) // padded values must never be read
-			}
-		}
+		q, k, v := randQKV(rng, 1, b, h, s+pad, d, dv)
+		poisonPadding(v, s) // padded values must never be read
 		e := randTensor(rng, 0.5, h, kk, n)
 		f := randTensor(rng, 0.5, h, kk, n)
 		full, err := ops.Linformer(q, k, v, e, f, padBias(s+pad, masked, pad, pad), ops.LinformerAttrs{})
@@ -243,6 +230,7 @@ func TestLinformerLargeNormsFinite(t *testing.T) {
 	checkClose(t, "large norms: onnxruntime vs Go kernel", runORT(t, oneNodeModel(t, node, fn, 17, in), in), got, 1e-4)
 }
 
+// An error table like TestLaraErrors', with this op's inputs.
 func TestLinformerErrors(t *testing.T) {
 	rng := rand.New(rand.NewPCG(14, 14))
 	q := randTensor(rng, 1, 1, 2, 9, 4)

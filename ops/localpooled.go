@@ -123,32 +123,22 @@ func init() {
 }
 
 func localPooledKernel(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
-	if len(in) < 3 || len(in) > 4 {
-		return nil, fmt.Errorf("ops: %s%s: got %d inputs, want 3 or 4", LocalPooledOp, nodeName(ctx), len(in))
+	bias, err := attentionBias(ctx, LocalPooledOp, in, 3)
+	if err != nil {
+		return nil, err
 	}
 	var a LocalPooledAttrs
 	if ctx != nil && ctx.Node != nil {
 		a.Scale = onnx.AttrFloat(ctx.Node, "scale", 0)
 		a.Block = int(onnx.AttrInt(ctx.Node, "block", 0))
 		a.Segments = int(onnx.AttrInt(ctx.Node, "segments", 0))
-		var err error
 		if a.SinkFirst, a.SinkLast, err = ParseSinks(onnx.AttrString(ctx.Node, "sinks", "none")); err != nil {
 			return nil, fmt.Errorf("%w (%s)", err, nodeName(ctx))
 		}
 		a.Threads = ctx.Threads
 	}
-	var bias *onnx.Tensor
-	if len(in) == 4 {
-		bias = in[3]
-	}
 	out, err := LocalPooled(in[0], in[1], in[2], bias, a)
-	if err != nil {
-		if n := nodeName(ctx); n != "" {
-			return nil, fmt.Errorf("%w (%s)", err, n[1:])
-		}
-		return nil, err
-	}
-	return []*onnx.Tensor{out}, nil
+	return attentionOut(ctx, out, err)
 }
 
 // LocalPooled computes LocalPooledAttention in float32 with float64 sums
@@ -190,6 +180,8 @@ func LocalPooled(q, k, v, bias *onnx.Tensor, a LocalPooledAttrs) (*onnx.Tensor, 
 	lays := make([]layout, b)
 	for bi := range lays {
 		lay := &lays[bi]
+		// finetune/localpooled.go's newLayout repeats this loop (this one is
+		// unexported and reads the op's mask); a finetune test checks both agree.
 		first, last := -1, -1
 		for j := 0; j < n; j++ {
 			if _, ok := mask.at(bi, j); ok {

@@ -9,7 +9,6 @@ import (
 
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/ops"
-	"github.com/linearize/linearize/runtime"
 )
 
 type lpCase struct {
@@ -52,20 +51,25 @@ func lpCases() []lpCase {
 
 func (c lpCase) inputs(seed uint64) (q, k, v, bias *onnx.Tensor) {
 	rng := rand.New(rand.NewPCG(seed, 31))
-	q = randTensor(rng, c.sigma, c.b, c.h, c.s, c.d)
-	k = randTensor(rng, c.sigma, c.b, c.h, c.s, c.d)
-	v = randTensor(rng, 1, c.b, c.h, c.s, c.dv)
-	switch c.bias {
+	q, k, v = randQKV(rng, c.sigma, c.b, c.h, c.s, c.d, c.dv)
+	return q, k, v, caseBias(c.bias, c.s)
+}
+
+// caseBias is the [2,1,1,S] key bias of the LocalPooled and LARA cases:
+// "pad" and "inf" pad a few keys, "one" leaves one key, "empty" none; nil
+// for other kinds.
+func caseBias(kind string, s int) *onnx.Tensor {
+	switch kind {
 	case "pad":
-		bias = padBias(c.s, -1e4, 0, 4)
+		return padBias(s, -1e4, 0, 4)
 	case "inf":
-		bias = padBias(c.s, float32(math.Inf(-1)), 3, 1)
+		return padBias(s, float32(math.Inf(-1)), 3, 1)
 	case "one":
-		bias = padBias(c.s, -1e9, c.s-1, 2)
+		return padBias(s, -1e9, s-1, 2)
 	case "empty":
-		bias = padBias(c.s, -1e4, c.s, 0)
+		return padBias(s, -1e4, s, 0)
 	}
-	return
+	return nil
 }
 
 // localPooledRef evaluates the op's definition directly in float64, key by
@@ -291,19 +295,9 @@ func TestLocalPooledPaddingInvariance(t *testing.T) {
 		for _, masked := range []float32{-1e4, float32(math.Inf(-1))} {
 			rng := rand.New(rand.NewPCG(17, 17))
 			const b, h, s, pad, d, dv = 2, 2, 13, 6, 8, 3
-			q := randTensor(rng, 1, b, h, s+pad, d)
-			k := randTensor(rng, 1, b, h, s+pad, d)
-			v := randTensor(rng, 1, b, h, s+pad, dv)
-			for i := range v.Floats() {
-				if (i/dv)%(s+pad) >= s {
-					v.Floats()[i] = float32(math.NaN())
-				}
-			}
-			for i := range k.Floats() {
-				if (i/d)%(s+pad) >= s {
-					k.Floats()[i] = float32(math.NaN())
-				}
-			}
+			q, k, v := randQKV(rng, 1, b, h, s+pad, d, dv)
+			poisonPadding(v, s)
+			poisonPadding(k, s)
 			bias := padBias(s+pad, masked, pad, pad)
 			what := fmt.Sprintf("b%d/k%d/sinks=%s/bias %g", a.Block, a.Segments, a.Sinks(), masked)
 			full, err := ops.LocalPooled(q, k, v, bias, a)
@@ -315,18 +309,13 @@ func TestLocalPooledPaddingInvariance(t *testing.T) {
 				t.Fatal(err)
 			}
 			checkClose(t, what+": padded vs unpadded (Go kernel)", prefix(full, s), short, 1e-5)
-			if err := runtime.ORTAvailable(); err != nil {
-				t.Logf("%s: function body not checked, onnxruntime not available (install it with scripts/setup.sh): %v", what, err)
-				continue
-			}
 			fn, err := ops.LocalPooledFunction(17, a)
 			if err != nil {
 				t.Fatal(err)
 			}
 			node := ops.NewLocalPooledNode("lp", []string{"Q", "K", "V", "key_bias"}, "out", a)
 			in := map[string]*onnx.Tensor{"Q": q, "K": k, "V": v, "key_bias": bias}
-			got := runORT(t, oneNodeModel(t, node, fn, 17, in), in)
-			checkClose(t, what+": padded vs unpadded (function body)", prefix(got, s), short, 1e-5)
+			checkPaddedBody(t, what, node, fn, in, s, short, 1e-5)
 		}
 	}
 }
@@ -352,6 +341,7 @@ func TestLocalPooledLargeScoresFinite(t *testing.T) {
 	checkClose(t, "large scores: onnxruntime vs Go kernel", runORT(t, oneNodeModel(t, node, fn, 17, in), in), got, 1e-4)
 }
 
+// An error table like TestPerformerErrors', with this op's inputs.
 func TestLocalPooledErrors(t *testing.T) {
 	rng := rand.New(rand.NewPCG(19, 19))
 	q := randTensor(rng, 1, 1, 2, 9, 4)

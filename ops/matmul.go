@@ -13,12 +13,9 @@ func init() {
 // matMul is numpy matmul: 1-D operands are promoted to matrices and the
 // added dimension removed; leading (batch) dimensions broadcast.
 func matMul(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
-	if err := ctx.checkInputs(in, 2, 2); err != nil {
+	a, b, err := ctx.twoInputs(in)
+	if err != nil {
 		return nil, err
-	}
-	a, b := in[0], in[1]
-	if a.DType != b.DType {
-		return nil, ctx.errf("input types differ: %s and %s", a, b)
 	}
 	if a.DType == onnx.Float16 || a.DType == onnx.BFloat16 {
 		return viaFloat32(ctx, in, matMul)

@@ -50,12 +50,9 @@ func modT[T integer](p *plan2, a, b *onnx.Tensor, fmod bool) any {
 // mod is the remainder: with fmod=0 (integers only) it takes the sign of
 // the divisor, like Python's %; with fmod=1 the sign of the dividend.
 func mod(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
-	if err := ctx.checkInputs(in, 2, 2); err != nil {
+	a, b, err := ctx.twoInputs(in)
+	if err != nil {
 		return nil, err
-	}
-	a, b := in[0], in[1]
-	if a.DType != b.DType {
-		return nil, ctx.errf("input types differ: %s and %s", a, b)
 	}
 	fmod := ctx.attrInt("fmod", 0) != 0
 	if isFloat(a.DType) {
@@ -80,6 +77,7 @@ func mod(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
 	if err != nil {
 		return nil, ctx.errf("%v", err)
 	}
+	// One case per dtype, as in shift below and arith in binary.go.
 	var out any
 	switch a.DType {
 	case onnx.Float:
@@ -118,12 +116,9 @@ func shiftT[T integer](p *plan2, a, b *onnx.Tensor, left bool) any {
 }
 
 func bitShift(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
-	if err := ctx.checkInputs(in, 2, 2); err != nil {
+	a, b, err := ctx.twoInputs(in)
+	if err != nil {
 		return nil, err
-	}
-	a, b := in[0], in[1]
-	if a.DType != b.DType {
-		return nil, ctx.errf("input types differ: %s and %s", a, b)
 	}
 	var left bool
 	switch dir := ctx.attrString("direction", ""); dir {
@@ -163,23 +158,9 @@ func hardmax(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
 	if !isFloat(x.DType) {
 		return nil, ctx.errf("input must be a float tensor, got %s", x)
 	}
-	r := len(x.Shape)
-	modern := ctx.Opset >= 13 || ctx.Opset == 0
-	def := int64(1)
-	if modern {
-		def = -1
-	}
-	outer, d, inner := 1, 1, 1
-	if r > 0 {
-		axis, err := ctx.normAxis(ctx.attrInt("axis", def), r)
-		if err != nil {
-			return nil, err
-		}
-		if modern {
-			outer, d, inner = prod(x.Shape[:axis]), x.Shape[axis], prod(x.Shape[axis+1:])
-		} else {
-			outer, d = prod(x.Shape[:axis]), prod(x.Shape[axis:])
-		}
+	outer, d, inner, err := ctx.softmaxGroups(x.Shape)
+	if err != nil {
+		return nil, err
 	}
 	v, _ := x.AsFloat64s()
 	out, err := ctx.newTensor(x.DType, x.Shape)

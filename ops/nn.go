@@ -91,6 +91,8 @@ func batchNorm(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
 	return []*onnx.Tensor{y}, nil
 }
 
+// instanceNorm, like batchNorm and reverseSequence, opens with the usual
+// input checks; what follows differs, so there is nothing more to share.
 func instanceNorm(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
 	if err := ctx.checkInputs(in, 3, 3); err != nil {
 		return nil, err
@@ -195,23 +197,25 @@ func (ctx *Context) permuteView(x *onnx.Tensor, view, perm, out []int) (*onnx.Te
 	return y, ctx.run(y, x, walk{Shape: shape, SrcStrides: src, DstStrides: stridesOf(shape)})
 }
 
-func (ctx *Context) blockArgs(x *onnx.Tensor) (n, c, h, w, b int, err error) {
+// blockArgs checks DepthToSpace's and SpaceToDepth's one input, 4-D, and
+// reads blocksize.
+func (ctx *Context) blockArgs(in []*onnx.Tensor) (x *onnx.Tensor, n, c, h, w, b int, err error) {
+	if err := ctx.checkInputs(in, 1, 1); err != nil {
+		return nil, 0, 0, 0, 0, 0, err
+	}
+	x = in[0]
 	if len(x.Shape) != 4 {
-		return 0, 0, 0, 0, 0, ctx.errf("input must be 4-D (N, C, H, W), got %v", x.Shape)
+		return nil, 0, 0, 0, 0, 0, ctx.errf("input must be 4-D (N, C, H, W), got %v", x.Shape)
 	}
 	b = int(ctx.attrInt("blocksize", 0))
 	if b <= 0 {
-		return 0, 0, 0, 0, 0, ctx.errf("blocksize must be positive, got %d", b)
+		return nil, 0, 0, 0, 0, 0, ctx.errf("blocksize must be positive, got %d", b)
 	}
-	return x.Shape[0], x.Shape[1], x.Shape[2], x.Shape[3], b, nil
+	return x, x.Shape[0], x.Shape[1], x.Shape[2], x.Shape[3], b, nil
 }
 
 func depthToSpace(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
-	if err := ctx.checkInputs(in, 1, 1); err != nil {
-		return nil, err
-	}
-	x := in[0]
-	n, c, h, w, b, err := ctx.blockArgs(x)
+	x, n, c, h, w, b, err := ctx.blockArgs(in)
 	if err != nil {
 		return nil, err
 	}
@@ -236,11 +240,7 @@ func depthToSpace(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
 }
 
 func spaceToDepth(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
-	if err := ctx.checkInputs(in, 1, 1); err != nil {
-		return nil, err
-	}
-	x := in[0]
-	n, c, h, w, b, err := ctx.blockArgs(x)
+	x, n, c, h, w, b, err := ctx.blockArgs(in)
 	if err != nil {
 		return nil, err
 	}

@@ -177,13 +177,7 @@ func performerKernel(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
 		return nil, err
 	}
 	out, err := PerformerWith(pin, a)
-	if err != nil {
-		if n := nodeName(ctx); n != "" {
-			return nil, fmt.Errorf("%w (%s)", err, n[1:])
-		}
-		return nil, err
-	}
-	return []*onnx.Tensor{out}, nil
+	return attentionOut(ctx, out, err)
 }
 
 // performerCall reads a node's inputs and attributes.
@@ -708,33 +702,32 @@ func OptimalPositiveA(rho float64) float64 {
 // favorPPA computes ρ = mean over valid (query, key) pairs of ‖x+y‖²/d
 // = (mean‖x‖² + mean‖y‖² + 2·x̄·ȳ)/d and returns OptimalPositiveA(ρ).
 func favorPPA(t *transformed, d int) float64 {
-	var qq, kk float64
 	xm := make([]float64, d)
 	ym := make([]float64, d)
-	for i, ok := range t.qw {
-		if !ok {
-			continue
-		}
-		for c, x := range t.x[i*d : (i+1)*d] {
-			qq += float64(x) * float64(x)
-			xm[c] += float64(x)
-		}
-	}
-	for j, ok := range t.ok {
-		if !ok {
-			continue
-		}
-		for c, y := range t.y[j*d : (j+1)*d] {
-			kk += float64(y) * float64(y)
-			ym[c] += float64(y)
-		}
-	}
+	qq := rowSums(t.x, t.qw, d, xm)
+	kk := rowSums(t.y, t.ok, d, ym)
 	nq, nk := float64(max(t.nq, 1)), float64(max(t.nk, 1))
 	var cross float64
 	for c := range xm {
 		cross += xm[c] / nq * ym[c] / nk
 	}
 	return OptimalPositiveA((qq/nq + kk/nk + 2*cross) / float64(d))
+}
+
+// rowSums adds the rows i of x ([n, d]) with ok[i] to sum and returns the
+// sum of their squared norms.
+func rowSums(x []float32, ok []bool, d int, sum []float64) float64 {
+	var sq float64
+	for i, valid := range ok {
+		if !valid {
+			continue
+		}
+		for c, v := range x[i*d : (i+1)*d] {
+			sq += float64(v) * float64(v)
+			sum[c] += float64(v)
+		}
+	}
+	return sq
 }
 
 // run computes the positive kernel (plain FAVOR+ and every variant): the

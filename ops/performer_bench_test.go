@@ -132,7 +132,8 @@ func cpuTime() time.Duration {
 }
 
 // benchModel is oneNodeModel for benchmarks: node as the graph, its inputs
-// with symbolic dims, output "out", fn attached, opset 17.
+// with symbolic dims, output "out", fn attached, opset 17. Kept apart from
+// oneNodeModel so that this file can be copied alone into older checkouts.
 func benchModel(node *onnxpb.NodeProto, fn *onnxpb.FunctionProto, inputs map[string]*onnx.Tensor) (*onnxpb.ModelProto, error) {
 	g := &onnxpb.GraphProto{Name: proto.String("one_node"), Node: []*onnxpb.NodeProto{node}}
 	for _, name := range node.Input {

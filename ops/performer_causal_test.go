@@ -9,6 +9,7 @@ import (
 
 	"github.com/linearize/linearize/internal/testenv"
 	"github.com/linearize/linearize/onnx"
+	"github.com/linearize/linearize/onnx/onnxpb"
 	"github.com/linearize/linearize/ops"
 	"github.com/linearize/linearize/runtime"
 )
@@ -22,7 +23,6 @@ func causalRef(q, k, v, omega, bias *onnx.Tensor, scale float64) []float64 {
 	b, h, s, d := q.Shape[0], q.Shape[1], q.Shape[2], q.Shape[3]
 	dv, m := v.Shape[3], omega.Shape[1]
 	qd, kd, vd, od := widen(q.Floats()), widen(k.Floats()), widen(v.Floats()), widen(omega.Floats())
-	rs := math.Sqrt(scale)
 	out := make([]float64, b*h*s*dv)
 	for bh := 0; bh < b*h; bh++ {
 		bi, hi := bh/h, bh%h
@@ -31,15 +31,8 @@ func causalRef(q, k, v, omega, bias *onnx.Tensor, scale float64) []float64 {
 			om = od[hi*m*d:]
 		}
 		logits := func(x []float64) []float64 { // ω·x̃ − ‖x̃‖²/2 per feature
-			var hh float64
-			for c := 0; c < d; c++ {
-				hh += x[c] * x[c] * scale / 2
-			}
-			u := make([]float64, m)
-			for r := 0; r < m; r++ {
-				for c := 0; c < d; c++ {
-					u[r] += om[r*d+c] * x[c] * rs
-				}
+			u, hh := featureLogits(x, om, m, d, scale)
+			for r := range u {
 				u[r] -= hh
 			}
 			return u
@@ -115,16 +108,11 @@ func causalCases() []causalCase {
 	return cs
 }
 
+// inputs draws like perfCase.inputs, with its own stream and biases.
 func (c causalCase) inputs(seed uint64) (q, k, v, omega, bias *onnx.Tensor) {
 	rng := rand.New(rand.NewPCG(seed, 14))
-	q = randTensor(rng, c.sigma, c.b, c.h, c.s, c.d)
-	k = randTensor(rng, c.sigma, c.b, c.h, c.s, c.d)
-	v = randTensor(rng, 1, c.b, c.h, c.s, c.dv)
-	ho := 1
-	if c.perHead {
-		ho = c.h
-	}
-	omega = randTensor(rng, 1, ho, c.m, c.d)
+	q, k, v = randQKV(rng, c.sigma, c.b, c.h, c.s, c.d, c.dv)
+	omega = randTensor(rng, 1, paramHeads(c.perHead, c.h), c.m, c.d)
 	pads := func(p ...int) []int { // clamp the padding to the length
 		for i := range p {
 			p[i] = min(p[i], c.s-1)
@@ -202,26 +190,35 @@ func TestPerformerCausalFunctionMatchesKernel(t *testing.T) {
 				continue // the other opsets check the body's form, not every input
 			}
 			t.Run(fmt.Sprintf("opset%d/%s", opset, c.name), func(t *testing.T) {
-				q, k, v, omega, bias := c.inputs(2)
-				if bias == nil {
-					bias = onnx.NewFloat([]int{1, 1, 1, 1}, []float32{0})
-				}
-				want, err := ops.Performer(q, k, v, omega, bias, c.attrs())
-				if err != nil {
-					t.Fatal(err)
-				}
-				fn, err := ops.PerformerFunctionFor(ops.PerformerVariant{Causal: true, Chunk: c.chunk}, opset)
-				if err != nil {
-					t.Fatal(err)
-				}
-				node := ops.NewPerformerNode("perf", []string{"Q", "K", "V", "Omega", "key_bias"}, "out", c.attrs())
-				in := map[string]*onnx.Tensor{"Q": q, "K": k, "V": v, "Omega": omega, "key_bias": bias}
-				got := runORT(t, oneNodeModel(t, node, fn, opset, in), in)
+				m, in, want := c.bodyModel(t, 2, opset)
+				got := runORT(t, m, in)
 				worst = math.Max(worst, checkClose(t, "onnxruntime vs Go kernel", got, want, 1e-4))
 			})
 		}
 	}
 	t.Logf("worst onnxruntime-vs-kernel error: %.2g of the output scale", worst)
+}
+
+// bodyModel returns a one-node model of the case's causal function at
+// opset, its inputs (a zero [1,1,1,1] bias when the case has none) and the
+// Go kernel's output on them.
+func (c causalCase) bodyModel(t *testing.T, seed uint64, opset int64) (*onnxpb.ModelProto, map[string]*onnx.Tensor, *onnx.Tensor) {
+	t.Helper()
+	q, k, v, omega, bias := c.inputs(seed)
+	if bias == nil {
+		bias = onnx.NewFloat([]int{1, 1, 1, 1}, []float32{0})
+	}
+	want, err := ops.Performer(q, k, v, omega, bias, c.attrs())
+	if err != nil {
+		t.Fatal(err)
+	}
+	fn, err := ops.PerformerFunctionFor(ops.PerformerVariant{Causal: true, Chunk: c.chunk}, opset)
+	if err != nil {
+		t.Fatal(err)
+	}
+	node := ops.NewPerformerNode("perf", []string{"Q", "K", "V", "Omega", "key_bias"}, "out", c.attrs())
+	in := map[string]*onnx.Tensor{"Q": q, "K": k, "V": v, "Omega": omega, "key_bias": bias}
+	return oneNodeModel(t, node, fn, opset, in), in, want
 }
 
 // perturbAfter returns a copy of x [B,H,S,D] whose rows at positions > t
@@ -240,7 +237,8 @@ func perturbAfter(rng *rand.Rand, x *onnx.Tensor, t int) *onnx.Tensor {
 }
 
 // sameUpTo reports the first position ≤ t where a and b [B,H,S,Dv] differ
-// in any bit, or −1.
+// in any bit, or −1. convert/causal_test.go has its own: test helpers do
+// not cross packages.
 func sameUpTo(a, b *onnx.Tensor, t int) int {
 	bb, h, s, dv := a.Shape[0], a.Shape[1], a.Shape[2], a.Shape[3]
 	for bh := 0; bh < bb*h; bh++ {
@@ -451,18 +449,8 @@ func TestPerformerCausalFunctionNative(t *testing.T) {
 		for _, s := range []int{1, 6, 13} {
 			c := causalCase{b: 2, h: 2, s: s, d: 8, dv: 3, m: 12, bias: "left", sigma: 0.6, chunk: 4}
 			t.Run(fmt.Sprintf("opset%d/S=%d", opset, s), func(t *testing.T) {
-				q, k, v, omega, bias := c.inputs(8)
-				want, err := ops.Performer(q, k, v, omega, bias, c.attrs())
-				if err != nil {
-					t.Fatal(err)
-				}
-				fn, err := ops.PerformerFunctionFor(ops.PerformerVariant{Causal: true, Chunk: c.chunk}, opset)
-				if err != nil {
-					t.Fatal(err)
-				}
-				node := ops.NewPerformerNode("perf", []string{"Q", "K", "V", "Omega", "key_bias"}, "out", c.attrs())
-				in := map[string]*onnx.Tensor{"Q": q, "K": k, "V": v, "Omega": omega, "key_bias": bias}
-				checkClose(t, "inlined function vs Go kernel", runInlined(t, oneNodeModel(t, node, fn, opset, in), in), want, 1e-4)
+				m, in, want := c.bodyModel(t, 8, opset)
+				checkClose(t, "inlined function vs Go kernel", runInlined(t, m, in), want, 1e-4)
 			})
 		}
 	}

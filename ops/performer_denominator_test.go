@@ -33,23 +33,14 @@ func rowErrors(got []float32, want []float64, dv int) []float64 {
 // features, out = φ(Q)·(φ(K)ᵀV) / (φ(Q)·φ(K)ᵀ1 + ε). It returns the
 // output rows that form makes differ from want by more than half the
 // row's scale (collapsed rows).
+//
+// Kept apart from ratioFromLogs in performer_variant_test.go: this is the
+// old form, one key maximum and +ε, whose collapse the test counts.
 func oldFormRows(q, k, v, omega, bias *onnx.Tensor, scale float64, eps float64, want []float64) int {
 	b, h, s, d := q.Shape[0], q.Shape[1], q.Shape[2], q.Shape[3]
 	dv, m := v.Shape[3], omega.Shape[1]
 	qd, kd, vd, od := widen(q.Floats()), widen(k.Floats()), widen(v.Floats()), widen(omega.Floats())
-	rs := math.Sqrt(scale)
-	logits := func(x []float64, om []float64) (u []float64, hh float64) {
-		u = make([]float64, m)
-		for r := range u {
-			for c := 0; c < d; c++ {
-				u[r] += om[r*d+c] * x[c] * rs
-			}
-		}
-		for c := 0; c < d; c++ {
-			hh += x[c] * x[c] * scale / 2
-		}
-		return u, hh
-	}
+	logits := func(x, om []float64) ([]float64, float64) { return featureLogits(x, om, m, d, scale) }
 	out := make([]float64, len(want))
 	for bh := 0; bh < b*h; bh++ {
 		bi, hi := bh/h, bh%h
@@ -104,6 +95,22 @@ func oldFormRows(q, k, v, omega, bias *onnx.Tensor, scale float64, eps float64, 
 		}
 	}
 	return collapsed
+}
+
+// featureLogits returns u_r = √scale·ω_r·x for the M rows of om ([M,D])
+// and h = scale·‖x‖²/2.
+func featureLogits(x, om []float64, m, d int, scale float64) (u []float64, hh float64) {
+	rs := math.Sqrt(scale)
+	u = make([]float64, m)
+	for r := range u {
+		for c := 0; c < d; c++ {
+			u[r] += om[r*d+c] * x[c] * rs
+		}
+	}
+	for c := 0; c < d; c++ {
+		hh += x[c] * x[c] * scale / 2
+	}
+	return u, hh
 }
 
 func toFloat32(x []float64) []float32 {
@@ -188,13 +195,8 @@ func TestPerformerVariantLargeNormsMatchEstimator(t *testing.T) {
 			if !ort {
 				return
 			}
-			fn, err := ops.PerformerFunctionFor(c.variant(), 17)
-			if err != nil {
-				t.Fatal(err)
-			}
-			names, feed := perfNodeInputs(in, c.balance != "", in.DerfA != nil)
-			node := ops.NewPerformerNode("perf", names, "out", c.attrs())
-			check("onnxruntime", runORT(t, oneNodeModel(t, node, fn, 17, feed), feed).Floats())
+			model, feed := c.bodyModel(t, in, 17)
+			check("onnxruntime", runORT(t, model, feed).Floats())
 		})
 	}
 }
@@ -209,19 +211,7 @@ func guardRef(q, k, omega, bias *onnx.Tensor, scale, eps float64, causal bool) i
 	b, h, s, d := q.Shape[0], q.Shape[1], q.Shape[2], q.Shape[3]
 	m := omega.Shape[1]
 	qd, kd, od := widen(q.Floats()), widen(k.Floats()), widen(omega.Floats())
-	rs := math.Sqrt(scale)
-	logits := func(x []float64, om []float64) (u []float64, hh float64) {
-		u = make([]float64, m)
-		for r := range u {
-			for c := 0; c < d; c++ {
-				u[r] += om[r*d+c] * x[c] * rs
-			}
-		}
-		for c := 0; c < d; c++ {
-			hh += x[c] * x[c] * scale / 2
-		}
-		return u, hh
-	}
+	logits := func(x, om []float64) ([]float64, float64) { return featureLogits(x, om, m, d, scale) }
 	n := 0
 	for bh := 0; bh < b*h; bh++ {
 		bi, hi := bh/h, bh%h

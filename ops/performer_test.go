@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/linearize/linearize/onnx"
+	"github.com/linearize/linearize/onnx/onnxpb"
 	"github.com/linearize/linearize/ops"
 	"github.com/linearize/linearize/runtime"
 )
@@ -23,7 +24,6 @@ func performerRef(q, k, v, omega, bias *onnx.Tensor, scale float64, kernel strin
 	sk, dv := k.Shape[2], v.Shape[3]
 	m := omega.Shape[1]
 	qd, kd, vd, od := widen(q.Floats()), widen(k.Floats()), widen(v.Floats()), widen(omega.Floats())
-	rs := math.Sqrt(scale)
 	out := make([]float64, b*h*sq*dv)
 	for bh := 0; bh < b*h; bh++ {
 		bi, hi := bh/h, bh%h
@@ -31,18 +31,7 @@ func performerRef(q, k, v, omega, bias *onnx.Tensor, scale float64, kernel strin
 		if omega.Shape[0] > 1 {
 			om = od[hi*m*d:]
 		}
-		feat := func(x []float64) (u []float64, hh float64) {
-			u = make([]float64, m)
-			for r := 0; r < m; r++ {
-				for c := 0; c < d; c++ {
-					u[r] += om[r*d+c] * x[c] * rs
-				}
-			}
-			for c := 0; c < d; c++ {
-				hh += x[c] * x[c] * scale / 2
-			}
-			return u, hh
-		}
+		feat := func(x []float64) ([]float64, float64) { return featureLogits(x, om, m, d, scale) }
 		for i := 0; i < sq; i++ {
 			uq, hq := feat(qd[(bh*sq+i)*d:])
 			var den float64
@@ -117,15 +106,9 @@ func perfCases() []perfCase {
 
 func (c perfCase) inputs(seed uint64) (q, k, v, omega, bias *onnx.Tensor) {
 	rng := rand.New(rand.NewPCG(seed, 7))
-	q = randTensor(rng, c.sigma, c.b, c.h, c.s, c.d)
-	k = randTensor(rng, c.sigma, c.b, c.h, c.s, c.d)
-	v = randTensor(rng, 1, c.b, c.h, c.s, c.dv)
-	ho := 1
-	if c.perHead {
-		ho = c.h
-	}
-	omega = randTensor(rng, 1, ho, c.m, c.d)
-	switch c.bias {
+	q, k, v = randQKV(rng, c.sigma, c.b, c.h, c.s, c.d, c.dv)
+	omega = randTensor(rng, 1, paramHeads(c.perHead, c.h), c.m, c.d)
+	switch c.bias { // not caseBias (localpooled_test.go): other pads, "value"
 	case "pad":
 		bias = padBias(c.s, -1e4, 0, 3)
 	case "inf":
@@ -139,6 +122,30 @@ func (c perfCase) inputs(seed uint64) (q, k, v, omega, bias *onnx.Tensor) {
 		}
 	}
 	return
+}
+
+// bodyModel returns a one-node model of the case's function at opset, its
+// inputs and the Go kernel's output on them.
+func (c perfCase) bodyModel(t *testing.T, seed uint64, opset int64) (*onnxpb.ModelProto, map[string]*onnx.Tensor, *onnx.Tensor) {
+	t.Helper()
+	q, k, v, omega, bias := c.inputs(seed)
+	if bias == nil {
+		// The converter passes a zero [1,1,1,1] bias when the graph has
+		// none.
+		bias = onnx.NewFloat([]int{1, 1, 1, 1}, []float32{0})
+	}
+	attrs := ops.PerformerAttrs{Scale: 0.3, Kernel: c.kernel}
+	want, err := ops.Performer(q, k, v, omega, bias, attrs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fn, err := ops.PerformerFunction(c.kernel, opset)
+	if err != nil {
+		t.Fatal(err)
+	}
+	node := ops.NewPerformerNode("perf", []string{"Q", "K", "V", "Omega", "key_bias"}, "out", attrs)
+	in := map[string]*onnx.Tensor{"Q": q, "K": k, "V": v, "Omega": omega, "key_bias": bias}
+	return oneNodeModel(t, node, fn, opset, in), in, want
 }
 
 // The kernel computes the random-feature estimator it defines: compare with
@@ -177,24 +184,8 @@ func TestPerformerFunctionMatchesKernel(t *testing.T) {
 	for _, opset := range []int64{11, 13, 17, 18} {
 		for _, c := range perfCases() {
 			t.Run(fmt.Sprintf("opset%d/%s", opset, c.name), func(t *testing.T) {
-				q, k, v, omega, bias := c.inputs(2)
-				if bias == nil {
-					// The converter passes a zero [1,1,1,1] bias when the
-					// graph has none.
-					bias = onnx.NewFloat([]int{1, 1, 1, 1}, []float32{0})
-				}
-				attrs := ops.PerformerAttrs{Scale: 0.3, Kernel: c.kernel}
-				want, err := ops.Performer(q, k, v, omega, bias, attrs)
-				if err != nil {
-					t.Fatal(err)
-				}
-				fn, err := ops.PerformerFunction(c.kernel, opset)
-				if err != nil {
-					t.Fatal(err)
-				}
-				node := ops.NewPerformerNode("perf", []string{"Q", "K", "V", "Omega", "key_bias"}, "out", attrs)
-				in := map[string]*onnx.Tensor{"Q": q, "K": k, "V": v, "Omega": omega, "key_bias": bias}
-				got := runORT(t, oneNodeModel(t, node, fn, opset, in), in)
+				m, in, want := c.bodyModel(t, 2, opset)
+				got := runORT(t, m, in)
 				t.Logf("relative error %.2g", checkClose(t, "onnxruntime vs Go kernel", got, want, 1e-4))
 			})
 		}
@@ -238,9 +229,7 @@ func TestPerformerPaddingInvariance(t *testing.T) {
 		for _, masked := range []float32{-1e4, float32(math.Inf(-1))} {
 			rng := rand.New(rand.NewPCG(4, 4))
 			const b, h, s, pad, d, dv, m = 2, 2, 6, 5, 8, 3, 24
-			q := randTensor(rng, 0.7, b, h, s+pad, d)
-			k := randTensor(rng, 0.7, b, h, s+pad, d)
-			v := randTensor(rng, 1, b, h, s+pad, dv)
+			q, k, v := randQKV(rng, 0.7, b, h, s+pad, d, dv)
 			omega := randTensor(rng, 1, 1, m, d)
 			// Padded keys get large norms, so that a leak would show.
 			for i := range k.Floats() {

@@ -663,6 +663,19 @@ func perfNodeInputs(in ops.PerformerInputs, balance, derf bool) ([]string, map[s
 	return names, feed
 }
 
+// bodyModel returns a one-node model of the case's function at opset and
+// the feed of in.
+func (c variantCase) bodyModel(t *testing.T, in ops.PerformerInputs, opset int64) (*onnxpb.ModelProto, map[string]*onnx.Tensor) {
+	t.Helper()
+	fn, err := ops.PerformerFunctionFor(c.variant(), opset)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names, feed := perfNodeInputs(in, c.balance != "", in.DerfA != nil)
+	node := ops.NewPerformerNode("perf", names, "out", c.attrs())
+	return oneNodeModel(t, node, fn, opset, feed), feed
+}
+
 // The function body of every variant, run by onnxruntime and by the
 // native backend with the body inlined, agrees with the Go kernel.
 func TestPerformerVariantFunctionMatchesKernel(t *testing.T) {
@@ -678,13 +691,7 @@ func TestPerformerVariantFunctionMatchesKernel(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				fn, err := ops.PerformerFunctionFor(c.variant(), opset)
-				if err != nil {
-					t.Fatal(err)
-				}
-				names, feed := perfNodeInputs(in, c.balance != "", in.DerfA != nil)
-				node := ops.NewPerformerNode("perf", names, "out", c.attrs())
-				model := oneNodeModel(t, node, fn, opset, feed)
+				model, feed := c.bodyModel(t, in, opset)
 				// The registered kernel reads the node's attributes.
 				runtimeOut := runNative(t, model, feed)
 				checkClose(t, "native kernel vs Go kernel", runtimeOut, want, 1e-6)
@@ -742,13 +749,8 @@ func TestPerformerVariantPaddingInvariance(t *testing.T) {
 			if !ort {
 				return
 			}
-			fn, err := ops.PerformerFunctionFor(c.variant(), 17)
-			if err != nil {
-				t.Fatal(err)
-			}
-			names, feed := perfNodeInputs(in, c.balance != "", in.DerfA != nil)
-			node := ops.NewPerformerNode("perf", names, "out", c.attrs())
-			checkClose(t, "onnxruntime: padded vs unpadded kernel", prefix(runORT(t, oneNodeModel(t, node, fn, 17, feed), feed), c.s), want, 1e-4)
+			model, feed := c.bodyModel(t, in, 17)
+			checkClose(t, "onnxruntime: padded vs unpadded kernel", prefix(runORT(t, model, feed), c.s), want, 1e-4)
 		})
 	}
 }
@@ -801,13 +803,8 @@ func TestPerformerVariantLargeNormsFinite(t *testing.T) {
 			if !testenv.ORT(t) {
 				return
 			}
-			fn, err := ops.PerformerFunctionFor(c.variant(), 17)
-			if err != nil {
-				t.Fatal(err)
-			}
-			names, feed := perfNodeInputs(in, c.balance != "", in.DerfA != nil)
-			node := ops.NewPerformerNode("perf", names, "out", c.attrs())
-			ort := runORT(t, oneNodeModel(t, node, fn, 17, feed), feed)
+			model, feed := c.bodyModel(t, in, 17)
+			ort := runORT(t, model, feed)
 			maxDiff(t, ort.Floats(), make([]float64, ort.Len()))
 			checkClose(t, "large norms: onnxruntime vs Go kernel", ort, got, 1e-4)
 		})

@@ -239,6 +239,7 @@ func reduceKernel(kind string, axesInputFrom int64) Kernel {
 			return []*onnx.Tensor{out}, nil
 		}
 		var data any
+		// One case per dtype, as in arith in binary.go.
 		switch d := y.Data.(type) {
 		case []float32:
 			data = reduceFloat(d, K, R, kind)

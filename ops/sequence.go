@@ -148,6 +148,7 @@ func cumSum(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
 	outer, d, inner := prod(x.Shape[:axis]), x.Shape[axis], prod(x.Shape[axis+1:])
 	ex, rev := ctx.attrInt("exclusive", 0) != 0, ctx.attrInt("reverse", 0) != 0
 	var data any
+	// One case per dtype, like argT's switch in reduce.go (see arith).
 	switch v := x.Data.(type) {
 	case []float32:
 		data = cumSumT(v, outer, d, inner, ex, rev)

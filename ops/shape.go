@@ -127,12 +127,18 @@ func (ctx *Context) axesArg(in []*onnx.Tensor, i int, inputFrom int64) ([]int64,
 	return v, ok, nil
 }
 
-func squeeze(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
+// squeezeArgs reads Squeeze's and Unsqueeze's input and axes (an input
+// from opset 13, before it an attribute); given is false when absent.
+func (ctx *Context) squeezeArgs(in []*onnx.Tensor) (x *onnx.Tensor, axes []int64, given bool, err error) {
 	if err := ctx.checkInputs(in, 1, 2); err != nil {
-		return nil, err
+		return nil, nil, false, err
 	}
-	x := in[0]
-	axes, given, err := ctx.axesArg(in, 1, 13)
+	axes, given, err = ctx.axesArg(in, 1, 13)
+	return in[0], axes, given, err
+}
+
+func squeeze(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
+	x, axes, given, err := ctx.squeezeArgs(in)
 	if err != nil {
 		return nil, err
 	}
@@ -162,11 +168,7 @@ func squeeze(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
 }
 
 func unsqueeze(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
-	if err := ctx.checkInputs(in, 1, 2); err != nil {
-		return nil, err
-	}
-	x := in[0]
-	axes, given, err := ctx.axesArg(in, 1, 13)
+	x, axes, given, err := ctx.squeezeArgs(in)
 	if err != nil {
 		return nil, err
 	}

@@ -15,6 +15,8 @@ func init() {
 // is flattened to 2-D at axis (default 1) and each row is normalised; from
 // 13 on, the single axis (default −1) is normalised.
 func softmaxKernel(log bool) Kernel {
+	// Same prologue as reduceKernel in reduce.go: the inputs are checked
+	// before a float16 input is widened, so it stays inline.
 	var k Kernel
 	k = func(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
 		if err := ctx.checkInputs(in, 1, 1); err != nil {
@@ -24,25 +26,9 @@ func softmaxKernel(log bool) Kernel {
 		if x.DType == onnx.Float16 || x.DType == onnx.BFloat16 {
 			return viaFloat32(ctx, in, k)
 		}
-		r := len(x.Shape)
-		modern := ctx.Opset >= 13 || ctx.Opset == 0
-		def := int64(1)
-		if modern {
-			def = -1
-		}
-		var outer, d, inner int
-		if r == 0 {
-			outer, d, inner = 1, 1, 1
-		} else {
-			axis, err := ctx.normAxis(ctx.attrInt("axis", def), r)
-			if err != nil {
-				return nil, err
-			}
-			if modern {
-				outer, d, inner = prod(x.Shape[:axis]), x.Shape[axis], prod(x.Shape[axis+1:])
-			} else {
-				outer, d, inner = prod(x.Shape[:axis]), prod(x.Shape[axis:]), 1
-			}
+		outer, d, inner, err := ctx.softmaxGroups(x.Shape)
+		if err != nil {
+			return nil, err
 		}
 		var data any
 		switch v := x.Data.(type) {
@@ -66,6 +52,29 @@ func softmaxKernel(log bool) Kernel {
 		return []*onnx.Tensor{{DType: x.DType, Shape: cloneShape(x.Shape), Data: data}}, nil
 	}
 	return k
+}
+
+// softmaxGroups splits shape into outer × d × inner for Softmax, LogSoftmax
+// and Hardmax, normalised along d: before opset 13 the input is flattened
+// to 2-D at axis (default 1), from 13 on d is the single axis (default −1).
+func (ctx *Context) softmaxGroups(shape []int) (outer, d, inner int, err error) {
+	r := len(shape)
+	if r == 0 {
+		return 1, 1, 1, nil
+	}
+	modern := ctx.Opset >= 13 || ctx.Opset == 0
+	def := int64(1)
+	if modern {
+		def = -1
+	}
+	axis, err := ctx.normAxis(ctx.attrInt("axis", def), r)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	if modern {
+		return prod(shape[:axis]), shape[axis], prod(shape[axis+1:]), nil
+	}
+	return prod(shape[:axis]), prod(shape[axis:]), 1, nil
 }
 
 // softmaxRows32 normalises contiguous rows of length d.

@@ -222,6 +222,8 @@ func TestConvDirect(t *testing.T) {
 	}
 }
 
+// strides is stridesOf in util.go, which this package (ops_test) cannot
+// reach.
 func strides(shape []int) []int {
 	s := make([]int, len(shape))
 	acc := 1

@@ -67,7 +67,8 @@ func walkT[T any](dst, src []T, w walk) {
 				dst[j] = src[k]
 			}
 		}
-		// advance the outer index
+		// advance the outer index (as plan2.runRange in broadcast.go does;
+		// kept inline in both hot loops)
 		k := r - 2
 		for ; k >= 0; k-- {
 			idx[k]++

@@ -105,6 +105,18 @@ func (ctx *Context) checkPresent(in []*onnx.Tensor) error {
 
 // sameTypeInputs checks the inputs of a variadic op (Sum, Max, Einsum, ...):
 // at least one, all present, all of one type, which it returns.
+// twoInputs checks a binary op's two inputs and that their types match.
+func (ctx *Context) twoInputs(in []*onnx.Tensor) (a, b *onnx.Tensor, err error) {
+	if err := ctx.checkInputs(in, 2, 2); err != nil {
+		return nil, nil, err
+	}
+	a, b = in[0], in[1]
+	if a.DType != b.DType {
+		return nil, nil, ctx.errf("input types differ: %s and %s", a, b)
+	}
+	return a, b, nil
+}
+
 func (ctx *Context) sameTypeInputs(in []*onnx.Tensor) (onnx.DataType, error) {
 	if err := ctx.checkInputs(in, 1, -1); err != nil {
 		return 0, err
@@ -191,18 +203,6 @@ func stridesOf(shape []int) []int {
 		acc *= shape[i]
 	}
 	return s
-}
-
-func sameShape(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func cloneShape(s []int) []int { return append([]int{}, s...) }

@@ -43,7 +43,8 @@ type ModelCompareOptions struct {
 // models. Top-1 agreement is reported for logits-like values only: those
 // whose name contains "logit" (a hidden state's arg-max means nothing), with
 // a last axis longer than 1; it is the fraction of (unmasked) vectors whose
-// arg-max index is the same in both models.
+// arg-max index is the same in both models. (Its JSON fields look like
+// convert.Block's in form only; the two records share nothing.)
 type ValueComparison struct {
 	Value    string `json:"value"`
 	Model    string `json:"model"`

@@ -498,7 +498,9 @@ func funcKey(domain, name, overload string) string {
 }
 
 // opsetOf returns the version of domain imported by the function f (nil:
-// the model), falling back to the model's import.
+// the model), falling back to the model's import. The loop mirrors
+// onnx.OpsetVersion, which reads only a model's imports and returns 0 for
+// none, so it cannot tell a function's missing import from version 0.
 func (fx *funcExpander) opsetOf(f *onnxpb.FunctionProto, domain string) int64 {
 	if domain == "ai.onnx" {
 		domain = ""

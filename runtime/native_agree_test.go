@@ -7,7 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/linearize/linearize/convert"
 	"github.com/linearize/linearize/models"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
@@ -79,29 +78,29 @@ func corpusInputs(t *testing.T, s Session, seq int, rng *rand.Rand) map[string]*
 			}
 			t0 = onnx.NewFloat(shape, d)
 		case onnx.Int64:
-			d := make([]int64, n)
-			for i := range d {
-				d[i] = int64(rng.IntN(2))
-				if mask && i%shape[len(shape)-1] == 0 {
-					d[i] = 1 // at least one visible key per row
-				}
-			}
-			t0 = onnx.NewInt64(shape, d)
+			t0 = onnx.NewInt64(shape, randomBits[int64](rng, shape, n, mask))
 		case onnx.Int32:
-			d := make([]int32, n)
-			for i := range d {
-				d[i] = int32(rng.IntN(2))
-				if mask && i%shape[len(shape)-1] == 0 {
-					d[i] = 1
-				}
-			}
-			t0 = &onnx.Tensor{DType: onnx.Int32, Shape: shape, Data: d}
+			t0 = &onnx.Tensor{DType: onnx.Int32, Shape: shape, Data: randomBits[int32](rng, shape, n, mask)}
 		default:
 			t.Fatalf("input %q: unexpected type %s", in.Name, onnx.TypeName(in.DType))
 		}
 		feeds[in.Name] = t0
 	}
 	return feeds
+}
+
+// randomBits draws n zeros and ones for an integer input of the given
+// shape; a mask gets a 1 at the start of every row (at least one visible
+// key per row).
+func randomBits[T int32 | int64](rng *rand.Rand, shape []int, n int, mask bool) []T {
+	d := make([]T, n)
+	for i := range d {
+		d[i] = T(rng.IntN(2))
+		if mask && i%shape[len(shape)-1] == 0 {
+			d[i] = 1
+		}
+	}
+	return d
 }
 
 // TestNativeCorpusAgreement runs every runnable corpus model in both
@@ -256,18 +255,7 @@ func TestNativeDeterministic(t *testing.T) {
 func TestNativeConvertedAgreement(t *testing.T) {
 	needORT(t)
 	cfg := models.TinyConfig()
-	base, err := models.BERT(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	perf, _, err := convert.ToPerformer(base, convert.PerformerOptions{Features: 32, Seed: 3})
-	if err != nil {
-		t.Fatal(err)
-	}
-	lin, _, err := convert.ToLinformer(base, convert.LinformerOptions{K: 16, MaxLen: 64, Seed: 3})
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, perf, lin := tinyConversions(t, cfg, 64)
 	feeds := bertInputs(2, 24, cfg.Vocab, 8)
 	for _, c := range []struct {
 		name string

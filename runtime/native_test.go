@@ -370,15 +370,22 @@ func TestNativeErrors(t *testing.T) {
 	}
 }
 
-// TestNativeExposeAndFree checks Expose and that intermediates are released
-// after their last use while requested values are kept.
-func TestNativeExposeAndFree(t *testing.T) {
+// reluNegNeg is y = Neg(Neg(Relu(x))) through intermediates a and b, with
+// its feed x = [-1 2 -3].
+func reluNegNeg() (*onnxpb.ModelProto, map[string]*onnx.Tensor) {
 	feeds := map[string]*onnx.Tensor{"x": onnx.NewFloat([]int{3}, []float32{-1, 2, -3})}
 	m := ntModel([]*onnxpb.NodeProto{
 		ntNode("", "Relu", []string{"x"}, []string{"a"}),
 		ntNode("", "Neg", []string{"a"}, []string{"b"}),
 		ntNode("", "Neg", []string{"b"}, []string{"y"}),
 	}, feeds, []string{"x"}, "y")
+	return m, feeds
+}
+
+// TestNativeExposeAndFree checks Expose and that intermediates are released
+// after their last use while requested values are kept.
+func TestNativeExposeAndFree(t *testing.T) {
+	m, feeds := reluNegNeg()
 	s, err := NewNativeSession(m, Options{Expose: []string{"a", "b"}})
 	if err != nil {
 		t.Fatal(err)
@@ -466,12 +473,7 @@ func TestNativePackedQKV(t *testing.T) {
 }
 
 func TestNativeProfile(t *testing.T) {
-	feeds := map[string]*onnx.Tensor{"x": onnx.NewFloat([]int{3}, []float32{-1, 2, -3})}
-	m := ntModel([]*onnxpb.NodeProto{
-		ntNode("", "Relu", []string{"x"}, []string{"a"}),
-		ntNode("", "Neg", []string{"a"}, []string{"b"}),
-		ntNode("", "Neg", []string{"b"}, []string{"y"}),
-	}, feeds, []string{"x"}, "y")
+	m, feeds := reluNegNeg()
 	s, err := NewNativeSessionWith(m, NativeOptions{Profile: true})
 	if err != nil {
 		t.Fatal(err)

@@ -15,6 +15,8 @@ import (
 // realModel is the pretrained all-MiniLM-L6-v2 built by scripts/real-model.sh.
 var realModel = filepath.Join("..", "testdata", "real", "minilm.onnx")
 
+// needRealModel skips without the model or onnxruntime; tokenize's needReal
+// checks only the tokenizer files, which that package's tests need.
 func needRealModel(t *testing.T) {
 	t.Helper()
 	if _, err := os.Stat(realModel); err != nil {

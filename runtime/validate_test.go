@@ -67,6 +67,25 @@ func tamper(t *testing.T, m *onnxpb.ModelProto, op string) {
 	t.Fatalf("no function %s", op)
 }
 
+// tinyConversions builds the BERT of cfg and converts it to Performer (32
+// features) and to Linformer (k = 16 over linMaxLen positions), seed 3.
+func tinyConversions(t *testing.T, cfg models.Config, linMaxLen int) (base, perf, lin *onnxpb.ModelProto) {
+	t.Helper()
+	base, err := models.BERT(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	perf, _, err = convert.ToPerformer(base, convert.PerformerOptions{Features: 32, Seed: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lin, _, err = convert.ToLinformer(base, convert.LinformerOptions{K: 16, MaxLen: linMaxLen, Seed: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return base, perf, lin
+}
+
 // TestValidateConverted converts a small BERT with convert.ToPerformer and
 // convert.ToLinformer, checks every converted op (onnxruntime running the
 // function body vs the Go kernel), then breaks the function body and
@@ -74,18 +93,7 @@ func tamper(t *testing.T, m *onnxpb.ModelProto, op string) {
 func TestValidateConverted(t *testing.T) {
 	skipWithoutORT(t)
 	cfg := models.TinyConfig()
-	base, err := models.BERT(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	perf, _, err := convert.ToPerformer(base, convert.PerformerOptions{Features: 32, Seed: 3})
-	if err != nil {
-		t.Fatal(err)
-	}
-	lin, _, err := convert.ToLinformer(base, convert.LinformerOptions{K: 16, MaxLen: cfg.MaxPositions, Seed: 3})
-	if err != nil {
-		t.Fatal(err)
-	}
+	base, perf, lin := tinyConversions(t, cfg, cfg.MaxPositions)
 	for _, c := range []struct {
 		name string
 		m    *onnxpb.ModelProto

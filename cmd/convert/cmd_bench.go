@@ -51,16 +51,13 @@ func runBench(args []string, stdout io.Writer) error {
 	fs.Var(&baselineArgs, "baseline", "also time the model FILE, reported as NAME (`NAME=FILE`; same inputs as MODEL, e.g. onnxruntime's optimized form; scripts/bench-baselines.sh writes them) and report every run against it; repeatable")
 	costWeights := fs.String("cost-weights", "default", costWeightsHelp)
 	fit := fs.Bool("fit", false, "also fit the cost model's weights to this run's time ratios and print the crossovers they predict (for --cost-weights on this machine)")
-	pos, err := parseFlags(fs, args, stdout)
+	path, err := parseModelArg(fs, args, stdout)
 	if err != nil {
 		return err
 	}
-	if len(pos) != 1 {
-		return usageError("want exactly one MODEL argument, got %d", len(pos))
-	}
 	for _, o := range []string{*jsonOut, *plotOut} {
 		if o != "" {
-			if err := checkOutput(pos[0], o, false); err != nil {
+			if err := checkOutput(path, o, false); err != nil {
 				return err
 			}
 		}
@@ -92,12 +89,12 @@ func runBench(args []string, stdout io.Writer) error {
 		}
 		baselines = append(baselines, b)
 	}
-	m, err := onnx.Load(pos[0])
+	m, err := onnx.Load(path)
 	if err != nil {
 		return badInput(err)
 	}
 	res, err := benchrun.Run(benchrun.Options{
-		ModelPath: pos[0],
+		ModelPath: path,
 		Model:     m,
 		Bench: benchrun.VariantOptions{Variants: forms, Lengths: ls, Features: *features, K: *k, Block: *block, Segments: *segments, Seed: *seed,
 			Landmarks: *landmarks, Baselines: baselines},

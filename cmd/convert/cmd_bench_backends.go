@@ -85,16 +85,11 @@ func runBenchBackends(args []string, stdout io.Writer) error {
 	if err != nil {
 		return runtimeFailure(err)
 	}
-	opts := runtime.Options{Threads: *threads}
-	nat, err := runtime.NewNativeSession(m, opts)
+	nat, ref, err := openBothBackends(m, *threads)
 	if err != nil {
-		return runtimeFailure(err)
+		return err
 	}
 	defer nat.Close()
-	ref, err := runtime.NewORTSession(m, opts)
-	if err != nil {
-		return runtimeFailure(err)
-	}
 	defer ref.Close()
 	rep := benchBackendsReport{
 		Model: fmt.Sprintf("BERT hidden %d, %d heads, FFN %d, %d layers (models.BaseConfig)", cfg.Hidden, cfg.Heads, cfg.Intermediate, cfg.Layers),

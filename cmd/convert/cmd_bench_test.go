@@ -175,6 +175,8 @@ func TestBenchBaselineCLI(t *testing.T) {
 			t.Errorf("linformer has no speedup vs the baseline: %+v", r)
 		}
 	}
+	// The input is renamed as in internal/benchrun's TestLoadBaselines; that
+	// test checks the library, this one the CLI's exit codes and messages.
 	renamed := filepath.Join(dir, "renamed.onnx")
 	m, err := onnx.Load(model)
 	if err != nil {

@@ -18,6 +18,9 @@ func init() {
 	})
 }
 
+// runBuildModel's flag list looks like other commands' (bench,
+// extend-positions) in form only: each command declares its own flags, with
+// its own help texts and defaults.
 func runBuildModel(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("build-model", flag.ContinueOnError)
 	out := fs.String("o", "", "path of the output model `OUT` (required)")

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
-	"slices"
 	"strings"
 
 	"github.com/linearize/linearize/convert"
@@ -54,11 +53,11 @@ func runCompare(args []string, stdout io.Writer) error {
 	if len(pos) < 2 {
 		return usageError("want at least two models (the first is the reference), got %d", len(pos))
 	}
-	if !slices.Contains(runtime.Backends(), *backend) {
-		return usageError("--backend %q: want %s", *backend, strings.Join(runtime.Backends(), " or "))
+	if err := checkBackend(*backend); err != nil {
+		return err
 	}
-	if *threads < 0 {
-		return usageError("--threads must be non-negative")
+	if err := checkThreads(*threads); err != nil {
+		return err
 	}
 	models := make([]*onnxpb.ModelProto, len(pos))
 	for i, p := range pos {

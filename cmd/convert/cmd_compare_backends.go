@@ -8,7 +8,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/linearize/linearize/internal/gemm"
-	"github.com/linearize/linearize/onnx"
+	"github.com/linearize/linearize/onnx/onnxpb"
 	"github.com/linearize/linearize/runtime"
 )
 
@@ -43,37 +43,25 @@ func runCompareBackends(args []string, stdout io.Writer) error {
 	threads := fs.Int("threads", 0, "intra-op threads of both backends (0: backend default)")
 	tol := fs.Float64("tolerance", runtime.DefaultTolerance, "an output agrees when its scaled error (max abs error / max |onnxruntime output|) is at most this")
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
-	pos, err := parseFlags(fs, args, stdout)
+	path, err := parseModelArg(fs, args, stdout)
 	if err != nil {
 		return err
 	}
-	if len(pos) != 1 {
-		return usageError("want exactly one MODEL argument, got %d", len(pos))
-	}
-	if *threads < 0 {
-		return usageError("--threads must be non-negative")
+	if err := checkThreads(*threads); err != nil {
+		return err
 	}
 	if err := checkTolerance(*tol); err != nil {
 		return err
 	}
-	m, err := onnx.Load(pos[0])
-	if err != nil {
-		return badInput(err)
-	}
-	in, err := ff.build(m, pos[0])
+	m, in, err := ff.load(path)
 	if err != nil {
 		return err
 	}
-	opts := runtime.Options{Threads: *threads}
-	nat, err := runtime.NewNativeSession(m, opts)
+	nat, ref, err := openBothBackends(m, *threads)
 	if err != nil {
-		return runtimeFailure(err)
+		return err
 	}
 	defer nat.Close()
-	ref, err := runtime.NewORTSession(m, opts)
-	if err != nil {
-		return runtimeFailure(err)
-	}
 	defer ref.Close()
 	diffs, err := runtime.CompareSessions(nat, ref, in.Tensors)
 	if err != nil {
@@ -83,7 +71,7 @@ func runCompareBackends(args []string, stdout io.Writer) error {
 	if err != nil {
 		return runtimeFailure(err)
 	}
-	rep := backendsReport{Model: pos[0], Inputs: in.Description, Reference: "ort", Tolerance: *tol, Agree: true}
+	rep := backendsReport{Model: path, Inputs: in.Description, Reference: "ort", Tolerance: *tol, Agree: true}
 	for _, d := range diffs {
 		e := backendsOutputEntry{OutputDiff: d, OK: d.OK(*tol)}
 		if t := outs[d.Name]; t != nil {
@@ -118,7 +106,21 @@ func runCompareBackends(args []string, stdout io.Writer) error {
 		tw.Flush()
 	}
 	if !rep.Agree {
-		return runtimeFailure(fmt.Errorf("compare-backends: the backends disagree beyond --tolerance %g on %s", *tol, pos[0]))
+		return runtimeFailure(fmt.Errorf("compare-backends: the backends disagree beyond --tolerance %g on %s", *tol, path))
 	}
 	return nil
+}
+
+// openBothBackends opens m in the native backend and in onnxruntime
+// (compare-backends, bench-backends); the caller closes both.
+func openBothBackends(m *onnxpb.ModelProto, threads int) (nat, ref runtime.Session, err error) {
+	opts := runtime.Options{Threads: threads}
+	if nat, err = runtime.NewNativeSession(m, opts); err != nil {
+		return nil, nil, runtimeFailure(err)
+	}
+	if ref, err = runtime.NewORTSession(m, opts); err != nil {
+		nat.Close()
+		return nil, nil, runtimeFailure(err)
+	}
+	return nat, ref, nil
 }

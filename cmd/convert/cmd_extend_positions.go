@@ -26,12 +26,9 @@ func runExtendPositions(args []string, stdout io.Writer) error {
 	var method string
 	addPositionFlags(fs, &maxPos, &method, &offset, "rows `N` of the new position table (required; more than the current rows)")
 	overwrite := fs.Bool("overwrite", false, "allow -o to be the input model")
-	pos, err := parseFlags(fs, args, stdout)
+	path, err := parseModelArg(fs, args, stdout)
 	if err != nil {
 		return err
-	}
-	if len(pos) != 1 {
-		return usageError("want exactly one MODEL argument, got %d", len(pos))
 	}
 	if *out == "" {
 		return usageError("-o OUT is required")
@@ -39,10 +36,10 @@ func runExtendPositions(args []string, stdout io.Writer) error {
 	if maxPos <= 0 {
 		return usageError("--max-positions N is required (a positive number of rows)")
 	}
-	if err := checkOutput(pos[0], *out, *overwrite); err != nil {
+	if err := checkOutput(path, *out, *overwrite); err != nil {
 		return err
 	}
-	m, err := onnx.Load(pos[0])
+	m, err := onnx.Load(path)
 	if err != nil {
 		return badInput(err)
 	}
@@ -50,7 +47,7 @@ func runExtendPositions(args []string, stdout io.Writer) error {
 	if err != nil {
 		return optionError(err, positionFlagOf)
 	}
-	if err := onnx.Save(ext, *out, onnx.SaveOptions{Input: pos[0], Overwrite: *overwrite}); err != nil {
+	if err := onnx.Save(ext, *out, onnx.SaveOptions{Input: path, Overwrite: *overwrite}); err != nil {
 		return runtimeFailure(err)
 	}
 	fmt.Fprintf(stdout, "%s\nwrote %s\n", rep, *out)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"slices"
 	"strings"
 
 	"github.com/linearize/linearize/finetune"
@@ -47,8 +46,8 @@ func runFinetune(args []string, stdout io.Writer) error {
 	if opt.Steps < 0 || opt.LR < 0 || opt.Batch < 0 || opt.Threads < 0 {
 		return usageError("--steps, --lr, --minibatch and --threads must be non-negative")
 	}
-	if !slices.Contains(runtime.Backends(), *backend) {
-		return usageError("--backend %q: want %s", *backend, strings.Join(runtime.Backends(), " or "))
+	if err := checkBackend(*backend); err != nil {
+		return err
 	}
 	for _, in := range pos {
 		if err := checkOutput(in, *out, false); err != nil {

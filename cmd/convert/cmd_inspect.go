@@ -45,18 +45,15 @@ func runInspect(args []string, stdout io.Writer) error {
 	fs.BoolVar(&f.json, "json", false, "print one JSON object instead of text")
 	f.cost.register(fs)
 	fs.BoolVar(&f.explain, "explain", false, "say for each Softmax that is not an attention core which check failed, and why each block is or is not convertible")
-	pos, err := parseFlags(fs, args, stdout)
+	path, err := parseModelArg(fs, args, stdout)
 	if err != nil {
 		return err
 	}
-	if len(pos) != 1 {
-		return usageError("want exactly one MODEL argument, got %d", len(pos))
-	}
-	m, err := onnx.Load(pos[0])
+	m, err := onnx.Load(path)
 	if err != nil {
 		return badInput(err)
 	}
-	rep, err := buildInspect(pos[0], m, f)
+	rep, err := buildInspect(path, m, f)
 	if err != nil {
 		return err
 	}

@@ -91,12 +91,9 @@ const maxLayerIndex = 1 << 16
 // loadForRewrite parses the shared flags and loads the model.
 func loadForRewrite(name string, fs *flag.FlagSet, f *rewriteFlags, args []string, stdout io.Writer) (*onnxpb.ModelProto, string, []int, error) {
 	f.register(fs)
-	pos, err := parseFlags(fs, args, stdout)
+	path, err := parseModelArg(fs, args, stdout)
 	if err != nil {
 		return nil, "", nil, err
-	}
-	if len(pos) != 1 {
-		return nil, "", nil, usageError("want exactly one MODEL argument, got %d", len(pos))
 	}
 	if f.out == "" {
 		return nil, "", nil, usageError("-o OUT is required")
@@ -110,14 +107,14 @@ func loadForRewrite(name string, fs *flag.FlagSet, f *rewriteFlags, args []strin
 	if err != nil {
 		return nil, "", nil, err
 	}
-	if err := checkOutput(pos[0], f.out, f.overwrite); err != nil {
+	if err := checkOutput(path, f.out, f.overwrite); err != nil {
 		return nil, "", nil, err
 	}
-	m, err := onnx.Load(pos[0])
+	m, err := onnx.Load(path)
 	if err != nil {
 		return nil, "", nil, badInput(err)
 	}
-	return m, pos[0], layers, nil
+	return m, path, layers, nil
 }
 
 // finishRewrite saves the model and prints the report.

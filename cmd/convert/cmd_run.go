@@ -8,7 +8,6 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 
 	"github.com/linearize/linearize/onnx"
@@ -30,25 +29,17 @@ func runRun(args []string, stdout io.Writer) error {
 	backend := fs.String("backend", runtime.DefaultBackend, "runtime backend: "+strings.Join(runtime.Backends(), " or "))
 	threads := fs.Int("threads", 0, "intra-op threads (0: backend default)")
 	outDir := fs.String("out-dir", "", "write each output as `DIR`/NAME.npy and DIR/NAME.pb")
-	pos, err := parseFlags(fs, args, stdout)
+	path, err := parseModelArg(fs, args, stdout)
 	if err != nil {
 		return err
 	}
-	if len(pos) != 1 {
-		return usageError("want exactly one MODEL argument, got %d", len(pos))
+	if err := checkThreads(*threads); err != nil {
+		return err
 	}
-	if *threads < 0 {
-		return usageError("--threads must be non-negative")
+	if err := checkBackend(*backend); err != nil {
+		return err
 	}
-	if !slices.Contains(runtime.Backends(), *backend) {
-		return usageError("--backend %q: want %s", *backend, strings.Join(runtime.Backends(), " or "))
-	}
-	path := pos[0]
-	m, err := onnx.Load(path)
-	if err != nil {
-		return badInput(err)
-	}
-	in, err := ff.build(m, path)
+	m, in, err := ff.load(path)
 	if err != nil {
 		return err
 	}

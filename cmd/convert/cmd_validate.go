@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/runtime"
 )
 
@@ -22,6 +21,8 @@ func init() {
 	})
 }
 
+// runValidate's flags start as run's do (feed flags, --backend, --threads)
+// but with their own help texts, so each command declares them itself.
 func runValidate(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
 	ff := addFeedFlags(fs)
@@ -39,17 +40,13 @@ func runValidate(args []string, stdout io.Writer) error {
 	if err := checkTolerance(*tol); err != nil {
 		return err
 	}
-	if !slices.Contains(runtime.Backends(), *backend) {
-		return usageError("--backend %q: want %s", *backend, strings.Join(runtime.Backends(), " or "))
+	if err := checkBackend(*backend); err != nil {
+		return err
 	}
-	if *threads < 0 {
-		return usageError("--threads must be non-negative")
+	if err := checkThreads(*threads); err != nil {
+		return err
 	}
-	m, err := onnx.Load(pos[0])
-	if err != nil {
-		return badInput(err)
-	}
-	in, err := ff.build(m, pos[0])
+	m, in, err := ff.load(pos[0])
 	if err != nil {
 		return err
 	}
@@ -72,6 +69,22 @@ func runValidate(args []string, stdout io.Writer) error {
 	}
 	if !v.OK() {
 		return runtimeFailure(fmt.Errorf("%d of %d converted ops disagree beyond tolerance %g", v.Failed(), len(v.Checks), *tol))
+	}
+	return nil
+}
+
+// checkBackend vets --backend (run, compare, validate, finetune).
+func checkBackend(name string) error {
+	if !slices.Contains(runtime.Backends(), name) {
+		return usageError("--backend %q: want %s", name, strings.Join(runtime.Backends(), " or "))
+	}
+	return nil
+}
+
+// checkThreads vets --threads (run, compare, validate, compare-backends).
+func checkThreads(n int) error {
+	if n < 0 {
+		return usageError("--threads must be non-negative")
 	}
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/linearize/linearize/internal/cliutil"
+	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
 	"github.com/linearize/linearize/runtime"
 )
@@ -56,6 +57,20 @@ func (f *feedFlags) build(m *onnxpb.ModelProto, path string) (*runtime.Feed, err
 		}
 	}
 	return feed, nil
+}
+
+// load loads the one MODEL argument of run, validate and compare-backends
+// and builds its inputs; a model that does not load is bad input.
+func (f *feedFlags) load(path string) (*onnxpb.ModelProto, *runtime.Feed, error) {
+	m, err := onnx.Load(path)
+	if err != nil {
+		return nil, nil, badInput(err)
+	}
+	in, err := f.build(m, path)
+	if err != nil {
+		return nil, nil, err
+	}
+	return m, in, nil
 }
 
 // feedBuilt, when set (by tests), sees every feed a command builds; an

@@ -150,6 +150,19 @@ func parseFlags(fs *flag.FlagSet, args []string, stdout io.Writer) ([]string, er
 	}
 }
 
+// parseModelArg is parseFlags for a command that takes exactly one MODEL
+// argument; it returns that argument.
+func parseModelArg(fs *flag.FlagSet, args []string, stdout io.Writer) (string, error) {
+	pos, err := parseFlags(fs, args, stdout)
+	if err != nil {
+		return "", err
+	}
+	if len(pos) != 1 {
+		return "", usageError("want exactly one MODEL argument, got %d", len(pos))
+	}
+	return pos[0], nil
+}
+
 // flagNameInError finds the flag in the flag package's parse errors
 // ("invalid value "x" for flag -name: ...", "invalid boolean value "x"
 // for -name: ...", "flag provided but not defined: -name", "flag needs an

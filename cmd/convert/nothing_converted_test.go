@@ -11,6 +11,8 @@ import (
 // exit with bad input,
 // name the reason and write nothing when no block can be converted: a
 // causal model, a model converted already, a model with no attention.
+// It is not a case of TestBadInputExitCodes' table, which checks exit code,
+// message and stdout only: this one also checks that no file is written.
 func TestRewriteNothingConverted(t *testing.T) {
 	tmp := t.TempDir()
 	tiny := filepath.Join("..", "..", "testdata", "bert-tiny.onnx")

@@ -272,6 +272,8 @@ func TestBaselineKindInlined(t *testing.T) {
 
 // inlineLinear returns m with every ai.linearize call replaced by its
 // function body (as onnxruntime's optimizer saves a model at level basic).
+// convert/converted_test.go has the same helper; _test files of two
+// packages cannot share one.
 func inlineLinear(t *testing.T, m *onnxpb.ModelProto) *onnxpb.ModelProto {
 	t.Helper()
 	out, err := onnx.InlineFunctions(m, ops.Domain)

@@ -152,7 +152,9 @@ func Run(cfg Config) ([]Cell, error) {
 	return cells, nil
 }
 
-// exactAttention computes softmax(scale·Q·Kᵀ)·V for one head in float64.
+// exactAttention computes softmax(scale·Q·Kᵀ)·V for one head in float64:
+// the sweep's own reference, like ops' test reference in
+// ops/linear_helpers_test.go, which no package can import.
 func exactAttention(q, k, v []float32, n, d int, scale float64) []float64 {
 	out := make([]float64, n*d)
 	p := make([]float64, n)
@@ -237,6 +239,8 @@ func sweepStream(seed uint64) *rand.Rand {
 	return rand.New(rand.NewPCG(seed, splitmix(x)))
 }
 
+// splitmix is features' splitmix (features/features.go), copied: features
+// keeps it unexported, and this sweep's tables must not follow changes there.
 func splitmix(x uint64) uint64 {
 	x += 0x9e3779b97f4a7c15
 	x = (x ^ x>>30) * 0xbf58476d1ce4e5b9

@@ -22,6 +22,7 @@ TEXT ·xgetbv(SB), NOSPLIT, $0-8
 	RET
 
 // One step of the 6×16 kernel: B row in Y0,Y1; A column broadcast.
+// Unrolled by hand on purpose: each A row has its own accumulators.
 #define STEP(aoff, boff) \
 	VMOVUPS boff(DI), Y0; \
 	VMOVUPS boff+32(DI), Y1; \
@@ -168,6 +169,8 @@ overwrite:
 	VFMADD231PS Z1, Z3, Z31
 
 // func kernel12x32(k int, a, b, c *float32, ldc int, add bool)
+// Same argument loads as kernel6x16; kept apart: AVX-512 12×32 uses other
+// registers than AVX2 6×16.
 TEXT ·kernel12x32(SB), NOSPLIT, $0-41
 	MOVQ k+0(FP), CX
 	MOVQ a+8(FP), SI

@@ -37,6 +37,9 @@ func UnitDims(d []int64) []int64 {
 	return out
 }
 
+// BroadcastDims broadcasts unit masks (1, −1 other or unknown; nil
+// unknown rank). ops' broadcastShapes (ops/broadcast.go) broadcasts real
+// sizes and rejects mismatches; this one only tracks size-one axes.
 func BroadcastDims(shapes ...[]int64) []int64 {
 	r := 0
 	for _, s := range shapes {
@@ -120,11 +123,7 @@ func (f *Facts) bshapeMode(v string, depth int, shapeMode bool) (res []int64) {
 		}
 		return BroadcastDims(ss...)
 	case "Unsqueeze":
-		x := in(0)
-		axes := onnx.AttrInts(n, "axes")
-		if axes == nil && len(n.Input) > 1 {
-			axes, _ = Ints(f.Ix, Input(n, 1))
-		}
+		x, axes := in(0), axesOf(f.Ix, n)
 		if x == nil || axes == nil {
 			return nil
 		}
@@ -151,11 +150,7 @@ func (f *Facts) bshapeMode(v string, depth int, shapeMode bool) (res []int64) {
 		}
 		return out
 	case "Squeeze":
-		x := in(0)
-		axes := onnx.AttrInts(n, "axes")
-		if axes == nil && len(n.Input) > 1 {
-			axes, _ = Ints(f.Ix, Input(n, 1))
-		}
+		x, axes := in(0), axesOf(f.Ix, n)
 		if x == nil || axes == nil {
 			return nil
 		}
@@ -339,7 +334,9 @@ func boolIndex(b bool) int {
 
 // shapeUnits returns the entries of a shape tensor (1 where the size is
 // one, −1 unknown, 0 "copy" for Reshape), built from constants, Shape(y)
-// (y's shape-mode axes) and Concat of such pieces.
+// (y's shape-mode axes) and Concat of such pieces. It walks like
+// shapeValue (values.go), which gives sizes rather than units and reads
+// Concat's dynamic pieces differently.
 func (f *Facts) shapeUnits(v string, depth int) []int64 {
 	if depth > MaxDepth {
 		return nil
@@ -470,12 +467,7 @@ func (f *Facts) fromRange(v string, depth int) bool {
 	if depth > MaxDepth {
 		return false
 	}
-	if r, ok := f.ranges[v]; ok {
-		return r
-	}
-	r := f.fromRangeWalk(v, depth)
-	f.ranges[v] = r
-	return r
+	return cached(f.ranges, v, func() bool { return f.fromRangeWalk(v, depth) })
 }
 
 func (f *Facts) fromRangeWalk(v string, depth int) bool {

@@ -45,6 +45,17 @@ type scalarFact struct {
 	ok bool
 }
 
+// cached returns cache[v], computing it with walk and storing it the first
+// time.
+func cached[T any](cache map[string]T, v string, walk func() T) T {
+	if r, ok := cache[v]; ok {
+		return r
+	}
+	r := walk()
+	cache[v] = r
+	return r
+}
+
 // New returns the facts of the graph ix indexes, run at opset.
 func New(ix *onnx.Index, opset int64) *Facts {
 	return &Facts{Ix: ix, Opset: opset,

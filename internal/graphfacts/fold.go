@@ -34,12 +34,7 @@ func (f *Facts) constDerived(v string, depth int) bool {
 	if v == "" || depth > MaxDepth {
 		return false
 	}
-	if r, ok := f.constant[v]; ok {
-		return r
-	}
-	r := f.constDerivedWalk(v, depth)
-	f.constant[v] = r
-	return r
+	return cached(f.constant, v, func() bool { return f.constDerivedWalk(v, depth) })
 }
 
 func (f *Facts) constDerivedWalk(v string, depth int) bool {
@@ -69,12 +64,11 @@ func (f *Facts) scalar(name string, depth int) (float64, bool) {
 	if depth > MaxDepth || name == "" {
 		return 0, false
 	}
-	if r, ok := f.scalars[name]; ok {
-		return r.v, r.ok
-	}
-	v, ok := f.scalarFold(name, depth)
-	f.scalars[name] = scalarFact{v, ok}
-	return v, ok
+	r := cached(f.scalars, name, func() scalarFact {
+		v, ok := f.scalarFold(name, depth)
+		return scalarFact{v, ok}
+	})
+	return r.v, r.ok
 }
 
 func (f *Facts) scalarFold(name string, depth int) (float64, bool) {
@@ -156,12 +150,11 @@ func (f *Facts) uniform(name string, depth int) (float64, bool) {
 	if depth > MaxDepth || name == "" {
 		return 0, false
 	}
-	if r, ok := f.uniforms[name]; ok {
-		return r.v, r.ok
-	}
-	v, ok := f.uniformFold(name, depth)
-	f.uniforms[name] = scalarFact{v, ok}
-	return v, ok
+	r := cached(f.uniforms, name, func() scalarFact {
+		v, ok := f.uniformFold(name, depth)
+		return scalarFact{v, ok}
+	})
+	return r.v, r.ok
 }
 
 func (f *Facts) uniformFold(name string, depth int) (float64, bool) {
@@ -172,19 +165,9 @@ func (f *Facts) uniformFold(name string, depth int) (float64, bool) {
 		if t.Len() == 0 || t.Len() > maxUniformElems {
 			return 0, false
 		}
-		var vals []float64
-		if bs := t.Bools(); bs != nil {
-			vals = make([]float64, len(bs))
-			for i, b := range bs {
-				if b {
-					vals[i] = 1
-				}
-			}
-		} else {
-			var err error
-			if vals, err = t.AsFloat64s(); err != nil || len(vals) == 0 {
-				return 0, false
-			}
+		vals, err := t.AsFloat64s() // booleans as 0 and 1
+		if err != nil || len(vals) == 0 {
+			return 0, false
 		}
 		for _, x := range vals[1:] {
 			if x != vals[0] {

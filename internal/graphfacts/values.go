@@ -448,12 +448,7 @@ func (f *Facts) projWidth(v string, depth int) int64 {
 	if depth > MaxDepth {
 		return -1
 	}
-	if w, ok := f.widths[v]; ok {
-		return w
-	}
-	w := f.projWidthWalk(v, depth)
-	f.widths[v] = w
-	return w
+	return cached(f.widths, v, func() int64 { return f.projWidthWalk(v, depth) })
 }
 
 func (f *Facts) projWidthWalk(v string, depth int) int64 {
@@ -824,7 +819,8 @@ func (f *Facts) Pointwise(n *onnxpb.NodeProto) bool {
 
 // ChannelsFirst reports whether v is the output of a pointwise Conv
 // projection (through a bias Add, scalar factors, Identity and float
-// Casts): [B,C,S], channels before the sequence.
+// Casts): [B,C,S], channels before the sequence. Its walk is
+// lastAxisWidth's, with other ends, and c/x is refused: not a scale factor.
 func (f *Facts) ChannelsFirst(v string) bool {
 	for i := 0; i < MaxDepth; i++ {
 		n := f.Ix.Producer[v]

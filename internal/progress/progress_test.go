@@ -11,10 +11,16 @@ type fakeClock struct{ t time.Time }
 
 func (c *fakeClock) now() time.Time { return c.t }
 
+// fakeReporter is a Reporter started at start on a fakeClock, writing to
+// the returned builder.
+func fakeReporter(start time.Time, label string, total int) (*Reporter, *fakeClock, *strings.Builder) {
+	clock := &fakeClock{t: start}
+	b := &strings.Builder{}
+	return newWithClock(b, label, total, clock.now), clock, b
+}
+
 func TestReporterETA(t *testing.T) {
-	clock := &fakeClock{t: time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)}
-	var b strings.Builder
-	r := newWithClock(&b, "fit: layer", 4, clock.now)
+	r, clock, b := fakeReporter(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC), "fit: layer", 4)
 	clock.t = clock.t.Add(30 * time.Second)
 	r.Note("fitting %s", "attn_0")
 	r.Step("rel err %.2f → %.2f", 0.5, 0.25)
@@ -36,37 +42,32 @@ func TestReporterETA(t *testing.T) {
 
 // Dropped steps leave the total and the estimate.
 func TestReporterDrop(t *testing.T) {
-	clock := &fakeClock{t: time.Unix(0, 0)}
-	var b strings.Builder
-	r := newWithClock(&b, "run", 6, clock.now)
+	r, clock, b := fakeReporter(time.Unix(0, 0), "run", 6)
 	clock.t = clock.t.Add(10 * time.Second)
 	r.Step("skipped")
 	r.Drop(2) // its other two rounds
-	if got, want := b.String(), "run 1/6: skipped (10s elapsed, ETA 50s)\n"; got != want {
-		t.Errorf("got %q, want %q", got, want)
-	}
-	b.Reset()
+	expectOutput(t, b, "run 1/6: skipped (10s elapsed, ETA 50s)\n")
 	r.Step("ok")
-	if got, want := b.String(), "run 2/4: ok (10s elapsed, ETA 10s)\n"; got != want {
-		t.Errorf("got %q, want %q", got, want)
-	}
+	expectOutput(t, b, "run 2/4: ok (10s elapsed, ETA 10s)\n")
 	r.Drop(10) // never below the steps done
-	b.Reset()
 	r.Note("n")
-	if got, want := b.String(), "run 3/3: n (10s elapsed)\n"; got != want {
+	expectOutput(t, b, "run 3/3: n (10s elapsed)\n")
+}
+
+// expectOutput checks what b holds, then empties it.
+func expectOutput(t *testing.T, b *strings.Builder, want string) {
+	t.Helper()
+	if got := b.String(); got != want {
 		t.Errorf("got %q, want %q", got, want)
 	}
+	b.Reset()
 }
 
 func TestReporterUnknownTotalAndNil(t *testing.T) {
-	clock := &fakeClock{t: time.Unix(0, 0)}
-	var b strings.Builder
-	r := newWithClock(&b, "trial", 0, clock.now)
+	r, clock, b := fakeReporter(time.Unix(0, 0), "trial", 0)
 	clock.t = clock.t.Add(1500 * time.Millisecond)
 	r.Step("done")
-	if got, want := b.String(), "trial 1: done (1.5s elapsed)\n"; got != want {
-		t.Errorf("got %q, want %q", got, want)
-	}
+	expectOutput(t, b, "trial 1: done (1.5s elapsed)\n")
 	var silent *Reporter = New(nil, "x", 3)
 	if silent != nil {
 		t.Fatal("New(nil, ...) is not nil")

@@ -30,6 +30,8 @@ import (
 	"github.com/linearize/linearize/tokenize"
 )
 
+// The flag lists here, in internal/cmd/realmodel and in cmd/convert match in
+// form only; these tools are not part of the CLI and do not share its flags.
 func main() {
 	src := flag.String("src", "", "root of the reStructuredText sources (…/html/_sources)")
 	outDir := flag.String("o", "testdata/real/docs", "output folder for heldout.txt and calibration.txt")
