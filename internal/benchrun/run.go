@@ -641,8 +641,28 @@ func writeVersus(w io.Writer, r *Result) {
 // one pred: "measured n = 651 (predicted/measured 0.99)". When f was
 // already faster at the shortest length both ran, the crossover is only
 // bounded: "measured n ≤ 384 (faster at every measured length;
-// predicted/measured ≥ 1.10)".
+// predicted/measured ≥ 1.10)". When every run has 3 timed repeats or more,
+// the band of Band follows, with whether pred lies within 30 % of it:
+// "; 90 % of resampled runs: 481 to 695, the prediction within 30 % of it".
 func (r *Result) MeasuredText(f, ref convert.Form, meas, pred int) string {
+	s := r.measuredPoint(f, ref, meas, pred)
+	in, ok := r.WithinBand(f, ref, pred, 1.3)
+	if !ok {
+		return s
+	}
+	s += "; " + r.bandText(f, ref)
+	if pred > 0 {
+		if in {
+			s += ", the prediction within 30 % of it"
+		} else {
+			s += ", the prediction not within 30 % of it"
+		}
+	}
+	return s
+}
+
+// measuredPoint is MeasuredText without the band.
+func (r *Result) measuredPoint(f, ref convert.Form, meas, pred int) string {
 	switch meas {
 	case 0:
 		return "measured n = not within the measured lengths"
@@ -679,6 +699,15 @@ func writeFit(w io.Writer, r *Result) {
 	f := r.Fit
 	fmt.Fprintf(w, "\ncost weights fitted to this run (%d time ratios, RMS error %.1f%%, largest %.1f%%): %v\n", f.Pairs, 100*f.RMS, 100*f.Max, f.Weights)
 	fmt.Fprintln(w, "(use them with --cost-weights on inspect --cost and bench)")
+	r.FitCrossovers(f, func(form, base convert.Form, pred, meas int) {
+		fmt.Fprintf(w, "%s crossover versus %s with the fitted weights: predicted n = %d, %s\n", form, base, pred, r.MeasuredText(form, base, meas, pred))
+	})
+}
+
+// FitCrossovers calls each with every crossover fit predicts, against the
+// original and then against each baseline (forms in name order), and the
+// one r measured. writeFit and internal/cmd/costfit print them.
+func (r *Result) FitCrossovers(fit *Fit, each func(form, base convert.Form, pred, meas int)) {
 	line := func(base convert.Form, pred, meas map[convert.Form]int) {
 		var forms []string
 		for form := range pred {
@@ -686,13 +715,12 @@ func writeFit(w io.Writer, r *Result) {
 		}
 		sort.Strings(forms)
 		for _, form := range forms {
-			p := pred[convert.Form(form)]
-			fmt.Fprintf(w, "%s crossover versus %s with the fitted weights: predicted n = %d, %s\n", form, base, p, r.MeasuredText(convert.Form(form), base, meas[convert.Form(form)], p))
+			each(convert.Form(form), base, pred[convert.Form(form)], meas[convert.Form(form)])
 		}
 	}
-	line(convert.Original, f.Crossover, r.MeasuredCrossover)
+	line(convert.Original, fit.Crossover, r.MeasuredCrossover)
 	for _, b := range r.Baselines {
-		if pred, ok := f.CrossoverVersus[b.Name]; ok {
+		if pred, ok := fit.CrossoverVersus[b.Name]; ok {
 			line(convert.Form(b.Name), pred, r.MeasuredCrossoverVersus[b.Name])
 		}
 	}

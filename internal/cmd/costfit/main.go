@@ -14,7 +14,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"sort"
 	"strconv"
 
 	"github.com/linearize/linearize/convert"
@@ -72,22 +71,18 @@ func run(paths []string) error {
 			what = "not fitted, checked"
 		}
 		fmt.Printf("\n%s (%s):\n", paths[i], what)
-		show := func(base convert.Form, pred, meas map[convert.Form]int) {
-			var forms []string
-			for f := range pred {
-				forms = append(forms, string(f))
+		banded, in := 0, 0
+		r.FitCrossovers(fit, func(f, base convert.Form, pred, meas int) {
+			fmt.Printf("  %-12s vs %-8s predicted %5d, %s\n", f, base, pred, r.MeasuredText(f, base, meas, pred))
+			if w, ok := r.WithinBand(f, base, pred, 1.3); ok {
+				banded++
+				if w {
+					in++
+				}
 			}
-			sort.Strings(forms)
-			for _, f := range forms {
-				p := pred[convert.Form(f)]
-				fmt.Printf("  %-12s vs %-8s predicted %5d, %s\n", f, base, p, r.MeasuredText(convert.Form(f), base, meas[convert.Form(f)], p))
-			}
-		}
-		show(convert.Original, fit.Crossover, r.MeasuredCrossover)
-		for _, b := range r.Baselines {
-			if pred, ok := fit.CrossoverVersus[b.Name]; ok {
-				show(convert.Form(b.Name), pred, r.MeasuredCrossoverVersus[b.Name])
-			}
+		})
+		if banded > 0 {
+			fmt.Printf("  %d of %d predicted crossovers within 30 %% of the measured band\n", in, banded)
 		}
 	}
 	return nil
