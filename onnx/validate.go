@@ -41,7 +41,8 @@ func (e *ValidationError) Is(target error) bool { return target == ErrInvalid }
 //     or initializer;
 //   - every graph output is produced;
 //   - the graph has no cycle;
-//   - every tensor's data matches its declared type and shape, dimensions
+//   - every tensor's data is in the model (external data resolved, as
+//     Load does) and matches its declared type and shape, dimensions
 //     are non-negative and the element count is bounded (checked without
 //     allocating from the declared size);
 //   - every domain used by a node is imported (opset_import), is a
@@ -249,7 +250,10 @@ func (v *validator) tensor(t *onnxpb.TensorProto) {
 		n *= d
 	}
 	if t.GetDataLocation() == onnxpb.TensorProto_EXTERNAL {
-		return // checked when the data is loaded
+		// Load resolves external data (and checks it) before validating;
+		// a model decoded from bytes cannot, and nothing can run it.
+		v.add(w, "external data not loaded (Load reads it from the model's folder)")
+		return
 	}
 	dt := DataType(t.GetDataType())
 	if t.RawData != nil && dt != String {

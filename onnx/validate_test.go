@@ -83,6 +83,15 @@ func TestValidateRejectsEachClass(t *testing.T) {
 		{"no opset import", func(m *onnxpb.ModelProto) {
 			m.OpsetImport = nil
 		}, `no opset_import`},
+		// A model decoded from bytes with its weights in another file
+		// (found by FuzzDecodeModel: Validate passed it, DecodeTensor
+		// then refused the tensor).
+		{"external data not loaded", func(m *onnxpb.ModelProto) {
+			w := m.Graph.Initializer[0]
+			w.RawData = nil
+			w.DataLocation = onnxpb.TensorProto_EXTERNAL.Enum()
+			w.ExternalData = []*onnxpb.StringStringEntryProto{{Key: sp("location"), Value: sp("w.bin")}}
+		}, `tensor "W": external data not loaded`},
 	}
 	if err := onnx.Validate(tinyModel()); err != nil {
 		t.Fatalf("the unbroken model is invalid: %v", err)
