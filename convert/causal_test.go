@@ -7,11 +7,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/linearize/linearize/infer"
 	"github.com/linearize/linearize/internal/testenv"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
 	"github.com/linearize/linearize/ops"
-	"github.com/linearize/linearize/runtime"
 )
 
 // causalFixtures returns the decoder fixtures (causal blocks).
@@ -137,7 +137,7 @@ func TestCausalFixturesPerformer(t *testing.T) {
 
 			// Right padding: 6 real tokens padded to 11 vs the same 6.
 			padded := fixtureFeeds(f, 1, seq, []int{6}, 23)
-			if d := runtime.CompareTensors(prefix(runORT(t, pm, padded)["last_hidden_state"], 6), runORT(t, pm, firstTokens(padded, 6))["last_hidden_state"]); !d.OK(1e-5) {
+			if d := infer.CompareTensors(prefix(runORT(t, pm, padded)["last_hidden_state"], 6), runORT(t, pm, firstTokens(padded, 6))["last_hidden_state"]); !d.OK(1e-5) {
 				t.Errorf("padded vs unpadded outputs at real tokens: %v", d)
 			}
 
@@ -148,7 +148,7 @@ func TestCausalFixturesPerformer(t *testing.T) {
 					t.Fatalf("output holds %g", x)
 				}
 			}
-			t.Logf("causal Performer (M=64, chunk 4) vs original: cosine %.4f, %v", cosine(out.Floats(), want.Floats()), runtime.CompareTensors(out, want))
+			t.Logf("causal Performer (M=64, chunk 4) vs original: cosine %.4f, %v", cosine(out.Floats(), want.Floats()), infer.CompareTensors(out, want))
 		})
 	}
 }
@@ -250,7 +250,7 @@ func TestCausalFusedUnidirectional(t *testing.T) {
 	if !testenv.ORT(t) {
 		return
 	}
-	s, err := runtime.NewORTSession(pm, runtime.Options{Threads: 1})
+	s, err := infer.NewORTSession(pm, infer.Options{Threads: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,10 +6,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/linearize/linearize/infer"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
 	"github.com/linearize/linearize/ops"
-	"github.com/linearize/linearize/runtime"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -120,7 +120,7 @@ func TestAlreadyConverted(t *testing.T) {
 	mask[fB*fS-1] = 0
 	in := map[string]*onnx.Tensor{"x": onnx.NewFloat([]int{fB, fS, fHid}, x), "mask": onnx.NewInt64([]int{fB, fS}, mask)}
 	out := orig.Graph.Output[0].GetName()
-	if d := runtime.CompareTensors(runORT(t, inl, in)[out], runORT(t, lm, in)[out]); !d.OK(1e-6) {
+	if d := infer.CompareTensors(runORT(t, inl, in)[out], runORT(t, lm, in)[out]); !d.OK(1e-6) {
 		t.Errorf("inlined vs function LinformerAttention: %v", d)
 	}
 }

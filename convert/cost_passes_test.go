@@ -6,9 +6,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/linearize/linearize/infer"
 	"github.com/linearize/linearize/models"
 	"github.com/linearize/linearize/onnx/onnxpb"
-	"github.com/linearize/linearize/runtime"
 )
 
 // TestCostElementwiseFromBodies is the independent reference for the
@@ -128,12 +128,12 @@ func measuredElementwise(t *testing.T, m *onnxpb.ModelProto, n, w int) int64 {
 			}
 		}
 	}
-	s, err := runtime.NewNativeSession(m, runtime.Options{Threads: 1, Expose: expose})
+	s, err := infer.NewNativeSession(m, infer.Options{Threads: 1, Expose: expose})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	feed, err := runtime.RandomInputs(m, s.Inputs(), runtime.RandomOptions{Batch: 1, SeqLen: n, Seed: 1})
+	feed, err := infer.RandomInputs(m, s.Inputs(), infer.RandomOptions{Batch: 1, SeqLen: n, Seed: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

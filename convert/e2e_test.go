@@ -5,8 +5,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/linearize/linearize/infer"
 	"github.com/linearize/linearize/onnx"
-	"github.com/linearize/linearize/runtime"
 )
 
 // identityProjections returns E = F = I [1,n,n], which makes Linformer
@@ -69,7 +69,7 @@ func TestCorpusLinformerIdentityExact(t *testing.T) {
 			}
 			got := runORT(t, lm, in)
 			for name, w := range want {
-				d := runtime.CompareTensors(got[name], w)
+				d := infer.CompareTensors(got[name], w)
 				t.Logf("%s: %v", name, d)
 				// README claims bit-for-bit: E = I and F = I only multiply
 				// by one and add zeros, which float arithmetic does exactly.
@@ -103,7 +103,7 @@ func TestCorpusPerformerRuns(t *testing.T) {
 			}
 			got := runORT(t, pm, in)
 			for name, w := range want {
-				d := runtime.CompareTensors(got[name], w)
+				d := infer.CompareTensors(got[name], w)
 				t.Logf("%s: %v", name, d)
 				if d.Mismatch != "" || d.NaNMismatch > 0 || d.Cosine < 0.999 {
 					t.Errorf("output %s: %v", name, d)
@@ -145,7 +145,7 @@ func TestPerformerWithExtendedPositions(t *testing.T) {
 	// The 200-token output is the ONNX function body's; the native backend
 	// runs the Go kernel: the two must agree.
 	nat := runNative(t, pm, long)["last_hidden_state"]
-	if d := runtime.CompareTensors(nat, out); !d.OK(1e-4) {
+	if d := infer.CompareTensors(nat, out); !d.OK(1e-4) {
 		t.Errorf("200 tokens: native vs onnxruntime: %v", d)
 	}
 	// The copy method keeps every old row and ω depends only on the seed
@@ -158,7 +158,7 @@ func TestPerformerWithExtendedPositions(t *testing.T) {
 	short := fixtureFeeds(f, 2, 40, []int{40, 23}, 5)
 	got, want := runORT(t, pm, short), runORT(t, plain, short)
 	for name, w := range want {
-		if d := runtime.CompareTensors(got[name], w); d.MaxAbs != 0 || d.Mismatch != "" {
+		if d := infer.CompareTensors(got[name], w); d.MaxAbs != 0 || d.Mismatch != "" {
 			t.Errorf("%s on 40 tokens: extended vs plain conversion: %v", name, d)
 		}
 	}

@@ -10,9 +10,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/linearize/linearize/infer"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
-	"github.com/linearize/linearize/runtime"
 )
 
 // fixtureEntry is one file of testdata/fixtures/manifest.json, written by
@@ -62,7 +62,7 @@ func checkPaddedExact(t *testing.T, f fixtureEntry, m, cm *onnxpb.ModelProto, se
 	padded := fixtureFeeds(f, 2, seq, []int{seq, 5}, 13)
 	want := runORT(t, m, padded)["last_hidden_state"]
 	got := runORT(t, cm, padded)["last_hidden_state"]
-	if d := runtime.CompareTensors(got, want); !d.OK(tol) {
+	if d := infer.CompareTensors(got, want); !d.OK(tol) {
 		t.Errorf("exact conversion vs original on padded inputs (%s): %v", f.PaddingVariant, d)
 	}
 }
@@ -210,7 +210,7 @@ func checkPadding(t *testing.T, name string, f fixtureEntry, cm *onnxpb.ModelPro
 	t.Helper()
 	padded := fixtureFeeds(f, 1, seq, []int{5}, 13)
 	a, b := runORT(t, cm, padded)["last_hidden_state"], runORT(t, cm, firstTokens(padded, 5))["last_hidden_state"]
-	if d := runtime.CompareTensors(prefix(a, 5), b); !d.OK(1e-5) {
+	if d := infer.CompareTensors(prefix(a, 5), b); !d.OK(1e-5) {
 		t.Errorf("%s: padded vs unpadded outputs at real tokens: %v", name, d)
 	}
 }
@@ -227,7 +227,7 @@ func checkPadIDs(t *testing.T, name string, f fixtureEntry, cm *onnxpb.ModelProt
 		ids[j] = 2 + (ids[j]+7)%int64(f.Vocab-2)
 	}
 	x, y := runORT(t, cm, a)["last_hidden_state"], runORT(t, cm, b)["last_hidden_state"]
-	if d := runtime.CompareTensors(prefix(x, 5), prefix(y, 5)); !d.OK(1e-5) {
+	if d := infer.CompareTensors(prefix(x, 5), prefix(y, 5)); !d.OK(1e-5) {
 		t.Errorf("%s: padded tokens changed the outputs at real tokens: %v", name, d)
 	}
 }
@@ -275,7 +275,7 @@ func textFixtures(t *testing.T) []fixtureEntry {
 // onnxruntime on feed (what, if not "", starts the message).
 func validateORT(t *testing.T, what string, cm *onnxpb.ModelProto, feed map[string]*onnx.Tensor, want int) {
 	t.Helper()
-	val, err := runtime.ValidateOps(cm, feed, runtime.ValidateOptions{Backend: "ort"})
+	val, err := infer.ValidateOps(cm, feed, infer.ValidateOptions{Backend: "ort"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -327,7 +327,7 @@ func TestFixturesConvert(t *testing.T) {
 				t.Fatalf("linformer converted %d blocks, want %d: %+v", len(rep.Converted), f.Convertible, rep.Skipped)
 			}
 			got := runORT(t, lm, full)["last_hidden_state"]
-			d := runtime.CompareTensors(got, want)
+			d := infer.CompareTensors(got, want)
 			t.Logf("linformer k=S, E=F=I vs original: %v", d)
 			if d.Mismatch != "" || d.NaNMismatch > 0 || d.MaxAbs != 0 { // bit for bit, as README claims
 				t.Errorf("linformer k=S, E=F=I vs original: %v", d)

@@ -9,11 +9,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/linearize/linearize/infer"
 	"github.com/linearize/linearize/models"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
 	"github.com/linearize/linearize/ops"
-	"github.com/linearize/linearize/runtime"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -472,7 +472,7 @@ func checkConversion(t *testing.T, m *onnxpb.ModelProto, masked bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d := runtime.CompareTensors(runORT(t, lm, in)[out], want); !d.OK(1e-5) {
+	if d := infer.CompareTensors(runORT(t, lm, in)[out], want); !d.OK(1e-5) {
 		t.Errorf("linformer identity vs original: %v", d)
 	}
 	pm, _, err := ToPerformer(m, PerformerOptions{Features: 32, Seed: 1})
@@ -544,7 +544,7 @@ func TestModelsBERTForms(t *testing.T) {
 					}
 					got := runORT(t, lm, in)
 					for o, w := range want {
-						if d := runtime.CompareTensors(got[o], w); !d.OK(1e-5) {
+						if d := infer.CompareTensors(got[o], w); !d.OK(1e-5) {
 							t.Errorf("output %s: linformer identity vs original: %v", o, d)
 						}
 					}
@@ -667,7 +667,7 @@ func TestPaddingInvarianceMaskOrder(t *testing.T) {
 			}{{"original", m}, {"performer", pm}, {"linformer", lm}, {"local-pooled", lp}, {"performer centred favor++", cm}, {"lara", la}} {
 				a, b := runORT(t, c.m, long)[out], runORT(t, c.m, short)[out]
 				got := onnx.NewFloat([]int{1, real, fHid}, a.Floats()[:real*fHid])
-				if d := runtime.CompareTensors(got, b); !d.OK(1e-5) {
+				if d := infer.CompareTensors(got, b); !d.OK(1e-5) {
 					t.Errorf("%s: padded vs unpadded outputs at the real tokens: %v", c.name, d)
 				}
 			}
@@ -711,7 +711,7 @@ func TestPerformerScaledBias(t *testing.T) {
 		}
 		got[i] = runORT(t, pm, map[string]*onnx.Tensor{"x": xs, "mask": onnx.NewFloat([]int{fB, fS}, c.bias)})[out]
 	}
-	if d := runtime.CompareTensors(got[0], got[1]); !d.OK(1e-5) {
+	if d := infer.CompareTensors(got[0], got[1]); !d.OK(1e-5) {
 		t.Errorf("performer, bias before vs after the scale: %v", d)
 	}
 }
@@ -805,10 +805,10 @@ func TestConstantShift(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d := runtime.CompareTensors(runORT(t, lm, in)[out], want); !d.OK(1e-5) {
+	if d := infer.CompareTensors(runORT(t, lm, in)[out], want); !d.OK(1e-5) {
 		t.Errorf("linformer identity of the shifted model vs the unshifted original: %v", d)
 	}
-	if d := runtime.CompareTensors(runORT(t, shifted, in)[out], want); !d.OK(1e-2) {
+	if d := infer.CompareTensors(runORT(t, shifted, in)[out], want); !d.OK(1e-2) {
 		t.Errorf("the shifted original is not the unshifted one up to rounding: %v", d)
 	}
 }

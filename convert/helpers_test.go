@@ -7,9 +7,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/linearize/linearize/infer"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
-	"github.com/linearize/linearize/runtime"
 )
 
 // corpusDir returns ../shared/corpus/ort-fusion relative to the repository
@@ -35,7 +35,7 @@ func loadModel(t *testing.T, path string) *onnxpb.ModelProto {
 // needORT skips when the onnxruntime library is missing.
 func needORT(t *testing.T) {
 	t.Helper()
-	if err := runtime.ORTAvailable(); err != nil {
+	if err := infer.ORTAvailable(); err != nil {
 		t.Skipf("onnxruntime not available (install it with scripts/setup.sh): %v", err)
 	}
 }
@@ -43,7 +43,7 @@ func needORT(t *testing.T) {
 // feeds makes inputs for a session: symbolic dims become dim (batch 2 for
 // the first axis), integer inputs hold ids 0/1 (masks all ones, or with the
 // last pad positions of the last row zero), floats are N(0,1).
-func feeds(t *testing.T, vals []runtime.Value, seq, pad int, seed uint64) map[string]*onnx.Tensor {
+func feeds(t *testing.T, vals []infer.Value, seq, pad int, seed uint64) map[string]*onnx.Tensor {
 	return feedsOpt(t, vals, seq, pad, seed, false)
 }
 
@@ -67,7 +67,7 @@ func encodeWith[O any](t *testing.T, m *onnxpb.ModelProto, to func(*onnxpb.Model
 // modelFeeds is feedsOpt over the inputs onnxruntime reports for m.
 func modelFeeds(t *testing.T, m *onnxpb.ModelProto, seq, pad int, seed uint64, ones bool) map[string]*onnx.Tensor {
 	t.Helper()
-	s, err := runtime.NewORTSession(m, runtime.Options{Threads: 1})
+	s, err := infer.NewORTSession(m, infer.Options{Threads: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +77,7 @@ func modelFeeds(t *testing.T, m *onnxpb.ModelProto, seq, pad int, seed uint64, o
 
 // feedsOpt is feeds; with ones, every integer input is 1 (no padding
 // anywhere, whatever the mask input is called).
-func feedsOpt(t *testing.T, vals []runtime.Value, seq, pad int, seed uint64, ones bool) map[string]*onnx.Tensor {
+func feedsOpt(t *testing.T, vals []infer.Value, seq, pad int, seed uint64, ones bool) map[string]*onnx.Tensor {
 	t.Helper()
 	r := rand.New(rand.NewPCG(seed, 7))
 	out := map[string]*onnx.Tensor{}
@@ -138,7 +138,7 @@ func feedsOpt(t *testing.T, vals []runtime.Value, seq, pad int, seed uint64, one
 
 func runORT(t *testing.T, m *onnxpb.ModelProto, in map[string]*onnx.Tensor) map[string]*onnx.Tensor {
 	t.Helper()
-	s, err := runtime.NewORTSession(m, runtime.Options{Threads: 1})
+	s, err := infer.NewORTSession(m, infer.Options{Threads: 1})
 	if err != nil {
 		t.Fatalf("onnxruntime session: %v", err)
 	}

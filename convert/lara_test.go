@@ -8,10 +8,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/linearize/linearize/infer"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
 	"github.com/linearize/linearize/ops"
-	"github.com/linearize/linearize/runtime"
 )
 
 // The bundled bert-tiny converts to LaraAttention: one node and one noise
@@ -71,7 +71,7 @@ func TestLaraBertTiny(t *testing.T) {
 	in := modelFeeds(t, m, 24, 7, 3, false) // the last row has 7 padded tokens
 	ort, nat := runORT(t, cm, in), runNative(t, cm, in)
 	for name, w := range ort {
-		if d := runtime.CompareTensors(nat[name], w); !d.OK(1e-4) {
+		if d := infer.CompareTensors(nat[name], w); !d.OK(1e-4) {
 			t.Errorf("output %s: native vs onnxruntime: %v", name, d)
 		}
 		for _, x := range w.Floats() {

@@ -6,9 +6,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/linearize/linearize/infer"
 	"github.com/linearize/linearize/onnx/onnxpb"
 	"github.com/linearize/linearize/ops"
-	"github.com/linearize/linearize/runtime"
 )
 
 // TestFixturesLocalPooled: every convertible exporter fixture, text,
@@ -36,7 +36,7 @@ func TestFixturesLocalPooled(t *testing.T) {
 			if len(rep.Converted) != f.Convertible || rep.Op != ops.LocalPooledOp {
 				t.Fatalf("converted %d blocks with %s, want %d: %+v", len(rep.Converted), rep.Op, f.Convertible, rep.Skipped)
 			}
-			if d := runtime.CompareTensors(runORT(t, exact, full)["last_hidden_state"], want); !d.OK(1e-5) {
+			if d := infer.CompareTensors(runORT(t, exact, full)["last_hidden_state"], want); !d.OK(1e-5) {
 				t.Errorf("segments ≥ S (exact) vs original: %v", d)
 			}
 			if f.PaddingVariant != "" {
@@ -60,7 +60,7 @@ func TestFixturesLocalPooled(t *testing.T) {
 					full := fixtureFeeds(f, 2, seq, []int{seq, 6}, 11)
 					nat, ort := runNative(t, cm, full), runORT(t, cm, full)
 					for out, w := range ort {
-						if d := runtime.CompareTensors(nat[out], w); !d.OK(1e-4) {
+						if d := infer.CompareTensors(nat[out], w); !d.OK(1e-4) {
 							t.Errorf("%s output %s: native vs onnxruntime: %v", name, out, d)
 						}
 					}
@@ -101,7 +101,7 @@ func TestCorpusLocalPooledExact(t *testing.T) {
 			}
 			got, want := runORT(t, cm, in), runORT(t, m, in)
 			for name, w := range want {
-				if d := runtime.CompareTensors(got[name], w); !d.OK(1e-5) {
+				if d := infer.CompareTensors(got[name], w); !d.OK(1e-5) {
 					t.Errorf("output %s: exact local-pooled vs original: %v", name, d)
 				}
 			}

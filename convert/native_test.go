@@ -6,9 +6,9 @@ import (
 	"sort"
 	"testing"
 
+	"github.com/linearize/linearize/infer"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
-	"github.com/linearize/linearize/runtime"
 )
 
 // runNative runs m in the native Go backend. Every fixture and corpus model
@@ -16,7 +16,7 @@ import (
 // lacks included) fails the test rather than skipping it.
 func runNative(t *testing.T, m *onnxpb.ModelProto, in map[string]*onnx.Tensor) map[string]*onnx.Tensor {
 	t.Helper()
-	s, err := runtime.NewNativeSession(m, runtime.Options{Threads: 1})
+	s, err := infer.NewNativeSession(m, infer.Options{Threads: 1})
 	if err != nil {
 		t.Fatalf("native session: %v", err)
 	}
@@ -65,7 +65,7 @@ func TestConvertedNativeVsORT(t *testing.T) {
 				nat := runNative(t, m, c.in)
 				ort := runORT(t, m, c.in)
 				for o, want := range ort {
-					if d := runtime.CompareTensors(nat[o], want); !d.OK(1e-4) {
+					if d := infer.CompareTensors(nat[o], want); !d.OK(1e-4) {
 						t.Errorf("%s output %s: native vs onnxruntime: %v", name, o, d)
 					}
 				}
@@ -135,7 +135,7 @@ func TestNativeFixturesVsORT(t *testing.T) {
 				variants = append(variants, variant{"performer", pm}, variant{"localpooled", lp}, variant{"linformer", lm})
 			}
 			for _, v := range variants {
-				s, err := runtime.NewNativeSession(v.m, runtime.Options{Threads: 1})
+				s, err := infer.NewNativeSession(v.m, infer.Options{Threads: 1})
 				if err != nil {
 					t.Errorf("%s: native session: %v", v.name, err)
 					continue
@@ -153,7 +153,7 @@ func TestNativeFixturesVsORT(t *testing.T) {
 				}
 				sort.Strings(names)
 				for _, o := range names {
-					if d := runtime.CompareTensors(nat[o], ort[o]); !d.OK(1e-4) || d.N == 0 {
+					if d := infer.CompareTensors(nat[o], ort[o]); !d.OK(1e-4) || d.N == 0 {
 						t.Errorf("%s output %s: native vs onnxruntime: %v", v.name, o, d)
 					} else {
 						t.Logf("%s output %s: %v", v.name, o, d)
@@ -174,7 +174,7 @@ func nativeFixtureFeeds(t *testing.T, m *onnxpb.ModelProto, manifest map[string]
 		seq := f.seqLen()
 		return fixtureFeeds(f, 2, seq, []int{seq, seq - 3}, 7)
 	}
-	s, err := runtime.NewORTSession(m, runtime.Options{Threads: 1})
+	s, err := infer.NewORTSession(m, infer.Options{Threads: 1})
 	if err != nil {
 		t.Fatalf("onnxruntime session: %v", err)
 	}
@@ -184,7 +184,7 @@ func nativeFixtureFeeds(t *testing.T, m *onnxpb.ModelProto, manifest map[string]
 	// a feature encoder's strided convolutions (8 samples are not).
 	for _, v := range s.Inputs() {
 		if v.DType == onnx.Float && len(v.Shape) == 2 && v.Shape[1].Value < 0 {
-			audio := feeds(t, []runtime.Value{v}, 400, 0, 7)
+			audio := feeds(t, []infer.Value{v}, 400, 0, 7)
 			in[v.Name] = audio[v.Name]
 		}
 	}

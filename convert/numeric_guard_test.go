@@ -6,10 +6,10 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/linearize/linearize/infer"
 	"github.com/linearize/linearize/models"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
-	"github.com/linearize/linearize/runtime"
 )
 
 // largeQKBERT is the tiny BERT with its query and key projection weights
@@ -95,7 +95,7 @@ func TestLargeQKNormsStayFinite(t *testing.T) {
 					if len(rep.Converted) != 2 {
 						t.Fatalf("converted %d blocks, want 2", len(rep.Converted))
 					}
-					ort, err := runtime.NewORTSession(cm, runtime.Options{Threads: 1})
+					ort, err := infer.NewORTSession(cm, infer.Options{Threads: 1})
 					if err != nil {
 						t.Fatalf("onnxruntime session: %v", err)
 					}
@@ -105,7 +105,7 @@ func TestLargeQKNormsStayFinite(t *testing.T) {
 					if err != nil {
 						t.Fatalf("onnxruntime run: %v", err)
 					}
-					nat, err := runtime.NewNativeSession(cm, runtime.Options{Threads: 1})
+					nat, err := infer.NewNativeSession(cm, infer.Options{Threads: 1})
 					if err != nil {
 						t.Fatalf("native session: %v", err)
 					}
@@ -121,7 +121,7 @@ func TestLargeQKNormsStayFinite(t *testing.T) {
 						t.Errorf("native: %d non-finite values in %v", n, where)
 					}
 					for name, r := range ref {
-						d := runtime.CompareTensors(got[name], r)
+						d := infer.CompareTensors(got[name], r)
 						if !d.OK(1e-3) {
 							t.Errorf("%s: native and onnxruntime disagree: %v", name, d)
 						}
@@ -142,7 +142,7 @@ func maxScore(t *testing.T, m *onnxpb.ModelProto) float64 {
 			names = append(names, n.Input[0])
 		}
 	}
-	s, err := runtime.NewORTSession(m, runtime.Options{Threads: 1, Expose: names})
+	s, err := infer.NewORTSession(m, infer.Options{Threads: 1, Expose: names})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,15 +9,15 @@ import (
 	"testing"
 
 	"github.com/linearize/linearize/convert"
+	"github.com/linearize/linearize/infer"
 	"github.com/linearize/linearize/models"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
-	"github.com/linearize/linearize/runtime"
 )
 
 func needORT(t *testing.T) {
 	t.Helper()
-	if err := runtime.ORTAvailable(); err != nil {
+	if err := infer.ORTAvailable(); err != nil {
 		t.Skipf("onnxruntime not available (install with scripts/setup.sh): %v", err)
 	}
 }
@@ -82,7 +82,7 @@ func withInputIDs(t *testing.T, m *onnxpb.ModelProto) {
 
 func runHidden(t *testing.T, m *onnxpb.ModelProto, S int, withPos bool) ([]float32, error) {
 	t.Helper()
-	s, err := runtime.Open("ort", m, runtime.Options{Threads: 1})
+	s, err := infer.Open("ort", m, infer.Options{Threads: 1})
 	if err != nil {
 		t.Fatalf("onnxruntime rejects the model: %v", err)
 	}
@@ -328,7 +328,7 @@ func TestExtendPositionsCorpus(t *testing.T) {
 	}
 	needORT(t)
 	runAt := func(m *onnxpb.ModelProto, S int) error {
-		s, err := runtime.Open("ort", m, runtime.Options{Threads: 1})
+		s, err := infer.Open("ort", m, infer.Options{Threads: 1})
 		if err != nil {
 			t.Fatalf("onnxruntime rejects the model: %v", err)
 		}

@@ -2,15 +2,15 @@ package finetune
 
 import (
 	"fmt"
-	goruntime "runtime"
+	"runtime"
 	"sync"
 
 	"github.com/linearize/linearize/convert"
 	"github.com/linearize/linearize/features"
+	"github.com/linearize/linearize/infer"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
 	"github.com/linearize/linearize/ops"
-	"github.com/linearize/linearize/runtime"
 )
 
 // MomentOptions configures PerformerMoments.
@@ -24,7 +24,7 @@ type MomentOptions struct {
 	Weighting string
 	// Rows is the number of calibration rows per model run (default 8).
 	Rows int
-	// Backend runs the model: "ort" or "native" (runtime.DefaultBackend when
+	// Backend runs the model: "ort" or "native" (infer.DefaultBackend when
 	// empty).
 	Backend string
 	// Threads bounds the goroutines (heads accumulated in parallel) and
@@ -52,10 +52,10 @@ func PerformerMoments(original *onnxpb.ModelProto, feed map[string]*onnx.Tensor,
 		o.Rows = 8
 	}
 	if o.Backend == "" {
-		o.Backend = runtime.DefaultBackend
+		o.Backend = infer.DefaultBackend
 	}
 	if o.Threads <= 0 {
-		o.Threads = goruntime.GOMAXPROCS(0)
+		o.Threads = runtime.GOMAXPROCS(0)
 	}
 	if o.Rows < 1 {
 		return nil, fmt.Errorf("finetune: moments: rows per run %d must be positive", o.Rows)
@@ -174,12 +174,12 @@ func exactTwin(m *onnxpb.ModelProto) error {
 // openExact opens the exact twin: onnxruntime runs the (replaced) function
 // body; the native backend must be told to expand it rather than use the
 // registered Performer kernel.
-func openExact(m *onnxpb.ModelProto, expose []string, o MomentOptions) (runtime.Session, error) {
-	opts := runtime.Options{Threads: o.Threads, Expose: expose}
+func openExact(m *onnxpb.ModelProto, expose []string, o MomentOptions) (infer.Session, error) {
+	opts := infer.Options{Threads: o.Threads, Expose: expose}
 	if o.Backend == "native" {
-		return runtime.NewNativeSessionWith(m, runtime.NativeOptions{Options: opts, InlineFunctions: true})
+		return infer.NewNativeSessionWith(m, infer.NativeOptions{Options: opts, InlineFunctions: true})
 	}
-	return runtime.Open(o.Backend, m, opts)
+	return infer.Open(o.Backend, m, opts)
 }
 
 // sliceRows returns rows [a, b) of t's first axis.

@@ -6,9 +6,9 @@ import (
 
 	"github.com/linearize/linearize/convert"
 	"github.com/linearize/linearize/features"
+	"github.com/linearize/linearize/infer"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
-	"github.com/linearize/linearize/runtime"
 )
 
 // tinyFeed returns ids and a mask with the given valid lengths (padded to
@@ -39,7 +39,7 @@ func tinyFeed(t *testing.T, ids [][]int64, valid []int, seq int) map[string]*onn
 // padded length) changes nothing.
 func TestPerformerMomentsCaptureOriginal(t *testing.T) {
 	orig := tinyBERT(t)
-	for _, in := range runtime.GraphInputs(orig) {
+	for _, in := range infer.GraphInputs(orig) {
 		if in.Name != "input_ids" && in.Name != "attention_mask" && in.Name != "token_type_ids" {
 			t.Fatalf("unexpected input %s", in.Name)
 		}
@@ -150,12 +150,12 @@ func TestBalancedPerformerOnTinyBERT(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		val, err := runtime.ValidateOps(m, held, runtime.ValidateOptions{Backend: "ort"})
+		val, err := infer.ValidateOps(m, held, infer.ValidateOptions{Backend: "ort"})
 		if err != nil || !val.OK() {
 			t.Fatalf("validate: %v %+v", err, val)
 		}
-		mc, err := runtime.CompareModels([]*onnxpb.ModelProto{orig, m}, []string{"o", "c"}, held,
-			runtime.ModelCompareOptions{Batch: 4, SeqLen: 24, Values: values})
+		mc, err := infer.CompareModels([]*onnxpb.ModelProto{orig, m}, []string{"o", "c"}, held,
+			infer.ModelCompareOptions{Batch: 4, SeqLen: 24, Values: values})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -6,9 +6,9 @@ import (
 	"testing"
 
 	"github.com/linearize/linearize/convert"
+	"github.com/linearize/linearize/infer"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
-	"github.com/linearize/linearize/runtime"
 )
 
 // TestCorpusFit fits Performer and Linformer conversions of graphs written
@@ -21,7 +21,7 @@ func TestCorpusFit(t *testing.T) {
 	if _, err := os.Stat(dir); err != nil {
 		t.Skipf("corpus %s absent", dir)
 	}
-	if err := runtime.ORTAvailable(); err != nil {
+	if err := infer.ORTAvailable(); err != nil {
 		t.Skipf("%v (run scripts/setup.sh)", err)
 	}
 	for _, name := range []string{"attention_opt.onnx", "attention_mha.onnx", "embed_layer_norm_multiple.onnx", "TFBertForQuestionAnswering.onnx"} {
@@ -29,7 +29,7 @@ func TestCorpusFit(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		feed, err := runtime.RandomInputs(orig, runtime.GraphInputs(orig), runtime.RandomOptions{Batch: 2, SeqLen: 7, Seed: 5})
+		feed, err := infer.RandomInputs(orig, infer.GraphInputs(orig), infer.RandomOptions{Batch: 2, SeqLen: 7, Seed: 5})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -60,7 +60,7 @@ func TestCorpusFit(t *testing.T) {
 					t.Errorf("%s %s layer %d: %.4g → %.4g", name, conv.op, l.Layer, l.Before, l.After)
 				}
 			}
-			if v, err := runtime.ValidateOps(fitted, feed, runtime.ValidateOptions{}); err != nil || !v.OK() {
+			if v, err := infer.ValidateOps(fitted, feed, infer.ValidateOptions{}); err != nil || !v.OK() {
 				t.Errorf("%s %s: fitted model does not validate (%v)", name, conv.op, err)
 			}
 		}

@@ -6,9 +6,9 @@ import (
 
 	"github.com/linearize/linearize/convert"
 	"github.com/linearize/linearize/finetune"
+	"github.com/linearize/linearize/infer"
 	"github.com/linearize/linearize/models"
 	"github.com/linearize/linearize/onnx"
-	"github.com/linearize/linearize/runtime"
 )
 
 // Convert a model to Linformer, fit the projections to the original's
@@ -23,7 +23,7 @@ func ExampleFit() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	calib, err := runtime.RandomInputs(orig, runtime.GraphInputs(orig), runtime.RandomOptions{Batch: 8, SeqLen: 32, Seed: 1})
+	calib, err := infer.RandomInputs(orig, infer.GraphInputs(orig), infer.RandomOptions{Batch: 8, SeqLen: 32, Seed: 1})
 	if err != nil {
 		log.Fatal(err)
 	}

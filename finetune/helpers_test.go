@@ -5,17 +5,17 @@ import (
 	"testing"
 
 	"github.com/linearize/linearize/convert"
+	"github.com/linearize/linearize/infer"
 	"github.com/linearize/linearize/models"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
-	"github.com/linearize/linearize/runtime"
 	"google.golang.org/protobuf/proto"
 )
 
 // tinyBERT skips without onnxruntime and returns the tiny BERT.
 func tinyBERT(t *testing.T) *onnxpb.ModelProto {
 	t.Helper()
-	if err := runtime.ORTAvailable(); err != nil {
+	if err := infer.ORTAvailable(); err != nil {
 		t.Skipf("%v (run scripts/setup.sh)", err)
 	}
 	orig, err := models.BERT(models.TinyConfig())
@@ -31,12 +31,12 @@ func tinyBERT(t *testing.T) *onnxpb.ModelProto {
 func tinyFitSetup(t *testing.T, batch, seq int) (orig *onnxpb.ModelProto, calib, held map[string]*onnx.Tensor) {
 	t.Helper()
 	orig = tinyBERT(t)
-	inputs := runtime.GraphInputs(orig)
-	calib, err := runtime.RandomInputs(orig, inputs, runtime.RandomOptions{Batch: batch, SeqLen: seq, Seed: 1})
+	inputs := infer.GraphInputs(orig)
+	calib, err := infer.RandomInputs(orig, inputs, infer.RandomOptions{Batch: batch, SeqLen: seq, Seed: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	held, err = runtime.RandomInputs(orig, inputs, runtime.RandomOptions{Batch: 4, SeqLen: seq, Seed: 99})
+	held, err = infer.RandomInputs(orig, inputs, infer.RandomOptions{Batch: 4, SeqLen: seq, Seed: 99})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +53,7 @@ func mergedValues(t *testing.T, orig *onnxpb.ModelProto) []string {
 	}
 	var values []string
 	for _, b := range det.Blocks {
-		values = append(values, runtime.MergedValue(orig, b.Output))
+		values = append(values, infer.MergedValue(orig, b.Output))
 	}
 	return values
 }
@@ -79,8 +79,8 @@ func checkLayerFit(t *testing.T, rep *Report, frac float64) {
 // cosine.
 func compareFit(t *testing.T, orig, conv, fitted *onnxpb.ModelProto, held map[string]*onnx.Tensor, seq int, values []string) (layerErr, pooled map[string]float64) {
 	t.Helper()
-	mc, err := runtime.CompareModels([]*onnxpb.ModelProto{orig, conv, fitted}, []string{"orig", "before", "after"}, held,
-		runtime.ModelCompareOptions{Batch: 4, SeqLen: seq, Values: values})
+	mc, err := infer.CompareModels([]*onnxpb.ModelProto{orig, conv, fitted}, []string{"orig", "before", "after"}, held,
+		infer.ModelCompareOptions{Batch: 4, SeqLen: seq, Values: values})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +99,7 @@ func compareFit(t *testing.T, orig, conv, fitted *onnxpb.ModelProto, held map[st
 // checkValidates fails unless m's converted ops validate on feed.
 func checkValidates(t *testing.T, m *onnxpb.ModelProto, feed map[string]*onnx.Tensor) {
 	t.Helper()
-	v, err := runtime.ValidateOps(m, feed, runtime.ValidateOptions{})
+	v, err := infer.ValidateOps(m, feed, infer.ValidateOptions{})
 	if err != nil || !v.OK() {
 		t.Errorf("fitted model does not validate: %v", err)
 	}

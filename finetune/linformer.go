@@ -6,11 +6,11 @@ import (
 	"math"
 	"sync"
 
+	"github.com/linearize/linearize/infer"
 	"github.com/linearize/linearize/internal/progress"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
 	"github.com/linearize/linearize/ops"
-	"github.com/linearize/linearize/runtime"
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/blas64"
 )
@@ -21,7 +21,7 @@ type Options struct {
 	LR      float64 // Adam learning rate (default 0.01 for Linformer, 0.0005 for Performer)
 	Batch   int     // calibration batch rows per step (0: all)
 	Seed    uint64  // seeds the mini-batch draws
-	Backend string  // runs the models (runtime.DefaultBackend when empty)
+	Backend string  // runs the models (infer.DefaultBackend when empty)
 	Threads int
 	// FitValues also fits the V projection of LocalPooledAttention layers.
 	// Off by default: on all-MiniLM-L6-v2 (16 calibration documents of 512
@@ -43,7 +43,7 @@ func (o *Options) defaults(lr float64) error {
 		o.LR = lr
 	}
 	if o.Backend == "" {
-		o.Backend = runtime.DefaultBackend
+		o.Backend = infer.DefaultBackend
 	}
 	if o.Steps < 0 || !(o.LR > 0) || math.IsInf(o.LR, 0) {
 		return fmt.Errorf("finetune: steps %d must be ≥ 0 and learning rate %g positive", o.Steps, o.LR)
@@ -217,7 +217,7 @@ func linformer(original, converted *onnxpb.ModelProto, feed map[string]*onnx.Ten
 }
 
 func runOnce(m *onnxpb.ModelProto, feed map[string]*onnx.Tensor, names []string, opt Options) (map[string]*onnx.Tensor, error) {
-	s, err := runtime.Open(opt.Backend, m, runtime.Options{Threads: opt.Threads, Expose: names})
+	s, err := infer.Open(opt.Backend, m, infer.Options{Threads: opt.Threads, Expose: names})
 	if err != nil {
 		return nil, err
 	}

@@ -6,12 +6,12 @@ import (
 	"math/rand/v2"
 
 	"github.com/linearize/linearize/convert"
+	"github.com/linearize/linearize/infer"
 	"github.com/linearize/linearize/internal/graphfacts"
 	"github.com/linearize/linearize/internal/progress"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
 	"github.com/linearize/linearize/ops"
-	"github.com/linearize/linearize/runtime"
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/blas64"
 )
@@ -223,7 +223,7 @@ func matchTargets(original, converted *onnxpb.ModelProto, op string, minInputs i
 		}
 		merged := b.Merged
 		if merged == "" { // a fused core: no surroundings proved
-			merged = runtime.MergedValue(original, b.Output)
+			merged = infer.MergedValue(original, b.Output)
 		}
 		byMerged[merged] = b
 	}

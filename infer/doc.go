@@ -1,4 +1,4 @@
-// Package runtime runs ONNX models from Go.
+// Package infer runs ONNX models from Go.
 //
 // Two backends implement the same Session interface:
 //
@@ -12,4 +12,4 @@
 //     implementation.
 //
 // On top of them the package compares backends and models value by value.
-package runtime
+package infer

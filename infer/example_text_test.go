@@ -1,10 +1,10 @@
-package runtime_test
+package infer_test
 
 import (
 	"fmt"
 
+	"github.com/linearize/linearize/infer"
 	"github.com/linearize/linearize/onnx"
-	"github.com/linearize/linearize/runtime"
 	"github.com/linearize/linearize/tokenize"
 )
 
@@ -19,12 +19,12 @@ func ExampleTextInputs() {
 		return
 	}
 	dims := []onnx.Dim{{Value: -1, Param: "batch"}, {Value: -1, Param: "sequence"}}
-	inputs := []runtime.Value{
+	inputs := []infer.Value{
 		{Name: "input_ids", DType: onnx.Int64, Shape: dims},
 		{Name: "attention_mask", DType: onnx.Int64, Shape: dims},
 		{Name: "token_type_ids", DType: onnx.Int64, Shape: dims},
 	}
-	ti, err := runtime.TextInputs(tok, inputs, []string{"Linear attention scales.", "Attention"}, 0, 512)
+	ti, err := infer.TextInputs(tok, inputs, []string{"Linear attention scales.", "Attention"}, 0, 512)
 	if err != nil {
 		fmt.Println(err)
 		return

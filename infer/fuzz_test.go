@@ -1,4 +1,4 @@
-package runtime_test
+package infer_test
 
 import (
 	"math"
@@ -7,22 +7,22 @@ import (
 	"testing"
 
 	"github.com/linearize/linearize/convert"
+	"github.com/linearize/linearize/infer"
 	"github.com/linearize/linearize/models"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
-	"github.com/linearize/linearize/runtime"
 	"google.golang.org/protobuf/proto"
 )
 
 var fuzzSessions struct {
 	once sync.Once
-	s    []runtime.Session
+	s    []infer.Session
 	err  error
 }
 
 // nativeFuzzSessions opens native sessions of a one-layer BERT and of its
 // Performer and Linformer conversions.
-func nativeFuzzSessions(tb testing.TB) []runtime.Session {
+func nativeFuzzSessions(tb testing.TB) []infer.Session {
 	fuzzSessions.once.Do(func() {
 		m, err := models.BERT(models.Config{Vocab: 20, Hidden: 8, Heads: 2, Layers: 1, Intermediate: 16,
 			MaxPositions: 16, TypeVocab: 2, Opset: 17, Seed: 3})
@@ -41,7 +41,7 @@ func nativeFuzzSessions(tb testing.TB) []runtime.Session {
 			return
 		}
 		for _, x := range []*onnxpb.ModelProto{m, p, l} {
-			s, err := runtime.NewNativeSession(x, runtime.Options{Threads: 1})
+			s, err := infer.NewNativeSession(x, infer.Options{Threads: 1})
 			if err != nil {
 				fuzzSessions.err = err
 				return

@@ -1,4 +1,4 @@
-package runtime
+package infer
 
 import (
 	"errors"
@@ -25,21 +25,21 @@ func CheckInputs(declared []Value, feed map[string]*onnx.Tensor) error {
 		known[v.Name] = true
 		t, ok := feed[v.Name]
 		if !ok || t == nil {
-			return fmt.Errorf("runtime: input %q is missing (%s)", v.Name, describe(v))
+			return fmt.Errorf("infer: input %q is missing (%s)", v.Name, describe(v))
 		}
 		if err := t.Check(); err != nil {
-			return fmt.Errorf("runtime: input %q: %v", v.Name, err)
+			return fmt.Errorf("infer: input %q: %v", v.Name, err)
 		}
 		if v.DType != onnx.Undefined && t.DType != v.DType {
-			return fmt.Errorf("runtime: input %q is %s, the model wants %s", v.Name, t, describe(v))
+			return fmt.Errorf("infer: input %q is %s, the model wants %s", v.Name, t, describe(v))
 		}
 		if v.Shape != nil {
 			if len(t.Shape) != len(v.Shape) {
-				return fmt.Errorf("runtime: input %q has shape %v, the model wants %s", v.Name, t.Shape, describe(v))
+				return fmt.Errorf("infer: input %q has shape %v, the model wants %s", v.Name, t.Shape, describe(v))
 			}
 			for i, d := range v.Shape {
 				if d.Value >= 0 && int64(t.Shape[i]) != d.Value {
-					return fmt.Errorf("runtime: input %q has shape %v, the model wants %s", v.Name, t.Shape, describe(v))
+					return fmt.Errorf("infer: input %q has shape %v, the model wants %s", v.Name, t.Shape, describe(v))
 				}
 			}
 		}
@@ -56,7 +56,7 @@ func CheckInputs(declared []Value, feed map[string]*onnx.Tensor) error {
 		for i, v := range declared {
 			names[i] = v.Name
 		}
-		return fmt.Errorf("runtime: the model has no input %q (inputs: %s)", extra[0], strings.Join(names, ", "))
+		return fmt.Errorf("infer: the model has no input %q (inputs: %s)", extra[0], strings.Join(names, ", "))
 	}
 	return nil
 }
@@ -135,13 +135,13 @@ func RandomInputs(m *onnxpb.ModelProto, inputs []Value, o RandomOptions) (map[st
 	feed := make(map[string]*onnx.Tensor, len(inputs))
 	for _, v := range inputs {
 		if v.Shape == nil {
-			return nil, fmt.Errorf("runtime: input %q has unknown rank; supply it from a file", v.Name)
+			return nil, fmt.Errorf("infer: input %q has unknown rank; supply it from a file", v.Name)
 		}
 		shape := make([]int, len(v.Shape))
 		for i, d := range v.Shape {
 			n, err := dimSize(d, i, o)
 			if err != nil {
-				return nil, fmt.Errorf("runtime: input %q: %v", v.Name, err)
+				return nil, fmt.Errorf("infer: input %q: %v", v.Name, err)
 			}
 			shape[i] = n
 		}
@@ -149,11 +149,11 @@ func RandomInputs(m *onnxpb.ModelProto, inputs []Value, o RandomOptions) (map[st
 		// bound them before allocating (a hostile [1, 2^40] would
 		// otherwise exhaust memory, which Go cannot recover from).
 		if n := onnx.NumElements(shape); n < 0 || n > MaxRandomElements {
-			return nil, fmt.Errorf("runtime: input %q: declared shape %v has more than %d elements; supply it from a file", v.Name, shape, MaxRandomElements)
+			return nil, fmt.Errorf("infer: input %q: declared shape %v has more than %d elements; supply it from a file", v.Name, shape, MaxRandomElements)
 		}
 		t, err := onnx.NewZeros(v.DType, shape)
 		if err != nil {
-			return nil, fmt.Errorf("runtime: input %q: %v", v.Name, err)
+			return nil, fmt.Errorf("infer: input %q: %v", v.Name, err)
 		}
 		name := strings.ToLower(v.Name)
 		isMask := strings.Contains(name, "mask")
@@ -204,7 +204,7 @@ func RandomInputs(m *onnxpb.ModelProto, inputs []Value, o RandomOptions) (map[st
 				}
 			}
 			if err := setInts(t, vals); err != nil {
-				return nil, fmt.Errorf("runtime: input %q: %v", v.Name, err)
+				return nil, fmt.Errorf("infer: input %q: %v", v.Name, err)
 			}
 		}
 		feed[v.Name] = t
@@ -401,12 +401,12 @@ const (
 // Kinds of FeedSpec.Build errors (FeedError.Kind), for errors.Is.
 var (
 	// ErrFeedValue: a size is out of range (negative, or MaxLen 1).
-	ErrFeedValue = errors.New("runtime: bad feed value")
+	ErrFeedValue = errors.New("infer: bad feed value")
 	// ErrFeedConflict: two sources that cannot be combined (FeedError
 	// Field and With name them).
-	ErrFeedConflict = errors.New("runtime: conflicting feed sources")
+	ErrFeedConflict = errors.New("infer: conflicting feed sources")
 	// ErrInputNotGiven: nothing supplies a model input (FeedError.Input).
-	ErrInputNotGiven = errors.New("runtime: input not given")
+	ErrInputNotGiven = errors.New("infer: input not given")
 )
 
 // FeedError is an error of FeedSpec.Build. Kind is one of ErrFeedValue,
@@ -424,9 +424,9 @@ type FeedError struct {
 
 func (e *FeedError) Error() string {
 	if e.Field != "" && e.Kind != ErrInputNotGiven {
-		return "runtime: " + e.Field + ": " + e.Message()
+		return "infer: " + e.Field + ": " + e.Message()
 	}
-	return "runtime: " + e.Message()
+	return "infer: " + e.Message()
 }
 
 // Message is the error's text without the package prefix and the field,
@@ -439,9 +439,9 @@ func (e *FeedError) Message() string {
 		return fmt.Sprintf("input %q not given", e.Input)
 	}
 	if e.Err == nil {
-		return strings.TrimPrefix(e.Kind.Error(), "runtime: ")
+		return strings.TrimPrefix(e.Kind.Error(), "infer: ")
 	}
-	return strings.TrimPrefix(e.Err.Error(), "runtime: ")
+	return strings.TrimPrefix(e.Err.Error(), "infer: ")
 }
 
 func (e *FeedError) Unwrap() []error {

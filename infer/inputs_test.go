@@ -1,4 +1,4 @@
-package runtime
+package infer
 
 import (
 	"errors"
@@ -273,7 +273,7 @@ func TestFeedSpecErrors(t *testing.T) {
 		if (c.kind != nil && !errors.Is(err, c.kind)) || fe.Field != c.field || fe.Input != c.input {
 			t.Errorf("%+v: %#v, want kind %v field %q input %q", c.spec, fe, c.kind, c.field, c.input)
 		}
-		if msg := err.Error(); !strings.HasPrefix(msg, "runtime: ") || !strings.Contains(msg, c.found) || strings.Count(msg, "runtime: ") != 1 {
+		if msg := err.Error(); !strings.HasPrefix(msg, "infer: ") || !strings.Contains(msg, c.found) || strings.Count(msg, "infer: ") != 1 {
 			t.Errorf("%+v: message %q, want one prefix and %q", c.spec, msg, c.found)
 		}
 	}

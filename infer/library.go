@@ -1,10 +1,10 @@
-package runtime
+package infer
 
 import (
 	"fmt"
 	"os"
 	"path/filepath"
-	goruntime "runtime"
+	"runtime"
 	"strings"
 	"sync"
 )
@@ -19,7 +19,7 @@ var libraryRel = filepath.Join(".tools", "lib", libraryName())
 
 // libraryName is the onnxruntime shared library's file name on this system.
 func libraryName() string {
-	switch goruntime.GOOS {
+	switch runtime.GOOS {
 	case "darwin":
 		return "libonnxruntime.dylib"
 	case "windows":
@@ -78,7 +78,7 @@ func findLibrary(override string, getenv func(string) string, exe, wd string) (s
 	}
 	if override != "" {
 		if !isFile(override) {
-			return "", fmt.Errorf("runtime: onnxruntime library %s (from --ort-lib or %s) is not a file; fix it, unset it, or run scripts/setup.sh", override, LibraryEnv)
+			return "", fmt.Errorf("infer: onnxruntime library %s (from --ort-lib or %s) is not a file; fix it, unset it, or run scripts/setup.sh", override, LibraryEnv)
 		}
 		return override, nil
 	}
@@ -116,7 +116,7 @@ func findLibrary(override string, getenv func(string) string, exe, wd string) (s
 			dirs = append(dirs, d)
 		}
 	}
-	arch := map[string]string{"amd64": "x86_64", "arm64": "aarch64"}[goruntime.GOARCH]
+	arch := map[string]string{"amd64": "x86_64", "arm64": "aarch64"}[runtime.GOARCH]
 	dirs = append(dirs, "/usr/local/lib")
 	if arch != "" {
 		dirs = append(dirs, "/usr/lib/"+arch+"-linux-gnu")
@@ -127,7 +127,7 @@ func findLibrary(override string, getenv func(string) string, exe, wd string) (s
 			return p, nil
 		}
 	}
-	return "", fmt.Errorf("runtime: onnxruntime library %s not found (tried %s): run scripts/setup.sh in the repository (installs .tools/lib/%s), copy the library beside the executable, or set %s (convert: --ort-lib)",
+	return "", fmt.Errorf("infer: onnxruntime library %s not found (tried %s): run scripts/setup.sh in the repository (installs .tools/lib/%s), copy the library beside the executable, or set %s (convert: --ort-lib)",
 		name, strings.Join(tried, ", "), name, LibraryEnv)
 }
 

@@ -1,6 +1,6 @@
 //go:build cgo && !linearize_noort
 
-package runtime
+package infer
 
 import (
 	"fmt"
@@ -26,7 +26,7 @@ func initORT() error {
 		}
 		ort.SetSharedLibraryPath(p)
 		if err := ort.InitializeEnvironment(ort.WithLogLevelFatal()); err != nil {
-			ortErr = fmt.Errorf("runtime: loading onnxruntime from %s: %v (reinstall with scripts/setup.sh)", p, err)
+			ortErr = fmt.Errorf("infer: loading onnxruntime from %s: %v (reinstall with scripts/setup.sh)", p, err)
 		}
 	})
 	return ortErr

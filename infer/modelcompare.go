@@ -1,4 +1,4 @@
-package runtime
+package infer
 
 import (
 	"encoding/json"
@@ -91,17 +91,17 @@ func Produces(m *onnxpb.ModelProto, name string) bool {
 // mismatch row.
 func CompareModels(models []*onnxpb.ModelProto, labels []string, feed map[string]*onnx.Tensor, opt ModelCompareOptions) (*ModelComparison, error) {
 	if len(models) < 2 {
-		return nil, fmt.Errorf("runtime: compare needs at least two models, got %d", len(models))
+		return nil, fmt.Errorf("infer: compare needs at least two models, got %d", len(models))
 	}
 	if len(labels) != len(models) {
-		return nil, fmt.Errorf("runtime: compare: %d labels for %d models", len(labels), len(models))
+		return nil, fmt.Errorf("infer: compare: %d labels for %d models", len(labels), len(models))
 	}
 	backend := opt.Backend
 	if backend == "" {
 		backend = DefaultBackend
 	}
 	if opt.Mask != nil && len(opt.Mask) != opt.Batch*opt.SeqLen {
-		return nil, fmt.Errorf("runtime: compare: mask has %d entries for batch %d × %d", len(opt.Mask), opt.Batch, opt.SeqLen)
+		return nil, fmt.Errorf("infer: compare: mask has %d entries for batch %d × %d", len(opt.Mask), opt.Batch, opt.SeqLen)
 	}
 	results := make([]map[string]*onnx.Tensor, len(models))
 	var outputs []string // the reference's graph outputs
@@ -114,7 +114,7 @@ func CompareModels(models []*onnxpb.ModelProto, labels []string, feed map[string
 		}
 		s, err := Open(backend, m, Options{Threads: opt.Threads, Expose: expose})
 		if err != nil {
-			return nil, fmt.Errorf("runtime: compare: %s: %w", labels[i], err)
+			return nil, fmt.Errorf("infer: compare: %s: %w", labels[i], err)
 		}
 		var names []string
 		for _, o := range s.Outputs() {
@@ -126,7 +126,7 @@ func CompareModels(models []*onnxpb.ModelProto, labels []string, feed map[string
 		res, err := s.Run(feed, append(names, expose...)...)
 		s.Close()
 		if err != nil {
-			return nil, fmt.Errorf("runtime: compare: %s: %w", labels[i], err)
+			return nil, fmt.Errorf("infer: compare: %s: %w", labels[i], err)
 		}
 		results[i] = res
 	}

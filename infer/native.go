@@ -1,8 +1,8 @@
-package runtime
+package infer
 
 import (
 	"fmt"
-	goruntime "runtime"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -99,7 +99,7 @@ const minPackedConstant = 4096
 // NewNativeSessionWith is NewNativeSession with native-only options.
 func NewNativeSessionWith(m *onnxpb.ModelProto, opts NativeOptions) (Session, error) {
 	if m == nil || m.Graph == nil {
-		return nil, fmt.Errorf("runtime: native: model has no graph")
+		return nil, fmt.Errorf("infer: native: model has no graph")
 	}
 	g := m.Graph
 	s := &nativeSession{
@@ -111,7 +111,7 @@ func NewNativeSessionWith(m *onnxpb.ModelProto, opts NativeOptions) (Session, er
 		visible: map[string]bool{},
 	}
 	if s.threads <= 0 {
-		s.threads = goruntime.GOMAXPROCS(0)
+		s.threads = runtime.GOMAXPROCS(0)
 	}
 	if opts.Profile {
 		s.prof = map[string]*nativeprof.OpTime{}
@@ -128,7 +128,7 @@ func NewNativeSessionWith(m *onnxpb.ModelProto, opts NativeOptions) (Session, er
 	for _, t := range g.Initializer {
 		v, err := onnx.DecodeTensor(t)
 		if err != nil {
-			return nil, fmt.Errorf("runtime: native: initializer %q: %v", t.GetName(), err)
+			return nil, fmt.Errorf("infer: native: initializer %q: %v", t.GetName(), err)
 		}
 		s.consts[slot(t.GetName())] = v
 		if d, ok := v.Data.([]float32); ok && len(d) >= minPackedConstant {
@@ -137,7 +137,7 @@ func NewNativeSessionWith(m *onnxpb.ModelProto, opts NativeOptions) (Session, er
 	}
 	if len(s.release) > 0 {
 		// Sessions dropped without Close still release the packed weights.
-		goruntime.AddCleanup(s, func(rel []func()) {
+		runtime.AddCleanup(s, func(rel []func()) {
 			for _, r := range rel {
 				r()
 			}
@@ -163,7 +163,7 @@ func NewNativeSessionWith(m *onnxpb.ModelProto, opts NativeOptions) (Session, er
 
 	nodes, err := onnx.TopoSort(g)
 	if err != nil {
-		return nil, fmt.Errorf("runtime: native: %v", err)
+		return nil, fmt.Errorf("infer: native: %v", err)
 	}
 	s.opsets = func(domain string) int64 { return onnx.OpsetVersion(m, domain) }
 	fx := newFuncExpander(m, opts.InlineFunctions)
@@ -176,7 +176,7 @@ func NewNativeSessionWith(m *onnxpb.ModelProto, opts NativeOptions) (Session, er
 		n := fn.node
 		k, err := ops.Lookup(n.GetDomain(), n.GetOpType(), fn.opset)
 		if err != nil {
-			return nil, fmt.Errorf("runtime: node %s: %v", nodeLabel(n), err)
+			return nil, fmt.Errorf("infer: node %s: %v", nodeLabel(n), err)
 		}
 		pn := nativeNode{node: n, kernel: k, opset: fn.opset}
 		for _, in := range n.Input {
@@ -186,7 +186,7 @@ func NewNativeSessionWith(m *onnxpb.ModelProto, opts NativeOptions) (Session, er
 			}
 			i, ok := s.slots[in]
 			if !ok {
-				return nil, fmt.Errorf("runtime: node %s: input %q is neither a graph input, an initializer nor produced by a node", nodeLabel(n), in)
+				return nil, fmt.Errorf("infer: node %s: input %q is neither a graph input, an initializer nor produced by a node", nodeLabel(n), in)
 			}
 			pn.in = append(pn.in, i)
 		}
@@ -204,12 +204,12 @@ func NewNativeSessionWith(m *onnxpb.ModelProto, opts NativeOptions) (Session, er
 	}
 	for _, o := range s.outputs {
 		if _, ok := s.slots[o.Name]; !ok {
-			return nil, fmt.Errorf("runtime: native: graph output %q is not produced by any node", o.Name)
+			return nil, fmt.Errorf("infer: native: graph output %q is not produced by any node", o.Name)
 		}
 	}
 	for e := range s.visible {
 		if _, ok := s.slots[e]; !ok {
-			return nil, fmt.Errorf("runtime: native: exposed value %q does not exist in the graph", e)
+			return nil, fmt.Errorf("infer: native: exposed value %q does not exist in the graph", e)
 		}
 	}
 
@@ -244,7 +244,7 @@ func (s *nativeSession) planSubgraphs(pn *nativeNode) error {
 	n := pn.node
 	sgs, err := ops.CompileAttributes(n, s.opsets)
 	if err != nil {
-		return fmt.Errorf("runtime: node %s: %v", nodeLabel(n), err)
+		return fmt.Errorf("infer: node %s: %v", nodeLabel(n), err)
 	}
 	if sgs == nil {
 		return nil
@@ -260,7 +260,7 @@ func (s *nativeSession) planSubgraphs(pn *nativeNode) error {
 		}
 		i, ok := s.slots[name]
 		if !ok {
-			return fmt.Errorf("runtime: node %s: a subgraph reads %q, which is neither a graph input, an initializer nor produced by an earlier node", nodeLabel(n), name)
+			return fmt.Errorf("infer: node %s: a subgraph reads %q, which is neither a graph input, an initializer nor produced by an earlier node", nodeLabel(n), name)
 		}
 		pn.captured = append(pn.captured, i)
 	}
@@ -301,7 +301,7 @@ func (s *nativeSession) Run(inputs map[string]*onnx.Tensor, names ...string) (ma
 	keep := map[int]bool{}
 	for _, name := range names {
 		if !s.visible[name] {
-			return nil, fmt.Errorf("runtime: native: %q is not a graph output or exposed value", name)
+			return nil, fmt.Errorf("infer: native: %q is not a graph output or exposed value", name)
 		}
 		keep[s.slots[name]] = true
 	}
@@ -312,7 +312,7 @@ func (s *nativeSession) Run(inputs map[string]*onnx.Tensor, names ...string) (ma
 	for name, t := range inputs {
 		i, ok := s.inSlot[name]
 		if !ok {
-			return nil, fmt.Errorf("runtime: native: model has no input %q", name)
+			return nil, fmt.Errorf("infer: native: model has no input %q", name)
 		}
 		if err := checkInput(s.decl[name], t); err != nil {
 			return nil, err
@@ -321,7 +321,7 @@ func (s *nativeSession) Run(inputs map[string]*onnx.Tensor, names ...string) (ma
 	}
 	for _, in := range s.inputs {
 		if vals[s.inSlot[in.Name]] == nil {
-			return nil, fmt.Errorf("runtime: native: input %q is missing", in.Name)
+			return nil, fmt.Errorf("infer: native: input %q is missing", in.Name)
 		}
 	}
 
@@ -343,7 +343,7 @@ func (s *nativeSession) Run(inputs map[string]*onnx.Tensor, names ...string) (ma
 				continue
 			}
 			if vals[i] == nil {
-				return nil, fmt.Errorf("runtime: node %s: input %q has no value", nodeLabel(pn.node), pn.node.Input[len(args)])
+				return nil, fmt.Errorf("infer: node %s: input %q has no value", nodeLabel(pn.node), pn.node.Input[len(args)])
 			}
 			args = append(args, vals[i])
 		}
@@ -361,14 +361,14 @@ func (s *nativeSession) Run(inputs map[string]*onnx.Tensor, names ...string) (ma
 			s.record(pn.node, time.Since(t0))
 		}
 		if err != nil {
-			return nil, fmt.Errorf("runtime: node %s: %v", nodeLabel(pn.node), err)
+			return nil, fmt.Errorf("infer: node %s: %v", nodeLabel(pn.node), err)
 		}
 		for j, i := range pn.out {
 			if i < 0 {
 				continue
 			}
 			if j >= len(out) || out[j] == nil {
-				return nil, fmt.Errorf("runtime: node %s: kernel produced no value for output %q", nodeLabel(pn.node), pn.node.Output[j])
+				return nil, fmt.Errorf("infer: node %s: kernel produced no value for output %q", nodeLabel(pn.node), pn.node.Output[j])
 			}
 			vals[i] = out[j]
 		}
@@ -384,7 +384,7 @@ func (s *nativeSession) Run(inputs map[string]*onnx.Tensor, names ...string) (ma
 	for _, name := range names {
 		v := vals[s.slots[name]]
 		if v == nil {
-			return nil, fmt.Errorf("runtime: native: %q was not computed", name)
+			return nil, fmt.Errorf("infer: native: %q was not computed", name)
 		}
 		res[name] = v
 	}
@@ -443,23 +443,23 @@ func callKernel(k ops.Kernel, ctx *ops.Context, args []*onnx.Tensor) (out []*onn
 // checkInput compares a fed tensor with the input's declaration.
 func checkInput(d Value, t *onnx.Tensor) error {
 	if t == nil {
-		return fmt.Errorf("runtime: native: input %q is nil", d.Name)
+		return fmt.Errorf("infer: native: input %q is nil", d.Name)
 	}
 	if d.DType != onnx.Undefined && t.DType != d.DType {
-		return fmt.Errorf("runtime: native: input %q has type %s, the model declares %s", d.Name, onnx.TypeName(t.DType), onnx.TypeName(d.DType))
+		return fmt.Errorf("infer: native: input %q has type %s, the model declares %s", d.Name, onnx.TypeName(t.DType), onnx.TypeName(d.DType))
 	}
 	if err := t.Check(); err != nil {
-		return fmt.Errorf("runtime: native: input %q: %v", d.Name, err)
+		return fmt.Errorf("infer: native: input %q: %v", d.Name, err)
 	}
 	if d.Shape == nil {
 		return nil
 	}
 	if len(t.Shape) != len(d.Shape) {
-		return fmt.Errorf("runtime: native: input %q has shape %v, the model declares rank %d", d.Name, t.Shape, len(d.Shape))
+		return fmt.Errorf("infer: native: input %q has shape %v, the model declares rank %d", d.Name, t.Shape, len(d.Shape))
 	}
 	for i, dim := range d.Shape {
 		if dim.Value >= 0 && int64(t.Shape[i]) != dim.Value {
-			return fmt.Errorf("runtime: native: input %q has shape %v, the model declares dimension %d = %d", d.Name, t.Shape, i, dim.Value)
+			return fmt.Errorf("infer: native: input %q has shape %v, the model declares dimension %d = %d", d.Name, t.Shape, i, dim.Value)
 		}
 	}
 	return nil
@@ -537,7 +537,7 @@ func (fx *funcExpander) expand(nodes []*onnxpb.NodeProto, f *onnxpb.FunctionProt
 			}
 		}
 		if depth >= maxFunctionDepth {
-			return nil, fmt.Errorf("runtime: node %s: model-local functions nest deeper than %d (recursive?)", nodeLabel(n), maxFunctionDepth)
+			return nil, fmt.Errorf("infer: node %s: model-local functions nest deeper than %d (recursive?)", nodeLabel(n), maxFunctionDepth)
 		}
 		body, err := fx.instantiate(n, callee)
 		if err != nil {
@@ -563,7 +563,7 @@ func (fx *funcExpander) instantiate(n *onnxpb.NodeProto, callee *onnxpb.Function
 	prefix += "/" + strconv.Itoa(fx.count) + "/"
 	body, err := onnx.Instantiate(n, callee, prefix)
 	if err != nil {
-		return nil, fmt.Errorf("runtime: node %s: %s", nodeLabel(n), strings.TrimPrefix(err.Error(), "onnx: "))
+		return nil, fmt.Errorf("infer: node %s: %s", nodeLabel(n), strings.TrimPrefix(err.Error(), "onnx: "))
 	}
 	return body, nil
 }

@@ -1,4 +1,4 @@
-package runtime
+package infer
 
 import (
 	"math/rand/v2"

@@ -1,4 +1,4 @@
-package runtime
+package infer
 
 import (
 	"fmt"
@@ -17,7 +17,7 @@ import (
 // ratio of process CPU time, which depends far less on other load on the
 // machine (onnxruntime's spinning worker threads count as CPU time).
 //
-//	go test ./runtime -run XXX -bench Backends -benchtime 5x
+//	go test ./infer -run XXX -bench Backends -benchtime 5x
 func BenchmarkBackends(b *testing.B) {
 	if err := ORTAvailable(); err != nil {
 		b.Skipf("onnxruntime unavailable (run scripts/setup.sh): %v", err)

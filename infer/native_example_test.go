@@ -1,11 +1,11 @@
-package runtime_test
+package infer_test
 
 import (
 	"fmt"
 
+	"github.com/linearize/linearize/infer"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
-	"github.com/linearize/linearize/runtime"
 )
 
 // A one-node model y = com.microsoft:FastGelu(x) run by the native
@@ -26,7 +26,7 @@ func ExampleNewNativeSession() {
 			Output: []*onnxpb.ValueInfoProto{onnx.MakeValueInfo("y", onnx.Float, []onnx.Dim{{Value: 3}})},
 		},
 	}
-	s, err := runtime.NewNativeSession(m, runtime.Options{Threads: 1})
+	s, err := infer.NewNativeSession(m, infer.Options{Threads: 1})
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -44,7 +44,7 @@ func ExampleNewNativeSession() {
 func ExampleCompareTensors() {
 	ref := onnx.NewFloat([]int{4}, []float32{1, -2, 4, 0})
 	got := onnx.NewFloat([]int{4}, []float32{1, -2, 4.001, 0})
-	d := runtime.CompareTensors(got, ref)
+	d := infer.CompareTensors(got, ref)
 	fmt.Printf("max abs %.4f, scaled %.6f, within 1e-3: %v\n", d.MaxAbs, d.Scaled, d.OK(1e-3))
 	// Output: max abs 0.0010, scaled 0.000250, within 1e-3: true
 }

@@ -1,4 +1,4 @@
-package runtime
+package infer
 
 import (
 	"math"
@@ -359,7 +359,7 @@ func TestNativeErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Run(bad); err == nil || !strings.Contains(err.Error(), `runtime: node "FusedMatMul_y" (com.microsoft:FusedMatMul)`) {
+	if _, err := s.Run(bad); err == nil || !strings.Contains(err.Error(), `infer: node "FusedMatMul_y" (com.microsoft:FusedMatMul)`) {
 		t.Errorf("shape error: %v", err)
 	}
 	if _, err := s.Run(map[string]*onnx.Tensor{"x": feeds["x"]}); err == nil || !strings.Contains(err.Error(), `"w"`) {

@@ -1,4 +1,4 @@
-package runtime
+package infer
 
 import (
 	"fmt"
@@ -24,7 +24,7 @@ func RegisterBackend(name string, open OpenFunc) {
 	backendsMu.Lock()
 	defer backendsMu.Unlock()
 	if _, dup := backends[name]; dup {
-		panic("runtime: backend " + name + " registered twice")
+		panic("infer: backend " + name + " registered twice")
 	}
 	backends[name] = open
 }
@@ -47,10 +47,10 @@ func Open(backend string, m *onnxpb.ModelProto, opts Options) (Session, error) {
 	open, ok := backends[backend]
 	backendsMu.RUnlock()
 	if !ok {
-		return nil, fmt.Errorf("runtime: unknown backend %q (have %s)", backend, strings.Join(Backends(), ", "))
+		return nil, fmt.Errorf("infer: unknown backend %q (have %s)", backend, strings.Join(Backends(), ", "))
 	}
 	if m == nil || m.Graph == nil {
-		return nil, fmt.Errorf("runtime: %s: model has no graph", backend)
+		return nil, fmt.Errorf("infer: %s: model has no graph", backend)
 	}
 	return open(m, opts)
 }

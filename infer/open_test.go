@@ -1,10 +1,10 @@
-package runtime_test
+package infer_test
 
 import (
 	"fmt"
 
+	"github.com/linearize/linearize/infer"
 	"github.com/linearize/linearize/onnx"
-	"github.com/linearize/linearize/runtime"
 )
 
 // ExampleOpen runs a model with onnxruntime on seeded random inputs (it
@@ -16,13 +16,13 @@ func ExampleOpen() {
 		fmt.Println(err)
 		return
 	}
-	s, err := runtime.Open("ort", m, runtime.Options{Threads: 1})
+	s, err := infer.Open("ort", m, infer.Options{Threads: 1})
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
 	defer s.Close()
-	feed, err := runtime.RandomInputs(m, s.Inputs(), runtime.RandomOptions{Batch: 2, SeqLen: 16, Seed: 1})
+	feed, err := infer.RandomInputs(m, s.Inputs(), infer.RandomOptions{Batch: 2, SeqLen: 16, Seed: 1})
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -1,6 +1,6 @@
 //go:build cgo && !linearize_noort
 
-package runtime
+package infer
 
 import (
 	"encoding/binary"
@@ -68,7 +68,7 @@ func NewORTSession(m *onnxpb.ModelProto, opts Options) (Session, error) {
 		return nil, err
 	}
 	if m == nil || m.Graph == nil {
-		return nil, fmt.Errorf("runtime: ort: model has no graph")
+		return nil, fmt.Errorf("infer: ort: model has no graph")
 	}
 	s := &ortSession{byName: map[string]Value{}, fetch: map[string]fetchSpec{}}
 	g := m.Graph
@@ -103,7 +103,7 @@ func NewORTSession(m *onnxpb.ModelProto, opts Options) (Session, error) {
 		}
 		seen[name] = true
 		if !producedOrDeclared(g, name) {
-			return nil, fmt.Errorf("runtime: ort: cannot expose %q: no such value in the graph", name)
+			return nil, fmt.Errorf("infer: ort: cannot expose %q: no such value in the graph", name)
 		}
 		v := Value{Name: name, DType: onnx.Undefined}
 		if vi, ok := info[name]; ok {
@@ -143,11 +143,11 @@ func NewORTSession(m *onnxpb.ModelProto, opts Options) (Session, error) {
 	if needInfo {
 		data, err := onnx.Encode(mc)
 		if err != nil {
-			return nil, fmt.Errorf("runtime: ort: %v", err)
+			return nil, fmt.Errorf("infer: ort: %v", err)
 		}
 		_, outs, err := ort.GetInputOutputInfoWithONNXData(data)
 		if err != nil {
-			return nil, fmt.Errorf("runtime: ort: creating session: %v", err)
+			return nil, fmt.Errorf("infer: ort: creating session: %v", err)
 		}
 		got := map[string]ort.InputOutputInfo{}
 		for _, o := range outs {
@@ -159,7 +159,7 @@ func NewORTSession(m *onnxpb.ModelProto, opts Options) (Session, error) {
 			}
 			o, ok := got[v.Name]
 			if !ok || o.OrtValueType != ort.ONNXTypeTensor {
-				return nil, fmt.Errorf("runtime: ort: value %q is not a tensor", v.Name)
+				return nil, fmt.Errorf("infer: ort: value %q is not a tensor", v.Name)
 			}
 			want[i].DType = onnx.DataType(o.DataType)
 			// A reported rank of 0 may mean "unknown"; fetch such values
@@ -241,24 +241,24 @@ func NewORTSession(m *onnxpb.ModelProto, opts Options) (Session, error) {
 
 	data, err := onnx.Encode(mc)
 	if err != nil {
-		return nil, fmt.Errorf("runtime: ort: %v", err)
+		return nil, fmt.Errorf("infer: ort: %v", err)
 	}
 	so, err := ort.NewSessionOptions()
 	if err != nil {
-		return nil, fmt.Errorf("runtime: ort: session options: %v", err)
+		return nil, fmt.Errorf("infer: ort: session options: %v", err)
 	}
 	defer so.Destroy()
 	if opts.Threads > 0 {
 		if err := so.SetIntraOpNumThreads(opts.Threads); err != nil {
-			return nil, fmt.Errorf("runtime: ort: threads: %v", err)
+			return nil, fmt.Errorf("infer: ort: threads: %v", err)
 		}
 		if err := so.SetInterOpNumThreads(1); err != nil {
-			return nil, fmt.Errorf("runtime: ort: threads: %v", err)
+			return nil, fmt.Errorf("infer: ort: threads: %v", err)
 		}
 	}
 	sess, err := ort.NewDynamicAdvancedSessionWithONNXData(data, s.feedNames, s.fetchNames, so)
 	if err != nil {
-		return nil, fmt.Errorf("runtime: ort: creating session: %v", err)
+		return nil, fmt.Errorf("infer: ort: creating session: %v", err)
 	}
 	s.sess = sess
 	return s, nil
@@ -297,14 +297,14 @@ func (s *ortSession) Close() error {
 	err := s.sess.Destroy()
 	s.sess = nil
 	if err != nil {
-		return fmt.Errorf("runtime: ort: %v", err)
+		return fmt.Errorf("infer: ort: %v", err)
 	}
 	return nil
 }
 
 func (s *ortSession) Run(inputs map[string]*onnx.Tensor, names ...string) (map[string]*onnx.Tensor, error) {
 	if s.sess == nil {
-		return nil, fmt.Errorf("runtime: ort: session is closed")
+		return nil, fmt.Errorf("infer: ort: session is closed")
 	}
 	if err := CheckInputs(s.inputs, inputs); err != nil {
 		return nil, err
@@ -316,7 +316,7 @@ func (s *ortSession) Run(inputs map[string]*onnx.Tensor, names ...string) (map[s
 	}
 	for _, n := range names {
 		if _, ok := s.fetch[n]; !ok {
-			return nil, fmt.Errorf("runtime: ort: %q is neither a graph output nor an exposed value", n)
+			return nil, fmt.Errorf("infer: ort: %q is neither a graph output nor an exposed value", n)
 		}
 	}
 	feeds := make([]ort.Value, len(s.feedNames))
@@ -336,7 +336,7 @@ func (s *ortSession) Run(inputs map[string]*onnx.Tensor, names ...string) (map[s
 		}
 		v, err := toORT(t)
 		if err != nil {
-			return nil, fmt.Errorf("runtime: ort: input %q: %v", n, err)
+			return nil, fmt.Errorf("infer: ort: input %q: %v", n, err)
 		}
 		feeds[i] = v
 	}
@@ -349,19 +349,19 @@ func (s *ortSession) Run(inputs map[string]*onnx.Tensor, names ...string) (map[s
 		}
 	}()
 	if err := s.sess.Run(feeds, outs); err != nil {
-		return nil, fmt.Errorf("runtime: ort: %v", err)
+		return nil, fmt.Errorf("infer: ort: %v", err)
 	}
 	res := make(map[string]*onnx.Tensor, len(names))
 	for _, n := range names {
 		spec := s.fetch[n]
 		t, err := fromORT(outs[spec.value])
 		if err != nil {
-			return nil, fmt.Errorf("runtime: ort: output %q: %v", n, err)
+			return nil, fmt.Errorf("infer: ort: output %q: %v", n, err)
 		}
 		if spec.shape >= 0 {
 			st, err := fromORT(outs[spec.shape])
 			if err != nil {
-				return nil, fmt.Errorf("runtime: ort: output %q: %v", n, err)
+				return nil, fmt.Errorf("infer: ort: output %q: %v", n, err)
 			}
 			dims := st.Int64s()
 			shape := make([]int, len(dims))
@@ -369,7 +369,7 @@ func (s *ortSession) Run(inputs map[string]*onnx.Tensor, names ...string) (map[s
 				shape[i] = int(d)
 			}
 			if onnx.NumElements(shape) != t.Len() {
-				return nil, fmt.Errorf("runtime: ort: output %q: shape %v does not match %d elements", n, shape, t.Len())
+				return nil, fmt.Errorf("infer: ort: output %q: shape %v does not match %d elements", n, shape, t.Len())
 			}
 			t.Shape = shape
 		}

@@ -1,6 +1,6 @@
 //go:build !cgo || linearize_noort
 
-package runtime
+package infer
 
 import (
 	"fmt"
@@ -15,7 +15,7 @@ import (
 // unchanged; the "ort" backend stays registered so that asking for it gives
 // an error that says why, instead of "unknown backend".
 
-const errNoORT = "runtime: this binary was built without onnxruntime support (it needs cgo; rebuild with CGO_ENABLED=1 and without the linearize_noort tag), so only the native backend is available"
+const errNoORT = "infer: this binary was built without onnxruntime support (it needs cgo; rebuild with CGO_ENABLED=1 and without the linearize_noort tag), so only the native backend is available"
 
 func init() {
 	RegisterBackend("ort", func(m *onnxpb.ModelProto, opts Options) (Session, error) {

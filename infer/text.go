@@ -1,4 +1,4 @@
-package runtime
+package infer
 
 import (
 	"fmt"
@@ -55,7 +55,7 @@ func TextInputs(tok *tokenize.WordPiece, inputs []Value, texts []string, seqLen,
 	}
 	b, err := tok.EncodeBatch(texts, seqLen, maxLen)
 	if err != nil {
-		return nil, fmt.Errorf("runtime: %w", err)
+		return nil, fmt.Errorf("infer: %w", err)
 	}
 	ti := &TokenInputs{Feed: map[string]*onnx.Tensor{}, Batch: b.Size, SeqLen: b.SeqLen, Mask: b.AttentionMask, Lengths: b.Lengths}
 	for _, in := range inputs {
@@ -68,7 +68,7 @@ func TextInputs(tok *tokenize.WordPiece, inputs []Value, texts []string, seqLen,
 		case roleTokenType:
 			data = b.TokenTypeIDs
 		default:
-			return nil, fmt.Errorf("runtime: cannot fill input %q from text (not ids, mask or token types by its name)", in.Name)
+			return nil, fmt.Errorf("infer: cannot fill input %q from text (not ids, mask or token types by its name)", in.Name)
 		}
 		t, err := intTensor(in, []int{b.Size, b.SeqLen}, data)
 		if err != nil {
@@ -92,10 +92,10 @@ func declaredSeqLen(inputs []Value) int {
 
 func intTensor(in Value, shape []int, data []int64) (*onnx.Tensor, error) {
 	if len(in.Shape) != 0 && len(in.Shape) != 2 {
-		return nil, fmt.Errorf("runtime: input %q has rank %d, want [batch, sequence]", in.Name, len(in.Shape))
+		return nil, fmt.Errorf("infer: input %q has rank %d, want [batch, sequence]", in.Name, len(in.Shape))
 	}
 	if len(in.Shape) == 2 && in.Shape[0].Value > 0 && int(in.Shape[0].Value) != shape[0] {
-		return nil, fmt.Errorf("runtime: input %q takes batch %d, got %d texts", in.Name, in.Shape[0].Value, shape[0])
+		return nil, fmt.Errorf("infer: input %q takes batch %d, got %d texts", in.Name, in.Shape[0].Value, shape[0])
 	}
 	switch in.DType {
 	case onnx.Int64, onnx.Undefined:
@@ -113,5 +113,5 @@ func intTensor(in Value, shape []int, data []int64) (*onnx.Tensor, error) {
 		}
 		return onnx.NewFloat(shape, d), nil
 	}
-	return nil, fmt.Errorf("runtime: input %q is %s; text inputs are int64, int32 or float32", in.Name, onnx.TypeName(in.DType))
+	return nil, fmt.Errorf("infer: input %q is %s; text inputs are int64, int32 or float32", in.Name, onnx.TypeName(in.DType))
 }

@@ -1,4 +1,4 @@
-package runtime
+package infer
 
 import (
 	"encoding/json"
@@ -88,7 +88,7 @@ func (v *Validation) Failed() int {
 // (including a missing kernel) are reported in the checks.
 func ValidateOps(m *onnxpb.ModelProto, feed map[string]*onnx.Tensor, opt ValidateOptions) (*Validation, error) {
 	if m == nil || m.Graph == nil {
-		return nil, fmt.Errorf("runtime: validate: model has no graph")
+		return nil, fmt.Errorf("infer: validate: model has no graph")
 	}
 	if opt.Backend == "" {
 		opt.Backend = DefaultBackend
@@ -97,7 +97,7 @@ func ValidateOps(m *onnxpb.ModelProto, feed map[string]*onnx.Tensor, opt Validat
 		opt.Tolerance = DefaultTolerance
 	}
 	if opt.Tolerance < 0 {
-		return nil, fmt.Errorf("runtime: validate: tolerance %g must be positive", opt.Tolerance)
+		return nil, fmt.Errorf("infer: validate: tolerance %g must be positive", opt.Tolerance)
 	}
 	if opt.Domain == "" {
 		opt.Domain = ops.Domain
@@ -125,16 +125,16 @@ func ValidateOps(m *onnxpb.ModelProto, feed map[string]*onnx.Tensor, opt Validat
 		}
 	}
 	if len(nodes) == 0 {
-		return nil, fmt.Errorf("runtime: validate: the model has no %s nodes (not a converted model?): %w", opt.Domain, ErrNotConverted)
+		return nil, fmt.Errorf("infer: validate: the model has no %s nodes (not a converted model?): %w", opt.Domain, ErrNotConverted)
 	}
 	s, err := Open(opt.Backend, m, Options{Threads: opt.Threads, Expose: expose})
 	if err != nil {
-		return nil, fmt.Errorf("runtime: validate: %w", err)
+		return nil, fmt.Errorf("infer: validate: %w", err)
 	}
 	defer s.Close()
 	got, err := s.Run(feed, expose...)
 	if err != nil {
-		return nil, fmt.Errorf("runtime: validate: %w", err)
+		return nil, fmt.Errorf("infer: validate: %w", err)
 	}
 	opset := onnx.OpsetVersion(m, opt.Domain)
 	v := &Validation{Tolerance: opt.Tolerance}

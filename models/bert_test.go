@@ -7,8 +7,8 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/linearize/linearize/infer"
 	"github.com/linearize/linearize/onnx"
-	"github.com/linearize/linearize/runtime"
 )
 
 // testWeights draws every BertModel parameter under its state-dict name.
@@ -180,16 +180,16 @@ func refBERT(cfg Config, ws map[string]*onnx.Tensor, ids, types, mask []int64, B
 	return x, pooled
 }
 
-func openORT(t *testing.T, cfg Config) runtime.Session {
+func openORT(t *testing.T, cfg Config) infer.Session {
 	t.Helper()
-	if err := runtime.ORTAvailable(); err != nil {
+	if err := infer.ORTAvailable(); err != nil {
 		t.Skipf("onnxruntime not available (install with scripts/setup.sh): %v", err)
 	}
 	m, err := BERT(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := runtime.Open("ort", m, runtime.Options{Threads: 1})
+	s, err := infer.Open("ort", m, infer.Options{Threads: 1})
 	if err != nil {
 		t.Fatalf("onnxruntime rejects the built model (opset %d): %v", cfg.Opset, err)
 	}
@@ -211,7 +211,7 @@ func randomInputs(rng *rand.Rand, cfg Config, B, S int, lengths []int) (ids, typ
 	return
 }
 
-func run(t *testing.T, s runtime.Session, ids, types, mask []int64, B, S int) (last, pooled []float32) {
+func run(t *testing.T, s infer.Session, ids, types, mask []int64, B, S int) (last, pooled []float32) {
 	t.Helper()
 	out, err := s.Run(map[string]*onnx.Tensor{
 		"input_ids":      onnx.NewInt64([]int{B, S}, ids),

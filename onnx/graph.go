@@ -341,8 +341,8 @@ func (nm *Namer) Name(base string) string {
 }
 
 // OpsetVersion returns the opset version m imports for domain ("" and
-// "ai.onnx" are the same domain), or 0 if it imports none. The runtime's
-// function expander (runtime/native.go, opsetOf) repeats the loop for a
+// "ai.onnx" are the same domain), or 0 if it imports none. The native
+// backend's function expander (infer/native.go, opsetOf) repeats the loop for a
 // function's own imports before falling back to this.
 func OpsetVersion(m *onnxpb.ModelProto, domain string) int64 {
 	if domain == "ai.onnx" {

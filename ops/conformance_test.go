@@ -190,7 +190,7 @@ func asDeclared(vi *onnxpb.ValueInfoProto, t *onnx.Tensor) *onnx.Tensor {
 	return t
 }
 
-// Kept apart from runtime/ort_test.go's comparison: test helpers do not
+// Kept apart from infer/ort_test.go's comparison: test helpers do not
 // cross packages.
 func compareTensors(got, want *onnx.Tensor, rtol, atol float64) error {
 	if got.DType != want.DType {

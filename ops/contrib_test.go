@@ -10,7 +10,7 @@ import (
 	"github.com/linearize/linearize/onnx/onnxpb"
 )
 
-// Float64 references for the com.microsoft kernels. The runtime package
+// Float64 references for the com.microsoft kernels. The infer package
 // additionally checks every kernel against onnxruntime.
 
 func msNode(op string, nIn int, attrs ...*onnxpb.AttributeProto) *Context {

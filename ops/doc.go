@@ -24,7 +24,7 @@
 // If and Loop evaluate their GraphProto attributes with Subgraph: a
 // subgraph reads its own values first and the enclosing graphs' values
 // through Context.Scope, which the interpreter running the node provides
-// (the native backend in package runtime, or an enclosing subgraph).
+// (the native backend in package infer, or an enclosing subgraph).
 //
 // The kernels are checked against the ONNX backend node tests (Debian
 // package libonnx-testdata): TestConformance runs every test whose ops are
@@ -49,5 +49,5 @@
 // 0). The trig kernel, whose estimates can be negative, and the causal
 // op, with its running maximum, keep out = num/(max(den, 0) + epsilon);
 // PerformerGuardedRows counts the rows that guard decides, and
-// runtime.ValidateOps reports them.
+// infer.ValidateOps reports them.
 package ops

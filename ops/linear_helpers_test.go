@@ -5,10 +5,10 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/linearize/linearize/infer"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
 	"github.com/linearize/linearize/ops"
-	"github.com/linearize/linearize/runtime"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -133,7 +133,7 @@ func widen(x []float32) []float64 {
 // requireORT skips the test when onnxruntime is not installed.
 func requireORT(t *testing.T) {
 	t.Helper()
-	if err := runtime.ORTAvailable(); err != nil {
+	if err := infer.ORTAvailable(); err != nil {
 		t.Skipf("onnxruntime not available (install it with scripts/setup.sh): %v", err)
 	}
 }
@@ -181,14 +181,14 @@ func oneNodeModel(t *testing.T, node *onnxpb.NodeProto, fn *onnxpb.FunctionProto
 // runORT runs the model in onnxruntime and returns "out".
 func runORT(t *testing.T, m *onnxpb.ModelProto, inputs map[string]*onnx.Tensor) *onnx.Tensor {
 	t.Helper()
-	s, err := runtime.NewORTSession(m, runtime.Options{Threads: 1})
+	s, err := infer.NewORTSession(m, infer.Options{Threads: 1})
 	return runOut(t, "onnxruntime", s, err, inputs)
 }
 
 // runOut runs an open session (err from opening it) on the inputs it
 // declares and returns its output "out"; what names the backend in
 // failures.
-func runOut(t *testing.T, what string, s runtime.Session, err error, inputs map[string]*onnx.Tensor) *onnx.Tensor {
+func runOut(t *testing.T, what string, s infer.Session, err error, inputs map[string]*onnx.Tensor) *onnx.Tensor {
 	t.Helper()
 	if err != nil {
 		t.Fatalf("%s session: %v", what, err)
@@ -241,7 +241,7 @@ func poisonPadding(x *onnx.Tensor, s int) {
 // only logs.
 func checkPaddedBody(t *testing.T, what string, node *onnxpb.NodeProto, fn *onnxpb.FunctionProto, in map[string]*onnx.Tensor, s int, short *onnx.Tensor, tol float64) {
 	t.Helper()
-	if err := runtime.ORTAvailable(); err != nil {
+	if err := infer.ORTAvailable(); err != nil {
 		t.Logf("%s: function body not checked, onnxruntime not available (install it with scripts/setup.sh): %v", what, err)
 		return
 	}
@@ -271,7 +271,7 @@ func paramHeads(perHead bool, h int) int {
 // session, opened on the first call for node and fn at opset 17, and
 // compares "out" with want; what names the run in failures.
 func sharedSession(t *testing.T, node *onnxpb.NodeProto, fn *onnxpb.FunctionProto) func(what string, in map[string]*onnx.Tensor, want *onnx.Tensor) {
-	var sess runtime.Session
+	var sess infer.Session
 	t.Cleanup(func() {
 		if sess != nil {
 			sess.Close()
@@ -281,7 +281,7 @@ func sharedSession(t *testing.T, node *onnxpb.NodeProto, fn *onnxpb.FunctionProt
 		t.Helper()
 		if sess == nil {
 			var err error
-			sess, err = runtime.NewORTSession(oneNodeModel(t, node, fn, 17, in), runtime.Options{Threads: 1})
+			sess, err = infer.NewORTSession(oneNodeModel(t, node, fn, 17, in), infer.Options{Threads: 1})
 			if err != nil {
 				t.Fatal(err)
 			}

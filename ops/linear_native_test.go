@@ -4,10 +4,10 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/linearize/linearize/infer"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
 	"github.com/linearize/linearize/ops"
-	"github.com/linearize/linearize/runtime"
 )
 
 // runInlined runs the model in the native backend with the function body
@@ -15,7 +15,7 @@ import (
 // checked without onnxruntime too.
 func runInlined(t *testing.T, m *onnxpb.ModelProto, inputs map[string]*onnx.Tensor) *onnx.Tensor {
 	t.Helper()
-	s, err := runtime.NewNativeSessionWith(m, runtime.NativeOptions{InlineFunctions: true})
+	s, err := infer.NewNativeSessionWith(m, infer.NativeOptions{InlineFunctions: true})
 	return runOut(t, "native (functions inlined)", s, err, inputs)
 }
 

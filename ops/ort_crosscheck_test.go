@@ -7,9 +7,9 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/linearize/linearize/infer"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
-	"github.com/linearize/linearize/runtime"
 )
 
 // TestStandardKernelsMatchORT runs single-node models in onnxruntime and
@@ -112,7 +112,7 @@ func xcases() []xcase {
 }
 
 func TestStandardKernelsMatchORT(t *testing.T) {
-	if err := runtime.ORTAvailable(); err != nil {
+	if err := infer.ORTAvailable(); err != nil {
 		t.Skipf("onnxruntime not available (install it with scripts/setup.sh): %v", err)
 	}
 	for _, c := range xcases() {
@@ -151,7 +151,7 @@ func crossCheckORT(t *testing.T, c xcase, rtol, atol float64) {
 		OpsetImport: []*onnxpb.OperatorSetIdProto{{Domain: proto.String(""), Version: proto.Int64(c.opset)}},
 		Graph:       g,
 	}
-	s, err := runtime.NewORTSession(m, runtime.Options{Threads: 1})
+	s, err := infer.NewORTSession(m, infer.Options{Threads: 1})
 	if err != nil {
 		t.Fatalf("onnxruntime: %v", err)
 	}

@@ -64,7 +64,7 @@ import (
 // exact zero, the batch without valid keys. The epsilon attribute is kept
 // for the trig kernel and the causal op and does not change the positive
 // kernel's output. PerformerGuardedRows counts, for a node's inputs, the
-// rows the guard decides (runtime.ValidateOps reports them).
+// rows the guard decides (infer.ValidateOps reports them).
 //
 // # Exact transformations (positive kernel)
 //

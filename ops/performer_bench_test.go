@@ -10,10 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/linearize/linearize/infer"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
 	"github.com/linearize/linearize/ops"
-	"github.com/linearize/linearize/runtime"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -30,7 +30,7 @@ import (
 // The file uses only API that predates the mixture form of the body, so
 // it can be copied into an older checkout to time the earlier body.
 func BenchmarkPerformerFunctionORT(b *testing.B) {
-	if err := runtime.ORTAvailable(); err != nil {
+	if err := infer.ORTAvailable(); err != nil {
 		b.Skipf("onnxruntime not available: %v", err)
 	}
 	threads := 2
@@ -102,7 +102,7 @@ func BenchmarkPerformerFunctionORT(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			s, err := runtime.NewORTSession(model, runtime.Options{Threads: threads})
+			s, err := infer.NewORTSession(model, infer.Options{Threads: threads})
 			if err != nil {
 				b.Fatal(err)
 			}

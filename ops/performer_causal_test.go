@@ -7,11 +7,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/linearize/linearize/infer"
 	"github.com/linearize/linearize/internal/testenv"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
 	"github.com/linearize/linearize/ops"
-	"github.com/linearize/linearize/runtime"
 )
 
 // causalRef computes causal FAVOR+ in float64 straight from its
@@ -262,14 +262,14 @@ func TestPerformerCausalExact(t *testing.T) {
 	c := causalCase{b: 2, h: 2, s: 23, d: 8, dv: 4, m: 16, bias: "value", sigma: 0.6, chunk: 4}
 	q, k, v, omega, bias := c.inputs(3)
 	node := ops.NewPerformerNode("perf", []string{"Q", "K", "V", "Omega", "key_bias"}, "out", c.attrs())
-	var sess runtime.Session
+	var sess infer.Session
 	if testenv.ORT(t) {
 		fn, err := ops.PerformerFunctionFor(ops.PerformerVariant{Causal: true, Chunk: c.chunk}, 17)
 		if err != nil {
 			t.Fatal(err)
 		}
 		in := map[string]*onnx.Tensor{"Q": q, "K": k, "V": v, "Omega": omega, "key_bias": bias}
-		sess, err = runtime.NewORTSession(oneNodeModel(t, node, fn, 17, in), runtime.Options{Threads: 1})
+		sess, err = infer.NewORTSession(oneNodeModel(t, node, fn, 17, in), infer.Options{Threads: 1})
 		if err != nil {
 			t.Fatal(err)
 		}

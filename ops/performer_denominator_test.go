@@ -6,10 +6,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/linearize/linearize/infer"
 	"github.com/linearize/linearize/internal/testenv"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/ops"
-	"github.com/linearize/linearize/runtime"
 )
 
 // rowErrors returns, per output row of [B,H,S,Dv], max |got − want| over
@@ -354,7 +354,7 @@ func TestPerformerGuardedRows(t *testing.T) {
 	})
 }
 
-// runtime.ValidateOps reports the guarded rows of each Performer node and
+// infer.ValidateOps reports the guarded rows of each Performer node and
 // names them in its table.
 func TestPerformerValidateReportsGuardedRows(t *testing.T) {
 	c := perfCase{kernel: ops.KernelPositive, b: 2, h: 2, s: 9, d: 16, dv: 4, m: 32, perHead: true, bias: "pad", sigma: 10}
@@ -366,7 +366,7 @@ func TestPerformerValidateReportsGuardedRows(t *testing.T) {
 	}
 	feed := map[string]*onnx.Tensor{"Q": q, "K": k, "V": v, "Omega": omega, "key_bias": bias}
 	m := oneNodeModel(t, ops.NewPerformerNode("perf", []string{"Q", "K", "V", "Omega", "key_bias"}, "out", a), fn, 17, feed)
-	val, err := runtime.ValidateOps(m, feed, runtime.ValidateOptions{Backend: "native"})
+	val, err := infer.ValidateOps(m, feed, infer.ValidateOptions{Backend: "native"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,9 +4,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/linearize/linearize/infer"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/ops"
-	"github.com/linearize/linearize/runtime"
 )
 
 // featurePasses runs the function body of variant v inlined in the native
@@ -37,7 +37,7 @@ func featurePasses(t *testing.T, c variantCase, v ops.PerformerVariant, kernel s
 			}
 		}
 	}
-	s, err := runtime.NewNativeSessionWith(m, runtime.NativeOptions{Options: runtime.Options{Threads: 1, Expose: expose}, InlineFunctions: true})
+	s, err := infer.NewNativeSessionWith(m, infer.NativeOptions{Options: infer.Options{Threads: 1, Expose: expose}, InlineFunctions: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,10 +6,10 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/linearize/linearize/infer"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
 	"github.com/linearize/linearize/ops"
-	"github.com/linearize/linearize/runtime"
 )
 
 // performerRef computes the random-feature estimate of softmax attention in
@@ -204,7 +204,7 @@ func TestPerformerLargeNormsFinite(t *testing.T) {
 			t.Fatal(err)
 		}
 		maxDiff(t, got.Floats(), make([]float64, got.Len())) // fails on NaN/Inf
-		if err := runtime.ORTAvailable(); err != nil {
+		if err := infer.ORTAvailable(); err != nil {
 			t.Logf("%s: onnxruntime not available, function body not checked: %v", kernel, err)
 			continue
 		}

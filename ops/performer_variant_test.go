@@ -6,11 +6,11 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/linearize/linearize/infer"
 	"github.com/linearize/linearize/internal/testenv"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
 	"github.com/linearize/linearize/ops"
-	"github.com/linearize/linearize/runtime"
 )
 
 // This file tests the PerformerAttention variants: centring, the linear
@@ -708,7 +708,7 @@ func TestPerformerVariantFunctionMatchesKernel(t *testing.T) {
 // kernel (not the function body).
 func runNative(t *testing.T, m *onnxpb.ModelProto, inputs map[string]*onnx.Tensor) *onnx.Tensor {
 	t.Helper()
-	s, err := runtime.NewNativeSession(m, runtime.Options{Threads: 1})
+	s, err := infer.NewNativeSession(m, infer.Options{Threads: 1})
 	return runOut(t, "native", s, err, inputs)
 }
 

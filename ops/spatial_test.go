@@ -9,10 +9,10 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/linearize/linearize/infer"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
 	"github.com/linearize/linearize/ops"
-	"github.com/linearize/linearize/runtime"
 )
 
 // spatialCases are the convolution, pooling, normalisation and resize
@@ -96,7 +96,7 @@ func spatialCases() []xcase {
 // different order than onnxruntime's (im2col + GEMM against MLAS), so its
 // outputs get an absolute tolerance relative to their scale.
 func TestSpatialKernelsMatchORT(t *testing.T) {
-	if err := runtime.ORTAvailable(); err != nil {
+	if err := infer.ORTAvailable(); err != nil {
 		t.Skipf("onnxruntime not available (install it with scripts/setup.sh): %v", err)
 	}
 	for _, c := range spatialCases() {

@@ -8,13 +8,13 @@ import (
 	"slices"
 	"text/tabwriter"
 
+	"github.com/linearize/linearize/infer"
 	"github.com/linearize/linearize/internal/benchrun"
 	"github.com/linearize/linearize/internal/cliutil"
 	"github.com/linearize/linearize/internal/gemm"
 	"github.com/linearize/linearize/internal/nativeprof"
 	"github.com/linearize/linearize/models"
 	"github.com/linearize/linearize/onnx/onnxpb"
-	"github.com/linearize/linearize/runtime"
 )
 
 func init() {
@@ -99,11 +99,11 @@ func runBenchBackends(args []string, stdout io.Writer) error {
 		fmt.Fprintf(stdout, "%s, batch %d, %d threads, median of %d alternating runs; native GEMM %s\n", rep.Model, *batch, *threads, *repeat, rep.GEMM)
 	}
 	for _, n := range lens {
-		feed, err := runtime.RandomInputs(m, ref.Inputs(), runtime.RandomOptions{Batch: *batch, SeqLen: n, Seed: *seed})
+		feed, err := infer.RandomInputs(m, ref.Inputs(), infer.RandomOptions{Batch: *batch, SeqLen: n, Seed: *seed})
 		if err != nil {
 			return runtimeFailure(err)
 		}
-		diffs, err := runtime.CompareSessions(nat, ref, feed)
+		diffs, err := infer.CompareSessions(nat, ref, feed)
 		if err != nil {
 			return runtimeFailure(err)
 		}
@@ -114,7 +114,7 @@ func runBenchBackends(args []string, stdout io.Writer) error {
 			}
 			worst = max(worst, d.Scaled)
 		}
-		ts, err := benchrun.TimeRuns([]runtime.Session{nat, ref}, feed, 1, *repeat)
+		ts, err := benchrun.TimeRuns([]infer.Session{nat, ref}, feed, 1, *repeat)
 		if err != nil {
 			return runtimeFailure(err)
 		}
@@ -147,14 +147,14 @@ func runBenchBackends(args []string, stdout io.Writer) error {
 // printNativeProfile runs a profiling native session twice per length
 // and prints where the second run's time went (the first packs the
 // weights).
-func printNativeProfile(w io.Writer, m *onnxpb.ModelProto, threads int, lens []int, batch int, seed uint64, inputs []runtime.Value) error {
-	s, err := runtime.NewNativeSessionWith(m, runtime.NativeOptions{Options: runtime.Options{Threads: threads}, Profile: true})
+func printNativeProfile(w io.Writer, m *onnxpb.ModelProto, threads int, lens []int, batch int, seed uint64, inputs []infer.Value) error {
+	s, err := infer.NewNativeSessionWith(m, infer.NativeOptions{Options: infer.Options{Threads: threads}, Profile: true})
 	if err != nil {
 		return runtimeFailure(err)
 	}
 	defer s.Close()
 	for _, n := range lens {
-		feed, err := runtime.RandomInputs(m, inputs, runtime.RandomOptions{Batch: batch, SeqLen: n, Seed: seed})
+		feed, err := infer.RandomInputs(m, inputs, infer.RandomOptions{Batch: batch, SeqLen: n, Seed: seed})
 		if err != nil {
 			return runtimeFailure(err)
 		}

@@ -8,10 +8,10 @@ import (
 	"strings"
 
 	"github.com/linearize/linearize/convert"
+	"github.com/linearize/linearize/infer"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
 	"github.com/linearize/linearize/ops"
-	"github.com/linearize/linearize/runtime"
 )
 
 func init() {
@@ -42,7 +42,7 @@ func modelLabels(paths []string) []string {
 func runCompare(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("compare", flag.ContinueOnError)
 	ff := addFeedFlags(fs)
-	backend := fs.String("backend", runtime.DefaultBackend, "runtime backend: "+strings.Join(runtime.Backends(), " or "))
+	backend := fs.String("backend", infer.DefaultBackend, "runtime backend: "+strings.Join(infer.Backends(), " or "))
 	threads := fs.Int("threads", 0, "intra-op threads (0: backend default)")
 	layers := fs.Bool("per-layer", true, "also compare each attention block's output (head-merged, token layout) where both models produce it; each model runs its own forward pass, so differences accumulate over layers")
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
@@ -69,11 +69,11 @@ func runCompare(args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	opt := runtime.ModelCompareOptions{Backend: *backend, Threads: *threads, Mask: in.Mask, Batch: in.Batch, SeqLen: in.SeqLen, Labels: map[string]string{}}
+	opt := infer.ModelCompareOptions{Backend: *backend, Threads: *threads, Mask: in.Mask, Batch: in.Batch, SeqLen: in.SeqLen, Labels: map[string]string{}}
 	if *layers {
 		opt.Values = layerValues(models, opt.Labels)
 	}
-	mc, err := runtime.CompareModels(models, modelLabels(pos), in.Tensors, opt)
+	mc, err := infer.CompareModels(models, modelLabels(pos), in.Tensors, opt)
 	if err != nil {
 		return runtimeFailure(err)
 	}
@@ -92,7 +92,7 @@ func runCompare(args []string, stdout io.Writer) error {
 func layerValues(models []*onnxpb.ModelProto, labels map[string]string) []string {
 	var values []string
 	add := func(m *onnxpb.ModelProto, out string, layer int) {
-		v := runtime.MergedValue(m, out)
+		v := infer.MergedValue(m, out)
 		if _, dup := labels[v]; dup {
 			return
 		}

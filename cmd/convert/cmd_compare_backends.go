@@ -7,9 +7,9 @@ import (
 	"io"
 	"text/tabwriter"
 
+	"github.com/linearize/linearize/infer"
 	"github.com/linearize/linearize/internal/gemm"
 	"github.com/linearize/linearize/onnx/onnxpb"
-	"github.com/linearize/linearize/runtime"
 )
 
 func init() {
@@ -33,7 +33,7 @@ type backendsReport struct {
 
 type backendsOutputEntry struct {
 	Shape []int `json:"shape"`
-	runtime.OutputDiff
+	infer.OutputDiff
 	OK bool `json:"ok"`
 }
 
@@ -41,7 +41,7 @@ func runCompareBackends(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("compare-backends", flag.ContinueOnError)
 	ff := addFeedFlags(fs)
 	threads := fs.Int("threads", 0, "intra-op threads of both backends (0: backend default)")
-	tol := fs.Float64("tolerance", runtime.DefaultTolerance, "an output agrees when its scaled error (max abs error / max |onnxruntime output|) is at most this")
+	tol := fs.Float64("tolerance", infer.DefaultTolerance, "an output agrees when its scaled error (max abs error / max |onnxruntime output|) is at most this")
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
 	path, err := parseModelArg(fs, args, stdout)
 	if err != nil {
@@ -63,7 +63,7 @@ func runCompareBackends(args []string, stdout io.Writer) error {
 	}
 	defer nat.Close()
 	defer ref.Close()
-	diffs, err := runtime.CompareSessions(nat, ref, in.Tensors)
+	diffs, err := infer.CompareSessions(nat, ref, in.Tensors)
 	if err != nil {
 		return runtimeFailure(err)
 	}
@@ -113,12 +113,12 @@ func runCompareBackends(args []string, stdout io.Writer) error {
 
 // openBothBackends opens m in the native backend and in onnxruntime
 // (compare-backends, bench-backends); the caller closes both.
-func openBothBackends(m *onnxpb.ModelProto, threads int) (nat, ref runtime.Session, err error) {
-	opts := runtime.Options{Threads: threads}
-	if nat, err = runtime.NewNativeSession(m, opts); err != nil {
+func openBothBackends(m *onnxpb.ModelProto, threads int) (nat, ref infer.Session, err error) {
+	opts := infer.Options{Threads: threads}
+	if nat, err = infer.NewNativeSession(m, opts); err != nil {
 		return nil, nil, runtimeFailure(err)
 	}
-	if ref, err = runtime.NewORTSession(m, opts); err != nil {
+	if ref, err = infer.NewORTSession(m, opts); err != nil {
 		nat.Close()
 		return nil, nil, runtimeFailure(err)
 	}

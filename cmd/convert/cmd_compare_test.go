@@ -8,10 +8,10 @@ import (
 	"testing"
 
 	"github.com/linearize/linearize/convert"
+	"github.com/linearize/linearize/infer"
 	"github.com/linearize/linearize/models"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
-	"github.com/linearize/linearize/runtime"
 )
 
 // tinyModels writes the tiny BERT, an identical copy, its Linformer
@@ -51,7 +51,7 @@ func TestCompareCLI(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	var mc runtime.ModelComparison
+	var mc infer.ModelComparison
 	if err := json.Unmarshal([]byte(out), &mc); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
@@ -115,7 +115,7 @@ func TestValidateCLI(t *testing.T) {
 	code, out, _ = runCLI("validate", lin, "--random-inputs", "--seq-len", "10", "--json")
 	var v struct {
 		OK     bool
-		Checks []runtime.OpCheck
+		Checks []infer.OpCheck
 	}
 	if err := json.Unmarshal([]byte(out), &v); code != 0 || err != nil || !v.OK || len(v.Checks) != 2 {
 		t.Errorf("json: exit %d, %v, %+v", code, err, v)

@@ -4,7 +4,7 @@ import (
 	"flag"
 	"io"
 	"os"
-	goruntime "runtime"
+	"runtime"
 
 	"github.com/linearize/linearize/convert"
 	"github.com/linearize/linearize/features"
@@ -53,7 +53,7 @@ func runFeaturesError(args []string, stdout io.Writer) error {
 		return usageError("--d, --seq-len and --seeds must be ≥ 1, --threads ≥ 0 and --qk-sigma > 0")
 	}
 	if cfg.Threads == 0 {
-		cfg.Threads = goruntime.GOMAXPROCS(0)
+		cfg.Threads = runtime.GOMAXPROCS(0)
 	}
 	if *kernel != "positive" && *kernel != "trig" {
 		return usageError("--kernel %q: want positive or trig", *kernel)

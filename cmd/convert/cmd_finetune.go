@@ -9,8 +9,8 @@ import (
 	"strings"
 
 	"github.com/linearize/linearize/finetune"
+	"github.com/linearize/linearize/infer"
 	"github.com/linearize/linearize/onnx"
-	"github.com/linearize/linearize/runtime"
 )
 
 func init() {
@@ -30,7 +30,7 @@ func runFinetune(args []string, stdout io.Writer) error {
 	fs.IntVar(&opt.Steps, "steps", 200, "Adam steps per layer")
 	fs.Float64Var(&opt.LR, "lr", 0, "Adam learning rate (0: 0.01 for Linformer, 0.0005 for Performer)")
 	fs.IntVar(&opt.Batch, "minibatch", 0, "calibration rows per Adam step, drawn with --seed (0: all)")
-	backend := fs.String("backend", runtime.DefaultBackend, "runtime backend that captures values: "+strings.Join(runtime.Backends(), " or "))
+	backend := fs.String("backend", infer.DefaultBackend, "runtime backend that captures values: "+strings.Join(infer.Backends(), " or "))
 	fs.IntVar(&opt.Threads, "threads", 0, "intra-op threads (0: backend default)")
 	asJSON := fs.Bool("json", false, "print the per-layer report as JSON")
 	pos, err := parseFlags(fs, args, stdout)

@@ -9,9 +9,9 @@ import (
 	"testing"
 
 	"github.com/linearize/linearize/finetune"
+	"github.com/linearize/linearize/infer"
 	"github.com/linearize/linearize/internal/realtable"
 	"github.com/linearize/linearize/onnx"
-	"github.com/linearize/linearize/runtime"
 )
 
 // TestFinetuneCLI fits the tiny BERT's Linformer conversion on seeded
@@ -61,7 +61,7 @@ func TestFinetuneCLI(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("compare: exit %d: %s", code, errOut)
 	}
-	var mc runtime.ModelComparison
+	var mc infer.ModelComparison
 	if err := json.Unmarshal([]byte(stdout), &mc); err != nil {
 		t.Fatal(err)
 	}

@@ -11,11 +11,11 @@ import (
 	"github.com/linearize/linearize/convert"
 	"github.com/linearize/linearize/features"
 	"github.com/linearize/linearize/finetune"
+	"github.com/linearize/linearize/infer"
 	"github.com/linearize/linearize/internal/cliutil"
 	"github.com/linearize/linearize/internal/textfile"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
-	"github.com/linearize/linearize/runtime"
 	"github.com/linearize/linearize/tokenize"
 )
 
@@ -194,7 +194,7 @@ func runPerformer(args []string, stdout io.Writer) error {
 		if err != nil {
 			return badInput(fmt.Errorf("--vocab: %w", err))
 		}
-		ti, err := runtime.TextInputs(tok, runtime.GraphInputs(m), texts, 0, *calibLen)
+		ti, err := infer.TextInputs(tok, infer.GraphInputs(m), texts, 0, *calibLen)
 		if err != nil {
 			return badInput(fmt.Errorf("--calibration: %w", err))
 		}

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/linearize/linearize/infer"
 	"github.com/linearize/linearize/onnx"
-	"github.com/linearize/linearize/runtime"
 )
 
 // The variant flags: errors without calibration, and (with the real model
@@ -66,7 +66,7 @@ func TestPerformerVariantCLI(t *testing.T) {
 	if _, err := os.Stat(model); err != nil {
 		t.Skipf("real model absent (run scripts/real-model.sh): %v", err)
 	}
-	if err := runtime.ORTAvailable(); err != nil {
+	if err := infer.ORTAvailable(); err != nil {
 		t.Skipf("onnxruntime not available (run scripts/setup.sh): %v", err)
 	}
 	calib := filepath.Join("..", "..", "testdata", "realmodel", "calibration.txt")

@@ -14,11 +14,11 @@ import (
 	"github.com/linearize/linearize/convert"
 	feat "github.com/linearize/linearize/features"
 	"github.com/linearize/linearize/finetune"
+	"github.com/linearize/linearize/infer"
 	"github.com/linearize/linearize/internal/cliutil"
 	"github.com/linearize/linearize/internal/realtable"
 	"github.com/linearize/linearize/internal/textfile"
 	"github.com/linearize/linearize/onnx"
-	"github.com/linearize/linearize/runtime"
 	"github.com/linearize/linearize/tokenize"
 )
 
@@ -202,7 +202,7 @@ func runReportReal(args []string, stdout io.Writer) error {
 	// inputs tokenizes texts; seqLen > 0 truncates (and pads) every text
 	// to exactly that many tokens.
 	inputs := func(path string, texts []string, seqLen int) (realtable.Inputs, int, error) {
-		in, err := runtime.FeedSpec{Texts: texts, SeqLen: seqLen, Tokenizer: tok}.Build(orig, *model)
+		in, err := infer.FeedSpec{Texts: texts, SeqLen: seqLen, Tokenizer: tok}.Build(orig, *model)
 		if err != nil {
 			return realtable.Inputs{}, 0, badInput(fmt.Errorf("%s: %w", path, err))
 		}

@@ -10,8 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/linearize/linearize/infer"
 	"github.com/linearize/linearize/onnx"
-	"github.com/linearize/linearize/runtime"
 )
 
 func init() {
@@ -26,7 +26,7 @@ func init() {
 func runRun(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	ff := addFeedFlags(fs)
-	backend := fs.String("backend", runtime.DefaultBackend, "runtime backend: "+strings.Join(runtime.Backends(), " or "))
+	backend := fs.String("backend", infer.DefaultBackend, "runtime backend: "+strings.Join(infer.Backends(), " or "))
 	threads := fs.Int("threads", 0, "intra-op threads (0: backend default)")
 	outDir := fs.String("out-dir", "", "write each output as `DIR`/NAME.npy and DIR/NAME.pb")
 	path, err := parseModelArg(fs, args, stdout)
@@ -44,7 +44,7 @@ func runRun(args []string, stdout io.Writer) error {
 		return err
 	}
 	feed := in.Tensors
-	sess, err := runtime.Open(*backend, m, runtime.Options{Threads: *threads})
+	sess, err := infer.Open(*backend, m, infer.Options{Threads: *threads})
 	if err != nil {
 		return runtimeFailure(oneLine(err))
 	}

@@ -9,15 +9,15 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/linearize/linearize/infer"
 	"github.com/linearize/linearize/onnx"
-	"github.com/linearize/linearize/runtime"
 )
 
 const nodeTestDir = "/usr/share/libonnx-testdata/data/node"
 
 func needORT(t *testing.T) {
 	t.Helper()
-	if err := runtime.ORTAvailable(); err != nil {
+	if err := infer.ORTAvailable(); err != nil {
 		t.Skipf("onnxruntime unavailable (run scripts/setup.sh): %v", err)
 	}
 }

@@ -9,7 +9,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/linearize/linearize/runtime"
+	"github.com/linearize/linearize/infer"
 )
 
 func init() {
@@ -26,9 +26,9 @@ func init() {
 func runValidate(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
 	ff := addFeedFlags(fs)
-	backend := fs.String("backend", runtime.DefaultBackend, "backend that runs the model: "+strings.Join(runtime.Backends(), " or "))
+	backend := fs.String("backend", infer.DefaultBackend, "backend that runs the model: "+strings.Join(infer.Backends(), " or "))
 	threads := fs.Int("threads", 0, "intra-op threads (0: backend default)")
-	tol := fs.Float64("tolerance", runtime.DefaultTolerance, "an op agrees when its scaled error (max abs error / the op output's scale) is at most this")
+	tol := fs.Float64("tolerance", infer.DefaultTolerance, "an op agrees when its scaled error (max abs error / the op output's scale) is at most this")
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
 	pos, err := parseFlags(fs, args, stdout)
 	if err != nil {
@@ -50,9 +50,9 @@ func runValidate(args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	v, err := runtime.ValidateOps(m, in.Tensors, runtime.ValidateOptions{Backend: *backend, Threads: *threads, Tolerance: *tol})
+	v, err := infer.ValidateOps(m, in.Tensors, infer.ValidateOptions{Backend: *backend, Threads: *threads, Tolerance: *tol})
 	if err != nil {
-		if errors.Is(err, runtime.ErrNotConverted) {
+		if errors.Is(err, infer.ErrNotConverted) {
 			return badInput(err)
 		}
 		return runtimeFailure(err)
@@ -75,8 +75,8 @@ func runValidate(args []string, stdout io.Writer) error {
 
 // checkBackend vets --backend (run, compare, validate, finetune).
 func checkBackend(name string) error {
-	if !slices.Contains(runtime.Backends(), name) {
-		return usageError("--backend %q: want %s", name, strings.Join(runtime.Backends(), " or "))
+	if !slices.Contains(infer.Backends(), name) {
+		return usageError("--backend %q: want %s", name, strings.Join(infer.Backends(), " or "))
 	}
 	return nil
 }

@@ -8,34 +8,34 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/linearize/linearize/infer"
 	"github.com/linearize/linearize/internal/cliutil"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
-	"github.com/linearize/linearize/runtime"
 )
 
 // feedFlags are the input flags of run, compare, validate, finetune and
-// compare-backends; build turns them into a runtime.FeedSpec and builds
+// compare-backends; build turns them into a infer.FeedSpec and builds
 // it, so that every command takes the same flags with the same defaults,
 // checks and exit codes.
 type feedFlags struct {
-	spec      runtime.FeedSpec
+	spec      infer.FeedSpec
 	textFiles multiFlag
 	texts     multiFlag
 }
 
 // addFeedFlags registers the input flags on fs.
 func addFeedFlags(fs *flag.FlagSet) *feedFlags {
-	f := &feedFlags{spec: runtime.FeedSpec{Inputs: map[string]string{}}}
+	f := &feedFlags{spec: infer.FeedSpec{Inputs: map[string]string{}}}
 	fs.Var((*inputsFlag)(&f.spec.Inputs), "input", "feed the model input NAME from FILE, a .npy or TensorProto .pb file (`NAME=FILE`; repeatable)")
 	fs.Var(&f.texts, "text", "a `TEXT` to tokenize with the model's tokenizer, one batch row each (repeatable); fills the token-level inputs not given with --input")
 	fs.Var(&f.textFiles, "text-file", "a `FILE` with one text per line, tokenized like --text (repeatable)")
 	fs.StringVar(&f.spec.Vocab, "vocab", "", "tokenizer `PATH` for --text: a folder, tokenizer.json or vocab.txt (default: found beside the model)")
 	fs.BoolVar(&f.spec.Random, "random-inputs", false, "make seeded random values for every input not given with --input (not with --text)")
-	f.spec.Batch = runtime.DefaultFeedBatch
+	f.spec.Batch = infer.DefaultFeedBatch
 	fs.Var(&intFlag{&f.spec.Batch, 1}, "batch", "batch size `B` of random inputs")
-	fs.Var(&intFlag{&f.spec.SeqLen, 1}, "seq-len", "sequence length `L`: texts are padded or truncated to it, random inputs take it (default: for texts the model's fixed length, else the longest text up to --max-len; for random inputs "+strconv.Itoa(runtime.DefaultFeedSeqLen)+")")
-	f.spec.MaxLen = runtime.DefaultFeedMaxLen
+	fs.Var(&intFlag{&f.spec.SeqLen, 1}, "seq-len", "sequence length `L`: texts are padded or truncated to it, random inputs take it (default: for texts the model's fixed length, else the longest text up to --max-len; for random inputs "+strconv.Itoa(infer.DefaultFeedSeqLen)+")")
+	f.spec.MaxLen = infer.DefaultFeedMaxLen
 	fs.Var(&intFlag{&f.spec.MaxLen, 2}, "max-len", "at most `N` tokens per text when --seq-len is not given")
 	fs.Uint64Var(&f.spec.Seed, "seed", defaultSeed, "seed of the random inputs")
 	return f
@@ -44,7 +44,7 @@ func addFeedFlags(fs *flag.FlagSet) *feedFlags {
 // build makes the inputs of the model at path. Its errors carry exit
 // codes: 1 for a flag value out of range or flags that conflict, 2 for an
 // input file, a tokenizer or a model that does not fit.
-func (f *feedFlags) build(m *onnxpb.ModelProto, path string) (*runtime.Feed, error) {
+func (f *feedFlags) build(m *onnxpb.ModelProto, path string) (*infer.Feed, error) {
 	s := f.spec
 	s.Texts, s.TextFiles = f.texts, f.textFiles
 	feed, err := s.Build(m, path)
@@ -61,7 +61,7 @@ func (f *feedFlags) build(m *onnxpb.ModelProto, path string) (*runtime.Feed, err
 
 // load loads the one MODEL argument of run, validate and compare-backends
 // and builds its inputs; a model that does not load is bad input.
-func (f *feedFlags) load(path string) (*onnxpb.ModelProto, *runtime.Feed, error) {
+func (f *feedFlags) load(path string) (*onnxpb.ModelProto, *infer.Feed, error) {
 	m, err := onnx.Load(path)
 	if err != nil {
 		return nil, nil, badInput(err)
@@ -75,7 +75,7 @@ func (f *feedFlags) load(path string) (*onnxpb.ModelProto, *runtime.Feed, error)
 
 // feedBuilt, when set (by tests), sees every feed a command builds; an
 // error it returns stops the command.
-var feedBuilt func(*runtime.Feed) error
+var feedBuilt func(*infer.Feed) error
 
 // feedFlagNames are the flags of the FeedSpec fields.
 var feedFlagNames = map[string]string{
@@ -83,18 +83,18 @@ var feedFlagNames = map[string]string{
 	"Random": "--random-inputs", "Batch": "--batch", "SeqLen": "--seq-len", "MaxLen": "--max-len",
 }
 
-// feedError words a runtime.FeedError in flags and gives it its exit code.
+// feedError words a infer.FeedError in flags and gives it its exit code.
 func feedError(err error) error {
-	var fe *runtime.FeedError
+	var fe *infer.FeedError
 	if !errors.As(err, &fe) {
 		return badInput(err)
 	}
 	flagName := feedFlagNames[fe.Field]
 	var msg string
 	switch {
-	case errors.Is(err, runtime.ErrFeedConflict):
+	case errors.Is(err, infer.ErrFeedConflict):
 		msg = fmt.Sprintf("%s cannot be combined with %s", flagName, feedFlagNames[fe.With])
-	case errors.Is(err, runtime.ErrInputNotGiven):
+	case errors.Is(err, infer.ErrInputNotGiven):
 		msg = fmt.Sprintf("input %q not given: use --input %s=FILE, --text, --text-file or --random-inputs", fe.Input, fe.Input)
 	case fe.Field == "Inputs":
 		msg = fmt.Sprintf("--input %s: %s", fe.Input, fe.Message())
@@ -103,7 +103,7 @@ func feedError(err error) error {
 	default:
 		msg = fe.Message()
 	}
-	if errors.Is(err, runtime.ErrFeedValue) || errors.Is(err, runtime.ErrFeedConflict) {
+	if errors.Is(err, infer.ErrFeedValue) || errors.Is(err, infer.ErrFeedConflict) {
 		return &exitError{exitUsage, errors.New(msg)}
 	}
 	return badInput(errors.New(msg))

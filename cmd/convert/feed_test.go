@@ -9,9 +9,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/linearize/linearize/infer"
 	"github.com/linearize/linearize/models"
 	"github.com/linearize/linearize/onnx"
-	"github.com/linearize/linearize/runtime"
 )
 
 // feedCommands are the commands that take the input flags, each with its
@@ -99,9 +99,9 @@ func TestFeedFlagErrorsAgree(t *testing.T) {
 // TestFeedsAgree: the same flags build the same tensors in every command.
 func TestFeedsAgree(t *testing.T) {
 	path, dir := feedModel(t)
-	var got *runtime.Feed
+	var got *infer.Feed
 	stop := errors.New("stop")
-	feedBuilt = func(f *runtime.Feed) error { got = f; return stop }
+	feedBuilt = func(f *infer.Feed) error { got = f; return stop }
 	defer func() { feedBuilt = nil }()
 	texts := filepath.Join(dir, "texts.txt")
 	os.WriteFile(texts, []byte("horses\nthe man is eating food.\n"), 0o644)
@@ -110,12 +110,12 @@ func TestFeedsAgree(t *testing.T) {
 		batch, seq   int
 		descContains string
 	}{
-		{[]string{"--random-inputs"}, 1, runtime.DefaultFeedSeqLen, "random inputs, seed 1"},
+		{[]string{"--random-inputs"}, 1, infer.DefaultFeedSeqLen, "random inputs, seed 1"},
 		{[]string{"--random-inputs", "--batch", "3", "--seq-len", "24", "--seed", "9"}, 3, 24, "seed 9"},
 		{[]string{"--text", "the man", "--text-file", texts}, 3, 8, "3 texts, 8 tokens"},
 		{[]string{"--text", "the man", "--seq-len", "12"}, 1, 12, "1 texts, 12 tokens"},
 	} {
-		var first *runtime.Feed
+		var first *infer.Feed
 		for name, pre := range feedCommands(path, dir) {
 			got = nil
 			code, _, errOut := runCLI(append(append([]string(nil), pre...), c.args...)...)

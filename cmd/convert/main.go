@@ -1,7 +1,7 @@
 // Command convert turns BERT-style ONNX transformers into linear-attention
 // models and runs, compares and benchmarks them. Each subcommand lives in
 // its own file (cmd_*.go) and registers itself; the work is done by the
-// library packages (convert, runtime, ops, models).
+// library packages (convert, infer, ops, models).
 //
 // Exit codes, by the class of the error:
 //
@@ -19,7 +19,7 @@
 //
 // Commands classify library errors with errors.Is/As on the libraries'
 // sentinels (convert.ErrInvalidOption, convert.ErrNothingConverted,
-// runtime.ErrFeedValue, ...), never by their text.
+// infer.ErrFeedValue, ...), never by their text.
 package main
 
 import (
@@ -35,8 +35,8 @@ import (
 	"time"
 
 	"github.com/linearize/linearize/convert"
+	"github.com/linearize/linearize/infer"
 	"github.com/linearize/linearize/internal/benchrun"
-	"github.com/linearize/linearize/runtime"
 )
 
 // Exit codes.
@@ -115,8 +115,8 @@ func runtimeFailure(err error) error {
 func parseFlags(fs *flag.FlagSet, args []string, stdout io.Writer) ([]string, error) {
 	fs.SetOutput(io.Discard)
 	if fs.Lookup("ort-lib") == nil {
-		fs.Func("ort-lib", "`PATH` of the onnxruntime shared library (default: $"+runtime.LibraryEnv+", beside the executable, the repository's .tools/lib, system library folders)", func(p string) error {
-			runtime.SetLibraryPath(p)
+		fs.Func("ort-lib", "`PATH` of the onnxruntime shared library (default: $"+infer.LibraryEnv+", beside the executable, the repository's .tools/lib, system library folders)", func(p string) error {
+			infer.SetLibraryPath(p)
 			return nil
 		})
 	}

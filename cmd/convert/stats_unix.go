@@ -3,7 +3,7 @@
 package main
 
 import (
-	goruntime "runtime"
+	"runtime"
 	"syscall"
 )
 
@@ -13,7 +13,7 @@ func peakRSS() int64 {
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		return 0
 	}
-	if goruntime.GOOS == "darwin" { // bytes there, KiB on Linux
+	if runtime.GOOS == "darwin" { // bytes there, KiB on Linux
 		return int64(ru.Maxrss)
 	}
 	return int64(ru.Maxrss) << 10

@@ -21,10 +21,10 @@ import (
 	"time"
 
 	"github.com/linearize/linearize/convert"
+	"github.com/linearize/linearize/infer"
 	"github.com/linearize/linearize/internal/progress"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
-	"github.com/linearize/linearize/runtime"
 )
 
 // ChildEnv is the environment variable that turns a process into a
@@ -85,7 +85,7 @@ func runChild(s ChildSpec, res *ChildResult) error {
 	if err != nil {
 		return err
 	}
-	sess, err := runtime.Open("ort", m, runtime.Options{Threads: s.Threads})
+	sess, err := infer.Open("ort", m, infer.Options{Threads: s.Threads})
 	if err != nil {
 		return err
 	}
@@ -119,7 +119,7 @@ func runChild(s ChildSpec, res *ChildResult) error {
 // Inputs builds a batch-1 feed of length n for a BERT-style model: token
 // ids drawn from [0, 100) with a fixed seed, a mask of ones, token types 0,
 // position ids 0..n−1; any other integer input is zeros.
-func Inputs(vals []runtime.Value, n int) (map[string]*onnx.Tensor, error) {
+func Inputs(vals []infer.Value, n int) (map[string]*onnx.Tensor, error) {
 	rng := rand.New(rand.NewPCG(uint64(n), 17))
 	feed := map[string]*onnx.Tensor{}
 	for _, v := range vals {
@@ -269,11 +269,11 @@ func Run(o Options) (*Result, error) {
 	}
 	// Fail once, clearly, rather than in every child; and hand the
 	// children the library this process found, whatever their folder.
-	if err := runtime.ORTAvailable(); err != nil {
+	if err := infer.ORTAvailable(); err != nil {
 		return nil, err
 	}
-	if lib, err := runtime.LibraryPath(); err == nil {
-		o.env = append(o.env, runtime.LibraryEnv+"="+lib)
+	if lib, err := infer.LibraryPath(); err == nil {
+		o.env = append(o.env, infer.LibraryEnv+"="+lib)
 	}
 	bo := o.Bench.withDefaults()
 	lengths := append([]int(nil), bo.Lengths...)

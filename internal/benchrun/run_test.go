@@ -9,9 +9,9 @@ import (
 	"testing"
 
 	"github.com/linearize/linearize/convert"
+	"github.com/linearize/linearize/infer"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
-	"github.com/linearize/linearize/runtime"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -26,7 +26,7 @@ func TestMain(m *testing.M) {
 
 func tinyModel(t *testing.T) string {
 	t.Helper()
-	if err := runtime.ORTAvailable(); err != nil {
+	if err := infer.ORTAvailable(); err != nil {
 		t.Skipf("onnxruntime not available (install with scripts/setup.sh): %v", err)
 	}
 	return filepath.Join("..", "..", "testdata", "bert-tiny.onnx")

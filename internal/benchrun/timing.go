@@ -5,8 +5,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/linearize/linearize/infer"
 	"github.com/linearize/linearize/onnx"
-	"github.com/linearize/linearize/runtime"
 )
 
 // Timing is the wall-clock time of repeated runs of one session.
@@ -25,7 +25,7 @@ type Timing struct {
 // repeat rounds in which every session runs once, in turn, so that load
 // from elsewhere on the machine affects all of them alike. It returns the
 // median and fastest run of each session.
-func TimeRuns(sessions []runtime.Session, inputs map[string]*onnx.Tensor, warmup, repeat int) ([]Timing, error) {
+func TimeRuns(sessions []infer.Session, inputs map[string]*onnx.Tensor, warmup, repeat int) ([]Timing, error) {
 	if repeat < 1 {
 		return nil, fmt.Errorf("benchrun: repeat must be ≥ 1, got %d", repeat)
 	}

@@ -9,7 +9,7 @@ type OpTime struct {
 	Total time.Duration
 }
 
-// profiler is implemented by runtime's native session; its method's
+// profiler is implemented by infer's native session; its method's
 // result type, from this internal package, keeps it out of reach of
 // code outside the module.
 type profiler interface {
@@ -17,7 +17,7 @@ type profiler interface {
 }
 
 // Read returns the per-op-type times of a native session created with
-// runtime.NativeOptions.Profile, slowest first; ok is false for other
+// infer.NativeOptions.Profile, slowest first; ok is false for other
 // sessions.
 func Read(s any) (times []OpTime, ok bool) {
 	p, isProfiler := s.(profiler)

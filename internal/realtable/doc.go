@@ -6,6 +6,6 @@
 // renders the rows as markdown tables, at one sequence length (Table) or
 // at several (ByLength, LengthMarkdown).
 //
-// It is built on the public API of convert, finetune and runtime only;
+// It is built on the public API of convert, finetune and infer only;
 // progress goes through internal/progress.
 package realtable

@@ -9,10 +9,10 @@ import (
 
 	"github.com/linearize/linearize/convert"
 	"github.com/linearize/linearize/finetune"
+	"github.com/linearize/linearize/infer"
 	"github.com/linearize/linearize/internal/progress"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
-	"github.com/linearize/linearize/runtime"
 )
 
 // Variant is one conversion of the table: exactly one of Performer,
@@ -172,7 +172,7 @@ func table(original *onnxpb.ModelProto, opt Options, pr *progress.Reporter) ([]R
 	}
 	var values []string
 	for _, b := range det.Blocks {
-		values = append(values, runtime.MergedValue(original, b.Output))
+		values = append(values, infer.MergedValue(original, b.Output))
 	}
 	if opt.Detail && opt.Fit.Progress == nil {
 		opt.Fit.Progress = opt.Progress
@@ -213,12 +213,12 @@ func table(original *onnxpb.ModelProto, opt Options, pr *progress.Reporter) ([]R
 		}
 		h := opt.HeldOut
 		logf("measuring on %d held-out inputs of %d tokens", h.Batch, h.SeqLen)
-		mc, err := runtime.CompareModels([]*onnxpb.ModelProto{original, m}, []string{"original", row.Variant}, h.Feed,
-			runtime.ModelCompareOptions{Backend: opt.Fit.Backend, Threads: opt.Fit.Threads, Values: values, Mask: h.Mask, Batch: h.Batch, SeqLen: h.SeqLen})
+		mc, err := infer.CompareModels([]*onnxpb.ModelProto{original, m}, []string{"original", row.Variant}, h.Feed,
+			infer.ModelCompareOptions{Backend: opt.Fit.Backend, Threads: opt.Fit.Threads, Values: values, Mask: h.Mask, Batch: h.Batch, SeqLen: h.SeqLen})
 		if err != nil {
 			return rows, fmt.Errorf("realtable: %s: %w", row.Variant, err)
 		}
-		byValue := map[string]runtime.ValueComparison{}
+		byValue := map[string]infer.ValueComparison{}
 		for _, r := range mc.Rows {
 			if r.Model != row.Variant {
 				continue
@@ -245,7 +245,7 @@ func table(original *onnxpb.ModelProto, opt Options, pr *progress.Reporter) ([]R
 			vfeed = firstRows(h.Feed, h.Batch, opt.ValidateInputs)
 		}
 		logf("validating the converted ops")
-		val, err := runtime.ValidateOps(m, vfeed, runtime.ValidateOptions{Backend: opt.Fit.Backend, Threads: opt.Fit.Threads})
+		val, err := infer.ValidateOps(m, vfeed, infer.ValidateOptions{Backend: opt.Fit.Backend, Threads: opt.Fit.Threads})
 		row.Validated = err == nil && val.OK()
 		row.Seconds = time.Since(start).Seconds()
 		rows = append(rows, row)

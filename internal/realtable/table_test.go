@@ -7,9 +7,9 @@ import (
 
 	"github.com/linearize/linearize/convert"
 	"github.com/linearize/linearize/finetune"
+	"github.com/linearize/linearize/infer"
 	"github.com/linearize/linearize/models"
 	"github.com/linearize/linearize/onnx"
-	"github.com/linearize/linearize/runtime"
 )
 
 func TestVariantNames(t *testing.T) {
@@ -65,7 +65,7 @@ func TestLengthMarkdown(t *testing.T) {
 // carries its length and the inputs of that length, and a local+pooled
 // conversion whose segments cover every key is exact.
 func TestByLength(t *testing.T) {
-	if err := runtime.ORTAvailable(); err != nil {
+	if err := infer.ORTAvailable(); err != nil {
 		t.Skipf("%v (run scripts/setup.sh)", err)
 	}
 	orig, err := models.BERT(models.TinyConfig())
@@ -76,7 +76,7 @@ func TestByLength(t *testing.T) {
 	inputs := func(n int) (cal, held Inputs, err error) {
 		asked = append(asked, n)
 		for i, in := range []*Inputs{&cal, &held} {
-			feed, err := runtime.RandomInputs(orig, runtime.GraphInputs(orig), runtime.RandomOptions{Batch: 4, SeqLen: n, Seed: uint64(i + 1)})
+			feed, err := infer.RandomInputs(orig, infer.GraphInputs(orig), infer.RandomOptions{Batch: 4, SeqLen: n, Seed: uint64(i + 1)})
 			if err != nil {
 				return cal, held, err
 			}
@@ -181,12 +181,12 @@ func TestTableLara(t *testing.T) {
 	if _, err := convertVariant(orig, Variant{Lara: &convert.LaraOptions{}, LocalPooled: &convert.LocalPooledOptions{}}); err == nil {
 		t.Error("two conversions in one variant accepted")
 	}
-	if err := runtime.ORTAvailable(); err != nil {
+	if err := infer.ORTAvailable(); err != nil {
 		t.Skipf("%v (run scripts/setup.sh)", err)
 	}
 	var in [2]Inputs
 	for i := range in {
-		feed, err := runtime.RandomInputs(orig, runtime.GraphInputs(orig), runtime.RandomOptions{Batch: 3, SeqLen: 20, Seed: uint64(i + 1)})
+		feed, err := infer.RandomInputs(orig, infer.GraphInputs(orig), infer.RandomOptions{Batch: 3, SeqLen: 20, Seed: uint64(i + 1)})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -7,7 +7,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/linearize/linearize/runtime"
+	"github.com/linearize/linearize/infer"
 )
 
 // RequireORTEnv is the environment variable .ci/run sets: with it, a test
@@ -21,7 +21,7 @@ const RequireORTEnv = "LINEARIZE_REQUIRE_ORT"
 // fails if RequireORTEnv is set.
 func ORT(t testing.TB) bool {
 	t.Helper()
-	err := runtime.ORTAvailable()
+	err := infer.ORTAvailable()
 	if err == nil {
 		return true
 	}

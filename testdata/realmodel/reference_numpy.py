@@ -13,7 +13,7 @@ makes .tools/tok-venv) first, then
     .tools/tok-venv/bin/python testdata/realmodel/reference_numpy.py
 
 It writes testdata/realmodel/reference.json (small; committed), read by
-runtime/realmodel_test.go.
+infer/realmodel_test.go.
 """
 import json
 import math
