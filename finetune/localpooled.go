@@ -13,10 +13,11 @@ import (
 // LocalPooled returns a copy of converted in which, for every
 // LocalPooledAttention node, the Q and K (and with opt.FitValues, when V
 // has a projection of its own, V) projection weights and biases are fitted
-// to the original model's attention on the calibration inputs feed. The op's structure (blocks, segments, sinks) stays as converted:
-// the fit teaches the queries and keys to score the segment means (and
-// the exact keys beside them) the way the full softmax scored the keys the
-// means stand for.
+// to the original model's attention on the calibration inputs feed. The
+// op's structure (blocks, segments, sinks) stays as converted: the fit
+// teaches the queries and keys to score the segment means (and the exact
+// keys beside them) the way the full softmax scored the keys the means
+// stand for.
 func LocalPooled(original, converted *onnxpb.ModelProto, feed map[string]*onnx.Tensor, opt Options) (*onnxpb.ModelProto, *Report, error) {
 	return localPooled(original, converted, feed, opt, nil)
 }
