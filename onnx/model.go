@@ -221,6 +221,10 @@ func resolveInside(dir, rel string) (string, error) {
 	return p, nil
 }
 
+// loadExternal reads every external tensor's bytes into raw_data. The
+// external_data entries of a tensor whose data_location is not EXTERNAL
+// point at nothing (ONNX ignores them); they are dropped so that no reader
+// of the loaded model takes them for a reference.
 func loadExternal(m *onnxpb.ModelProto, dir string) error {
 	var total int64
 	files := map[string]*os.File{}
@@ -230,7 +234,11 @@ func loadExternal(m *onnxpb.ModelProto, dir string) error {
 		}
 	}()
 	return forEachModelTensor(m, func(t *onnxpb.TensorProto) error {
-		if t == nil || t.GetDataLocation() != onnxpb.TensorProto_EXTERNAL {
+		if t == nil {
+			return nil
+		}
+		if t.GetDataLocation() != onnxpb.TensorProto_EXTERNAL {
+			t.ExternalData = nil
 			return nil
 		}
 		kv := externalInfo(t)

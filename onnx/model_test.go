@@ -260,6 +260,40 @@ func TestExternalDataRefused(t *testing.T) {
 	}
 }
 
+// TestStaleExternalEntries: external_data entries on a tensor whose
+// data_location is DEFAULT refer to nothing (found by FuzzLoadExternal:
+// Load kept them, and a reader could take them for a reference). Load
+// keeps the inline data and drops the entries.
+func TestStaleExternalEntries(t *testing.T) {
+	dir := t.TempDir()
+	m := smallModel(4)
+	w := m.Graph.Initializer[0]
+	w.ExternalData = []*onnxpb.StringStringEntryProto{kvEntry("location", "../outside.bin"), kvEntry("length", "16")}
+	want, err := DecodeTensor(w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Encode(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(dir, "m.onnx")
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, err := Load(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw := got.Graph.Initializer[0]
+	if len(gw.ExternalData) != 0 {
+		t.Errorf("external_data entries kept: %v", gw.ExternalData)
+	}
+	if d, err := DecodeTensor(gw); err != nil || !equalTensors(d, want) {
+		t.Errorf("inline data changed: %v", err)
+	}
+}
+
 func TestSaveRefusesToOverwriteInput(t *testing.T) {
 	dir := t.TempDir()
 	p := filepath.Join(dir, "m.onnx")
