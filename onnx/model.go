@@ -300,7 +300,7 @@ func expectedBytes(t *onnxpb.TensorProto) int64 {
 	}
 	n := int64(1)
 	for _, d := range t.GetDims() {
-		if d < 0 || (d != 0 && n > MaxTensorElements/d) {
+		if d < 0 || d > MaxTensorElements || (d != 0 && n > MaxTensorElements/d) {
 			return -1
 		}
 		n *= d

@@ -243,7 +243,9 @@ func (v *validator) tensor(t *onnxpb.TensorProto) {
 			v.add(w, fmt.Sprintf("negative dimension %d", d))
 			return
 		}
-		if d != 0 && n > MaxTensorElements/d {
+		// A dimension past the bound is refused even beside a zero one
+		// (no elements), as DecodeTensor refuses it.
+		if d > MaxTensorElements || (d != 0 && n > MaxTensorElements/d) {
 			v.add(w, fmt.Sprintf("shape %v exceeds %d elements", t.GetDims(), int64(MaxTensorElements)))
 			return
 		}

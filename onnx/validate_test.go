@@ -74,6 +74,10 @@ func TestValidateRejectsEachClass(t *testing.T) {
 		{"absurd dims", func(m *onnxpb.ModelProto) {
 			m.Graph.Initializer[0].Dims = []int64{1 << 40, 1 << 40}
 		}, `tensor "W": shape`},
+		{"huge dim beside a zero one", func(m *onnxpb.ModelProto) {
+			m.Graph.Initializer[0].Dims = []int64{0, 1 << 41}
+			m.Graph.Initializer[0].RawData = nil
+		}, `tensor "W": shape`},
 		{"negative dim", func(m *onnxpb.ModelProto) {
 			m.Graph.Initializer[0].Dims = []int64{-2, -2}
 		}, `negative dimension`},
