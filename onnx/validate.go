@@ -257,6 +257,10 @@ func (v *validator) tensor(t *onnxpb.TensorProto) {
 		v.add(w, "external data not loaded (Load reads it from the model's folder)")
 		return
 	}
+	if t.Segment != nil {
+		v.add(w, "segmented tensors are not supported")
+		return
+	}
 	dt := DataType(t.GetDataType())
 	if t.RawData != nil && dt != String {
 		es := int64(ElemSize(dt))

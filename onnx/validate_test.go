@@ -78,6 +78,9 @@ func TestValidateRejectsEachClass(t *testing.T) {
 			m.Graph.Initializer[0].Dims = []int64{0, 1 << 41}
 			m.Graph.Initializer[0].RawData = nil
 		}, `tensor "W": shape`},
+		{"segmented tensor", func(m *onnxpb.ModelProto) {
+			m.Graph.Initializer[0].Segment = &onnxpb.TensorProto_Segment{Begin: i64p(0), End: i64p(2)}
+		}, `tensor "W": segmented`},
 		{"negative dim", func(m *onnxpb.ModelProto) {
 			m.Graph.Initializer[0].Dims = []int64{-2, -2}
 		}, `negative dimension`},
