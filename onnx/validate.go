@@ -143,6 +143,10 @@ func (v *validator) graph(g *onnxpb.GraphProto, where string, outer map[string]b
 		defined[t.GetName()] = true
 	}
 	for _, st := range g.SparseInitializer {
+		if st.GetValues() == nil || st.GetIndices() == nil {
+			v.add(where, "sparse initializer without values or indices")
+			continue
+		}
 		v.tensor(st.GetValues())
 		v.tensor(st.GetIndices())
 		defined[st.GetValues().GetName()] = true

@@ -78,6 +78,10 @@ func TestValidateRejectsEachClass(t *testing.T) {
 			m.Graph.Initializer[0].Dims = []int64{0, 1 << 41}
 			m.Graph.Initializer[0].RawData = nil
 		}, `tensor "W": shape`},
+		{"sparse initializer without indices", func(m *onnxpb.ModelProto) {
+			v, _ := onnx.EncodeTensor("S", onnx.NewFloat([]int{1}, []float32{1}))
+			m.Graph.SparseInitializer = []*onnxpb.SparseTensorProto{{Values: v, Dims: []int64{4}}}
+		}, `sparse initializer without values or indices`},
 		{"segmented tensor", func(m *onnxpb.ModelProto) {
 			m.Graph.Initializer[0].Segment = &onnxpb.TensorProto_Segment{Begin: i64p(0), End: i64p(2)}
 		}, `tensor "W": segmented`},
