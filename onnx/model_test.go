@@ -210,6 +210,13 @@ func writeExternalStub(t *testing.T, dir, location string) string {
 	w.RawData = nil
 	w.DataLocation = onnxpb.TensorProto_EXTERNAL.Enum()
 	w.ExternalData = []*onnxpb.StringStringEntryProto{kvEntry("location", location)}
+	return writeModelFile(t, dir, m)
+}
+
+// writeModelFile encodes m to dir/m.onnx as it is, with no check (Save
+// would refuse some of the models the tests write).
+func writeModelFile(t *testing.T, dir string, m *onnxpb.ModelProto) string {
+	t.Helper()
 	b, err := Encode(m)
 	if err != nil {
 		t.Fatal(err)
@@ -273,15 +280,7 @@ func TestStaleExternalEntries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := Encode(m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := filepath.Join(dir, "m.onnx")
-	if err := os.WriteFile(p, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	got, err := Load(p)
+	got, err := Load(writeModelFile(t, dir, m))
 	if err != nil {
 		t.Fatal(err)
 	}
