@@ -29,18 +29,18 @@ const (
 // Band (the form was not faster there in that draw).
 const Beyond = math.MaxInt
 
-// Band returns the 5th and 95th percentiles of form f's measured crossover
-// against the variant ref over bootstrap draws of the runs' repeats. A
-// crossover at the shortest length both ran stands for "at most that
-// length", one past the longest is Beyond. ok is false when a run used has
-// fewer than 3 timed repeats or when no length has both runs.
-func (r *Result) Band(f, ref convert.Form) (lo, hi int, ok bool) {
-	lo, hi, _, _, ok = r.band(f, ref)
-	return lo, hi, ok
+// Band is the spread of a measured crossover: Lo and Hi are its 5th and
+// 95th percentiles over bootstrap draws, Shortest and Longest the lengths
+// both runs had. Lo or Hi equal to Shortest stands for "at most that
+// length"; Beyond for "past Longest".
+type Band struct {
+	Lo, Hi, Shortest, Longest int
 }
 
-// band is Band, with the shortest and longest lengths both runs had.
-func (r *Result) band(f, ref convert.Form) (lo, hi, shortest, longest int, ok bool) {
+// Band returns the band of form f's measured crossover against the variant
+// ref over bootstrap draws of the runs' repeats. ok is false when a run
+// used has fewer than 3 timed repeats or when no length has both runs.
+func (r *Result) Band(f, ref convert.Form) (b Band, ok bool) {
 	refRuns := r.okRuns(ref)
 	var ns []int
 	var own, base [][]float64
@@ -50,14 +50,14 @@ func (r *Result) band(f, ref convert.Form) (lo, hi, shortest, longest int, ok bo
 			continue
 		}
 		if len(run.TimesMS) < 3 || len(b.TimesMS) < 3 {
-			return 0, 0, 0, 0, false
+			return Band{}, false
 		}
 		ns = append(ns, run.Length)
 		own = append(own, run.TimesMS)
 		base = append(base, b.TimesMS)
 	}
 	if len(ns) == 0 {
-		return 0, 0, 0, 0, false
+		return Band{}, false
 	}
 	rng := rand.New(rand.NewPCG(bandSeed, uint64(len(ns))))
 	draws := make([]int, bandDraws)
@@ -81,59 +81,44 @@ func (r *Result) band(f, ref convert.Form) (lo, hi, shortest, longest int, ok bo
 		draws[d] = c
 	}
 	sort.Ints(draws)
-	return draws[bandDraws*5/100], draws[bandDraws*95/100-1], ns[0], ns[len(ns)-1], true
+	return Band{Lo: draws[bandDraws*5/100], Hi: draws[bandDraws*95/100-1], Shortest: ns[0], Longest: ns[len(ns)-1]}, true
 }
 
-// bandText writes a band as "90 % of resampled runs: 398–466", with "≤ N"
-// for a crossover at the shortest length and "> N" past the longest.
-func (r *Result) bandText(f, ref convert.Form) string {
-	lo, hi, shortest, longest, ok := r.band(f, ref)
-	if !ok {
-		return ""
-	}
+// String writes the band as "90 % of resampled runs: 398 to 466", with
+// "≤ N" for a crossover at the shortest length and "> N" past the longest.
+func (b Band) String() string {
 	end := func(c int) string {
 		switch c {
 		case Beyond:
-			return "> " + strconv.Itoa(longest)
-		case shortest:
-			return "≤ " + strconv.Itoa(shortest)
+			return "> " + strconv.Itoa(b.Longest)
+		case b.Shortest:
+			return "≤ " + strconv.Itoa(b.Shortest)
 		}
 		return strconv.Itoa(c)
 	}
-	if lo == hi {
-		return "90 % of resampled runs: " + end(lo)
+	if b.Lo == b.Hi {
+		return "90 % of resampled runs: " + end(b.Lo)
 	}
-	return "90 % of resampled runs: " + end(lo) + " to " + end(hi)
+	return "90 % of resampled runs: " + end(b.Lo) + " to " + end(b.Hi)
 }
 
-// WithinBand reports whether the crossover of form f against ref predicted
-// at pred lies within the factor tol of the measured band (see within);
-// ok is false when there is no band (see Band).
-func (r *Result) WithinBand(f, ref convert.Form, pred int, tol float64) (in, ok bool) {
-	lo, hi, shortest, longest, ok := r.band(f, ref)
-	if !ok {
-		return false, false
-	}
-	return within(pred, lo, hi, shortest, longest, tol), true
-}
-
-// within reports whether a crossover predicted at pred lies within the
-// factor tol (1.3 for 30 %) of some length in the measured band [lo, hi]
-// (from Band). lo at the shortest measured length stands for "at most"
-// it, so any prediction up to hi·tol passes; hi (and lo) Beyond for "past
-// the longest", so any prediction from longest/tol passes.
-func within(pred, lo, hi, shortest, longest int, tol float64) bool {
+// Within reports whether a crossover predicted at pred lies within the
+// factor tol (1.3 for 30 %) of some length in the band. Lo at the shortest
+// length stands for "at most" it, so any prediction up to Hi·tol passes;
+// Beyond for "past the longest", so any prediction from Longest/tol passes.
+func (b Band) Within(pred int, tol float64) bool {
 	p := float64(pred)
 	if pred <= 0 {
 		return false
 	}
+	lo := b.Lo
 	if lo == Beyond {
-		lo = longest
+		lo = b.Longest
 	}
-	if hi != Beyond && p > float64(hi)*tol {
+	if b.Hi != Beyond && p > float64(b.Hi)*tol {
 		return false
 	}
-	if lo == shortest {
+	if lo == b.Shortest {
 		return true
 	}
 	return p >= float64(lo)/tol

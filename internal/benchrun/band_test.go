@@ -46,7 +46,8 @@ func TestBand(t *testing.T) {
 		{"5% noise, 15 repeats", 15, 0.05, 256, 896},
 	} {
 		r := bandResult(ns, tc.repeat, tc.noise, 7)
-		lo, hi, ok := r.Band(convert.Performer, convert.Original)
+		b, ok := r.Band(convert.Performer, convert.Original)
+		lo, hi := b.Lo, b.Hi
 		if !ok {
 			t.Fatalf("%s: no band", tc.name)
 		}
@@ -57,8 +58,8 @@ func TestBand(t *testing.T) {
 
 	// More noise never narrows the band (same draws of z, scaled).
 	width := func(noise float64) int {
-		lo, hi, _ := bandResult(ns, 9, noise, 3).Band(convert.Performer, convert.Original)
-		return hi - lo
+		b, _ := bandResult(ns, 9, noise, 3).Band(convert.Performer, convert.Original)
+		return b.Hi - b.Lo
 	}
 	if w1, w2 := width(0.01), width(0.04); w1 >= w2 {
 		t.Errorf("band width %d at 1%% noise, %d at 4%%: want it to grow", w1, w2)
@@ -66,26 +67,27 @@ func TestBand(t *testing.T) {
 
 	// Faster at every length: the band is the bound at the shortest.
 	r := bandResult([]int{600, 700, 800}, 5, 0, 1)
-	if lo, hi, _ := r.Band(convert.Performer, convert.Original); lo != 600 || hi != 600 {
-		t.Errorf("faster everywhere: band %d–%d, want 600–600", lo, hi)
+	b, _ := r.Band(convert.Performer, convert.Original)
+	if b.Lo != 600 || b.Hi != 600 {
+		t.Errorf("faster everywhere: band %d–%d, want 600–600", b.Lo, b.Hi)
 	}
-	if got := r.bandText(convert.Performer, convert.Original); got != "90 % of resampled runs: ≤ 600" {
+	if got := b.String(); got != "90 % of resampled runs: ≤ 600" {
 		t.Errorf("faster everywhere: %q", got)
 	}
 	// Slower at every length: Beyond.
 	r = bandResult([]int{200, 300, 400}, 5, 0, 1)
-	if lo, hi, _ := r.Band(convert.Performer, convert.Original); lo != Beyond || hi != Beyond {
-		t.Errorf("slower everywhere: band %d–%d, want Beyond", lo, hi)
+	if b, _ := r.Band(convert.Performer, convert.Original); b.Lo != Beyond || b.Hi != Beyond {
+		t.Errorf("slower everywhere: band %d–%d, want Beyond", b.Lo, b.Hi)
 	}
 	// Too few repeats to resample.
-	if _, _, ok := bandResult(ns, 2, 0.02, 1).Band(convert.Performer, convert.Original); ok {
+	if _, ok := bandResult(ns, 2, 0.02, 1).Band(convert.Performer, convert.Original); ok {
 		t.Error("a band from 2 repeats")
 	}
 	// The same result gives the same band.
-	a1, b1, _ := bandResult(ns, 9, 0.05, 11).Band(convert.Performer, convert.Original)
-	a2, b2, _ := bandResult(ns, 9, 0.05, 11).Band(convert.Performer, convert.Original)
-	if a1 != a2 || b1 != b2 {
-		t.Errorf("band %d–%d then %d–%d from the same result", a1, b1, a2, b2)
+	b1, _ := bandResult(ns, 9, 0.05, 11).Band(convert.Performer, convert.Original)
+	b2, _ := bandResult(ns, 9, 0.05, 11).Band(convert.Performer, convert.Original)
+	if b1 != b2 {
+		t.Errorf("band %+v then %+v from the same result", b1, b2)
 	}
 }
 
@@ -107,7 +109,8 @@ func TestWithin(t *testing.T) {
 		{787, Beyond, Beyond, false},
 		{0, 400, 600, false}, // no prediction
 	} {
-		if got := within(tc.pred, tc.lo, tc.hi, shortest, longest, 1.3); got != tc.want {
+		b := Band{Lo: tc.lo, Hi: tc.hi, Shortest: shortest, Longest: longest}
+		if got := b.Within(tc.pred, 1.3); got != tc.want {
 			t.Errorf("within(%d, %d–%d) = %v, want %v", tc.pred, tc.lo, tc.hi, got, tc.want)
 		}
 	}

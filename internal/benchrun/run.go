@@ -646,13 +646,13 @@ func writeVersus(w io.Writer, r *Result) {
 // "; 90 % of resampled runs: 481 to 695, the prediction within 30 % of it".
 func (r *Result) MeasuredText(f, ref convert.Form, meas, pred int) string {
 	s := r.measuredPoint(f, ref, meas, pred)
-	in, ok := r.WithinBand(f, ref, pred, 1.3)
+	b, ok := r.Band(f, ref)
 	if !ok {
 		return s
 	}
-	s += "; " + r.bandText(f, ref)
+	s += "; " + b.String()
 	if pred > 0 {
-		if in {
+		if b.Within(pred, 1.3) {
 			s += ", the prediction within 30 % of it"
 		} else {
 			s += ", the prediction not within 30 % of it"

@@ -74,9 +74,9 @@ func run(paths []string) error {
 		banded, in := 0, 0
 		r.FitCrossovers(fit, func(f, base convert.Form, pred, meas int) {
 			fmt.Printf("  %-12s vs %-8s predicted %5d, %s\n", f, base, pred, r.MeasuredText(f, base, meas, pred))
-			if w, ok := r.WithinBand(f, base, pred, 1.3); ok {
+			if b, ok := r.Band(f, base); ok {
 				banded++
-				if w {
+				if b.Within(pred, 1.3) {
 					in++
 				}
 			}
