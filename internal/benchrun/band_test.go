@@ -111,7 +111,7 @@ func TestWithin(t *testing.T) {
 	} {
 		b := Band{Lo: tc.lo, Hi: tc.hi, Shortest: shortest, Longest: longest}
 		if got := b.Within(tc.pred, 1.3); got != tc.want {
-			t.Errorf("within(%d, %d–%d) = %v, want %v", tc.pred, tc.lo, tc.hi, got, tc.want)
+			t.Errorf("Within(%d, %d–%d) = %v, want %v", tc.pred, tc.lo, tc.hi, got, tc.want)
 		}
 	}
 }
