@@ -278,8 +278,8 @@ func (d *Detection) Explain() string {
 	return sb.String()
 }
 
-// ErrNothingConverted is wrapped by the error ToPerformer and ToLinformer
-// return when they rewrite no block (no attention found, every block
+// ErrNothingConverted is wrapped by the error ToPerformer, ToLinformer,
+// ToLocalPooled and ToLARA return when they rewrite no block (no attention found, every block
 // refused or unselected, or the model converted already); the message
 // says why, block by block. They return the report with it and no model.
 var ErrNothingConverted = errors.New("convert: nothing converted")
