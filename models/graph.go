@@ -96,7 +96,6 @@ func (g *graph) unsqueeze(name, x string, axes ...int64) string {
 	return g.node("Unsqueeze", name, []string{x}, attrInts("axes", axes...))
 }
 
-// reduceMean over the last axis, keepdims=1 (axes as attribute below 18).
 // viewBS is x.view(B, S, dims...) through the exporter's shape chain: B
 // and S gathered from Shape(x), the dims constants, all named under p.
 func (g *graph) viewBS(p, x string, dims ...int64) string {
@@ -114,6 +113,8 @@ func (g *graph) viewBS(p, x string, dims ...int64) string {
 	return g.node("Reshape", p+"/Reshape", []string{x, shape})
 }
 
+// reduceMeanLast is ReduceMean over the last axis, keepdims=1 (axes as
+// an attribute below opset 18).
 func (g *graph) reduceMeanLast(name, x string) string {
 	if g.opset >= 18 {
 		a := g.constInts(name+"_axes", -1)

@@ -103,8 +103,6 @@ func (ctx *Context) checkPresent(in []*onnx.Tensor) error {
 	return nil
 }
 
-// sameTypeInputs checks the inputs of a variadic op (Sum, Max, Einsum, ...):
-// at least one, all present, all of one type, which it returns.
 // twoInputs checks a binary op's two inputs and that their types match.
 func (ctx *Context) twoInputs(in []*onnx.Tensor) (a, b *onnx.Tensor, err error) {
 	if err := ctx.checkInputs(in, 2, 2); err != nil {
@@ -117,6 +115,8 @@ func (ctx *Context) twoInputs(in []*onnx.Tensor) (a, b *onnx.Tensor, err error) 
 	return a, b, nil
 }
 
+// sameTypeInputs checks the inputs of a variadic op (Sum, Max, Einsum, ...):
+// at least one, all present, all of one type, which it returns.
 func (ctx *Context) sameTypeInputs(in []*onnx.Tensor) (onnx.DataType, error) {
 	if err := ctx.checkInputs(in, 1, -1); err != nil {
 		return 0, err
