@@ -45,7 +45,7 @@ type Weights struct {
 // ratios of docs/bench-crossover.json, BERT-base width, 2 layers, 384 to
 // 4096 tokens, onnxruntime 1.30 with 2 threads on this project's 2-core
 // machine (`go run ./internal/cmd/costfit docs/bench-crossover.json`
-// prints them, to 3 digits; a test in internal/costfit checks that they
+// prints them, to 3 digits; a test in internal/benchrun checks that they
 // are what the fit of that file gives). They are
 // effective weights: a softmax form's core MACs and passes both grow as
 // n², so only their sum is determined, and here the passes carry it.

@@ -12,7 +12,9 @@ import (
 // TestDefaultWeightsFromFit refits the cost model to the run its default
 // weights come from (docs/bench-crossover.json) and checks that
 // convert.DefaultWeights are that fit to 3 significant digits, so the
-// defaults stay what the command README names produces.
+// defaults stay what the command README names produces. It pins the
+// constants to the fit; whether the fit is right is TestFitRecoversWeights'
+// job (internal/costfit), on runs timed with known weights.
 func TestDefaultWeightsFromFit(t *testing.T) {
 	b, err := os.ReadFile("../../docs/bench-crossover.json")
 	if err != nil {

@@ -1,7 +1,9 @@
 package benchrun
 
 import (
+	"cmp"
 	"math"
+	"slices"
 
 	"github.com/linearize/linearize/convert"
 )
@@ -166,7 +168,8 @@ func (r *Result) measuredCrossover(ref map[int]*Measurement) map[convert.Form]in
 	for _, f := range []convert.Form{convert.Performer, convert.Linformer, convert.LocalPooled, convert.Lara} {
 		var ns []int
 		var sp []float64
-		for _, run := range r.sorted(f) {
+		runs := r.sorted(f)
+		for _, run := range runs {
 			if run.Status != "ok" || ref[run.Length] == nil || run.MedianMS <= 0 {
 				continue
 			}
@@ -174,7 +177,7 @@ func (r *Result) measuredCrossover(ref map[int]*Measurement) map[convert.Form]in
 			sp = append(sp, ref[run.Length].MedianMS/run.MedianMS)
 		}
 		if len(ns) == 0 {
-			if len(r.sorted(f)) > 0 {
+			if len(runs) > 0 {
 				out[f] = -1
 			}
 			continue
@@ -208,6 +211,7 @@ func crossing(ns []int, sp []float64) int {
 	return int(math.Round(math.Exp(n0 + t*(n1-n0))))
 }
 
+// sorted returns the runs of variant f by increasing length.
 func (r *Result) sorted(f convert.Form) []Measurement {
 	var out []Measurement
 	for _, run := range r.Runs {
@@ -215,10 +219,6 @@ func (r *Result) sorted(f convert.Form) []Measurement {
 			out = append(out, run)
 		}
 	}
-	for i := 1; i < len(out); i++ {
-		for j := i; j > 0 && out[j].Length < out[j-1].Length; j-- {
-			out[j], out[j-1] = out[j-1], out[j]
-		}
-	}
+	slices.SortStableFunc(out, func(a, b Measurement) int { return cmp.Compare(a.Length, b.Length) })
 	return out
 }

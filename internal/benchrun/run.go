@@ -612,15 +612,12 @@ func writeVersus(w io.Writer, r *Result) {
 		sort.Strings(forms)
 		for _, f := range forms {
 			pred := "-"
-			if c, ok := r.CrossoverVersus[b.Name][convert.Form(f)]; ok {
+			c, ok := r.CrossoverVersus[b.Name][convert.Form(f)]
+			if ok {
 				pred = strconv.Itoa(c)
 				if c < 0 {
 					pred = "never"
 				}
-			}
-			c, ok := r.CrossoverVersus[b.Name][convert.Form(f)]
-			if !ok {
-				c = -1
 			}
 			fmt.Fprintf(w, "%s crossover versus %s: predicted n = %s, %s\n", f, b.Name, pred, r.MeasuredText(convert.Form(f), convert.Form(b.Name), measured[convert.Form(f)], c))
 		}
@@ -645,10 +642,17 @@ func writeVersus(w io.Writer, r *Result) {
 // the band of Band follows, with whether pred lies within 30 % of it:
 // "; 90 % of resampled runs: 481 to 695, the prediction within 30 % of it".
 func (r *Result) MeasuredText(f, ref convert.Form, meas, pred int) string {
+	s, _, _ := r.Measured(f, ref, meas, pred)
+	return s
+}
+
+// Measured is MeasuredText that also returns the band it printed (ok false
+// when there is none), for callers that tally the 30 % verdicts.
+func (r *Result) Measured(f, ref convert.Form, meas, pred int) (text string, b Band, ok bool) {
 	s := r.measuredPoint(f, ref, meas, pred)
-	b, ok := r.Band(f, ref)
+	b, ok = r.Band(f, ref)
 	if !ok {
-		return s
+		return s, b, false
 	}
 	s += "; " + b.String()
 	if pred > 0 {
@@ -658,7 +662,7 @@ func (r *Result) MeasuredText(f, ref convert.Form, meas, pred int) string {
 			s += ", the prediction not within 30 % of it"
 		}
 	}
-	return s
+	return s, b, true
 }
 
 // measuredPoint is MeasuredText without the band.

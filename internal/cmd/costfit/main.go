@@ -73,8 +73,9 @@ func run(paths []string) error {
 		fmt.Printf("\n%s (%s):\n", paths[i], what)
 		banded, in := 0, 0
 		r.FitCrossovers(fit, func(f, base convert.Form, pred, meas int) {
-			fmt.Printf("  %-12s vs %-8s predicted %5d, %s\n", f, base, pred, r.MeasuredText(f, base, meas, pred))
-			if b, ok := r.Band(f, base); ok {
+			text, b, ok := r.Measured(f, base, meas, pred)
+			fmt.Printf("  %-12s vs %-8s predicted %5d, %s\n", f, base, pred, text)
+			if ok {
 				banded++
 				if b.Within(pred, 1.3) {
 					in++
