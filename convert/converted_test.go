@@ -36,12 +36,14 @@ func TestNothingConverted(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			pm, prep, perr := ToPerformer(c.m, PerformerOptions{Features: 8})
 			lm, lrep, lerr := ToLinformer(c.m, LinformerOptions{K: 4, MaxLen: 8})
+			pl, plrep, plerr := ToLocalPooled(c.m, LocalPooledOptions{})
+			la, larep, laerr := ToLARA(c.m, LaraOptions{Landmarks: 4})
 			for _, r := range []struct {
 				op  string
 				m   *onnxpb.ModelProto
 				rep *Report
 				err error
-			}{{"performer", pm, prep, perr}, {"linformer", lm, lrep, lerr}} {
+			}{{"performer", pm, prep, perr}, {"linformer", lm, lrep, lerr}, {"local-pooled", pl, plrep, plerr}, {"lara", la, larep, laerr}} {
 				if c.name == "causal" && r.op == "performer" {
 					continue // the causal Performer converts it (causal_test.go)
 				}

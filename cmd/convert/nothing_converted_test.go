@@ -5,16 +5,32 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/linearize/linearize/onnx"
+	"github.com/linearize/linearize/onnx/onnxpb"
 )
 
 // TestRewriteNothingConverted: performer, linformer, local-pooled and lara
-// exit with bad input,
-// name the reason and write nothing when no block can be converted: a
-// causal model, a model converted already, a model with no attention.
-// It is not a case of TestBadInputExitCodes' table, which checks exit code,
-// message and stdout only: this one also checks that no file is written.
+// exit with bad input, name the reason and write nothing when no block can
+// be converted: a causal model, a model converted already, a model with no
+// attention. It needs models the command builds (a converted one) or the
+// test writes, which TestBadInputExitCodes' table of fixed inputs has not.
 func TestRewriteNothingConverted(t *testing.T) {
 	tmp := t.TempDir()
+	// Y = Relu(X): a valid model with no attention at all.
+	dims := []onnx.Dim{{Value: 1}, {Value: 8}}
+	op, name, ir, ver, dom := "Relu", "relu", int64(8), int64(17), ""
+	noAttn := filepath.Join(tmp, "relu.onnx")
+	writeModel(t, &onnxpb.ModelProto{
+		IrVersion:   &ir,
+		OpsetImport: []*onnxpb.OperatorSetIdProto{{Domain: &dom, Version: &ver}},
+		Graph: &onnxpb.GraphProto{
+			Name:   &name,
+			Node:   []*onnxpb.NodeProto{{Name: &name, OpType: &op, Input: []string{"X"}, Output: []string{"Y"}}},
+			Input:  []*onnxpb.ValueInfoProto{onnx.MakeValueInfo("X", onnx.Float, dims)},
+			Output: []*onnxpb.ValueInfoProto{onnx.MakeValueInfo("Y", onnx.Float, dims)},
+		},
+	}, noAttn)
 	tiny := filepath.Join("..", "..", "testdata", "bert-tiny.onnx")
 	converted := filepath.Join(tmp, "perf.onnx")
 	if code, _, errOut := runCLI("performer", tiny, "-o", converted, "--features", "8"); code != 0 {
@@ -30,6 +46,7 @@ func TestRewriteNothingConverted(t *testing.T) {
 	}{
 		{causal, "causal"},
 		{converted, "converted already: it holds 2 × ai.linearize:PerformerAttention"},
+		{noAttn, "no attention block found"},
 	} {
 		for _, op := range [][]string{{"performer", "--features", "8"}, {"linformer", "--k", "4"}, {"local-pooled"}, {"lara", "--landmarks", "4"}} {
 			if c.model == causal && op[0] == "performer" {
