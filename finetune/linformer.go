@@ -101,11 +101,7 @@ func linformer(original, converted *onnxpb.ModelProto, feed map[string]*onnx.Ten
 	if err := opt.defaults(0.01); err != nil {
 		return nil, nil, err
 	}
-	out := onnx.CloneShared(converted)
-	if out.Graph == nil {
-		return nil, nil, fmt.Errorf("finetune: converted model has no graph")
-	}
-	nodes, err := matchTargets(original, out, ops.LinformerOp, 5)
+	out, nodes, _, _, inits, err := prepareFit(original, converted, ops.LinformerOp, 5)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -134,19 +130,13 @@ func linformer(original, converted *onnxpb.ModelProto, feed map[string]*onnx.Ten
 	if err != nil {
 		return nil, nil, err
 	}
-	inits := initializerIndex(out.Graph)
 	rep := &Report{Op: ops.LinformerOp, Steps: opt.Steps, LR: opt.LR}
 	prog := opt.reporter(shared, len(nodes))
 	for _, group := range groups {
 		var expose []string
 		for _, ln := range group {
 			n := ln.node
-			expose = append(expose, n.Input[0], n.Input[1], n.Input[2])
-			if len(n.Input) > 5 && n.Input[5] != "" {
-				if _, isInit := inits[n.Input[5]]; !isInit {
-					expose = append(expose, n.Input[5])
-				}
-			}
+			expose = exposeBias(append(expose, n.Input[0], n.Input[1], n.Input[2]), inits, linformerBias(n))
 		}
 		got, err := runOnce(out, feed, dedup(expose), opt)
 		if err != nil {
@@ -155,28 +145,21 @@ func linformer(original, converted *onnxpb.ModelProto, feed map[string]*onnx.Ten
 		first := group[0].node
 		params := make([]*onnx.Tensor, 0, 2)
 		for _, name := range []string{first.Input[3], first.Input[4]} {
-			i, ok := inits[name]
-			if !ok {
+			if _, ok := inits[name]; !ok {
 				return nil, nil, fmt.Errorf("finetune: layer %d: projection %q is not an initializer", group[0].layer, name)
 			}
-			t, err := onnx.DecodeTensor(out.Graph.Initializer[i])
-			if err != nil || t.DType != onnx.Float {
-				return nil, nil, fmt.Errorf("finetune: layer %d: projection %q: want float32 (%v)", group[0].layer, name, err)
+			t, err := floatInitializer(out, inits, group[0].layer, name)
+			if err != nil {
+				return nil, nil, err
 			}
 			params = append(params, t)
 		}
 		var probs []*linformerProblem
 		for _, ln := range group {
 			n := ln.node
-			var bias *onnx.Tensor
-			if len(n.Input) > 5 && n.Input[5] != "" {
-				if i, isInit := inits[n.Input[5]]; isInit {
-					if bias, err = onnx.DecodeTensor(out.Graph.Initializer[i]); err != nil {
-						return nil, nil, fmt.Errorf("finetune: layer %d bias: %w", ln.layer, err)
-					}
-				} else {
-					bias = got[n.Input[5]]
-				}
+			bias, err := keyBias(out, inits, got, ln.layer, linformerBias(n))
+			if err != nil {
+				return nil, nil, err
 			}
 			p := &linformerProblem{
 				Q: got[n.Input[0]], K: got[n.Input[1]], V: got[n.Input[2]], Bias: bias, Y: ref[ln.target],
@@ -202,18 +185,20 @@ func linformer(original, converted *onnxpb.ModelProto, feed map[string]*onnx.Ten
 			reportLayer(prog, rep.Op, rep.Layers[len(rep.Layers)-1])
 		}
 		e, f := probs[0].Params()
-		for _, w := range []struct {
-			name string
-			t    *onnx.Tensor
-		}{{first.Input[3], e}, {first.Input[4], f}} {
-			tp, err := onnx.EncodeTensor(w.name, w.t)
-			if err != nil {
-				return nil, nil, fmt.Errorf("finetune: layer %d: %w", group[0].layer, err)
-			}
-			out.Graph.Initializer[inits[w.name]] = tp
+		if err := storeParams(out, inits, group[0].layer, []namedParam{{first.Input[3], e}, {first.Input[4], f}}); err != nil {
+			return nil, nil, err
 		}
 	}
 	return out, rep, nil
+}
+
+// linformerBias names the key-bias input of a LinformerAttention node
+// (its sixth), or "" when it has none.
+func linformerBias(n *onnxpb.NodeProto) string {
+	if len(n.Input) > 5 {
+		return n.Input[5]
+	}
+	return ""
 }
 
 func runOnce(m *onnxpb.ModelProto, feed map[string]*onnx.Tensor, names []string, opt Options) (map[string]*onnx.Tensor, error) {

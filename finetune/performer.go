@@ -67,7 +67,8 @@ func blockProjection(f *graphfacts.Facts, inits map[string]int, role string, pr 
 // PerformerAttention node, the Q and K projection weights and biases
 // feeding the random features are fitted to the original model's
 // attention on the calibration inputs feed; ω stays frozen (see the
-// package documentation). Only the positive kernel is supported.
+// package documentation). Only bidirectional (causal=0) nodes with the
+// positive kernel are supported.
 func Performer(original, converted *onnxpb.ModelProto, feed map[string]*onnx.Tensor, opt Options) (*onnxpb.ModelProto, *Report, error) {
 	return performer(original, converted, feed, opt, nil)
 }
@@ -89,6 +90,9 @@ func performer(original, converted *onnxpb.ModelProto, feed map[string]*onnx.Ten
 		if k := onnx.AttrString(n, "kernel", ops.KernelPositive); k != ops.KernelPositive {
 			return nil, nil, fmt.Errorf("finetune: node %s: kernel %q, only %q can be fitted", n.GetName(), k, ops.KernelPositive)
 		}
+		if onnx.AttrInt(n, "causal", 0) != 0 {
+			return nil, nil, fmt.Errorf("finetune: node %s: causal Performer is not supported by the fit (it has no causal masking)", n.GetName())
+		}
 		if onnx.AttrInt(n, "center", 0) != 0 || onnx.AttrString(n, "features", ops.FeaturesFavorPlus) != ops.FeaturesFavorPlus || len(n.Input) > 5 {
 			return nil, nil, fmt.Errorf("finetune: node %s: only plain FAVOR+ nodes can be fitted (no gradients yet through centring, the balance or FAVOR++/FAVOR# features; convert with --center=false --features-kind favor+ to fine-tune)", n.GetName())
 		}
@@ -105,9 +109,6 @@ func performer(original, converted *onnxpb.ModelProto, feed map[string]*onnx.Ten
 	if err != nil {
 		return nil, nil, err
 	}
-	decode := func(layer int, name string) (*onnx.Tensor, error) {
-		return floatInitializer(out, inits, layer, name)
-	}
 	rep := &Report{Op: ops.PerformerOp, Steps: opt.Steps, LR: opt.LR}
 	prog := opt.reporter(shared, len(nodes))
 	for i, ln := range nodes {
@@ -116,18 +117,15 @@ func performer(original, converted *onnxpb.ModelProto, feed map[string]*onnx.Ten
 		if err != nil {
 			return nil, nil, err
 		}
-		p := &performerProblem{
-			XQ: got[pr.q.x], XK: got[pr.k.x], V: got[n.Input[2]], Bias: bias, Y: ref[ln.target],
-			Scale:   float64(onnx.AttrFloat(n, "scale", 0)),
-			Epsilon: float64(onnx.AttrFloat(n, "epsilon", 1e-6)),
-		}
-		// The op's positive, bidirectional kernel is the plain ratio (its
+		// Epsilon stays 0: the op's positive, bidirectional kernel (the
+		// only one the loop above lets through) is the plain ratio (its
 		// mixture form needs no epsilon; see ops.PerformerAttention): fit
 		// the function the converted model computes.
-		if onnx.AttrString(n, "kernel", ops.KernelPositive) == ops.KernelPositive && onnx.AttrInt(n, "causal", 0) == 0 {
-			p.Epsilon = 0
+		p := &performerProblem{
+			XQ: got[pr.q.x], XK: got[pr.k.x], V: got[n.Input[2]], Bias: bias, Y: ref[ln.target],
+			Scale: float64(onnx.AttrFloat(n, "scale", 0)),
 		}
-		if p.Omega, err = decode(ln.layer, n.Input[3]); err != nil {
+		if p.Omega, err = floatInitializer(out, inits, ln.layer, n.Input[3]); err != nil {
 			return nil, nil, err
 		}
 		if p.WQ, p.BQ, err = projectionTensors(out, inits, ln.layer, pr.q); err != nil {
@@ -210,7 +208,7 @@ type targetNode struct {
 
 // matchTargets pairs every op node of converted with the attention block
 // of original whose head-merged output (Block.Merged) is the node's merged
-// output.
+// output. converted must have a graph (prepareFit, its caller, checks).
 func matchTargets(original, converted *onnxpb.ModelProto, op string, minInputs int) ([]targetNode, error) {
 	det, err := convert.Detect(original)
 	if err != nil {
@@ -226,9 +224,6 @@ func matchTargets(original, converted *onnxpb.ModelProto, op string, minInputs i
 			merged = infer.MergedValue(original, b.Output)
 		}
 		byMerged[merged] = b
-	}
-	if converted.GetGraph() == nil {
-		return nil, fmt.Errorf("finetune: converted model has no graph")
 	}
 	cix := onnx.NewIndex(converted.Graph)
 	var nodes []targetNode

@@ -3,12 +3,15 @@ package finetune
 import (
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/linearize/linearize/convert"
 	"github.com/linearize/linearize/models"
 	"github.com/linearize/linearize/onnx"
+	"github.com/linearize/linearize/onnx/onnxpb"
 	"github.com/linearize/linearize/ops"
+	"google.golang.org/protobuf/proto"
 )
 
 // perfProblem draws a small random Performer layer with the last key of
@@ -169,5 +172,38 @@ func TestPerformerFitTiny(t *testing.T) {
 	}
 	if !sameEncoding(t, fitted, again) {
 		t.Error("two fits with the same inputs and seed differ")
+	}
+}
+
+// TestPerformerRefusesCausal checks that a causal PerformerAttention node
+// (causal=1), which the fit has no masking for, is refused up front with
+// an error naming it.
+func TestPerformerRefusesCausal(t *testing.T) {
+	orig, err := models.BERT(models.TinyConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	conv, _, err := convert.ToPerformer(orig, convert.PerformerOptions{Features: 8, Seed: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var node *onnxpb.NodeProto
+	for _, n := range conv.Graph.Node {
+		if n.GetDomain() == ops.Domain && n.GetOpType() == ops.PerformerOp {
+			node = n
+			break
+		}
+	}
+	if node == nil {
+		t.Fatal("the converted model has no PerformerAttention node")
+	}
+	if a := onnx.Attr(node, "causal"); a != nil {
+		a.I = proto.Int64(1)
+	} else {
+		node.Attribute = append(node.Attribute, &onnxpb.AttributeProto{Name: proto.String("causal"), Type: onnxpb.AttributeProto_INT.Enum(), I: proto.Int64(1)})
+	}
+	_, _, err = Performer(orig, conv, nil, Options{Steps: 1})
+	if err == nil || !strings.Contains(err.Error(), "causal") || !strings.Contains(err.Error(), node.GetName()) {
+		t.Fatalf("causal node %s: got error %v, want a refusal naming it", node.GetName(), err)
 	}
 }

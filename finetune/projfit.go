@@ -139,7 +139,7 @@ func qkProjections(facts *graphfacts.Facts, ix *onnx.Index, inits map[string]int
 // initializer positions, which every fit reads.
 func prepareFit(original, converted *onnxpb.ModelProto, op string, minInputs int) (*onnxpb.ModelProto, []targetNode, *onnx.Index, *graphfacts.Facts, map[string]int, error) {
 	out := onnx.CloneShared(converted)
-	if out.Graph == nil {
+	if out.GetGraph() == nil { // the one check: matchTargets and the fits rely on it
 		return nil, nil, nil, nil, nil, fmt.Errorf("finetune: converted model has no graph")
 	}
 	nodes, err := matchTargets(original, out, op, minInputs)
