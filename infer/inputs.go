@@ -372,7 +372,7 @@ type FeedSpec struct {
 	TextFiles []string
 	// Vocab is the tokenizer (a folder, tokenizer.json or vocab.txt; see
 	// tokenize.Load); empty finds it beside the model (see
-	// tokenize.LoadForModel). Tokenizer, when set, is used instead.
+	// tokenize.Find). Tokenizer, when set, is used instead.
 	Vocab     string
 	Tokenizer *tokenize.WordPiece
 	// Random makes seeded random values (RandomInputs) for every input
@@ -529,12 +529,7 @@ func (s FeedSpec) Build(m *onnxpb.ModelProto, modelPath string) (*Feed, error) {
 		tok := s.Tokenizer
 		if tok == nil {
 			var err error
-			if s.Vocab != "" {
-				tok, err = tokenize.Load(s.Vocab)
-			} else {
-				tok, err = tokenize.LoadForModel(modelPath)
-			}
-			if err != nil {
+			if tok, err = tokenize.Find(s.Vocab, modelPath); err != nil {
 				return nil, &FeedError{Field: "Vocab", File: s.Vocab, Err: err}
 			}
 		}

@@ -262,6 +262,7 @@ func TestFeedSpecErrors(t *testing.T) {
 		{FeedSpec{Random: true, Inputs: map[string]string{"nope": missing}}, nil, "Inputs", "nope", `no input "nope" (inputs: input_ids, attention_mask, token_type_ids)`},
 		{FeedSpec{TextFiles: []string{missing}}, nil, "TextFiles", "", "missing.npy"},
 		{FeedSpec{Texts: []string{"x"}, Vocab: missing}, nil, "Vocab", "", "missing.npy"},
+		{FeedSpec{Texts: []string{"x"}}, nil, "Vocab", "", "pass --vocab PATH"}, // none beside the model
 	}
 	for _, c := range cases {
 		_, err := c.spec.Build(m, filepath.Join(t.TempDir(), "m.onnx"))

@@ -6,7 +6,8 @@
 //
 // A tokenizer is read from a model folder (tokenizer.json, or vocab.txt with
 // tokenizer_config.json) by Load, found beside an ONNX model by
-// LoadForModel, or built from a vocabulary with New.
+// LoadForModel (Find takes either, as a --vocab flag does), or built from
+// a vocabulary with New.
 // Encode turns one text into ids framed by [CLS] ... [SEP]; EncodeBatch pads
 // several texts to a common length and returns the three int64 matrices a
 // BERT graph takes: input ids, attention mask and token type ids.

@@ -25,19 +25,37 @@ func Load(path string) (*WordPiece, error) {
 	if err != nil {
 		return nil, fmt.Errorf("tokenize: %w", err)
 	}
-	if !fi.IsDir() {
-		if filepath.Ext(path) == ".json" {
-			return LoadJSON(path)
+	if fi.IsDir() {
+		file := fileIn(path)
+		if file == "" {
+			return nil, fmt.Errorf("tokenize: %s: %w", path, errNoTokenizer)
 		}
-		return LoadVocab(path, configBeside(path))
+		path = file
 	}
-	if p := filepath.Join(path, "tokenizer.json"); exists(p) {
-		return LoadJSON(p)
+	return loadFile(path)
+}
+
+// errNoTokenizer: a folder holds neither tokenizer file.
+var errNoTokenizer = errors.New("no tokenizer.json or vocab.txt")
+
+// fileIn is the tokenizer file Load reads from folder dir: tokenizer.json,
+// else vocab.txt, else "" when neither is there.
+func fileIn(dir string) string {
+	for _, f := range []string{"tokenizer.json", "vocab.txt"} {
+		p := filepath.Join(dir, f)
+		if st, err := os.Stat(p); err == nil && !st.IsDir() {
+			return p
+		}
 	}
-	if p := filepath.Join(path, "vocab.txt"); exists(p) {
-		return LoadVocab(p, configBeside(p))
+	return ""
+}
+
+// loadFile reads a tokenizer.json (by its extension) or a vocab.txt.
+func loadFile(path string) (*WordPiece, error) {
+	if filepath.Ext(path) == ".json" {
+		return LoadJSON(path)
 	}
-	return nil, fmt.Errorf("tokenize: %s: no tokenizer.json or vocab.txt", path)
+	return LoadVocab(path, configBeside(path))
 }
 
 // LoadForModel reads the tokenizer that belongs to the ONNX model at
@@ -48,16 +66,27 @@ func Load(path string) (*WordPiece, error) {
 func LoadForModel(modelPath string) (*WordPiece, error) {
 	cands := []string{filepath.Dir(modelPath), strings.TrimSuffix(modelPath, filepath.Ext(modelPath))}
 	for _, c := range cands {
-		for _, f := range []string{"tokenizer.json", "vocab.txt"} {
-			if st, err := os.Stat(filepath.Join(c, f)); err == nil && !st.IsDir() {
-				return Load(c)
-			}
+		if file := fileIn(c); file != "" {
+			return loadFile(file)
 		}
 	}
-	return nil, fmt.Errorf("tokenize: no tokenizer.json or vocab.txt in %s or %s", cands[0], cands[1])
+	return nil, fmt.Errorf("tokenize: %w in %s or %s", errNoTokenizer, cands[0], cands[1])
 }
 
-func exists(p string) bool { _, err := os.Stat(p); return err == nil }
+// Find reads the tokenizer a command's --vocab flag names: the one at
+// vocab (see Load) or, when vocab is empty, the one beside the model at
+// modelPath (see LoadForModel). When none is beside the model, the error
+// says to pass --vocab PATH.
+func Find(vocab, modelPath string) (*WordPiece, error) {
+	if vocab != "" {
+		return Load(vocab)
+	}
+	t, err := LoadForModel(modelPath)
+	if errors.Is(err, errNoTokenizer) {
+		return nil, fmt.Errorf("%w; pass --vocab PATH", err)
+	}
+	return t, err
+}
 
 func configBeside(vocab string) Options {
 	opt := DefaultOptions()

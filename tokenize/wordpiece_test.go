@@ -194,3 +194,33 @@ func TestLoadForModel(t *testing.T) {
 		t.Errorf("tokenizer beside the model: %v", got)
 	}
 }
+
+// Find reads --vocab when given, else the tokenizer beside the model, and
+// says to pass --vocab when there is none.
+func TestFind(t *testing.T) {
+	dir := t.TempDir()
+	model := filepath.Join(dir, "m.onnx")
+	if _, err := Find("", model); err == nil || !strings.Contains(err.Error(), "pass --vocab PATH") || !strings.Contains(err.Error(), filepath.Join(dir, "m")) {
+		t.Errorf("no tokenizer: err = %v", err)
+	}
+	vocab := filepath.Join(dir, "elsewhere", "vocab.txt")
+	os.Mkdir(filepath.Dir(vocab), 0o755)
+	os.WriteFile(vocab, []byte("[PAD]\n[UNK]\n[CLS]\n[SEP]\nhi\n"), 0o644)
+	if _, err := Find(filepath.Join(dir, "nope"), model); err == nil || !strings.Contains(err.Error(), "nope") || strings.Contains(err.Error(), "pass --vocab") {
+		t.Errorf("missing --vocab: err = %v", err)
+	}
+	tok, err := Find(vocab, model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := tok.Encode("hi", 0); !reflect.DeepEqual(got, []int64{2, 4, 3}) {
+		t.Errorf("--vocab: %v", got)
+	}
+	os.WriteFile(filepath.Join(dir, "vocab.txt"), []byte("[PAD]\n[UNK]\n[CLS]\n[SEP]\nx\nhi\n"), 0o644)
+	if tok, err = Find("", model); err != nil {
+		t.Fatal(err)
+	}
+	if got := tok.Encode("hi", 0); !reflect.DeepEqual(got, []int64{2, 5, 3}) {
+		t.Errorf("beside the model: %v", got)
+	}
+}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -13,10 +14,8 @@ import (
 	"github.com/linearize/linearize/finetune"
 	"github.com/linearize/linearize/infer"
 	"github.com/linearize/linearize/internal/cliutil"
-	"github.com/linearize/linearize/internal/textfile"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
-	"github.com/linearize/linearize/tokenize"
 )
 
 func init() {
@@ -181,27 +180,14 @@ func runPerformer(args []string, stdout io.Writer) error {
 		if *calibLen < 2 {
 			return usageError("--calibration-max-len must be at least 2")
 		}
-		texts, err := textfile.Read(*calib)
+		feed, err := infer.FeedSpec{TextFiles: []string{*calib}, Vocab: *vocab, MaxLen: *calibLen}.Build(m, in)
 		if err != nil {
-			return badInput(fmt.Errorf("--calibration: %w", err))
+			return calibrationError(err)
 		}
-		var tok *tokenize.WordPiece
-		if *vocab != "" {
-			tok, err = tokenize.Load(*vocab)
-		} else {
-			tok, err = tokenize.LoadForModel(in)
-		}
-		if err != nil {
-			return badInput(fmt.Errorf("--vocab: %w", err))
-		}
-		ti, err := infer.TextInputs(tok, infer.GraphInputs(m), texts, 0, *calibLen)
-		if err != nil {
-			return badInput(fmt.Errorf("--calibration: %w", err))
-		}
-		if o.Moments, err = finetune.PerformerMoments(m, ti.Feed, finetune.MomentOptions{Center: o.Center, Weighting: *weighting}); err != nil {
+		if o.Moments, err = finetune.PerformerMoments(m, feed.Tensors, finetune.MomentOptions{Center: o.Center, Weighting: *weighting}); err != nil {
 			return runtimeFailure(err)
 		}
-	} else if o.Balance || o.FeatureMap == "sderf" || o.FeatureMap == "aderf" {
+	} else if o.NeedsMoments() {
 		return usageError("--balance and --features-kind %s need --calibration FILE", o.FeatureMap)
 	}
 	out, rep, err := convert.ToPerformer(m, o)
@@ -210,6 +196,22 @@ func runPerformer(args []string, stdout io.Writer) error {
 			"Chunk", "chunk", "FeatureMap", "features-kind", "Balance", "balance", "Moments", "calibration"))
 	}
 	return finishRewrite(stdout, &f, in, out, rep)
+}
+
+// calibrationError words an error of building the --calibration feed in
+// performer's flags: --vocab for the tokenizer, --calibration for the
+// texts. Every such error is bad input (--calibration-max-len is checked
+// before).
+func calibrationError(err error) error {
+	var fe *infer.FeedError
+	if !errors.As(err, &fe) {
+		return badInput(err)
+	}
+	flagName := "--calibration"
+	if fe.Field == "Vocab" {
+		flagName = "--vocab"
+	}
+	return badInput(fmt.Errorf("%s: %s", flagName, fe.Message()))
 }
 
 // performerVariantList parses report-real's --performer-variants:

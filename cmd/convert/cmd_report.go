@@ -173,9 +173,11 @@ func runReportReal(args []string, stdout io.Writer) error {
 	if err != nil {
 		return badInput(err)
 	}
+	// No --vocab here: the tokenizer is the one scripts/real-model.sh
+	// writes beside the model.
 	tok, err := tokenize.LoadForModel(*model)
 	if err != nil {
-		return badInput(err)
+		return badInput(fmt.Errorf("tokenizer of %s: %w (run scripts/real-model.sh first)", *model, err))
 	}
 	readTexts := func(path string, limit int) ([]string, error) {
 		texts, err := textfile.Read(path)

@@ -9,12 +9,6 @@ import (
 	"github.com/linearize/linearize/ops"
 )
 
-// needsMoments reports whether a Performer conversion with options o needs
-// calibration moments: a fitted balance or FAVOR# (sderf, aderf) features.
-func needsMoments(o convert.PerformerOptions) bool {
-	return o.Balance || o.FeatureMap == ops.FeaturesSDERF || o.FeatureMap == ops.FeaturesADERF
-}
-
 // performerTag describes the variant options of o ("" for plain FAVOR+):
 // "center+balance+favor+", "center+aderf", "favor++", ...
 func performerTag(o convert.PerformerOptions) string {
@@ -41,7 +35,7 @@ type momentCache map[bool]map[int]*features.Moments
 // withMoments returns v with the calibration moments its Performer options
 // need, computed from the calibration feed once per centring setting.
 func (c momentCache) withMoments(original *onnxpb.ModelProto, v Variant, feed map[string]*onnx.Tensor, opt finetune.Options) (Variant, error) {
-	if v.Performer == nil || v.Performer.Moments != nil || !needsMoments(*v.Performer) {
+	if v.Performer == nil || v.Performer.Moments != nil || !v.Performer.NeedsMoments() {
 		return v, nil
 	}
 	o := *v.Performer
