@@ -7,8 +7,8 @@ import (
 	"time"
 )
 
-// processCPU returns the user+system CPU time the process has used, or 0
-// when the OS does not say.
+// processCPU returns the user+system CPU time the process has used (for
+// BenchmarkBackends), or 0 when the OS does not say.
 func processCPU() time.Duration {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
