@@ -613,8 +613,9 @@ func malformedCases(t *testing.T, base *onnxpb.ModelProto) {
 // TestPaddingInvarianceMaskOrder: whether the mask is added before the
 // score scale ((QKᵀ + mask)/√d, which turns −10000 into −1250) or after
 // it, appending padded tokens to a sequence leaves the outputs at its
-// real tokens unchanged (1e-5) for every op in onnxruntime, as it does
-// for the original model.
+// real tokens unchanged (1e-5) for every op, in onnxruntime (the function
+// bodies) and in the native backend (the Go kernels), as it does for the
+// original model.
 func TestPaddingInvarianceMaskOrder(t *testing.T) {
 	needORT(t)
 	const real, padded = 3, fS
@@ -622,7 +623,9 @@ func TestPaddingInvarianceMaskOrder(t *testing.T) {
 		{name: "mask-then-div", opset: 17, k: "0231", scale: "div-after", mask: "add"},
 		{name: "mask-then-mul", opset: 13, k: "twostep", scale: "mul-after", mask: "add"},
 		{name: "where-then-div", opset: 17, k: "0231", scale: "div-after", mask: "where"},
+		{name: "where-then-mul", opset: 17, k: "0231", scale: "mul-after", mask: "where"},
 		{name: "div-then-mask", opset: 17, k: "0231", scale: "div", mask: "add"},
+		{name: "mul-then-mask", opset: 13, k: "twostep", scale: "mul", mask: "add"},
 	} {
 		t.Run(f.name, func(t *testing.T) {
 			m := f.build()
@@ -665,10 +668,15 @@ func TestPaddingInvarianceMaskOrder(t *testing.T) {
 				name string
 				m    *onnxpb.ModelProto
 			}{{"original", m}, {"performer", pm}, {"linformer", lm}, {"local-pooled", lp}, {"performer centred favor++", cm}, {"lara", la}} {
-				a, b := runORT(t, c.m, long)[out], runORT(t, c.m, short)[out]
-				got := onnx.NewFloat([]int{1, real, fHid}, a.Floats()[:real*fHid])
-				if d := infer.CompareTensors(got, b); !d.OK(1e-5) {
-					t.Errorf("%s: padded vs unpadded outputs at the real tokens: %v", c.name, d)
+				for _, be := range []struct {
+					name string
+					run  func(*testing.T, *onnxpb.ModelProto, map[string]*onnx.Tensor) map[string]*onnx.Tensor
+				}{{"onnxruntime", runORT}, {"native", runNative}} {
+					a, b := be.run(t, c.m, long)[out], be.run(t, c.m, short)[out]
+					got := onnx.NewFloat([]int{1, real, fHid}, a.Floats()[:real*fHid])
+					if d := infer.CompareTensors(got, b); !d.OK(1e-5) {
+						t.Errorf("%s (%s): padded vs unpadded outputs at the real tokens: %v", c.name, be.name, d)
+					}
 				}
 			}
 		})
