@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/linearize/linearize/convert"
+	"github.com/linearize/linearize/infer"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
 	"github.com/linearize/linearize/ops"
@@ -117,28 +118,16 @@ type benchInput struct {
 	rank int
 }
 
-// graphInputs lists the inputs of m that are not initializers.
+// graphInputs maps the inputs of m that are not initializers to their
+// element type and rank (−1 when the model declares no shape).
 func graphInputs(m *onnxpb.ModelProto) map[string]benchInput {
 	out := map[string]benchInput{}
-	if m == nil || m.Graph == nil {
-		return out
-	}
-	inits := map[string]bool{}
-	for _, t := range m.Graph.Initializer {
-		inits[t.GetName()] = true
-	}
-	for _, vi := range m.Graph.Input {
-		if inits[vi.GetName()] {
-			continue
+	for _, v := range infer.GraphInputs(m) {
+		in := benchInput{elem: int32(v.DType), rank: -1}
+		if v.Shape != nil {
+			in.rank = len(v.Shape)
 		}
-		in := benchInput{rank: -1}
-		if tt := vi.GetType().GetTensorType(); tt != nil {
-			in.elem = tt.GetElemType()
-			if tt.Shape != nil {
-				in.rank = len(tt.Shape.Dim)
-			}
-		}
-		out[vi.GetName()] = in
+		out[v.Name] = in
 	}
 	return out
 }
@@ -146,14 +135,7 @@ func graphInputs(m *onnxpb.ModelProto) map[string]benchInput {
 // sameInputs checks that every input of got is an input of want with
 // the same element type and rank.
 func sameInputs(want, got map[string]benchInput) error {
-	names := func(m map[string]benchInput) string {
-		var ns []string
-		for n := range m {
-			ns = append(ns, n)
-		}
-		sort.Strings(ns)
-		return strings.Join(ns, ", ")
-	}
+	names := func(m map[string]benchInput) string { return strings.Join(sortedKeys(m), ", ") }
 	if len(got) == 0 {
 		return fmt.Errorf("the model has no inputs; the original reads %s", names(want))
 	}
