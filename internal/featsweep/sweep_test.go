@@ -13,7 +13,7 @@ import (
 // attention in float64, and orthogonal features beat iid ones on average
 // (small logits, where the estimator is usable).
 func TestPerformerErrorFallsWithM(t *testing.T) {
-	cfg := featsweep.Config{D: 64, N: 128, Seeds: 5, Sigma: 0.25, Norms: []features.Norms{features.NormsChi}}
+	cfg := featsweep.Config{D: 64, N: 128, Seeds: 5, Sigma: 0.25, Norms: []features.Norms{features.NormsChi}, Features: []int{64, 256, 1024, 4096}}
 	cells, err := featsweep.Run(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -21,7 +21,7 @@ func TestPerformerErrorFallsWithM(t *testing.T) {
 	var buf bytes.Buffer
 	featsweep.WriteTable(&buf, cfg, cells)
 	t.Logf("\n%s", buf.String())
-	nm := 4
+	nm := len(cfg.Features) // cells come one row of M values per kind
 	means := map[features.Kind]float64{}
 	for i := 0; i < len(cells); i += nm {
 		row := cells[i : i+nm]
