@@ -183,6 +183,10 @@ func ExtendTable(rows []float32, old, hidden, newRows, offset int, method string
 	return out
 }
 
+// errNoPositionTable is findPositionTable's error for a graph without an
+// absolute position table.
+var errNoPositionTable = errors.New("convert: extend positions: no absolute position-embedding table found (Gather from an initializer indexed by position ids); models with relative or rotary positions need no extension")
+
 // findPositionTable returns the one absolute position table of the graph.
 func findPositionTable(ix *onnx.Index) (*posTable, error) {
 	var found []*posTable
@@ -225,7 +229,7 @@ func findPositionTable(ix *onnx.Index) (*posTable, error) {
 		if len(rejected) > 0 {
 			return nil, fmt.Errorf("convert: extend positions: table %s looks like a position table but its indices come from neither a position_ids buffer, a Range, a CumSum nor a position input", rejected[0])
 		}
-		return nil, errors.New("convert: extend positions: no absolute position-embedding table found (Gather from an initializer indexed by position ids); models with relative or rotary positions need no extension")
+		return nil, errNoPositionTable
 	default:
 		return nil, fmt.Errorf("convert: extend positions: %d candidate position tables (%s); expected one", len(tables), strings.Join(tables, ", "))
 	}
@@ -375,4 +379,33 @@ func setDeclaredRows(g *onnxpb.GraphProto, name string, rows int) {
 	}
 	fix(g.Input)
 	fix(g.ValueInfo)
+}
+
+// PositionLimit returns the longest input, in tokens including [CLS] and
+// [SEP], that m's absolute position table admits: the table's rows, less
+// the two rows RoBERTa-style models keep before the first position when
+// their ids come from a CumSum over the mask (padding_idx+1 numbering).
+// It returns 0 and no error when m has no absolute position table
+// (relative or rotary positions set no limit of their own).
+func PositionLimit(m *onnxpb.ModelProto) (int, error) {
+	if m == nil || m.Graph == nil {
+		return 0, errors.New("convert: position limit: no graph")
+	}
+	ix := onnx.NewIndex(m.Graph)
+	pt, err := findPositionTable(ix)
+	if err != nil {
+		if errors.Is(err, errNoPositionTable) {
+			return 0, nil
+		}
+		return 0, err
+	}
+	tp := ix.Initializers[pt.table]
+	if tp == nil || len(tp.Dims) != 2 {
+		return 0, fmt.Errorf("convert: position limit: table %s is not a 2-D initializer", pt.table)
+	}
+	rows := int(tp.Dims[0])
+	if pt.source == "cumsum" && rows > 2 {
+		rows -= 2
+	}
+	return rows, nil
 }
