@@ -1,0 +1,21 @@
+// Package embed turns texts into vectors with a BERT-style ONNX encoder:
+// one vector per text, pooled as the model's sentence-transformers files
+// say (mean, [CLS] or max over the last hidden state) and L2-normalised
+// for retrieval by cosine.
+//
+// A long text can be read three ways, so that they can be compared on the
+// same text:
+//
+//   - Truncate: [CLS], the first Window−2 wordpieces, [SEP]; one pass.
+//   - Chunk: the wordpieces cut into consecutive chunks of Window−2, each
+//     run as [CLS] chunk [SEP]; the mean of the L2-normalised chunk
+//     embeddings (the usual chunk-and-average workaround).
+//   - Long: the whole text in one pass, for a model that reads long inputs
+//     (written by `convert long`); a model whose position table is too
+//     short for the text is an error, never a silent truncation.
+//
+// Open loads the model, its tokenizer and its pooling configuration and
+// opens an inference session (package infer, onnxruntime or pure Go);
+// Embedder.Embed then embeds texts in batches. Cosine compares two
+// vectors.
+package embed

@@ -1,0 +1,555 @@
+package embed
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/linearize/linearize/convert"
+	"github.com/linearize/linearize/infer"
+	"github.com/linearize/linearize/onnx"
+	"github.com/linearize/linearize/onnx/onnxpb"
+	"github.com/linearize/linearize/tokenize"
+)
+
+// Mode is how a text longer than one window is read.
+type Mode string
+
+// The reading modes.
+const (
+	// Auto is Long for a model written by `convert long` (its
+	// metadata_props have the key "linearize.window"), else Chunk.
+	Auto Mode = ""
+	// Truncate reads [CLS], the first Window−2 wordpieces and [SEP] in one
+	// pass.
+	Truncate Mode = "truncate"
+	// Chunk cuts the text's wordpieces into consecutive chunks of Window−2,
+	// runs each as [CLS] chunk [SEP], and returns the mean of the
+	// L2-normalised chunk embeddings (normalised again unless Raw).
+	Chunk Mode = "chunk"
+	// Long reads the whole text (up to MaxTokens) in one pass:
+	// [CLS] tokens [SEP]. A text longer than the model admits is an error.
+	Long Mode = "long"
+)
+
+// Pooling is how the last hidden state of one pass becomes one vector.
+type Pooling string
+
+// The poolings.
+const (
+	// PoolAuto is the pooling the sentence-transformers files beside the
+	// model set (modules.json and its Pooling module's config.json), else
+	// PoolMean.
+	PoolAuto Pooling = ""
+	// PoolMean is the mean of the last hidden state over the attention
+	// mask, [CLS] and [SEP] included (as sentence-transformers does).
+	PoolMean Pooling = "mean"
+	// PoolCLS is the last hidden state at position 0 ([CLS]).
+	PoolCLS Pooling = "cls"
+	// PoolMax is the per-feature maximum over the attention mask.
+	PoolMax Pooling = "max"
+)
+
+// MetaWindow is the metadata_props key of a model written by `convert
+// long`: its value is the model's window in tokens.
+const MetaWindow = "linearize.window"
+
+// DefaultBatch is the number of texts or chunks per run when
+// Options.Batch is 0.
+const DefaultBatch = 8
+
+// Options configures Open. The zero value embeds in Auto mode with the
+// model's own pooling, normalised, on the default backend.
+type Options struct {
+	Mode    Mode
+	Pooling Pooling
+	// Raw skips the final L2 normalisation (by default vectors have unit
+	// norm, as retrieval by cosine wants; sentence-transformers models with
+	// a Normalize module normalise too). Chunk mode still averages
+	// normalised chunk embeddings.
+	Raw bool
+	// MaxTokens: at most this many wordpieces of each text are read, in
+	// every mode (so that modes compare on the same text). 0: Long mode
+	// admits up to the model's limit minus 2 (a longer text is an error),
+	// Truncate reads Window−2, Chunk reads everything.
+	MaxTokens int
+	// Window is the tokens per pass in Truncate and Chunk mode, [CLS] and
+	// [SEP] included. 0: the metadata "linearize.window" when present, else
+	// the model's position limit (convert.PositionLimit), else 512.
+	Window int
+	// Batch is the number of texts (Truncate) or chunks (Chunk) per run;
+	// 0 means DefaultBatch. Long mode runs one text at a time.
+	Batch int
+	// Backend names the infer backend; "" is infer.DefaultBackend.
+	Backend string
+	// Threads bounds the backend's intra-op threads (0: its default).
+	Threads int
+	// Vocab is the tokenizer's path (a folder, tokenizer.json or
+	// vocab.txt); "" finds it beside the model (tokenize.Find).
+	Vocab string
+	// Output is the model output to pool; "" is the last hidden state (the
+	// first rank-3 floating-point output), never pooler_output.
+	Output string
+}
+
+// Embedder embeds texts with one model. Its methods may be called from
+// several goroutines; runs are serialised.
+type Embedder struct {
+	path      string
+	mode      Mode
+	pooling   Pooling
+	poolFrom  string // where the pooling came from: "option", the config file, "default"
+	normalise bool
+	maxTokens int
+	window    int
+	limit     int
+	batch     int
+	dim       int
+	fixedSeq  int // a sequence length the model's inputs declare, or 0
+	fixedRows int // a batch size the model's inputs declare, or 0
+	output    string
+	tok       *tokenize.WordPiece
+	cls, sep  int64
+	inputs    []infer.Value
+
+	mu   sync.Mutex
+	sess infer.Session
+}
+
+// Open loads the model at modelPath (onnx.Load), its tokenizer and pooling
+// configuration, and opens an inference session.
+func Open(modelPath string, o Options) (*Embedder, error) {
+	switch o.Mode {
+	case Auto, Truncate, Chunk, Long:
+	default:
+		return nil, fmt.Errorf("embed: mode %q: want truncate, chunk or long", o.Mode)
+	}
+	switch o.Pooling {
+	case PoolAuto, PoolMean, PoolCLS, PoolMax:
+	default:
+		return nil, fmt.Errorf("embed: pooling %q: want mean, cls or max", o.Pooling)
+	}
+	if o.MaxTokens < 0 || o.Window < 0 || o.Batch < 0 || o.Threads < 0 {
+		return nil, fmt.Errorf("embed: MaxTokens, Window, Batch and Threads must be non-negative")
+	}
+	if o.Window > 0 && o.Window < 3 {
+		return nil, fmt.Errorf("embed: window %d is too small: [CLS], [SEP] and at least one wordpiece need 3", o.Window)
+	}
+	m, err := onnx.Load(modelPath)
+	if err != nil {
+		return nil, fmt.Errorf("embed: %w", err)
+	}
+	tok, err := tokenize.Find(o.Vocab, modelPath)
+	if err != nil {
+		return nil, fmt.Errorf("embed: %s: %w", modelPath, err)
+	}
+	e := &Embedder{path: modelPath, tok: tok, normalise: !o.Raw, maxTokens: o.MaxTokens, batch: o.Batch}
+	if e.batch == 0 {
+		e.batch = DefaultBatch
+	}
+	topt := tok.Options()
+	var ok1, ok2 bool
+	e.cls, ok1 = tok.ID(topt.Classify)
+	e.sep, ok2 = tok.ID(topt.Separator)
+	if !ok1 || !ok2 {
+		return nil, fmt.Errorf("embed: %s: the tokenizer lacks %s or %s", modelPath, topt.Classify, topt.Separator)
+	}
+
+	// Window and limit.
+	metaWindow, isLong, err := metadataWindow(m)
+	if err != nil {
+		return nil, fmt.Errorf("embed: %s: %w", modelPath, err)
+	}
+	if !isLong {
+		// A model written by `convert long` restarts positions every
+		// window, so its position table sets no limit.
+		lim, err := convert.PositionLimit(m)
+		if err != nil {
+			return nil, fmt.Errorf("embed: %s: %w", modelPath, err)
+		}
+		e.limit = lim
+	}
+	switch {
+	case o.Window > 0:
+		e.window = o.Window
+	case metaWindow > 0:
+		e.window = metaWindow
+	case e.limit > 0:
+		e.window = e.limit
+	default:
+		e.window = 512
+	}
+
+	e.mode = o.Mode
+	if e.mode == Auto {
+		e.mode = Chunk
+		if isLong {
+			e.mode = Long
+		}
+	}
+	if e.mode != Long && e.limit > 0 && e.window > e.limit {
+		return nil, fmt.Errorf("embed: window %d is longer than model %s admits (%d tokens)", e.window, modelPath, e.limit)
+	}
+
+	// Pooling.
+	e.pooling, e.poolFrom = o.Pooling, "option"
+	if e.pooling == PoolAuto {
+		st, err := readSTConfig(modelPath)
+		if err != nil {
+			return nil, err
+		}
+		e.pooling, e.poolFrom = PoolMean, "default"
+		if st != nil && st.pooling != "" {
+			e.pooling, e.poolFrom = st.pooling, filepath.Join(st.dir, "modules.json")
+		}
+	}
+
+	backend := o.Backend
+	if backend == "" {
+		backend = infer.DefaultBackend
+	}
+	sess, err := infer.Open(backend, m, infer.Options{Threads: o.Threads})
+	if err != nil {
+		return nil, fmt.Errorf("embed: %s: %w", modelPath, err)
+	}
+	e.sess = sess
+	if err := e.setup(o.Output, o.Window > 0); err != nil {
+		sess.Close()
+		return nil, err
+	}
+	return e, nil
+}
+
+// metadataWindow reads the "linearize.window" metadata: its value, and
+// whether the key is present.
+func metadataWindow(m *onnxpb.ModelProto) (int, bool, error) {
+	for _, p := range m.GetMetadataProps() {
+		if p.GetKey() != MetaWindow {
+			continue
+		}
+		w, err := strconv.Atoi(strings.TrimSpace(p.GetValue()))
+		if err != nil || w < 3 {
+			return 0, true, fmt.Errorf("metadata %s = %q is not a window of at least 3 tokens", MetaWindow, p.GetValue())
+		}
+		return w, true, nil
+	}
+	return 0, false, nil
+}
+
+// setup checks the session's inputs, chooses the output to pool and finds
+// the embedding dimension.
+func (e *Embedder) setup(output string, explicitWindow bool) error {
+	e.inputs = e.sess.Inputs()
+	for _, in := range e.inputs {
+		if inputRole(in.Name) == "" {
+			return fmt.Errorf("embed: %s: cannot fill input %q from text (not ids, mask, token types or positions by its name)", e.path, in.Name)
+		}
+		if len(in.Shape) != 0 && len(in.Shape) != 2 {
+			return fmt.Errorf("embed: %s: input %q has rank %d, want [batch, sequence]", e.path, in.Name, len(in.Shape))
+		}
+		if len(in.Shape) == 2 {
+			if v := int(in.Shape[1].Value); v > 0 {
+				e.fixedSeq = v
+			}
+			if v := int(in.Shape[0].Value); v > 0 {
+				e.fixedRows = v
+			}
+		}
+	}
+	if e.fixedSeq > 0 && e.fixedSeq < e.window && e.mode != Long {
+		if explicitWindow {
+			return fmt.Errorf("embed: window %d is longer than the %d tokens the inputs of %s declare", e.window, e.fixedSeq, e.path)
+		}
+		e.window = e.fixedSeq
+	}
+	if e.fixedRows > 0 {
+		e.batch = e.fixedRows
+	}
+	outs := e.sess.Outputs()
+	var names []string
+	for _, v := range outs {
+		names = append(names, v.Name)
+		if output == "" && len(v.Shape) == 3 && isFloat(v.DType) {
+			output = v.Name
+		}
+		if v.Name == output {
+			e.output = v.Name
+			if len(v.Shape) == 3 {
+				e.dim = int(v.Shape[2].Value)
+			}
+		}
+	}
+	if e.output == "" {
+		if output == "" {
+			return fmt.Errorf("embed: %s has no rank-3 float output (outputs %s); name the one to pool", e.path, strings.Join(names, ", "))
+		}
+		return fmt.Errorf("embed: %s has no output %q (outputs %s)", e.path, output, strings.Join(names, ", "))
+	}
+	if e.dim <= 0 { // not declared: run [CLS] [SEP] once to see it
+		if _, err := e.runPass([][]int64{{e.cls, e.sep}}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func isFloat(dt onnx.DataType) bool {
+	switch dt {
+	case onnx.Float, onnx.Float16, onnx.BFloat16, onnx.Double:
+		return true
+	}
+	return false
+}
+
+// Mode is the resolved reading mode.
+func (e *Embedder) Mode() Mode { return e.mode }
+
+// Pooling is the resolved pooling.
+func (e *Embedder) Pooling() Pooling { return e.pooling }
+
+// Dim is the length of the vectors.
+func (e *Embedder) Dim() int { return e.dim }
+
+// Window is the tokens per pass in Truncate and Chunk mode, [CLS] and
+// [SEP] included.
+func (e *Embedder) Window() int { return e.window }
+
+// Limit is the most tokens per pass the model admits, [CLS] and [SEP]
+// included (convert.PositionLimit), or 0 when it sets none (no absolute
+// position table, or a model written by `convert long`).
+func (e *Embedder) Limit() int { return e.limit }
+
+// Tokenizer is the model's tokenizer.
+func (e *Embedder) Tokenizer() *tokenize.WordPiece { return e.tok }
+
+// String is a one-line description: model, mode, pooling (and where it
+// came from), window, limit, normalisation.
+func (e *Embedder) String() string {
+	norm := "normalise"
+	if !e.normalise {
+		norm = "raw"
+	}
+	lim := "none"
+	if e.limit > 0 {
+		lim = strconv.Itoa(e.limit)
+	}
+	s := fmt.Sprintf("%s: mode %s, pooling %s (%s), window %d, limit %s, dim %d, %s",
+		e.path, e.mode, e.pooling, e.poolFrom, e.window, lim, e.dim, norm)
+	if e.maxTokens > 0 {
+		s += fmt.Sprintf(", max tokens %d", e.maxTokens)
+	}
+	return s
+}
+
+// Close releases the session.
+func (e *Embedder) Close() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.sess == nil {
+		return nil
+	}
+	err := e.sess.Close()
+	e.sess = nil
+	return err
+}
+
+// pass is one run's row: the text it belongs to and its token ids, [CLS]
+// and [SEP] included.
+type pass struct {
+	text int
+	ids  []int64
+}
+
+// Embed returns one vector per text, each of Dim values. An empty text is
+// read as [CLS] [SEP].
+func (e *Embedder) Embed(texts []string) ([][]float32, error) {
+	if len(texts) == 0 {
+		return nil, nil
+	}
+	passes, err := e.plan(texts)
+	if err != nil {
+		return nil, err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.sess == nil {
+		return nil, errors.New("embed: Embed after Close")
+	}
+	sums := make([][]float64, len(texts))
+	counts := make([]int, len(texts))
+	step := e.batch
+	if e.mode == Long {
+		step = 1
+	}
+	for lo := 0; lo < len(passes); lo += step {
+		group := passes[lo:min(lo+step, len(passes))]
+		rows := make([][]int64, len(group))
+		for i, p := range group {
+			rows[i] = p.ids
+		}
+		vecs, err := e.runPass(rows)
+		if err != nil {
+			return nil, fmt.Errorf("%w (text %d)", err, group[0].text)
+		}
+		for i, p := range group {
+			v := vecs[i]
+			if e.mode == Chunk {
+				normalise(v)
+			}
+			if sums[p.text] == nil {
+				sums[p.text] = v
+			} else {
+				for k, x := range v {
+					sums[p.text][k] += x
+				}
+			}
+			counts[p.text]++
+		}
+	}
+	out := make([][]float32, len(texts))
+	for i, v := range sums {
+		if counts[i] > 1 {
+			for k := range v {
+				v[k] /= float64(counts[i])
+			}
+		}
+		if e.normalise {
+			normalise(v)
+		}
+		out[i] = toFloat32(v)
+	}
+	return out, nil
+}
+
+// plan tokenizes the texts and cuts them into passes as the mode says.
+func (e *Embedder) plan(texts []string) ([]pass, error) {
+	var passes []pass
+	frame := func(i int, body []int64) pass {
+		ids := make([]int64, 0, len(body)+2)
+		ids = append(ids, e.cls)
+		ids = append(ids, body...)
+		return pass{i, append(ids, e.sep)}
+	}
+	for i, s := range texts {
+		toks := e.tok.IDs(s)
+		if e.maxTokens > 0 && len(toks) > e.maxTokens {
+			toks = toks[:e.maxTokens]
+		}
+		switch e.mode {
+		case Truncate:
+			passes = append(passes, frame(i, toks[:min(len(toks), e.window-2)]))
+		case Chunk:
+			n := e.window - 2
+			passes = append(passes, frame(i, toks[:min(len(toks), n)]))
+			for lo := n; lo < len(toks); lo += n {
+				passes = append(passes, frame(i, toks[lo:min(lo+n, len(toks))]))
+			}
+		case Long:
+			if lim := e.longLimit(); lim > 0 && len(toks)+2 > lim {
+				return nil, fmt.Errorf("embed: text %d has %d wordpieces, but model %s admits %d tokens per pass (%d wordpieces and [CLS], [SEP]); "+
+					"`convert long %s -o OUT` makes a model that reads longer inputs, or cap the text with MaxTokens (--max-tokens)",
+					i, len(toks), e.path, lim, lim-2, e.path)
+			}
+			passes = append(passes, frame(i, toks))
+		}
+	}
+	return passes, nil
+}
+
+// longLimit is the most tokens one Long pass may have: the model's
+// position limit and any sequence length its inputs declare.
+func (e *Embedder) longLimit() int {
+	switch {
+	case e.limit > 0 && e.fixedSeq > 0:
+		return min(e.limit, e.fixedSeq)
+	case e.fixedSeq > 0:
+		return e.fixedSeq
+	}
+	return e.limit
+}
+
+// runPass runs rows of token ids as one batch, padded to the longest (or
+// to the declared sequence length), and pools each row.
+func (e *Embedder) runPass(rows [][]int64) ([][]float64, error) {
+	n := len(rows)
+	b := max(n, e.fixedRows)
+	seq := 0
+	for _, r := range rows {
+		seq = max(seq, len(r))
+	}
+	if e.fixedSeq > 0 {
+		if seq > e.fixedSeq {
+			return nil, fmt.Errorf("embed: %s takes sequences of %d tokens, got %d", e.path, e.fixedSeq, seq)
+		}
+		seq = e.fixedSeq
+	}
+	ids := make([]int64, b*seq)
+	mask := make([]int64, b*seq)
+	zeros := make([]int64, b*seq)
+	pos := make([]int64, b*seq)
+	lengths := make([]int, b)
+	for i := 0; i < b; i++ {
+		r := []int64{e.cls, e.sep} // rows beyond n fill a declared batch
+		if i < n {
+			r = rows[i]
+		}
+		lengths[i] = len(r)
+		for j := 0; j < seq; j++ {
+			pos[i*seq+j] = int64(j)
+			if j < len(r) {
+				ids[i*seq+j] = r[j]
+				mask[i*seq+j] = 1
+			} else {
+				ids[i*seq+j] = e.tok.PadID()
+			}
+		}
+	}
+	feed := map[string]*onnx.Tensor{}
+	for _, in := range e.inputs {
+		var data []int64
+		switch inputRole(in.Name) {
+		case roleIDs:
+			data = ids
+		case roleMask:
+			data = mask
+		case roleTokenType:
+			data = zeros
+		case rolePosition:
+			data = pos
+		}
+		t, err := intTensor(in, []int{b, seq}, data)
+		if err != nil {
+			return nil, fmt.Errorf("embed: %s: %w", e.path, err)
+		}
+		feed[in.Name] = t
+	}
+	res, err := e.sess.Run(feed, e.output)
+	if err != nil {
+		return nil, fmt.Errorf("embed: %s: %w", e.path, err)
+	}
+	t := res[e.output]
+	if t == nil || len(t.Shape) != 3 || t.Shape[0] != b || t.Shape[1] != seq || t.Shape[2] <= 0 {
+		shape := "none"
+		if t != nil {
+			shape = fmt.Sprint(t.Shape)
+		}
+		return nil, fmt.Errorf("embed: %s: output %s has shape %s, want [%d, %d, hidden]", e.path, e.output, shape, b, seq)
+	}
+	dim := t.Shape[2]
+	if e.dim > 0 && dim != e.dim {
+		return nil, fmt.Errorf("embed: %s: output %s has %d features, declared %d", e.path, e.output, dim, e.dim)
+	}
+	e.dim = dim
+	h, err := t.AsFloat64s()
+	if err != nil {
+		return nil, fmt.Errorf("embed: %s: output %s: %w", e.path, e.output, err)
+	}
+	out := make([][]float64, n)
+	for i := range out {
+		out[i] = pool(e.pooling, h[i*seq*dim:(i+1)*seq*dim], lengths[i], dim)
+	}
+	return out, nil
+}
