@@ -385,8 +385,15 @@ type FeedSpec struct {
 	// MaxLen tokens), random inputs take it for their sequence dimensions
 	// (0: DefaultFeedSeqLen).
 	SeqLen int
-	// MaxLen bounds the longest text when SeqLen is 0.
+	// MaxLen bounds the longest text when SeqLen is 0 (0: Limit when
+	// positive, else DefaultFeedMaxLen).
 	MaxLen int
+	// Limit, when positive, is the longest sequence the model admits (the
+	// rows of its absolute position table; see convert.PositionLimit):
+	// Build refuses a SeqLen above it (ErrFeedValue) and texts or input
+	// files that make longer sequences, and random inputs default to at
+	// most Limit tokens. Those errors match ErrTooLong.
+	Limit int
 	// Seed seeds the random inputs.
 	Seed uint64
 }
@@ -407,7 +414,24 @@ var (
 	ErrFeedConflict = errors.New("infer: conflicting feed sources")
 	// ErrInputNotGiven: nothing supplies a model input (FeedError.Input).
 	ErrInputNotGiven = errors.New("infer: input not given")
+	// ErrTooLong is matched by the errors of a sequence longer than
+	// FeedSpec.Limit: a SeqLen above it (Kind ErrFeedValue, Field
+	// "SeqLen"), or texts or input files that make one (Field "Texts",
+	// "TextFiles" or "Inputs"; no Kind, as the files are at fault).
+	ErrTooLong = errors.New("infer: longer than the model's position limit")
 )
+
+// tooLongError says what is longer than the limit; it matches ErrTooLong.
+type tooLongError struct {
+	what          string
+	length, limit int
+}
+
+func (e *tooLongError) Error() string {
+	return strings.TrimSpace(fmt.Sprintf("%s %d tokens, more than the %d positions the model admits", e.what, e.length, e.limit))
+}
+
+func (e *tooLongError) Unwrap() error { return ErrTooLong }
 
 // FeedError is an error of FeedSpec.Build. Kind is one of ErrFeedValue,
 // ErrFeedConflict and ErrInputNotGiven, or nil when Err (a file, the
@@ -481,6 +505,9 @@ func (s FeedSpec) Build(m *onnxpb.ModelProto, modelPath string) (*Feed, error) {
 	}
 	if s.MaxLen == 0 {
 		s.MaxLen = DefaultFeedMaxLen
+		if s.Limit > 0 {
+			s.MaxLen = max(s.Limit, 2)
+		}
 	}
 	declared := GraphInputs(m)
 	known := map[string]bool{}
@@ -506,6 +533,10 @@ func (s FeedSpec) Build(m *onnxpb.ModelProto, modelPath string) (*Feed, error) {
 		t, err := onnx.ReadTensorFile(file)
 		if err != nil {
 			return nil, &FeedError{Field: "Inputs", Input: name, File: file, Err: err}
+		}
+		if n := tokenLength(name, t); s.Limit > 0 && n > s.Limit {
+			return nil, &FeedError{Field: "Inputs", Input: name, File: file,
+				Err: &tooLongError{"its sequences have", n, s.Limit}}
 		}
 		f.Tensors[name] = t
 	}
@@ -537,6 +568,16 @@ func (s FeedSpec) Build(m *onnxpb.ModelProto, modelPath string) (*Feed, error) {
 		if err != nil {
 			return nil, &FeedError{Field: "Texts", Err: err}
 		}
+		if s.Limit > 0 && ti.SeqLen > s.Limit {
+			field, what := "Texts", "the longest text has"
+			if len(s.Texts) == 0 {
+				field = "TextFiles"
+			}
+			if s.SeqLen == 0 && declaredSeqLen(missing) == ti.SeqLen {
+				what = "the model's declared sequence length is"
+			}
+			return nil, &FeedError{Field: field, Err: &tooLongError{what, ti.SeqLen, s.Limit}}
+		}
 		maps.Copy(f.Tensors, ti.Feed)
 		f.Batch, f.SeqLen, f.Mask, f.Lengths = ti.Batch, ti.SeqLen, ti.Mask, ti.Lengths
 		f.Description = fmt.Sprintf("%d texts, %d tokens each after padding", ti.Batch, ti.SeqLen)
@@ -546,6 +587,9 @@ func (s FeedSpec) Build(m *onnxpb.ModelProto, modelPath string) (*Feed, error) {
 		seq := s.SeqLen
 		if seq == 0 {
 			seq = DefaultFeedSeqLen
+			if s.Limit > 0 {
+				seq = min(seq, s.Limit)
+			}
 		}
 		gen, err := RandomInputs(m, missing, RandomOptions{Batch: s.Batch, SeqLen: seq, Seed: s.Seed})
 		if err != nil {
@@ -598,6 +642,9 @@ func (s FeedSpec) check() error {
 			return &FeedError{Kind: ErrFeedValue, Field: c.field, Err: fmt.Errorf("%d is negative", c.v)}
 		}
 	}
+	if s.Limit > 0 && s.SeqLen > s.Limit {
+		return &FeedError{Kind: ErrFeedValue, Field: "SeqLen", Err: &tooLongError{"", s.SeqLen, s.Limit}}
+	}
 	if s.MaxLen == 1 {
 		return &FeedError{Kind: ErrFeedValue, Field: "MaxLen", Err: errors.New("1 is too short: a text needs at least 2 tokens ([CLS] and [SEP])")}
 	}
@@ -609,4 +656,13 @@ func (s FeedSpec) check() error {
 		return &FeedError{Kind: ErrFeedConflict, Field: field, With: "Random"}
 	}
 	return nil
+}
+
+// tokenLength is the sequence length of a [batch, sequence] token-level
+// input (ids, mask, token types or positions, by its name), or 0.
+func tokenLength(name string, t *onnx.Tensor) int {
+	if len(t.Shape) != 2 || (inputRole(name) == "" && !strings.Contains(strings.ToLower(name), "position")) {
+		return 0
+	}
+	return t.Shape[1]
 }

@@ -279,3 +279,69 @@ func TestFeedSpecErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestFeedSpecLimit: with Limit set, a longer --seq-len is a value error,
+// texts or tensor files that make longer sequences are refused (no Kind:
+// the files are at fault), both matching ErrTooLong; MaxLen and the random
+// inputs' length default to the limit; within it nothing changes.
+func TestFeedSpecLimit(t *testing.T) {
+	m := bertInputsModel()
+	tok := tinyTokenizer(t)
+	long := strings.Repeat("hello world ", 20) // 40 wordpieces, 42 tokens
+	dir := t.TempDir()
+	ids := filepath.Join(dir, "ids.npy")
+	if err := onnx.WriteNPY(ids, onnx.NewInt64([]int{1, 12}, make([]int64, 12))); err != nil {
+		t.Fatal(err)
+	}
+	textFile := filepath.Join(dir, "texts.txt")
+	os.WriteFile(textFile, []byte(long+"\n"), 0o644)
+	cases := []struct {
+		spec  FeedSpec
+		kind  error
+		field string
+		found string
+	}{
+		{FeedSpec{Random: true, SeqLen: 11, Limit: 10}, ErrFeedValue, "SeqLen", "11 tokens, more than the 10 positions"},
+		{FeedSpec{Texts: []string{long}, MaxLen: 64, Tokenizer: tok, Limit: 10}, nil, "Texts", "the longest text has 42 tokens, more than the 10 positions"},
+		{FeedSpec{TextFiles: []string{textFile}, MaxLen: 64, Tokenizer: tok, Limit: 10}, nil, "TextFiles", "42 tokens"},
+		{FeedSpec{Random: true, Inputs: map[string]string{"input_ids": ids}, Limit: 10}, nil, "Inputs", "12 tokens, more than the 10 positions"},
+	}
+	for _, c := range cases {
+		_, err := c.spec.Build(m, "")
+		var fe *FeedError
+		if !errors.As(err, &fe) || !errors.Is(err, ErrTooLong) {
+			t.Errorf("%+v: error %v, want a *FeedError matching ErrTooLong", c.spec, err)
+			continue
+		}
+		if (c.kind != nil) != (fe.Kind != nil) || (c.kind != nil && !errors.Is(err, c.kind)) || fe.Field != c.field {
+			t.Errorf("%+v: %#v, want kind %v field %q", c.spec, fe, c.kind, c.field)
+		}
+		if !strings.Contains(err.Error(), c.found) {
+			t.Errorf("%+v: message %q lacks %q", c.spec, err, c.found)
+		}
+	}
+	// Defaults follow the limit: a long text is cut to it, random inputs
+	// are no longer than it.
+	f, err := FeedSpec{Texts: []string{long}, Tokenizer: tok, Limit: 10}.Build(m, "")
+	if err != nil || f.SeqLen != 10 {
+		t.Errorf("text with the default MaxLen under Limit 10: %v, %v; want 10 tokens", f, err)
+	}
+	f, err = FeedSpec{Texts: []string{long}, Tokenizer: tok, Limit: 30}.Build(m, "")
+	if err != nil || f.SeqLen != 30 {
+		t.Errorf("text with the default MaxLen under Limit 30: %v, %v; want 30 tokens", f, err)
+	}
+	f, err = FeedSpec{Random: true, Limit: 8}.Build(m, "")
+	if err != nil || f.SeqLen != 8 {
+		t.Errorf("random inputs under Limit 8: %v, %v; want 8 tokens", f, err)
+	}
+	// Within the limit, or without one, the spec builds as before.
+	for _, s := range []FeedSpec{
+		{Random: true, SeqLen: 10, Limit: 10},
+		{Texts: []string{long}, MaxLen: 64, Tokenizer: tok},
+		{Random: true, Inputs: map[string]string{"input_ids": ids}, Limit: 12},
+	} {
+		if _, err := s.Build(m, ""); err != nil {
+			t.Errorf("%+v: %v", s, err)
+		}
+	}
+}

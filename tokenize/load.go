@@ -64,7 +64,7 @@ func loadFile(path string) (*WordPiece, error) {
 // its extension (testdata/real/minilm.onnx → testdata/real/minilm/), as
 // Load reads a folder.
 func LoadForModel(modelPath string) (*WordPiece, error) {
-	cands := []string{filepath.Dir(modelPath), strings.TrimSuffix(modelPath, filepath.Ext(modelPath))}
+	cands := modelDirs(modelPath)
 	for _, c := range cands {
 		if file := fileIn(c); file != "" {
 			return loadFile(file)
