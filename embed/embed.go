@@ -53,9 +53,15 @@ const (
 	PoolMax Pooling = "max"
 )
 
-// MetaWindow is the metadata_props key of a model written by `convert
-// long`: its value is the model's window in tokens.
-const MetaWindow = "linearize.window"
+// Metadata keys of a model written by `convert long` (the same as
+// convert.MetaWindow and convert.MetaMaxLength).
+const (
+	// MetaWindow is the model's window in tokens; its presence makes
+	// Auto mode Long.
+	MetaWindow = "linearize.window"
+	// MetaMaxLength is the longest input in tokens the model reads.
+	MetaMaxLength = "linearize.max_length"
+)
 
 // DefaultBatch is the number of texts or chunks per run when
 // Options.Batch is 0.
@@ -106,6 +112,7 @@ type Embedder struct {
 	maxTokens int
 	window    int
 	limit     int
+	longModel bool // written by `convert long` (MetaWindow present)
 	batch     int
 	dim       int
 	fixedSeq  int // a sequence length the model's inputs declare, or 0
@@ -163,14 +170,19 @@ func Open(modelPath string, o Options) (*Embedder, error) {
 	if err != nil {
 		return nil, fmt.Errorf("embed: %s: %w", modelPath, err)
 	}
-	if !isLong {
-		// A model written by `convert long` restarts positions every
-		// window, so its position table sets no limit.
-		lim, err := convert.PositionLimit(m)
-		if err != nil {
+	e.longModel = isLong
+	lim, err := convert.PositionLimit(m)
+	if err != nil {
+		return nil, fmt.Errorf("embed: %s: %w", modelPath, err)
+	}
+	e.limit = lim
+	if isLong {
+		// A model written by `convert long` says how long an input it reads.
+		if n, ok, err := metadataInt(m, MetaMaxLength, 3); err != nil {
 			return nil, fmt.Errorf("embed: %s: %w", modelPath, err)
+		} else if ok {
+			e.limit = n
 		}
-		e.limit = lim
 	}
 	switch {
 	case o.Window > 0:
@@ -223,18 +235,24 @@ func Open(modelPath string, o Options) (*Embedder, error) {
 	return e, nil
 }
 
-// metadataWindow reads the "linearize.window" metadata: its value, and
-// whether the key is present.
+// metadataWindow reads the MetaWindow metadata: its value, and whether
+// the key is present.
 func metadataWindow(m *onnxpb.ModelProto) (int, bool, error) {
+	return metadataInt(m, MetaWindow, 3)
+}
+
+// metadataInt reads an integer metadata_props entry of at least least:
+// its value, and whether the key is present.
+func metadataInt(m *onnxpb.ModelProto, key string, least int) (int, bool, error) {
 	for _, p := range m.GetMetadataProps() {
-		if p.GetKey() != MetaWindow {
+		if p.GetKey() != key {
 			continue
 		}
-		w, err := strconv.Atoi(strings.TrimSpace(p.GetValue()))
-		if err != nil || w < 3 {
-			return 0, true, fmt.Errorf("metadata %s = %q is not a window of at least 3 tokens", MetaWindow, p.GetValue())
+		n, err := strconv.Atoi(strings.TrimSpace(p.GetValue()))
+		if err != nil || n < least {
+			return 0, true, fmt.Errorf("metadata %s = %q is not a number of at least %d tokens", key, p.GetValue(), least)
 		}
-		return w, true, nil
+		return n, true, nil
 	}
 	return 0, false, nil
 }
@@ -318,8 +336,9 @@ func (e *Embedder) Dim() int { return e.dim }
 func (e *Embedder) Window() int { return e.window }
 
 // Limit is the most tokens per pass the model admits, [CLS] and [SEP]
-// included (convert.PositionLimit), or 0 when it sets none (no absolute
-// position table, or a model written by `convert long`).
+// included: the metadata "linearize.max_length" of a model written by
+// `convert long`, else convert.PositionLimit; 0 when it sets none (no
+// absolute position table).
 func (e *Embedder) Limit() int { return e.limit }
 
 // Tokenizer is the model's tokenizer.
@@ -449,9 +468,12 @@ func (e *Embedder) plan(texts []string) ([]pass, error) {
 			}
 		case Long:
 			if lim := e.longLimit(); lim > 0 && len(toks)+2 > lim {
-				return nil, fmt.Errorf("embed: text %d has %d wordpieces, but model %s admits %d tokens per pass (%d wordpieces and [CLS], [SEP]); "+
-					"`convert long %s -o OUT` makes a model that reads longer inputs, or cap the text with MaxTokens (--max-tokens)",
-					i, len(toks), e.path, lim, lim-2, e.path)
+				hint := "`convert long " + e.path + " -o OUT` makes a model that reads longer inputs"
+				if e.longModel {
+					hint = "it was written by `convert long`: convert the original again with a larger --max-length"
+				}
+				return nil, fmt.Errorf("embed: text %d has %d wordpieces, but model %s admits %d tokens per pass (%d wordpieces and [CLS], [SEP]); %s, or cap the text with MaxTokens (--max-tokens)",
+					i, len(toks), e.path, lim, lim-2, hint)
 			}
 			passes = append(passes, frame(i, toks))
 		}

@@ -384,7 +384,8 @@ func TestAutoPooling(t *testing.T) {
 }
 
 // TestAutoModeLongModel: a model with the "linearize.window" metadata is
-// read in Long mode with that window and no position limit.
+// read in Long mode with that window, and "linearize.max_length" is its
+// limit.
 func TestAutoModeLongModel(t *testing.T) {
 	path := modelDir(t)
 	m, err := onnx.Load(path)
@@ -397,13 +398,25 @@ func TestAutoModeLongModel(t *testing.T) {
 		t.Fatal(err)
 	}
 	e := open(t, long, Options{})
-	if e.Mode() != Long || e.Window() != 64 || e.Limit() != 0 {
-		t.Errorf("long model: %s; want mode long, window 64, no limit", e)
+	if e.Mode() != Long || e.Window() != 64 || e.Limit() != 128 {
+		t.Errorf("long model: %s; want mode long, window 64, limit 128 (the position table's)", e)
 	}
+	m.MetadataProps = append(m.MetadataProps, &onnxpb.StringStringEntryProto{Key: proto.String(MetaMaxLength), Value: proto.String("100")})
+	if err := onnx.Save(m, long, onnx.SaveOptions{Overwrite: true}); err != nil {
+		t.Fatal(err)
+	}
+	e = open(t, long, Options{})
+	if e.Limit() != 100 {
+		t.Errorf("long model with max_length 100: %s", e)
+	}
+	if _, err := e.Embed([]string{text(99, 0)}); err == nil || !strings.Contains(err.Error(), "admits 100 tokens") {
+		t.Errorf("101 tokens on a model of max_length 100: error %v", err)
+	}
+	m.MetadataProps = m.MetadataProps[:len(m.MetadataProps)-1]
 	if e := open(t, long, Options{Mode: Chunk}); e.Mode() != Chunk || e.Window() != 64 {
 		t.Errorf("long model, chunk asked: %s", e)
 	}
-	m.MetadataProps[len(m.MetadataProps)-1].Value = proto.String("x")
+	m.MetadataProps[len(m.MetadataProps)-1].Value = proto.String("x") // the window
 	bad := filepath.Join(filepath.Dir(path), "bad.onnx")
 	if err := onnx.Save(m, bad, onnx.SaveOptions{}); err != nil {
 		t.Fatal(err)
