@@ -180,8 +180,8 @@ func TestEvalPassagesSkipCode(t *testing.T) {
 	for seed := uint64(0); seed < 20; seed++ {
 		o.Seed = seed
 		qs, _, err := Passages(tok, []Document{{ID: "x", Text: text}}, o)
-		if err != nil || len(qs) != 3 {
-			t.Fatalf("seed %d: %d passages (want 3 from the first bucket), %v", seed, len(qs), err)
+		if err != nil || len(qs) < 2 || len(qs) > 3 {
+			t.Fatalf("seed %d: %d passages (want 2–3 from the 4 sentences of the first bucket), %v", seed, len(qs), err)
 		}
 		for _, q := range qs {
 			if q.Bucket != 0 || strings.ContainsAny(q.Text, "{=;") || strings.HasPrefix(q.Text, "river stone cloud paper garden window lamp") {
