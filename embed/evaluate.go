@@ -21,6 +21,11 @@ type Encoder interface {
 type System struct {
 	Name    string
 	Encoder Encoder
+	// Open, used when Encoder is nil, opens the encoder just before the
+	// system's pass; Evaluate closes it after the pass when it has a
+	// Close() error method. So only one opened system is in memory at a
+	// time, and the opening is not timed. Its errors are returned wrapped.
+	Open func() (Encoder, error)
 }
 
 // EvalOptions configures Passages and Evaluate. The zero value uses the
@@ -154,8 +159,8 @@ func Evaluate(tok *tokenize.WordPiece, docs []Document, query Encoder, systems [
 	}
 	names := map[string]bool{}
 	for _, s := range systems {
-		if s.Name == "" || s.Encoder == nil {
-			return nil, fmt.Errorf("%w: a system needs a name and an encoder", ErrEvalOption)
+		if s.Name == "" || s.Encoder == nil && s.Open == nil {
+			return nil, fmt.Errorf("%w: a system needs a name and an encoder (or Open)", ErrEvalOption)
 		}
 		if names[s.Name] {
 			return nil, fmt.Errorf("%w: two systems are named %q", ErrEvalOption, s.Name)
@@ -211,7 +216,7 @@ func Evaluate(tok *tokenize.WordPiece, docs []Document, query Encoder, systems [
 	// rr[s][q] is the reciprocal rank of query q's document by system s.
 	rr := make([][]float64, len(systems))
 	for si, s := range systems {
-		dv, secs, err := embedDocs(s, kept, o)
+		dv, secs, err := embedSystem(s, kept, o)
 		if err != nil {
 			return nil, err
 		}
@@ -248,6 +253,29 @@ func embedAll(e Encoder, texts []string) ([][]float32, error) {
 		}
 	}
 	return v, nil
+}
+
+// embedSystem opens the system if needed, embeds the documents, and
+// closes what it opened.
+func embedSystem(s System, docs []Document, o EvalOptions) ([][]float32, float64, error) {
+	if s.Encoder != nil {
+		return embedDocs(s, docs, o)
+	}
+	enc, err := s.Open()
+	if err != nil {
+		return nil, 0, fmt.Errorf("embed: system %s: %w", s.Name, err)
+	}
+	if enc == nil {
+		return nil, 0, fmt.Errorf("embed: system %s: Open returned no encoder", s.Name)
+	}
+	s.Encoder = enc
+	dv, secs, err := embedDocs(s, docs, o)
+	if c, ok := enc.(interface{ Close() error }); ok {
+		if cerr := c.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("embed: system %s: %w", s.Name, cerr)
+		}
+	}
+	return dv, secs, err
 }
 
 // embedDocs embeds every document with one system, o.Batch at a time,

@@ -202,6 +202,14 @@ func (f fakeEncoder) Embed(texts []string) ([][]float32, error) {
 	return out, nil
 }
 
+// closingEncoder counts its Close calls.
+type closingEncoder struct {
+	Encoder
+	closed *int
+}
+
+func (c closingEncoder) Close() error { *c.closed++; return nil }
+
 // TestEvalRanks builds vectors with known ranks: documents are the unit
 // vectors e_d; the passage of document d in bucket 0 leans towards d
 // other documents (weight 2 against 1 for its own), so its document
@@ -251,12 +259,17 @@ func TestEvalRanks(t *testing.T) {
 		return nil
 	})
 	constant := fakeEncoder(func(string) []float32 { return []float32{1, 1, 1} })
-	systems := []System{{"chunk", docVec}, {"same", docVec}, {"constant", constant}}
+	opened, closed := 0, 0
+	same := func() (Encoder, error) { opened++; return closingEncoder{docVec, &closed}, nil }
+	systems := []System{{Name: "chunk", Encoder: docVec}, {Name: "same", Open: same}, {Name: "constant", Encoder: constant}}
 	r, err := Evaluate(tok, docs, query, systems, o)
 	if err != nil {
 		t.Fatal(err)
 	}
 	near := func(a, b float64) bool { return math.Abs(a-b) < 1e-12 }
+	if opened != 1 || closed != 1 {
+		t.Errorf("a system given by Open was opened %d times and closed %d times, want once", opened, closed)
+	}
 	if r.Documents != 3 || r.Skipped != 0 || r.Queries != 6 || r.Reference != "chunk" || len(r.Buckets) != 2 {
 		t.Fatalf("report header %+v", r)
 	}
@@ -321,8 +334,9 @@ func TestEvalRanks(t *testing.T) {
 		ref string
 	}{
 		{systems, "nope"},
-		{[]System{{"a", docVec}, {"a", docVec}}, ""},
-		{[]System{{"short", fakeEncoder(func(string) []float32 { return []float32{1, 0} })}}, ""},
+		{[]System{{Name: "a", Encoder: docVec}, {Name: "a", Encoder: docVec}}, ""},
+		{[]System{{Name: "short", Encoder: fakeEncoder(func(string) []float32 { return []float32{1, 0} })}}, ""},
+		{[]System{{Name: "fails", Open: func() (Encoder, error) { return nil, errors.New("no such model") }}}, ""},
 	} {
 		o.Reference = c.ref
 		if _, err := Evaluate(tok, docs, query, c.sys, o); err == nil || !strings.HasPrefix(err.Error(), "embed: ") {
