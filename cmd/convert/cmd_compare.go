@@ -65,7 +65,7 @@ func runCompare(args []string, stdout io.Writer) error {
 			return badInput(err)
 		}
 	}
-	in, err := ff.build(models[0], pos[0])
+	in, err := ff.buildFor(models, pos)
 	if err != nil {
 		return err
 	}

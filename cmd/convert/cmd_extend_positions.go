@@ -47,8 +47,8 @@ func runExtendPositions(args []string, stdout io.Writer) error {
 	if err != nil {
 		return optionError(err, positionFlagOf)
 	}
-	if err := onnx.Save(ext, *out, onnx.SaveOptions{Input: path, Overwrite: *overwrite}); err != nil {
-		return runtimeFailure(err)
+	if err := saveModel(stdout, ext, *out, path, *overwrite); err != nil {
+		return err
 	}
 	fmt.Fprintf(stdout, "%s\nwrote %s\n", rep, *out)
 	return nil

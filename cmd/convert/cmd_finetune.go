@@ -11,6 +11,8 @@ import (
 	"github.com/linearize/linearize/finetune"
 	"github.com/linearize/linearize/infer"
 	"github.com/linearize/linearize/onnx"
+	"github.com/linearize/linearize/onnx/onnxpb"
+	"github.com/linearize/linearize/tokenize"
 )
 
 func init() {
@@ -62,7 +64,7 @@ func runFinetune(args []string, stdout io.Writer) error {
 	if err != nil {
 		return badInput(err)
 	}
-	in, err := ff.build(orig, pos[0])
+	in, err := ff.buildFor([]*onnxpb.ModelProto{orig, conv}, pos)
 	if err != nil {
 		return err
 	}
@@ -72,8 +74,17 @@ func runFinetune(args []string, stdout io.Writer) error {
 	if err != nil {
 		return badInput(err)
 	}
-	if err := onnx.Save(fitted, *out, onnx.SaveOptions{Input: pos[1]}); err != nil {
-		return runtimeFailure(err)
+	// The tokenizer travels from the converted model, else the original.
+	from := pos[1]
+	if tokenize.CompanionDir(from) == "" {
+		from = pos[0]
+	}
+	w := stdout
+	if *asJSON {
+		w = notes // stdout is the JSON report only
+	}
+	if err := saveModel(w, fitted, *out, from, false); err != nil {
+		return err
 	}
 	if *asJSON {
 		enc := json.NewEncoder(stdout)

@@ -118,8 +118,12 @@ func loadForRewrite(name string, fs *flag.FlagSet, f *rewriteFlags, args []strin
 
 // finishRewrite saves the model and prints the report.
 func finishRewrite(stdout io.Writer, f *rewriteFlags, in string, m *onnxpb.ModelProto, rep *convert.Report) error {
-	if err := onnx.Save(m, f.out, onnx.SaveOptions{Input: in, Overwrite: f.overwrite}); err != nil {
-		return runtimeFailure(err)
+	w := stdout
+	if f.json {
+		w = notes // stdout is the JSON report only
+	}
+	if err := saveModel(w, m, f.out, in, f.overwrite); err != nil {
+		return err
 	}
 	if f.json {
 		enc := json.NewEncoder(stdout)
@@ -151,7 +155,7 @@ func runPerformer(args []string, stdout io.Writer) error {
 	fs.BoolVar(&o.Balance, "balance", false, "add a per-head linear balance of queries and keys (q·T, k·T⁻ᵀ: exact) fitted on --calibration, for favor+ and favor++")
 	calib := fs.String("calibration", "", "`FILE` of calibration texts, one per line, run through the original model to fit --balance, sderf and aderf")
 	weighting := fs.String("calibration-weighting", "attention", "which query–key pairs the fit weighs: attention (the original attention weights) or uniform")
-	calibLen := fs.Int("calibration-max-len", 512, "longest tokenized calibration text")
+	calibLen := fs.Int("calibration-max-len", 512, "longest tokenized calibration text (when not given, at most the model's position limit)")
 	vocab := fs.String("vocab", "", "tokenizer `PATH` for --calibration: a folder, tokenizer.json or vocab.txt (default: found beside the model)")
 	m, in, layers, err := loadForRewrite("performer", fs, &f, args, stdout)
 	if err != nil {
@@ -180,7 +184,14 @@ func runPerformer(args []string, stdout io.Writer) error {
 		if *calibLen < 2 {
 			return usageError("--calibration-max-len must be at least 2")
 		}
-		feed, err := infer.FeedSpec{TextFiles: []string{*calib}, Vocab: *vocab, MaxLen: *calibLen}.Build(m, in)
+		spec := infer.FeedSpec{TextFiles: []string{*calib}, Vocab: *vocab, MaxLen: *calibLen}
+		if n, err := convert.PositionLimit(m); err == nil && n > 0 {
+			spec.Limit = n
+			if !set["calibration-max-len"] {
+				spec.MaxLen = min(spec.MaxLen, max(n, 2))
+			}
+		}
+		feed, err := spec.Build(m, in)
 		if err != nil {
 			return calibrationError(err)
 		}

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/linearize/linearize/convert"
 	"github.com/linearize/linearize/infer"
 	"github.com/linearize/linearize/internal/cliutil"
 	"github.com/linearize/linearize/onnx"
@@ -34,9 +35,8 @@ func addFeedFlags(fs *flag.FlagSet) *feedFlags {
 	fs.BoolVar(&f.spec.Random, "random-inputs", false, "make seeded random values for every input not given with --input (not with --text)")
 	f.spec.Batch = infer.DefaultFeedBatch
 	fs.Var(&intFlag{&f.spec.Batch, 1}, "batch", "batch size `B` of random inputs")
-	fs.Var(&intFlag{&f.spec.SeqLen, 1}, "seq-len", "sequence length `L`: texts are padded or truncated to it, random inputs take it (default: for texts the model's fixed length, else the longest text up to --max-len; for random inputs "+strconv.Itoa(infer.DefaultFeedSeqLen)+")")
-	f.spec.MaxLen = infer.DefaultFeedMaxLen
-	fs.Var(&intFlag{&f.spec.MaxLen, 2}, "max-len", "at most `N` tokens per text when --seq-len is not given")
+	fs.Var(&intFlag{&f.spec.SeqLen, 1}, "seq-len", "sequence length `L`, at most the model's position limit: texts are padded or truncated to it, random inputs take it (default: for texts the model's fixed length, else the longest text up to --max-len; for random inputs "+strconv.Itoa(infer.DefaultFeedSeqLen)+" or the limit if shorter)")
+	fs.Var(&intFlag{&f.spec.MaxLen, 2}, "max-len", "at most `N` tokens per text when --seq-len is not given (default: the model's position limit, the rows of its position table; "+strconv.Itoa(infer.DefaultFeedMaxLen)+" without one); a text still longer than the limit is refused")
 	fs.Uint64Var(&f.spec.Seed, "seed", defaultSeed, "seed of the random inputs")
 	return f
 }
@@ -45,11 +45,27 @@ func addFeedFlags(fs *flag.FlagSet) *feedFlags {
 // codes: 1 for a flag value out of range or flags that conflict, 2 for an
 // input file, a tokenizer or a model that does not fit.
 func (f *feedFlags) build(m *onnxpb.ModelProto, path string) (*infer.Feed, error) {
+	return f.buildFor([]*onnxpb.ModelProto{m}, []string{path})
+}
+
+// buildFor makes inputs that every model of ms (read from paths) runs:
+// the tokenizer is the first model's, the sequence length is bounded by
+// the shortest position limit among them (convert.PositionLimit), which
+// is also the default --max-len.
+func (f *feedFlags) buildFor(ms []*onnxpb.ModelProto, paths []string) (*infer.Feed, error) {
 	s := f.spec
 	s.Texts, s.TextFiles = f.texts, f.textFiles
-	feed, err := s.Build(m, path)
+	limitPath := paths[0]
+	for i, m := range ms {
+		// A model whose position table cannot be told (several
+		// candidates) sets no limit: the runtime says what it says.
+		if n, err := convert.PositionLimit(m); err == nil && n > 0 && (s.Limit == 0 || n < s.Limit) {
+			s.Limit, limitPath = n, paths[i]
+		}
+	}
+	feed, err := s.Build(ms[0], paths[0])
 	if err != nil {
-		return nil, feedError(err)
+		return nil, feedError(err, limitPath)
 	}
 	if feedBuilt != nil {
 		if err := feedBuilt(feed); err != nil {
@@ -83,8 +99,10 @@ var feedFlagNames = map[string]string{
 	"Random": "--random-inputs", "Batch": "--batch", "SeqLen": "--seq-len", "MaxLen": "--max-len",
 }
 
-// feedError words a infer.FeedError in flags and gives it its exit code.
-func feedError(err error) error {
+// feedError words a infer.FeedError in flags and gives it its exit code;
+// model is the model whose position limit an input exceeds (see
+// infer.ErrTooLong), named in that error with the commands that lift it.
+func feedError(err error, model string) error {
 	var fe *infer.FeedError
 	if !errors.As(err, &fe) {
 		return badInput(err)
@@ -102,6 +120,9 @@ func feedError(err error) error {
 		msg = flagName + ": " + fe.Message()
 	default:
 		msg = fe.Message()
+	}
+	if errors.Is(err, infer.ErrTooLong) {
+		msg += fmt.Sprintf(" (%s's position table); convert long %s -o OUT --max-length N reads longer inputs (or convert extend-positions)", model, model)
 	}
 	if errors.Is(err, infer.ErrFeedValue) || errors.Is(err, infer.ErrFeedConflict) {
 		return &exitError{exitUsage, errors.New(msg)}

@@ -24,8 +24,7 @@ var defaultsDiffer = map[string]string{
 	"lengths":     "bench and inspect --cost span 512…16384; bench-backends runs the whole model on both backends (128,512); report-real measures lengths in document mode only (empty)",
 	"minibatch":   "finetune fits on all rows (0); report-real's tables use 16 texts per step",
 	"calibration": "performer fits nothing without it (empty); report-real reads the repository's calibration texts",
-	"max-len":     "the input flags cap a text at 512 tokens; linformer's 0 means 512 or --max-positions, the length its projections accept",
-	"seq-len":     "the input flags' 0 means the model's length (texts) or 16 (random inputs); features-error's synthetic sequences have 256",
+	"seq-len":     "the input flags' 0 means the model's length (texts) or 16, at most the model's position limit (random inputs); features-error's synthetic sequences have 256",
 	"num-layers":  "build-model takes its preset's depth (0); bench-backends times 2 layers",
 }
 

@@ -1,0 +1,42 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/linearize/linearize/onnx"
+	"github.com/linearize/linearize/onnx/onnxpb"
+	"github.com/linearize/linearize/tokenize"
+)
+
+// notes is stderr for the commands: saveModel's warnings, and its
+// "copied" line beside --json (tests replace it).
+var notes io.Writer = os.Stderr
+
+// saveModel writes m to out (onnx.Save; in is the model it was made from,
+// which out replaces only with overwrite), then copies in's tokenizer and
+// configuration files (tokenize.CopyCompanions) into the folder named like
+// out, so that the written model runs --text and converts with
+// --calibration without --vocab. It says "copied tokenizer files to DIR"
+// on stdout; a file it cannot copy is a warning on stderr, not an error:
+// the model is written. A failed write is a runtime failure (exit 3).
+func saveModel(stdout io.Writer, m *onnxpb.ModelProto, out, in string, overwrite bool) error {
+	if err := onnx.Save(m, out, onnx.SaveOptions{Input: in, Overwrite: overwrite}); err != nil {
+		return runtimeFailure(err)
+	}
+	if in == "" {
+		return nil
+	}
+	copied, err := tokenize.CopyCompanions(in, out)
+	if len(copied) > 0 {
+		fmt.Fprintf(stdout, "copied tokenizer files to %s\n", strings.TrimSuffix(out, filepath.Ext(out)))
+	}
+	if err != nil {
+		msg := strings.ReplaceAll(strings.TrimPrefix(err.Error(), "tokenize: "), "\n", "; ")
+		fmt.Fprintf(notes, "convert: warning: %s: %s (pass --vocab PATH when running it)\n", out, msg)
+	}
+	return nil
+}
