@@ -63,6 +63,17 @@ const (
 	MetaMaxLength = "linearize.max_length"
 )
 
+// ErrBackend is matched by errors.Is for a failure of the inference
+// backend (opening or running a session), as against an error in the
+// model, its files or the texts.
+var ErrBackend = errors.New("embed: backend failure")
+
+// backendError marks err as ErrBackend without changing its message.
+type backendError struct{ err error }
+
+func (b backendError) Error() string   { return b.err.Error() }
+func (b backendError) Unwrap() []error { return []error{b.err, ErrBackend} }
+
 // DefaultBatch is the number of texts or chunks per run when
 // Options.Batch is 0.
 const DefaultBatch = 8
@@ -225,7 +236,7 @@ func Open(modelPath string, o Options) (*Embedder, error) {
 	}
 	sess, err := infer.Open(backend, m, infer.Options{Threads: o.Threads})
 	if err != nil {
-		return nil, fmt.Errorf("embed: %s: %w", modelPath, err)
+		return nil, backendError{fmt.Errorf("embed: %s: %w", modelPath, err)}
 	}
 	e.sess = sess
 	if err := e.setup(o.Output, o.Window > 0); err != nil {
@@ -411,7 +422,7 @@ func (e *Embedder) Embed(texts []string) ([][]float32, error) {
 		}
 		vecs, err := e.runPass(rows)
 		if err != nil {
-			return nil, fmt.Errorf("%w (text %d)", err, group[0].text)
+			return nil, fmt.Errorf("%w (texts %d–%d)", err, group[0].text, group[len(group)-1].text)
 		}
 		for i, p := range group {
 			v := vecs[i]
@@ -550,7 +561,7 @@ func (e *Embedder) runPass(rows [][]int64) ([][]float64, error) {
 	}
 	res, err := e.sess.Run(feed, e.output)
 	if err != nil {
-		return nil, fmt.Errorf("embed: %s: %w", e.path, err)
+		return nil, backendError{fmt.Errorf("embed: %s: %w", e.path, err)}
 	}
 	t := res[e.output]
 	if t == nil || len(t.Shape) != 3 || t.Shape[0] != b || t.Shape[1] != seq || t.Shape[2] <= 0 {
