@@ -51,6 +51,13 @@ const (
 	maxSentences = 3
 )
 
+// Check reports whether o is valid (a wrapped ErrEvalOption when not),
+// after filling in its defaults.
+func (o EvalOptions) Check() error {
+	_, err := o.defaults()
+	return err
+}
+
 // defaults fills in the zero fields of o and checks it.
 func (o EvalOptions) defaults() (EvalOptions, error) {
 	if o.MaxTokens < 0 || o.MinTokens < 0 || o.PerBucket < 0 || o.Bootstrap < 0 || o.Batch < 0 || o.MaxPassageTokens < 0 {

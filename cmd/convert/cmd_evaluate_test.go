@@ -1,0 +1,153 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/linearize/linearize/embed"
+)
+
+// evalFixture copies the tiny BERT (128 positions) into a folder with a
+// vocab.txt beside it, and writes n generated documents of about 400
+// wordpieces into a docs folder.
+func evalFixture(t *testing.T, n int) (model, docs string) {
+	t.Helper()
+	dir := t.TempDir()
+	b, err := os.ReadFile(filepath.Join("..", "..", "testdata", "bert-tiny.onnx"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	model = filepath.Join(dir, "tiny.onnx")
+	if err := os.WriteFile(model, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	words := strings.Fields("the a river stone cloud paper garden window lamp forest music table bridge winter letter " +
+		"candle mirror orange silver harbor engine meadow old new small large red blue green quiet loud near far " +
+		"under over between across behind before after with without into from")
+	vocab := append([]string{"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "."}, words...)
+	if err := os.WriteFile(filepath.Join(dir, "vocab.txt"), []byte(strings.Join(vocab, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	docs = filepath.Join(dir, "docs")
+	if err := os.Mkdir(docs, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	x := uint64(7)
+	next := func(k int) int {
+		x = x*6364136223846793005 + 1442695040888963407
+		return int((x >> 33) % uint64(k))
+	}
+	for d := 0; d < n; d++ {
+		var sb strings.Builder
+		// Each document favours a few words from its 15th sentence on
+		// (about 140 wordpieces in), past the first window.
+		fav := []string{words[next(len(words))], words[next(len(words))], words[next(len(words))]}
+		for s := 0; s < 40; s++ {
+			k := 7 + next(5)
+			for i := 0; i < k; i++ {
+				w := words[next(len(words))]
+				if s >= 14 && next(2) == 0 {
+					w = fav[next(3)]
+				}
+				if i > 0 {
+					sb.WriteByte(' ')
+				}
+				sb.WriteString(w)
+			}
+			sb.WriteString(". ")
+		}
+		if err := os.WriteFile(filepath.Join(docs, fmt.Sprintf("doc%02d.txt", d)), []byte(sb.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return model, docs
+}
+
+// TestEvaluateCLI runs the test on the tiny model with the native backend
+// over generated documents: the table has the baselines and a copy of the
+// chunk system, which must agree with chunk exactly (ΔMRR 0 with a [0, 0]
+// interval); the JSON and markdown files hold the same report; and the
+// exit codes of bad command lines and inputs.
+func TestEvaluateCLI(t *testing.T) {
+	model, docs := evalFixture(t, 6)
+	out := t.TempDir()
+	jsonPath, mdPath := filepath.Join(out, "r.json"), filepath.Join(out, "r.md")
+	args := []string{"evaluate", model, "copy=" + model + ":chunk", "--docs", docs, "--backend", "native", "--max-tokens", "256",
+		"--buckets", "0,64,128,256", "--bootstrap", "50", "--json-out", jsonPath, "--md-out", mdPath, "-q"}
+	code, stdout, stderr := runCLI(args...)
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	for _, want := range []string{"| truncate | ", "| chunk | ", "| copy | ", "(reference)", "ΔMRR vs chunk", "MRR 0–64 (6)", "MRR 128–256 (6)",
+		"6 documents (0 skipped", "18 queries"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("stdout lacks %q:\n%s", want, stdout)
+		}
+	}
+	md, err := os.ReadFile(mdPath)
+	if err != nil || string(md) != stdout {
+		t.Errorf("--md-out differs from stdout (%v)", err)
+	}
+	var rep embed.Report
+	b, err := os.ReadFile(jsonPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.Documents != 6 || rep.Queries != 18 || len(rep.Systems) != 3 || rep.Reference != "chunk" {
+		t.Fatalf("report %+v", rep)
+	}
+	chunk, cp := rep.Systems[1], rep.Systems[2]
+	if cp.Name != "copy" || cp.All != chunk.All || cp.Delta == nil || *cp.Delta != (embed.Interval{}) {
+		t.Errorf("the copy of chunk differs from it: %+v vs %+v", cp, chunk)
+	}
+	for _, s := range rep.Systems {
+		if s.All.MRR <= 0 || s.All.MRR > 1 || s.SecondsPerDoc <= 0 || len(s.Buckets) != 3 {
+			t.Errorf("system %+v", s)
+		}
+	}
+
+	// --systems picks and orders; --json prints the report.
+	code, stdout, stderr = runCLI("evaluate", model, "--docs", docs, "--backend", "native", "--max-tokens", "256",
+		"--buckets", "0,128,256", "--bootstrap", "20", "--systems", "chunk,truncate", "--reference", "truncate", "--json", "-q")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var rep2 embed.Report
+	if err := json.Unmarshal([]byte(stdout), &rep2); err != nil {
+		t.Fatalf("--json: %v\n%s", err, stdout)
+	}
+	if len(rep2.Systems) != 2 || rep2.Systems[0].Name != "chunk" || rep2.Systems[1].Name != "truncate" || rep2.Systems[1].Delta != nil {
+		t.Errorf("--systems chunk,truncate --reference truncate: %+v", rep2.Systems)
+	}
+
+	for _, c := range []struct {
+		args []string
+		code int
+		msg  string
+	}{
+		{[]string{"evaluate", model, "--docs", docs, "--no-such-flag"}, exitUsage, "no-such-flag"},
+		{[]string{"evaluate", model}, exitUsage, "--docs or --jsonl"},
+		{[]string{"evaluate", model, "--docs", docs, "--jsonl", "x"}, exitUsage, "--docs or --jsonl"},
+		{[]string{"evaluate", model, "--docs", docs, "--buckets", "0,512,256"}, exitUsage, "--buckets"},
+		{[]string{"evaluate", model, "--docs", docs, "--systems", "nope"}, exitUsage, "nope"},
+		{[]string{"evaluate", model, "x=" + model + ":fast", "--docs", docs}, exitUsage, "fast"},
+		{[]string{"evaluate", model, "--docs", filepath.Join(out, "missing")}, exitBadInput, "missing"},
+		{[]string{"evaluate", filepath.Join(out, "nope.onnx"), "--docs", docs}, exitBadInput, "nope.onnx"},
+		// The documents have about 400 wordpieces; the default needs 4096.
+		{[]string{"evaluate", model, "--docs", docs, "--backend", "native", "-q"}, exitBadInput, "at least 4096 wordpieces"},
+		// The tiny model reads 128 tokens: it cannot read 256 in one pass.
+		{[]string{"evaluate", model, "whole=" + model + ":long", "--docs", docs, "--backend", "native", "--max-tokens", "256", "-q"}, exitBadInput, "at most 128 tokens"},
+	} {
+		code, _, stderr := runCLI(c.args...)
+		if code != c.code || !strings.Contains(stderr, c.msg) {
+			t.Errorf("%v: exit %d, stderr %q; want %d and %q", c.args[1:], code, stderr, c.code, c.msg)
+		}
+	}
+}
