@@ -1,0 +1,378 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/linearize/linearize/embed"
+	"github.com/linearize/linearize/infer"
+	"github.com/linearize/linearize/internal/fsutil"
+	"github.com/linearize/linearize/internal/progress"
+	"github.com/linearize/linearize/onnx"
+)
+
+func init() {
+	register(&command{
+		name:    "embed",
+		summary: "embed texts or documents, one vector each with the model's own pooling; long ones truncated, chunked or read whole",
+		usage:   "MODEL (--text T | --text-file F | --docs DIR | --jsonl F) -o OUT [flags]",
+		run:     runEmbed,
+	})
+}
+
+// embedMaxDoc bounds one document (a --docs file or a JSON line).
+const embedMaxDoc = 64 << 20
+
+// embedProgress receives embed's progress lines (tests replace it).
+var embedProgress io.Writer = os.Stderr
+
+// embedDoc is one document to embed and its id.
+type embedDoc struct{ id, text string }
+
+func runEmbed(args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("embed", flag.ContinueOnError)
+	var texts multiFlag
+	fs.Var(&texts, "text", "a `TEXT` to embed (repeatable; ids text-1, text-2, ...)")
+	textFile := fs.String("text-file", "", "a `FILE` with one text per line (ids: line numbers; blank lines skipped)")
+	docs := fs.String("docs", "", "embed every *.txt and *.md file in `DIR`, sorted (id: the file name)")
+	jsonl := fs.String("jsonl", "", "a `FILE` of JSON lines {\"id\": ..., \"text\": ...}")
+	out := fs.String("o", "", "`OUT`.npy (float32 [N, dim], ids in OUT.ids.txt) or OUT.jsonl, one {\"id\", \"embedding\"} per line (required)")
+	mode := fs.String("mode", "auto", "read long texts in `MODE`: truncate (first window), chunk (mean over windows), long (one pass), auto (long for a convert long model, else chunk)")
+	pooling := fs.String("pooling", "auto", "pool hidden states by `KIND`: mean, cls, max, or auto (the model's sentence-transformers files, else mean)")
+	raw := fs.Bool("raw", false, "do not L2-normalise the vectors")
+	maxTokens := fs.Int("max-tokens", 0, "read at most `N` wordpieces of each text, in every mode (0: all; truncate reads one window)")
+	window := fs.Int("window", 0, "tokens `W` per pass in truncate and chunk mode, [CLS] and [SEP] included (default: the model's window or position limit, else 512)")
+	batch := fs.Int("batch", 1, "`B` texts or chunks per run (long mode: 1)")
+	threads := fs.Int("threads", 0, "intra-op threads (0: backend default)")
+	backend := fs.String("backend", infer.DefaultBackend, "runtime backend: "+strings.Join(infer.Backends(), " or "))
+	vocab := fs.String("vocab", "", "tokenizer `PATH`: a folder, tokenizer.json or vocab.txt (default: found beside the model)")
+	path, err := parseModelArg(fs, args, stdout)
+	if err != nil {
+		return err
+	}
+	if err := checkThreads(*threads); err != nil {
+		return err
+	}
+	if err := checkBackend(*backend); err != nil {
+		return err
+	}
+	o := embed.Options{Raw: *raw, MaxTokens: *maxTokens, Window: *window, Batch: *batch, Backend: *backend, Threads: *threads, Vocab: *vocab}
+	switch m := embed.Mode(*mode); m {
+	case "auto":
+	case embed.Truncate, embed.Chunk, embed.Long:
+		o.Mode = m
+	default:
+		return usageError("--mode %q: want auto, truncate, chunk or long", *mode)
+	}
+	switch p := embed.Pooling(*pooling); p {
+	case "auto":
+	case embed.PoolMean, embed.PoolCLS, embed.PoolMax:
+		o.Pooling = p
+	default:
+		return usageError("--pooling %q: want auto, mean, cls or max", *pooling)
+	}
+	switch {
+	case *maxTokens < 0:
+		return usageError("--max-tokens must be non-negative")
+	case *window != 0 && *window < 3:
+		return usageError("--window %d: want at least 3 ([CLS], a wordpiece, [SEP])", *window)
+	case *batch < 1:
+		return usageError("--batch must be at least 1")
+	}
+	sources := 0
+	for _, set := range []bool{len(texts) > 0, *textFile != "", *docs != "", *jsonl != ""} {
+		if set {
+			sources++
+		}
+	}
+	if sources != 1 {
+		return usageError("give the texts with one of --text, --text-file, --docs or --jsonl")
+	}
+	if *out == "" {
+		return usageError("-o is required")
+	}
+	npy := strings.HasSuffix(*out, ".npy")
+	if !npy && !strings.HasSuffix(*out, ".jsonl") {
+		return usageError("-o %s: want a path ending in .npy or .jsonl", *out)
+	}
+	if err := checkOutput(path, *out, false); err != nil {
+		return err
+	}
+
+	var list []embedDoc
+	switch {
+	case len(texts) > 0:
+		for i, s := range texts {
+			list = append(list, embedDoc{"text-" + strconv.Itoa(i+1), s})
+		}
+	case *textFile != "":
+		list, err = readTextLines(*textFile)
+	case *docs != "":
+		list, err = readDocsDir(*docs)
+	default:
+		list, err = readJSONLDocs(*jsonl)
+	}
+	if err != nil {
+		return badInput(err)
+	}
+
+	start := time.Now()
+	e, err := embed.Open(path, o)
+	if err != nil {
+		return embedError(err)
+	}
+	defer e.Close()
+	group := max(*batch, 8)
+	var pr *progress.Reporter
+	if len(list) > 1 {
+		pr = progress.New(embedProgress, "embed: batch", (len(list)+group-1)/group)
+	}
+	vecs := make([][]float32, 0, len(list))
+	for lo := 0; lo < len(list); lo += group {
+		hi := min(lo+group, len(list))
+		batchTexts := make([]string, hi-lo)
+		for i := range batchTexts {
+			batchTexts[i] = list[lo+i].text
+		}
+		v, err := e.Embed(batchTexts)
+		if err != nil {
+			return embedError(fmt.Errorf("documents %s–%s: %w", list[lo].id, list[hi-1].id, err))
+		}
+		vecs = append(vecs, v...)
+		pr.Step("documents %d–%d of %d", lo+1, hi, len(list))
+	}
+
+	if npy {
+		err = writeEmbedNPY(*out, list, vecs, e.Dim())
+	} else {
+		err = writeEmbedJSONL(*out, list, vecs)
+	}
+	if err != nil {
+		return runtimeFailure(err)
+	}
+	fmt.Fprintf(stdout, "embedded %d documents (mode %s, pooling %s, window %d, dim %d) in %.1f s → %s\n",
+		len(list), e.Mode(), e.Pooling(), e.Window(), e.Dim(), time.Since(start).Seconds(), *out)
+	return nil
+}
+
+// embedError gives an error of package embed its exit code: a backend
+// failure is a runtime failure; anything else is bad input (the model,
+// its files or the texts do not fit the flags).
+func embedError(err error) error {
+	if errors.Is(err, embed.ErrBackend) {
+		return runtimeFailure(oneLine(err))
+	}
+	return badInput(err)
+}
+
+// readTextLines reads one text per line; blank lines are skipped and the
+// id is the line number.
+func readTextLines(path string) ([]embedDoc, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("--text-file: %w", err)
+	}
+	defer f.Close()
+	var list []embedDoc
+	err = eachLine(f, path, func(n int, line string) error {
+		if strings.TrimSpace(line) != "" {
+			list = append(list, embedDoc{strconv.Itoa(n), line})
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(list) == 0 {
+		return nil, fmt.Errorf("--text-file %s: no texts (one per line)", path)
+	}
+	return list, nil
+}
+
+// eachLine calls fn with every line of r (numbered from 1, without its
+// "\r\n" or "\n"); lines are at most embedMaxDoc bytes.
+func eachLine(r io.Reader, path string, fn func(n int, line string) error) error {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64<<10), embedMaxDoc)
+	for n := 1; sc.Scan(); n++ {
+		if err := fn(n, strings.TrimSuffix(sc.Text(), "\r")); err != nil {
+			return err
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return nil
+}
+
+// readDocsDir reads every *.txt and *.md regular file of dir, sorted by
+// name; the id is the file name.
+func readDocsDir(dir string) ([]embedDoc, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("--docs: %w", err)
+	}
+	var names []string
+	for _, de := range ents {
+		ext := strings.ToLower(filepath.Ext(de.Name()))
+		if (ext == ".txt" || ext == ".md") && !de.IsDir() {
+			names = append(names, de.Name())
+		}
+	}
+	sort.Strings(names)
+	if len(names) == 0 {
+		return nil, fmt.Errorf("--docs %s: no *.txt or *.md files", dir)
+	}
+	list := make([]embedDoc, 0, len(names))
+	for _, name := range names {
+		if strings.ContainsAny(name, "\r\n") {
+			return nil, fmt.Errorf("--docs %s: file name %q has a line break (ids are written one per line)", dir, name)
+		}
+		p := filepath.Join(dir, name)
+		st, err := os.Stat(p)
+		if err != nil {
+			return nil, fmt.Errorf("--docs: %w", err)
+		}
+		if !st.Mode().IsRegular() {
+			continue
+		}
+		if st.Size() > embedMaxDoc {
+			return nil, fmt.Errorf("--docs: %s: larger than %d bytes", p, embedMaxDoc)
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return nil, fmt.Errorf("--docs: %w", err)
+		}
+		list = append(list, embedDoc{name, string(data)})
+	}
+	return list, nil
+}
+
+// readJSONLDocs reads one {"id": ..., "text": ...} object per line (blank
+// lines skipped); an id may be a string or a number and must be unique.
+func readJSONLDocs(path string) ([]embedDoc, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("--jsonl: %w", err)
+	}
+	defer f.Close()
+	var list []embedDoc
+	seen := map[string]int{}
+	err = eachLine(f, path, func(n int, line string) error {
+		if strings.TrimSpace(line) == "" {
+			return nil
+		}
+		var rec struct {
+			ID   json.RawMessage `json:"id"`
+			Text *string         `json:"text"`
+		}
+		dec := json.NewDecoder(strings.NewReader(line))
+		if err := dec.Decode(&rec); err != nil {
+			return fmt.Errorf("%s:%d: %w", path, n, err)
+		}
+		if dec.More() {
+			return fmt.Errorf("%s:%d: more than one JSON value on the line", path, n)
+		}
+		id, err := jsonID(rec.ID)
+		if err != nil {
+			return fmt.Errorf("%s:%d: %w", path, n, err)
+		}
+		if rec.Text == nil {
+			return fmt.Errorf("%s:%d: no \"text\" string", path, n)
+		}
+		if prev, dup := seen[id]; dup {
+			return fmt.Errorf("%s:%d: id %q was already used on line %d", path, n, id, prev)
+		}
+		seen[id] = n
+		list = append(list, embedDoc{id, *rec.Text})
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(list) == 0 {
+		return nil, fmt.Errorf("--jsonl %s: no documents", path)
+	}
+	return list, nil
+}
+
+// jsonID is a JSON id as text: a string's value or a number's literal.
+func jsonID(raw json.RawMessage) (string, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return "", errors.New(`no "id"`)
+	}
+	var id string
+	if raw[0] == '"' {
+		if err := json.Unmarshal(raw, &id); err != nil {
+			return "", err
+		}
+	} else {
+		var num json.Number
+		if err := json.Unmarshal(raw, &num); err != nil {
+			return "", fmt.Errorf(`"id" is neither a string nor a number`)
+		}
+		id = num.String()
+	}
+	if id == "" || strings.ContainsAny(id, "\r\n") {
+		return "", fmt.Errorf("id %q is empty or has a line break (ids are written one per line)", id)
+	}
+	return id, nil
+}
+
+// writeEmbedNPY writes the vectors as a float32 [N, dim] .npy file and
+// the ids, one per line, to OUT without .npy plus ".ids.txt". Each file is
+// written whole or not at all; when the ids cannot be written the .npy
+// just written is removed.
+func writeEmbedNPY(out string, list []embedDoc, vecs [][]float32, dim int) error {
+	data := make([]float32, 0, len(vecs)*dim)
+	for _, v := range vecs {
+		data = append(data, v...)
+	}
+	var ids strings.Builder
+	for _, d := range list {
+		ids.WriteString(d.id)
+		ids.WriteByte('\n')
+	}
+	if err := onnx.WriteNPY(out, onnx.NewFloat([]int{len(vecs), dim}, data)); err != nil {
+		return err
+	}
+	idsPath := embedIDsPath(out)
+	if err := fsutil.WriteFileAtomic(idsPath, []byte(ids.String())); err != nil {
+		os.Remove(out)
+		return err
+	}
+	return nil
+}
+
+// embedIDsPath is the ids file beside an .npy output.
+func embedIDsPath(out string) string { return strings.TrimSuffix(out, ".npy") + ".ids.txt" }
+
+// writeEmbedJSONL writes one {"id", "embedding"} object per line.
+func writeEmbedJSONL(out string, list []embedDoc, vecs [][]float32) error {
+	return fsutil.WriteAtomic(out, func(w io.Writer) error {
+		enc := json.NewEncoder(w)
+		enc.SetEscapeHTML(false)
+		for i, d := range list {
+			rec := struct {
+				ID        string    `json:"id"`
+				Embedding []float32 `json:"embedding"`
+			}{d.id, vecs[i]}
+			if err := enc.Encode(rec); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}

@@ -1,0 +1,235 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/linearize/linearize/embed"
+	"github.com/linearize/linearize/onnx"
+)
+
+// embedModel copies the bundled tiny BERT into a temporary folder with a
+// vocab.txt beside it.
+func embedModel(t *testing.T) (path, dir string) {
+	t.Helper()
+	dir = t.TempDir()
+	data, err := os.ReadFile(filepath.Join("..", "..", "testdata", "bert-tiny.onnx"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	path = filepath.Join(dir, "bert.onnx")
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	vocab := "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nthe\nman\nis\neating\nfood\n.\nhorse\n##s\n"
+	if err := os.WriteFile(filepath.Join(dir, "vocab.txt"), []byte(vocab), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path, dir
+}
+
+// embedWant embeds texts through the library, as the CLI should.
+func embedWant(t *testing.T, path string, o embed.Options, texts []string) [][]float32 {
+	t.Helper()
+	o.Backend = "native"
+	e, err := embed.Open(path, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	v, err := e.Embed(texts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+func sameVector(t *testing.T, what string, got []float32, want []float32) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d values, want %d", what, len(got), len(want))
+	}
+	for i := range got {
+		if math.Abs(float64(got[i])-float64(want[i])) > 1e-6 {
+			t.Fatalf("%s: value %d is %g, want %g", what, i, got[i], want[i])
+		}
+	}
+}
+
+// quietEmbed sends embed's progress lines to a buffer for the test.
+func quietEmbed(t *testing.T) *bytes.Buffer {
+	var b bytes.Buffer
+	embedProgress = &b
+	t.Cleanup(func() { embedProgress = os.Stderr })
+	return &b
+}
+
+func TestEmbedNPY(t *testing.T) {
+	path, dir := embedModel(t)
+	prog := quietEmbed(t)
+	texts := []string{"the man is eating food.", "horses", "the the the man man man is is is eating eating food food food . . ."}
+	file := filepath.Join(dir, "texts.txt")
+	if err := os.WriteFile(file, []byte(texts[0]+"\n\n"+texts[1]+"\r\n"+texts[2]+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "vecs.npy")
+	code, stdout, stderr := runCLI("embed", path, "--text-file", file, "-o", out, "--backend", "native", "--window", "8")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	for _, want := range []string{"embedded 3 documents (mode chunk, pooling mean, window 8, dim 64) in ", " s → " + out} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("summary %q does not say %q", stdout, want)
+		}
+	}
+	if !strings.Contains(prog.String(), "embed: batch 1/1: documents 1–3 of 3") {
+		t.Errorf("no progress on stderr: %q", prog)
+	}
+	got, err := onnx.ReadNPY(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.DType != onnx.Float || len(got.Shape) != 2 || got.Shape[0] != 3 || got.Shape[1] != 64 {
+		t.Fatalf("npy holds %s, want float32[3 64]", got)
+	}
+	want := embedWant(t, path, embed.Options{Window: 8}, texts)
+	for i := range texts {
+		sameVector(t, texts[i], got.Floats()[i*64:(i+1)*64], want[i])
+	}
+	ids, err := os.ReadFile(filepath.Join(dir, "vecs.ids.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(ids) != "1\n3\n4\n" {
+		t.Errorf("ids file %q, want the line numbers 1, 3, 4", ids)
+	}
+	left, _ := filepath.Glob(filepath.Join(dir, ".*tmp*"))
+	if len(left) > 0 {
+		t.Errorf("temporary files left: %v", left)
+	}
+
+	// --text: ids text-1, text-2; one document prints no progress.
+	prog.Reset()
+	code, _, stderr = runCLI("embed", path, "--text", "horses", "-o", out, "--backend", "native", "--pooling", "cls", "--raw")
+	if code != 0 || prog.Len() > 0 {
+		t.Fatalf("exit %d, stderr %q, progress %q", code, stderr, prog)
+	}
+	got, _ = onnx.ReadNPY(out)
+	sameVector(t, "--text --pooling cls --raw", got.Floats(), embedWant(t, path, embed.Options{Pooling: embed.PoolCLS, Raw: true}, []string{"horses"})[0])
+	if ids, _ := os.ReadFile(filepath.Join(dir, "vecs.ids.txt")); string(ids) != "text-1\n" {
+		t.Errorf("ids file %q, want text-1", ids)
+	}
+}
+
+func TestEmbedJSONLAndDocs(t *testing.T) {
+	path, dir := embedModel(t)
+	quietEmbed(t)
+	in := filepath.Join(dir, "docs.jsonl")
+	lines := `{"id": "a", "text": "the man is eating food."}` + "\n\n" + `{"text": "horses", "id": 7}` + "\n"
+	if err := os.WriteFile(in, []byte(lines), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "vecs.jsonl")
+	code, stdout, stderr := runCLI("embed", path, "--jsonl", in, "-o", out, "--backend", "native", "--mode", "truncate", "--max-tokens", "3")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if !strings.Contains(stdout, "embedded 2 documents (mode truncate, pooling mean, window 128, dim 64)") {
+		t.Errorf("summary %q", stdout)
+	}
+	want := embedWant(t, path, embed.Options{Mode: embed.Truncate, MaxTokens: 3}, []string{"the man is eating food.", "horses"})
+	f, err := os.Open(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 1<<20)
+	var ids []string
+	for i := 0; sc.Scan(); i++ {
+		var rec struct {
+			ID        string    `json:"id"`
+			Embedding []float32 `json:"embedding"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &rec); err != nil {
+			t.Fatalf("line %d: %v", i+1, err)
+		}
+		ids = append(ids, rec.ID)
+		if i < len(want) {
+			sameVector(t, "jsonl "+rec.ID, rec.Embedding, want[i])
+		}
+	}
+	if strings.Join(ids, ",") != "a,7" {
+		t.Errorf("ids %v, want a, 7", ids)
+	}
+
+	// --docs: *.txt and *.md, sorted by name.
+	docs := filepath.Join(dir, "docs")
+	os.Mkdir(docs, 0o755)
+	for name, s := range map[string]string{"b.md": "horses", "a.txt": "the man\nis eating", "c.json": "{}"} {
+		if err := os.WriteFile(filepath.Join(docs, name), []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	npy := filepath.Join(dir, "docs.npy")
+	if code, _, stderr := runCLI("embed", path, "--docs", docs, "-o", npy, "--backend", "native"); code != 0 {
+		t.Fatalf("--docs: exit %d: %s", code, stderr)
+	}
+	if ids, _ := os.ReadFile(filepath.Join(dir, "docs.ids.txt")); string(ids) != "a.txt\nb.md\n" {
+		t.Errorf("--docs ids %q", ids)
+	}
+	got, err := onnx.ReadNPY(npy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := embedWant(t, path, embed.Options{}, []string{"the man\nis eating", "horses"})
+	sameVector(t, "a.txt", got.Floats()[:64], w[0])
+	sameVector(t, "b.md", got.Floats()[64:], w[1])
+}
+
+func TestEmbedExitCodes(t *testing.T) {
+	path, dir := embedModel(t)
+	out := filepath.Join(dir, "out.npy")
+	bad := filepath.Join(dir, "bad.jsonl")
+	os.WriteFile(bad, []byte(`{"id": "x", "text": "the"}`+"\n"+`{"id": "y", "text": 3}`+"\n"), 0o644)
+	dup := filepath.Join(dir, "dup.jsonl")
+	os.WriteFile(dup, []byte(`{"id": "x", "text": "the"}`+"\n"+`{"id": "x", "text": "man"}`+"\n"), 0o644)
+	long := strings.Repeat("the man ", 100)
+	for _, c := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"--docs", filepath.Join(dir, "nope")}, exitBadInput, "nope"},
+		{[]string{"--text", "x", "--mode", "sideways"}, exitUsage, "--mode"},
+		{[]string{"--text", "x", "--pooling", "median"}, exitUsage, "--pooling"},
+		{[]string{"--text", "x", "--batch", "0"}, exitUsage, "--batch"},
+		{[]string{"--text", "x", "--window", "2"}, exitUsage, "--window"},
+		{[]string{"--text", "x", "--text-file", bad}, exitUsage, "one of"},
+		{[]string{}, exitUsage, "one of"},
+		{[]string{"--text", "x", "-o", filepath.Join(dir, "out.txt")}, exitUsage, ".npy or .jsonl"},
+		{[]string{"--text", "x", "-o", filepath.Join(dir, "no", "out.npy")}, exitBadInput, "no"},
+		{[]string{"--jsonl", bad}, exitBadInput, bad + ":2"},
+		{[]string{"--jsonl", dup}, exitBadInput, dup + ":2"},
+		{[]string{"--text", long, "--mode", "long"}, exitBadInput, "admits 128 tokens"},
+		{[]string{"--text", "x", "--window", "300"}, exitBadInput, "128"},
+	} {
+		args := append([]string{"embed", path, "--backend", "native"}, c.args...)
+		if !strings.Contains(strings.Join(c.args, " "), "-o ") {
+			args = append(args, "-o", out)
+		}
+		code, _, stderr := runCLI(args...)
+		if code != c.code || !strings.Contains(stderr, c.want) {
+			t.Errorf("%v: exit %d, stderr %q; want %d and %q", c.args, code, stderr, c.code, c.want)
+		}
+	}
+	if _, err := os.Stat(out); err == nil {
+		t.Errorf("a failed run wrote %s", out)
+	}
+}
