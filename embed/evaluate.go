@@ -113,6 +113,8 @@ type SystemResult struct {
 	// system had embedded the documents: the peak so far, including the
 	// systems before it (0: unknown on this system).
 	PeakRSS int64 `json:"peak_rss_bytes"`
+	// Ranks are the ranks of each passage's document (Report.Passages).
+	Ranks []int `json:"ranks"`
 }
 
 // Report is the result of Evaluate.
@@ -134,6 +136,8 @@ type Report struct {
 	// QuerySeconds is the time the query encoder took for every passage.
 	QuerySeconds float64        `json:"query_seconds"`
 	Systems      []SystemResult `json:"systems"`
+	// Passages are the queries; SystemResult.Ranks follow their order.
+	Passages []Query `json:"passages"`
 }
 
 // Evaluate runs the long-document retrieval test: Passages draws passages
@@ -190,7 +194,7 @@ func Evaluate(tok *tokenize.WordPiece, docs []Document, query Encoder, systems [
 	r := &Report{
 		Documents: len(kept), Skipped: len(docs) - len(kept), Queries: len(queries),
 		MaxTokens: o.MaxTokens, MinTokens: o.MinTokens, PerBucket: o.PerBucket,
-		Seed: o.Seed, Bootstrap: o.Bootstrap, Reference: ref,
+		Seed: o.Seed, Bootstrap: o.Bootstrap, Reference: ref, Passages: queries,
 	}
 	for b := 0; b+1 < len(o.Buckets); b++ {
 		r.Buckets = append(r.Buckets, Bucket{Lo: o.Buckets[b], Hi: o.Buckets[b+1]})
@@ -223,8 +227,12 @@ func Evaluate(tok *tokenize.WordPiece, docs []Document, query Encoder, systems [
 		if len(dv[0]) != len(qv[0]) {
 			return nil, fmt.Errorf("embed: system %s gives %d-dimensional vectors, the query encoder %d", s.Name, len(dv[0]), len(qv[0]))
 		}
-		rr[si] = reciprocalRanks(qv, dv, queries)
-		res := SystemResult{Name: s.Name, Seconds: secs, SecondsPerDoc: secs / float64(len(kept)), PeakRSS: peakRSS()}
+		ranks := rankOwn(qv, dv, queries)
+		rr[si] = make([]float64, len(ranks))
+		for i, k := range ranks {
+			rr[si][i] = 1 / float64(k)
+		}
+		res := SystemResult{Name: s.Name, Seconds: secs, SecondsPerDoc: secs / float64(len(kept)), PeakRSS: peakRSS(), Ranks: ranks}
 		res.All, res.Buckets = scores(rr[si], queries, len(r.Buckets))
 		r.Systems = append(r.Systems, res)
 	}
@@ -306,11 +314,11 @@ func embedDocs(s System, docs []Document, o EvalOptions) ([][]float32, float64, 
 	return out, secs, nil
 }
 
-// reciprocalRanks ranks the documents by cosine with each query: the rank
-// of a query's own document is 1 + the number of other documents whose
-// cosine is at least as high.
-func reciprocalRanks(qv, dv [][]float32, queries []Query) []float64 {
-	out := make([]float64, len(queries))
+// rankOwn ranks the documents by cosine with each query: the rank of a
+// query's own document is 1 + the number of other documents whose cosine
+// is at least as high.
+func rankOwn(qv, dv [][]float32, queries []Query) []int {
+	out := make([]int, len(queries))
 	for i, q := range queries {
 		own := Cosine(qv[i], dv[q.Doc])
 		rank := 1
@@ -319,7 +327,7 @@ func reciprocalRanks(qv, dv [][]float32, queries []Query) []float64 {
 				rank++
 			}
 		}
-		out[i] = 1 / float64(rank)
+		out[i] = rank
 	}
 	return out
 }

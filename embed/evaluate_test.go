@@ -281,6 +281,15 @@ func TestEvalRanks(t *testing.T) {
 			t.Errorf("%s: %+v", name, s)
 		}
 	}
+	for i, q := range r.Passages {
+		want := 1
+		if q.Bucket == 0 {
+			want = q.Doc + 1
+		}
+		if r.Systems[0].Ranks[i] != want || r.Systems[2].Ranks[i] != 3 {
+			t.Errorf("passage %d (document %d, bucket %d): ranks %d and %d, want %d and 3", i, q.Doc, q.Bucket, r.Systems[0].Ranks[i], r.Systems[2].Ranks[i], want)
+		}
+	}
 	if r.Systems[0].Delta != nil {
 		t.Errorf("the reference has a difference: %+v", r.Systems[0].Delta)
 	}

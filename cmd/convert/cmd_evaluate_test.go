@@ -145,9 +145,12 @@ func TestEvaluateCLI(t *testing.T) {
 		// The tiny model reads 128 tokens: it cannot read 256 in one pass.
 		{[]string{"evaluate", model, "whole=" + model + ":long", "--docs", docs, "--backend", "native", "--max-tokens", "256", "-q"}, exitBadInput, "at most 128 tokens"},
 	} {
-		code, _, stderr := runCLI(c.args...)
+		code, stdout, stderr := runCLI(c.args...)
 		if code != c.code || !strings.Contains(stderr, c.msg) {
 			t.Errorf("%v: exit %d, stderr %q; want %d and %q", c.args[1:], code, stderr, c.code, c.msg)
+		}
+		if stdout != "" || strings.Count(strings.TrimSuffix(stderr, "\n"), "\n") != 0 {
+			t.Errorf("%v: stdout %q, stderr %q; want nothing and a one-line message", c.args[1:], stdout, stderr)
 		}
 	}
 }
