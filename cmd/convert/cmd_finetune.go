@@ -81,7 +81,7 @@ func runFinetune(args []string, stdout io.Writer) error {
 	}
 	w := stdout
 	if *asJSON {
-		w = notes // stdout is the JSON report only
+		w = stderrNotes // stdout is the JSON report only
 	}
 	if err := saveModel(w, fitted, *out, from, false); err != nil {
 		return err

@@ -120,7 +120,7 @@ func loadForRewrite(name string, fs *flag.FlagSet, f *rewriteFlags, args []strin
 func finishRewrite(stdout io.Writer, f *rewriteFlags, in string, m *onnxpb.ModelProto, rep *convert.Report) error {
 	w := stdout
 	if f.json {
-		w = notes // stdout is the JSON report only
+		w = stderrNotes // stdout is the JSON report only
 	}
 	if err := saveModel(w, m, f.out, in, f.overwrite); err != nil {
 		return err

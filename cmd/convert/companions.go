@@ -12,9 +12,9 @@ import (
 	"github.com/linearize/linearize/tokenize"
 )
 
-// notes is stderr for the commands: saveModel's warnings, and its
+// stderrNotes is stderr for the commands: saveModel's warnings, and its
 // "copied" line beside --json (tests replace it).
-var notes io.Writer = os.Stderr
+var stderrNotes io.Writer = os.Stderr
 
 // saveModel writes m to out (onnx.Save; in is the model it was made from,
 // which out replaces only with overwrite), then copies in's tokenizer and
@@ -36,7 +36,7 @@ func saveModel(stdout io.Writer, m *onnxpb.ModelProto, out, in string, overwrite
 	}
 	if err != nil {
 		msg := strings.ReplaceAll(strings.TrimPrefix(err.Error(), "tokenize: "), "\n", "; ")
-		fmt.Fprintf(notes, "convert: warning: %s: %s (pass --vocab PATH when running it)\n", out, msg)
+		fmt.Fprintf(stderrNotes, "convert: warning: %s: %s (pass --vocab PATH when running it)\n", out, msg)
 	}
 	return nil
 }

@@ -16,8 +16,8 @@ import (
 func TestSaveModelCopiesTokenizer(t *testing.T) {
 	path, _ := feedModel(t) // vocab.txt beside bert.onnx
 	var warned bytes.Buffer
-	notes = &warned
-	t.Cleanup(func() { notes = os.Stderr })
+	stderrNotes = &warned
+	t.Cleanup(func() { stderrNotes = os.Stderr })
 	out := t.TempDir()
 	runText := func(model string) {
 		t.Helper()
