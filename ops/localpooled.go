@@ -19,7 +19,8 @@ import (
 // and keys are the same positions), key_bias [B or 1,1,1,S or 1] (optional
 // in the Go kernel, always passed to the function body). Output [B,H,S,Dv].
 // Attributes: scale (float), block b ≥ 0, segments k ≥ 1, sinks ("none",
-// "first", "last" or "first,last").
+// "first", "last" or "first,last"), reach r ≥ 0 (default 1), far_bias
+// (floats, one or one per head; default 0).
 //
 // For one sequence and head, with the valid keys those whose bias is above
 // −1e4 (the bias decides validity only; its value is otherwise not
@@ -31,18 +32,22 @@ import (
 //     segments follow each sequence's actual length, not the maximum;
 //     k̄_c and v̄_c are the means of K and V over segment c;
 //   - the exact set of query i (at position i, in block ⌊i/b⌋ of b
-//     positions) is every non-sink valid key in blocks ⌊i/b⌋−1, ⌊i/b⌋ and
-//     ⌊i/b⌋+1, plus the sinks (b = 0: the sinks only);
+//     positions) is every non-sink valid key in blocks ⌊i/b⌋−r to
+//     ⌊i/b⌋+r, plus the sinks (b = 0: the sinks only); r = 1 (the
+//     default) is the block and both neighbours, r = 0 the block alone
+//     (aligned windows, as `convert long` uses);
 //   - cnt_ic is the number of keys of segment c outside that exact set;
 //   - the scores are scale·q_i·k_j for j in the exact set and
-//     scale·q_i·k̄_c + log cnt_ic for each segment with cnt_ic > 0; one
+//     scale·q_i·k̄_c + log cnt_ic + β_h for each segment with cnt_ic > 0,
+//     where β_h is head h's far_bias (a gate on the far field: negative
+//     values weigh the pooled keys less than the keys they stand for); one
 //     softmax over all of them weighs v_j and v̄_c.
 //
 // A segment with cnt_ic keys scores as cnt_ic copies of its mean key would,
 // so a distant region weighs as many keys as it stands for. When the
 // non-sink valid keys are at most k (each segment then holds one key) or
 // every key is in the exact set, the op is exact softmax attention.
-// Cost per query: (3b + sinks + k)·(D + Dv) multiply-adds, plus k·(D + Dv)
+// Cost per query: ((2r+1)·b + sinks + k)·(D + Dv) multiply-adds, plus k·(D + Dv)
 // per key for the means; memory is linear in S. A sequence with no valid
 // key gives zeros.
 const localPooledDoc = "LocalPooledAttention: exact block-local and sink attention plus segment-mean pooled keys in one softmax (see github.com/linearize/linearize/ops)."
@@ -61,6 +66,13 @@ type LocalPooledAttrs struct {
 	Segments int
 	// SinkFirst and SinkLast keep the first and the last valid key exact.
 	SinkFirst, SinkLast bool
+	// Reach is r: a query attends exactly to the blocks within r of its
+	// own. The zero value is read as the op's default, 1; NoReach (−1)
+	// selects r = 0, the query's block alone.
+	Reach int
+	// FarBias is β, added to every pooled score: one value for all heads
+	// or one per head; nil is 0.
+	FarBias []float32
 	// Threads bounds the goroutines the Go kernel uses (not an attribute).
 	Threads int
 }
@@ -98,12 +110,62 @@ func ParseSinks(s string) (first, last bool, err error) {
 	return first, last, nil
 }
 
-// MaxLocalBlock bounds the block length b, and MaxSegments the segment
-// count k, so that a corrupt attribute cannot request huge buffers.
+// MaxLocalBlock bounds the block length b, MaxSegments the segment count
+// k and MaxReach the reach r, so that a corrupt attribute cannot request
+// huge buffers.
 const (
 	MaxLocalBlock = 1 << 16
 	MaxSegments   = 1 << 16
+	MaxReach      = 64
 )
+
+// NoReach is the LocalPooledAttrs.Reach that selects r = 0.
+const NoReach = -1
+
+// reach resolves Reach: 0 → 1 (the default), NoReach → 0.
+func (a LocalPooledAttrs) reach() int {
+	switch a.Reach {
+	case 0:
+		return 1
+	case NoReach:
+		return 0
+	}
+	return a.Reach
+}
+
+// farBias returns β of head h.
+func (a LocalPooledAttrs) farBias(h int) float64 {
+	switch len(a.FarBias) {
+	case 0:
+		return 0
+	case 1:
+		return float64(a.FarBias[0])
+	}
+	return float64(a.FarBias[h])
+}
+
+// ParseLocalPooledAttrs reads the attributes of a LocalPooledAttention
+// node (the Go kernel and the fine-tuner read them the same way).
+func ParseLocalPooledAttrs(n *onnxpb.NodeProto) (LocalPooledAttrs, error) {
+	var a LocalPooledAttrs
+	a.Scale = onnx.AttrFloat(n, "scale", 0)
+	a.Block = int(onnx.AttrInt(n, "block", 0))
+	a.Segments = int(onnx.AttrInt(n, "segments", 0))
+	switch r := onnx.AttrInt(n, "reach", 1); {
+	case r == 0:
+		a.Reach = NoReach
+	case r < 0 || r > MaxReach:
+		return a, fmt.Errorf("ops: %s: reach %d, want 0..%d", LocalPooledOp, r, MaxReach)
+	default:
+		a.Reach = int(r)
+	}
+	if at := onnx.Attr(n, "far_bias"); at != nil {
+		a.FarBias = append([]float32(nil), at.Floats...)
+	}
+	var err error
+	a.SinkFirst, a.SinkLast, err = ParseSinks(onnx.AttrString(n, "sinks", "none"))
+	return a, err
+}
 
 func (a LocalPooledAttrs) check() error {
 	if a.Block < 0 || a.Block > MaxLocalBlock {
@@ -114,6 +176,17 @@ func (a LocalPooledAttrs) check() error {
 	}
 	if math.IsNaN(float64(a.Scale)) || math.IsInf(float64(a.Scale), 0) {
 		return fmt.Errorf("ops: %s: scale %g must be finite", LocalPooledOp, a.Scale)
+	}
+	if a.Reach < NoReach || a.Reach > MaxReach {
+		return fmt.Errorf("ops: %s: reach %d, want 0..%d", LocalPooledOp, a.Reach, MaxReach)
+	}
+	if len(a.FarBias) > MaxSegments {
+		return fmt.Errorf("ops: %s: %d far_bias values, want one or one per head", LocalPooledOp, len(a.FarBias))
+	}
+	for _, f := range a.FarBias {
+		if math.IsNaN(float64(f)) || math.IsInf(float64(f), 0) {
+			return fmt.Errorf("ops: %s: far_bias %g must be finite", LocalPooledOp, f)
+		}
 	}
 	return nil
 }
@@ -129,10 +202,7 @@ func localPooledKernel(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) 
 	}
 	var a LocalPooledAttrs
 	if ctx != nil && ctx.Node != nil {
-		a.Scale = onnx.AttrFloat(ctx.Node, "scale", 0)
-		a.Block = int(onnx.AttrInt(ctx.Node, "block", 0))
-		a.Segments = int(onnx.AttrInt(ctx.Node, "segments", 0))
-		if a.SinkFirst, a.SinkLast, err = ParseSinks(onnx.AttrString(ctx.Node, "sinks", "none")); err != nil {
+		if a, err = ParseLocalPooledAttrs(ctx.Node); err != nil {
 			return nil, fmt.Errorf("%w (%s)", err, nodeName(ctx))
 		}
 		a.Threads = ctx.Threads
@@ -155,13 +225,16 @@ func LocalPooled(q, k, v, bias *onnx.Tensor, a LocalPooledAttrs) (*onnx.Tensor, 
 	if sq != sk {
 		return nil, fmt.Errorf("ops: %s: %d queries and %d keys: the op is self-attention (the same positions)", op, sq, sk)
 	}
+	if len(a.FarBias) > 1 && len(a.FarBias) != h {
+		return nil, fmt.Errorf("ops: %s: %d far_bias values for %d heads, want one or one per head", op, len(a.FarBias), h)
+	}
 	n := sk // attnDims bounded the output [b, h, n, dv]
 	mask, err := newKeyMask(op, bias, b, n)
 	if err != nil {
 		return nil, err
 	}
 	scale := resolveScale(a.Scale, d)
-	kk, blk := a.Segments, a.Block
+	kk, blk, r := a.Segments, a.Block, a.reach()
 	nb := 1
 	if blk > 0 {
 		nb = (n + blk - 1) / blk
@@ -230,6 +303,7 @@ func LocalPooled(q, k, v, bias *onnx.Tensor, a LocalPooledAttrs) (*onnx.Tensor, 
 
 	parallel(b*h, a.Threads, func(bh int) {
 		bi := bh / h
+		beta := a.farBias(bh % h)
 		lay := &lays[bi]
 		kh := kd[bh*n*d : (bh+1)*n*d]
 		vh := vd[bh*n*dv : (bh+1)*n*dv]
@@ -270,7 +344,7 @@ func LocalPooled(q, k, v, bias *onnx.Tensor, a LocalPooledAttrs) (*onnx.Tensor, 
 
 		ns := len(lay.sinks)
 		cnt := make([]int, kk)
-		w := 3 * blk
+		w := (2*r + 1) * blk
 		local := make([]float32, max(blk, 1)*w)
 		sinkS := make([]float64, ns)
 		acc := make([]float64, dv)
@@ -279,12 +353,12 @@ func LocalPooled(q, k, v, bias *onnx.Tensor, a LocalPooledAttrs) (*onnx.Tensor, 
 			lo, hi := 0, 0
 			if blk > 0 {
 				i0, i1 = B*blk, min(n, (B+1)*blk)
-				lo, hi = max(0, (B-1)*blk), min(n, (B+2)*blk)
+				lo, hi = max(0, (B-r)*blk), min(n, (B+r+1)*blk)
 			}
 			for c := range cnt {
 				cnt[c] = lay.total[c]
 				if blk > 0 {
-					for bb := max(0, B-1); bb <= min(nb-1, B+1); bb++ {
+					for bb := max(0, B-r); bb <= min(nb-1, B+r); bb++ {
 						cnt[c] -= lay.block[bb][c]
 					}
 				}
@@ -311,7 +385,7 @@ func LocalPooled(q, k, v, bias *onnx.Tensor, a LocalPooledAttrs) (*onnx.Tensor, 
 				prow := pooled[i*kk : (i+1)*kk]
 				for c := range cnt {
 					if cnt[c] > 0 {
-						top = max(top, float64(prow[c])+math.Log(float64(cnt[c])))
+						top = max(top, float64(prow[c])+math.Log(float64(cnt[c]))+beta)
 					}
 				}
 				if math.IsInf(top, -1) {
@@ -335,7 +409,7 @@ func LocalPooled(q, k, v, bias *onnx.Tensor, a LocalPooledAttrs) (*onnx.Tensor, 
 				}
 				for c := range cnt {
 					if cnt[c] > 0 {
-						add(math.Exp(float64(prow[c])+math.Log(float64(cnt[c]))-top), vbar[c*dv:(c+1)*dv])
+						add(math.Exp(float64(prow[c])+math.Log(float64(cnt[c]))+beta-top), vbar[c*dv:(c+1)*dv])
 					}
 				}
 				for t := range acc {
@@ -360,7 +434,7 @@ func isSink(sinks []int, j int) bool {
 // (Q, K, V, key_bias) and writing output, with every attribute set
 // explicitly (Scale must not be zero).
 func NewLocalPooledNode(name string, inputs []string, output string, a LocalPooledAttrs) *onnxpb.NodeProto {
-	return &onnxpb.NodeProto{
+	n := &onnxpb.NodeProto{
 		Name:   proto.String(name),
 		OpType: proto.String(LocalPooledOp),
 		Domain: proto.String(Domain),
@@ -371,13 +445,19 @@ func NewLocalPooledNode(name string, inputs []string, output string, a LocalPool
 			attrInt("block", int64(a.Block)),
 			attrInt("segments", int64(a.Segments)),
 			attrString("sinks", a.Sinks()),
+			attrInt("reach", int64(a.reach())),
 		},
 	}
+	if len(a.FarBias) > 0 {
+		n.Attribute = append(n.Attribute, &onnxpb.AttributeProto{Name: proto.String("far_bias"), Type: onnxpb.AttributeProto_FLOATS.Enum(), Floats: append([]float32(nil), a.FarBias...)})
+	}
+	return n
 }
 
 // LocalPooledFunction returns the FunctionProto that defines
 // LocalPooledAttention with standard ops of the default domain at opset
-// (11..23). Block, Segments and the sinks of a are built into the body (as
+// (11..23). Block, Segments, Reach, FarBias and the sinks of a are built
+// into the body (as
 // Performer's kernel is): the function serves nodes with those attributes,
 // which the node still carries for the Go kernel. Its inputs are Q, K, V,
 // key_bias (all required) and its attribute scale is read from the node.
@@ -397,7 +477,7 @@ func LocalPooledFunction(opset int64, a LocalPooledAttrs) (*onnxpb.FunctionProto
 		return nil, err
 	}
 	b := &fnBuilder{opset: opset}
-	kk, blk := int64(a.Segments), int64(a.Block)
+	kk, blk, r := int64(a.Segments), int64(a.Block), int64(a.reach())
 	// The scale multiplies Q once ([S,D]) instead of every score tensor
 	// ([S,3b], [S,k], [S,sinks]): one pass over the smallest operand.
 	scale := b.constFloatAttr("scale")
@@ -461,9 +541,23 @@ func LocalPooledFunction(opset int64, a LocalPooledAttrs) (*onnxpb.FunctionProto
 	kbar := b.op("Mul", []string{b.op("MatMul", []string{onehotT, km}), inv})                     // [B,H,k,D]
 	vbar := b.op("Mul", []string{b.op("MatMul", []string{onehotT, vm}), inv})                     // [B,H,k,Dv]
 	kbarT := b.transpose(kbar, 0, 1, 3, 2)                                                        // [B,H,D,k]
-	logCount := func(cnt string) string {
-		return b.op("Where", []string{b.op("Greater", []string{cnt, b.constFloat(0.5)}),
-			b.op("Log", []string{b.op("Max", []string{cnt, one})}), masked})
+	// logCount is log cnt (+ β) where cnt > 0, else the masked score;
+	// β broadcasts over heads along axis 1 of a rank-rank score tensor.
+	logCount := func(cnt string, rank int) string {
+		lc := b.op("Log", []string{b.op("Max", []string{cnt, one})})
+		switch len(a.FarBias) {
+		case 0:
+		case 1:
+			lc = b.op("Add", []string{lc, b.constFloat(a.FarBias[0])})
+		default:
+			shape := make([]int, rank)
+			for i := range shape {
+				shape[i] = 1
+			}
+			shape[1] = len(a.FarBias)
+			lc = b.op("Add", []string{lc, b.constFloatTensor(shape, a.FarBias)})
+		}
+		return b.op("Where", []string{b.op("Greater", []string{cnt, b.constFloat(0.5)}), lc, masked})
 	}
 
 	var ks, vs, sinkBias string
@@ -485,7 +579,7 @@ func LocalPooledFunction(opset int64, a LocalPooledAttrs) (*onnxpb.FunctionProto
 	var parts []struct{ scores, values string }
 	axis := int64(3) // the score axis
 	if blk == 0 {
-		sp := b.op("Add", []string{b.op("MatMul", []string{qs, kbarT}), logCount(total)})
+		sp := b.op("Add", []string{b.op("MatMul", []string{qs, kbarT}), logCount(total, 4)})
 		parts = append(parts, struct{ scores, values string }{sp, vbar})
 		if ks != "" {
 			ss := b.op("Add", []string{b.op("MatMul", []string{qs, b.transpose(ks, 0, 1, 3, 2)}), sinkBias})
@@ -502,17 +596,34 @@ func LocalPooledFunction(opset int64, a LocalPooledAttrs) (*onnxpb.FunctionProto
 		blocks := func(x, width string) string {                                                                    // [.., P, W] -> [.., nb, b, W]
 			return b.op("Reshape", []string{x, b.op("Concat", []string{b.constInts(0, 0, -1, blk), width}, attrInt("axis", 0))})
 		}
-		// window concatenates, along axis, the previous, own and next block
-		// of x (blocked along axis-1), with zeros beyond the ends.
-		window := func(x string, rank int, axis int64) string {
+		// shifted returns the 2r+1 copies of x (padded by r zeros on both
+		// ends of axis) shifted by −r..r blocks along axis.
+		shifted := func(x string, rank int, axis int64) []string {
+			if r == 0 {
+				return []string{x}
+			}
 			pads := make([]int64, 2*rank)
-			pads[axis-1], pads[rank+int(axis)-1] = 1, 1
+			pads[axis], pads[rank+int(axis)] = r, r
 			p := b.op("Pad", []string{x, b.constInts(pads...)})
-			ax := b.constInts(axis - 1)
-			prev := b.op("Slice", []string{p, b.constInts(0), b.constInts(-2), ax})
-			own := b.op("Slice", []string{p, b.constInts(1), b.constInts(-1), ax})
-			next := b.op("Slice", []string{p, b.constInts(2), b.constInts(math.MaxInt64), ax})
-			return b.op("Concat", []string{prev, own, next}, attrInt("axis", axis))
+			ax := b.constInts(axis)
+			var out []string
+			for s := int64(0); s <= 2*r; s++ {
+				end := s - 2*r
+				if end == 0 {
+					end = math.MaxInt64
+				}
+				out = append(out, b.op("Slice", []string{p, b.constInts(s), b.constInts(end), ax}))
+			}
+			return out
+		}
+		// window concatenates, along axis, the blocks within r of each
+		// block of x (blocked along axis-1), with zeros beyond the ends.
+		window := func(x string, rank int, axis int64) string {
+			parts := shifted(x, rank, axis-1)
+			if len(parts) == 1 {
+				return parts[0]
+			}
+			return b.op("Concat", parts, attrInt("axis", axis))
 		}
 		qb := blocks(b.op("Pad", []string{qs, padS}), dK)                                                 // [B,H,nb,b,D]
 		kwin := window(blocks(b.op("Pad", []string{km, padS}), dK), 5, 3)                                 // [B,H,nb,3b,D]
@@ -527,15 +638,9 @@ func LocalPooledFunction(opset int64, a LocalPooledAttrs) (*onnxpb.FunctionProto
 		// window.
 		ob := b.reduce("ReduceSum", b.op("Reshape", []string{b.op("Pad", []string{onehot, padS}), b.constInts(0, 0, -1, blk, kk)}), 3) // [Bm,1,nb,1,k]
 		obr := b.op("Reshape", []string{ob, b.constInts(0, 0, 0, -1)})                                                                 // [Bm,1,nb,k]
-		p := b.op("Pad", []string{obr, b.constInts(0, 0, 1, 0, 0, 0, 1, 0)})
-		ax := b.constInts(2)
-		w := b.op("Sum", []string{
-			b.op("Slice", []string{p, b.constInts(0), b.constInts(-2), ax}),
-			b.op("Slice", []string{p, b.constInts(1), b.constInts(-1), ax}),
-			b.op("Slice", []string{p, b.constInts(2), b.constInts(math.MaxInt64), ax}),
-		})
+		w := sumOf(b, shifted(obr, 4, 2))
 		cnt := b.op("Sub", []string{total, w})                                                                               // [Bm,1,nb,k]
-		logc := b.op("Reshape", []string{logCount(cnt), b.constInts(0, 0, 0, 1, -1)})                                        // [Bm,1,nb,1,k]
+		logc := b.op("Reshape", []string{logCount(cnt, 4), b.constInts(0, 0, 0, 1, -1)})                                     // [B',H',nb,1,k]
 		kbar5 := b.op("Reshape", []string{kbarT, b.constInts(0, 0, 1, -1, kk)})                                              // [B,H,1,D,k]
 		vbar5 := b.op("Reshape", []string{vbar, b.op("Concat", []string{b.constInts(0, 0, 1, kk), dV}, attrInt("axis", 0))}) // [B,H,1,k,Dv]
 		sp := b.op("Add", []string{b.op("MatMul", []string{qb, kbar5}), logc})

@@ -46,6 +46,19 @@ func lpCases() []lpCase {
 			}
 		}
 	}
+	// Reach and the far-field gate: aligned windows (r = 0, as convert
+	// long writes), a wider reach, and far_bias shared or per head.
+	for _, x := range []struct {
+		reach int
+		beta  []float32
+	}{{ops.NoReach, nil}, {ops.NoReach, []float32{-1.5}}, {2, nil}, {1, []float32{0.7, -2}}, {ops.NoReach, []float32{-0.5, 1.25}}} {
+		for _, blk := range []int{3, 4} {
+			a := ops.LocalPooledAttrs{Scale: 0.45, Block: blk, Segments: 3, SinkFirst: true, SinkLast: blk == 4, Reach: x.reach, FarBias: x.beta}
+			c := lpCase{b: 2, h: 2, s: 16, d: 4, dv: 3, attrs: a, bias: "pad", sigma: 1}
+			c.name = fmt.Sprintf("b%d/k3/sinks=%s/reach=%d/beta=%v", blk, a.Sinks(), x.reach, x.beta)
+			cs = append(cs, c)
+		}
+	}
 	return cs
 }
 
@@ -81,9 +94,23 @@ func localPooledRef(q, k, v, bias *onnx.Tensor, a ops.LocalPooledAttrs) []float6
 	dv := v.Shape[3]
 	qd, kd, vd := widen(q.Floats()), widen(k.Floats()), widen(v.Floats())
 	scale := float64(a.Scale)
+	reach := 1
+	switch {
+	case a.Reach == ops.NoReach:
+		reach = 0
+	case a.Reach > 0:
+		reach = a.Reach
+	}
 	out := make([]float64, b*h*n*dv)
 	for bh := 0; bh < b*h; bh++ {
 		bi := bh / h
+		var beta float64
+		switch len(a.FarBias) {
+		case 1:
+			beta = float64(a.FarBias[0])
+		case h:
+			beta = float64(a.FarBias[bh%h])
+		}
 		valid := func(j int) bool {
 			if bias == nil {
 				return true
@@ -136,7 +163,7 @@ func localPooledRef(q, k, v, bias *onnx.Tensor, a ops.LocalPooledAttrs) []float6
 			}
 			if a.Block > 0 {
 				for _, j := range rest {
-					if bq, bk := i/a.Block, j/a.Block; bk >= bq-1 && bk <= bq+1 {
+					if bq, bk := i/a.Block, j/a.Block; bk >= bq-reach && bk <= bq+reach {
 						exact[j] = true
 					}
 				}
@@ -176,7 +203,7 @@ func localPooledRef(q, k, v, bias *onnx.Tensor, a ops.LocalPooledAttrs) []float6
 				for t := range vbar {
 					vbar[t] /= float64(members)
 				}
-				scores = append(scores, scale*dot(i, kbar)+math.Log(float64(outside)))
+				scores = append(scores, scale*dot(i, kbar)+math.Log(float64(outside))+beta)
 				values = append(values, vbar)
 			}
 			if len(scores) == 0 {
@@ -234,6 +261,10 @@ func TestLocalPooledExactCases(t *testing.T) {
 		{"block covers S", 12, ops.LocalPooledAttrs{Block: 12, Segments: 2}},
 		{"neighbour blocks cover S", 12, ops.LocalPooledAttrs{Block: 6, Segments: 1}},
 		{"block and segments", 20, ops.LocalPooledAttrs{Block: 3, Segments: 20, SinkLast: true}},
+		// convert long's guarantee: a sequence within one aligned window is
+		// the original attention, whatever the far-field gate.
+		{"aligned window covers S, gated", 12, ops.LocalPooledAttrs{Block: 12, Segments: 4, Reach: ops.NoReach, FarBias: []float32{-3}, SinkFirst: true, SinkLast: true}},
+		{"aligned window longer than S, per-head gate", 9, ops.LocalPooledAttrs{Block: 512, Segments: 64, Reach: ops.NoReach, FarBias: []float32{1, 2, -1}, SinkFirst: true, SinkLast: true}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			for _, bias := range []string{"none", "pad"} {
@@ -356,6 +387,9 @@ func TestLocalPooledErrors(t *testing.T) {
 		{"negative block", ops.LocalPooledAttrs{Block: -1, Segments: 2}, q, "block -1"},
 		{"huge segments", ops.LocalPooledAttrs{Segments: 1 << 20}, q, "segments"},
 		{"nan scale", ops.LocalPooledAttrs{Segments: 2, Scale: float32(math.NaN())}, q, "finite"},
+		{"far_bias per head mismatch", ops.LocalPooledAttrs{Segments: 2, FarBias: []float32{1, 2, 3}}, q, "far_bias"},
+		{"nan far_bias", ops.LocalPooledAttrs{Segments: 2, FarBias: []float32{float32(math.NaN())}}, q, "far_bias"},
+		{"reach too large", ops.LocalPooledAttrs{Block: 2, Segments: 2, Reach: ops.MaxReach + 1}, q, "reach"},
 		{"cross attention", ops.LocalPooledAttrs{Segments: 2}, randTensor(rng, 1, 1, 2, 5, 4), "self-attention"},
 	} {
 		_, err := ops.LocalPooled(c.q, q, v, nil, c.a)

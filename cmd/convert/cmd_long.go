@@ -1,0 +1,83 @@
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+
+	"github.com/linearize/linearize/convert"
+	"github.com/linearize/linearize/internal/cliutil"
+	"github.com/linearize/linearize/onnx"
+)
+
+func init() {
+	register(&command{
+		name:     "long",
+		rewrites: true,
+		summary:  "make a 512-position encoder read long inputs at linear cost: positions restart every window, attention is exact within each window and pools the other windows; identical to the original up to one window",
+		usage:    "MODEL -o OUT [--max-length N] [flags]",
+		run:      runLong,
+	})
+}
+
+func runLong(args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("long", flag.ContinueOnError)
+	out := fs.String("o", "", "path of the output model `OUT` (required)")
+	var o convert.LongOptions
+	o.MaxLength = convert.DefaultLongMaxLength
+	fs.Var(&intFlag{&o.MaxLength, 3}, "max-length", "longest input `N` in tokens the result reads")
+	fs.IntVar(&o.Window, "window", 0, "tokens `W` of one window (default: the model's position limit, e.g. 512)")
+	o.Segments = 64
+	fs.Var(&intFlag{&o.Segments, 1}, "segments", "pooled segments `K` standing for the other windows")
+	fs.StringVar(&o.Sinks, "sinks", "first,last", "tokens every query sees exactly: first,last, first, last or none")
+	far := fs.String("far-bias", "0", "gate `B` added to every pooled score (0: a segment weighs as the keys it stands for; negative: less)")
+	fs.BoolVar(&o.NoFar, "no-far", false, "no far field: each window sees only itself and the sinks")
+	layers := fs.String("layers", "", "`LIST` of block indices to convert (default: all)")
+	asJSON := fs.Bool("json", false, "print the report as JSON")
+	overwrite := fs.Bool("overwrite", false, "allow -o to be the input model")
+	path, err := parseModelArg(fs, args, stdout)
+	if err != nil {
+		return err
+	}
+	if *out == "" {
+		return usageError("-o OUT is required")
+	}
+	beta, err := strconv.ParseFloat(*far, 32)
+	if err != nil {
+		return usageError("--far-bias %q: want a number", *far)
+	}
+	o.FarBias = float32(beta)
+	if o.Window < 0 {
+		return usageError("--window %d must not be negative", o.Window)
+	}
+	if o.Layers, err = ints("layers", *layers, cliutil.IntList{Max: maxLayerIndex, Ranges: true, MaxItems: maxLayerIndex, Empty: true}); err != nil {
+		return err
+	}
+	if err := checkOutput(path, *out, *overwrite); err != nil {
+		return err
+	}
+	m, err := onnx.Load(path)
+	if err != nil {
+		return badInput(err)
+	}
+	res, rep, err := convert.ToLong(m, o)
+	if err != nil {
+		return optionError(err, map[string]string{"MaxLength": "max-length", "Window": "window", "Segments": "segments", "Sinks": "sinks"})
+	}
+	if *asJSON {
+		if err := saveModel(stderrNotes, res, *out, path, *overwrite); err != nil {
+			return err
+		}
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rep)
+	}
+	if err := saveModel(stdout, res, *out, path, *overwrite); err != nil {
+		return err
+	}
+	fmt.Fprint(stdout, rep.Text())
+	fmt.Fprintf(stdout, "reads up to %d tokens in windows of %s\nwrote %s\n", o.MaxLength, convert.Meta(res, convert.MetaWindow), *out)
+	return nil
+}

@@ -1,0 +1,163 @@
+package convert
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/linearize/linearize/onnx"
+	"github.com/linearize/linearize/onnx/onnxpb"
+	"github.com/linearize/linearize/ops"
+	"google.golang.org/protobuf/proto"
+)
+
+// Metadata keys ToLong records in the model it writes; embedding code reads
+// them to pick the long reading mode and the window of the chunked one.
+const (
+	// MetaWindow is the window W, in tokens, of a model written by ToLong.
+	MetaWindow = "linearize.window"
+	// MetaMaxLength is the longest input, in tokens, it reads.
+	MetaMaxLength = "linearize.max_length"
+)
+
+// DefaultLongMaxLength is LongOptions.MaxLength's default.
+const DefaultLongMaxLength = 8192
+
+// LongOptions configures ToLong. The zero value is the recommended
+// conversion (the CLI's defaults).
+type LongOptions struct {
+	// MaxLength is the longest input, in tokens with [CLS] and [SEP], the
+	// result reads (default DefaultLongMaxLength).
+	MaxLength int
+	// Window is W, the tokens of one aligned window; 0 means the model's
+	// own position limit (512 for BERT), so that every window sees only
+	// the positions the model was trained on.
+	Window int
+	// Segments is k, the pooled segments standing for the other windows
+	// (default 64).
+	Segments int
+	// Sinks are the tokens every query sees exactly (default
+	// "first,last": [CLS] and the final [SEP]).
+	Sinks string
+	// FarBias is β, the gate added to every pooled score: 0 weighs a
+	// pooled segment as the keys it stands for; a negative value weighs
+	// the far field less. Ignored with NoFar.
+	FarBias float32
+	// NoFar drops the far field: each window attends only to itself and
+	// the sinks (chunking without the chunks' own [CLS]/[SEP]).
+	NoFar bool
+	// Layers selects blocks by their Detect layer index; nil means all.
+	Layers []int
+}
+
+// noFarBias is the gate that removes the far field: exp(−1e4) underflows
+// to zero next to any in-window score.
+const noFarBias = -1e4
+
+// ToLong returns a copy of m, a BERT-style encoder whose absolute position
+// table admits W tokens, that reads up to o.MaxLength tokens at a cost
+// linear in the length:
+//
+//   - positions restart every W tokens (the table is tiled, as
+//     ExtendPositions' copy method does), so each token sits at a position
+//     the model was trained on;
+//   - every attention block becomes LocalPooledAttention with block W and
+//     reach 0: each query attends exactly to its own aligned window of W
+//     tokens and to the sinks, and to the other windows through k pooled
+//     segment means (gated by FarBias), in one softmax.
+//
+// An input of at most W tokens lies in one window, so the result is the
+// original model exactly there. m is not modified. The model records W
+// and MaxLength in its metadata (MetaWindow, MetaMaxLength).
+func ToLong(m *onnxpb.ModelProto, o LongOptions) (*onnxpb.ModelProto, *Report, error) {
+	if m == nil || m.Graph == nil {
+		return nil, nil, fmt.Errorf("convert: long: no graph")
+	}
+	limit, err := PositionLimit(m)
+	if err != nil {
+		return nil, nil, fmt.Errorf("convert: long: %w", err)
+	}
+	if limit == 0 {
+		return nil, nil, fmt.Errorf("convert: long: the model has no absolute position table (Gather from an initializer indexed by position ids); convert long needs one to restart positions per window")
+	}
+	ix := onnx.NewIndex(m.Graph)
+	pt, err := findPositionTable(ix)
+	if err != nil {
+		return nil, nil, fmt.Errorf("convert: long: %w", err)
+	}
+	rows := int(ix.Initializers[pt.table].Dims[0])
+	offset := rows - limit
+	if o.MaxLength == 0 {
+		o.MaxLength = DefaultLongMaxLength
+	}
+	if o.Window == 0 {
+		o.Window = limit
+	}
+	if o.Segments == 0 {
+		o.Segments = 64
+	}
+	if o.Window < 2 || o.Window > limit {
+		return nil, nil, optionError("long", "Window", fmt.Sprintf("%d: want 2..%d (the model's position limit)", o.Window, limit))
+	}
+	if o.Window != limit && limit%o.Window != 0 {
+		return nil, nil, optionError("long", "Window", fmt.Sprintf("%d must divide the model's position limit %d, so windows and restarted positions align", o.Window, limit))
+	}
+	if o.MaxLength <= limit {
+		return nil, nil, optionError("long", "MaxLength", fmt.Sprintf("%d: the model already reads %d tokens; want more", o.MaxLength, limit))
+	}
+	if o.MaxLength > 1<<20 {
+		return nil, nil, optionError("long", "MaxLength", fmt.Sprintf("%d: want at most %d", o.MaxLength, 1<<20))
+	}
+	if o.Segments < 1 || o.Segments > ops.MaxSegments {
+		return nil, nil, optionError("long", "Segments", fmt.Sprintf("%d: want 1..%d", o.Segments, ops.MaxSegments))
+	}
+	if o.Sinks == "" {
+		o.Sinks = "first,last"
+	}
+	first, last, err := ops.ParseSinks(o.Sinks)
+	if err != nil {
+		return nil, nil, optionError("long", "Sinks", fmt.Sprintf("%q: want none, first, last or first,last", o.Sinks))
+	}
+	beta := o.FarBias
+	if o.NoFar {
+		beta = noFarBias
+	}
+	a := ops.LocalPooledAttrs{Block: o.Window, Segments: o.Segments, SinkFirst: first, SinkLast: last, Reach: ops.NoReach, FarBias: []float32{beta}}
+	rw := &rewriter{op: ops.LocalPooledOp, layers: o.Layers,
+		positions: ExtendOptions{MaxPositions: o.MaxLength + offset, Method: "copy", Offset: offset}}
+	rw.report.Options = ReportOptions{Block: a.Block, Segments: a.Segments, Sinks: a.Sinks()}
+	rw.core = func(b *Block, q, k, v, bias string) (*onnxpb.NodeProto, error) {
+		na := a
+		na.Scale = float32(b.Scale)
+		return ops.NewLocalPooledNode(rw.names.Name(fmt.Sprintf("linearize/layer%d/LocalPooledAttention", b.Layer)),
+			[]string{q, k, v, bias}, rw.names.Name(fmt.Sprintf("linearize/layer%d/attn", b.Layer)), na), nil
+	}
+	rw.function = func(opset int64) (*onnxpb.FunctionProto, error) { return ops.LocalPooledFunction(opset, a) }
+	out, rep, err := rw.run(m)
+	if err != nil {
+		return nil, nil, err
+	}
+	setMeta(out, MetaWindow, strconv.Itoa(o.Window))
+	setMeta(out, MetaMaxLength, strconv.Itoa(o.MaxLength))
+	return out, rep, nil
+}
+
+// setMeta sets one metadata_props entry of m.
+func setMeta(m *onnxpb.ModelProto, key, value string) {
+	for _, p := range m.MetadataProps {
+		if p.GetKey() == key {
+			p.Value = proto.String(value)
+			return
+		}
+	}
+	m.MetadataProps = append(m.MetadataProps, &onnxpb.StringStringEntryProto{Key: proto.String(key), Value: proto.String(value)})
+}
+
+// Meta returns the metadata_props value of key in m, or "".
+func Meta(m *onnxpb.ModelProto, key string) string {
+	for _, p := range m.GetMetadataProps() {
+		if p.GetKey() == key {
+			return p.GetValue()
+		}
+	}
+	return ""
+}
