@@ -31,6 +31,8 @@
 #   testdata/real/docs/heldout.txt       32 documents (HELDOUT=32)
 #   testdata/real/docs/calibration.txt   64 documents (CALIBRATION=64)
 #   testdata/real/docs/SOURCE            package, version, selection
+#   testdata/real/longdocs/{tune,heldout}/*.txt  documents of ≥ 4608 tokens,
+#                                        one per file (with the tokenizer)
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -97,4 +99,14 @@ go run ./internal/cmd/doctext -src "$src" -o "$out" \
   echo "min-words $MIN_WORDS"
   [ ${#vocab[@]} -eq 0 ] || echo "min-tokens 512 (testdata/real/minilm tokenizer)"
 } > "$out/SOURCE"
+# 4. Long documents (≥ 4608 WordPiece tokens, whole paragraphs up to 16384)
+# for the long-document retrieval test (`convert evaluate`): one file each,
+# tuning set from the calibration folders, held-out set from the held-out
+# folders.
+if [ ${#vocab[@]} -gt 0 ]; then
+  log "long documents into testdata/real/longdocs (go run ./internal/cmd/doctext -long-out)"
+  rm -rf "$root/testdata/real/longdocs"
+  go run ./internal/cmd/doctext -src "$src" -long-out "$root/testdata/real/longdocs" \
+    -heldout-dirs tutorial,faq,howto,whatsnew -vocab "$root/testdata/real/minilm"
+fi
 log "ready: $out/heldout.txt, $out/calibration.txt"

@@ -42,7 +42,29 @@ func main() {
 	heldDirs := flag.String("heldout-dirs", "tutorial,faq,howto,whatsnew", "top-level folders of the held-out set; every other folder is calibration")
 	vocab := flag.String("vocab", "", "tokenizer (folder, tokenizer.json or vocab.txt); when set, a document must exceed -min-tokens tokens")
 	minTokens := flag.Int("min-tokens", 512, "with -vocab: a document's WordPiece tokens (without [CLS]/[SEP]) must exceed this")
+	longOut := flag.String("long-out", "", "instead of the two sets, write every document of at least -long-min-tokens tokens as one file into `DIR`/tune and DIR/heldout (needs -vocab)")
+	longMin := flag.Int("long-min-tokens", 4608, "with -long-out: shortest document kept, in WordPiece tokens")
+	longMax := flag.Int("long-max-tokens", 16384, "with -long-out: tokens kept of each document (whole paragraphs)")
 	flag.Parse()
+	if *longOut != "" {
+		var tok *tokenize.WordPiece
+		if *vocab != "" {
+			var err error
+			if tok, err = tokenize.Load(*vocab); err != nil {
+				fmt.Fprintln(os.Stderr, "doctext:", err)
+				os.Exit(2)
+			}
+		}
+		held := map[string]bool{}
+		for _, d := range strings.Split(*heldDirs, ",") {
+			held[strings.TrimSpace(d)] = true
+		}
+		if err := runLong(*src, *longOut, tok, held, *longMin, *longMax); err != nil {
+			fmt.Fprintln(os.Stderr, "doctext:", err)
+			os.Exit(2)
+		}
+		return
+	}
 	if err := run(*src, *outDir, *nHeld, *nCal, *minWords, *maxWords, *heldDirs, *vocab, *minTokens); err != nil {
 		fmt.Fprintln(os.Stderr, "doctext:", err)
 		os.Exit(2)
