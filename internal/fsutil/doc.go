@@ -3,4 +3,9 @@
 // place, so that the target holds either its old content or all of the
 // new. onnx.Save, onnx.WriteNPY and the CLI's JSON and plot outputs use
 // it.
+//
+// A temporary file carries its writer's PID and host in its name, so the
+// next write to the same path removes those of writers that died (a kill
+// -9), and AbortWrites removes those of the writes in progress when the
+// process is stopped by a signal (cmd/convert calls it).
 package fsutil
