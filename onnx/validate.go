@@ -47,7 +47,13 @@ func (e *ValidationError) Is(target error) bool { return target == ErrInvalid }
 //     allocating from the declared size);
 //   - every domain used by a node is imported (opset_import), is a
 //     model-local function's domain, or is one onnxruntime resolves by
-//     itself (com.microsoft, ai.onnx.ml).
+//     itself (com.microsoft, ai.onnx.ml);
+//   - as onnx's checker requires: the names of a graph's inputs, of its
+//     initializers, and of the main graph's outputs are each unique;
+//     ir_version is within MinIRVersion..MaxIRVersion; the default
+//     domain's opset is within 1..MaxOpset; every node of the default
+//     domain is an ONNX operator at that opset (OpSince) or a model-local
+//     function. Other domains' operators are not checked.
 //
 // It returns nil or a *ValidationError naming each node or tensor at fault.
 func Validate(m *onnxpb.ModelProto) error {
@@ -56,14 +62,10 @@ func Validate(m *onnxpb.ModelProto) error {
 		v.add("model", "no graph")
 		return v.err()
 	}
-	imported := map[string]bool{}
-	for _, op := range m.OpsetImport {
-		d := op.GetDomain()
-		if d == "ai.onnx" {
-			d = ""
-		}
-		imported[d] = true
+	if ir := m.GetIrVersion(); ir < MinIRVersion || ir > MaxIRVersion {
+		v.add("model", fmt.Sprintf("ir_version %d is not one this tool knows (%d..%d)", ir, MinIRVersion, MaxIRVersion))
 	}
+	imported, opset := v.opsets("model", m.OpsetImport)
 	if len(m.OpsetImport) == 0 {
 		v.add("model", "no opset_import")
 	}
@@ -73,9 +75,25 @@ func Validate(m *onnxpb.ModelProto) error {
 	}
 	v.imported = imported
 	v.functions = functions
+	v.opset = opset
 	v.graph(m.Graph, "graph", nil)
+	v.outputsUnique(m.Graph, "graph")
 	for _, f := range m.Functions {
 		where := fmt.Sprintf("function %s:%s", f.GetDomain(), f.GetName())
+		v.imported, v.opset = imported, opset
+		if len(f.OpsetImport) > 0 { // a function body may import its own versions
+			fi, fo := v.opsets(where, f.OpsetImport)
+			v.imported = map[string]bool{}
+			for d := range imported {
+				v.imported[d] = true
+			}
+			for d := range fi {
+				v.imported[d] = true
+			}
+			if fi[""] {
+				v.opset = fo
+			}
+		}
 		if !imported[f.GetDomain()] && f.GetDomain() != "" {
 			v.add(where, fmt.Sprintf("domain %q is not in the model's opset_import", f.GetDomain()))
 		}
@@ -104,6 +122,41 @@ type validator struct {
 	problems  []Problem
 	imported  map[string]bool
 	functions map[string]bool
+	opset     int64 // version of the default domain in scope
+}
+
+// opsets reads an opset_import list: the domains it imports ("ai.onnx"
+// read as ""), and the default domain's version, which must be one
+// opSince knows.
+func (v *validator) opsets(where string, ops []*onnxpb.OperatorSetIdProto) (map[string]bool, int64) {
+	imported := map[string]bool{}
+	var opset int64
+	for _, op := range ops {
+		d := op.GetDomain()
+		if d == "ai.onnx" {
+			d = ""
+		}
+		imported[d] = true
+		if d == "" {
+			if ver := op.GetVersion(); ver < 1 || ver > MaxOpset {
+				v.add(where, fmt.Sprintf("opset %d of the default domain is not one this tool knows (1..%d)", ver, MaxOpset))
+			} else if ver > opset {
+				opset = ver
+			}
+		}
+	}
+	return imported, opset
+}
+
+// outputsUnique checks that no name is a graph output twice.
+func (v *validator) outputsUnique(g *onnxpb.GraphProto, where string) {
+	seen := map[string]bool{}
+	for _, o := range g.Output {
+		if seen[o.GetName()] {
+			v.add(where, fmt.Sprintf("output %q is listed twice among the graph outputs", o.GetName()))
+		}
+		seen[o.GetName()] = true
+	}
 }
 
 const maxProblems = 50
@@ -135,11 +188,15 @@ func (v *validator) graph(g *onnxpb.GraphProto, where string, outer map[string]b
 	for k := range outer {
 		defined[k] = true
 	}
+	inits := map[string]bool{}
 	for _, t := range g.Initializer {
 		v.tensor(t)
 		if t.GetName() == "" {
 			v.add(where, "initializer without a name")
+		} else if inits[t.GetName()] {
+			v.add(where, fmt.Sprintf("initializer %q is defined twice", t.GetName()))
 		}
+		inits[t.GetName()] = true
 		defined[t.GetName()] = true
 	}
 	for _, st := range g.SparseInitializer {
@@ -149,9 +206,18 @@ func (v *validator) graph(g *onnxpb.GraphProto, where string, outer map[string]b
 		}
 		v.tensor(st.GetValues())
 		v.tensor(st.GetIndices())
+		if name := st.GetValues().GetName(); inits[name] {
+			v.add(where, fmt.Sprintf("initializer %q is defined twice", name))
+		}
+		inits[st.GetValues().GetName()] = true
 		defined[st.GetValues().GetName()] = true
 	}
+	inputs := map[string]bool{}
 	for _, in := range g.Input {
+		if inputs[in.GetName()] {
+			v.add(where, fmt.Sprintf("input %q is listed twice among the graph inputs", in.GetName()))
+		}
+		inputs[in.GetName()] = true
 		defined[in.GetName()] = true
 	}
 	own := map[string]bool{} // produced in this graph
@@ -204,6 +270,12 @@ func (v *validator) node(n *onnxpb.NodeProto, defined, scope map[string]bool, wh
 	}
 	if n.GetOpType() == "" {
 		v.add(w, "no op_type")
+	} else if d == "" && v.imported[""] && v.opset > 0 && !v.functions[n.GetDomain()+":"+n.GetOpType()] && !knownOp(n.GetOpType(), v.opset) {
+		if s := OpSince(n.GetOpType()); s > 0 {
+			v.add(w, fmt.Sprintf("op type %q needs opset %d; the model imports opset %d", n.GetOpType(), s, v.opset))
+		} else {
+			v.add(w, fmt.Sprintf("op type %q is not an ONNX operator (default domain, opset %d)", n.GetOpType(), v.opset))
+		}
 	}
 	for _, in := range n.Input {
 		if in == "" {

@@ -76,19 +76,6 @@ func startMidWrite(t *testing.T, args ...string) (*exec.Cmd, string, *strings.Bu
 	return nil, "", nil
 }
 
-func folderNames(t *testing.T, dir string) []string {
-	t.Helper()
-	es, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ns []string
-	for _, e := range es {
-		ns = append(ns, e.Name())
-	}
-	return ns
-}
-
 // TestSignalRemovesPartialOutput: SIGTERM or SIGINT during the write of
 // -o removes the temporary file, leaves the output as it was, and exits
 // with 128 + the signal's number.
