@@ -117,6 +117,14 @@ func ToLong(m *onnxpb.ModelProto, o LongOptions) (*onnxpb.ModelProto, *Report, e
 	if err != nil {
 		return nil, nil, optionError("long", "Sinks", fmt.Sprintf("%q: want none, first, last or first,last", o.Sinks))
 	}
+	if o.Window < limit {
+		// Positions restart every W tokens: tile the first W learned rows
+		// over the table before it is extended (its period, the limit, is
+		// a multiple of W, so the extension keeps period W).
+		if m, err = periodicTable(m, pt.table, offset, o.Window); err != nil {
+			return nil, nil, err
+		}
+	}
 	beta := o.FarBias
 	if o.NoFar {
 		beta = noFarBias
@@ -139,6 +147,29 @@ func ToLong(m *onnxpb.ModelProto, o LongOptions) (*onnxpb.ModelProto, *Report, e
 	setMeta(out, MetaWindow, strconv.Itoa(o.Window))
 	setMeta(out, MetaMaxLength, strconv.Itoa(o.MaxLength))
 	return out, rep, nil
+}
+
+// periodicTable returns a copy of m whose position table (name, with
+// offset leading non-position rows) repeats its first w learned rows.
+func periodicTable(m *onnxpb.ModelProto, name string, offset, w int) (*onnxpb.ModelProto, error) {
+	out := onnx.CloneShared(m)
+	tp := onnx.NewIndex(out.Graph).Initializers[name]
+	t, err := onnx.DecodeTensor(tp)
+	if err != nil {
+		return nil, fmt.Errorf("convert: long: table %s: %w", name, err)
+	}
+	if len(t.Shape) != 2 || t.DType != onnx.Float {
+		return nil, fmt.Errorf("convert: long: table %s is %s %v, want a 2-D float32 table", name, onnx.TypeName(t.DType), t.Shape)
+	}
+	rows, hidden := t.Shape[0], t.Shape[1]
+	tiled := ExtendTable(t.Floats()[:(offset+w)*hidden], offset+w, hidden, rows, offset, "copy")
+	nt, err := onnx.EncodeTensor(name, onnx.NewFloat([]int{rows, hidden}, tiled))
+	if err != nil {
+		return nil, fmt.Errorf("convert: long: %w", err)
+	}
+	proto.Reset(tp)
+	proto.Merge(tp, nt)
+	return out, nil
 }
 
 // setMeta sets one metadata_props entry of m.

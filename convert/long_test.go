@@ -107,28 +107,32 @@ func TestLongExactWithinWindow(t *testing.T) {
 // the positions the original model gives a window's tokens: the long
 // model's token states are those of the original run on each window
 // alone, which is chunking without the chunks' [CLS]/[SEP].
+// A window shorter than the position table (8 of 16 rows) restarts
+// positions every 8 tokens.
 func TestLongNoFarIsWindowedOriginal(t *testing.T) {
-	const w, windows = 16, 3
-	m := longBERT(t, w)
-	long, _, err := convert.ToLong(m, convert.LongOptions{MaxLength: 64, NoFar: true, Sinks: "none"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	const windows = 3
+	m := longBERT(t, 16)
 	backends := []string{"native"}
 	if testenv.ORT(t) {
 		backends = append(backends, "ort")
 	}
-	ids := randIDs(3, 1, w*windows)
-	for _, backend := range backends {
-		got := hidden(t, backend, long, ids, 0).Floats()
-		h := len(got) / (w * windows)
-		for c := 0; c < windows; c++ {
-			part := [][]int64{ids[0][c*w : (c+1)*w]}
-			// Token types alternate from each window's first token, as in
-			// the long input (w is even).
-			want := hidden(t, "native", m, part, 0).Floats()
-			if d := maxAbs(got[c*w*h:(c+1)*w*h], want); d > 1e-4 {
-				t.Errorf("%s: window %d: max abs difference from the original on the window alone %.3g > 1e-4", backend, c, d)
+	for _, w := range []int{16, 8} {
+		long, _, err := convert.ToLong(m, convert.LongOptions{MaxLength: 64, Window: w, NoFar: true, Sinks: "none"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids := randIDs(uint64(w), 1, w*windows)
+		for _, backend := range backends {
+			got := hidden(t, backend, long, ids, 0).Floats()
+			h := len(got) / (w * windows)
+			for c := 0; c < windows; c++ {
+				part := [][]int64{ids[0][c*w : (c+1)*w]}
+				// Token types alternate from each window's first token, as in
+				// the long input (w is even).
+				want := hidden(t, "native", m, part, 0).Floats()
+				if d := maxAbs(got[c*w*h:(c+1)*w*h], want); d > 1e-4 {
+					t.Errorf("%s: window %d of %d: max abs difference from the original on the window alone %.3g > 1e-4", backend, c, w, d)
+				}
 			}
 		}
 	}

@@ -478,18 +478,50 @@ func (e *Embedder) plan(texts []string) ([]pass, error) {
 				passes = append(passes, frame(i, toks[lo:min(lo+n, len(toks))]))
 			}
 		case Long:
-			if lim := e.longLimit(); lim > 0 && len(toks)+2 > lim {
+			need := len(toks) + 2
+			if e.longModel {
+				need = e.framedLen(len(toks))
+			}
+			if lim := e.longLimit(); lim > 0 && need > lim {
 				hint := "`convert long " + e.path + " -o OUT` makes a model that reads longer inputs"
 				if e.longModel {
 					hint = "it was written by `convert long`: convert the original again with a larger --max-length"
 				}
-				return nil, fmt.Errorf("embed: text %d has %d wordpieces, but model %s admits %d tokens per pass (%d wordpieces and [CLS], [SEP]); %s, or cap the text with MaxTokens (--max-tokens)",
-					i, len(toks), e.path, lim, lim-2, hint)
+				return nil, fmt.Errorf("embed: text %d has %d wordpieces (%d tokens with [CLS] and [SEP]), but model %s admits %d tokens per pass; %s, or cap the text with MaxTokens (--max-tokens)",
+					i, len(toks), need, e.path, lim, hint)
+			}
+			if e.longModel {
+				passes = append(passes, e.framed(i, toks))
+				break
 			}
 			passes = append(passes, frame(i, toks))
 		}
 	}
 	return passes, nil
+}
+
+// framed is the one Long pass of a model written by `convert long`: the
+// text cut into windows of W−2 wordpieces, each framed as [CLS] … [SEP],
+// so that every window is exactly the input a chunk of Chunk mode is, at
+// the positions the long model restarts every W tokens. Without the far
+// field the long model then reads each window as the original reads that
+// chunk; the far field adds what the other windows say.
+func (e *Embedder) framed(i int, toks []int64) pass {
+	w := e.window - 2
+	ids := make([]int64, 0, e.framedLen(len(toks)))
+	for lo := 0; lo == 0 || lo < len(toks); lo += w {
+		ids = append(ids, e.cls)
+		ids = append(ids, toks[lo:min(lo+w, len(toks))]...)
+		ids = append(ids, e.sep)
+	}
+	return pass{i, ids}
+}
+
+// framedLen is the length of framed's pass for n wordpieces.
+func (e *Embedder) framedLen(n int) int {
+	w := e.window - 2
+	windows := max(1, (n+w-1)/w)
+	return n + 2*windows
 }
 
 // longLimit is the most tokens one Long pass may have: the model's
