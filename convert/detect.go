@@ -107,6 +107,11 @@ type Detection struct {
 	// Linear lists the linear-attention ops already present; a model
 	// that has any is converted already, and the rewrites refuse it.
 	Linear []LinearNode `json:"linear_attention,omitempty"`
+	// Notes say what the analysis decided about the model's declarations:
+	// declared shapes (value_info, graph inputs and outputs) that
+	// contradict the dims the graph proves from constants and operators,
+	// and were ignored.
+	Notes []string `json:"notes,omitempty"`
 }
 
 // AlreadyConverted reports whether the model holds linear attention
@@ -243,7 +248,44 @@ func detect(m *onnxpb.ModelProto) (d *Detection, analysed *onnxpb.ModelProto, er
 	for i, b := range d.Blocks {
 		b.Layer = i
 	}
+	d.Notes = overruledNotes(mt.Facts)
 	return d, analysed, nil
+}
+
+// maxOverruledNotes bounds the declarations Notes lists one by one.
+const maxOverruledNotes = 8
+
+// overruledNotes says which declared shapes the analysis ignored because
+// the graph proves other dims (graphfacts.Facts.Overruled).
+func overruledNotes(f *graphfacts.Facts) []string {
+	var notes []string
+	ov := f.Overruled()
+	for i, o := range ov {
+		if i == maxOverruledNotes {
+			notes = append(notes, fmt.Sprintf("%d more declared shapes ignored for the same reason", len(ov)-i))
+			break
+		}
+		by := ""
+		if n := f.Ix.Producer[o.Value]; n != nil {
+			by = " (output of " + n.GetOpType() + " " + nodeName(n) + ")"
+		}
+		notes = append(notes, fmt.Sprintf("declared shape %s of %s%s contradicts %s, the dims its producers give it from constants and operators; the declaration is ignored",
+			fmtDims(o.Declared), o.Value, by, fmtDims(o.Proved)))
+	}
+	return notes
+}
+
+// fmtDims writes dims with ? for an unknown one: [? ? 4 8].
+func fmtDims(d []int64) string {
+	parts := make([]string, len(d))
+	for i, x := range d {
+		if x < 0 {
+			parts[i] = "?"
+		} else {
+			parts[i] = fmt.Sprint(x)
+		}
+	}
+	return "[" + strings.Join(parts, " ") + "]"
 }
 
 // nodeName names a node in messages: its name, else op(first output).
@@ -258,7 +300,8 @@ func nodeName(n *onnxpb.NodeProto) string {
 	return n.GetOpType() + "(" + out + ")"
 }
 
-// Explain writes one line per block and per unmatched Softmax.
+// Explain writes one line per block and per unmatched Softmax, and the
+// notes.
 func (d *Detection) Explain() string {
 	var sb strings.Builder
 	for _, b := range d.Blocks {
@@ -274,6 +317,9 @@ func (d *Detection) Explain() string {
 	}
 	for _, l := range d.Linear {
 		fmt.Fprintf(&sb, "linear attention %s: %s (the model is converted already)\n", l.Node, l.Op)
+	}
+	for _, n := range d.Notes {
+		fmt.Fprintf(&sb, "note: %s\n", n)
 	}
 	return sb.String()
 }

@@ -450,23 +450,24 @@ func queryFree(s []int64) bool {
 	return len(s) == 4 && s[1] == 1 && s[2] == 1
 }
 
-// perKey reports whether v has shape [B,1,1,S] (by declared shape or by
-// construction from a [B,S] mask).
+// perKey reports whether v has shape [B,1,1,S]: by construction from a
+// [B,S] mask, or by its dims (Facts.Dims: proved, or declared where
+// nothing proves them; a declaration a proof contradicts is ignored, and
+// a symbolic declared dim does not stop the construction from being read).
 func (mt *matcher) perKey(v string, depth int) bool {
-	ix := mt.Ix
 	if depth > 12 {
 		return false
 	}
-	if vi, ok := ix.ValueInfo[v]; ok {
-		if _, sh, ok := onnx.TensorType(vi); ok && sh != nil {
-			if len(sh) == 4 && sh[1].Value == 1 && sh[2].Value == 1 {
-				return true
-			}
-			if len(sh) == 4 && (sh[2].Value > 1 || sh[2].Param != "") {
-				return false
-			}
-		}
+	if mt.perKeyBuilt(v, depth) {
+		return true
 	}
+	d := mt.Dims(v)
+	return len(d) == 4 && d[1] == 1 && d[2] == 1
+}
+
+// perKeyBuilt reports whether v is built as [B,1,1,S] from a [B,S] mask.
+func (mt *matcher) perKeyBuilt(v string, depth int) bool {
+	ix := mt.Ix
 	if _, isConst := constant(ix, v); isConst {
 		if t, ok := constant(ix, v); ok && len(t.Shape) == 4 && t.Shape[1] == 1 && t.Shape[2] == 1 {
 			return true

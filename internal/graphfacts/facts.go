@@ -38,6 +38,8 @@ type Facts struct {
 	dimsMemo map[string][]int64
 	dimsDone map[string]bool
 	widths   map[string]int64
+	// overruled: declared shapes a proof contradicts (dimsWalk).
+	overruled map[string]Overruling
 }
 
 type scalarFact struct {
@@ -61,7 +63,8 @@ func New(ix *onnx.Index, opset int64) *Facts {
 	return &Facts{Ix: ix, Opset: opset,
 		scalars: map[string]scalarFact{}, uniforms: map[string]scalarFact{}, constant: map[string]bool{}, ranges: map[string]bool{},
 		bcast: map[string][]int64{}, units: map[string][]int64{},
-		dimsMemo: map[string][]int64{}, dimsDone: map[string]bool{}, widths: map[string]int64{}}
+		dimsMemo: map[string][]int64{}, dimsDone: map[string]bool{}, widths: map[string]int64{},
+		overruled: map[string]Overruling{}}
 }
 
 // Input returns input i of n, or "" when n has fewer inputs (a malformed

@@ -1,6 +1,7 @@
 package graphfacts
 
 import (
+	"sort"
 	"strings"
 
 	"github.com/linearize/linearize/onnx"
@@ -23,23 +24,348 @@ func (f *Facts) dims(v string, depth int) []int64 {
 	return d
 }
 
+// dimsWalk reconciles what the graph proves of v's dims (its producer
+// applied to what is known of its inputs, an initializer's or Constant's
+// shape) with what value_info, graph inputs or outputs declare of it: a
+// proved size always wins; a declared one fills only axes nothing proves,
+// and a declaration that contradicts a proof (another rank, another
+// number on a proved axis) is ignored altogether and recorded
+// (Overruled). A symbolic or unknown declared dim never hides a proof.
 func (f *Facts) dimsWalk(v string, depth int) []int64 {
-	if vi, ok := f.Ix.ValueInfo[v]; ok {
-		if _, sh, ok := onnx.TensorType(vi); ok && sh != nil {
-			out := make([]int64, len(sh))
-			for i, d := range sh {
-				out[i] = d.Value
-			}
-			return out
+	declared := f.declaredDims(v)
+	proved, suffix := f.provedDims(v, declared, depth)
+	switch {
+	case proved == nil:
+		return declared
+	case declared == nil:
+		return proved
+	}
+	// suffix: only the trailing axes are proved (an elementwise op one
+	// of whose inputs has an unknown rank, broadcasting from the right).
+	off := len(declared) - len(proved)
+	contradicts := off < 0 || (!suffix && off != 0)
+	for i := 0; !contradicts && i < len(proved); i++ {
+		if d := declared[off+i]; proved[i] > 0 && d > 0 && d != proved[i] {
+			contradicts = true
 		}
 	}
+	if contradicts {
+		f.overruled[v] = Overruling{Value: v, Declared: declared, Proved: proved}
+		return proved
+	}
+	out := append([]int64(nil), declared...)
+	for i, x := range proved {
+		if x > 0 {
+			out[off+i] = x
+		}
+	}
+	return out
+}
+
+// Overruling is a declared shape (value_info, a graph input's or
+// output's type) that contradicts the dims the graph proves, and that
+// the facts therefore ignore.
+type Overruling struct {
+	Value    string  `json:"value"`
+	Declared []int64 `json:"declared"` // −1: symbolic or unknown
+	Proved   []int64 `json:"proved"`   // −1: not proved
+}
+
+// Overruled lists the declared shapes ignored so far because a proof
+// contradicts them, sorted by value name. Dims are computed lazily, so
+// these are the declarations of the values a caller asked about (and of
+// those their proofs read).
+func (f *Facts) Overruled() []Overruling {
+	out := make([]Overruling, 0, len(f.overruled))
+	for _, o := range f.overruled {
+		out = append(out, o)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Value < out[j].Value })
+	return out
+}
+
+// declaredDims returns v's declared shape (−1 for a symbolic or unknown
+// dim), nil if none is declared.
+func (f *Facts) declaredDims(v string) []int64 {
+	vi, ok := f.Ix.ValueInfo[v]
+	if !ok {
+		return nil
+	}
+	_, sh, ok := onnx.TensorType(vi)
+	if !ok || sh == nil {
+		return nil
+	}
+	out := make([]int64, len(sh))
+	for i, d := range sh {
+		out[i] = d.Value
+		if d.Value < 0 {
+			out[i] = -1
+		}
+	}
+	return out
+}
+
+// provedDims computes v's dims from its producer (or its initializer or
+// Constant value), −1 where not proved; nil if not even the rank is. With
+// suffix, only the trailing axes are proved: the rank may be larger.
+// declared (may be nil) lends its rank to a proof that knows the sizes of
+// some axes but not the rank (a MatMul by a constant weight).
+func (f *Facts) provedDims(v string, declared []int64, depth int) (d []int64, suffix bool) {
 	if t, ok := f.Ix.Initializers[v]; ok {
-		return append([]int64{}, t.Dims...)
+		return append([]int64{}, t.Dims...), false
+	}
+	if t, ok := Constant(f.Ix, v); ok {
+		out := make([]int64, len(t.Shape))
+		for i, x := range t.Shape {
+			out[i] = int64(x)
+		}
+		return out, false
 	}
 	n := f.Ix.Producer[v]
 	if n == nil || !DefaultDomain(n) {
+		return nil, false
+	}
+	switch n.GetOpType() {
+	case "Mul", "Div", "Add", "Sub", "Pow":
+		return f.broadcastDims(n, depth)
+	case "Identity", "Cast", "Dropout", "Softmax", "LogSoftmax", "Erf", "Tanh", "Relu", "Sigmoid", "Gelu",
+		"Neg", "Sqrt", "Exp", "Log", "Abs", "Reciprocal", "Not", "LayerNormalization", "SimplifiedLayerNormalization":
+		if len(n.Output) == 0 || n.Output[0] != v {
+			return nil, false // LayerNormalization's mean, Dropout's mask
+		}
+		return f.dims(Input(n, 0), depth+1), false
+	case "Gather":
+		// data[..., idx, ...]: the indices' dims replace the axis.
+		data, idx := f.dims(Input(n, 0), depth+1), f.dims(Input(n, 1), depth+1)
+		axis := onnx.AttrInt(n, "axis", 0)
+		if data == nil || idx == nil || axis < -int64(len(data)) || axis >= int64(len(data)) {
+			return nil, false
+		}
+		if axis < 0 {
+			axis += int64(len(data))
+		}
+		out := append(append(append([]int64{}, data[:axis]...), idx...), data[axis+1:]...)
+		return out, false
+	case "Shape":
+		// [rank], or the length of the start:end range (opset ≥ 15).
+		x := f.dims(Input(n, 0), depth+1)
+		if x == nil {
+			return nil, false
+		}
+		r := int64(len(x))
+		start, end := clampIndex(onnx.AttrInt(n, "start", 0), r), clampIndex(onnx.AttrInt(n, "end", r), r)
+		return []int64{max(0, end-start)}, false
+	case "Slice":
+		return f.sliceDims(n, depth), false
+	case "MatMul":
+		return f.matmulDims(n, declared, depth), false
+	case "Gemm":
+		a, b := f.dims(Input(n, 0), depth+1), f.dims(Input(n, 1), depth+1)
+		if len(a) != 2 || len(b) != 2 {
+			return nil, false
+		}
+		m, k := a[0], b[1]
+		if onnx.AttrInt(n, "transA", 0) == 1 {
+			m = a[1]
+		}
+		if onnx.AttrInt(n, "transB", 0) == 1 {
+			k = b[0]
+		}
+		return []int64{m, k}, false
+	}
+	return f.layoutDims(n, v, declared, depth), false
+}
+
+// clampIndex is an index of a Shape or Slice range: counted from the end
+// when negative, then clamped to [0, r].
+func clampIndex(i, r int64) int64 {
+	if i < 0 {
+		i += r
+	}
+	return min(max(i, 0), r)
+}
+
+// sliceDims is the shape of a Slice's output: its input's dims, cut along
+// the sliced axes where the input's size and the starts, ends and steps
+// are constants (−1 on a sliced axis otherwise).
+func (f *Facts) sliceDims(n *onnxpb.NodeProto, depth int) []int64 {
+	in := f.dims(Input(n, 0), depth+1)
+	if in == nil {
 		return nil
 	}
+	r := int64(len(in))
+	out := append([]int64(nil), in...)
+	var starts, ends, axes, steps []int64
+	okS, okE, okA := true, true, true
+	if len(n.Input) < 3 { // opset < 10: attributes
+		starts, ends, axes = onnx.AttrInts(n, "starts"), onnx.AttrInts(n, "ends"), onnx.AttrInts(n, "axes")
+		okS, okE = starts != nil, ends != nil
+	} else {
+		starts, okS = Ints(f.Ix, Input(n, 1))
+		ends, okE = Ints(f.Ix, Input(n, 2))
+		if Input(n, 3) != "" {
+			axes, okA = Ints(f.Ix, Input(n, 3))
+		}
+		if Input(n, 4) != "" {
+			var okSt bool
+			if steps, okSt = Ints(f.Ix, Input(n, 4)); !okSt {
+				okS = false
+			}
+		}
+	}
+	if !okA {
+		for i := range out {
+			out[i] = -1 // which axes are cut is not known
+		}
+		return out
+	}
+	if axes == nil {
+		k := max(len(starts), len(ends))
+		for i := 0; i < k; i++ {
+			axes = append(axes, int64(i))
+		}
+	}
+	for i, a := range axes {
+		if a < -r || a >= r {
+			return nil
+		}
+		if a < 0 {
+			a += r
+		}
+		dim := in[a]
+		if !okS || !okE || i >= len(starts) || i >= len(ends) || dim <= 0 {
+			out[a] = -1
+			continue
+		}
+		step := int64(1)
+		if i < len(steps) {
+			step = steps[i]
+		}
+		st, en := starts[i], ends[i]
+		if st < 0 {
+			st += dim
+		}
+		if en < 0 {
+			en += dim
+		}
+		switch {
+		case step > 0:
+			st, en = min(max(st, 0), dim), min(max(en, 0), dim)
+			out[a] = max(0, (en-st+step-1)/step)
+		case step < 0:
+			st, en = min(max(st, 0), dim-1), min(max(en, -1), dim-1)
+			out[a] = max(0, (st-en-step-1)/(-step))
+		default:
+			return nil // step 0: malformed
+		}
+	}
+	return out
+}
+
+// broadcastDims is the shape of an elementwise op's output: its inputs'
+// dims broadcast (from the right). An axis is proved when an input proves
+// a size other than 1 there, or when every input proves 1. When an input's
+// rank is unknown only the trailing axes are proved (suffix), and a 1 is
+// not (the unknown input may be larger there).
+func (f *Facts) broadcastDims(n *onnxpb.NodeProto, depth int) (out []int64, suffix bool) {
+	var ins [][]int64
+	for _, in := range n.Input {
+		if in == "" {
+			continue
+		}
+		d := f.dims(in, depth+1)
+		if d == nil {
+			suffix = true
+			continue
+		}
+		ins = append(ins, d)
+	}
+	if len(ins) == 0 {
+		return nil, false
+	}
+	r := 0
+	for _, d := range ins {
+		r = max(r, len(d))
+	}
+	out = make([]int64, r)
+	for i := range out {
+		size, unknown := int64(-1), 0
+		for _, d := range ins {
+			j := i - (r - len(d))
+			switch {
+			case j < 0 || d[j] == 1: // a missing leading axis broadcasts as 1
+			case d[j] <= 0:
+				unknown++
+			case size > 0 && size != d[j]:
+				return nil, false // malformed: sizes that do not broadcast
+			default:
+				size = d[j]
+			}
+		}
+		switch {
+		case size > 0:
+			out[i] = size
+		case unknown == 0 && !suffix:
+			out[i] = 1
+		default:
+			out[i] = -1
+		}
+	}
+	return out, suffix
+}
+
+// matmulDims is the shape of a MatMul's output: the operands' batch axes
+// broadcast and [M, K]·[K, N] → [M, N]. When only the right operand is
+// known and is a matrix (a constant weight), N is proved and the rank is
+// the declared one.
+func (f *Facts) matmulDims(n *onnxpb.NodeProto, declared []int64, depth int) []int64 {
+	a, b := f.dims(Input(n, 0), depth+1), f.dims(Input(n, 1), depth+1)
+	if len(b) < 2 || (a != nil && len(a) < 2) {
+		return nil // a vector operand: rare in attention, not worked out
+	}
+	if a == nil {
+		if len(b) != 2 || len(declared) < 2 {
+			return nil
+		}
+		out := make([]int64, len(declared))
+		for i := range out {
+			out[i] = -1
+		}
+		out[len(out)-1] = b[1]
+		return out
+	}
+	r := max(len(a), len(b))
+	out := make([]int64, r)
+	for i := 0; i < r-2; i++ {
+		size, unknown := int64(-1), 0
+		for _, d := range [][]int64{a, b} {
+			j := i - (r - len(d))
+			switch {
+			case j < 0 || d[j] == 1:
+			case d[j] <= 0:
+				unknown++
+			case size > 0 && size != d[j]:
+				return nil
+			default:
+				size = d[j]
+			}
+		}
+		switch {
+		case size > 0:
+			out[i] = size
+		case unknown == 0:
+			out[i] = 1
+		default:
+			out[i] = -1
+		}
+	}
+	out[r-2], out[r-1] = a[len(a)-2], b[len(b)-1]
+	return out
+}
+
+// layoutDims follows the ops that move or view a value's elements
+// (Transpose, Reshape, Einsum by a weight, Split, Squeeze, Unsqueeze).
+func (f *Facts) layoutDims(n *onnxpb.NodeProto, v string, declared []int64, depth int) []int64 {
 	switch n.GetOpType() {
 	case "Transpose":
 		in := f.dims(Input(n, 0), depth+1)
@@ -53,8 +379,10 @@ func (f *Facts) dimsWalk(v string, depth int) []int64 {
 		}
 		return Permute(in, ip)
 	case "Reshape":
-		s := f.shapeValue(Input(n, 1), depth+1)
-		if s == nil {
+		s, exact := f.shapeValueLen(Input(n, 1), depth+1, true)
+		if s == nil || (!exact && declared != nil && len(declared) != len(s)) {
+			// The rank rests on a guess (a shape piece of unknown length
+			// taken as one element) that the declared rank belies.
 			return nil
 		}
 		in := f.dims(Input(n, 0), depth+1)
@@ -173,21 +501,6 @@ func (f *Facts) dimsWalk(v string, depth int) []int64 {
 			j++
 		}
 		return out
-	case "Mul", "Div", "Add", "Sub", "Identity", "Cast", "Dropout":
-		var best []int64
-		for _, in := range n.Input {
-			if in == "" {
-				continue
-			}
-			if _, isConst := Constant(f.Ix, in); isConst {
-				continue
-			}
-			d := f.dims(in, depth+1)
-			if len(d) > len(best) {
-				best = d
-			}
-		}
-		return best
 	}
 	return nil
 }
@@ -197,28 +510,52 @@ func (f *Facts) dimsWalk(v string, depth int) []int64 {
 func (f *Facts) ShapeValue(v string) []int64 { return f.shapeValue(v, 0) }
 
 func (f *Facts) shapeValue(v string, depth int) []int64 {
+	s, _ := f.shapeValueLen(v, depth, false)
+	return s
+}
+
+// shapeValueLen is shapeValue; exact is false when its length rests on
+// the guess that a dynamic Concat piece has one element. With expand, a
+// piece known to have k ≠ 1 elements (Shape(x)[a:b]) is k unknown
+// entries; without, it is one, as ShapeValue has always read it (the
+// matcher's head-split walk relies on that reading; see the report of
+// the change that added expand).
+func (f *Facts) shapeValueLen(v string, depth int, expand bool) (s []int64, exact bool) {
 	if depth > MaxDepth {
-		return nil
+		return nil, false
 	}
 	if s, ok := Ints(f.Ix, v); ok {
-		return s
+		return s, true
 	}
 	n := f.Ix.Producer[v]
 	if n == nil || !DefaultDomain(n) {
-		return nil
+		return nil, false
 	}
 	switch n.GetOpType() {
 	case "Cast", "Identity":
-		return f.shapeValue(Input(n, 0), depth+1)
+		return f.shapeValueLen(Input(n, 0), depth+1, expand)
 	case "Concat":
 		var out []int64
+		exact = true
 		for _, in := range n.Input {
 			if s, ok := Ints(f.Ix, in); ok {
 				out = append(out, s...)
 				continue
 			}
-			// A dynamic piece: assume one element (Unsqueeze of a scalar),
-			// known when it is a known dimension of a value (x.size(i)).
+			// A dynamic piece of k elements (Shape(x)[a:b]) is k unknown
+			// entries when expanding; otherwise it is taken as one element
+			// (an Unsqueeze of a scalar), known when it is a known
+			// dimension of a value (x.size(i)).
+			if pd := f.dims(in, depth+1); len(pd) != 1 || pd[0] != 1 {
+				if !expand || len(pd) != 1 || pd[0] < 0 {
+					exact = false
+				} else {
+					for i := int64(0); i < pd[0]; i++ {
+						out = append(out, -1)
+					}
+					continue
+				}
+			}
 			d := int64(-1)
 			if src, axis, ok := f.sizeOf(in, depth+1); ok {
 				if sd := f.dims(src, depth+1); axis >= 0 && axis < len(sd) && sd[axis] > 0 {
@@ -227,9 +564,9 @@ func (f *Facts) shapeValue(v string, depth int) []int64 {
 			}
 			out = append(out, d)
 		}
-		return out
+		return out, exact
 	}
-	return nil
+	return nil, false
 }
 
 // sizeOf reads a one-element shape piece that is a dimension of a value,
