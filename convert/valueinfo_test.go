@@ -3,6 +3,7 @@ package convert
 import (
 	"fmt"
 	"math"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -231,5 +232,65 @@ func TestContradictedDeclarationExplained(t *testing.T) {
 	}
 	if ex := d.Explain(); strings.Contains(ex, "declared shape") {
 		t.Errorf("placeholders contradict nothing, yet:\n%s", ex)
+	}
+}
+
+// TestRealGraphsIgnoreDeclarations: on every real-exporter fixture (and
+// corpus model, when present) that declares value_info, Detect finds the
+// same blocks with the same heads, head size, scale and bias when the
+// declarations are deleted, and when every declared dim is replaced by a
+// symbolic placeholder (as fp16/int8 conversion tools write them). Before
+// proofs won over declarations, 40 of the 41 such models lost every
+// convertible block to the placeholders, and the SDPA dynamo exports lost
+// their blocks without value_info.
+func TestRealGraphsIgnoreDeclarations(t *testing.T) {
+	files, _ := filepath.Glob(filepath.Join("..", "testdata", "fixtures", "*.onnx"))
+	more, _ := filepath.Glob(filepath.Join("..", "..", "shared", "corpus", "ort-fusion", "*.onnx"))
+	files = append(files, more...)
+	summary := func(m *onnxpb.ModelProto) string {
+		d, err := Detect(m)
+		if err != nil {
+			return err.Error()
+		}
+		var sb strings.Builder
+		for _, b := range d.Blocks {
+			sb.WriteString(blockFacts(b) + "\n")
+		}
+		return sb.String()
+	}
+	checked := 0
+	for _, f := range files {
+		m, err := onnx.Load(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(m.Graph.ValueInfo) == 0 {
+			continue
+		}
+		checked++
+		stripped := proto.Clone(m).(*onnxpb.ModelProto)
+		stripped.Graph.ValueInfo = nil
+		symbolic := proto.Clone(m).(*onnxpb.ModelProto)
+		k := 0
+		for _, vi := range symbolic.Graph.ValueInfo {
+			if tt := vi.GetType().GetTensorType(); tt != nil && tt.Shape != nil {
+				for _, d := range tt.Shape.Dim {
+					k++
+					d.Value = &onnxpb.TensorShapeProto_Dimension_DimParam{DimParam: fmt.Sprintf("unk__%d", k)}
+				}
+			}
+		}
+		want := summary(m)
+		if want == "" {
+			continue
+		}
+		for name, v := range map[string]*onnxpb.ModelProto{"without value_info": stripped, "with placeholder dims": symbolic} {
+			if got := summary(v); got != want {
+				t.Errorf("%s %s:\n got %s\nwant %s", filepath.Base(f), name, got, want)
+			}
+		}
+	}
+	if checked < 20 {
+		t.Errorf("only %d models with value_info checked", checked)
 	}
 }
