@@ -32,26 +32,26 @@ type LongOptions struct {
 	// own position limit (512 for BERT), so that every window sees only
 	// the positions the model was trained on.
 	Window int
+	// Far adds the pooled far field: each query also sees the other
+	// windows through Segments segment means, gated by FarBias. It is off
+	// by default: zero-shot, it lowered retrieval at every gate measured
+	// (docs/long-documents.md).
+	Far bool
 	// Segments is k, the pooled segments standing for the other windows
-	// (default 64).
+	// with Far (default 64).
 	Segments int
-	// Sinks are the tokens every query sees exactly (default
-	// "first,last": [CLS] and the final [SEP]).
-	Sinks string
-	// FarBias is β, the gate added to every pooled score: 0 weighs a
-	// pooled segment as the keys it stands for; a negative value weighs
-	// the far field less. Ignored with NoFar.
+	// FarBias is β, the gate added to every pooled score with Far: 0
+	// weighs a pooled segment as the keys it stands for; a negative value
+	// weighs the far field less.
 	FarBias float32
-	// NoFar drops the far field: each window attends only to itself and
-	// the sinks (chunking without the chunks' own [CLS]/[SEP]).
-	NoFar bool
+	// Sinks are the tokens every query sees exactly besides its window:
+	// "none" (the default: each window has its own [CLS] and [SEP] when
+	// the input is framed per window, as package embed does), "first",
+	// "last" or "first,last".
+	Sinks string
 	// Layers selects blocks by their Detect layer index; nil means all.
 	Layers []int
 }
-
-// noFarBias is the gate that removes the far field: exp(−1e4) underflows
-// to zero next to any in-window score.
-const noFarBias = -1e4
 
 // ToLong returns a copy of m, a BERT-style encoder whose absolute position
 // table admits W tokens, that reads up to o.MaxLength tokens at a cost
@@ -62,11 +62,13 @@ const noFarBias = -1e4
 //     the model was trained on;
 //   - every attention block becomes LocalPooledAttention with block W and
 //     reach 0: each query attends exactly to its own aligned window of W
-//     tokens and to the sinks, and to the other windows through k pooled
-//     segment means (gated by FarBias), in one softmax.
+//     tokens and to the sinks, and, with Far, to the other windows
+//     through k pooled segment means (gated by FarBias), in one softmax.
 //
 // An input of at most W tokens lies in one window, so the result is the
-// original model exactly there. m is not modified. The model records W
+// original model exactly there. Without the far field and sinks, an input
+// framed per window ([CLS] W−2 tokens [SEP], repeated) is read window by
+// window exactly as the original reads each chunk: chunking in one pass. m is not modified. The model records W
 // and MaxLength in its metadata (MetaWindow, MetaMaxLength).
 func ToLong(m *onnxpb.ModelProto, o LongOptions) (*onnxpb.ModelProto, *Report, error) {
 	if m == nil || m.Graph == nil {
@@ -95,6 +97,9 @@ func ToLong(m *onnxpb.ModelProto, o LongOptions) (*onnxpb.ModelProto, *Report, e
 	if o.Segments == 0 {
 		o.Segments = 64
 	}
+	if !o.Far {
+		o.Segments = 0
+	}
 	if o.Window < 2 || o.Window > limit {
 		return nil, nil, optionError("long", "Window", fmt.Sprintf("%d: want 2..%d (the model's position limit)", o.Window, limit))
 	}
@@ -107,11 +112,11 @@ func ToLong(m *onnxpb.ModelProto, o LongOptions) (*onnxpb.ModelProto, *Report, e
 	if o.MaxLength > 1<<20 {
 		return nil, nil, optionError("long", "MaxLength", fmt.Sprintf("%d: want at most %d", o.MaxLength, 1<<20))
 	}
-	if o.Segments < 1 || o.Segments > ops.MaxSegments {
+	if o.Far && (o.Segments < 1 || o.Segments > ops.MaxSegments) {
 		return nil, nil, optionError("long", "Segments", fmt.Sprintf("%d: want 1..%d", o.Segments, ops.MaxSegments))
 	}
 	if o.Sinks == "" {
-		o.Sinks = "first,last"
+		o.Sinks = "none"
 	}
 	first, last, err := ops.ParseSinks(o.Sinks)
 	if err != nil {
@@ -125,11 +130,10 @@ func ToLong(m *onnxpb.ModelProto, o LongOptions) (*onnxpb.ModelProto, *Report, e
 			return nil, nil, err
 		}
 	}
-	beta := o.FarBias
-	if o.NoFar {
-		beta = noFarBias
+	a := ops.LocalPooledAttrs{Block: o.Window, Segments: o.Segments, SinkFirst: first, SinkLast: last, Reach: ops.NoReach}
+	if o.Far && o.FarBias != 0 {
+		a.FarBias = []float32{o.FarBias}
 	}
-	a := ops.LocalPooledAttrs{Block: o.Window, Segments: o.Segments, SinkFirst: first, SinkLast: last, Reach: ops.NoReach, FarBias: []float32{beta}}
 	rw := &rewriter{op: ops.LocalPooledOp, layers: o.Layers,
 		positions: ExtendOptions{MaxPositions: o.MaxLength + offset, Method: "copy", Offset: offset}}
 	rw.report.Options = ReportOptions{Block: a.Block, Segments: a.Segments, Sinks: a.Sinks()}

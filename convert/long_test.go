@@ -85,8 +85,8 @@ func TestLongExactWithinWindow(t *testing.T) {
 	m := longBERT(t, w)
 	for _, o := range []convert.LongOptions{
 		{MaxLength: 64},
-		{MaxLength: 80, Segments: 3, FarBias: 2},
-		{MaxLength: 64, NoFar: true, Sinks: "none"},
+		{MaxLength: 80, Far: true, Segments: 3, FarBias: 2, Sinks: "first,last"},
+		{MaxLength: 64, Far: true},
 	} {
 		long, _, err := convert.ToLong(m, o)
 		if err != nil {
@@ -117,7 +117,7 @@ func TestLongNoFarIsWindowedOriginal(t *testing.T) {
 		backends = append(backends, "ort")
 	}
 	for _, w := range []int{16, 8} {
-		long, _, err := convert.ToLong(m, convert.LongOptions{MaxLength: 64, Window: w, NoFar: true, Sinks: "none"})
+		long, _, err := convert.ToLong(m, convert.LongOptions{MaxLength: 64, Window: w})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -152,8 +152,9 @@ func TestLongFarFieldCrossesWindows(t *testing.T) {
 		o      convert.LongOptions
 		change bool
 	}{
-		{convert.LongOptions{MaxLength: 64, Sinks: "none"}, true},
-		{convert.LongOptions{MaxLength: 64, Sinks: "none", NoFar: true}, false},
+		{convert.LongOptions{MaxLength: 64, Far: true}, true},
+		{convert.LongOptions{MaxLength: 64, Sinks: "last"}, true}, // through the final token
+		{convert.LongOptions{MaxLength: 64}, false},
 	} {
 		long, _, err := convert.ToLong(m, c.o)
 		if err != nil {
@@ -176,7 +177,7 @@ func TestLongFarFieldCrossesWindows(t *testing.T) {
 func TestLongORTMatchesNative(t *testing.T) {
 	const w = 16
 	m := longBERT(t, w)
-	long, rep, err := convert.ToLong(m, convert.LongOptions{MaxLength: 96, Segments: 4, FarBias: -1})
+	long, rep, err := convert.ToLong(m, convert.LongOptions{MaxLength: 96, Far: true, Segments: 4, FarBias: -1, Sinks: "first,last"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,7 +211,7 @@ func TestLongOptionErrors(t *testing.T) {
 		{convert.LongOptions{MaxLength: 1 << 21}, "MaxLength"},
 		{convert.LongOptions{Window: 5}, "Window"},
 		{convert.LongOptions{Window: 32}, "Window"},
-		{convert.LongOptions{Segments: -1}, "Segments"},
+		{convert.LongOptions{Far: true, Segments: -1}, "Segments"},
 		{convert.LongOptions{Sinks: "middle"}, "Sinks"},
 	} {
 		_, _, err := convert.ToLong(m, c.o)

@@ -27,8 +27,8 @@ func writeLong(t *testing.T, path string, o convert.LongOptions) string {
 	return out
 }
 
-// Long mode frames every window as [CLS] … [SEP]: on a long model without
-// far field or sinks, every window is then read exactly as the original
+// Long mode frames every window as [CLS] … [SEP]: on a long model with
+// the defaults (no far field, no sinks), every window is then read exactly as the original
 // reads that chunk alone, so the long vector is the mean of all the chunks'
 // token states — the token-count-weighted mean of the original's raw
 // (unnormalised) mean-pooled chunk embeddings, computed here chunk by
@@ -37,7 +37,7 @@ func TestLongFramesWindowsAsChunks(t *testing.T) {
 	path := modelDir(t)
 	orig := open(t, path, Options{Mode: Truncate, Pooling: PoolMean, Raw: true})
 	w := orig.Window() // the position limit, 128
-	long := writeLong(t, path, convert.LongOptions{MaxLength: 4 * w, NoFar: true, Sinks: "none"})
+	long := writeLong(t, path, convert.LongOptions{MaxLength: 4 * w})
 	e := open(t, long, Options{Pooling: PoolMean})
 	if e.Mode() != Long || e.Window() != w {
 		t.Fatalf("long model: %s; want mode long, window %d", e, w)

@@ -18,7 +18,8 @@ import (
 // Inputs: Q [B,H,S,D], K [B,H,S,D], V [B,H,S,Dv] (self-attention: queries
 // and keys are the same positions), key_bias [B or 1,1,1,S or 1] (optional
 // in the Go kernel, always passed to the function body). Output [B,H,S,Dv].
-// Attributes: scale (float), block b ≥ 0, segments k ≥ 1, sinks ("none",
+// Attributes: scale (float), block b ≥ 0, segments k ≥ 0 (0: no pooled
+// far field, only with b > 0), sinks ("none",
 // "first", "last" or "first,last"), reach r ≥ 0 (default 1), far_bias
 // (floats, one or one per head; default 0).
 //
@@ -62,7 +63,8 @@ type LocalPooledAttrs struct {
 	// Block is b, the length of the local blocks; 0 disables the local
 	// part (only sinks and segments: a run-time pooled Linformer).
 	Block int
-	// Segments is k, the number of pooled segments (≥ 1).
+	// Segments is k, the number of pooled segments (≥ 1; 0 drops the
+	// pooled far field, which needs Block > 0).
 	Segments int
 	// SinkFirst and SinkLast keep the first and the last valid key exact.
 	SinkFirst, SinkLast bool
@@ -171,8 +173,8 @@ func (a LocalPooledAttrs) check() error {
 	if a.Block < 0 || a.Block > MaxLocalBlock {
 		return fmt.Errorf("ops: %s: block %d, want 0..%d", LocalPooledOp, a.Block, MaxLocalBlock)
 	}
-	if a.Segments < 1 || a.Segments > MaxSegments {
-		return fmt.Errorf("ops: %s: segments %d, want 1..%d", LocalPooledOp, a.Segments, MaxSegments)
+	if a.Segments < 0 || a.Segments > MaxSegments || (a.Segments == 0 && a.Block == 0) {
+		return fmt.Errorf("ops: %s: segments %d, want 1..%d (0 only with a block)", LocalPooledOp, a.Segments, MaxSegments)
 	}
 	if math.IsNaN(float64(a.Scale)) || math.IsInf(float64(a.Scale), 0) {
 		return fmt.Errorf("ops: %s: scale %g must be finite", LocalPooledOp, a.Scale)
@@ -282,9 +284,12 @@ func LocalPooled(q, k, v, bias *onnx.Tensor, a LocalPooledAttrs) (*onnx.Tensor, 
 		r := 0
 		for j := 0; j < n; j++ {
 			if _, ok := mask.at(bi, j); ok && !isSink(lay.sinks, j) {
-				c := r * kk / m
+				c := 0 // with no segments, 0 only marks a valid non-sink key
+				if kk > 0 {
+					c = r * kk / m
+					lay.total[c]++
+				}
 				lay.seg[j] = c
-				lay.total[c]++
 				r++
 			}
 		}
@@ -294,7 +299,7 @@ func LocalPooled(q, k, v, bias *onnx.Tensor, a LocalPooledAttrs) (*onnx.Tensor, 
 				lay.block[B] = make([]int, kk)
 			}
 			for j, c := range lay.seg {
-				if c >= 0 {
+				if c >= 0 && kk > 0 {
 					lay.block[j/blk][c]++
 				}
 			}
@@ -314,7 +319,7 @@ func LocalPooled(q, k, v, bias *onnx.Tensor, a LocalPooledAttrs) (*onnx.Tensor, 
 		ksum := make([]float64, kk*d)
 		vsum := make([]float64, kk*dv)
 		for j, c := range lay.seg {
-			if c < 0 {
+			if c < 0 || kk == 0 {
 				continue
 			}
 			for t := 0; t < d; t++ {
@@ -340,7 +345,9 @@ func LocalPooled(q, k, v, bias *onnx.Tensor, a LocalPooledAttrs) (*onnx.Tensor, 
 		}
 		// Pooled scores of every query: scale·Q·K̄ᵀ [n, k].
 		pooled := make([]float32, n*kk)
-		gemm.Sgemm(false, true, n, kk, d, scale, qh, d, kbar, d, 0, pooled, kk, 1)
+		if kk > 0 {
+			gemm.Sgemm(false, true, n, kk, d, scale, qh, d, kbar, d, 0, pooled, kk, 1)
+		}
 
 		ns := len(lay.sinks)
 		cnt := make([]int, kk)
@@ -523,24 +530,11 @@ func LocalPooledFunction(opset int64, a LocalPooledAttrs) (*onnxpb.FunctionProto
 	nsF := b.op("Cast", []string{ns}, castFloat()) // [Bm,1,1,S]
 
 	// Segments: rank among the non-sink valid keys, segment ⌊r·k/m⌋,
-	// one-hot [Bm,1,S,k] and means [B,H,k,D].
-	rank := b.op("CumSum", []string{nsF, axis3}, attrInt("exclusive", 1))
-	mcount := b.op("Max", []string{b.reduce("ReduceSum", nsF, 3), one})
-	seg := b.op("Floor", []string{b.op("Div", []string{b.op("Mul", []string{rank, b.constFloat(float32(kk))}), mcount})})
-	segIDs := make([]float32, kk)
-	for c := range segIDs {
-		segIDs[c] = float32(c)
+	// one-hot [Bm,1,S,k] and means [B,H,k,D] (none when k = 0).
+	var onehot, total, kbarT, vbar string
+	if kk > 0 {
+		onehot, total, kbarT, vbar = b.segments(a.Segments, nsF, km, vm)
 	}
-	onehot := b.op("Mul", []string{
-		b.op("Cast", []string{b.op("Equal", []string{b.transpose(seg, 0, 1, 3, 2), b.constFloatTensor([]int{int(kk)}, segIDs)})}, castFloat()),
-		b.transpose(nsF, 0, 1, 3, 2),
-	}) // [Bm,1,S,k]
-	onehotT := b.transpose(onehot, 0, 1, 3, 2)                                                    // [Bm,1,k,S]
-	total := b.reduce("ReduceSum", onehot, 2)                                                     // [Bm,1,1,k]
-	inv := b.op("Div", []string{one, b.op("Max", []string{b.transpose(total, 0, 1, 3, 2), one})}) // [Bm,1,k,1]
-	kbar := b.op("Mul", []string{b.op("MatMul", []string{onehotT, km}), inv})                     // [B,H,k,D]
-	vbar := b.op("Mul", []string{b.op("MatMul", []string{onehotT, vm}), inv})                     // [B,H,k,Dv]
-	kbarT := b.transpose(kbar, 0, 1, 3, 2)                                                        // [B,H,D,k]
 	// logCount is log cnt (+ β) where cnt > 0, else the masked score;
 	// β broadcasts over heads along axis 1 of a rank-rank score tensor.
 	logCount := func(cnt string, rank int) string {
@@ -635,16 +629,18 @@ func LocalPooledFunction(opset int64, a LocalPooledAttrs) (*onnxpb.FunctionProto
 		parts = append(parts, struct{ scores, values string }{sl, vwin})
 
 		// cnt per query block: total minus the segment's keys in the
-		// window.
-		ob := b.reduce("ReduceSum", b.op("Reshape", []string{b.op("Pad", []string{onehot, padS}), b.constInts(0, 0, -1, blk, kk)}), 3) // [Bm,1,nb,1,k]
-		obr := b.op("Reshape", []string{ob, b.constInts(0, 0, 0, -1)})                                                                 // [Bm,1,nb,k]
-		w := sumOf(b, shifted(obr, 4, 2))
-		cnt := b.op("Sub", []string{total, w})                                                                               // [Bm,1,nb,k]
-		logc := b.op("Reshape", []string{logCount(cnt, 4), b.constInts(0, 0, 0, 1, -1)})                                     // [B',H',nb,1,k]
-		kbar5 := b.op("Reshape", []string{kbarT, b.constInts(0, 0, 1, -1, kk)})                                              // [B,H,1,D,k]
-		vbar5 := b.op("Reshape", []string{vbar, b.op("Concat", []string{b.constInts(0, 0, 1, kk), dV}, attrInt("axis", 0))}) // [B,H,1,k,Dv]
-		sp := b.op("Add", []string{b.op("MatMul", []string{qb, kbar5}), logc})
-		parts = append(parts, struct{ scores, values string }{sp, vbar5})
+		// window (no pooled part when k = 0).
+		if kk > 0 {
+			ob := b.reduce("ReduceSum", b.op("Reshape", []string{b.op("Pad", []string{onehot, padS}), b.constInts(0, 0, -1, blk, kk)}), 3) // [Bm,1,nb,1,k]
+			obr := b.op("Reshape", []string{ob, b.constInts(0, 0, 0, -1)})                                                                 // [Bm,1,nb,k]
+			w := sumOf(b, shifted(obr, 4, 2))
+			cnt := b.op("Sub", []string{total, w})                                                                               // [Bm,1,nb,k]
+			logc := b.op("Reshape", []string{logCount(cnt, 4), b.constInts(0, 0, 0, 1, -1)})                                     // [B',H',nb,1,k]
+			kbar5 := b.op("Reshape", []string{kbarT, b.constInts(0, 0, 1, -1, kk)})                                              // [B,H,1,D,k]
+			vbar5 := b.op("Reshape", []string{vbar, b.op("Concat", []string{b.constInts(0, 0, 1, kk), dV}, attrInt("axis", 0))}) // [B,H,1,k,Dv]
+			sp := b.op("Add", []string{b.op("MatMul", []string{qb, kbar5}), logc})
+			parts = append(parts, struct{ scores, values string }{sp, vbar5})
+		}
 		if ks != "" {
 			nsk := int64(len(sinkRows))
 			ks5 := b.op("Reshape", []string{b.transpose(ks, 0, 1, 3, 2), b.constInts(0, 0, 1, -1, nsk)})
@@ -679,6 +675,31 @@ func LocalPooledFunction(opset int64, a LocalPooledAttrs) (*onnxpb.FunctionProto
 	return b.function(LocalPooledOp, localPooledDoc,
 		[]string{"Q", "K", "V", "key_bias"}, []string{"out"},
 		[]string{"scale", "block", "segments", "sinks"}, nil), nil
+}
+
+// segments emits the pooled far field's pieces for k segments: the
+// one-hot [Bm,1,S,k] of each non-sink valid key's segment (rank r among m
+// such keys → ⌊r·k/m⌋), the segment sizes [Bm,1,1,k], the mean keys
+// transposed [B,H,D,k] and the mean values [B,H,k,Dv].
+func (b *fnBuilder) segments(k int, nsF, km, vm string) (onehot, total, kbarT, vbar string) {
+	one := b.constFloat(1)
+	rank := b.op("CumSum", []string{nsF, b.constScalarInt(3)}, attrInt("exclusive", 1))
+	mcount := b.op("Max", []string{b.reduce("ReduceSum", nsF, 3), one})
+	seg := b.op("Floor", []string{b.op("Div", []string{b.op("Mul", []string{rank, b.constFloat(float32(k))}), mcount})})
+	segIDs := make([]float32, k)
+	for c := range segIDs {
+		segIDs[c] = float32(c)
+	}
+	onehot = b.op("Mul", []string{
+		b.op("Cast", []string{b.op("Equal", []string{b.transpose(seg, 0, 1, 3, 2), b.constFloatTensor([]int{k}, segIDs)})}, castFloat()),
+		b.transpose(nsF, 0, 1, 3, 2),
+	})
+	onehotT := b.transpose(onehot, 0, 1, 3, 2)
+	total = b.reduce("ReduceSum", onehot, 2)
+	inv := b.op("Div", []string{one, b.op("Max", []string{b.transpose(total, 0, 1, 3, 2), one})})
+	kbar := b.op("Mul", []string{b.op("MatMul", []string{onehotT, km}), inv})
+	vbar = b.op("Mul", []string{b.op("MatMul", []string{onehotT, vm}), inv})
+	return onehot, total, b.transpose(kbar, 0, 1, 3, 2), vbar
 }
 
 func sumOf(b *fnBuilder, xs []string) string {

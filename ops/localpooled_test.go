@@ -53,9 +53,10 @@ func lpCases() []lpCase {
 		beta  []float32
 	}{{ops.NoReach, nil}, {ops.NoReach, []float32{-1.5}}, {2, nil}, {1, []float32{0.7, -2}}, {ops.NoReach, []float32{-0.5, 1.25}}} {
 		for _, blk := range []int{3, 4} {
-			a := ops.LocalPooledAttrs{Scale: 0.45, Block: blk, Segments: 3, SinkFirst: true, SinkLast: blk == 4, Reach: x.reach, FarBias: x.beta}
+			// k = 0 (no far field) with b = 3, k = 3 with b = 4.
+			a := ops.LocalPooledAttrs{Scale: 0.45, Block: blk, Segments: 3 * (blk - 3), SinkFirst: true, SinkLast: blk == 4, Reach: x.reach, FarBias: x.beta}
 			c := lpCase{b: 2, h: 2, s: 16, d: 4, dv: 3, attrs: a, bias: "pad", sigma: 1}
-			c.name = fmt.Sprintf("b%d/k3/sinks=%s/reach=%d/beta=%v", blk, a.Sinks(), x.reach, x.beta)
+			c.name = fmt.Sprintf("b%d/k%d/sinks=%s/reach=%d/beta=%v", blk, a.Segments, a.Sinks(), x.reach, x.beta)
 			cs = append(cs, c)
 		}
 	}
@@ -264,6 +265,7 @@ func TestLocalPooledExactCases(t *testing.T) {
 		// convert long's guarantee: a sequence within one aligned window is
 		// the original attention, whatever the far-field gate.
 		{"aligned window covers S, gated", 12, ops.LocalPooledAttrs{Block: 12, Segments: 4, Reach: ops.NoReach, FarBias: []float32{-3}, SinkFirst: true, SinkLast: true}},
+		{"aligned window covers S, no far field", 12, ops.LocalPooledAttrs{Block: 12, Reach: ops.NoReach, SinkFirst: true}},
 		{"aligned window longer than S, per-head gate", 9, ops.LocalPooledAttrs{Block: 512, Segments: 64, Reach: ops.NoReach, FarBias: []float32{1, 2, -1}, SinkFirst: true, SinkLast: true}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -383,7 +385,7 @@ func TestLocalPooledErrors(t *testing.T) {
 		q    *onnx.Tensor
 		want string
 	}{
-		{"no segments", ops.LocalPooledAttrs{Block: 2}, q, "segments 0"},
+		{"no segments and no block", ops.LocalPooledAttrs{}, q, "segments 0"},
 		{"negative block", ops.LocalPooledAttrs{Block: -1, Segments: 2}, q, "block -1"},
 		{"huge segments", ops.LocalPooledAttrs{Segments: 1 << 20}, q, "segments"},
 		{"nan scale", ops.LocalPooledAttrs{Segments: 2, Scale: float32(math.NaN())}, q, "finite"},

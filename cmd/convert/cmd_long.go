@@ -16,7 +16,7 @@ func init() {
 	register(&command{
 		name:     "long",
 		rewrites: true,
-		summary:  "make a 512-position encoder read long inputs at linear cost: positions restart every window, attention is exact within each window and pools the other windows; identical to the original up to one window",
+		summary:  "make a 512-position encoder read long inputs at linear cost: positions restart every window and attention is exact within each window (optionally a pooled far field across windows); identical to the original up to one window",
 		usage:    "MODEL -o OUT [--max-length N] [flags]",
 		run:      runLong,
 	})
@@ -29,11 +29,11 @@ func runLong(args []string, stdout io.Writer) error {
 	o.MaxLength = convert.DefaultLongMaxLength
 	fs.Var(&intFlag{&o.MaxLength, 3}, "max-length", "longest input `N` in tokens the result reads")
 	fs.IntVar(&o.Window, "window", 0, "tokens `W` of one window (default: the model's position limit, e.g. 512)")
+	fs.BoolVar(&o.Far, "far", false, "add a pooled far field: every query also sees the other windows through --segments segment means, gated by --far-bias (off: zero-shot it lowered retrieval; docs/long-documents.md)")
 	o.Segments = 64
-	fs.Var(&intFlag{&o.Segments, 1}, "segments", "pooled segments `K` standing for the other windows")
-	fs.StringVar(&o.Sinks, "sinks", "first,last", "tokens every query sees exactly: first,last, first, last or none")
-	far := fs.String("far-bias", "0", "gate `B` added to every pooled score (0: a segment weighs as the keys it stands for; negative: less)")
-	fs.BoolVar(&o.NoFar, "no-far", false, "no far field: each window sees only itself and the sinks")
+	fs.Var(&intFlag{&o.Segments, 1}, "segments", "pooled segments `K` standing for the other windows, with --far")
+	far := fs.String("far-bias", "0", "gate `B` added to every pooled score, with --far (0: a segment weighs as the keys it stands for; negative: less)")
+	fs.StringVar(&o.Sinks, "sinks", "none", "tokens every query sees exactly besides its window: none, first, last or first,last")
 	layers := fs.String("layers", "", "`LIST` of block indices to convert (default: all)")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	overwrite := fs.Bool("overwrite", false, "allow -o to be the input model")
