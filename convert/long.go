@@ -44,6 +44,11 @@ type LongOptions struct {
 	// weighs a pooled segment as the keys it stands for; a negative value
 	// weighs the far field less.
 	FarBias float32
+	// Overlap lets every query also see the half window beside the half
+	// it is in (the previous window's second half, or the next window's
+	// first half): blocks of W/2 with reach 1. A query still sees its
+	// whole window; the cost is 1.5 windows of keys instead of one.
+	Overlap bool
 	// Sinks are the tokens every query sees exactly besides its window:
 	// "none" (the default: each window has its own [CLS] and [SEP] when
 	// the input is framed per window, as package embed does), "first",
@@ -131,6 +136,12 @@ func ToLong(m *onnxpb.ModelProto, o LongOptions) (*onnxpb.ModelProto, *Report, e
 		}
 	}
 	a := ops.LocalPooledAttrs{Block: o.Window, Segments: o.Segments, SinkFirst: first, SinkLast: last, Reach: ops.NoReach}
+	if o.Overlap {
+		if o.Window%2 != 0 {
+			return nil, nil, optionError("long", "Window", fmt.Sprintf("%d must be even with Overlap (blocks of half a window)", o.Window))
+		}
+		a.Block, a.Reach = o.Window/2, 1
+	}
 	if o.Far && o.FarBias != 0 {
 		a.FarBias = []float32{o.FarBias}
 	}

@@ -87,6 +87,7 @@ func TestLongExactWithinWindow(t *testing.T) {
 		{MaxLength: 64},
 		{MaxLength: 80, Far: true, Segments: 3, FarBias: 2, Sinks: "first,last"},
 		{MaxLength: 64, Far: true},
+		{MaxLength: 64, Overlap: true},
 	} {
 		long, _, err := convert.ToLong(m, o)
 		if err != nil {
@@ -138,14 +139,15 @@ func TestLongNoFarIsWindowedOriginal(t *testing.T) {
 	}
 }
 
-// The far field carries context across windows: with it, a window's
-// states depend on the other windows' tokens; without it they do not.
+// The far field and the overlap carry context across windows: with them,
+// a window's states depend on another window's tokens; without them (and
+// with sinks outside that window) they do not.
 func TestLongFarFieldCrossesWindows(t *testing.T) {
 	const w = 16
 	m := longBERT(t, w)
 	a := randIDs(4, 1, 3*w)
 	b := [][]int64{append([]int64(nil), a[0]...)}
-	for j := 2 * w; j < 3*w; j++ { // change only the last window
+	for j := w; j < 2*w; j++ { // change only the second window
 		b[0][j] = 1 + (b[0][j]+7)%59
 	}
 	for _, c := range []struct {
@@ -153,8 +155,11 @@ func TestLongFarFieldCrossesWindows(t *testing.T) {
 		change bool
 	}{
 		{convert.LongOptions{MaxLength: 64, Far: true}, true},
-		{convert.LongOptions{MaxLength: 64, Sinks: "last"}, true}, // through the final token
+		{convert.LongOptions{MaxLength: 64, Sinks: "first,last"}, false}, // neither sink is in the second window
 		{convert.LongOptions{MaxLength: 64}, false},
+		// With overlap the first window's second half sees the second
+		// window's first half.
+		{convert.LongOptions{MaxLength: 64, Overlap: true}, true},
 	} {
 		long, _, err := convert.ToLong(m, c.o)
 		if err != nil {

@@ -234,7 +234,10 @@ func Open(modelPath string, o Options) (*Embedder, error) {
 	if backend == "" {
 		backend = infer.DefaultBackend
 	}
-	sess, err := infer.Open(backend, m, infer.Options{Threads: o.Threads})
+	// Documents of every length would grow onnxruntime's arena without
+	// bound (a full-attention pass over 4K-token documents held 24 GB
+	// after 56 of them); every mode runs without it, so that modes compare.
+	sess, err := infer.Open(backend, m, infer.Options{Threads: o.Threads, VaryingShapes: true})
 	if err != nil {
 		return nil, backendError{fmt.Errorf("embed: %s: %w", modelPath, err)}
 	}

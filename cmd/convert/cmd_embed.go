@@ -127,12 +127,13 @@ func runEmbed(args []string, stdout io.Writer) error {
 		return badInput(err)
 	}
 
-	start := time.Now()
 	e, err := embed.Open(path, o)
 	if err != nil {
 		return embedError(err)
 	}
 	defer e.Close()
+	start := time.Now() // embedding only, not loading the model
+	var took time.Duration
 	group := max(*batch, 8)
 	var pr *progress.Reporter
 	if len(list) > 1 {
@@ -152,6 +153,7 @@ func runEmbed(args []string, stdout io.Writer) error {
 		vecs = append(vecs, v...)
 		pr.Step("documents %d–%d of %d", lo+1, hi, len(list))
 	}
+	took = time.Since(start)
 
 	if npy {
 		err = writeEmbedNPY(*out, list, vecs, e.Dim())
@@ -161,8 +163,8 @@ func runEmbed(args []string, stdout io.Writer) error {
 	if err != nil {
 		return runtimeFailure(err)
 	}
-	fmt.Fprintf(stdout, "embedded %d documents (mode %s, pooling %s, window %d, dim %d) in %.1f s → %s\n",
-		len(list), e.Mode(), e.Pooling(), e.Window(), e.Dim(), time.Since(start).Seconds(), *out)
+	fmt.Fprintf(stdout, "embedded %d documents (mode %s, pooling %s, window %d, dim %d) in %.2f s (%.3f s each, loading excluded) → %s\n",
+		len(list), e.Mode(), e.Pooling(), e.Window(), e.Dim(), took.Seconds(), took.Seconds()/float64(len(list)), *out)
 	return nil
 }
 

@@ -83,7 +83,7 @@ func TestEmbedNPY(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
-	for _, want := range []string{"embedded 3 documents (mode chunk, pooling mean, window 8, dim 64) in ", " s → " + out} {
+	for _, want := range []string{"embedded 3 documents (mode chunk, pooling mean, window 8, dim 64) in ", " s each, loading excluded) → " + out} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("summary %q does not say %q", stdout, want)
 		}

@@ -33,6 +33,7 @@ func runLong(args []string, stdout io.Writer) error {
 	o.Segments = 64
 	fs.Var(&intFlag{&o.Segments, 1}, "segments", "pooled segments `K` standing for the other windows, with --far")
 	far := fs.String("far-bias", "0", "gate `B` added to every pooled score, with --far (0: a segment weighs as the keys it stands for; negative: less)")
+	fs.BoolVar(&o.Overlap, "overlap", false, "every query also sees the neighbouring half window (1.5 windows of keys)")
 	fs.StringVar(&o.Sinks, "sinks", "none", "tokens every query sees exactly besides its window: none, first, last or first,last")
 	layers := fs.String("layers", "", "`LIST` of block indices to convert (default: all)")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
