@@ -260,6 +260,11 @@ func positionSource(ix *onnx.Index, v string, depth int) (string, string) {
 	case "Slice":
 		if len(p.Input) > 0 {
 			if t, ok := ix.Constant(p.Input[0]); ok && isIntType(t.DType) {
+				// A registered token_type_ids buffer (all zeros) is sliced
+				// the same way; only an increasing sequence is positions.
+				if !increasing(t) {
+					return "", ""
+				}
 				return "slice of buffer", p.Input[0]
 			}
 			return positionSource(ix, p.Input[0], depth+1)
@@ -278,6 +283,21 @@ func positionSource(ix *onnx.Index, v string, depth int) (string, string) {
 		}
 	}
 	return "", ""
+}
+
+// increasing reports whether an integer constant holds a strictly
+// increasing sequence (position ids), not a constant one (token types).
+func increasing(t *onnx.Tensor) bool {
+	ids, err := t.AsInt64s()
+	if err != nil || len(ids) < 2 {
+		return err == nil && len(ids) == 1 && ids[0] >= 0
+	}
+	for i := 1; i < len(ids); i++ {
+		if ids[i] <= ids[i-1] {
+			return false
+		}
+	}
+	return true
 }
 
 func isIntType(dt onnx.DataType) bool {

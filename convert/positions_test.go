@@ -356,3 +356,44 @@ func TestExtendPositionsCorpus(t *testing.T) {
 		t.Fatalf("extended model rejects 6 tokens: %v", err)
 	}
 }
+
+// A BERT exported without a token_type_ids input slices a registered
+// all-zeros token_type_ids buffer exactly as it slices position_ids: the
+// 2-row token-type table must not count as a second position table.
+func TestTokenTypeBufferIsNotPositions(t *testing.T) {
+	m := smallBERT(t, 16)
+	g := m.Graph
+	zeros, err := onnx.EncodeTensor("embeddings.token_type_ids", onnx.NewInt64([]int{1, 16}, make([]int64, 16)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	starts, _ := onnx.EncodeTensor("tt_starts", onnx.NewInt64([]int{1}, []int64{0}))
+	ends, _ := onnx.EncodeTensor("tt_ends", onnx.NewInt64([]int{1}, []int64{12}))
+	axes, _ := onnx.EncodeTensor("tt_axes", onnx.NewInt64([]int{1}, []int64{1}))
+	g.Initializer = append(g.Initializer, zeros, starts, ends, axes)
+	_, gather := nodeByName(g, "/embeddings/token_type_embeddings/Gather")
+	if gather == nil {
+		t.Fatal("builder changed: no token-type Gather")
+	}
+	gather.Input[1] = "tt_sliced"
+	slice := &onnxpb.NodeProto{Name: str("/embeddings/tt_Slice"), OpType: str("Slice"),
+		Input: []string{"embeddings.token_type_ids", "tt_starts", "tt_ends", "tt_axes"}, Output: []string{"tt_sliced"}}
+	g.Node = append([]*onnxpb.NodeProto{slice}, g.Node...)
+	var inputs []*onnxpb.ValueInfoProto
+	for _, in := range g.Input {
+		if in.GetName() != "token_type_ids" {
+			inputs = append(inputs, in)
+		}
+	}
+	g.Input = inputs
+	_, rep, err := convert.ExtendPositions(m, convert.ExtendOptions{MaxPositions: 40})
+	if err != nil {
+		t.Fatalf("extend positions with a sliced token-type buffer: %v", err)
+	}
+	if rep.Table != "embeddings.position_embeddings.weight" || rep.PositionIDs != "embeddings.position_ids" {
+		t.Errorf("extended %s (buffer %s), want the position table and its ids", rep.Table, rep.PositionIDs)
+	}
+	if lim, err := convert.PositionLimit(m); err != nil || lim != 16 {
+		t.Errorf("PositionLimit = %d, %v; want 16", lim, err)
+	}
+}
