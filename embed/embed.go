@@ -132,6 +132,7 @@ type Embedder struct {
 	tok       *tokenize.WordPiece
 	cls, sep  int64
 	inputs    []infer.Value
+	hasMask   bool // an attention-mask input: padding changes nothing
 
 	mu   sync.Mutex
 	sess infer.Session
@@ -234,10 +235,7 @@ func Open(modelPath string, o Options) (*Embedder, error) {
 	if backend == "" {
 		backend = infer.DefaultBackend
 	}
-	// Documents of every length would grow onnxruntime's arena without
-	// bound (a full-attention pass over 4K-token documents held 24 GB
-	// after 56 of them); every mode runs without it, so that modes compare.
-	sess, err := infer.Open(backend, m, infer.Options{Threads: o.Threads, VaryingShapes: true})
+	sess, err := infer.Open(backend, m, infer.Options{Threads: o.Threads})
 	if err != nil {
 		return nil, backendError{fmt.Errorf("embed: %s: %w", modelPath, err)}
 	}
@@ -278,6 +276,9 @@ func (e *Embedder) setup(output string, explicitWindow bool) error {
 	for _, in := range e.inputs {
 		if inputRole(in.Name) == "" {
 			return fmt.Errorf("embed: %s: cannot fill input %q from text (not ids, mask, token types or positions by its name)", e.path, in.Name)
+		}
+		if inputRole(in.Name) == roleMask {
+			e.hasMask = true
 		}
 		if len(in.Shape) != 0 && len(in.Shape) != 2 {
 			return fmt.Errorf("embed: %s: input %q has rank %d, want [batch, sequence]", e.path, in.Name, len(in.Shape))
@@ -539,6 +540,18 @@ func (e *Embedder) longLimit() int {
 	return e.limit
 }
 
+// bucket rounds a sequence length up to a multiple of 64 up to 512 tokens
+// and of 512 beyond. Padding is masked, so it changes no vector; it keeps
+// the shapes onnxruntime sees to a few, whose buffers its memory arena then
+// reuses: with every document's own length, a full-attention pass over
+// 4K-token documents grew the arena past 24 GB after 56 of them.
+func bucket(seq int) int {
+	if seq <= 512 {
+		return (seq + 63) / 64 * 64
+	}
+	return (seq + 511) / 512 * 512
+}
+
 // runPass runs rows of token ids as one batch, padded to the longest (or
 // to the declared sequence length), and pools each row.
 func (e *Embedder) runPass(rows [][]int64) ([][]float64, error) {
@@ -547,6 +560,13 @@ func (e *Embedder) runPass(rows [][]int64) ([][]float64, error) {
 	seq := 0
 	for _, r := range rows {
 		seq = max(seq, len(r))
+	}
+	if e.hasMask {
+		if lim := e.longLimit(); lim > 0 {
+			seq = max(seq, min(bucket(seq), lim))
+		} else {
+			seq = bucket(seq)
+		}
 	}
 	if e.fixedSeq > 0 {
 		if seq > e.fixedSeq {

@@ -256,14 +256,6 @@ func NewORTSession(m *onnxpb.ModelProto, opts Options) (Session, error) {
 			return nil, fmt.Errorf("infer: ort: threads: %v", err)
 		}
 	}
-	if opts.VaryingShapes {
-		if err := so.SetCpuMemArena(false); err != nil {
-			return nil, fmt.Errorf("infer: ort: memory arena: %v", err)
-		}
-		if err := so.SetMemPattern(false); err != nil {
-			return nil, fmt.Errorf("infer: ort: memory pattern: %v", err)
-		}
-	}
 	sess, err := ort.NewDynamicAdvancedSessionWithONNXData(data, s.feedNames, s.fetchNames, so)
 	if err != nil {
 		return nil, fmt.Errorf("infer: ort: creating session: %v", err)

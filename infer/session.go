@@ -33,10 +33,4 @@ type Options struct {
 	// Expose names internal values that Run may also return (added as
 	// extra graph outputs in a copy of the model).
 	Expose []string
-	// VaryingShapes says the inputs' shapes change from run to run (long
-	// documents of every length). onnxruntime then allocates each buffer
-	// as it needs it instead of growing its memory arena: an arena keeps
-	// every size it has served, so runs over many lengths of a large model
-	// can hold far more memory than any one run needs.
-	VaryingShapes bool
 }
