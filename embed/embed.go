@@ -414,7 +414,11 @@ func (e *Embedder) Embed(texts []string) ([][]float32, error) {
 	}
 	sums := make([][]float64, len(texts))
 	counts := make([]int, len(texts))
-	step := e.batch
+	// Rows per run: Batch, but no more than maxBatchTokens tokens of
+	// windows (a model read in chunks of thousands of tokens runs one at a
+	// time: eight full-attention rows of 4K tokens need over 24 GB), and
+	// one at a time in Long mode.
+	step := max(1, min(e.batch, maxBatchTokens/e.window))
 	if e.mode == Long {
 		step = 1
 	}
@@ -539,6 +543,9 @@ func (e *Embedder) longLimit() int {
 	}
 	return e.limit
 }
+
+// maxBatchTokens bounds the tokens of one batched run.
+const maxBatchTokens = 4096
 
 // bucket rounds a sequence length up to a multiple of 64 up to 512 tokens
 // and of 512 beyond. Padding is masked, so it changes no vector; it keeps
