@@ -571,7 +571,8 @@ func LocalPooledFunction(opset int64, a LocalPooledAttrs) (*onnxpb.FunctionProto
 	}
 
 	var parts []struct{ scores, values string }
-	axis := int64(3) // the score axis
+	var anyValid string // with the local part alone: 1 where a block has a valid key
+	axis := int64(3)    // the score axis
 	if blk == 0 {
 		sp := b.op("Add", []string{b.op("MatMul", []string{qs, kbarT}), logCount(total, 4)})
 		parts = append(parts, struct{ scores, values string }{sp, vbar})
@@ -625,6 +626,9 @@ func LocalPooledFunction(opset int64, a LocalPooledAttrs) (*onnxpb.FunctionProto
 		nsb := b.op("Reshape", []string{b.op("Pad", []string{nsF, padLast}), b.constInts(0, 0, -1, blk)}) // [Bm,1,nb,b]
 		nswin := b.op("Reshape", []string{window(nsb, 4, 3), b.constInts(0, 0, 0, 1, -1)})                // [Bm,1,nb,1,3b]
 		localBias := b.op("Where", []string{b.op("Greater", []string{nswin, b.constFloat(0.5)}), zero, masked})
+		if kk == 0 && len(sinkRows) == 0 {
+			anyValid = b.reduce("ReduceMax", nswin, 4) // [Bm,1,nb,1,1]
+		}
 		sl := b.op("Add", []string{b.op("MatMul", []string{qb, b.transpose(kwin, 0, 1, 2, 4, 3)}), localBias})
 		parts = append(parts, struct{ scores, values string }{sl, vwin})
 
@@ -651,21 +655,18 @@ func LocalPooledFunction(opset int64, a LocalPooledAttrs) (*onnxpb.FunctionProto
 		}
 	}
 
-	// One softmax over every part: a shared maximum, exps, sums.
-	maxes := []string{b.constFloat(-1e29)}
-	for _, pt := range parts {
-		maxes = append(maxes, b.reduce("ReduceMax", pt.scores, axis))
+	var res string
+	if anyValid != "" {
+		// The local part alone (convert long's default): onnxruntime's
+		// Softmax in one pass over the scores; a block without any valid
+		// key gives zeros.
+		pr := b.op("Softmax", []string{parts[0].scores}, attrInt("axis", axis))
+		res = b.op("Mul", []string{b.op("MatMul", []string{pr, parts[0].values}), anyValid})
+	} else {
+		res = b.jointSoftmax(parts, axis)
 	}
-	top := b.op("Max", maxes)
-	var nums, dens []string
-	for _, pt := range parts {
-		e := b.op("Exp", []string{b.op("Sub", []string{pt.scores, top})})
-		dens = append(dens, b.reduce("ReduceSum", e, axis))
-		nums = append(nums, b.op("MatMul", []string{e, pt.values}))
-	}
-	dens = append(dens, b.constFloat(1e-30))
-	res := b.op("Div", []string{sumOf(b, nums), b.op("Sum", dens)})
 	if blk > 0 {
+
 		flat := b.op("Reshape", []string{res, b.op("Concat", []string{b.constInts(0, 0, -1), dV}, attrInt("axis", 0))})
 		b.op("Slice", []string{flat, b.constInts(0), sLen, b.constInts(2)})
 	} else {
@@ -700,6 +701,25 @@ func (b *fnBuilder) segments(k int, nsF, km, vm string) (onehot, total, kbarT, v
 	kbar := b.op("Mul", []string{b.op("MatMul", []string{onehotT, km}), inv})
 	vbar = b.op("Mul", []string{b.op("MatMul", []string{onehotT, vm}), inv})
 	return onehot, total, b.transpose(kbar, 0, 1, 3, 2), vbar
+}
+
+// jointSoftmax emits one softmax over every part's scores along axis (a
+// shared maximum floored at −1e29, exps, sums) weighing each part's
+// values, and returns the output.
+func (b *fnBuilder) jointSoftmax(parts []struct{ scores, values string }, axis int64) string {
+	maxes := []string{b.constFloat(-1e29)}
+	for _, pt := range parts {
+		maxes = append(maxes, b.reduce("ReduceMax", pt.scores, axis))
+	}
+	top := b.op("Max", maxes)
+	var nums, dens []string
+	for _, pt := range parts {
+		e := b.op("Exp", []string{b.op("Sub", []string{pt.scores, top})})
+		dens = append(dens, b.reduce("ReduceSum", e, axis))
+		nums = append(nums, b.op("MatMul", []string{e, pt.values}))
+	}
+	dens = append(dens, b.constFloat(1e-30))
+	return b.op("Div", []string{sumOf(b, nums), b.op("Sum", dens)})
 }
 
 func sumOf(b *fnBuilder, xs []string) string {

@@ -60,6 +60,20 @@ func lpCases() []lpCase {
 			cs = append(cs, c)
 		}
 	}
+	// The local part alone (convert long's default: no segments, no
+	// sinks), which the function body computes with one Softmax: with
+	// padding, with whole blocks without a valid key ("one" leaves a
+	// single valid key, so those blocks must give zeros), aligned or
+	// reaching.
+	for _, x := range []struct {
+		blk, reach int
+		bias       string
+	}{{4, ops.NoReach, "pad"}, {2, ops.NoReach, "inf"}, {3, ops.NoReach, "one"}, {4, 1, "pad"}, {5, ops.NoReach, "none"}} {
+		a := ops.LocalPooledAttrs{Scale: 0.45, Block: x.blk, Reach: x.reach}
+		c := lpCase{b: 2, h: 2, s: 13, d: 4, dv: 3, attrs: a, bias: x.bias, sigma: 1}
+		c.name = fmt.Sprintf("b%d/k0/sinks=none/reach=%d/bias=%s", x.blk, x.reach, x.bias)
+		cs = append(cs, c)
+	}
 	return cs
 }
 
