@@ -1,6 +1,7 @@
 // Package convert finds the multi-head self-attention blocks of a
 // BERT-style ONNX graph and rewrites their softmax cores into linear
-// attention (Performer or Linformer) ops of the ai.linearize domain.
+// attention ops of the ai.linearize domain (Performer, Linformer,
+// local+pooled, LARA, and the windowed long-input form).
 //
 // Detect anchors on every Softmax (and on onnxruntime's fused
 // com.microsoft Attention and MultiHeadAttention nodes) and matches the
@@ -20,9 +21,14 @@
 // attention already in the model is listed in Detection.Linear, and the
 // rewrites refuse such a model.
 //
-// ToPerformer and ToLinformer replace each convertible core by one node of the
-// ai.linearize domain whose definition travels with the model as a
-// model-local function, so the written model runs in stock onnxruntime.
+// ToPerformer, ToLinformer, ToLocalPooled and ToLARA replace each
+// convertible core by one node of the ai.linearize domain whose definition
+// travels with the model as a model-local function, so the written model
+// runs in stock onnxruntime. ToLong makes a 512-position encoder read long
+// inputs: positions restart every window and each query attends exactly to
+// its own window (LocalPooledAttention with reach 0), so the result is the
+// original up to one window and chunking window by window beyond;
+// PositionLimit and ExtendPositions read and grow the position table.
 // When they convert nothing they return an error wrapping
 // ErrNothingConverted that gives each block's reason.
 package convert
