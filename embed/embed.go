@@ -274,10 +274,10 @@ func metadataInt(m *onnxpb.ModelProto, key string, least int) (int, bool, error)
 func (e *Embedder) setup(output string, explicitWindow bool) error {
 	e.inputs = e.sess.Inputs()
 	for _, in := range e.inputs {
-		if inputRole(in.Name) == "" {
+		if infer.InputRole(in.Name) == "" {
 			return fmt.Errorf("embed: %s: cannot fill input %q from text (not ids, mask, token types or positions by its name)", e.path, in.Name)
 		}
-		if inputRole(in.Name) == roleMask {
+		if infer.InputRole(in.Name) == infer.RoleMask {
 			e.hasMask = true
 		}
 		if len(in.Shape) != 0 && len(in.Shape) != 2 {
@@ -605,17 +605,17 @@ func (e *Embedder) runPass(rows [][]int64) ([][]float64, error) {
 	feed := map[string]*onnx.Tensor{}
 	for _, in := range e.inputs {
 		var data []int64
-		switch inputRole(in.Name) {
-		case roleIDs:
+		switch infer.InputRole(in.Name) {
+		case infer.RoleIDs:
 			data = ids
-		case roleMask:
+		case infer.RoleMask:
 			data = mask
-		case roleTokenType:
+		case infer.RoleTokenType:
 			data = zeros
-		case rolePosition:
+		case infer.RolePosition:
 			data = pos
 		}
-		t, err := intTensor(in, []int{b, seq}, data)
+		t, err := infer.IntTensor(in, []int{b, seq}, data)
 		if err != nil {
 			return nil, fmt.Errorf("embed: %s: %w", e.path, err)
 		}

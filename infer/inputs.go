@@ -367,7 +367,7 @@ type FeedSpec struct {
 	Inputs map[string]string
 	// Texts, then the lines of each of TextFiles (blank lines skipped),
 	// are tokenized into one batch row each; they fill the token-level
-	// inputs (ids, mask, token types; see inputRole) not in Inputs.
+	// inputs (ids, mask, token types; see InputRole) not in Inputs.
 	Texts     []string
 	TextFiles []string
 	// Vocab is the tokenizer (a folder, tokenizer.json or vocab.txt; see
@@ -613,7 +613,7 @@ func (s FeedSpec) Build(m *onnxpb.ModelProto, modelPath string) (*Feed, error) {
 		if f.Batch == 0 {
 			f.Batch, f.SeqLen = t.Shape[0], t.Shape[1]
 		}
-		if inputRole(v.Name) == roleMask && f.Mask == nil {
+		if InputRole(v.Name) == RoleMask && f.Mask == nil {
 			if vals, err := t.AsInt64s(); err == nil {
 				f.Mask = vals
 				f.Batch, f.SeqLen = t.Shape[0], t.Shape[1]
@@ -661,7 +661,7 @@ func (s FeedSpec) check() error {
 // tokenLength is the sequence length of a [batch, sequence] token-level
 // input (ids, mask, token types or positions, by its name), or 0.
 func tokenLength(name string, t *onnx.Tensor) int {
-	if len(t.Shape) != 2 || (inputRole(name) == "" && !strings.Contains(strings.ToLower(name), "position")) {
+	if len(t.Shape) != 2 || InputRole(name) == "" {
 		return 0
 	}
 	return t.Shape[1]

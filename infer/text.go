@@ -8,26 +8,30 @@ import (
 	"github.com/linearize/linearize/tokenize"
 )
 
-// Roles of a BERT-style model's inputs.
+// Roles of a BERT-style model's token-level inputs, as InputRole reads
+// them from the inputs' names.
 const (
-	roleIDs       = "ids"
-	roleMask      = "mask"
-	roleTokenType = "token_type"
+	RoleIDs       = "ids"
+	RoleMask      = "mask"
+	RoleTokenType = "token_type"
+	RolePosition  = "position"
 )
 
-// inputRole guesses what a token-level input holds from its name:
-// roleIDs (input_ids), roleMask (attention_mask, input_mask) or
-// roleTokenType (token_type_ids, segment_ids); "" when the name says
-// nothing.
-func inputRole(name string) string {
+// InputRole guesses what a token-level input holds from its name:
+// RolePosition (position_ids), RoleTokenType (token_type_ids,
+// segment_ids), RoleMask (attention_mask, input_mask) or RoleIDs
+// (input_ids); "" when the name says nothing.
+func InputRole(name string) string {
 	n := strings.ToLower(name)
 	switch {
+	case strings.Contains(n, "position"):
+		return RolePosition
 	case strings.Contains(n, "type") || strings.Contains(n, "segment"):
-		return roleTokenType
+		return RoleTokenType
 	case strings.Contains(n, "mask"):
-		return roleMask
+		return RoleMask
 	case strings.Contains(n, "ids") || strings.Contains(n, "input") || strings.Contains(n, "token"):
-		return roleIDs
+		return RoleIDs
 	}
 	return ""
 }
@@ -43,7 +47,8 @@ type TokenInputs struct {
 }
 
 // TextInputs tokenizes texts and fills every input of the model by role
-// (see inputRole): ids, attention mask, token types (zeros). The sequence
+// (see InputRole): ids, attention mask, token types (zeros), positions
+// (0, 1, … in every row). The sequence
 // length is seqLen when positive, else the length the model declares, else
 // the longest text (at most maxLen tokens when maxLen > 0). A text longer
 // than the sequence length n is truncated to exactly n tokens: [CLS], its
@@ -60,17 +65,22 @@ func TextInputs(tok *tokenize.WordPiece, inputs []Value, texts []string, seqLen,
 	ti := &TokenInputs{Feed: map[string]*onnx.Tensor{}, Batch: b.Size, SeqLen: b.SeqLen, Mask: b.AttentionMask, Lengths: b.Lengths}
 	for _, in := range inputs {
 		var data []int64
-		switch inputRole(in.Name) {
-		case roleIDs:
+		switch InputRole(in.Name) {
+		case RoleIDs:
 			data = b.InputIDs
-		case roleMask:
+		case RoleMask:
 			data = b.AttentionMask
-		case roleTokenType:
+		case RoleTokenType:
 			data = b.TokenTypeIDs
+		case RolePosition:
+			data = make([]int64, b.Size*b.SeqLen)
+			for i := range data {
+				data[i] = int64(i % b.SeqLen)
+			}
 		default:
-			return nil, fmt.Errorf("infer: cannot fill input %q from text (not ids, mask or token types by its name)", in.Name)
+			return nil, fmt.Errorf("infer: cannot fill input %q from text (not ids, mask, token types or positions by its name)", in.Name)
 		}
-		t, err := intTensor(in, []int{b.Size, b.SeqLen}, data)
+		t, err := IntTensor(in, []int{b.Size, b.SeqLen}, data)
 		if err != nil {
 			return nil, err
 		}
@@ -90,7 +100,10 @@ func declaredSeqLen(inputs []Value) int {
 	return 0
 }
 
-func intTensor(in Value, shape []int, data []int64) (*onnx.Tensor, error) {
+// IntTensor makes the tensor of a [batch, sequence] token-level input of
+// the given shape from data, in the input's declared element type (int64,
+// int32 or float32).
+func IntTensor(in Value, shape []int, data []int64) (*onnx.Tensor, error) {
 	if len(in.Shape) != 0 && len(in.Shape) != 2 {
 		return nil, fmt.Errorf("infer: input %q has rank %d, want [batch, sequence]", in.Name, len(in.Shape))
 	}

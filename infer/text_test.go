@@ -21,11 +21,11 @@ func tinyTokenizer(t *testing.T) *tokenize.WordPiece {
 
 func TestInputRole(t *testing.T) {
 	for name, want := range map[string]string{
-		"input_ids": roleIDs, "attention_mask": roleMask, "token_type_ids": roleTokenType,
-		"input_mask": roleMask, "segment_ids": roleTokenType, "ids": roleIDs, "pixel_values": "",
+		"input_ids": RoleIDs, "attention_mask": RoleMask, "token_type_ids": RoleTokenType, "position_ids": RolePosition,
+		"input_mask": RoleMask, "segment_ids": RoleTokenType, "ids": RoleIDs, "pixel_values": "",
 	} {
-		if got := inputRole(name); got != want {
-			t.Errorf("inputRole(%q) = %q, want %q", name, got, want)
+		if got := InputRole(name); got != want {
+			t.Errorf("InputRole(%q) = %q, want %q", name, got, want)
 		}
 	}
 }
