@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/linearize/linearize/tokenize"
+
+	"github.com/linearize/linearize/internal/rusage"
 )
 
 // An Encoder turns texts into vectors, one per text (*Embedder is one).
@@ -232,7 +234,7 @@ func Evaluate(tok *tokenize.WordPiece, docs []Document, query Encoder, systems [
 		for i, k := range ranks {
 			rr[si][i] = 1 / float64(k)
 		}
-		res := SystemResult{Name: s.Name, Seconds: secs, SecondsPerDoc: secs / float64(len(kept)), PeakRSS: peakRSS(), Ranks: ranks}
+		res := SystemResult{Name: s.Name, Seconds: secs, SecondsPerDoc: secs / float64(len(kept)), PeakRSS: rusage.PeakRSS(), Ranks: ranks}
 		res.All, res.Buckets = scores(rr[si], queries, len(r.Buckets))
 		r.Systems = append(r.Systems, res)
 	}

@@ -6,6 +6,8 @@ import (
 	"os"
 	"runtime/debug"
 	"time"
+
+	"github.com/linearize/linearize/internal/rusage"
 )
 
 // printStats is set by --stats, which every command accepts.
@@ -30,7 +32,7 @@ func largestFile(args []string) (name string, size int64) {
 // resident memory, and the ratio of that peak to the largest input file,
 // so conversion cost on a big model is measured by the command itself.
 func reportStats(w io.Writer, name string, wall time.Duration, largestName string, largest int64) {
-	peak := peakRSS()
+	peak := rusage.PeakRSS()
 	line := fmt.Sprintf("stats: convert %s: wall %.2f s", name, wall.Seconds())
 	if peak > 0 {
 		line += fmt.Sprintf(", peak RSS %.0f MiB", float64(peak)/(1<<20))

@@ -1,15 +1,15 @@
 //go:build linux || darwin
 
-package embed
+package rusage
 
 import (
 	"runtime"
 	"syscall"
 )
 
-// peakRSS returns the process's peak resident set size so far in bytes
+// PeakRSS returns the process's peak resident set size so far in bytes
 // (0 when it cannot be read).
-func peakRSS() int64 {
+func PeakRSS() int64 {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		return 0

@@ -1,0 +1,6 @@
+//go:build !linux && !darwin
+
+package rusage
+
+// PeakRSS is unknown on this system.
+func PeakRSS() int64 { return 0 }
