@@ -22,20 +22,10 @@ func runLong(src, outDir string, tok *tokenize.WordPiece, held map[string]bool, 
 	if tok == nil {
 		return fmt.Errorf("-long-out needs -vocab (documents are selected by WordPiece length)")
 	}
-	var paths []string
-	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if !d.IsDir() && strings.HasSuffix(p, ".rst.txt") {
-			paths = append(paths, p)
-		}
-		return nil
-	})
+	paths, err := sourceFiles(src)
 	if err != nil {
 		return err
 	}
-	sort.Strings(paths)
 	counts := map[string]int{}
 	for _, set := range []string{"tune", "heldout"} {
 		if err := os.MkdirAll(filepath.Join(outDir, set), 0o755); err != nil {
@@ -85,6 +75,22 @@ func runLong(src, outDir string, tok *tokenize.WordPiece, held map[string]bool, 
 	}
 	fmt.Printf("doctext: %s: %d tuning and %d held-out documents of %d..%d tokens\n", outDir, counts["tune"], counts["heldout"], minTokens, maxTokens)
 	return nil
+}
+
+// sourceFiles lists the .rst.txt files under src, sorted.
+func sourceFiles(src string) ([]string, error) {
+	var paths []string
+	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.IsDir() && strings.HasSuffix(p, ".rst.txt") {
+			paths = append(paths, p)
+		}
+		return nil
+	})
+	sort.Strings(paths)
+	return paths, err
 }
 
 // writeFile writes data through a temporary file renamed into place.

@@ -21,7 +21,6 @@ package main
 import (
 	"flag"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -97,20 +96,10 @@ func run(src, outDir string, nHeld, nCal, minWords, maxWords int, heldDirs, voca
 			held[d] = true
 		}
 	}
-	var paths []string
-	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if !d.IsDir() && strings.HasSuffix(p, ".rst.txt") {
-			paths = append(paths, p)
-		}
-		return nil
-	})
+	paths, err := sourceFiles(src)
 	if err != nil {
 		return err
 	}
-	sort.Strings(paths)
 	var heldDocs, calDocs []doc
 	skipped := 0
 	for _, p := range paths {
@@ -206,22 +195,5 @@ func writeDocs(path string, docs []doc) error {
 		b.WriteString(d.text)
 		b.WriteByte('\n')
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".doctext-*")
-	if err != nil {
-		return err
-	}
-	if _, err := tmp.WriteString(b.String()); err != nil {
-		tmp.Close()
-		os.Remove(tmp.Name())
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		os.Remove(tmp.Name())
-		return err
-	}
-	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
-		os.Remove(tmp.Name())
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
+	return writeFile(path, b.String())
 }
