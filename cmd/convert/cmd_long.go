@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -67,18 +66,8 @@ func runLong(args []string, stdout io.Writer) error {
 	if err != nil {
 		return optionError(err, map[string]string{"MaxLength": "max-length", "Window": "window", "Segments": "segments", "Sinks": "sinks"})
 	}
-	if *asJSON {
-		if err := saveModel(stderrNotes, res, *out, path, *overwrite); err != nil {
-			return err
-		}
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(rep)
+	if !*asJSON {
+		fmt.Fprintf(stdout, "reads up to %d tokens in windows of %s\n", o.MaxLength, convert.Meta(res, convert.MetaWindow))
 	}
-	if err := saveModel(stdout, res, *out, path, *overwrite); err != nil {
-		return err
-	}
-	fmt.Fprint(stdout, rep.Text())
-	fmt.Fprintf(stdout, "reads up to %d tokens in windows of %s\nwrote %s\n", o.MaxLength, convert.Meta(res, convert.MetaWindow), *out)
-	return nil
+	return finishRewrite(stdout, &rewriteFlags{out: *out, json: *asJSON, overwrite: *overwrite}, path, res, rep)
 }
