@@ -53,7 +53,7 @@ func runEmbed(args []string, stdout io.Writer) error {
 	raw := fs.Bool("raw", false, "do not L2-normalise the vectors")
 	maxTokens := fs.Int("max-tokens", 0, "read at most `N` wordpieces of each text, in every mode (0: all; truncate reads one window)")
 	window := fs.Int("window", 0, "tokens `W` per pass in truncate and chunk mode, [CLS] and [SEP] included (default: the model's window or position limit, else 512)")
-	batch := fs.Int("batch", 1, "`B` texts or chunks per run (long mode: 1)")
+	batch := fs.Int("batch", embed.DefaultBatch, "`B` texts or chunks per run, at most 4096 tokens of them (long mode: 1)")
 	threads := fs.Int("threads", 0, "intra-op threads (0: backend default)")
 	backend := fs.String("backend", infer.DefaultBackend, "runtime backend: "+strings.Join(infer.Backends(), " or "))
 	vocab := fs.String("vocab", "", "tokenizer `PATH`: a folder, tokenizer.json or vocab.txt (default: found beside the model)")

@@ -27,6 +27,7 @@ var defaultsDiffer = map[string]string{
 	"seq-len":     "the input flags' 0 means the model's length (texts) or 16, at most the model's position limit (random inputs); features-error's synthetic sequences have 256",
 	"num-layers":  "build-model takes its preset's depth (0); bench-backends times 2 layers",
 	"sinks":       "local-pooled and linformer keep [CLS] and the last token exact (first,last); long frames every window with its own [CLS] and [SEP], so it needs none",
+	"batch":       "embed runs texts or chunks in batches of embed.DefaultBatch (8), the library's default; the input flags' --batch is the number of random input rows (1)",
 	"max-tokens":  "embed reads every wordpiece (0); evaluate cuts documents at 4096 so that every system reads the same text and the buckets end there",
 }
 
