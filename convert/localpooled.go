@@ -73,7 +73,13 @@ func ToLocalPooled(m *onnxpb.ModelProto, o LocalPooledOptions) (*onnxpb.ModelPro
 	if err != nil {
 		return nil, nil, err
 	}
-	rw := &rewriter{op: ops.LocalPooledOp, layers: o.Layers, positions: o.Positions}
+	return localPooledRewriter(a, o.Layers, o.Positions).run(m)
+}
+
+// localPooledRewriter rewrites the selected blocks into
+// LocalPooledAttention nodes with attributes a (ToLocalPooled, ToLong).
+func localPooledRewriter(a ops.LocalPooledAttrs, layers []int, positions ExtendOptions) *rewriter {
+	rw := &rewriter{op: ops.LocalPooledOp, layers: layers, positions: positions}
 	rw.report.Options = ReportOptions{Block: a.Block, Segments: a.Segments, Sinks: a.Sinks()}
 	rw.core = func(b *Block, q, k, v, bias string) (*onnxpb.NodeProto, error) {
 		na := a
@@ -82,5 +88,5 @@ func ToLocalPooled(m *onnxpb.ModelProto, o LocalPooledOptions) (*onnxpb.ModelPro
 			[]string{q, k, v, bias}, rw.names.Name(fmt.Sprintf("linearize/layer%d/attn", b.Layer)), na), nil
 	}
 	rw.function = func(opset int64) (*onnxpb.FunctionProto, error) { return ops.LocalPooledFunction(opset, a) }
-	return rw.run(m)
+	return rw
 }

@@ -73,25 +73,19 @@ type LongOptions struct {
 // An input of at most W tokens lies in one window, so the result is the
 // original model exactly there. Without the far field and sinks, an input
 // framed per window ([CLS] W−2 tokens [SEP], repeated) is read window by
-// window exactly as the original reads each chunk: chunking in one pass. m is not modified. The model records W
-// and MaxLength in its metadata (MetaWindow, MetaMaxLength).
+// window exactly as the original reads each chunk: chunking in one pass. m is not modified. The model records W and
+// MaxLength in its metadata (MetaWindow, MetaMaxLength).
 func ToLong(m *onnxpb.ModelProto, o LongOptions) (*onnxpb.ModelProto, *Report, error) {
 	if m == nil || m.Graph == nil {
 		return nil, nil, fmt.Errorf("convert: long: no graph")
 	}
-	limit, err := PositionLimit(m)
+	pt, rows, limit, err := positionLimit(onnx.NewIndex(m.Graph))
 	if err != nil {
 		return nil, nil, fmt.Errorf("convert: long: %w", err)
 	}
-	if limit == 0 {
+	if pt == nil {
 		return nil, nil, fmt.Errorf("convert: long: the model has no absolute position table (Gather from an initializer indexed by position ids); convert long needs one to restart positions per window")
 	}
-	ix := onnx.NewIndex(m.Graph)
-	pt, err := findPositionTable(ix)
-	if err != nil {
-		return nil, nil, fmt.Errorf("convert: long: %w", err)
-	}
-	rows := int(ix.Initializers[pt.table].Dims[0])
 	offset := rows - limit
 	if o.MaxLength == 0 {
 		o.MaxLength = DefaultLongMaxLength
@@ -145,17 +139,8 @@ func ToLong(m *onnxpb.ModelProto, o LongOptions) (*onnxpb.ModelProto, *Report, e
 	if o.Far && o.FarBias != 0 {
 		a.FarBias = []float32{o.FarBias}
 	}
-	rw := &rewriter{op: ops.LocalPooledOp, layers: o.Layers,
-		positions: ExtendOptions{MaxPositions: o.MaxLength + offset, Method: "copy", Offset: offset}}
-	rw.report.Options = ReportOptions{Block: a.Block, Segments: a.Segments, Sinks: a.Sinks()}
-	rw.core = func(b *Block, q, k, v, bias string) (*onnxpb.NodeProto, error) {
-		na := a
-		na.Scale = float32(b.Scale)
-		return ops.NewLocalPooledNode(rw.names.Name(fmt.Sprintf("linearize/layer%d/LocalPooledAttention", b.Layer)),
-			[]string{q, k, v, bias}, rw.names.Name(fmt.Sprintf("linearize/layer%d/attn", b.Layer)), na), nil
-	}
-	rw.function = func(opset int64) (*onnxpb.FunctionProto, error) { return ops.LocalPooledFunction(opset, a) }
-	out, rep, err := rw.run(m)
+	out, rep, err := localPooledRewriter(a, o.Layers,
+		ExtendOptions{MaxPositions: o.MaxLength + offset, Method: "copy", Offset: offset}).run(m)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -411,21 +411,29 @@ func PositionLimit(m *onnxpb.ModelProto) (int, error) {
 	if m == nil || m.Graph == nil {
 		return 0, errors.New("convert: position limit: no graph")
 	}
-	ix := onnx.NewIndex(m.Graph)
+	_, _, limit, err := positionLimit(onnx.NewIndex(m.Graph))
+	return limit, err
+}
+
+// positionLimit finds the position table and returns it, its rows and the
+// limit PositionLimit describes; a nil table and no error when there is
+// none.
+func positionLimit(ix *onnx.Index) (*posTable, int, int, error) {
 	pt, err := findPositionTable(ix)
 	if err != nil {
 		if errors.Is(err, errNoPositionTable) {
-			return 0, nil
+			return nil, 0, 0, nil
 		}
-		return 0, err
+		return nil, 0, 0, err
 	}
 	tp := ix.Initializers[pt.table]
 	if tp == nil || len(tp.Dims) != 2 {
-		return 0, fmt.Errorf("convert: position limit: table %s is not a 2-D initializer", pt.table)
+		return nil, 0, 0, fmt.Errorf("convert: position limit: table %s is not a 2-D initializer", pt.table)
 	}
 	rows := int(tp.Dims[0])
+	limit := rows
 	if pt.source == "cumsum" && rows > 2 {
-		rows -= 2
+		limit -= 2
 	}
-	return rows, nil
+	return pt, rows, limit, nil
 }
