@@ -31,8 +31,12 @@ func init() {
 	})
 }
 
-// embedMaxDoc bounds one document (a --docs file or a JSON line).
+// embedMaxDoc bounds one document (a --docs file or a JSON line), and
+// embedMaxTotal all the documents of one command, which are read before
+// any is embedded.
 const embedMaxDoc = 64 << 20
+
+var embedMaxTotal int64 = 1 << 30 // tests lower it
 
 // embedProgress receives embed's progress lines (tests replace it).
 var embedProgress io.Writer = os.Stderr
@@ -237,6 +241,7 @@ func readDocsDir(dir string) ([]embedDoc, error) {
 		return nil, fmt.Errorf("--docs %s: no *.txt or *.md files", dir)
 	}
 	list := make([]embedDoc, 0, len(names))
+	var total int64
 	for _, name := range names {
 		if strings.ContainsAny(name, "\r\n") {
 			return nil, fmt.Errorf("--docs %s: file name %q has a line break (ids are written one per line)", dir, name)
@@ -251,6 +256,9 @@ func readDocsDir(dir string) ([]embedDoc, error) {
 		}
 		if st.Size() > embedMaxDoc {
 			return nil, fmt.Errorf("--docs: %s: larger than %d bytes", p, embedMaxDoc)
+		}
+		if total += st.Size(); total > embedMaxTotal {
+			return nil, fmt.Errorf("--docs %s: more than %d bytes of documents; embed the folder in parts", dir, embedMaxTotal)
 		}
 		data, err := os.ReadFile(p)
 		if err != nil {
@@ -270,6 +278,7 @@ func readJSONLDocs(path string) ([]embedDoc, error) {
 	}
 	defer f.Close()
 	var list []embedDoc
+	var total int64
 	seen := map[string]int{}
 	err = eachLine(f, path, func(n int, line string) error {
 		if strings.TrimSpace(line) == "" {
@@ -297,6 +306,9 @@ func readJSONLDocs(path string) ([]embedDoc, error) {
 			return fmt.Errorf("%s:%d: id %q was already used on line %d", path, n, id, prev)
 		}
 		seen[id] = n
+		if total += int64(len(*rec.Text)); total > embedMaxTotal {
+			return fmt.Errorf("%s:%d: more than %d bytes of documents; embed the file in parts", path, n, embedMaxTotal)
+		}
 		list = append(list, embedDoc{id, *rec.Text})
 		return nil
 	})

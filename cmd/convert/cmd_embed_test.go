@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -231,5 +232,33 @@ func TestEmbedExitCodes(t *testing.T) {
 	}
 	if _, err := os.Stat(out); err == nil {
 		t.Errorf("a failed run wrote %s", out)
+	}
+}
+
+// The documents of one command are bounded in total, in both readers.
+func TestEmbedTotalBound(t *testing.T) {
+	defer func(n int64) { embedMaxTotal = n }(embedMaxTotal)
+	embedMaxTotal = 100
+	dir := t.TempDir()
+	var jsonl strings.Builder
+	for i := 0; i < 3; i++ {
+		text := strings.Repeat("word ", 12) // 60 bytes
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("d%d.txt", i)), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(&jsonl, "{\"id\": %d, \"text\": %q}\n", i, text)
+	}
+	jf := filepath.Join(t.TempDir(), "docs.jsonl")
+	if err := os.WriteFile(jf, []byte(jsonl.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	model := filepath.Join("..", "..", "testdata", "bert-tiny.onnx")
+	out := filepath.Join(t.TempDir(), "v.npy")
+	for _, src := range [][]string{{"--docs", dir}, {"--jsonl", jf}} {
+		args := append([]string{"embed", model, "-o", out, "--backend", "native"}, src...)
+		code, _, stderr := runCLI(args...)
+		if code != exitBadInput || !strings.Contains(stderr, "more than 100 bytes of documents") {
+			t.Errorf("%v: exit %d, %q; want exit 2 naming the bound", src, code, stderr)
+		}
 	}
 }
