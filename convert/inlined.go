@@ -27,6 +27,10 @@ import (
 //     positive constant c (the floor of the shared softmax denominator),
 //     in a graph that also assigns keys to segments by a one-hot
 //     Equal(Floor(...), [0, 1, ..., k−1]);
+//   - HedgehogAttention: the output Div(x, Where(Greater(d, ·), d, ·))
+//     (the denominator d replaced where it is not positive), in a graph
+//     that also builds features as Concat(MatMul(...), Neg(MatMul(...)))
+//     (the ±(xW) of the learned feature map);
 //   - LinformerAttention: a Softmax whose scores are a product with keys
 //     projected along the sequence, MatMul(Slice(E), ·) with E a constant
 //     [H, k, N] sliced along its last axis (onnxruntime may fuse the scale
@@ -90,6 +94,13 @@ func findInlined(g *onnxpb.GraphProto, ix *onnx.Index) []inlinedOp {
 			break
 		}
 	}
+	hedgehog := false
+	for _, n := range g.Node {
+		if isSignedFeatures(ix, n) {
+			hedgehog = true
+			break
+		}
+	}
 	var out []inlinedOp
 	for _, n := range g.Node {
 		switch {
@@ -97,6 +108,8 @@ func findInlined(g *onnxpb.GraphProto, ix *onnx.Index) []inlinedOp {
 			out = append(out, inlinedOp{ops.PerformerOp, n})
 		case segments && isLocalPooledOutput(ix, n):
 			out = append(out, inlinedOp{ops.LocalPooledOp, n})
+		case hedgehog && isHedgehogOutput(ix, n):
+			out = append(out, inlinedOp{ops.HedgehogOp, n})
 		case isLinformerSoftmax(ix, n):
 			out = append(out, inlinedOp{ops.LinformerOp, n})
 		}
@@ -194,6 +207,28 @@ func isLocalPooledOutput(ix *onnx.Index, n *onnxpb.NodeProto) bool {
 		}
 	}
 	return false
+}
+
+// isHedgehogOutput matches Div(x, Where(Greater(d, c), d, e)).
+func isHedgehogOutput(ix *onnx.Index, n *onnxpb.NodeProto) bool {
+	if n.GetOpType() != "Div" || !defaultDomain(n) || len(n.Input) != 2 {
+		return false
+	}
+	w := producer(ix, n.Input[1], "Where")
+	if w == nil || len(w.Input) != 3 {
+		return false
+	}
+	gt := producer(ix, w.Input[0], "Greater")
+	return gt != nil && len(gt.Input) == 2 && gt.Input[0] == w.Input[1]
+}
+
+// isSignedFeatures matches Concat(p, Neg(p)) with p a MatMul's output.
+func isSignedFeatures(ix *onnx.Index, n *onnxpb.NodeProto) bool {
+	if n.GetOpType() != "Concat" || !defaultDomain(n) || len(n.Input) != 2 {
+		return false
+	}
+	neg := producer(ix, n.Input[1], "Neg")
+	return neg != nil && len(neg.Input) == 1 && neg.Input[0] == n.Input[0] && producer(ix, n.Input[0], "MatMul") != nil
 }
 
 // isSegmentOneHot matches Equal(seg, [0, 1, ..., k−1]) (either operand
