@@ -37,6 +37,14 @@ type LongOptions struct {
 	// by default: zero-shot, it lowered retrieval at every gate measured
 	// (docs/long-documents.md).
 	Far bool
+	// Learned reads the other windows through learned feature maps
+	// instead (HedgehogAttention with block W and reach 0, Features per
+	// head, maps drawn from Seed): untrained they are noise, so train
+	// them with finetune.Transfer on calibration windows of several W.
+	// It excludes Far, Overlap and Sinks.
+	Learned  bool
+	Features int
+	Seed     uint64
 	// Segments is k, the pooled segments standing for the other windows
 	// with Far (default 64).
 	Segments int
@@ -121,6 +129,9 @@ func ToLong(m *onnxpb.ModelProto, o LongOptions) (*onnxpb.ModelProto, *Report, e
 	if err != nil {
 		return nil, nil, optionError("long", "Sinks", fmt.Sprintf("%q: want none, first, last or first,last", o.Sinks))
 	}
+	if o.Overlap && o.Window%2 != 0 {
+		return nil, nil, optionError("long", "Window", fmt.Sprintf("%d must be even with Overlap (blocks of half a window)", o.Window))
+	}
 	if o.Window < limit {
 		// Positions restart every W tokens: tile the first W learned rows
 		// over the table before it is extended (its period, the limit, is
@@ -129,24 +140,39 @@ func ToLong(m *onnxpb.ModelProto, o LongOptions) (*onnxpb.ModelProto, *Report, e
 			return nil, nil, err
 		}
 	}
-	a := ops.LocalPooledAttrs{Block: o.Window, Segments: o.Segments, SinkFirst: first, SinkLast: last, Reach: ops.NoReach}
-	if o.Overlap {
-		if o.Window%2 != 0 {
-			return nil, nil, optionError("long", "Window", fmt.Sprintf("%d must be even with Overlap (blocks of half a window)", o.Window))
+	positions := ExtendOptions{MaxPositions: o.MaxLength + offset, Method: "copy", Offset: offset}
+	var out *onnxpb.ModelProto
+	var rep *Report
+	if o.Learned {
+		if o.Far || o.Overlap || (first || last) {
+			return nil, nil, optionError("long", "Learned", "excludes Far, Overlap and Sinks")
 		}
-		a.Block, a.Reach = o.Window/2, 1
+		if o.Features < 0 || o.Features > MaxHedgehogFeatures {
+			return nil, nil, optionError("long", "Features", fmt.Sprintf("%d: want 1..%d (0: the head size)", o.Features, MaxHedgehogFeatures))
+		}
+		out, rep, err = hedgehogRewriter(ops.HedgehogAttrs{Block: o.Window}, o.Features, o.Seed, o.Layers, positions).run(m)
+	} else {
+		out, rep, err = localPooledRewriter(longAttrs(o, first, last), o.Layers, positions).run(m)
 	}
-	if o.Far && o.FarBias != 0 {
-		a.FarBias = []float32{o.FarBias}
-	}
-	out, rep, err := localPooledRewriter(a, o.Layers,
-		ExtendOptions{MaxPositions: o.MaxLength + offset, Method: "copy", Offset: offset}).run(m)
 	if err != nil {
 		return nil, nil, err
 	}
 	setMeta(out, MetaWindow, strconv.Itoa(o.Window))
 	setMeta(out, MetaMaxLength, strconv.Itoa(o.MaxLength))
 	return out, rep, nil
+}
+
+// longAttrs are the LocalPooledAttention attributes of ToLong's default
+// conversion.
+func longAttrs(o LongOptions, first, last bool) ops.LocalPooledAttrs {
+	a := ops.LocalPooledAttrs{Block: o.Window, Segments: o.Segments, SinkFirst: first, SinkLast: last, Reach: ops.NoReach}
+	if o.Overlap {
+		a.Block, a.Reach = o.Window/2, 1
+	}
+	if o.Far && o.FarBias != 0 {
+		a.FarBias = []float32{o.FarBias}
+	}
+	return a
 }
 
 // periodicTable returns a copy of m whose position table (name, with

@@ -121,9 +121,9 @@ func runEmbed(args []string, stdout io.Writer) error {
 			list = append(list, embedDoc{"text-" + strconv.Itoa(i+1), s})
 		}
 	case *textFile != "":
-		list, err = readTextLines(*textFile)
+		list, err = readTextLines("--text-file", *textFile)
 	case *docs != "":
-		list, err = readDocsDir(*docs)
+		list, err = readDocsDir("--docs", *docs)
 	default:
 		list, err = readJSONLDocs(*jsonl)
 	}
@@ -182,12 +182,12 @@ func embedError(err error) error {
 	return badInput(err)
 }
 
-// readTextLines reads one text per line; blank lines are skipped and the
-// id is the line number.
-func readTextLines(path string) ([]embedDoc, error) {
+// readTextLines reads one text per line of the file path given with flag;
+// blank lines are skipped and the id is the line number.
+func readTextLines(flag, path string) ([]embedDoc, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("--text-file: %w", err)
+		return nil, fmt.Errorf("%s: %w", flag, err)
 	}
 	defer f.Close()
 	var list []embedDoc
@@ -201,7 +201,7 @@ func readTextLines(path string) ([]embedDoc, error) {
 		return nil, err
 	}
 	if len(list) == 0 {
-		return nil, fmt.Errorf("--text-file %s: no texts (one per line)", path)
+		return nil, fmt.Errorf("%s %s: no texts (one per line)", flag, path)
 	}
 	return list, nil
 }
@@ -224,10 +224,10 @@ func eachLine(r io.Reader, path string, fn func(n int, line string) error) error
 
 // readDocsDir reads every *.txt and *.md regular file of dir, sorted by
 // name; the id is the file name.
-func readDocsDir(dir string) ([]embedDoc, error) {
+func readDocsDir(flag, dir string) ([]embedDoc, error) {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
-		return nil, fmt.Errorf("--docs: %w", err)
+		return nil, fmt.Errorf("%s: %w", flag, err)
 	}
 	var names []string
 	for _, de := range ents {
@@ -238,31 +238,31 @@ func readDocsDir(dir string) ([]embedDoc, error) {
 	}
 	sort.Strings(names)
 	if len(names) == 0 {
-		return nil, fmt.Errorf("--docs %s: no *.txt or *.md files", dir)
+		return nil, fmt.Errorf("%s %s: no *.txt or *.md files", flag, dir)
 	}
 	list := make([]embedDoc, 0, len(names))
 	var total int64
 	for _, name := range names {
 		if strings.ContainsAny(name, "\r\n") {
-			return nil, fmt.Errorf("--docs %s: file name %q has a line break (ids are written one per line)", dir, name)
+			return nil, fmt.Errorf("%s %s: file name %q has a line break (ids are written one per line)", flag, dir, name)
 		}
 		p := filepath.Join(dir, name)
 		st, err := os.Stat(p)
 		if err != nil {
-			return nil, fmt.Errorf("--docs: %w", err)
+			return nil, fmt.Errorf("%s: %w", flag, err)
 		}
 		if !st.Mode().IsRegular() {
 			continue
 		}
 		if st.Size() > embedMaxDoc {
-			return nil, fmt.Errorf("--docs: %s: larger than %d bytes", p, embedMaxDoc)
+			return nil, fmt.Errorf("%s: %s: larger than %d bytes", flag, p, embedMaxDoc)
 		}
 		if total += st.Size(); total > embedMaxTotal {
-			return nil, fmt.Errorf("--docs %s: more than %d bytes of documents; embed the folder in parts", dir, embedMaxTotal)
+			return nil, fmt.Errorf("%s %s: more than %d bytes of documents; embed the folder in parts", flag, dir, embedMaxTotal)
 		}
 		data, err := os.ReadFile(p)
 		if err != nil {
-			return nil, fmt.Errorf("--docs: %w", err)
+			return nil, fmt.Errorf("%s: %w", flag, err)
 		}
 		list = append(list, embedDoc{name, string(data)})
 	}

@@ -151,7 +151,7 @@ func runEvaluate(args []string, stdout io.Writer) error {
 	}
 	var read []embedDoc
 	if *docs != "" {
-		read, err = readDocsDir(*docs)
+		read, err = readDocsDir("--docs", *docs)
 	} else {
 		read, err = readJSONLDocs(*jsonl)
 	}

@@ -118,6 +118,11 @@ func TestBadInputExitCodes(t *testing.T) {
 		{[]string{"finetune", model, model, "-o", out, "--steps", "-1", "--random-inputs"}, exitUsage, "--steps"},
 		{[]string{"finetune", model, model, "-o", out, "--backend", "tpu", "--random-inputs"}, exitUsage, "--backend"},
 		{[]string{"finetune", missing, model, "-o", out, "--random-inputs"}, exitBadInput, "missing.onnx"},
+		{[]string{"hedgehog", model, "-o", out}, exitUsage, "--calibration"},
+		{[]string{"hedgehog", model, "-o", out, "--calibration", texts, "--objective", "kl"}, exitUsage, "--objective"},
+		{[]string{"hedgehog", model, "-o", out, "--features", "-1", "--steps", "0"}, exitUsage, "--features"},
+		{[]string{"hedgehog", model, "-o", out, "--calibration", noText}, exitUsage, "none.txt"},
+		{[]string{"hedgehog", missing, "-o", out, "--steps", "0"}, exitBadInput, "missing.onnx"},
 
 		// bench, bench-backends, features-error, report-real
 		{[]string{"bench", model, "--variants", "softmax"}, exitUsage, "--variants"},

@@ -1,0 +1,128 @@
+package finetune
+
+import (
+	"fmt"
+
+	"github.com/linearize/linearize/infer"
+	"github.com/linearize/linearize/onnx"
+	"github.com/linearize/linearize/tokenize"
+)
+
+// Calibration is calibration text cut into model inputs: one batch row
+// per window of a document, with the document each row comes from, so
+// that rows can be held out by document.
+type Calibration struct {
+	Feed   map[string]*onnx.Tensor // token-level inputs [Rows, SeqLen]
+	Doc    []int                   // document index of each row
+	Rows   int
+	SeqLen int
+	Tokens int // real (unpadded) tokens over all rows
+}
+
+// DocumentWindows tokenizes docs with tok and cuts each into consecutive
+// windows of seqLen−2 tokens, each framed [CLS] … [SEP] and padded to
+// seqLen, keeping at most maxRows rows (0: all) taken evenly across the
+// documents (the first windows of every document first). The inputs of
+// the model (by role, see infer.InputRole) are filled as infer.TextInputs
+// fills them.
+func DocumentWindows(tok *tokenize.WordPiece, inputs []infer.Value, docs []string, seqLen, maxRows int) (*Calibration, error) {
+	if seqLen < 3 {
+		return nil, fmt.Errorf("finetune: calibration windows of %d tokens: want at least 3", seqLen)
+	}
+	frame := tok.Encode("", 0) // [CLS] [SEP]
+	if len(frame) != 2 {
+		return nil, fmt.Errorf("finetune: the tokenizer frames an empty text with %d ids, want [CLS] [SEP]", len(frame))
+	}
+	per := make([][][]int64, len(docs))
+	for i, d := range docs {
+		ids := tok.IDs(d)
+		for at := 0; at < len(ids); at += seqLen - 2 {
+			end := min(at+seqLen-2, len(ids))
+			w := make([]int64, 0, end-at+2)
+			w = append(w, frame[0])
+			w = append(w, ids[at:end]...)
+			per[i] = append(per[i], append(w, frame[1]))
+		}
+	}
+	// Round robin over documents: the k-th window of every document before
+	// any (k+1)-th, so a cap keeps every document represented.
+	var rows [][]int64
+	var doc []int
+	for k := 0; ; k++ {
+		added := false
+		for i := range per {
+			if k < len(per[i]) {
+				rows, doc = append(rows, per[i][k]), append(doc, i)
+				added = true
+			}
+		}
+		if !added || (maxRows > 0 && len(rows) >= maxRows) {
+			break
+		}
+	}
+	if maxRows > 0 && len(rows) > maxRows {
+		rows, doc = rows[:maxRows], doc[:maxRows]
+	}
+	if len(rows) == 0 {
+		return nil, fmt.Errorf("finetune: the calibration documents hold no text")
+	}
+	n := len(rows)
+	c := &Calibration{Feed: map[string]*onnx.Tensor{}, Doc: doc, Rows: n, SeqLen: seqLen}
+	ids := make([]int64, n*seqLen)
+	mask := make([]int64, n*seqLen)
+	pad := tok.PadID()
+	for r, w := range rows {
+		for i := 0; i < seqLen; i++ {
+			if i < len(w) {
+				ids[r*seqLen+i], mask[r*seqLen+i] = w[i], 1
+			} else {
+				ids[r*seqLen+i] = pad
+			}
+		}
+		c.Tokens += len(w)
+	}
+	for _, in := range inputs {
+		var data []int64
+		switch infer.InputRole(in.Name) {
+		case infer.RoleIDs:
+			data = ids
+		case infer.RoleMask:
+			data = mask
+		case infer.RoleTokenType:
+			data = make([]int64, n*seqLen)
+		case infer.RolePosition:
+			data = make([]int64, n*seqLen)
+			for i := range data {
+				data[i] = int64(i % seqLen)
+			}
+		default:
+			return nil, fmt.Errorf("finetune: cannot fill input %q from text (not ids, mask, token types or positions by its name)", in.Name)
+		}
+		t, err := infer.IntTensor(in, []int{n, seqLen}, data)
+		if err != nil {
+			return nil, err
+		}
+		c.Feed[in.Name] = t
+	}
+	return c, nil
+}
+
+// HoldOut marks every k-th document (k = round(1/fraction), at least 2)
+// as held out and returns the per-row marks; documents, not rows, are
+// split, so no held-out text is seen in fitting. With fewer than two
+// documents nothing can be held out and it returns nil.
+func (c *Calibration) HoldOut(fraction float64) []bool {
+	docs := 0
+	for _, d := range c.Doc {
+		docs = max(docs, d+1)
+	}
+	if docs < 2 || !(fraction > 0) {
+		return nil
+	}
+	k := max(2, int(1/fraction+0.5))
+	held := make([]bool, c.Rows)
+	for r, d := range c.Doc {
+		held[r] = d%k == k-1 || (docs < k && d == docs-1)
+	}
+	return held
+}
