@@ -9,6 +9,7 @@ import (
 	"github.com/linearize/linearize/convert"
 	"github.com/linearize/linearize/finetune"
 	"github.com/linearize/linearize/infer"
+	"github.com/linearize/linearize/onnx/onnxpb"
 	"github.com/linearize/linearize/ops"
 	"github.com/linearize/linearize/tokenize"
 )
@@ -28,45 +29,18 @@ func runHedgehog(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("hedgehog", flag.ContinueOnError)
 	var f rewriteFlags
 	var o convert.HedgehogOptions
-	var t finetune.TransferOptions
 	o.Block = 64
 	fs.Var(&intFlag{&o.Features, 0}, "features", "`F`: each head's map has 2F features (0: the head size)")
 	fs.Var(&intFlag{&o.Block, 1}, "block", "block length `B`: each query sees its block and --reach blocks on either side exactly")
 	reach := fs.Int("reach", 1, "blocks `R` on either side seen exactly (0: the block alone)")
 	fs.BoolVar(&o.Linear, "linear", false, "no exact part: pure linear attention, a state of fixed size per head")
-	calib := fs.String("calibration", "", "`PATH` of calibration documents: a file with one document per line, or a folder of *.txt/*.md files (one document each); required unless --steps 0")
-	vocab := fs.String("vocab", "", "tokenizer `PATH` (default: found beside the model)")
-	seqLen := fs.Int("seq-len", 512, "calibration window `L` in tokens: documents are cut into windows of L tokens (at most the model's position limit)")
-	maxWindows := fs.Int("max-windows", 0, "use at most `N` windows, taken evenly across documents (0: all)")
-	fs.IntVar(&t.Steps, "steps", 300, "Adam steps per head (0: no training, the maps stay random FAVOR+ features)")
-	fs.Float64Var(&t.LR, "lr", 0.01, "Adam learning rate")
-	fs.IntVar(&t.Windows, "windows", 8, "calibration windows per Adam step")
-	objective := fs.String("objective", string(finetune.ObjectiveOutput), "what training minimises: output (each head's attention output against exact attention) or weights (cross-entropy of the attention weights)")
-	heldOut := fs.Float64("held-out", 0.25, "fraction of the documents held out to choose the parameters and stop early (0: none)")
-	fs.IntVar(&t.Threads, "threads", 0, "heads trained at once and teacher threads (0: 2)")
-	backend := fs.String("backend", infer.DefaultBackend, "runtime backend of the teacher runs")
+	var tf transferFlags
+	tf.register(fs, 512, "required unless --steps 0")
 	m, in, layers, err := loadForRewrite("hedgehog", fs, &f, args, stdout)
 	if err != nil {
 		return err
 	}
-	if t.Steps < 0 || !(t.LR > 0) || t.Windows < 0 || t.Threads < 0 || *maxWindows < 0 {
-		return usageError("--steps, --windows, --threads and --max-windows must be non-negative and --lr positive")
-	}
-	if !(*heldOut >= 0 && *heldOut < 1) {
-		return usageError("--held-out %g: want a fraction in [0, 1)", *heldOut)
-	}
-	switch t.Objective = finetune.Objective(*objective); t.Objective {
-	case finetune.ObjectiveOutput, finetune.ObjectiveWeights:
-	default:
-		return usageError("--objective %q: want %s or %s", *objective, finetune.ObjectiveOutput, finetune.ObjectiveWeights)
-	}
-	if *calib == "" && t.Steps > 0 {
-		return usageError("--calibration is required: the maps are learned from your documents (--steps 0 writes the untrained maps)")
-	}
-	if err := checkBackend(*backend); err != nil {
-		return err
-	}
-	if err := checkThreads(t.Threads); err != nil {
+	if err := tf.check(); err != nil {
 		return err
 	}
 	if *reach < 0 {
@@ -81,38 +55,100 @@ func runHedgehog(args []string, stdout io.Writer) error {
 	if err != nil {
 		return optionError(err, flagsOf("Features", "features", "Block", "block", "Reach", "reach"))
 	}
-	if t.Steps > 0 {
-		docs, err := readCalibration(*calib)
-		if err != nil {
-			return usageError("%v", err)
-		}
-		tok, err := tokenize.Find(*vocab, in)
-		if err != nil {
-			return badInput(err)
-		}
-		if limit, err := convert.PositionLimit(out); err == nil && limit > 0 && *seqLen > limit {
-			return usageError("--seq-len %d exceeds the model's %d positions", *seqLen, limit)
-		}
-		cal, err := finetune.DocumentWindows(tok, infer.GraphInputs(out), docs, *seqLen, *maxWindows)
-		if err != nil {
-			return badInput(err)
-		}
-		t.Seed, t.Backend, t.Progress = f.seed, *backend, stderrNotes
-		t.HeldOut = cal.HoldOut(*heldOut)
-		if *heldOut > 0 && t.HeldOut == nil {
-			fmt.Fprintln(stderrNotes, "note: fewer than two calibration documents: nothing is held out, so the parameters are chosen on the training windows")
-		}
-		if t.Patience == 0 && t.HeldOut == nil {
-			t.Patience = -1
-		}
-		trained, trep, err := finetune.Transfer(out, cal, t)
-		if err != nil {
-			return badInput(err)
-		}
-		out = trained
-		fmt.Fprint(stderrNotes, trep.Text())
+	if out, err = tf.train(out, in, f.seed); err != nil {
+		return err
 	}
 	return finishRewrite(stdout, &f, in, out, rep)
+}
+
+// transferFlags are the flags of the commands that train
+// HedgehogAttention maps (finetune.Transfer) on calibration documents.
+type transferFlags struct {
+	t                             finetune.TransferOptions
+	calib, vocab, objective, back string
+	seqLen, maxWindows            int
+	heldOut                       float64
+}
+
+// register adds the flags; seqLen is --seq-len's default and when says
+// when --calibration must be given.
+func (tf *transferFlags) register(fs *flag.FlagSet, seqLen int, when string) {
+	fs.StringVar(&tf.calib, "calibration", "", "`PATH` of calibration documents: a file with one document per line, or a folder of *.txt/*.md files (one document each); "+when)
+	fs.StringVar(&tf.vocab, "vocab", "", "tokenizer `PATH` (default: found beside the model)")
+	fs.IntVar(&tf.seqLen, "seq-len", seqLen, "calibration window `L` in tokens: documents are cut into windows of L tokens")
+	fs.IntVar(&tf.maxWindows, "max-windows", 0, "use at most `N` windows, taken evenly across documents (0: all)")
+	fs.IntVar(&tf.t.Steps, "steps", 300, "Adam steps per head (0: no training, the maps stay as drawn)")
+	fs.Float64Var(&tf.t.LR, "lr", 0.01, "Adam learning rate")
+	fs.IntVar(&tf.t.Windows, "windows", 8, "calibration windows per Adam step")
+	fs.StringVar(&tf.objective, "objective", string(finetune.ObjectiveOutput), "what training minimises: output (each head's attention output against exact attention) or weights (cross-entropy of the attention weights)")
+	fs.Float64Var(&tf.heldOut, "held-out", 0.25, "fraction of the documents held out to choose the parameters and stop early (0: none)")
+	fs.IntVar(&tf.t.Threads, "threads", 0, "heads trained at once and teacher threads (0: 2)")
+	fs.StringVar(&tf.back, "backend", infer.DefaultBackend, "runtime backend of the teacher runs")
+}
+
+// check validates the flags (after parsing).
+func (tf *transferFlags) check() error {
+	t := &tf.t
+	if t.Steps < 0 || !(t.LR > 0) || t.Windows < 0 || t.Threads < 0 || tf.maxWindows < 0 {
+		return usageError("--steps, --windows, --threads and --max-windows must be non-negative and --lr positive")
+	}
+	if tf.seqLen < 3 {
+		return usageError("--seq-len %d: want at least 3", tf.seqLen)
+	}
+	if !(tf.heldOut >= 0 && tf.heldOut < 1) {
+		return usageError("--held-out %g: want a fraction in [0, 1)", tf.heldOut)
+	}
+	switch t.Objective = finetune.Objective(tf.objective); t.Objective {
+	case finetune.ObjectiveOutput, finetune.ObjectiveWeights:
+	default:
+		return usageError("--objective %q: want %s or %s", tf.objective, finetune.ObjectiveOutput, finetune.ObjectiveWeights)
+	}
+	if tf.calib == "" && t.Steps > 0 {
+		return usageError("--calibration is required: the maps are learned from your documents (--steps 0 writes the untrained maps)")
+	}
+	if err := checkBackend(tf.back); err != nil {
+		return err
+	}
+	return checkThreads(t.Threads)
+}
+
+// train trains the maps of out (converted from the model at path) on the
+// calibration documents, reporting on stderr; with --steps 0 it returns
+// out.
+func (tf *transferFlags) train(out *onnxpb.ModelProto, path string, seed uint64) (*onnxpb.ModelProto, error) {
+	t := tf.t
+	if t.Steps == 0 {
+		return out, nil
+	}
+	docs, err := readCalibration(tf.calib)
+	if err != nil {
+		return nil, usageError("%v", err)
+	}
+	tok, err := tokenize.Find(tf.vocab, path)
+	if err != nil {
+		return nil, badInput(err)
+	}
+	if limit, err := convert.PositionLimit(out); err == nil && limit > 0 && tf.seqLen > limit {
+		return nil, usageError("--seq-len %d exceeds the model's %d positions", tf.seqLen, limit)
+	}
+	cal, err := finetune.DocumentWindows(tok, infer.GraphInputs(out), docs, tf.seqLen, tf.maxWindows)
+	if err != nil {
+		return nil, badInput(err)
+	}
+	t.Seed, t.Backend, t.Progress = seed, tf.back, stderrNotes
+	t.HeldOut = cal.HoldOut(tf.heldOut)
+	if tf.heldOut > 0 && t.HeldOut == nil {
+		fmt.Fprintln(stderrNotes, "note: fewer than two calibration documents: nothing is held out, so the parameters are chosen on the training windows")
+	}
+	if t.HeldOut == nil {
+		t.Patience = -1
+	}
+	trained, rep, err := finetune.Transfer(out, cal, t)
+	if err != nil {
+		return nil, badInput(err)
+	}
+	fmt.Fprint(stderrNotes, rep.Text())
+	return trained, nil
 }
 
 // readCalibration reads calibration documents: the lines of a file, or

@@ -32,6 +32,11 @@ func runLong(args []string, stdout io.Writer) error {
 	o.Segments = 64
 	fs.Var(&intFlag{&o.Segments, 1}, "segments", "pooled segments `K` standing for the other windows, with --far")
 	far := fs.String("far-bias", "0", "gate `B` added to every pooled score, with --far (0: a segment weighs as the keys it stands for; negative: less)")
+	fs.BoolVar(&o.Learned, "learned", false, "read the other windows through learned feature maps (HedgehogAttention), trained on --calibration documents cut into --seq-len windows (see convert hedgehog)")
+	fs.Var(&intFlag{&o.Features, 0}, "features", "`F`: with --learned, each head's map has 2F features (0: the head size)")
+	seed := fs.Uint64("seed", defaultSeed, "seed of the learned maps and their training mini-batches, with --learned")
+	var tf transferFlags
+	tf.register(fs, 2048, "needed by --learned (unless --steps 0)")
 	fs.BoolVar(&o.Overlap, "overlap", false, "every query also sees the neighbouring half window (1.5 windows of keys)")
 	fs.StringVar(&o.Sinks, "sinks", "none", "tokens every query sees exactly besides its window: none, first, last or first,last")
 	layers := fs.String("layers", "", "`LIST` of block indices to convert (default: all)")
@@ -49,6 +54,13 @@ func runLong(args []string, stdout io.Writer) error {
 		return usageError("--far-bias %q: want a number", *far)
 	}
 	o.FarBias = float32(beta)
+	if err := tf.check(); err != nil && o.Learned {
+		return err
+	}
+	if !o.Learned && tf.calib != "" {
+		return usageError("--calibration trains the maps of --learned; add --learned")
+	}
+	o.Seed = *seed
 	if o.Window < 0 {
 		return usageError("--window %d must not be negative", o.Window)
 	}
@@ -64,7 +76,12 @@ func runLong(args []string, stdout io.Writer) error {
 	}
 	res, rep, err := convert.ToLong(m, o)
 	if err != nil {
-		return optionError(err, map[string]string{"MaxLength": "max-length", "Window": "window", "Segments": "segments", "Sinks": "sinks"})
+		return optionError(err, map[string]string{"MaxLength": "max-length", "Window": "window", "Segments": "segments", "Sinks": "sinks", "Learned": "learned", "Features": "features"})
+	}
+	if o.Learned {
+		if res, err = tf.train(res, path, o.Seed); err != nil {
+			return err
+		}
 	}
 	if !*asJSON {
 		fmt.Fprintf(stdout, "reads up to %d tokens in windows of %s\n", o.MaxLength, convert.Meta(res, convert.MetaWindow))

@@ -24,7 +24,7 @@ var defaultsDiffer = map[string]string{
 	"lengths":     "bench and inspect --cost span 512…16384; bench-backends runs the whole model on both backends (128,512); report-real measures lengths in document mode only (empty)",
 	"minibatch":   "finetune fits on all rows (0); report-real's tables use 16 texts per step",
 	"calibration": "performer fits nothing without it (empty); report-real reads the repository's calibration texts",
-	"seq-len":     "the input flags' 0 means the model's length (texts) or 16, at most the model's position limit (random inputs); features-error's synthetic sequences have 256; hedgehog cuts calibration documents into windows of 512",
+	"seq-len":     "the input flags' 0 means the model's length (texts) or 16, at most the model's position limit (random inputs); features-error's synthetic sequences have 256; hedgehog cuts calibration documents into windows of 512, long --learned into windows of 2048 (several windows, so that the far field has something to learn)",
 	"steps":       "finetune fits 200 Adam steps per layer; hedgehog trains every head 300 steps, since its maps start far from the teacher",
 	"lr":          "finetune's 0 picks each method's rate; hedgehog's maps train at 0.01",
 	"num-layers":  "build-model takes its preset's depth (0); bench-backends times 2 layers",
