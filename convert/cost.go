@@ -33,6 +33,7 @@ const (
 	Linformer   Form = "linformer"
 	LocalPooled Form = "local-pooled"
 	Lara        Form = "lara"
+	Hedgehog    Form = "hedgehog"
 	// Fused is onnxruntime's fused softmax attention as its transformers
 	// optimizer writes it by default (com.microsoft Attention, or
 	// MultiHeadAttention with a mask): the original's MACs, the H·n·n
@@ -83,6 +84,9 @@ type CostModel struct {
 	// Landmarks (C) and Samples (per landmark) price LaraAttention; the
 	// form is priced only when Landmarks > 0.
 	Landmarks, Samples int
+	// MapFeatures (F) prices HedgehogAttention with the window of Block
+	// (reach 1); the form is priced only when MapFeatures > 0.
+	MapFeatures int
 	// Weights price the work beyond MACs (the zero value: MACs only;
 	// DefaultWeights: fitted on a measured machine).
 	Weights Weights
@@ -209,6 +213,13 @@ func (c CostModel) Layer(f Form, n int) LayerCost {
 		}
 		big(4*H*N*3*b, "local scores H·n·3b")
 		big(4*H*N*k, "pooled scores H·n·k")
+	case Hedgehog:
+		b, F2 := int64(c.Block), 2*int64(c.MapFeatures)
+		lc.Core = N*h*(6*b+F2) + 2*N*H*F2*(D+1)
+		lc.Exps = H * N * (3*b + 2*F2)
+		lc.Elementwise = 5*H*N*3*b + 6*H*N*F2 + 4*N*h
+		big(4*H*N*3*b, "local scores H·n·3b")
+		big(4*H*N*F2, "features H·n·2F")
 	case Lara:
 		C := int64(c.Landmarks)
 		R := C * int64(max(c.Samples, 1))
@@ -433,6 +444,9 @@ func (c CostModel) WriteCostTable(w io.Writer, lengths []int) error {
 	if c.Segments > 0 {
 		fmt.Fprintf(w, ", local-pooled %d (cores equal at 3b + 2k + 2s = %d)", c.Crossover(LocalPooled), 3*c.Block+2*c.Segments+2*c.Sinks)
 	}
+	if c.MapFeatures > 0 {
+		fmt.Fprintf(w, ", hedgehog %d (cores equal at 3b + F·(3 + 2/d) = %d)", c.Crossover(Hedgehog), 3*c.Block+c.MapFeatures*(3*d.HeadDim+2)/d.HeadDim)
+	}
 	if c.Landmarks > 0 {
 		fmt.Fprintf(w, ", lara %d", c.Crossover(Lara))
 	}
@@ -464,11 +478,15 @@ func crossoverText(n int) string {
 }
 
 // Forms lists the forms the model prices: the original, Performer,
-// Linformer, local+pooled when Segments > 0 and LARA when Landmarks > 0.
+// Linformer, local+pooled when Segments > 0, hedgehog when MapFeatures >
+// 0 and LARA when Landmarks > 0.
 func (c CostModel) Forms() []Form {
 	forms := []Form{Original, Performer, Linformer}
 	if c.Segments > 0 {
 		forms = append(forms, LocalPooled)
+	}
+	if c.MapFeatures > 0 {
+		forms = append(forms, Hedgehog)
 	}
 	if c.Landmarks > 0 {
 		forms = append(forms, Lara)

@@ -83,7 +83,8 @@ func TestInspectCost(t *testing.T) {
 			} `json:"total"`
 		} `json:"cost"`
 	}
-	if code != 0 || json.Unmarshal([]byte(stdout), &rep) != nil || len(rep.Cost.Total) != 5 || rep.Cost.Total[1].PredictedSpeedup <= 1 || rep.Cost.Total[3].Form != "local-pooled" || rep.Cost.Total[3].PredictedSpeedup <= 1 || rep.Cost.Total[4].Form != "lara" {
+	if code != 0 || json.Unmarshal([]byte(stdout), &rep) != nil || len(rep.Cost.Total) != 6 || rep.Cost.Total[1].PredictedSpeedup <= 1 || rep.Cost.Total[3].Form != "local-pooled" || rep.Cost.Total[3].PredictedSpeedup <= 1 ||
+		rep.Cost.Total[4].Form != "hedgehog" || rep.Cost.Total[4].PredictedSpeedup <= 1 || rep.Cost.Total[5].Form != "lara" {
 		t.Errorf("inspect --cost --json: exit %d, %+v", code, rep)
 	}
 	if code, _, _ := runCLI("inspect", model, "--cost", "--lengths", "abc"); code != exitUsage {
