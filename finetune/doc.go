@@ -13,8 +13,23 @@
 //	L = Σ ‖out − Y‖² / Σ ‖Y‖²
 //
 // over the real (unpadded) query rows, by Adam on seeded mini-batches of
-// calibration rows with analytic gradients in float64; each layer keeps
-// the parameters of the lowest full-batch loss seen.
+// calibration rows with analytic gradients in float64.
+//
+// Every fit is guarded by held-out documents. The calibration batch rows
+// are documents; a seeded quarter of them (Options.HeldOut,
+// Options.HeldOutFraction) is held out: those rows never contribute to a
+// gradient. Every CheckpointEvery steps each layer's loss on the held-out
+// rows is measured; the layer keeps the parameters of the lowest one, its
+// start included (so no layer ends worse on them than it began), and stops
+// after Options.Patience checkpoints without a lower one. After the last
+// layer the converted and the fitted model are run on the held-out rows
+// and compared with the original on its first output with a token axis
+// (relative error and mean-pooled cosine); unless the fitted model is
+// better on both (a lower error, a cosine no lower), the fit returns the
+// converted model's parameters unchanged and says so (Report.Kept,
+// Report.HeldOut). A batch of one row has nothing to hold out and is
+// fitted unguarded (Report.Unguarded), as is any fit with
+// Options.Unguarded.
 //
 // Linformer fits E and F (per head or shared, or E = F), with
 // out = softmax(scale·Q·(E·K)ᵀ)·(F·V):
@@ -41,7 +56,22 @@
 //
 // Gradients of both are checked against finite differences in the tests.
 //
+// Transfer is the other kind of fit: it trains the feature maps of
+// HedgehogAttention nodes (convert.ToHedgehog) by attention transfer.
+// The teacher is the converted model with every such node made exact,
+// run once per group of layers to capture each node's Q, K, V and exact
+// output on calibration windows cut from whole documents
+// (DocumentWindows); each head's maps then minimise either the relative
+// error of its attention output or the cross-entropy of its attention
+// weights (TransferOptions.Objective), by Adam on float32 matrix products,
+// heads in parallel, from a line search of the far field's mass, keeping
+// the parameters of the lowest error on held-out documents. Writing
+// w_ij = ẽ_i·φ̃_k(k_j) for a far key, both gradients reduce to products of
+// the exponentiated feature matrices (transfer_head.go); the tests check
+// them against central differences of a float64 definition.
+//
 // Fitting a real model takes minutes; Options.Progress, when set, gets one
-// line per fitted layer (its errors before and after, the time elapsed
-// and an estimate of the time left).
+// line per fitted layer (its errors before and after on the rows trained
+// on and held out, the step kept, the time elapsed and an estimate of the
+// time left).
 package finetune

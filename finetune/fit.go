@@ -13,33 +13,72 @@ import (
 // Fit fits whatever converted holds: the Linformer projections of its
 // LinformerAttention nodes and the Q/K projections feeding its
 // PerformerAttention and LocalPooledAttention nodes (in that order when a
-// model has several). The
-// learning rate, when opt.LR is 0, is each method's default. With
-// opt.Progress, the layers of all those fits are counted together.
+// model has several). The learning rate, when opt.LR is 0, is each
+// method's default. With opt.Progress, the layers of all those fits are
+// counted together.
+//
+// The fit is guarded by held-out rows of feed (Options.HeldOut, by default
+// a quarter of the rows): they never contribute to gradients, each layer
+// keeps its parameters of lowest held-out loss, and after all layers the
+// converted and the fitted model are compared with the original on them
+// (Report.HeldOut); when the fitted model is not better, Fit returns the
+// converted model's parameters unchanged (Report.Kept is KeptInput).
 func Fit(original, converted *onnxpb.ModelProto, feed map[string]*onnx.Tensor, opt Options) (*onnxpb.ModelProto, *Report, error) {
 	if converted == nil || converted.Graph == nil || original == nil || original.Graph == nil {
 		return nil, nil, fmt.Errorf("finetune: model has no graph")
 	}
-	count := map[string]int{}
-	for _, n := range converted.Graph.Node {
-		if n.GetDomain() == ops.Domain {
-			count[n.GetOpType()]++
+	var fits []opFit
+	for _, f := range allFits {
+		if countOp(converted, f.op) > 0 {
+			fits = append(fits, f)
 		}
 	}
-	if count[ops.LinformerOp] == 0 && count[ops.PerformerOp] == 0 && count[ops.LocalPooledOp] == 0 {
+	if len(fits) == 0 {
 		return nil, nil, fmt.Errorf("finetune: the converted model has no %s, %s or %s nodes (convert it first)", ops.LinformerOp, ops.PerformerOp, ops.LocalPooledOp)
 	}
+	return fitGuarded(original, converted, feed, opt, fits)
+}
+
+// opFit is the fit of one op's nodes, layer by layer (held-out early
+// stopping included), reporting progress on shared; the whole-model
+// held-out check is fitGuarded's.
+type opFit struct {
+	op  string
+	fit func(original, converted *onnxpb.ModelProto, feed map[string]*onnx.Tensor, opt Options, shared *progress.Reporter) (*onnxpb.ModelProto, *Report, error)
+}
+
+// allFits are the fits Fit runs, in its order.
+var allFits = []opFit{{ops.LinformerOp, linformer}, {ops.PerformerOp, performer}, {ops.LocalPooledOp, localPooled}}
+
+// countOp counts the nodes of m of the linear-attention op op.
+func countOp(m *onnxpb.ModelProto, op string) int {
+	n := 0
+	for _, nd := range m.GetGraph().GetNode() {
+		if nd.GetDomain() == ops.Domain && nd.GetOpType() == op {
+			n++
+		}
+	}
+	return n
+}
+
+// fitGuarded runs fits one after the other, each on the model the one
+// before fitted, then (unless the fit was unguarded) compares the
+// converted and the fitted model on the held-out rows and returns the
+// fitted model only when it is better there (HeldOutCheck.Better), else a
+// copy of the converted one.
+func fitGuarded(original, converted *onnxpb.ModelProto, feed map[string]*onnx.Tensor, opt Options, fits []opFit) (*onnxpb.ModelProto, *Report, error) {
+	if err := opt.checkGuard(); err != nil {
+		return nil, nil, err
+	}
+	layers := 0
+	for _, f := range fits {
+		layers += countOp(converted, f.op)
+	}
 	// One count of layers over the fits below.
-	shared := progress.New(opt.Progress, progressLabel, count[ops.LinformerOp]+count[ops.PerformerOp]+count[ops.LocalPooledOp])
+	shared := progress.New(opt.Progress, progressLabel, layers)
 	m := converted
 	var rep *Report
-	for _, f := range []struct {
-		op  string
-		fit func(original, converted *onnxpb.ModelProto, feed map[string]*onnx.Tensor, opt Options, shared *progress.Reporter) (*onnxpb.ModelProto, *Report, error)
-	}{{ops.LinformerOp, linformer}, {ops.PerformerOp, performer}, {ops.LocalPooledOp, localPooled}} {
-		if count[f.op] == 0 {
-			continue
-		}
+	for _, f := range fits {
 		out, r, err := f.fit(original, m, feed, opt, shared)
 		if err != nil {
 			return nil, nil, err
@@ -47,22 +86,63 @@ func Fit(original, converted *onnxpb.ModelProto, feed map[string]*onnx.Tensor, o
 		if rep == nil {
 			rep = r
 		} else {
+			if r.Rows != rep.Rows || fmt.Sprint(r.HeldOutRows) != fmt.Sprint(rep.HeldOutRows) {
+				return nil, nil, fmt.Errorf("finetune: %s and %s fits split the calibration rows differently", rep.Op, r.Op)
+			}
 			rep.Op += "+" + r.Op
 			rep.Layers = append(rep.Layers, r.Layers...)
 		}
 		m = out
 	}
+	rep.Kept = KeptFitted
+	if len(rep.HeldOutRows) == 0 {
+		return m, rep, nil
+	}
+	c, err := checkHeldOut(original, converted, m, feed, rep.Rows, rep.HeldOutRows, opt)
+	if err != nil {
+		return nil, nil, err
+	}
+	rep.HeldOut = c
+	if !c.Better() {
+		rep.Kept = KeptInput
+		return onnx.CloneShared(converted), rep, nil
+	}
 	return m, rep, nil
 }
 
-// Text renders the report as a table of per-layer relative attention
-// error (√ of the fitted loss) before and after fitting.
+// Text renders the report: a table of per-layer relative attention error
+// (√ of the fitted loss) before and after fitting, on the rows trained on
+// and on the held-out rows, with the step kept out of the steps run, then
+// the held-out comparison of the whole model and what was kept
+// (HeldOutLine).
 func (r *Report) Text() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "fitted %s: %d steps per layer, learning rate %g\n", r.Op, r.Steps, r.LR)
-	fmt.Fprintf(&b, "%-6s %-40s %12s %12s\n", "layer", "node", "err before", "err after")
-	for _, l := range r.Layers {
-		fmt.Fprintf(&b, "%-6d %-40s %12.5f %12.5f\n", l.Layer, l.Node, l.Before, l.After)
+	guarded := len(r.HeldOutRows) > 0
+	if guarded {
+		fmt.Fprintf(&b, "calibration rows: %d trained on, %d held out (%s)\n", r.Rows-len(r.HeldOutRows), len(r.HeldOutRows), joinInts(r.HeldOutRows))
+		fmt.Fprintf(&b, "%-6s %-40s %12s %12s %12s %12s %9s\n", "layer", "node", "train before", "train after", "held before", "held after", "kept/run")
+	} else {
+		fmt.Fprintf(&b, "calibration rows: %d, all trained on\n", r.Rows)
+		fmt.Fprintf(&b, "%-6s %-40s %12s %12s\n", "layer", "node", "err before", "err after")
 	}
+	for _, l := range r.Layers {
+		if guarded {
+			fmt.Fprintf(&b, "%-6d %-40s %12.5f %12.5f %12.5f %12.5f %9s\n", l.Layer, l.Node, l.Before, l.After, l.HeldOutBefore, l.HeldOutAfter, fmt.Sprintf("%d/%d", l.KeptStep, l.StepsRun))
+		} else {
+			fmt.Fprintf(&b, "%-6d %-40s %12.5f %12.5f\n", l.Layer, l.Node, l.Before, l.After)
+		}
+	}
+	b.WriteString(r.HeldOutLine())
+	b.WriteByte('\n')
 	return b.String()
+}
+
+// joinInts lists xs separated by commas.
+func joinInts(xs []int) string {
+	parts := make([]string, len(xs))
+	for i, x := range xs {
+		parts[i] = fmt.Sprint(x)
+	}
+	return strings.Join(parts, ", ")
 }

@@ -17,10 +17,10 @@ import (
 
 // Options configures fitting.
 type Options struct {
-	Steps   int     // Adam steps per layer (default 200)
+	Steps   int     // Adam steps per layer (default 200); a guarded layer may stop earlier
 	LR      float64 // Adam learning rate (default 0.01 for Linformer, 0.0005 for Performer)
-	Batch   int     // calibration batch rows per step (0: all)
-	Seed    uint64  // seeds the mini-batch draws
+	Batch   int     // calibration batch rows per step, drawn from the rows trained on (0: all)
+	Seed    uint64  // seeds the mini-batch draws and the held-out rows
 	Backend string  // runs the models (infer.DefaultBackend when empty)
 	Threads int
 	// FitValues also fits the V projection of LocalPooledAttention layers.
@@ -28,9 +28,35 @@ type Options struct {
 	// tokens, 60 steps) it cut the calibration error further but lowered
 	// the held-out embedding cosine from 0.970 (Q/K only) to 0.947.
 	FitValues bool
+	// HeldOut marks the calibration batch rows held out of the fit, one
+	// entry per row; a row is a document (the command line makes one of
+	// each text), so whole documents are held out. Held-out rows never
+	// contribute to gradients; every layer keeps the parameters of its
+	// lowest loss on them (the start included: no layer ends worse on
+	// them) and stops after Patience checkpoints without a lower one; and
+	// the whole fitted model is returned only if it beats the converted
+	// model on them, else the converted model's parameters are (see
+	// Report.Kept and Report.HeldOut). nil: HeldOutFraction of the rows,
+	// drawn with Seed. At least one row must be left to train on; no
+	// marked row means an unguarded fit.
+	HeldOut []bool
+	// HeldOutFraction is the fraction of rows held out when HeldOut is nil
+	// (0: DefaultHeldOutFraction, 0.25), rounded, at least one row and
+	// leaving one to train on. A batch of a single row has nothing to hold
+	// out: it is fitted unguarded, and Report.Unguarded says so.
+	HeldOutFraction float64
+	// Unguarded fits on every row with no held-out check: each layer keeps
+	// the parameters of its lowest training loss, runs every step, and the
+	// fitted model is returned whatever it does on other inputs.
+	Unguarded bool
+	// Patience is the number of checkpoints (every CheckpointEvery steps)
+	// without a lower held-out loss after which a layer stops (0:
+	// DefaultPatience; negative: never stop early).
+	Patience int
 	// Progress, when set, receives one line per layer fitted: the layer's
 	// place among those to fit, its node, its relative error before and
-	// after fitting, the time elapsed and an estimate of the time left.
+	// after fitting on the rows trained on and on the held-out rows, the
+	// step kept, the time elapsed and an estimate of the time left.
 	// nil is silent.
 	Progress io.Writer
 }
@@ -48,7 +74,7 @@ func (o *Options) defaults(lr float64) error {
 	if o.Steps < 0 || !(o.LR > 0) || math.IsInf(o.LR, 0) {
 		return fmt.Errorf("finetune: steps %d must be ≥ 0 and learning rate %g positive", o.Steps, o.LR)
 	}
-	return nil
+	return o.checkGuard()
 }
 
 // reporter returns the progress reporter of a fit of n layers: Fit's
@@ -64,17 +90,31 @@ func (o *Options) reporter(shared *progress.Reporter, n int) *progress.Reporter 
 // progressLabel starts every progress line.
 const progressLabel = "finetune: layer"
 
-// reportLayer writes the progress line of one fitted layer.
-func reportLayer(pr *progress.Reporter, op string, l LayerReport) {
-	pr.Step("%s block %d (%s): rel err %.4f → %.4f", op, l.Layer, l.Node, l.Before, l.After)
+// reportLayer writes the progress line of one fitted layer (with its
+// held-out errors when the fit is guarded).
+func reportLayer(pr *progress.Reporter, op string, l LayerReport, guarded bool) {
+	if !guarded {
+		pr.Step("%s block %d (%s): rel err %.4f → %.4f", op, l.Layer, l.Node, l.Before, l.After)
+		return
+	}
+	pr.Step("%s block %d (%s): rel err %.4f → %.4f, held-out %.4f → %.4f, kept step %d/%d", op, l.Layer, l.Node,
+		l.Before, l.After, l.HeldOutBefore, l.HeldOutAfter, l.KeptStep, l.StepsRun)
 }
 
-// LayerReport is the fit of one converted node.
+// LayerReport is the fit of one converted node. Errors are the square
+// roots of the relative loss L (see the package documentation), on the
+// rows trained on and on the held-out rows, at the start and at the
+// parameters kept.
 type LayerReport struct {
 	Layer  int     `json:"layer"`
 	Node   string  `json:"node"`
-	Before float64 `json:"rel_err_before"` // √L before fitting
-	After  float64 `json:"rel_err_after"`  // √L after fitting
+	Before float64 `json:"rel_err_before"` // √L on the rows trained on, before fitting
+	After  float64 `json:"rel_err_after"`  // … and at the parameters kept
+	// On the held-out rows (absent for an unguarded fit).
+	HeldOutBefore float64 `json:"heldout_rel_err_before,omitempty"`
+	HeldOutAfter  float64 `json:"heldout_rel_err_after,omitempty"`
+	StepsRun      int     `json:"steps_run"` // Adam steps run: Steps, or fewer when stopped early
+	KeptStep      int     `json:"kept_step"` // the step whose parameters were kept (0: the start)
 }
 
 // Report says what fitting did.
@@ -83,6 +123,20 @@ type Report struct {
 	Steps  int           `json:"steps"`
 	LR     float64       `json:"lr"`
 	Layers []LayerReport `json:"layers"`
+	// Rows is the number of calibration batch rows (documents), and
+	// HeldOutRows those held out of the fit (indices into the batch;
+	// empty for an unguarded fit, when Unguarded says why).
+	Rows        int    `json:"rows"`
+	HeldOutRows []int  `json:"heldout_rows"`
+	Unguarded   string `json:"unguarded,omitempty"`
+	// HeldOut compares the converted and the fitted model with the
+	// original on the held-out rows (nil for an unguarded fit).
+	HeldOut *HeldOutCheck `json:"heldout,omitempty"`
+	// Kept is KeptFitted when the fitted parameters were returned, or
+	// KeptInput when the fitted model was no better than the converted one
+	// on the held-out rows and the converted model's parameters were
+	// returned unchanged.
+	Kept string `json:"kept"`
 }
 
 // Linformer returns a copy of converted whose Linformer projections are
@@ -91,9 +145,9 @@ type Report struct {
 // fitted one after the other; projections shared between layers
 // ("layerwise") are fitted once, jointly, on the sum of the relative
 // losses of the layers that share them, from one capture of those layers'
-// inputs.
+// inputs. It is guarded by held-out rows as Fit is (Options.HeldOut).
 func Linformer(original, converted *onnxpb.ModelProto, feed map[string]*onnx.Tensor, opt Options) (*onnxpb.ModelProto, *Report, error) {
-	return linformer(original, converted, feed, opt, nil)
+	return fitGuarded(original, converted, feed, opt, []opFit{{ops.LinformerOp, linformer}})
 }
 
 // linformer is Linformer reporting progress on shared when it is set.
@@ -131,6 +185,11 @@ func linformer(original, converted *onnxpb.ModelProto, feed map[string]*onnx.Ten
 		return nil, nil, err
 	}
 	rep := &Report{Op: ops.LinformerOp, Steps: opt.Steps, LR: opt.LR}
+	train, held, err := splitFor(&opt, rep, targetRows(ref, nodes))
+	if err != nil {
+		return nil, nil, err
+	}
+	guarded := len(held) > 0
 	prog := opt.reporter(shared, len(nodes))
 	for _, group := range groups {
 		var expose []string
@@ -169,20 +228,40 @@ func linformer(original, converted *onnxpb.ModelProto, feed map[string]*onnx.Ten
 			if err := p.init(); err != nil {
 				return nil, nil, fmt.Errorf("finetune: layer %d (%s): %w", ln.layer, n.GetName(), err)
 			}
+			if p.b != rep.Rows {
+				return nil, nil, fmt.Errorf("finetune: layer %d (%s): %d batch rows, the calibration has %d", ln.layer, n.GetName(), p.b, rep.Rows)
+			}
 			if len(probs) > 0 {
 				p.e, p.f = probs[0].e, probs[0].f // one set of parameters
 			}
 			probs = append(probs, p)
 		}
-		before := make([]float64, len(probs))
-		for i, p := range probs {
-			before[i] = p.LossGrad(nil, nil, nil)
+		// One layer: its losses are the fit's. Layers sharing projections
+		// are fitted on the sum of their losses; each is measured apart.
+		trs := make([]adamTrace, len(probs))
+		if len(probs) > 1 {
+			for i, p := range probs {
+				trs[i].trainBefore = p.LossGrad(train, nil, nil)
+				if guarded {
+					trs[i].heldBefore = p.LossGrad(held, nil, nil)
+				}
+			}
 		}
-		fitLinformer(probs, opt)
+		tr := fitLinformer(probs, opt, train, held)
+		if len(probs) == 1 {
+			trs[0] = tr
+		} else {
+			for i, p := range probs {
+				trs[i].steps, trs[i].kept = tr.steps, tr.kept
+				trs[i].trainAfter = p.LossGrad(train, nil, nil)
+				if guarded {
+					trs[i].heldAfter = p.LossGrad(held, nil, nil)
+				}
+			}
+		}
 		for i, ln := range group {
-			after := probs[i].LossGrad(nil, nil, nil)
-			rep.Layers = append(rep.Layers, LayerReport{Layer: ln.layer, Node: ln.node.GetName(), Before: math.Sqrt(before[i]), After: math.Sqrt(after)})
-			reportLayer(prog, rep.Op, rep.Layers[len(rep.Layers)-1])
+			rep.Layers = append(rep.Layers, layerReport(ln.layer, ln.node.GetName(), trs[i], guarded))
+			reportLayer(prog, rep.Op, rep.Layers[len(rep.Layers)-1], guarded)
 		}
 		e, f := probs[0].Params()
 		if err := storeParams(out, inits, group[0].layer, []namedParam{{first.Input[3], e}, {first.Input[4], f}}); err != nil {
@@ -492,20 +571,11 @@ func (p *linformerProblem) head(bi, hi int, norm float64, ge, gf []float64) floa
 	return loss
 }
 
-// Fit runs Adam for opt.Steps steps on seeded mini-batches of opt.Batch
-// batch rows (all rows when 0) and returns the full-batch loss before and
-// after; the parameters end at the best full-batch loss seen among the
-// start, the end and checkpoints every 25 steps. Only the columns of E and
-// F that calibration inputs reach receive gradient, so Adam leaves the
-// others unchanged.
-func (p *linformerProblem) Fit(opt Options) (before, after float64) {
-	before = p.LossGrad(nil, nil, nil)
-	return before, fitLinformer([]*linformerProblem{p}, opt)
-}
-
 // fitLinformer fits problems that share one E and F (and calibration
-// rows) on the sum of their losses and returns that sum at the end.
-func fitLinformer(probs []*linformerProblem, opt Options) float64 {
+// rows) on the sum of their losses with the shared training loop
+// (fitAdamHeld). Only the columns of E and F that calibration inputs reach
+// receive gradient, so Adam leaves the others unchanged.
+func fitLinformer(probs []*linformerProblem, opt Options, train, held []int) adamTrace {
 	p0 := probs[0]
 	total := func(rows []int, ge, gf []float64) float64 {
 		var l float64
@@ -519,8 +589,7 @@ func fitLinformer(probs []*linformerProblem, opt Options) float64 {
 		params[1] = nil
 	}
 	ge, gf := make([]float64, len(p0.e)), make([]float64, len(p0.f))
-	_, best := fitAdam(opt, p0.b, params, [][]float64{ge, gf},
-		func() float64 { return total(nil, nil, nil) },
+	return fitAdamTrace(opt, train, held, params, [][]float64{ge, gf},
+		func(rows []int) float64 { return total(rows, nil, nil) },
 		func(rows []int) { total(rows, ge, gf) })
-	return best
 }

@@ -17,9 +17,9 @@ import (
 // op's structure (blocks, segments, sinks) stays as converted: the fit
 // teaches the queries and keys to score the segment means (and the exact
 // keys beside them) the way the full softmax scored the keys the means
-// stand for.
+// stand for. It is guarded by held-out rows as Fit is (Options.HeldOut).
 func LocalPooled(original, converted *onnxpb.ModelProto, feed map[string]*onnx.Tensor, opt Options) (*onnxpb.ModelProto, *Report, error) {
-	return localPooled(original, converted, feed, opt, nil)
+	return fitGuarded(original, converted, feed, opt, []opFit{{ops.LocalPooledOp, localPooled}})
 }
 
 // localPooled is LocalPooled reporting progress on shared when it is set.
@@ -65,6 +65,10 @@ func localPooled(original, converted *onnxpb.ModelProto, feed map[string]*onnx.T
 		return nil, nil, err
 	}
 	rep := &Report{Op: ops.LocalPooledOp, Steps: opt.Steps, LR: opt.LR}
+	train, held, err := splitFor(&opt, rep, targetRows(ref, nodes))
+	if err != nil {
+		return nil, nil, err
+	}
 	prog := opt.reporter(shared, len(nodes))
 	for i, ln := range nodes {
 		n, pr := ln.node, projs[i]
@@ -119,9 +123,11 @@ func localPooled(original, converted *onnxpb.ModelProto, feed map[string]*onnx.T
 				return nil, nil, fmt.Errorf("finetune: layer %d (%s): %q is not the head split of its projection (relative error %.3g)", ln.layer, n.GetName(), c.name, e)
 			}
 		}
-		before, after := p.Fit(opt)
-		rep.Layers = append(rep.Layers, LayerReport{Layer: ln.layer, Node: n.GetName(), Before: math.Sqrt(before), After: math.Sqrt(after)})
-		reportLayer(prog, rep.Op, rep.Layers[len(rep.Layers)-1])
+		if p.b != rep.Rows {
+			return nil, nil, fmt.Errorf("finetune: layer %d (%s): %d batch rows, the calibration has %d", ln.layer, n.GetName(), p.b, rep.Rows)
+		}
+		rep.Layers = append(rep.Layers, layerReport(ln.layer, n.GetName(), p.Fit(opt, train, held), len(held) > 0))
+		reportLayer(prog, rep.Op, rep.Layers[len(rep.Layers)-1], len(held) > 0)
 		wq, bq, wk, bk, wv, bv := p.Params()
 		if err := storeParams(out, inits, ln.layer, []namedParam{{pr.q.w, wq}, {pr.q.b, bq}, {pr.k.w, wk}, {pr.k.b, bk}, {pr.v.w, wv}, {pr.v.b, bv}}); err != nil {
 			return nil, nil, err
@@ -336,8 +342,10 @@ func (p *localPooledProblem) Params() (wq, bq, wk, bk, wv, bv *onnx.Tensor) {
 	return
 }
 
-// Fit runs Adam (see fitAdam) on the projection parameters.
-func (p *localPooledProblem) Fit(opt Options) (before, after float64) {
+// Fit runs the shared training loop (fitAdamHeld) on the projection
+// parameters, with gradients from the train rows and the held rows held
+// out.
+func (p *localPooledProblem) Fit(opt Options, train, held []int) adamTrace {
 	params := [][]float64{p.wq, p.bq, p.wk, p.bk, p.wv, p.bv}
 	if !p.hasBQ {
 		params[1] = nil
@@ -352,8 +360,8 @@ func (p *localPooledProblem) Fit(opt Options) (before, after float64) {
 		params[5] = nil
 	}
 	g := p.newGrads()
-	return fitAdam(opt, p.b, params, g,
-		func() float64 { return p.LossGrad(nil, nil) },
+	return fitAdamTrace(opt, train, held, params, g,
+		func(rows []int) float64 { return p.LossGrad(rows, nil) },
 		func(rows []int) { p.LossGrad(rows, g) })
 }
 

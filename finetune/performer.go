@@ -68,9 +68,10 @@ func blockProjection(f *graphfacts.Facts, inits map[string]int, role string, pr 
 // feeding the random features are fitted to the original model's
 // attention on the calibration inputs feed; ω stays frozen (see the
 // package documentation). Only bidirectional (causal=0) nodes with the
-// positive kernel are supported.
+// positive kernel are supported. It is guarded by held-out rows as Fit is
+// (Options.HeldOut).
 func Performer(original, converted *onnxpb.ModelProto, feed map[string]*onnx.Tensor, opt Options) (*onnxpb.ModelProto, *Report, error) {
-	return performer(original, converted, feed, opt, nil)
+	return fitGuarded(original, converted, feed, opt, []opFit{{ops.PerformerOp, performer}})
 }
 
 // performer is Performer reporting progress on shared when it is set.
@@ -110,6 +111,10 @@ func performer(original, converted *onnxpb.ModelProto, feed map[string]*onnx.Ten
 		return nil, nil, err
 	}
 	rep := &Report{Op: ops.PerformerOp, Steps: opt.Steps, LR: opt.LR}
+	train, held, err := splitFor(&opt, rep, targetRows(ref, nodes))
+	if err != nil {
+		return nil, nil, err
+	}
 	prog := opt.reporter(shared, len(nodes))
 	for i, ln := range nodes {
 		n, pr := ln.node, projs[i]
@@ -151,9 +156,11 @@ func performer(original, converted *onnxpb.ModelProto, feed map[string]*onnx.Ten
 				return nil, nil, fmt.Errorf("finetune: layer %d (%s): %q is not the head split of its projection (relative error %.3g)", ln.layer, n.GetName(), c.name, e)
 			}
 		}
-		before, after := p.Fit(opt)
-		rep.Layers = append(rep.Layers, LayerReport{Layer: ln.layer, Node: n.GetName(), Before: math.Sqrt(before), After: math.Sqrt(after)})
-		reportLayer(prog, rep.Op, rep.Layers[len(rep.Layers)-1])
+		if p.b != rep.Rows {
+			return nil, nil, fmt.Errorf("finetune: layer %d (%s): %d batch rows, the calibration has %d", ln.layer, n.GetName(), p.b, rep.Rows)
+		}
+		rep.Layers = append(rep.Layers, layerReport(ln.layer, n.GetName(), p.Fit(opt, train, held), len(held) > 0))
+		reportLayer(prog, rep.Op, rep.Layers[len(rep.Layers)-1], len(held) > 0)
 		wq, bq, wk, bk := p.Params()
 		if err := storeParams(out, inits, ln.layer, []namedParam{{pr.q.w, wq}, {pr.q.b, bq}, {pr.k.w, wk}, {pr.k.b, bk}}); err != nil {
 			return nil, nil, err
@@ -578,11 +585,10 @@ func (p *performerProblem) head(sc *perfScratch, bi, hi int, qm, km, dqm, dkm []
 	return loss
 }
 
-// Fit runs Adam for opt.Steps steps on seeded mini-batches of opt.Batch
-// batch rows (all rows when 0) and returns the full-batch loss before and
-// after; the parameters end at the best full-batch loss seen among the
-// start, the end and checkpoints every 25 steps.
-func (p *performerProblem) Fit(opt Options) (before, after float64) {
+// Fit runs the shared training loop (fitAdamHeld) on the Q/K projection
+// parameters, with gradients from the train rows and the held rows held
+// out.
+func (p *performerProblem) Fit(opt Options, train, held []int) adamTrace {
 	params := [][]float64{p.wq, p.bq, p.wk, p.bk}
 	if !p.hasBQ {
 		params[1] = nil
@@ -591,37 +597,9 @@ func (p *performerProblem) Fit(opt Options) (before, after float64) {
 		params[3] = nil
 	}
 	g := p.newGrads()
-	return fitAdam(opt, p.b, params, [][]float64{g.wq, g.bq, g.wk, g.bk},
-		func() float64 { return p.LossGrad(nil, nil) },
+	return fitAdamTrace(opt, train, held, params, [][]float64{g.wq, g.bq, g.wk, g.bk},
+		func(rows []int) float64 { return p.LossGrad(rows, nil) },
 		func(rows []int) { p.LossGrad(rows, g) })
-}
-
-// fitAdam is the training loop of both fits: Adam for opt.Steps steps, each
-// on a seeded mini-batch of opt.Batch of the n batch rows (all when 0),
-// with grad adding the mini-batch gradients into grads (cleared before each
-// step) and loss the full-batch loss. It returns the loss before and the
-// best loss seen among the start, the end and checkpoints every 25 steps,
-// and leaves params (nil entries frozen) at that best.
-func fitAdam(opt Options, n int, params, grads [][]float64, loss func() float64, grad func(rows []int)) (before, best float64) {
-	rng := rand.New(rand.NewPCG(opt.Seed, 0x5eed))
-	ad := newAdam(params, opt.LR)
-	before = loss()
-	best, bestP := before, snapshot(params)
-	for t := 1; t <= opt.Steps; t++ {
-		rows := minibatch(rng, n, opt.Batch)
-		for _, x := range grads {
-			clear(x)
-		}
-		grad(rows)
-		ad.step(grads)
-		if t%25 == 0 || t == opt.Steps {
-			if l := loss(); l < best {
-				best, bestP = l, snapshot(params)
-			}
-		}
-	}
-	restore(params, bestP)
-	return before, best
 }
 
 func snapshot(ps [][]float64) [][]float64 {

@@ -12,7 +12,8 @@ import (
 // TestFitProgress fits the tiny BERT converted to Linformer (through Fit)
 // and to local+pooled (directly): Options.Progress gets one line per
 // fitted layer, counted out of the layers to fit, with the layer's errors
-// as the report has them.
+// (on the rows trained on and held out) and the step kept as the report
+// has them.
 func TestFitProgress(t *testing.T) {
 	orig, calib, _ := tinyFitSetup(t, 4, 24)
 	cfg := models.TinyConfig()
@@ -41,7 +42,8 @@ func TestFitProgress(t *testing.T) {
 			t.Fatalf("%s: %d layers fitted, %d progress lines:\n%s", c.name, len(rep.Layers), len(lines), log.String())
 		}
 		for i, l := range rep.Layers {
-			want := fmt.Sprintf("finetune: layer %d/%d: %s block %d (%s): rel err %.4f → %.4f (", i+1, cfg.Layers, rep.Op, l.Layer, l.Node, l.Before, l.After)
+			want := fmt.Sprintf("finetune: layer %d/%d: %s block %d (%s): rel err %.4f → %.4f, held-out %.4f → %.4f, kept step %d/%d (",
+				i+1, cfg.Layers, rep.Op, l.Layer, l.Node, l.Before, l.After, l.HeldOutBefore, l.HeldOutAfter, l.KeptStep, l.StepsRun)
 			if !strings.HasPrefix(lines[i], want) || !strings.Contains(lines[i], " elapsed, ETA ") {
 				t.Errorf("%s: progress line %q, want %q…", c.name, lines[i], want)
 			}

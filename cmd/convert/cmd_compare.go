@@ -6,6 +6,7 @@ import (
 	"io"
 	"path/filepath"
 	"strings"
+	"text/tabwriter"
 
 	"github.com/linearize/linearize/convert"
 	"github.com/linearize/linearize/infer"
@@ -17,7 +18,7 @@ import (
 func init() {
 	register(&command{
 		name:    "compare",
-		summary: "feed the same inputs to several models and compare outputs and per-layer attention outputs with the first",
+		summary: "feed the same inputs to several models and compare outputs and per-layer attention outputs with the first; with three or more models the table ends with the others side by side, so that compare ORIGINAL CONVERTED FINETUNED --text-file heldout.txt shows what fine-tuning did on texts it did not see",
 		usage:   "A B [C ...] [flags]",
 		run:     runCompare,
 	})
@@ -81,7 +82,67 @@ func runCompare(args []string, stdout io.Writer) error {
 	if *asJSON {
 		return mc.WriteJSON(stdout)
 	}
-	return mc.WriteTable(stdout)
+	if err := mc.WriteTable(stdout); err != nil {
+		return err
+	}
+	if len(models) < 3 {
+		return nil
+	}
+	return writeSideBySide(stdout, mc)
+}
+
+// writeSideBySide prints, for every value compared, its relative error
+// and mean pooled cosine against the reference in one column per model,
+// so that models compared with one reference (a conversion and its
+// fine-tuning, say) read side by side.
+func writeSideBySide(w io.Writer, mc *infer.ModelComparison) error {
+	models := mc.Models[1:]
+	type key struct{ value, model string }
+	rows := map[key]infer.ValueComparison{}
+	var values []string
+	label := map[string]string{}
+	for _, r := range mc.Rows {
+		k := key{r.Value, r.Model}
+		if _, seen := label[r.Value]; !seen {
+			values = append(values, r.Value)
+			label[r.Value] = r.Value
+			if r.Label != "" {
+				label[r.Value] = r.Label
+			}
+		}
+		rows[k] = r
+	}
+	fmt.Fprintf(w, "\nside by side, against %s:\n", mc.Models[0])
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprint(tw, "value\t")
+	for _, what := range []string{"rel err", "pooled cos mean"} {
+		for _, m := range models {
+			fmt.Fprintf(tw, "%s %s\t", what, m)
+		}
+	}
+	fmt.Fprintln(tw)
+	for _, v := range values {
+		fmt.Fprintf(tw, "%s\t", label[v])
+		for _, pooled := range []bool{false, true} {
+			for _, m := range models {
+				r, ok := rows[key{v, m}]
+				switch {
+				case !ok:
+					fmt.Fprint(tw, "-\t")
+				case r.Mismatch != "":
+					fmt.Fprint(tw, "mismatch\t")
+				case !pooled:
+					fmt.Fprintf(tw, "%.4g\t", r.RelErr)
+				case r.PooledCosMean != nil:
+					fmt.Fprintf(tw, "%.5f\t", *r.PooledCosMean)
+				default:
+					fmt.Fprint(tw, "-\t")
+				}
+			}
+		}
+		fmt.Fprintln(tw)
+	}
+	return tw.Flush()
 }
 
 // layerValues names each attention block's output in token layout: the

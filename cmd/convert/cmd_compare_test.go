@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -88,6 +89,52 @@ func TestCompareCLI(t *testing.T) {
 	for _, want := range []string{"2 texts, 8 tokens", "last_hidden_state", "layer 1 attention", "pooled cos"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "side by side") {
+		t.Errorf("two models: a side-by-side table:\n%s", out)
+	}
+	// ORIGINAL CONVERTED FINETUNED: the table ends with the later models
+	// side by side, one line per value with each model's relative error
+	// and pooled cosine, as the main table has them.
+	code, out, errOut = runCLI("compare", orig, lin, same, "--text-file", texts)
+	if code != 0 {
+		t.Fatalf("three models: exit %d: %s", code, errOut)
+	}
+	_, side, ok := strings.Cut(out, "\nside by side, against bert.onnx:\n")
+	if !ok {
+		t.Fatalf("three models: no side-by-side table:\n%s", out)
+	}
+	lines := strings.Split(strings.TrimSuffix(side, "\n"), "\n")
+	if head := strings.Fields(lines[0]); strings.Join(head, " ") != "value rel err lin.onnx rel err same.onnx pooled cos mean lin.onnx pooled cos mean same.onnx" {
+		t.Errorf("side-by-side header %q", lines[0])
+	}
+	fromTable := map[string]string{} // "model value" → "rel err pooled"
+	for _, l := range strings.Split(out, "\n")[2:] {
+		f := strings.Fields(l)
+		if len(f) == 0 {
+			break
+		}
+		// model kind value… max abs mean abs rel err tok mean tok min pooled mean pooled min top-1
+		n := len(f)
+		fromTable[f[0]+" "+strings.Join(f[2:n-8], " ")] = f[n-6] + " " + f[n-3]
+	}
+	if len(lines) != 1+2+2 { // header, 2 outputs, 2 layers
+		t.Fatalf("side-by-side table:\n%s", side)
+	}
+	for _, l := range lines[1:] {
+		f := strings.Fields(l)
+		value := strings.Join(f[:len(f)-4], " ")
+		linErr, sameErr, linCos, sameCos := f[len(f)-4], f[len(f)-3], f[len(f)-2], f[len(f)-1]
+		if sameErr != "0" || (sameCos != "1.00000" && sameCos != "-") {
+			t.Errorf("%s: the identical model has error %s, pooled cosine %s", value, sameErr, sameCos)
+		}
+		m := fromTable["lin.onnx "+value]
+		if m == "" || !strings.HasSuffix(m, " "+linCos) {
+			t.Errorf("%s: side by side %s %s, main table %q", value, linErr, linCos, m)
+		}
+		if e, err := strconv.ParseFloat(linErr, 64); err != nil || !(e > 0) {
+			t.Errorf("%s: the Linformer's error %q", value, linErr)
 		}
 	}
 	for _, c := range []struct {

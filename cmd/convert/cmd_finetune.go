@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/linearize/linearize/finetune"
@@ -18,7 +19,7 @@ import (
 func init() {
 	register(&command{
 		name:    "finetune",
-		summary: "fit a converted model's Linformer E/F, or the Q/K projections feeding its Performer features (ω frozen), to the original model's per-layer attention outputs on calibration inputs (distillation, layer by layer)",
+		summary: "fit a converted model's Linformer E/F, or the Q/K projections feeding its Performer features (ω frozen) or local+pooled attention, to the original model's per-layer attention outputs on calibration documents (distillation, layer by layer), guarded by held-out documents: the output is the fine-tuned model only if it beats the converted one on them",
 		usage:   "ORIGINAL CONVERTED -o OUT [flags]",
 		run:     runFinetune,
 	})
@@ -31,9 +32,11 @@ func runFinetune(args []string, stdout io.Writer) error {
 	var opt finetune.Options
 	fs.IntVar(&opt.Steps, "steps", 200, "Adam steps per layer")
 	fs.Float64Var(&opt.LR, "lr", 0, "Adam learning rate (0: 0.01 for Linformer, 0.0005 for Performer)")
-	fs.IntVar(&opt.Batch, "minibatch", 0, "calibration rows per Adam step, drawn with --seed (0: all)")
+	fs.IntVar(&opt.Batch, "minibatch", 0, "calibration rows per Adam step, drawn with --seed from those trained on (0: all)")
 	backend := fs.String("backend", infer.DefaultBackend, "runtime backend that captures values: "+strings.Join(infer.Backends(), " or "))
 	fs.IntVar(&opt.Threads, "threads", 0, "intra-op threads (0: backend default)")
+	heldOut := fs.Float64("held-out", finetune.DefaultHeldOutFraction, "`FRACTION` of the calibration documents (one per text; rows of --random-inputs) held out, drawn with --seed: no layer may end worse on them, and the fine-tuned parameters are written only if the model beats the converted one on them (0: an unguarded fit)")
+	patience := fs.Int("patience", finetune.DefaultPatience, "checkpoints (every "+strconv.Itoa(finetune.CheckpointEvery)+" steps) without a lower held-out error before a layer stops (0: never stop early)")
 	asJSON := fs.Bool("json", false, "print the per-layer report as JSON")
 	pos, err := parseFlags(fs, args, stdout)
 	if err != nil {
@@ -45,8 +48,16 @@ func runFinetune(args []string, stdout io.Writer) error {
 	if *out == "" {
 		return usageError("-o OUT is required")
 	}
-	if opt.Steps < 0 || opt.LR < 0 || opt.Batch < 0 || opt.Threads < 0 {
-		return usageError("--steps, --lr, --minibatch and --threads must be non-negative")
+	if opt.Steps < 0 || opt.LR < 0 || opt.Batch < 0 || opt.Threads < 0 || *patience < 0 {
+		return usageError("--steps, --lr, --minibatch, --threads and --patience must be non-negative")
+	}
+	if !(*heldOut >= 0 && *heldOut < 1) {
+		return usageError("--held-out %g: want a fraction in [0, 1)", *heldOut)
+	}
+	opt.HeldOutFraction, opt.Unguarded = *heldOut, *heldOut == 0
+	opt.Patience = *patience
+	if opt.Patience == 0 {
+		opt.Patience = -1 // the library's 0 is its default
 	}
 	if err := checkBackend(*backend); err != nil {
 		return err
@@ -86,7 +97,11 @@ func runFinetune(args []string, stdout io.Writer) error {
 	if err := saveModel(w, fitted, *out, from, false); err != nil {
 		return err
 	}
+	if rep.HeldOut == nil && !opt.Unguarded {
+		fmt.Fprintf(stderrNotes, "convert: warning: finetune: %s: the fit is unguarded (give at least 2 documents: --text or --text-file lines, or --batch with --random-inputs)\n", rep.Unguarded)
+	}
 	if *asJSON {
+		fmt.Fprintln(stderrNotes, rep.HeldOutLine())
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		return enc.Encode(struct {
