@@ -20,28 +20,39 @@ type Calibration struct {
 }
 
 // DocumentWindows tokenizes docs with tok and cuts each into consecutive
-// windows of seqLen−2 tokens, each framed [CLS] … [SEP] and padded to
-// seqLen, keeping at most maxRows rows (0: all) taken evenly across the
-// documents (the first windows of every document first). The inputs of
-// the model (by role, see infer.InputRole) are filled as infer.TextInputs
+// rows of seqLen tokens, padded to seqLen, keeping at most maxRows rows
+// (0: all) taken evenly across the documents (the first rows of every
+// document first). Each row is framed [CLS] … [SEP] as a whole, or, with
+// frame > 0, every frame tokens of it are (seqLen a multiple of frame):
+// the rows then read as a long model made by convert.ToLong reads its
+// input, window by window (package embed's long mode). The inputs of the
+// model (by role, see infer.InputRole) are filled as infer.TextInputs
 // fills them.
-func DocumentWindows(tok *tokenize.WordPiece, inputs []infer.Value, docs []string, seqLen, maxRows int) (*Calibration, error) {
-	if seqLen < 3 {
-		return nil, fmt.Errorf("finetune: calibration windows of %d tokens: want at least 3", seqLen)
+func DocumentWindows(tok *tokenize.WordPiece, inputs []infer.Value, docs []string, seqLen, frame, maxRows int) (*Calibration, error) {
+	if frame <= 0 {
+		frame = seqLen
 	}
-	frame := tok.Encode("", 0) // [CLS] [SEP]
-	if len(frame) != 2 {
-		return nil, fmt.Errorf("finetune: the tokenizer frames an empty text with %d ids, want [CLS] [SEP]", len(frame))
+	if frame < 3 || seqLen%frame != 0 {
+		return nil, fmt.Errorf("finetune: calibration rows of %d tokens framed every %d: want frames of at least 3 tokens that divide the row", seqLen, frame)
 	}
+	cs := tok.Encode("", 0) // [CLS] [SEP]
+	if len(cs) != 2 {
+		return nil, fmt.Errorf("finetune: the tokenizer frames an empty text with %d ids, want [CLS] [SEP]", len(cs))
+	}
+	body := frame - 2                 // text tokens per frame
+	perRow := body * (seqLen / frame) // text tokens per row
 	per := make([][][]int64, len(docs))
 	for i, d := range docs {
 		ids := tok.IDs(d)
-		for at := 0; at < len(ids); at += seqLen - 2 {
-			end := min(at+seqLen-2, len(ids))
-			w := make([]int64, 0, end-at+2)
-			w = append(w, frame[0])
-			w = append(w, ids[at:end]...)
-			per[i] = append(per[i], append(w, frame[1]))
+		for at := 0; at < len(ids); at += perRow {
+			rowIDs := ids[at:min(at+perRow, len(ids))]
+			w := make([]int64, 0, seqLen)
+			for f := 0; f < len(rowIDs); f += body {
+				w = append(w, cs[0])
+				w = append(w, rowIDs[f:min(f+body, len(rowIDs))]...)
+				w = append(w, cs[1])
+			}
+			per[i] = append(per[i], w)
 		}
 	}
 	// Round robin over documents: the k-th window of every document before

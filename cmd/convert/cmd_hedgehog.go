@@ -67,6 +67,7 @@ type transferFlags struct {
 	t                             finetune.TransferOptions
 	calib, vocab, objective, back string
 	seqLen, maxWindows            int
+	frame                         int // frame every this many tokens (0: the row)
 	heldOut                       float64
 }
 
@@ -131,7 +132,7 @@ func (tf *transferFlags) train(out *onnxpb.ModelProto, path string, seed uint64)
 	if limit, err := convert.PositionLimit(out); err == nil && limit > 0 && tf.seqLen > limit {
 		return nil, usageError("--seq-len %d exceeds the model's %d positions", tf.seqLen, limit)
 	}
-	cal, err := finetune.DocumentWindows(tok, infer.GraphInputs(out), docs, tf.seqLen, tf.maxWindows)
+	cal, err := finetune.DocumentWindows(tok, infer.GraphInputs(out), docs, tf.seqLen, tf.frame, tf.maxWindows)
 	if err != nil {
 		return nil, badInput(err)
 	}

@@ -79,6 +79,14 @@ func runLong(args []string, stdout io.Writer) error {
 		return optionError(err, map[string]string{"MaxLength": "max-length", "Window": "window", "Segments": "segments", "Sinks": "sinks", "Learned": "learned", "Features": "features"})
 	}
 	if o.Learned {
+		// Calibration rows are framed window by window, as embed reads a
+		// long model's input.
+		if tf.frame, err = strconv.Atoi(convert.Meta(res, convert.MetaWindow)); err != nil {
+			return badInput(fmt.Errorf("long: window metadata: %w", err))
+		}
+		if tf.seqLen%tf.frame != 0 {
+			return usageError("--seq-len %d must be a multiple of the window %d", tf.seqLen, tf.frame)
+		}
 		if res, err = tf.train(res, path, o.Seed); err != nil {
 			return err
 		}
