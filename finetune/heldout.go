@@ -144,7 +144,7 @@ type adamTrace struct {
 	kept                    int     // the step whose parameters were kept (0: the start)
 }
 
-// fitAdamHeld is the training loop every fit shares. rows are batch-row
+// fitAdamTrace is the training loop every fit shares. rows are batch-row
 // indices (documents): train the rows gradients come from, held the rows
 // held out (nil or empty: an unguarded fit). It runs Adam (Options.LR) for
 // up to Options.Steps steps, each on a seeded (Options.Seed) mini-batch of
@@ -161,14 +161,7 @@ type adamTrace struct {
 // never reach grad. Without held rows the criterion is loss(train) and
 // every step runs. It returns the losses on the train and held rows at
 // the start and at the parameters it leaves in params (the held ones 0
-// without held rows).
-func fitAdamHeld(opt Options, train, held []int, params, grads [][]float64, loss func(rows []int) float64, grad func(rows []int)) (trainBefore, trainAfter, heldBefore, heldAfter float64) {
-	tr := fitAdamTrace(opt, train, held, params, grads, loss, grad)
-	return tr.trainBefore, tr.trainAfter, tr.heldBefore, tr.heldAfter
-}
-
-// fitAdamTrace is fitAdamHeld also saying how many steps it ran and which
-// one it kept.
+// without held rows), the steps it ran and the one it kept.
 func fitAdamTrace(opt Options, train, held []int, params, grads [][]float64, loss func(rows []int) float64, grad func(rows []int)) adamTrace {
 	rng := rand.New(rand.NewPCG(opt.Seed, 0x5eed))
 	ad := newAdam(params, opt.LR)

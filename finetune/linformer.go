@@ -573,7 +573,7 @@ func (p *linformerProblem) head(bi, hi int, norm float64, ge, gf []float64) floa
 
 // fitLinformer fits problems that share one E and F (and calibration
 // rows) on the sum of their losses with the shared training loop
-// (fitAdamHeld). Only the columns of E and F that calibration inputs reach
+// (fitAdamTrace). Only the columns of E and F that calibration inputs reach
 // receive gradient, so Adam leaves the others unchanged.
 func fitLinformer(probs []*linformerProblem, opt Options, train, held []int) adamTrace {
 	p0 := probs[0]

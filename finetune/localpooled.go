@@ -342,7 +342,7 @@ func (p *localPooledProblem) Params() (wq, bq, wk, bk, wv, bv *onnx.Tensor) {
 	return
 }
 
-// Fit runs the shared training loop (fitAdamHeld) on the projection
+// Fit runs the shared training loop (fitAdamTrace) on the projection
 // parameters, with gradients from the train rows and the held rows held
 // out.
 func (p *localPooledProblem) Fit(opt Options, train, held []int) adamTrace {

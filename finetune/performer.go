@@ -585,7 +585,7 @@ func (p *performerProblem) head(sc *perfScratch, bi, hi int, qm, km, dqm, dkm []
 	return loss
 }
 
-// Fit runs the shared training loop (fitAdamHeld) on the Q/K projection
+// Fit runs the shared training loop (fitAdamTrace) on the Q/K projection
 // parameters, with gradients from the train rows and the held rows held
 // out.
 func (p *performerProblem) Fit(opt Options, train, held []int) adamTrace {
