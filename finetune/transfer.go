@@ -62,7 +62,9 @@ type TransferOptions struct {
 	Seed    uint64
 	Backend string // runs the teacher (infer.DefaultBackend when empty)
 	Threads int    // heads trained at once, and the teacher's threads
-	// TeacherBatch is the number of rows per teacher run (default 8).
+	// TeacherBatch is the number of rows per teacher run (default 8 rows
+	// of 512 tokens, fewer for longer rows: the exact teacher's scores
+	// grow with the square of the length).
 	TeacherBatch int
 	// MaxCapture bounds the bytes of captured teacher values held at once
 	// (default 2 GiB): layers are captured together, one teacher pass for
@@ -83,7 +85,6 @@ func (o *TransferOptions) defaults() error {
 	set(&o.CheckEvery, 25)
 	set(&o.Patience, 4)
 	set(&o.EvalRows, 32)
-	set(&o.TeacherBatch, 8)
 	set(&o.Queries, 64)
 	switch o.Objective {
 	case "":
@@ -172,6 +173,9 @@ func Transfer(converted *onnxpb.ModelProto, cal *Calibration, o TransferOptions)
 	}
 	if converted.GetGraph() == nil {
 		return nil, nil, fmt.Errorf("finetune: converted model has no graph")
+	}
+	if o.TeacherBatch == 0 {
+		o.TeacherBatch = max(1, 8*512*512/(cal.SeqLen*cal.SeqLen))
 	}
 	held := o.HeldOut
 	if held == nil {
