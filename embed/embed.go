@@ -583,8 +583,6 @@ func (e *Embedder) runPass(rows [][]int64) ([][]float64, error) {
 	}
 	ids := make([]int64, b*seq)
 	mask := make([]int64, b*seq)
-	zeros := make([]int64, b*seq)
-	pos := make([]int64, b*seq)
 	lengths := make([]int, b)
 	for i := 0; i < b; i++ {
 		r := []int64{e.cls, e.sep} // rows beyond n fill a declared batch
@@ -593,7 +591,6 @@ func (e *Embedder) runPass(rows [][]int64) ([][]float64, error) {
 		}
 		lengths[i] = len(r)
 		for j := 0; j < seq; j++ {
-			pos[i*seq+j] = int64(j)
 			if j < len(r) {
 				ids[i*seq+j] = r[j]
 				mask[i*seq+j] = 1
@@ -602,24 +599,9 @@ func (e *Embedder) runPass(rows [][]int64) ([][]float64, error) {
 			}
 		}
 	}
-	feed := map[string]*onnx.Tensor{}
-	for _, in := range e.inputs {
-		var data []int64
-		switch infer.InputRole(in.Name) {
-		case infer.RoleIDs:
-			data = ids
-		case infer.RoleMask:
-			data = mask
-		case infer.RoleTokenType:
-			data = zeros
-		case infer.RolePosition:
-			data = pos
-		}
-		t, err := infer.IntTensor(in, []int{b, seq}, data)
-		if err != nil {
-			return nil, fmt.Errorf("embed: %s: %w", e.path, err)
-		}
-		feed[in.Name] = t
+	feed, err := infer.TokenFeed(e.inputs, b, seq, ids, mask)
+	if err != nil {
+		return nil, fmt.Errorf("embed: %s: %w", e.path, err)
 	}
 	res, err := e.sess.Run(feed, e.output)
 	if err != nil {

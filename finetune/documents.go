@@ -78,7 +78,7 @@ func DocumentWindows(tok *tokenize.WordPiece, inputs []infer.Value, docs []strin
 		return nil, fmt.Errorf("finetune: the calibration documents hold no text")
 	}
 	n := len(rows)
-	c := &Calibration{Feed: map[string]*onnx.Tensor{}, Doc: doc, Rows: n, SeqLen: seqLen}
+	c := &Calibration{Doc: doc, Rows: n, SeqLen: seqLen}
 	ids := make([]int64, n*seqLen)
 	mask := make([]int64, n*seqLen)
 	pad := tok.PadID()
@@ -92,29 +92,11 @@ func DocumentWindows(tok *tokenize.WordPiece, inputs []infer.Value, docs []strin
 		}
 		c.Tokens += len(w)
 	}
-	for _, in := range inputs {
-		var data []int64
-		switch infer.InputRole(in.Name) {
-		case infer.RoleIDs:
-			data = ids
-		case infer.RoleMask:
-			data = mask
-		case infer.RoleTokenType:
-			data = make([]int64, n*seqLen)
-		case infer.RolePosition:
-			data = make([]int64, n*seqLen)
-			for i := range data {
-				data[i] = int64(i % seqLen)
-			}
-		default:
-			return nil, fmt.Errorf("finetune: cannot fill input %q from text (not ids, mask, token types or positions by its name)", in.Name)
-		}
-		t, err := infer.IntTensor(in, []int{n, seqLen}, data)
-		if err != nil {
-			return nil, err
-		}
-		c.Feed[in.Name] = t
+	feed, err := infer.TokenFeed(inputs, n, seqLen, ids, mask)
+	if err != nil {
+		return nil, fmt.Errorf("finetune: %w", err)
 	}
+	c.Feed = feed
 	return c, nil
 }
 

@@ -62,31 +62,44 @@ func TextInputs(tok *tokenize.WordPiece, inputs []Value, texts []string, seqLen,
 	if err != nil {
 		return nil, fmt.Errorf("infer: %w", err)
 	}
-	ti := &TokenInputs{Feed: map[string]*onnx.Tensor{}, Batch: b.Size, SeqLen: b.SeqLen, Mask: b.AttentionMask, Lengths: b.Lengths}
+	feed, err := TokenFeed(inputs, b.Size, b.SeqLen, b.InputIDs, b.AttentionMask)
+	if err != nil {
+		return nil, err
+	}
+	ti := &TokenInputs{Feed: feed, Batch: b.Size, SeqLen: b.SeqLen, Mask: b.AttentionMask, Lengths: b.Lengths}
+	return ti, nil
+}
+
+// TokenFeed fills every input of a BERT-style model by role (see
+// InputRole) for rows sequences of seqLen tokens: ids and mask as given
+// ([rows, seqLen]), token types zeros, positions 0, 1, … in every row.
+// Integer inputs get the declared element type (IntTensor).
+func TokenFeed(inputs []Value, rows, seqLen int, ids, mask []int64) (map[string]*onnx.Tensor, error) {
+	feed := map[string]*onnx.Tensor{}
 	for _, in := range inputs {
 		var data []int64
 		switch InputRole(in.Name) {
 		case RoleIDs:
-			data = b.InputIDs
+			data = ids
 		case RoleMask:
-			data = b.AttentionMask
+			data = mask
 		case RoleTokenType:
-			data = b.TokenTypeIDs
+			data = make([]int64, rows*seqLen)
 		case RolePosition:
-			data = make([]int64, b.Size*b.SeqLen)
+			data = make([]int64, rows*seqLen)
 			for i := range data {
-				data[i] = int64(i % b.SeqLen)
+				data[i] = int64(i % seqLen)
 			}
 		default:
 			return nil, fmt.Errorf("infer: cannot fill input %q from text (not ids, mask, token types or positions by its name)", in.Name)
 		}
-		t, err := IntTensor(in, []int{b.Size, b.SeqLen}, data)
+		t, err := IntTensor(in, []int{rows, seqLen}, data)
 		if err != nil {
 			return nil, err
 		}
-		ti.Feed[in.Name] = t
+		feed[in.Name] = t
 	}
-	return ti, nil
+	return feed, nil
 }
 
 // declaredSeqLen is the fixed second dimension of the first rank-2 input
