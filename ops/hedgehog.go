@@ -299,12 +299,9 @@ func Hedgehog(q, k, v, bias *onnx.Tensor, p HedgehogParams, a HedgehogAttrs) (*o
 	if err := a.check(); err != nil {
 		return nil, err
 	}
-	b, h, sq, sk, d, dv, err := attnDims(op, q, k, v)
+	b, h, sk, d, dv, err := selfAttnDims(op, q, k, v)
 	if err != nil {
 		return nil, err
-	}
-	if sq != sk {
-		return nil, fmt.Errorf("ops: %s: %d queries and %d keys: the op is self-attention (the same positions)", op, sq, sk)
 	}
 	n := sk
 	f, err := p.check(h, d)

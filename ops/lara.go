@@ -149,12 +149,9 @@ func Lara(q, k, v, noise, bias *onnx.Tensor, a LaraAttrs) (*onnx.Tensor, error) 
 	if err := a.check(); err != nil {
 		return nil, err
 	}
-	b, h, sq, sk, d, dv, err := attnDims(op, q, k, v)
+	b, h, sk, d, dv, err := selfAttnDims(op, q, k, v)
 	if err != nil {
 		return nil, err
-	}
-	if sq != sk {
-		return nil, fmt.Errorf("ops: %s: %d queries and %d keys: the op is self-attention (the same positions)", op, sq, sk)
 	}
 	n := sk
 	if noise == nil {

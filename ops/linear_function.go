@@ -259,6 +259,16 @@ func (m *keyMask) at(i, j int) (float32, bool) {
 
 // attnDims checks Q [B,H,Sq,D], K [B,H,Sk,D], V [B,H,Sk,Dv] and returns
 // B, H, Sq, Sk, D, Dv.
+// selfAttnDims is attnDims for the self-attention ops (LocalPooled, LARA,
+// Hedgehog), whose queries and keys are the same n positions.
+func selfAttnDims(op string, q, k, v *onnx.Tensor) (b, h, n, d, dv int, err error) {
+	b, h, sq, sk, d, dv, err := attnDims(op, q, k, v)
+	if err == nil && sq != sk {
+		err = fmt.Errorf("ops: %s: %d queries and %d keys: the op is self-attention (the same positions)", op, sq, sk)
+	}
+	return b, h, sk, d, dv, err
+}
+
 func attnDims(op string, q, k, v *onnx.Tensor) (b, h, sq, sk, d, dv int, err error) {
 	for _, t := range []struct {
 		name string

@@ -220,12 +220,9 @@ func LocalPooled(q, k, v, bias *onnx.Tensor, a LocalPooledAttrs) (*onnx.Tensor, 
 	if err := a.check(); err != nil {
 		return nil, err
 	}
-	b, h, sq, sk, d, dv, err := attnDims(op, q, k, v)
+	b, h, sk, d, dv, err := selfAttnDims(op, q, k, v)
 	if err != nil {
 		return nil, err
-	}
-	if sq != sk {
-		return nil, fmt.Errorf("ops: %s: %d queries and %d keys: the op is self-attention (the same positions)", op, sq, sk)
 	}
 	if len(a.FarBias) > 1 && len(a.FarBias) != h {
 		return nil, fmt.Errorf("ops: %s: %d far_bias values for %d heads, want one or one per head", op, len(a.FarBias), h)
