@@ -46,6 +46,12 @@ func TestInlinedLinearNotAttention(t *testing.T) {
 		{"pooled-only", ops.LocalPooledOp, func() (*onnxpb.ModelProto, *Report, error) {
 			return ToLocalPooled(orig, LocalPooledOptions{NoLocal: true, Segments: 2})
 		}},
+		{"hedgehog", ops.HedgehogOp, func() (*onnxpb.ModelProto, *Report, error) {
+			return ToHedgehog(orig, HedgehogOptions{Block: 2, Features: 3, Seed: 1})
+		}},
+		{"hedgehog-linear", ops.HedgehogOp, func() (*onnxpb.ModelProto, *Report, error) {
+			return ToHedgehog(orig, HedgehogOptions{Linear: true, Features: 3, Seed: 1})
+		}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
