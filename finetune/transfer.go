@@ -230,6 +230,11 @@ func Transfer(converted *onnxpb.ModelProto, cal *Calibration, o TransferOptions)
 	// Layers are captured in groups that fit the memory budget: one
 	// teacher pass per group (a pass costs a full forward of every row).
 	per := int64(cal.Rows) * int64(cal.SeqLen) * layerRowBytes(out, nodes[0])
+	if per > o.MaxCapture {
+		fit := o.MaxCapture / max(1, per/int64(cal.Rows))
+		return nil, nil, fmt.Errorf("finetune: %d calibration rows of %d tokens need %d MiB per layer, more than the %d MiB capture budget; use at most %d rows (--max-windows)",
+			cal.Rows, cal.SeqLen, per>>20, o.MaxCapture>>20, fit)
+	}
 	group := len(nodes)
 	if per > 0 {
 		group = int(max(1, min(int64(len(nodes)), o.MaxCapture/per)))

@@ -3,6 +3,7 @@ package finetune
 import (
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/linearize/linearize/convert"
@@ -443,5 +444,22 @@ func TestTransferCEGradient(t *testing.T) {
 			}
 			checkGrads(t, h, g, loss, c.block >= 11)
 		})
+	}
+}
+
+// A calibration set whose one layer would not fit the capture budget is
+// refused before the teacher runs, naming the rows that would fit.
+func TestTransferCaptureBudget(t *testing.T) {
+	orig := tinyBERT(t)
+	conv, _, err := convert.ToHedgehog(orig, convert.HedgehogOptions{Block: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := [][]int64{{5, 6, 7, 8}, {9, 10, 11}, {12, 13}, {14}}
+	cal := &Calibration{Feed: tinyFeed(t, ids, []int{16, 16, 16, 16}, 16), Rows: 4, SeqLen: 16, Doc: []int{0, 1, 2, 3}}
+	// One row of 16 tokens costs 16 · 40 · H·D bytes per layer.
+	_, _, err = Transfer(conv, cal, TransferOptions{Steps: 1, MaxCapture: 3 * 16 * 40 * 64})
+	if err == nil || !strings.Contains(err.Error(), "use at most 3 rows") {
+		t.Fatalf("error %v, want a refusal naming 3 rows", err)
 	}
 }
