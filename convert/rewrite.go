@@ -407,6 +407,11 @@ type rewriter struct {
 	opset  int64
 	report Report
 	consts map[string]string
+	// types finds element types; dtype is the precision of the block being
+	// rewritten (float32, float16 or bfloat16) and fnType that of the
+	// first block converted, which the op's function body is built for.
+	types         *elemTypes
+	dtype, fnType onnx.DataType
 	// insert maps a node to the nodes that replace it (in order).
 	insert map[*onnxpb.NodeProto][]*onnxpb.NodeProto
 }
@@ -439,6 +444,7 @@ func (rw *rewriter) run(m0 *onnxpb.ModelProto) (out *onnxpb.ModelProto, rep *Rep
 	rw.names = onnx.NewNamer(m.Graph)
 	rw.opset = onnx.OpsetVersion(m, "")
 	rw.consts = map[string]string{}
+	rw.types = newElemTypes(rw.ix)
 	rw.insert = map[*onnxpb.NodeProto][]*onnxpb.NodeProto{}
 	rw.report.Op = rw.op
 	rw.report.Blocks = det.Count()
@@ -465,6 +471,16 @@ func (rw *rewriter) run(m0 *onnxpb.ModelProto) (out *onnxpb.ModelProto, rep *Rep
 		}
 		if !b.Convertible && !rw.causal.converts(b) {
 			br.Reason = rw.causal.reason(b)
+			rw.report.Skipped = append(rw.report.Skipped, br)
+			continue
+		}
+		if why := rw.precision(b); why != "" {
+			br.Reason = why
+			rw.report.Skipped = append(rw.report.Skipped, br)
+			continue
+		}
+		if why := SelfAttentionOnly(rw.op, b); why != "" {
+			br.Reason = why
 			rw.report.Skipped = append(rw.report.Skipped, br)
 			continue
 		}
@@ -528,6 +544,9 @@ func (rw *rewriter) run(m0 *onnxpb.ModelProto) (out *onnxpb.ModelProto, rep *Rep
 		fopset = ops.MaxFunctionOpset
 	}
 	fn, err := rw.function(fopset)
+	if err == nil {
+		fn, err = ops.TypedFunction(fn, rw.fnType)
+	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("convert: %w", err)
 	}
@@ -566,8 +585,58 @@ func (rw *rewriter) constant(base string, t *onnx.Tensor) string {
 	return name
 }
 
+// floatConst returns a constant of the block's precision.
 func (rw *rewriter) floatConst(base string, shape []int, v ...float32) string {
-	return rw.constant(base, onnx.NewFloat(shape, v))
+	return rw.constant(base, narrow(onnx.NewFloat(shape, v), rw.dtype))
+}
+
+// precision sets rw.dtype to the element type b computes in, or says why
+// b is not converted: the ops take float32, float16 and bfloat16, and one
+// model holds one precision of each op's function.
+func (rw *rewriter) precision(b *Block) string {
+	q := ""
+	switch {
+	case b.core != nil:
+		q = b.core.q
+	case b.fused != nil:
+		q = inp(b.fused.node, 0)
+	}
+	dt := rw.types.of(q)
+	if dt == 0 {
+		dt = onnx.Float // nothing tells: the common case
+	}
+	if !ops.Floating(dt) {
+		return fmt.Sprintf("its queries are %s; the linear ops take float32, float16 or bfloat16", onnx.TypeName(dt))
+	}
+	if rw.fnType != 0 && dt != rw.fnType {
+		return fmt.Sprintf("it computes in %s while the blocks converted before it compute in %s (a model holds one precision of each op)", onnx.TypeName(dt), onnx.TypeName(rw.fnType))
+	}
+	rw.dtype, rw.fnType = dt, dt
+	return ""
+}
+
+// narrow returns a float32 tensor t in dt (float32, float16 or bfloat16),
+// values beyond dt's range clamped to its largest finite number so that a
+// "−∞" mask fill stays finite.
+func narrow(t *onnx.Tensor, dt onnx.DataType) *onnx.Tensor {
+	if dt != onnx.Float16 && dt != onnx.BFloat16 {
+		return t
+	}
+	limit := float32(65504)
+	if dt == onnx.BFloat16 {
+		limit = 3.3895314e38
+	}
+	src := t.Floats()
+	d := make([]uint16, len(src))
+	for i, x := range src {
+		x = min(max(x, -limit), limit)
+		if dt == onnx.Float16 {
+			d[i] = onnx.FloatToHalf(x)
+		} else {
+			d[i] = onnx.FloatToBFloat16(x)
+		}
+	}
+	return &onnx.Tensor{DType: dt, Shape: t.Shape, Data: d}
 }
 
 func (rw *rewriter) intsConst(base string, v ...int64) string {
@@ -625,6 +694,9 @@ func (rw *rewriter) rewriteCore(b *Block) (*onnxpb.NodeProto, error) {
 	if err != nil {
 		return nil, err
 	}
+	if c.single {
+		q, k, v, bias = rw.liftSingleHead(b, q, k, v, bias, base, &pre)
+	}
 	if c.qPre != 1 || c.kPre != 1 {
 		// Q (or K) was scaled before its head split. Performer's
 		// estimator needs the whole scale as its attribute (it splits it
@@ -652,7 +724,9 @@ func (rw *rewriter) rewriteCore(b *Block) (*onnxpb.NodeProto, error) {
 		return nil, err
 	}
 	pre = append(pre, node)
-	if c.outPerm != nil {
+	if c.single {
+		pre = append(pre, rw.singleHeadOutput(node, c.av.Output[0], base))
+	} else if c.outPerm != nil {
 		t := rw.node("Transpose", base+"/out", []string{node.Output[0]}, permAttr(c.outPerm))
 		t.Output[0] = c.av.Output[0]
 		pre = append(pre, t)
@@ -728,39 +802,30 @@ func (rw *rewriter) rewriteFused(b *Block) (*onnxpb.NodeProto, error) {
 	if fm.mha {
 		biasName = optInput(n, 3)
 	}
-	var biasVals []float32
+	var biasVals *onnx.Tensor
 	if biasName != "" {
 		t, ok := constant(rw.ix, biasName)
-		if !ok || t.DType != onnx.Float || t.Len() != int(2*fm.qSize+fm.vSize) {
+		if !ok || !ops.Floating(t.DType) || t.Len() != int(2*fm.qSize+fm.vSize) {
 			return nil, fmt.Errorf("bias %q of %s is not a float constant of length %d", biasName, nodeName(n), 2*fm.qSize+fm.vSize)
 		}
-		biasVals = t.Floats()
+		biasVals = t
 	}
 	sliceBias := func(name string, from, to int64) string {
 		if biasVals == nil {
 			return ""
 		}
-		t := onnx.NewFloat([]int{int(to - from)}, append([]float32(nil), biasVals[from:to]...))
-		s, _ := rw.addInitNoCount(base+"/"+name, t)
+		s, _ := rw.addInitNoCount(base+"/"+name, sliceCols(biasVals, 1, int(from), int(to)))
 		return s
 	}
 	if fm.mha {
 		qIn, kIn, vIn = n.Input[0], n.Input[1], n.Input[2]
 	} else {
 		wt, ok := constant(rw.ix, n.Input[1])
-		if !ok || wt.DType != onnx.Float {
-			return nil, fmt.Errorf("weights %q of %s are not a float constant", n.Input[1], nodeName(n))
+		if !ok || !ops.Floating(wt.DType) || len(wt.Shape) != 2 {
+			return nil, fmt.Errorf("weights %q of %s are not a 2-D float constant", n.Input[1], nodeName(n))
 		}
-		in := wt.Shape[0]
-		cols := wt.Shape[1]
-		w := wt.Floats()
 		sliceW := func(name string, from, to int64) string {
-			width := int(to - from)
-			d := make([]float32, in*width)
-			for r := 0; r < in; r++ {
-				copy(d[r*width:(r+1)*width], w[r*cols+int(from):r*cols+int(to)])
-			}
-			s, _ := rw.addInitNoCount(base+"/"+name, onnx.NewFloat([]int{in, width}, d))
+			s, _ := rw.addInitNoCount(base+"/"+name, sliceCols(wt, wt.Shape[0], int(from), int(to)))
 			return s
 		}
 		x := n.Input[0]
@@ -827,7 +892,7 @@ func (rw *rewriter) fusedBias(b *Block, fm *fusedMatch, x, base string, out *[]*
 	case maskNone:
 		return rw.floatConst("zero_key_bias", []int{1, 1, 1, 1}, 0), nil
 	case maskRaw2D:
-		m := add(rw.node("Cast", base+"/mask", []string{fm.maskValue}, castTo(onnx.Float)))
+		m := add(rw.node("Cast", base+"/mask", []string{fm.maskValue}, castTo(rw.dtype)))
 		inv := add(rw.node("Sub", base+"/mask", []string{rw.floatConst("one", []int{}, 1), m}))
 		bias := add(rw.node("Mul", base+"/mask", []string{inv, rw.floatConst("mask_filter", []int{}, filter)}))
 		return add(rw.node("Reshape", base+"/mask", []string{bias, rw.intsConst("shape_key_bias", 0, 1, 1, -1)})), nil
@@ -844,6 +909,33 @@ func (rw *rewriter) fusedBias(b *Block, fm *fusedMatch, x, base string, out *[]*
 		return add(rw.node("Reshape", base+"/mask", []string{bias, rw.intsConst("shape_key_bias", 0, 1, 1, -1)})), nil
 	}
 	return "", fmt.Errorf("unsupported mask form of %s", nodeName(fm.node))
+}
+
+// sliceCols returns columns [from,to) of t seen as rows×cols (a vector
+// is one row), in t's own element type: packed float16 weights stay
+// float16.
+func sliceCols(t *onnx.Tensor, rows, from, to int) *onnx.Tensor {
+	cols, width := t.Len()/rows, to-from
+	shape := []int{rows, width}
+	if len(t.Shape) == 1 {
+		shape = []int{width}
+	}
+	switch src := t.Data.(type) {
+	case []float32:
+		return &onnx.Tensor{DType: t.DType, Shape: shape, Data: colsOf(src, rows, cols, from, to)}
+	case []uint16:
+		return &onnx.Tensor{DType: t.DType, Shape: shape, Data: colsOf(src, rows, cols, from, to)}
+	}
+	panic("convert: sliceCols of a non-float tensor")
+}
+
+func colsOf[T any](src []T, rows, cols, from, to int) []T {
+	width := to - from
+	d := make([]T, rows*width)
+	for r := 0; r < rows; r++ {
+		copy(d[r*width:(r+1)*width], src[r*cols+from:r*cols+to])
+	}
+	return d
 }
 
 func castTo(dt onnx.DataType) *onnxpb.AttributeProto { return intAttr("to", int64(dt)) }

@@ -407,4 +407,15 @@ func FloatToHalf(f float32) uint16 {
 // BFloat16ToFloat converts bfloat16 bits to float32.
 func BFloat16ToFloat(h uint16) float32 { return math.Float32frombits(uint32(h) << 16) }
 
+// FloatToBFloat16 rounds a float32 to bfloat16 bits, nearest even (NaN
+// stays a quiet NaN).
+func FloatToBFloat16(f float32) uint16 {
+	b := math.Float32bits(f)
+	if f != f {
+		return uint16(b>>16) | 0x40
+	}
+	b += 0x7fff + (b>>16)&1
+	return uint16(b >> 16)
+}
+
 var le = binary.LittleEndian

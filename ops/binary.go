@@ -251,14 +251,7 @@ func fromFloat32(t *onnx.Tensor, dt onnx.DataType) *onnx.Tensor {
 }
 
 // floatToBF16 rounds a float32 to bfloat16 bits, nearest even.
-func floatToBF16(f float32) uint16 {
-	b := math.Float32bits(f)
-	if f != f {
-		return uint16(b>>16) | 0x40
-	}
-	b += 0x7fff + (b>>16)&1
-	return uint16(b >> 16)
-}
+func floatToBF16(f float32) uint16 { return onnx.FloatToBFloat16(f) }
 
 func pow(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
 	if err := ctx.checkInputs(in, 2, 2); err != nil {

@@ -187,7 +187,7 @@ func NewHedgehogNode(name string, inputs []string, output string, a HedgehogAttr
 }
 
 func init() {
-	Register(Domain, HedgehogOp, 1, hedgehogKernel)
+	Register(Domain, HedgehogOp, 1, halfWidened(hedgehogKernel))
 }
 
 func hedgehogKernel(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {

@@ -86,7 +86,7 @@ func (a LaraAttrs) check() error {
 }
 
 func init() {
-	Register(Domain, LaraOp, 1, laraKernel)
+	Register(Domain, LaraOp, 1, halfWidened(laraKernel))
 }
 
 // laraKernel has the shape of linformerKernel and localPooledKernel: each

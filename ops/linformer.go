@@ -38,7 +38,7 @@ type LinformerAttrs struct {
 }
 
 func init() {
-	Register(Domain, LinformerOp, 1, linformerKernel)
+	Register(Domain, LinformerOp, 1, halfWidened(linformerKernel))
 }
 
 func linformerKernel(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {

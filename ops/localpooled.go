@@ -194,7 +194,7 @@ func (a LocalPooledAttrs) check() error {
 }
 
 func init() {
-	Register(Domain, LocalPooledOp, 1, localPooledKernel)
+	Register(Domain, LocalPooledOp, 1, halfWidened(localPooledKernel))
 }
 
 func localPooledKernel(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {

@@ -168,7 +168,7 @@ const defaultEpsilon = 1e-6
 const balanceTol = 1e-3
 
 func init() {
-	Register(Domain, PerformerOp, 1, performerKernel)
+	Register(Domain, PerformerOp, 1, halfWidened(performerKernel))
 }
 
 func performerKernel(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {

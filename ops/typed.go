@@ -1,0 +1,103 @@
+package ops
+
+import (
+	"fmt"
+
+	"github.com/linearize/linearize/onnx"
+	"github.com/linearize/linearize/onnx/onnxpb"
+	"google.golang.org/protobuf/proto"
+)
+
+// Precision of the custom ops. Models published in float16 or bfloat16
+// feed the attention ops half-precision Q, K, V and masks. The ops compute
+// in float32 whatever their inputs: exp of scores, sums over thousands of
+// keys and the normaliser lose too much in 11 or 8 bits of mantissa. The
+// function bodies therefore widen every input to float32 first and narrow
+// the output last (TypedFunction), and the Go kernels do the same
+// (halfWidened). Weights the converters add (projections, feature maps)
+// stay float32 in either case.
+
+// Floating reports whether dt is one of the element types the custom ops
+// accept: float32, float16 or bfloat16.
+func Floating(dt onnx.DataType) bool {
+	return dt == onnx.Float || dt == onnx.Float16 || dt == onnx.BFloat16
+}
+
+// TypedFunction returns fn for a model whose attention runs in dt: every
+// input is cast to float32 before the body and every output is cast to dt
+// after it. For float32, fn itself is returned. The function keeps its
+// name, so a model holds one precision of each op.
+func TypedFunction(fn *onnxpb.FunctionProto, dt onnx.DataType) (*onnxpb.FunctionProto, error) {
+	if dt == onnx.Float {
+		return fn, nil
+	}
+	if !Floating(dt) {
+		return nil, fmt.Errorf("ops: %s function body: element type %s is not supported (want float32, float16 or bfloat16)", fn.GetName(), onnx.TypeName(dt))
+	}
+	out := proto.Clone(fn).(*onnxpb.FunctionProto)
+	rename := map[string]string{}
+	var head []*onnxpb.NodeProto
+	for _, x := range out.Input {
+		wide := x + "/float32"
+		rename[x] = wide
+		head = append(head, castNode(x, wide, onnx.Float))
+	}
+	var tail []*onnxpb.NodeProto
+	for _, y := range out.Output {
+		wide := y + "/float32"
+		if _, ok := rename[y]; ok {
+			return nil, fmt.Errorf("ops: %s function body: output %q is also an input", fn.GetName(), y)
+		}
+		rename[y] = wide
+		tail = append(tail, castNode(wide, y, dt))
+	}
+	for _, n := range out.Node {
+		renameAll(n.Input, rename)
+		renameAll(n.Output, rename)
+	}
+	out.Node = append(append(head, out.Node...), tail...)
+	return out, nil
+}
+
+func castNode(from, to string, dt onnx.DataType) *onnxpb.NodeProto {
+	return &onnxpb.NodeProto{
+		OpType: proto.String("Cast"), Input: []string{from}, Output: []string{to},
+		Attribute: []*onnxpb.AttributeProto{attrInt("to", int64(dt))},
+	}
+}
+
+func renameAll(names []string, rename map[string]string) {
+	for i, s := range names {
+		if r, ok := rename[s]; ok {
+			names[i] = r
+		}
+	}
+}
+
+// halfWidened lets a float32 kernel of a custom op take float16 and
+// bfloat16 inputs: they are widened to float32 and the outputs narrowed to
+// Q's type, as the typed function bodies do.
+func halfWidened(k Kernel) Kernel {
+	return func(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
+		wide, copied := in, false
+		for i, t := range in {
+			if t == nil || (t.DType != onnx.Float16 && t.DType != onnx.BFloat16) {
+				continue
+			}
+			if !copied {
+				wide, copied = append([]*onnx.Tensor(nil), in...), true
+			}
+			wide[i] = toFloat32(t)
+		}
+		out, err := k(ctx, wide)
+		if err != nil || len(in) == 0 || in[0] == nil || in[0].DType == onnx.Float {
+			return out, err
+		}
+		for i, t := range out {
+			if t != nil && t.DType == onnx.Float {
+				out[i] = fromFloat32(t, in[0].DType)
+			}
+		}
+		return out, nil
+	}
+}
