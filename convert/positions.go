@@ -3,6 +3,7 @@ package convert
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 
 	"github.com/linearize/linearize/onnx"
@@ -66,6 +67,52 @@ type posTable struct {
 	table  string
 	source string
 	buffer string // constant position_ids buffer feeding a Slice, if any
+	// via is the DequantizeLinear or Cast between a stored (int8,
+	// float16) table and the Gather, if any.
+	via *onnxpb.NodeProto
+}
+
+// tableOf returns the initializer a Gather's data comes from: the input
+// itself, or the stored table behind one DequantizeLinear (a quantized
+// embedding, per-tensor or per-column scale) or Cast.
+func tableOf(ix *onnx.Index, v string) (table string, via *onnxpb.NodeProto) {
+	if ix.Initializers[v] != nil {
+		return v, nil
+	}
+	p := ix.Producer[v]
+	if p == nil || (p.GetDomain() != "" && p.GetDomain() != "ai.onnx") || len(p.Input) == 0 || ix.Initializers[p.Input[0]] == nil {
+		return "", nil
+	}
+	switch p.GetOpType() {
+	case "DequantizeLinear", "Cast", "Identity":
+		return p.Input[0], p
+	}
+	return "", nil
+}
+
+// dropTypeTables removes, when several tables are indexed by what looks
+// like position ids, those that are token-type (segment) tables: two rows
+// or fewer, or named so. A sliced all-zero token_type_ids buffer of
+// length one reads like a position id.
+func dropTypeTables(ix *onnx.Index, found []*posTable) []*posTable {
+	distinct := map[string]bool{}
+	for _, p := range found {
+		distinct[p.table] = true
+	}
+	if len(distinct) < 2 {
+		return found
+	}
+	var keep []*posTable
+	for _, p := range found {
+		name := strings.ToLower(p.table)
+		tp := ix.Initializers[p.table]
+		small := len(tp.GetDims()) == 2 && tp.GetDims()[0] <= 2
+		if small || strings.Contains(name, "token_type") || strings.Contains(name, "segment") {
+			continue
+		}
+		keep = append(keep, p)
+	}
+	return keep
 }
 
 // ExtendPositions returns a copy of m whose absolute position-embedding
@@ -104,8 +151,15 @@ func ExtendPositions(m *onnxpb.ModelProto, opts ExtendOptions) (*onnxpb.ModelPro
 	if err != nil {
 		return nil, nil, fmt.Errorf("convert: extend positions: table %s: %w", pt.table, err)
 	}
-	if len(t.Shape) != 2 || t.DType != onnx.Float {
-		return nil, nil, fmt.Errorf("convert: extend positions: table %s is %s %v, want a 2-D float32 table", pt.table, onnx.TypeName(t.DType), t.Shape)
+	if len(t.Shape) != 2 {
+		return nil, nil, fmt.Errorf("convert: extend positions: table %s has shape %v, want a 2-D table", pt.table, t.Shape)
+	}
+	if err := perRowScale(ix, pt); err != nil {
+		return nil, nil, err
+	}
+	wide, err := tableFloats(t)
+	if err != nil {
+		return nil, nil, fmt.Errorf("convert: extend positions: table %s: %w", pt.table, err)
 	}
 	old, hidden := t.Shape[0], t.Shape[1]
 	n := opts.MaxPositions
@@ -120,14 +174,17 @@ func ExtendPositions(m *onnxpb.ModelProto, opts ExtendOptions) (*onnxpb.ModelPro
 	if int64(n)*int64(hidden) > 1<<28 {
 		return nil, nil, fmt.Errorf("convert: extend positions: %d × %d table is too large (limit %d elements)", n, hidden, 1<<28)
 	}
-	rows := ExtendTable(t.Floats(), old, hidden, n, opts.Offset, method)
-	nt, err := onnx.EncodeTensor(pt.table, onnx.NewFloat([]int{n, hidden}, rows))
+	rows := ExtendTable(wide, old, hidden, n, opts.Offset, method)
+	nt, err := onnx.EncodeTensor(pt.table, tableOfType(onnx.NewFloat([]int{n, hidden}, rows), t.DType))
 	if err != nil {
 		return nil, nil, fmt.Errorf("convert: extend positions: %w", err)
 	}
 	proto.Reset(tp)
 	proto.Merge(tp, nt)
 	setDeclaredRows(g, pt.table, n)
+	if pt.via != nil {
+		setDeclaredRows(g, pt.via.Output[0], n)
+	}
 	rep := &ExtendReport{Table: pt.table, OldRows: old, NewRows: n, Hidden: hidden, Method: method, Source: pt.source}
 	if pt.buffer != "" {
 		if err := extendIDBuffer(ix, pt.buffer, n); err != nil {
@@ -148,6 +205,81 @@ func ExtendPositions(m *onnxpb.ModelProto, opts ExtendOptions) (*onnxpb.ModelPro
 		}
 	}
 	return out, rep, nil
+}
+
+// tableFloats returns a table's values as float32: float16, bfloat16
+// and the integers of a quantized table widen exactly.
+func tableFloats(t *onnx.Tensor) ([]float32, error) {
+	switch t.DType {
+	case onnx.Float:
+		return t.Floats(), nil
+	case onnx.Float16, onnx.BFloat16:
+		src := t.Data.([]uint16)
+		d := make([]float32, len(src))
+		for i, v := range src {
+			if t.DType == onnx.Float16 {
+				d[i] = onnx.HalfToFloat(v)
+			} else {
+				d[i] = onnx.BFloat16ToFloat(v)
+			}
+		}
+		return d, nil
+	case onnx.Int8, onnx.Uint8:
+		ints, err := t.AsInt64s()
+		if err != nil {
+			return nil, err
+		}
+		d := make([]float32, len(ints))
+		for i, v := range ints {
+			d[i] = float32(v)
+		}
+		return d, nil
+	}
+	return nil, fmt.Errorf("element type %s is not a float, float16, bfloat16, int8 or uint8 table", onnx.TypeName(t.DType))
+}
+
+// tableOfType stores an extended float32 table in the original table's
+// type: narrowed for float16/bfloat16, rounded to the nearest stored
+// integer (and clamped) for a quantized one, whose scale and zero point
+// are unchanged. Copied rows come back bit for bit.
+func tableOfType(t *onnx.Tensor, dt onnx.DataType) *onnx.Tensor {
+	switch dt {
+	case onnx.Float16, onnx.BFloat16:
+		return narrow(t, dt)
+	case onnx.Int8, onnx.Uint8:
+		lo, hi := -128.0, 127.0
+		if dt == onnx.Uint8 {
+			lo, hi = 0, 255
+		}
+		src := t.Floats()
+		i8, u8 := make([]int8, len(src)), make([]uint8, len(src))
+		for i, x := range src {
+			r := min(max(math.RoundToEven(float64(x)), lo), hi)
+			i8[i], u8[i] = int8(r), uint8(r)
+		}
+		if dt == onnx.Int8 {
+			return &onnx.Tensor{DType: dt, Shape: t.Shape, Data: i8}
+		}
+		return &onnx.Tensor{DType: dt, Shape: t.Shape, Data: u8}
+	}
+	return t
+}
+
+// perRowScale refuses a table quantized with one scale per row (axis 0):
+// its new rows would need scales of their own.
+func perRowScale(ix *onnx.Index, pt *posTable) error {
+	dq := pt.via
+	if dq == nil || dq.GetOpType() != "DequantizeLinear" || len(dq.Input) < 2 {
+		return nil
+	}
+	scale, ok := ix.Constant(dq.Input[1])
+	if !ok {
+		return fmt.Errorf("convert: extend positions: the scale %s of quantized table %s is not a constant", dq.Input[1], pt.table)
+	}
+	if scale.Len() > 1 && onnx.AttrInt(dq, "axis", 1) == 0 {
+		return fmt.Errorf("convert: extend positions: table %s is quantized with one scale per row (%s, axis 0); extending it would need new scales, which is not supported", pt.table, dq.GetName())
+	}
+	return nil
 }
 
 // ExtendTable returns a [newRows, hidden] table grown from the row-major
@@ -198,19 +330,21 @@ func findPositionTable(ix *onnx.Index) (*posTable, error) {
 				found = append(found, &posTable{table: n.Input[3], source: "EmbedLayerNormalization"})
 			}
 		case n.GetOpType() == "Gather" && (n.GetDomain() == "" || n.GetDomain() == "ai.onnx") && len(n.Input) == 2:
-			if onnx.AttrInt(n, "axis", 0) != 0 || ix.Initializers[n.Input[0]] == nil {
+			table, via := tableOf(ix, n.Input[0])
+			if onnx.AttrInt(n, "axis", 0) != 0 || table == "" {
 				continue
 			}
 			src, buf := positionSource(ix, n.Input[1], 0)
 			if src == "" {
-				if strings.Contains(strings.ToLower(n.Input[0]), "position") {
-					rejected = append(rejected, n.Input[0])
+				if strings.Contains(strings.ToLower(table), "position") {
+					rejected = append(rejected, table)
 				}
 				continue
 			}
-			found = append(found, &posTable{gather: n, table: n.Input[0], source: src, buffer: buf})
+			found = append(found, &posTable{gather: n, table: table, via: via, source: src, buffer: buf})
 		}
 	}
+	found = dropTypeTables(ix, found)
 	// One table may be read by several Gathers; keep distinct tables.
 	uniq := map[string]*posTable{}
 	var tables []string

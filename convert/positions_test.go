@@ -13,6 +13,7 @@ import (
 	"github.com/linearize/linearize/models"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
+	"google.golang.org/protobuf/proto"
 )
 
 func needORT(t *testing.T) {
@@ -62,6 +63,101 @@ func withRangeIDs(t *testing.T, m *onnxpb.ModelProto) {
 	g.Node[i] = rng
 	g.Node = append(g.Node[:i+1], append([]*onnxpb.NodeProto{unsq}, g.Node[i+1:]...)...)
 	onnx.RemoveDeadNodes(g)
+}
+
+// withStoredTable stores the position table as dt (int8 with a scale, or
+// float16) and reads it through DequantizeLinear or Cast, before the
+// Gather or (after) on the gathered rows.
+func withStoredTable(dt onnx.DataType, after bool) func(*testing.T, *onnxpb.ModelProto) {
+	return func(t *testing.T, m *onnxpb.ModelProto) {
+		g := m.Graph
+		const name = "embeddings.position_embeddings.weight"
+		var gather *onnxpb.NodeProto
+		for _, n := range g.Node {
+			if n.GetOpType() == "Gather" && n.Input[0] == name {
+				gather = n
+			}
+		}
+		if gather == nil {
+			t.Fatal("builder changed: no Gather of the position table")
+		}
+		tab := table(t, m, name)
+		var stored *onnx.Tensor
+		var read *onnxpb.NodeProto
+		if dt == onnx.Float16 {
+			h := make([]uint16, tab.Len())
+			for i, x := range tab.Floats() {
+				h[i] = onnx.FloatToHalf(x)
+			}
+			stored = &onnx.Tensor{DType: dt, Shape: tab.Shape, Data: h}
+			read = &onnxpb.NodeProto{OpType: str("Cast"), Name: str("pos_read"), Input: []string{""}, Attribute: []*onnxpb.AttributeProto{{Name: str("to"), Type: onnxpb.AttributeProto_INT.Enum(), I: proto.Int64(int64(onnx.Float))}}}
+		} else {
+			scale := 0.0
+			for _, x := range tab.Floats() {
+				scale = math.Max(scale, math.Abs(float64(x))/127)
+			}
+			q := make([]int8, tab.Len())
+			for i, x := range tab.Floats() {
+				q[i] = int8(math.RoundToEven(float64(x) / scale))
+			}
+			stored = &onnx.Tensor{DType: dt, Shape: tab.Shape, Data: q}
+			sc, _ := onnx.EncodeTensor("pos_scale", onnx.NewFloat([]int{}, []float32{float32(scale)}))
+			zp, _ := onnx.EncodeTensor("pos_zero", &onnx.Tensor{DType: onnx.Int8, Shape: []int{}, Data: []int8{0}})
+			g.Initializer = append(g.Initializer, sc, zp)
+			read = &onnxpb.NodeProto{OpType: str("DequantizeLinear"), Name: str("pos_read"), Input: []string{"", "pos_scale", "pos_zero"}}
+		}
+		for i, init := range g.Initializer {
+			if init.GetName() == name {
+				enc, err := onnx.EncodeTensor(name, stored)
+				if err != nil {
+					t.Fatal(err)
+				}
+				g.Initializer[i] = enc
+			}
+		}
+		if after {
+			read.Input = append([]string{"pos_rows"}, read.Input[1:]...)
+			read.Output = []string{gather.Output[0]}
+			gather.Output[0] = "pos_rows"
+		} else {
+			read.Input = append([]string{name}, read.Input[1:]...)
+			read.Output = []string{"pos_table"}
+			gather.Input[0] = "pos_table"
+		}
+		at := 0
+		for i, n := range g.Node {
+			if n == gather {
+				at = i
+			}
+		}
+		if after {
+			at++
+		}
+		g.Node = append(g.Node[:at], append([]*onnxpb.NodeProto{read}, g.Node[at:]...)...)
+	}
+}
+
+// elems returns a table's stored values widened to float64 (exactly).
+func elems(t *testing.T, x *onnx.Tensor) []float64 {
+	t.Helper()
+	out := make([]float64, x.Len())
+	switch d := x.Data.(type) {
+	case []float32:
+		for i, v := range d {
+			out[i] = float64(v)
+		}
+	case []uint16:
+		for i, v := range d {
+			out[i] = float64(onnx.HalfToFloat(v))
+		}
+	case []int8:
+		for i, v := range d {
+			out[i] = float64(v)
+		}
+	default:
+		t.Fatalf("table of type %s", onnx.TypeName(x.DType))
+	}
+	return out
 }
 
 // withInputIDs makes position_ids a graph input [1, sequence].
@@ -141,6 +237,13 @@ func TestExtendPositionsRunsLonger(t *testing.T) {
 		{"slice", func(*testing.T, *onnxpb.ModelProto) {}, "slice of buffer", false},
 		{"range", withRangeIDs, "range", false},
 		{"input", withInputIDs, "input", true},
+		// Published int8 and fp16 copies store the table quantized or in
+		// half precision: read through a DequantizeLinear (before the
+		// Gather, or after it as onnxruntime's quantize_dynamic writes)
+		// or a Cast.
+		{"int8 dequantized before", withStoredTable(onnx.Int8, false), "slice of buffer", false},
+		{"int8 dequantized after", withStoredTable(onnx.Int8, true), "slice of buffer", false},
+		{"float16 cast before", withStoredTable(onnx.Float16, false), "slice of buffer", false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -182,10 +285,14 @@ func TestExtendPositionsRunsLonger(t *testing.T) {
 				}
 			}
 			ot, nt := table(t, m, rep.Table), table(t, ext, rep.Table)
+			if nt.DType != ot.DType {
+				t.Fatalf("table stored as %s, was %s", onnx.TypeName(nt.DType), onnx.TypeName(ot.DType))
+			}
 			h := ot.Shape[1]
+			ov, nv := elems(t, ot), elems(t, nt)
 			for r := 0; r < newN; r++ {
 				for j := 0; j < h; j++ {
-					if nt.Floats()[r*h+j] != ot.Floats()[(r%old)*h+j] {
+					if nv[r*h+j] != ov[(r%old)*h+j] {
 						t.Fatalf("row %d is not a copy of row %d", r, r%old)
 					}
 				}
@@ -395,5 +502,34 @@ func TestTokenTypeBufferIsNotPositions(t *testing.T) {
 	}
 	if lim, err := convert.PositionLimit(m); err != nil || lim != 16 {
 		t.Errorf("PositionLimit = %d, %v; want 16", lim, err)
+	}
+}
+
+// TestTokenTypeTableIsNotASecondCandidate: a token-type table indexed by
+// a one-element slice of a buffer ([0] reads like a position id) is not a
+// second position table: with two candidates, tables of two rows or fewer
+// are token types.
+func TestTokenTypeTableIsNotASecondCandidate(t *testing.T) {
+	m := smallBERT(t, 16)
+	g := m.Graph
+	buf, _ := onnx.EncodeTensor("tt_buffer", onnx.NewInt64([]int{1, 1}, []int64{0}))
+	starts, _ := onnx.EncodeTensor("tt_starts", onnx.NewInt64([]int{1}, []int64{0}))
+	ends, _ := onnx.EncodeTensor("tt_ends", onnx.NewInt64([]int{1}, []int64{1}))
+	axes, _ := onnx.EncodeTensor("tt_axes", onnx.NewInt64([]int{1}, []int64{1}))
+	g.Initializer = append(g.Initializer, buf, starts, ends, axes)
+	_, gather := nodeByName(g, "/embeddings/token_type_embeddings/Gather")
+	if gather == nil {
+		t.Fatal("builder changed: no token-type Gather")
+	}
+	gather.Input[1] = "tt_sliced"
+	slice := &onnxpb.NodeProto{Name: str("/embeddings/tt_Slice"), OpType: str("Slice"),
+		Input: []string{"tt_buffer", "tt_starts", "tt_ends", "tt_axes"}, Output: []string{"tt_sliced"}}
+	g.Node = append([]*onnxpb.NodeProto{slice}, g.Node...)
+	_, rep, err := convert.ExtendPositions(m, convert.ExtendOptions{MaxPositions: 40})
+	if err != nil {
+		t.Fatalf("extend positions: %v", err)
+	}
+	if rep.Table != "embeddings.position_embeddings.weight" {
+		t.Errorf("extended %s, want the position table", rep.Table)
 	}
 }
