@@ -173,6 +173,16 @@ func NewORTSession(m *onnxpb.ModelProto, opts Options) (Session, error) {
 		}
 	}
 
+	// A graph output declared rank 0 may be anything at run time (a
+	// PP-OCR export declares a scalar and returns [1, 40, 18385]); its
+	// declared shape would let onnxruntime fold the Shape fetched below
+	// into the declaration. Trust the runtime: drop such declarations.
+	for _, o := range gc.Output {
+		if tt := o.GetType().GetTensorType(); tt != nil && tt.Shape != nil && len(tt.Shape.Dim) == 0 {
+			tt.Shape = nil
+		}
+	}
+
 	// Rewrite the outputs the library cannot fetch directly.
 	namer := onnx.NewNamer(gc)
 	var extraOut []*onnxpb.ValueInfoProto

@@ -29,6 +29,7 @@ func runValidate(args []string, stdout io.Writer) error {
 	backend := fs.String("backend", infer.DefaultBackend, "backend that runs the model: "+strings.Join(infer.Backends(), " or "))
 	threads := fs.Int("threads", 0, "intra-op threads (0: backend default)")
 	tol := fs.Float64("tolerance", infer.DefaultTolerance, "an op agrees when its scaled error (max abs error / the op output's scale) is at most this")
+	guarded := fs.Float64("max-guarded", infer.DefaultMaxGuarded, "a PerformerAttention node fails when more than this share of its output rows is decided by the denominator guard (the estimator out of its range); 1 allows any")
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
 	pos, err := parseFlags(fs, args, stdout)
 	if err != nil {
@@ -40,6 +41,9 @@ func runValidate(args []string, stdout io.Writer) error {
 	if err := checkTolerance(*tol); err != nil {
 		return err
 	}
+	if !(*guarded > 0 && *guarded <= 1) {
+		return usageError("--max-guarded %g: want a share in (0, 1]", *guarded)
+	}
 	if err := checkBackend(*backend); err != nil {
 		return err
 	}
@@ -50,7 +54,7 @@ func runValidate(args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	v, err := infer.ValidateOps(m, in.Tensors, infer.ValidateOptions{Backend: *backend, Threads: *threads, Tolerance: *tol})
+	v, err := infer.ValidateOps(m, in.Tensors, infer.ValidateOptions{Backend: *backend, Threads: *threads, Tolerance: *tol, MaxGuarded: *guarded})
 	if err != nil {
 		if errors.Is(err, infer.ErrNotConverted) {
 			return badInput(err)
@@ -68,7 +72,7 @@ func runValidate(args []string, stdout io.Writer) error {
 		}
 	}
 	if !v.OK() {
-		return runtimeFailure(fmt.Errorf("%d of %d converted ops disagree beyond tolerance %g", v.Failed(), len(v.Checks), *tol))
+		return runtimeFailure(fmt.Errorf("%d of %d converted ops fail (disagree beyond tolerance %g, or the estimator's guard decided more than %g of the rows)", v.Failed(), len(v.Checks), *tol, *guarded))
 	}
 	return nil
 }
