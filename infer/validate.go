@@ -39,8 +39,10 @@ var ErrNotConverted = errors.New("no converted ops")
 
 // ValidateOptions configures ValidateOps.
 type ValidateOptions struct {
-	// Backend runs the model (DefaultBackend when empty: "ort" when onnxruntime is built in): onnxruntime executes the
-	// function body each converted node carries.
+	// Backend runs the model (DefaultBackend when empty: "ort" when
+	// onnxruntime is built in) with the function body each converted node
+	// carries: onnxruntime executes it, or the native backend interprets
+	// its standard ops (never the Go kernel, which is the reference).
 	Backend string
 	Threads int
 	// Tolerance on Diff.Scaled; DefaultTolerance when 0.
@@ -154,7 +156,16 @@ func ValidateOps(m *onnxpb.ModelProto, feed map[string]*onnx.Tensor, opt Validat
 	if len(nodes) == 0 {
 		return nil, fmt.Errorf("infer: validate: the model has no %s nodes (not a converted model?): %w", opt.Domain, ErrNotConverted)
 	}
-	s, err := Open(opt.Backend, m, Options{Threads: opt.Threads, Expose: expose})
+	var s Session
+	var err error
+	if opt.Backend == "native" {
+		// The native backend would run each node with the very Go kernel
+		// it is checked against; it runs the function bodies instead
+		// (standard ops, interpreted in Go).
+		s, err = NewNativeSessionWith(m, NativeOptions{Options: Options{Threads: opt.Threads, Expose: expose}, InlineFunctions: true})
+	} else {
+		s, err = Open(opt.Backend, m, Options{Threads: opt.Threads, Expose: expose})
+	}
 	if err != nil {
 		return nil, fmt.Errorf("infer: validate: %w", err)
 	}

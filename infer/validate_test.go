@@ -99,50 +99,60 @@ func TestValidateConverted(t *testing.T) {
 		m    *onnxpb.ModelProto
 		op   string
 	}{{"performer", perf, ops.PerformerOp}, {"linformer", lin, ops.LinformerOp}} {
-		feed := paddedFeed(t, c.m, 2, 24, 5)
-		v, err := ValidateOps(c.m, feed, ValidateOptions{})
-		if err != nil {
-			t.Fatalf("%s: %v", c.name, err)
-		}
-		if len(v.Checks) != cfg.Layers || !v.OK() {
-			var buf bytes.Buffer
-			v.WriteTable(&buf)
-			t.Fatalf("%s: %d checks, ok %v:\n%s", c.name, len(v.Checks), v.OK(), buf.String())
-		}
-		for _, ch := range v.Checks {
-			if ch.Op != c.op || ch.Diff.N == 0 || ch.Diff.Scale == 0 {
-				t.Errorf("%s: check %+v", c.name, ch)
-			}
-		}
-		bad := proto.Clone(c.m).(*onnxpb.ModelProto)
-		tamper(t, bad, c.op)
-		v, err = ValidateOps(bad, feed, ValidateOptions{})
-		if err != nil {
-			t.Fatalf("%s tampered: %v", c.name, err)
-		}
-		if v.Failed() != cfg.Layers {
-			t.Errorf("%s tampered: %d of %d checks failed, want all", c.name, v.Failed(), len(v.Checks))
-		}
-		for _, ch := range v.Checks {
-			// 1.01× the output: error ≈ 1% of the output scale.
-			if ch.Diff.Scaled < 0.005 || ch.Diff.Scaled > 0.011 {
-				t.Errorf("%s tampered: err/scale %.4g, want ≈ 0.01", c.name, ch.Diff.Scaled)
-			}
-		}
-		var buf bytes.Buffer
-		if err := v.WriteJSON(&buf); err != nil {
-			t.Fatal(err)
-		}
-		var back struct {
-			OK     bool      `json:"ok"`
-			Checks []OpCheck `json:"checks"`
-		}
-		if err := json.Unmarshal(buf.Bytes(), &back); err != nil || back.OK || len(back.Checks) != cfg.Layers {
-			t.Errorf("%s: JSON %v %+v", c.name, err, back)
+		// The native backend checks the kernels against the function
+		// bodies it interprets, never against themselves: a broken body
+		// fails there too.
+		for _, backend := range []string{"ort", "native"} {
+			validateBackend(t, c.name+"/"+backend, c.m, c.op, backend, cfg.Layers)
 		}
 	}
 	if _, err := ValidateOps(base, paddedFeed(t, base, 2, 8, 1), ValidateOptions{}); err == nil || !strings.Contains(err.Error(), "ai.linearize") {
 		t.Errorf("unconverted model: err = %v", err)
+	}
+}
+
+func validateBackend(t *testing.T, name string, m *onnxpb.ModelProto, op, backend string, layers int) {
+	t.Helper()
+	feed := paddedFeed(t, m, 2, 24, 5)
+	v, err := ValidateOps(m, feed, ValidateOptions{Backend: backend})
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	if len(v.Checks) != layers || !v.OK() {
+		var buf bytes.Buffer
+		v.WriteTable(&buf)
+		t.Fatalf("%s: %d checks, ok %v:\n%s", name, len(v.Checks), v.OK(), buf.String())
+	}
+	for _, ch := range v.Checks {
+		if ch.Op != op || ch.Diff.N == 0 || ch.Diff.Scale == 0 {
+			t.Errorf("%s: check %+v", name, ch)
+		}
+	}
+	bad := proto.Clone(m).(*onnxpb.ModelProto)
+	tamper(t, bad, op)
+	v, err = ValidateOps(bad, feed, ValidateOptions{Backend: backend})
+	if err != nil {
+		t.Fatalf("%s tampered: %v", name, err)
+	}
+	if v.Failed() != layers {
+		t.Errorf("%s tampered: %d of %d checks failed, want all", name, v.Failed(), len(v.Checks))
+	}
+	for _, ch := range v.Checks {
+		// 1.01× the output: error ≈ 1% of the output scale.
+		if ch.Diff.Scaled < 0.005 || ch.Diff.Scaled > 0.011 {
+			t.Errorf("%s tampered: err/scale %.4g, want ≈ 0.01", name, ch.Diff.Scaled)
+		}
+	}
+	var buf bytes.Buffer
+	if err := v.WriteJSON(&buf); err != nil {
+		t.Fatal(err)
+	}
+	var back struct {
+		OK     bool      `json:"ok"`
+		Checks []OpCheck `json:"checks"`
+	}
+	if err := json.Unmarshal(buf.Bytes(), &back); err != nil || back.OK || len(back.Checks) != layers {
+		t.Errorf("%s: JSON %v %+v", name, err, back)
 	}
 }
 

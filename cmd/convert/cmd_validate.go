@@ -15,7 +15,7 @@ import (
 func init() {
 	register(&command{
 		name:    "validate",
-		summary: "check every converted op: onnxruntime (the op's ONNX function body) vs the Go kernel on the op's captured inputs",
+		summary: "check every converted op: its ONNX function body (run by onnxruntime, or interpreted by --backend native) vs the Go kernel on the op's captured inputs",
 		usage:   "CONVERTED [flags]",
 		run:     runValidate,
 	})
