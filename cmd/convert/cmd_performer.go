@@ -206,7 +206,47 @@ func runPerformer(args []string, stdout io.Writer) error {
 		return optionError(err, flagsOf("Features", "features", "Omega", "omega", "Norms", "norms", "Kernel", "kernel",
 			"Chunk", "chunk", "FeatureMap", "features-kind", "Balance", "balance", "Moments", "calibration"))
 	}
+	if o.Kernel == "trig" {
+		warnGuarded(out, f.positions().MaxPositions)
+	}
 	return finishRewrite(stdout, &f, in, out, rep)
+}
+
+// warnGuarded runs a trig conversion once on seeded random tokens and
+// warns when the denominator guard, not the estimator, decides more than
+// infer.DefaultMaxGuarded of some node's rows: the trig estimator's
+// denominator is unbiased but not positive, and on a pretrained model's
+// logit scale it is often negative (a user found an output cosine of
+// 0.003 that validate passed). The check is advice: it never fails the
+// conversion, and a model it cannot run is not warned about.
+func warnGuarded(m *onnxpb.ModelProto, limit int) {
+	seq := 64
+	if n, err := convert.PositionLimit(m); err == nil && n > 0 {
+		seq = min(seq, n)
+	}
+	if limit > 0 {
+		seq = min(seq, limit)
+	}
+	feed, err := infer.RandomInputs(m, infer.GraphInputs(m), infer.RandomOptions{Batch: 1, SeqLen: seq, Seed: 1})
+	if err != nil {
+		return
+	}
+	v, err := infer.ValidateOps(m, feed, infer.ValidateOptions{MaxGuarded: 1})
+	if err != nil {
+		return
+	}
+	worst, rows, guarded := "", 0, 0
+	for _, c := range v.Checks {
+		if c.Rows > 0 && (worst == "" || c.GuardedRows*rows > guarded*c.Rows) {
+			worst, rows, guarded = c.Node, c.Rows, c.GuardedRows
+		}
+	}
+	if rows == 0 || float64(guarded) <= infer.DefaultMaxGuarded*float64(rows) {
+		return
+	}
+	fmt.Fprintf(stderrNotes, "warning: performer --kernel trig: on random tokens the denominator guard decides %d of %d rows (%.0f%%) of %s: "+
+		"this model's logit scale is outside the trig estimator's range, so its outputs will be far from attention; use --kernel positive (the default)\n",
+		guarded, rows, 100*float64(guarded)/float64(rows), worst)
 }
 
 // calibrationError words an error of building the --calibration feed in

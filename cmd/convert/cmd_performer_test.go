@@ -160,3 +160,35 @@ func TestInspectExplainBrokenPerm(t *testing.T) {
 		t.Errorf("explain output:\n%s", out)
 	}
 }
+
+// TestTrigWarnsOutOfRange: performer --kernel trig warns at conversion
+// time when the denominator guard decides a large share of rows on random
+// tokens: on the pretrained MiniLM (whose logit scale puts the trig
+// estimator out of range: validate counts 37–45% guarded rows on text),
+// not on the small random-weight BERT. The conversion itself succeeds.
+func TestTrigWarnsOutOfRange(t *testing.T) {
+	needORT(t)
+	real := filepath.Join("..", "..", "testdata", "real", "minilm.onnx")
+	if _, err := os.Stat(real); err != nil {
+		t.Skip("testdata/real/minilm.onnx absent: run scripts/setup.sh")
+	}
+	for _, c := range []struct {
+		model string
+		warn  bool
+	}{
+		{real, true},
+		{filepath.Join("..", "..", "testdata", "bert-tiny.onnx"), false},
+	} {
+		var notes bytes.Buffer
+		stderrNotes = &notes
+		t.Cleanup(func() { stderrNotes = os.Stderr })
+		out := filepath.Join(t.TempDir(), "trig.onnx")
+		code, _, errOut := runCLI("performer", c.model, "-o", out, "--kernel", "trig", "--features", "64")
+		if code != 0 {
+			t.Fatalf("%s: exit %d: %s", c.model, code, errOut)
+		}
+		if got := strings.Contains(notes.String(), "warning: performer --kernel trig"); got != c.warn {
+			t.Errorf("%s: warned %v, want %v:\n%s", c.model, got, c.warn, notes.String())
+		}
+	}
+}
