@@ -21,7 +21,7 @@
 // attention already in the model is listed in Detection.Linear, and the
 // rewrites refuse such a model.
 //
-// ToPerformer, ToLinformer, ToLocalPooled and ToLARA replace each
+// ToPerformer, ToLinformer, ToLocalPooled, ToLARA and ToHedgehog replace each
 // convertible core by one node of the ai.linearize domain whose definition
 // travels with the model as a model-local function, so the written model
 // runs in stock onnxruntime. ToLong makes a 512-position encoder read long
@@ -31,4 +31,13 @@
 // PositionLimit and ExtendPositions read and grow the position table.
 // When they convert nothing they return an error wrapping
 // ErrNothingConverted that gives each block's reason.
+//
+// Published models come in float16, bfloat16 and int8. Facts proved from
+// constants and operators outrank declared value_info (which conversion
+// tools leave with placeholder dims); each block's element type is read
+// from what produces its queries, and a half-precision block gets
+// constants of its own type and the op's typed function body
+// (ops.TypedFunction), which computes in float32. Quantized projections
+// (DynamicQuantizeLinear and MatMulInteger, QDQ pairs, DequantizeLinear
+// weights) are left as they are: only the softmax core is replaced.
 package convert

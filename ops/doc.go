@@ -1,7 +1,8 @@
 // Package ops holds a native Go kernel for every ONNX op linearize runs:
 // the standard ops BERT-style exports use, the com.microsoft contrib ops
 // onnxruntime's transformers optimizer leaves behind, and linearize's own
-// ops in domain ai.linearize (PerformerAttention, LinformerAttention).
+// ops in domain ai.linearize (PerformerAttention, LinformerAttention,
+// LocalPooledAttention, LaraAttention, HedgehogAttention).
 //
 // Each custom op lives in one file with both its Go kernel, which is the
 // reference, and the ONNX FunctionProto of standard ops that defines it for
@@ -9,6 +10,10 @@
 //
 // Kernels compute in float32 (float64 where an op is given doubles) with
 // full ONNX broadcasting; integer and boolean kernels serve shape math.
+// The ai.linearize ops take float32, float16 and bfloat16 inputs and
+// compute in float32 whatever the input type: TypedFunction builds the
+// function body of a half-precision model (each input cast to float32,
+// the output cast back) and the Go kernels widen half inputs the same way.
 //
 // The standard (default-domain) kernels follow each op's semantics across
 // opset versions: a kernel is registered from the first version whose
@@ -49,5 +54,5 @@
 // 0). The trig kernel, whose estimates can be negative, and the causal
 // op, with its running maximum, keep out = num/(max(den, 0) + epsilon);
 // PerformerGuardedRows counts the rows that guard decides, and
-// infer.ValidateOps reports them.
+// infer.ValidateOps fails a node where they are more than a small share.
 package ops
