@@ -601,6 +601,19 @@ func (s FeedSpec) Build(m *onnxpb.ModelProto, modelPath string) (*Feed, error) {
 	if err := CheckInputs(declared, f.Tensors); err != nil {
 		return nil, &FeedError{Err: err}
 	}
+	if name, err := checkTokenInputs(m, declared, f.Tensors, s.Inputs); err != nil {
+		// From a file, the field (--input NAME) names the input.
+		fe := &FeedError{Input: name, Err: fmt.Errorf("input %q: %w", name, err)}
+		switch {
+		case s.Inputs[name] != "":
+			fe.Field, fe.File, fe.Err = "Inputs", s.Inputs[name], err
+		case len(s.Texts) > 0:
+			fe.Field = "Texts"
+		case len(texts) > 0:
+			fe.Field = "TextFiles"
+		}
+		return nil, fe
+	}
 	if f.Description != "" {
 		return f, nil
 	}
@@ -630,6 +643,74 @@ func (s FeedSpec) Build(m *onnxpb.ModelProto, modelPath string) (*Feed, error) {
 		f.Description += fmt.Sprintf(" (random inputs, seed %d)", s.Seed)
 	}
 	return f, nil
+}
+
+// checkTokenInputs checks what the model's declarations and embedding
+// tables say of the inputs before any runtime sees them, so that bad data
+// is an input error naming the input rather than a kernel's failure deep
+// in the graph: inputs whose declared dimensions share a symbolic name
+// (sequence_length) have equal sizes there, and the integer inputs that
+// index an embedding table (token ids, token types, positions; found as
+// RandomInputs finds them) hold rows of it. It returns the input at fault
+// and what is wrong with it; of two that disagree, one given from a file
+// (files) is at fault rather than one made to fit the model.
+func checkTokenInputs(m *onnxpb.ModelProto, declared []Value, feed map[string]*onnx.Tensor, files map[string]string) (string, error) {
+	type binding struct {
+		input string
+		size  int
+	}
+	bound := map[string]binding{}
+	for _, v := range declared {
+		t := feed[v.Name]
+		if t == nil || len(v.Shape) != len(t.Shape) {
+			continue
+		}
+		for i, d := range v.Shape {
+			if d.Value >= 0 || d.Param == "" {
+				continue
+			}
+			b, ok := bound[d.Param]
+			if !ok {
+				bound[d.Param] = binding{v.Name, t.Shape[i]}
+				continue
+			}
+			if t.Shape[i] != b.size {
+				if files[v.Name] == "" && files[b.input] != "" {
+					return b.input, fmt.Errorf("shape %v has %s %d, but input %q has %s %d", feed[b.input].Shape, d.Param, b.size, v.Name, d.Param, t.Shape[i])
+				}
+				return v.Name, fmt.Errorf("shape %v has %s %d (dimension %d), but input %q has %s %d", t.Shape, d.Param, t.Shape[i], i, b.input, d.Param, b.size)
+			}
+		}
+	}
+	if m == nil || m.Graph == nil {
+		return "", nil
+	}
+	var ix *onnx.Index
+	for _, v := range declared {
+		t := feed[v.Name]
+		role := InputRole(v.Name)
+		if t == nil || (role != RoleIDs && role != RoleTokenType && role != RolePosition) {
+			continue
+		}
+		vals, err := t.AsInt64s()
+		if err != nil || t.DType == onnx.Bool {
+			continue // not integer indices
+		}
+		if ix == nil {
+			ix = onnx.NewIndex(m.Graph)
+		}
+		rows, ok := tableRows(ix, v.Name)
+		if !ok {
+			continue
+		}
+		for i, id := range vals {
+			if id < 0 || id >= rows {
+				what := map[string]string{RoleIDs: "token id", RoleTokenType: "token type", RolePosition: "position"}[role]
+				return v.Name, fmt.Errorf("%s %d (element %d) is outside the %d rows of the embedding table it indexes (0..%d)", what, id, i, rows, rows-1)
+			}
+		}
+	}
+	return "", nil
 }
 
 // check validates the spec on its own, before any file is read.

@@ -361,7 +361,7 @@ func (s *nativeSession) Run(inputs map[string]*onnx.Tensor, names ...string) (ma
 			s.record(pn.node, time.Since(t0))
 		}
 		if err != nil {
-			return nil, fmt.Errorf("infer: node %s: %v", nodeLabel(pn.node), err)
+			return nil, fmt.Errorf("infer: node %s: %w", nodeLabel(pn.node), err)
 		}
 		for j, i := range pn.out {
 			if i < 0 {

@@ -61,8 +61,37 @@ func NewIndex(g *onnxpb.GraphProto) *Index {
 }
 
 // NodeInputs returns the non-empty input names of n plus every outer-scope
-// name that n's subgraphs (If/Loop/Scan bodies) refer to, each once.
+// name that n's subgraphs (If/Loop/Scan bodies) refer to, each once. It
+// walks n's subgraphs once; a caller that asks for the nodes of every
+// level of a nest uses an outerRefs, which computes each subgraph's names
+// once for all of them.
 func NodeInputs(n *onnxpb.NodeProto) []string {
+	return outerRefs(nil).nodeInputs(n)
+}
+
+// outerRefs memoizes outerNames per subgraph for one walk over a model
+// that does not change it (nil: no memo).
+type outerRefs map[*onnxpb.GraphProto][]string
+
+// Refs memoizes the outer-scope names each subgraph reads, so that a walk
+// that asks for NodeInputs or TopoSort at every level of a nest of If or
+// Loop bodies costs each subgraph once rather than once per enclosing
+// level (quadratic in the depth). A Refs is valid while the graphs it has
+// seen are not modified.
+type Refs struct{ m outerRefs }
+
+// NewRefs returns an empty Refs.
+func NewRefs() *Refs { return &Refs{outerRefs{}} }
+
+// NodeInputs is NodeInputs with the subgraphs' names memoized.
+func (r *Refs) NodeInputs(n *onnxpb.NodeProto) []string { return r.m.nodeInputs(n) }
+
+// TopoSort is TopoSort with the subgraphs' names memoized.
+func (r *Refs) TopoSort(g *onnxpb.GraphProto) ([]*onnxpb.NodeProto, error) {
+	return topoSort(g, r.m)
+}
+
+func (r outerRefs) nodeInputs(n *onnxpb.NodeProto) []string {
 	seen := map[string]bool{}
 	var out []string
 	add := func(s string) {
@@ -76,12 +105,12 @@ func NodeInputs(n *onnxpb.NodeProto) []string {
 	}
 	for _, a := range n.Attribute {
 		if a.G != nil {
-			for _, s := range outerNames(a.G) {
+			for _, s := range r.outerNames(a.G) {
 				add(s)
 			}
 		}
 		for _, g := range a.Graphs {
-			for _, s := range outerNames(g) {
+			for _, s := range r.outerNames(g) {
 				add(s)
 			}
 		}
@@ -89,8 +118,12 @@ func NodeInputs(n *onnxpb.NodeProto) []string {
 	return out
 }
 
-// outerNames returns names a subgraph uses but does not define.
-func outerNames(g *onnxpb.GraphProto) []string {
+// outerNames returns the names a subgraph uses but does not define, each
+// once.
+func (r outerRefs) outerNames(g *onnxpb.GraphProto) []string {
+	if names, ok := r[g]; ok {
+		return names
+	}
 	defined := map[string]bool{}
 	for _, vi := range g.Input {
 		defined[vi.GetName()] = true
@@ -103,18 +136,23 @@ func outerNames(g *onnxpb.GraphProto) []string {
 			defined[o] = true
 		}
 	}
-	var out []string
+	out := []string{}
 	for _, n := range g.Node {
-		for _, in := range NodeInputs(n) {
+		for _, in := range r.nodeInputs(n) {
 			if !defined[in] {
+				defined[in] = true // listed once
 				out = append(out, in)
 			}
 		}
 	}
 	for _, o := range g.Output {
 		if !defined[o.GetName()] {
+			defined[o.GetName()] = true
 			out = append(out, o.GetName())
 		}
+	}
+	if r != nil {
+		r[g] = out
 	}
 	return out
 }
@@ -157,6 +195,11 @@ func ConstantNodeValue(n *onnxpb.NodeProto) (*Tensor, error) {
 // producers of its inputs. Among ready nodes the original order is kept. It
 // fails on a cycle, naming a node on it.
 func TopoSort(g *onnxpb.GraphProto) ([]*onnxpb.NodeProto, error) {
+	return topoSort(g, nil)
+}
+
+// topoSort is TopoSort with the subgraphs' outer names taken from refs.
+func topoSort(g *onnxpb.GraphProto, refs outerRefs) ([]*onnxpb.NodeProto, error) {
 	producer := map[string]int{}
 	for i, n := range g.Node {
 		for _, o := range n.Output {
@@ -169,7 +212,7 @@ func TopoSort(g *onnxpb.GraphProto) ([]*onnxpb.NodeProto, error) {
 	users := make([][]int, len(g.Node))
 	for i, n := range g.Node {
 		seen := map[int]bool{}
-		for _, in := range NodeInputs(n) {
+		for _, in := range refs.nodeInputs(n) {
 			if p, ok := producer[in]; ok && !seen[p] {
 				seen[p] = true
 				indeg[i]++

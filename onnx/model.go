@@ -1,11 +1,13 @@
 package onnx
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -41,22 +43,39 @@ func Load(path string) (*onnxpb.ModelProto, error) {
 	if st.IsDir() {
 		return nil, fmt.Errorf("onnx: %s is a directory, not a model file", path)
 	}
-	if st.Size() > MaxModelBytes {
-		return nil, fmt.Errorf("onnx: %s: %d bytes is larger than a protobuf model can be (%d); keep weights in external data", path, st.Size(), int64(MaxModelBytes))
+	// A pipe or a device has no size to trust (a FIFO's is 0): it is read
+	// to its end, at most one byte past MaxModelBytes, and decoded from
+	// memory.
+	var r io.Reader = f
+	var data []byte
+	size := st.Size()
+	if !st.Mode().IsRegular() {
+		if data, err = io.ReadAll(io.LimitReader(f, MaxModelBytes+1)); err != nil {
+			return nil, fmt.Errorf("onnx: reading %s: %w", path, err)
+		}
+		size, r = int64(len(data)), bytes.NewReader(data)
+	}
+	if size > MaxModelBytes {
+		what := fmt.Sprintf("%d bytes is", size)
+		if data != nil {
+			what = "more than that is"
+		}
+		return nil, fmt.Errorf("onnx: %s: %s larger than a protobuf model can be (%d); keep weights in external data", path, what, int64(MaxModelBytes))
 	}
 	// Weights are decoded one tensor at a time (see decodeStream); a file
 	// the streaming reader does not take apart is decoded whole, which
 	// also gives the canonical error for a bad one.
-	m, err := decodeStream(f, st.Size())
+	m, err := decodeStream(r, size)
 	if err == nil {
-		err = checkDecoded(m, st.Size())
+		err = checkDecoded(m, size)
 	} else {
-		var data []byte
-		if _, err = f.Seek(0, io.SeekStart); err == nil {
-			data, err = io.ReadAll(io.LimitReader(f, MaxModelBytes+1))
-		}
-		if err != nil {
-			return nil, fmt.Errorf("onnx: reading %s: %w", path, err)
+		if data == nil {
+			if _, err = f.Seek(0, io.SeekStart); err == nil {
+				data, err = io.ReadAll(io.LimitReader(f, MaxModelBytes+1))
+			}
+			if err != nil {
+				return nil, fmt.Errorf("onnx: reading %s: %w", path, err)
+			}
 		}
 		m, err = Decode(data)
 	}
@@ -225,15 +244,23 @@ func resolveInside(dir, rel string) (string, error) {
 // external_data entries of a tensor whose data_location is not EXTERNAL
 // point at nothing (ONNX ignores them); they are dropped so that no reader
 // of the loaded model takes them for a reference.
+//
+// Each byte of a file is read at most once: tensors whose ranges overlap
+// (several initializers on the same bytes, as a hostile or a deduplicating
+// exporter writes them) share one buffer, each raw_data a slice of it
+// capped at its own length. Nothing in the module writes into a tensor's
+// raw_data (decoding copies it, CloneShared shares it too). So the bytes
+// read are bounded by the files' sizes, whatever the tensors claim, and
+// their total is checked against MaxExternalBytes before any is read.
 func loadExternal(m *onnxpb.ModelProto, dir string) error {
-	var total int64
-	files := map[string]*os.File{}
-	defer func() {
-		for _, f := range files {
-			f.Close()
-		}
-	}()
-	return forEachModelTensor(m, func(t *onnxpb.TensorProto) error {
+	type ref struct {
+		t           *onnxpb.TensorProto
+		off, length int64
+	}
+	byFile := map[string][]ref{}
+	var paths []string // in first-use order, for deterministic reads
+	sizes := map[string]int64{}
+	err := forEachModelTensor(m, func(t *onnxpb.TensorProto) error {
 		if t == nil {
 			return nil
 		}
@@ -246,16 +273,15 @@ func loadExternal(m *onnxpb.ModelProto, dir string) error {
 		if err != nil {
 			return fmt.Errorf("tensor %q: external data: %w", t.GetName(), err)
 		}
-		f := files[p]
-		if f == nil {
-			if f, err = os.Open(p); err != nil {
+		size, ok := sizes[p]
+		if !ok {
+			st, err := os.Stat(p)
+			if err != nil {
 				return fmt.Errorf("tensor %q: external data: %w", t.GetName(), err)
 			}
-			files[p] = f
-		}
-		st, err := f.Stat()
-		if err != nil {
-			return err
+			size = st.Size()
+			sizes[p] = size
+			paths = append(paths, p)
 		}
 		var off, length int64
 		if s, ok := kv["offset"]; ok {
@@ -268,27 +294,76 @@ func loadExternal(m *onnxpb.ModelProto, dir string) error {
 				return fmt.Errorf("tensor %q: external data: bad length %q", t.GetName(), s)
 			}
 		} else {
-			length = st.Size() - off
+			length = size - off
 		}
-		if off > st.Size() || length > st.Size()-off {
-			return fmt.Errorf("tensor %q: external data: bytes %d..%d lie past the end of %s (%d bytes)", t.GetName(), off, off+length, kv["location"], st.Size())
+		if off > size || length > size-off {
+			return fmt.Errorf("tensor %q: external data: bytes %d..%d lie past the end of %s (%d bytes)", t.GetName(), off, off+length, kv["location"], size)
 		}
 		if want := expectedBytes(t); want >= 0 && want != length {
 			return fmt.Errorf("tensor %q: external data: %d bytes, shape %v needs %d", t.GetName(), length, t.GetDims(), want)
 		}
-		total += length
-		if total > MaxExternalBytes {
-			return fmt.Errorf("external data exceeds %d bytes", int64(MaxExternalBytes))
-		}
-		buf := make([]byte, length)
-		if _, err := f.ReadAt(buf, off); err != nil {
-			return fmt.Errorf("tensor %q: external data: %w", t.GetName(), err)
-		}
-		t.RawData = buf
-		t.ExternalData = nil
-		t.DataLocation = nil
+		byFile[p] = append(byFile[p], ref{t, off, length})
 		return nil
 	})
+	if err != nil {
+		return err
+	}
+	// Per file, the ranges merged where they overlap (not where they only
+	// touch: a tensor the caller drops should free its own bytes).
+	type span struct {
+		path       string
+		start, end int64
+		refs       []ref
+	}
+	var spans []span
+	var total int64
+	for _, p := range paths {
+		refs := byFile[p]
+		sort.SliceStable(refs, func(i, j int) bool { return refs[i].off < refs[j].off })
+		for _, r := range refs {
+			if n := len(spans); n > 0 && spans[n-1].path == p && r.off < spans[n-1].end {
+				sp := &spans[n-1]
+				if e := r.off + r.length; e > sp.end {
+					total += e - sp.end
+					sp.end = e
+				}
+				sp.refs = append(sp.refs, r)
+				continue
+			}
+			spans = append(spans, span{p, r.off, r.off + r.length, []ref{r}})
+			total += r.length
+		}
+	}
+	if total > MaxExternalBytes {
+		return fmt.Errorf("external data of %d distinct bytes exceeds %d bytes", total, int64(MaxExternalBytes))
+	}
+	var f *os.File
+	defer func() {
+		if f != nil {
+			f.Close()
+		}
+	}()
+	for _, sp := range spans {
+		if f == nil || f.Name() != sp.path {
+			if f != nil {
+				f.Close()
+			}
+			if f, err = os.Open(sp.path); err != nil {
+				return fmt.Errorf("tensor %q: external data: %w", sp.refs[0].t.GetName(), err)
+			}
+		}
+		buf := make([]byte, sp.end-sp.start)
+		if _, err := f.ReadAt(buf, sp.start); err != nil {
+			return fmt.Errorf("tensor %q: external data: %w", sp.refs[0].t.GetName(), err)
+		}
+		for _, r := range sp.refs {
+			a, b := r.off-sp.start, r.off-sp.start+r.length
+			r.t.RawData = buf[a:b:b]
+			r.t.ExternalData = nil
+			r.t.DataLocation = nil
+		}
+	}
+	return nil
 }
 
 // expectedBytes returns the raw byte size the tensor's shape and type need,

@@ -57,7 +57,7 @@ func (e *ValidationError) Is(target error) bool { return target == ErrInvalid }
 //
 // It returns nil or a *ValidationError naming each node or tensor at fault.
 func Validate(m *onnxpb.ModelProto) error {
-	v := &validator{}
+	v := &validator{refs: outerRefs{}}
 	if m.GetGraph() == nil {
 		v.add("model", "no graph")
 		return v.err()
@@ -119,6 +119,7 @@ func Validate(m *onnxpb.ModelProto) error {
 var implicitDomains = map[string]bool{"com.microsoft": true, "ai.onnx.ml": true, "com.microsoft.nchwc": true}
 
 type validator struct {
+	refs      outerRefs // the outer names of each subgraph, computed once
 	problems  []Problem
 	imported  map[string]bool
 	functions map[string]bool
@@ -182,11 +183,30 @@ func nodeWhere(n *onnxpb.NodeProto) string {
 	return fmt.Sprintf("node %q (%s)", n.GetName(), op)
 }
 
-// graph checks g; outer holds names visible from enclosing scopes.
-func (v *validator) graph(g *onnxpb.GraphProto, where string, outer map[string]bool) {
-	defined := map[string]bool{}
-	for k := range outer {
-		defined[k] = true
+// scope counts, per name, the enclosing graphs that define it: a graph
+// adds its names on entry and removes them on exit, so that a subgraph
+// nested d deep costs its own names, not a copy of the d scopes around it.
+type scope map[string]int
+
+func (s scope) push(names map[string]bool) {
+	for k := range names {
+		s[k]++
+	}
+}
+
+func (s scope) pop(names map[string]bool) {
+	for k := range names {
+		if s[k]--; s[k] <= 0 {
+			delete(s, k)
+		}
+	}
+}
+
+// graph checks g; outer holds the names visible from enclosing scopes (nil:
+// none, as for a subgraph of a function body's node).
+func (v *validator) graph(g *onnxpb.GraphProto, where string, outer scope) {
+	if outer == nil {
+		outer = scope{}
 	}
 	inits := map[string]bool{}
 	for _, t := range g.Initializer {
@@ -197,7 +217,6 @@ func (v *validator) graph(g *onnxpb.GraphProto, where string, outer map[string]b
 			v.add(where, fmt.Sprintf("initializer %q is defined twice", t.GetName()))
 		}
 		inits[t.GetName()] = true
-		defined[t.GetName()] = true
 	}
 	for _, st := range g.SparseInitializer {
 		if st.GetValues() == nil || st.GetIndices() == nil {
@@ -210,7 +229,6 @@ func (v *validator) graph(g *onnxpb.GraphProto, where string, outer map[string]b
 			v.add(where, fmt.Sprintf("initializer %q is defined twice", name))
 		}
 		inits[st.GetValues().GetName()] = true
-		defined[st.GetValues().GetName()] = true
 	}
 	inputs := map[string]bool{}
 	for _, in := range g.Input {
@@ -218,7 +236,6 @@ func (v *validator) graph(g *onnxpb.GraphProto, where string, outer map[string]b
 			v.add(where, fmt.Sprintf("input %q is listed twice among the graph inputs", in.GetName()))
 		}
 		inputs[in.GetName()] = true
-		defined[in.GetName()] = true
 	}
 	own := map[string]bool{} // produced in this graph
 	for _, n := range g.Node {
@@ -228,38 +245,36 @@ func (v *validator) graph(g *onnxpb.GraphProto, where string, outer map[string]b
 			}
 			if own[o] {
 				v.add(nodeWhere(n), fmt.Sprintf("output %q is produced by another node too", o))
-			} else if defined[o] && !outer[o] {
+			} else if (inits[o] || inputs[o]) && outer[o] == 0 {
 				v.add(nodeWhere(n), fmt.Sprintf("output %q shadows a graph input or initializer", o))
 			}
 			own[o] = true
 		}
 	}
-	all := map[string]bool{}
-	for k := range defined {
-		all[k] = true
-	}
-	for k := range own {
-		all[k] = true
+	for _, names := range []map[string]bool{inits, inputs, own} {
+		outer.push(names)
 	}
 	for _, n := range g.Node {
-		v.node(n, nil, all, where)
+		v.node(n, nil, outer, where)
 	}
 	for _, o := range g.Output {
-		if !all[o.GetName()] {
+		if outer[o.GetName()] == 0 {
 			v.add(where, fmt.Sprintf("output %q is not produced by any node", o.GetName()))
 		}
 	}
+	for _, names := range []map[string]bool{inits, inputs, own} {
+		outer.pop(names)
+	}
 	if len(v.problems) == 0 {
-		if _, err := TopoSort(g); err != nil {
+		if _, err := topoSort(g, v.refs); err != nil {
 			v.add(where, strings.TrimPrefix(err.Error(), "onnx: "))
 		}
 	}
 }
 
 // node checks one node. In a function body (defined != nil) names become
-// defined in order; in a graph (scope != nil) any name in scope is
-// available.
-func (v *validator) node(n *onnxpb.NodeProto, defined, scope map[string]bool, where string) {
+// defined in order; in a graph (in != nil) any name in scope is available.
+func (v *validator) node(n *onnxpb.NodeProto, defined map[string]bool, in scope, where string) {
 	w := nodeWhere(n)
 	d := n.GetDomain()
 	if d == "ai.onnx" {
@@ -277,13 +292,13 @@ func (v *validator) node(n *onnxpb.NodeProto, defined, scope map[string]bool, wh
 			v.add(w, fmt.Sprintf("op type %q is not an ONNX operator (default domain, opset %d)", n.GetOpType(), v.opset))
 		}
 	}
-	for _, in := range n.Input {
-		if in == "" {
+	for _, name := range n.Input {
+		if name == "" {
 			continue
 		}
-		ok := (defined != nil && defined[in]) || (scope != nil && scope[in])
+		ok := (defined != nil && defined[name]) || in[name] > 0
 		if !ok {
-			v.add(w, fmt.Sprintf("input %q is not a graph input, initializer or node output", in))
+			v.add(w, fmt.Sprintf("input %q is not a graph input, initializer or node output", name))
 		}
 	}
 	for _, a := range n.Attribute {
@@ -294,10 +309,10 @@ func (v *validator) node(n *onnxpb.NodeProto, defined, scope map[string]bool, wh
 			v.tensor(t)
 		}
 		if a.G != nil {
-			v.graph(a.G, w+" attribute "+a.GetName(), scope)
+			v.graph(a.G, w+" attribute "+a.GetName(), in)
 		}
 		for _, g := range a.Graphs {
-			v.graph(g, w+" attribute "+a.GetName(), scope)
+			v.graph(g, w+" attribute "+a.GetName(), in)
 		}
 	}
 	if defined != nil {

@@ -161,9 +161,9 @@ func arith(op int) Kernel {
 		if a.DType == onnx.Float16 || a.DType == onnx.BFloat16 {
 			return viaFloat32(ctx, in, arith(op))
 		}
-		p, err := makePlan2(a.Shape, b.Shape)
+		p, err := ctx.plan2(a.Shape, b.Shape, a.DType)
 		if err != nil {
-			return nil, ctx.errf("%v", err)
+			return nil, err
 		}
 		// One case per dtype, as in compare, variadic and selectInto below
 		// and in misc.go, einsum.go, reduce.go and sequence.go: Go needs
@@ -261,9 +261,9 @@ func pow(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
 	if x.DType == onnx.Float16 || x.DType == onnx.BFloat16 || y.DType == onnx.Float16 || y.DType == onnx.BFloat16 {
 		return viaFloat32(ctx, in, pow)
 	}
-	p, err := makePlan2(x.Shape, y.Shape)
+	p, err := ctx.plan2(x.Shape, y.Shape, x.DType)
 	if err != nil {
-		return nil, ctx.errf("%v", err)
+		return nil, err
 	}
 	ys, err := y.AsFloat64s()
 	if err != nil {
@@ -310,9 +310,9 @@ func prelu(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
 	if err != nil {
 		return nil, err
 	}
-	p, err := makePlan2(x.Shape, s.Shape)
+	p, err := ctx.plan2(x.Shape, s.Shape, x.DType)
 	if err != nil {
-		return nil, ctx.errf("%v", err)
+		return nil, err
 	}
 	var out any
 	switch x.DType {
@@ -357,9 +357,9 @@ func compare(pred func(int) bool, eq bool) Kernel {
 		if a.DType == onnx.Float16 || a.DType == onnx.BFloat16 {
 			return k(ctx, []*onnx.Tensor{toFloat32(a), toFloat32(b)})
 		}
-		p, err := makePlan2(a.Shape, b.Shape)
+		p, err := ctx.plan2(a.Shape, b.Shape, onnx.Bool)
 		if err != nil {
-			return nil, ctx.errf("%v", err)
+			return nil, err
 		}
 		var out []bool
 		switch a.DType {
@@ -410,9 +410,9 @@ func logic(f func(x, y bool) bool) Kernel {
 		if a.DType != onnx.Bool || b.DType != onnx.Bool {
 			return nil, ctx.errf("inputs must be bool, got %s and %s", a, b)
 		}
-		p, err := makePlan2(a.Shape, b.Shape)
+		p, err := ctx.plan2(a.Shape, b.Shape, onnx.Bool)
 		if err != nil {
-			return nil, ctx.errf("%v", err)
+			return nil, err
 		}
 		return []*onnx.Tensor{{DType: onnx.Bool, Shape: p.Out, Data: apply2(p, a.Bools(), b.Bools(), elementwise(f))}}, nil
 	}
@@ -435,9 +435,9 @@ func minNaN[T number](x, y T) T {
 func foldT[T number](ctx *Context, op string, in []*onnx.Tensor) (*onnx.Tensor, error) {
 	acc := in[0]
 	for _, t := range in[1:] {
-		p, err := makePlan2(acc.Shape, t.Shape)
+		p, err := ctx.plan2(acc.Shape, t.Shape, acc.DType)
 		if err != nil {
-			return nil, ctx.errf("%v", err)
+			return nil, err
 		}
 		a, b := acc.Data.([]T), t.Data.([]T)
 		var out []T
@@ -521,6 +521,9 @@ func where(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
 	shape, err := broadcastShapes(c.Shape, x.Shape, y.Shape)
 	if err != nil {
 		return nil, ctx.errf("%v", err)
+	}
+	if err := ctx.budget("output", x.DType, shape); err != nil {
+		return nil, err
 	}
 	cb, err := broadcastTo(c, shape)
 	if err != nil {

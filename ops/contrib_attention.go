@@ -9,8 +9,8 @@ import (
 )
 
 func init() {
-	Register(msDomain, "Attention", 1, msAttention)
-	Register(msDomain, "MultiHeadAttention", 1, multiHeadAttention)
+	Register(msDomain, "Attention", 1, halfWidened(msAttention))
+	Register(msDomain, "MultiHeadAttention", 1, halfWidened(multiHeadAttention))
 }
 
 // attnProblem is multi-head scaled dot-product attention on contiguous
@@ -277,6 +277,9 @@ func msAttention(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
 		return nil, err
 	}
 	p.out = make([]float32, b*s*hv)
+	if err := ctx.budgetBytes("scores buffer", int64(p.s)*int64(p.t), 4); err != nil {
+		return nil, err
+	}
 	if err := p.run(); err != nil {
 		return nil, ctx.errf("%v", err)
 	}
@@ -452,6 +455,9 @@ func multiHeadAttention(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error)
 		return nil, ctx.errf("key/value sequence length is 0")
 	}
 	p.out = make([]float32, p.b*p.s*n*p.dv)
+	if err := ctx.budgetBytes("scores buffer", int64(p.s)*int64(p.t), 4); err != nil {
+		return nil, err
+	}
 	if err := p.run(); err != nil {
 		return nil, ctx.errf("%v", err)
 	}

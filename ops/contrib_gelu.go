@@ -8,10 +8,10 @@ import (
 )
 
 func init() {
-	Register(msDomain, "Gelu", 1, msGelu)
-	Register(msDomain, "BiasGelu", 1, biasGelu)
-	Register(msDomain, "FastGelu", 1, fastGelu)
-	Register(msDomain, "FusedMatMul", 1, fusedMatMul)
+	Register(msDomain, "Gelu", 1, halfWidened(msGelu))
+	Register(msDomain, "BiasGelu", 1, halfWidened(biasGelu))
+	Register(msDomain, "FastGelu", 1, halfWidened(fastGelu))
+	Register(msDomain, "FusedMatMul", 1, halfWidened(fusedMatMul))
 }
 
 // geluErf is the exact GELU, x·Φ(x), computed in float64.
@@ -129,6 +129,9 @@ func batchedGemm(ctx *Context, abatch, bbatch []int, a, b []float32, ta, tb bool
 	batch, err := broadcastShapes(abatch, bbatch)
 	if err != nil {
 		return nil, ctx.errf("batch dimensions: %v", err)
+	}
+	if err := ctx.budget("output", onnx.Float, append(cloneShape(batch), m, n)); err != nil {
+		return nil, err
 	}
 	nb := prod(batch)
 	out := make([]float32, nb*m*n)

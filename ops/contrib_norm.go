@@ -14,8 +14,8 @@ import (
 const msDomain = "com.microsoft"
 
 func init() {
-	Register(msDomain, "SkipLayerNormalization", 1, skipLayerNorm)
-	Register(msDomain, "EmbedLayerNormalization", 1, embedLayerNorm)
+	Register(msDomain, "SkipLayerNormalization", 1, halfWidened(skipLayerNorm))
+	Register(msDomain, "EmbedLayerNormalization", 1, halfWidened(embedLayerNorm))
 }
 
 // floatsOf returns the float32 data of an input or an error naming it.

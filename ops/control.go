@@ -49,7 +49,13 @@ func (ctx *Context) opsetFor(domain string) int64 {
 // subgraphs too, so that an unsupported op anywhere is reported now) and
 // decodes its initializers. opset gives the version of each domain.
 func CompileSubgraph(g *onnxpb.GraphProto, opset func(domain string) int64) (*Subgraph, error) {
-	nodes, err := onnx.TopoSort(g)
+	return compileSubgraph(g, opset, onnx.NewRefs())
+}
+
+// compileSubgraph is CompileSubgraph sharing refs with the levels around
+// it, so that a nest of subgraphs costs each one once.
+func compileSubgraph(g *onnxpb.GraphProto, opset func(domain string) int64, refs *onnx.Refs) (*Subgraph, error) {
+	nodes, err := refs.TopoSort(g)
 	if err != nil {
 		return nil, err
 	}
@@ -62,7 +68,7 @@ func CompileSubgraph(g *onnxpb.GraphProto, opset func(domain string) int64) (*Su
 		}
 		sg.kernel = append(sg.kernel, k)
 		sg.opset = append(sg.opset, v)
-		if sg.nested[i], err = CompileAttributes(n, opset); err != nil {
+		if sg.nested[i], err = compileAttributes(n, opset, refs); err != nil {
 			return nil, err
 		}
 	}
@@ -79,13 +85,17 @@ func CompileSubgraph(g *onnxpb.GraphProto, opset func(domain string) int64) (*Su
 // CompileAttributes prepares every graph attribute of n (nil when it has
 // none).
 func CompileAttributes(n *onnxpb.NodeProto, opset func(domain string) int64) (map[*onnxpb.GraphProto]*Subgraph, error) {
+	return compileAttributes(n, opset, onnx.NewRefs())
+}
+
+func compileAttributes(n *onnxpb.NodeProto, opset func(domain string) int64, refs *onnx.Refs) (map[*onnxpb.GraphProto]*Subgraph, error) {
 	var out map[*onnxpb.GraphProto]*Subgraph
 	for _, a := range n.Attribute {
 		for _, g := range append([]*onnxpb.GraphProto{a.G}, a.Graphs...) {
 			if g == nil {
 				continue
 			}
-			sg, err := CompileSubgraph(g, opset)
+			sg, err := compileSubgraph(g, opset, refs)
 			if err != nil {
 				return nil, fmtErr("attribute %s: %v", a.GetName(), err)
 			}
@@ -288,7 +298,12 @@ func loopOp(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
 		condT = out[0]
 		copy(carried, out[1:1+nCarried])
 		for k := range scans {
-			scans[k] = append(scans[k], out[1+nCarried+k])
+			t := out[1+nCarried+k]
+			// The parts so far, stacked at the end, stay within the budget.
+			if err := ctx.budget("stacked scan output", t.DType, append([]int{int(it) + 1}, t.Shape...)); err != nil {
+				return nil, err
+			}
+			scans[k] = append(scans[k], t)
 		}
 	}
 	res := append([]*onnx.Tensor{}, carried...)

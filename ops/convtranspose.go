@@ -180,6 +180,12 @@ func convTranspose(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The column buffer (one per worker): output channels of a group ×
+	// kernel positions × input positions, which can exceed both inputs.
+	cols := int64(p.m/p.groups) * int64(prod(p.g.kernel)) * int64(prod(p.g.in))
+	if err := ctx.budgetBytes("column buffer", cols*int64(max(1, ctx.threads())), int64(onnx.ElemSize(x.DType))); err != nil {
+		return nil, err
+	}
 	switch xd := x.Data.(type) {
 	case []float32:
 		var bd []float32

@@ -148,10 +148,16 @@ func einsum(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
 		}
 		shape[k] = s
 	}
+	if err := ctx.budget("output", dt, shape); err != nil {
+		return nil, err
+	}
 	if dt == onnx.Float && len(in) == 2 {
 		if out, ok := einsumGemm(ctx, sp, in, size, shape); ok {
 			return []*onnx.Tensor{out}, nil
 		}
+	}
+	if err := ctx.budget("accumulator", onnx.Double, shape); err != nil {
+		return nil, err
 	}
 	var data any
 	switch dt {

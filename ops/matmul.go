@@ -47,6 +47,9 @@ func matMul(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
 	// Matrix offsets of each batch entry in a and b.
 	sa, sb := bstrides(as[:len(as)-2], batch), bstrides(bs[:len(bs)-2], batch)
 	nb := prod(batch)
+	if err := ctx.budgetBytes("batch offsets", int64(nb), 8); err != nil {
+		return nil, err
+	}
 	aoff, boff := make([]int, nb), make([]int, nb)
 	idx := make([]int, len(batch))
 	for i := range nb {

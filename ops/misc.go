@@ -73,9 +73,9 @@ func mod(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
 			}
 		}
 	}
-	p, err := makePlan2(a.Shape, b.Shape)
+	p, err := ctx.plan2(a.Shape, b.Shape, a.DType)
 	if err != nil {
-		return nil, ctx.errf("%v", err)
+		return nil, err
 	}
 	// One case per dtype, as in shift below and arith in binary.go.
 	var out any
@@ -128,9 +128,9 @@ func bitShift(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
 	default:
 		return nil, ctx.errf("direction must be LEFT or RIGHT, got %q", dir)
 	}
-	p, err := makePlan2(a.Shape, b.Shape)
+	p, err := ctx.plan2(a.Shape, b.Shape, a.DType)
 	if err != nil {
-		return nil, ctx.errf("%v", err)
+		return nil, err
 	}
 	var out any
 	switch a.DType {

@@ -570,6 +570,9 @@ func (ctx *Context) padIndex(in, out, before []int, mode string) ([]int, error) 
 	}
 	xs := stridesOf(in)
 	n := prod(out)
+	if err := ctx.budgetBytes("index", int64(n), 8); err != nil {
+		return nil, err
+	}
 	idx := make([]int, n)
 	pos := make([]int, r)
 	for j := range n {

@@ -366,7 +366,7 @@ func TestPerformerValidateReportsGuardedRows(t *testing.T) {
 	}
 	feed := map[string]*onnx.Tensor{"Q": q, "K": k, "V": v, "Omega": omega, "key_bias": bias}
 	m := oneNodeModel(t, ops.NewPerformerNode("perf", []string{"Q", "K", "V", "Omega", "key_bias"}, "out", a), fn, 17, feed)
-	val, err := infer.ValidateOps(m, feed, infer.ValidateOptions{Backend: "native"})
+	val, err := infer.ValidateOps(m, feed, infer.ValidateOptions{Backend: "native", MaxGuarded: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -380,5 +380,13 @@ func TestPerformerValidateReportsGuardedRows(t *testing.T) {
 	}
 	if !strings.Contains(sb.String(), fmt.Sprintf("%d of 36 output rows decided by the denominator guard", want)) {
 		t.Errorf("table does not report the guarded rows:\n%s", sb.String())
+	}
+	// With the default share (5%) so many guarded rows fail the check.
+	val, err = infer.ValidateOps(m, feed, infer.ValidateOptions{Backend: "native"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want*20 > 36 && (val.OK() || !strings.Contains(val.Checks[0].Error, fmt.Sprintf("%d of 36 output rows", want))) {
+		t.Errorf("%d of 36 rows guarded passed the default check: %+v", want, val.Checks[0])
 	}
 }

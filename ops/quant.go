@@ -800,9 +800,9 @@ func (ctx *Context) scaleProduct(as, bs *onnx.Tensor, out []int) (*onnx.Tensor, 
 	if err != nil {
 		return nil, err
 	}
-	p, err := makePlan2(as.Shape, bs.Shape)
+	p, err := ctx.plan2(as.Shape, bs.Shape, onnx.Float)
 	if err != nil {
-		return nil, ctx.errf("a_scale and b_scale: %v", err)
+		return nil, err
 	}
 	if s, err := broadcastShapes(p.Out, out); err != nil || !sameShape(s, out) {
 		return nil, ctx.errf("scales %v and %v do not broadcast to the output %v", as.Shape, bs.Shape, out)

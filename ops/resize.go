@@ -239,6 +239,11 @@ func resize(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
 		if identityTaps(tables[ax], shape[ax]) {
 			continue
 		}
+		next := cloneShape(shape)
+		next[ax] = len(tables[ax])
+		if err := ctx.budget("interpolation buffer", onnx.Double, next); err != nil {
+			return nil, err
+		}
 		cur, shape = resizeAxis(cur, shape, ax, tables[ax])
 	}
 	if coord == "tf_crop_and_resize" {

@@ -42,6 +42,9 @@ func rangeOp(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
 			return nil, ctx.errf("input %d must be a scalar of type %s, got %s", i, onnx.TypeName(dt), t)
 		}
 	}
+	if err := ctx.rangeBudget(in, dt); err != nil {
+		return nil, err
+	}
 	var data any
 	switch dt {
 	case onnx.Float:

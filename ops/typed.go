@@ -74,9 +74,10 @@ func renameAll(names []string, rename map[string]string) {
 	}
 }
 
-// halfWidened lets a float32 kernel of a custom op take float16 and
-// bfloat16 inputs: they are widened to float32 and the outputs narrowed to
-// Q's type, as the typed function bodies do.
+// halfWidened lets a float32 kernel take float16 and bfloat16 inputs:
+// they are widened to float32 and the float outputs narrowed back, as the
+// typed function bodies do. It serves the custom ops and onnxruntime's
+// contrib ops, which published fp16 models hold.
 func halfWidened(k Kernel) Kernel {
 	return func(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
 		wide, copied := in, false
@@ -90,12 +91,28 @@ func halfWidened(k Kernel) Kernel {
 			wide[i] = toFloat32(t)
 		}
 		out, err := k(ctx, wide)
-		if err != nil || len(in) == 0 || in[0] == nil || in[0].DType == onnx.Float {
+		if err != nil || !copied {
 			return out, err
+		}
+		// Outputs take Q's type (the first input's), or for an op whose
+		// first input is not a float (EmbedLayerNormalization's ids) the
+		// first half-precision input's.
+		dt := onnx.Float
+		for _, t := range in {
+			if t != nil && (t.DType == onnx.Float16 || t.DType == onnx.BFloat16) {
+				dt = t.DType
+				break
+			}
+			if t != nil && t.DType == onnx.Float {
+				break
+			}
+		}
+		if dt == onnx.Float {
+			return out, nil
 		}
 		for i, t := range out {
 			if t != nil && t.DType == onnx.Float {
-				out[i] = fromFloat32(t, in[0].DType)
+				out[i] = fromFloat32(t, dt)
 			}
 		}
 		return out, nil

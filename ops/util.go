@@ -7,18 +7,42 @@ import (
 	"github.com/linearize/linearize/onnx/onnxpb"
 )
 
-// errf returns an error naming the op and node the kernel computes.
+// errf returns an error naming the op and node the kernel computes. It
+// wraps the errors among args (whatever their verb), so that a sentinel
+// such as ErrTensorBudget survives a subgraph's or a caller's errf.
 func (ctx *Context) errf(format string, args ...any) error {
+	var wrapped []error
+	for _, a := range args {
+		if e, ok := a.(error); ok {
+			wrapped = append(wrapped, e)
+		}
+	}
+	return ctx.wrapErr(wrapped, fmt.Sprintf(format, args...))
+}
+
+// wrapErr returns an error with errf's prefix and message msg that wraps
+// the errors in wrapped.
+func (ctx *Context) wrapErr(wrapped []error, msg string) error {
 	op, name := "?", ""
 	if ctx != nil && ctx.Node != nil {
 		op, name = ctx.Node.GetOpType(), ctx.Node.GetName()
 	}
-	msg := fmt.Sprintf(format, args...)
 	if name != "" {
-		return fmt.Errorf("ops: %s node %q: %s", op, name, msg)
+		msg = fmt.Sprintf("ops: %s node %q: %s", op, name, msg)
+	} else {
+		msg = fmt.Sprintf("ops: %s: %s", op, msg)
 	}
-	return fmt.Errorf("ops: %s: %s", op, msg)
+	return &kernelError{msg: msg, wrapped: wrapped}
 }
+
+// kernelError is errf's error: a message and the errors it wraps.
+type kernelError struct {
+	msg     string
+	wrapped []error
+}
+
+func (e *kernelError) Error() string   { return e.msg }
+func (e *kernelError) Unwrap() []error { return e.wrapped }
 
 // attrInt, attrFloat, attrInts and attrString read attributes of the node
 // being computed; they tolerate a nil node so that kernels can be called
@@ -214,6 +238,9 @@ const maxElements = 1 << 31
 
 // newTensor allocates a zero tensor; shape must be valid.
 func (ctx *Context) newTensor(dt onnx.DataType, shape []int) (*onnx.Tensor, error) {
+	if err := ctx.budget("output", dt, shape); err != nil {
+		return nil, err
+	}
 	if n := onnx.NumElements(shape); n < 0 || n > maxElements {
 		return nil, ctx.errf("invalid output shape %v (more than %d elements)", shape, maxElements)
 	}

@@ -85,6 +85,9 @@ func runCompare(args []string, stdout io.Writer) error {
 	if err := mc.WriteTable(stdout); err != nil {
 		return err
 	}
+	if note := fullyMaskedNote(in); note != "" {
+		fmt.Fprintln(stdout, note)
+	}
 	if len(models) < 3 {
 		return nil
 	}

@@ -95,22 +95,30 @@ func oneLine(err error) error {
 	return errors.New(strings.Join(strings.Fields(msg), " "))
 }
 
-// tensorStats summarizes a numeric tensor as "min … max … mean …".
+// tensorStats summarizes a numeric tensor as "min … max … mean …". A
+// float32 tensor is read in place (a float64 copy would double an output
+// that may take a good share of the memory).
 func tensorStats(t *onnx.Tensor) string {
-	v, err := t.AsFloat64s()
-	if err != nil || len(v) == 0 {
+	n, at := 0, func(int) float64 { return 0 }
+	if f := t.Floats(); f != nil {
+		n, at = len(f), func(i int) float64 { return float64(f[i]) }
+	} else if v, err := t.AsFloat64s(); err == nil {
+		n, at = len(v), func(i int) float64 { return v[i] }
+	}
+	if n == 0 {
 		return ""
 	}
 	lo, hi, sum := math.Inf(1), math.Inf(-1), 0.0
 	nan := 0
-	for _, x := range v {
+	for i := range n {
+		x := at(i)
 		if math.IsNaN(x) {
 			nan++
 			continue
 		}
 		lo, hi, sum = math.Min(lo, x), math.Max(hi, x), sum+x
 	}
-	s := fmt.Sprintf("min %.6g max %.6g mean %.6g", lo, hi, sum/float64(len(v)-nan))
+	s := fmt.Sprintf("min %.6g max %.6g mean %.6g", lo, hi, sum/float64(n-nan))
 	if nan > 0 {
 		s += fmt.Sprintf(" (%d NaN)", nan)
 	}

@@ -70,6 +70,9 @@ func runValidate(args []string, stdout io.Writer) error {
 		if err := v.WriteTable(stdout); err != nil {
 			return runtimeFailure(err)
 		}
+		if note := fullyMaskedNote(in); note != "" {
+			fmt.Fprintln(stdout, note)
+		}
 	}
 	if !v.OK() {
 		return runtimeFailure(fmt.Errorf("%d of %d converted ops fail (disagree beyond tolerance %g, or the estimator's guard decided more than %g of the rows)", v.Failed(), len(v.Checks), *tol, *guarded))

@@ -184,3 +184,32 @@ func (f *intFlag) Set(v string) error {
 	*f.p = n
 	return nil
 }
+
+// fullyMaskedNote says which batch rows of in have every token masked
+// (docs/ops.md, "Rows whose every key is masked"), or returns "" when none
+// has or the feed has no mask. validate and compare print it: on such a
+// row the original model's attention output is an artifact of its mask
+// constant and the converted ops give 0, so the two differ there by
+// design.
+func fullyMaskedNote(in *infer.Feed) string {
+	if in == nil || in.Batch <= 0 || in.SeqLen <= 0 || len(in.Mask) != in.Batch*in.SeqLen {
+		return ""
+	}
+	var rows []string
+	for b := range in.Batch {
+		masked := true
+		for _, v := range in.Mask[b*in.SeqLen : (b+1)*in.SeqLen] {
+			if v != 0 {
+				masked = false
+				break
+			}
+		}
+		if masked {
+			rows = append(rows, strconv.Itoa(b))
+		}
+	}
+	if len(rows) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("note: batch row %s has every token masked: there the original's attention averages all keys (with a large negative mask such as float32's minimum; with −10000 it ignores the mask) while the converted ops give 0, so outputs differ on that row by design (docs/ops.md, \"Rows whose every key is masked\")", strings.Join(rows, ", "))
+}

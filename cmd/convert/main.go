@@ -13,7 +13,9 @@
 //	2 bad input: a file the command line names is missing, unreadable or
 //	  invalid (model, input or text file, tokenizer, -o's folder), or the
 //	  model does not fit the flags (nothing to convert, a --layers index
-//	  past its blocks, an input it does not have);
+//	  past its blocks, an input it does not have), or the native backend
+//	  refused a tensor the model asks for beyond the tensor budget
+//	  (ops.MaxTensorBytes, $LINEARIZE_MAX_TENSOR_BYTES);
 //	3 runtime failure: a backend failed, backends or ops disagree beyond
 //	  --tolerance;
 //	129, 130, 143 (128 + the signal's number): stopped by SIGHUP, SIGINT
@@ -52,6 +54,7 @@ import (
 	"github.com/linearize/linearize/infer"
 	"github.com/linearize/linearize/internal/benchrun"
 	"github.com/linearize/linearize/internal/fsutil"
+	"github.com/linearize/linearize/ops"
 )
 
 // Exit codes.
@@ -246,7 +249,7 @@ func mainUsage(w io.Writer) {
 }
 
 // exitCodesHelp ends every usage text (see the package comment).
-const exitCodesHelp = "Exit codes: 0 ok, 1 usage (unknown flag, bad flag value or argument), 2 bad input (a file, or a model the flags do not fit), 3 runtime failure, 129/130/143 stopped by SIGHUP/SIGINT/SIGTERM."
+const exitCodesHelp = "Exit codes: 0 ok, 1 usage (unknown flag, bad flag value or argument), 2 bad input (a file, its data, or a model the flags do not fit or that asks for more memory than the tensor budget), 3 runtime failure, 129/130/143 stopped by SIGHUP/SIGINT/SIGTERM."
 
 // shortFlags are the flags written with one dash: -o (output) and -q
 // (quiet), as in most tools; every other flag is written --NAME.
@@ -323,6 +326,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		mainUsage(stderr)
 		return exitUsage
 	}
+	if _, err := ops.DefaultMaxTensorBytes(); err != nil {
+		fmt.Fprintf(stderr, "convert %s: %v\n", c.name, err)
+		return exitUsage
+	}
 	inName, inSize := largestFile(args[1:])
 	boundMemory(c, inSize)
 	start := time.Now()
@@ -344,6 +351,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case errors.Is(err, convert.ErrNothingConverted):
 		// A rewrite that converted nothing wrote nothing: the model is
 		// not one the command can convert (the message says why).
+		return exitBadInput
+	case errors.Is(err, ops.ErrTensorBudget):
+		// The model asks the native backend for a tensor larger than the
+		// tensor budget: the input is at fault, whichever command ran it.
 		return exitBadInput
 	case errors.As(err, &ee):
 		return ee.code

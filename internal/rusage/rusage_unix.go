@@ -19,3 +19,16 @@ func PeakRSS() int64 {
 	}
 	return int64(ru.Maxrss) << 10
 }
+
+// addressSpaceLimit returns the soft RLIMIT_AS (ulimit -v) in bytes, or 0
+// when unlimited or unreadable.
+func addressSpaceLimit() int64 {
+	var rl syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_AS, &rl); err != nil {
+		return 0
+	}
+	if rl.Cur == 0 || rl.Cur >= 1<<62 { // RLIM_INFINITY
+		return 0
+	}
+	return int64(rl.Cur)
+}
