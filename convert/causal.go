@@ -178,6 +178,9 @@ func causalConvertible(b *Block, facts *graphfacts.Facts) (why string, ok bool) 
 	if b.core.folded {
 		return "causal mask on heads folded into the batch ([B·H,S,S] scores): its padding part cannot be read per batch for the causal Performer", false
 	}
+	if b.core.single {
+		return "causal single-head attention ([B,S,S] scores, no head axis): the causal Performer's key bias is read from masks over [B,H,S,S] scores", false
+	}
 	perKey := 0
 	for _, bt := range b.core.biases {
 		switch bt.kind {
@@ -187,6 +190,9 @@ func causalConvertible(b *Block, facts *graphfacts.Facts) (why string, ok bool) 
 			}
 		case BiasPerKey:
 			perKey++
+			if bt.keyRank != 0 {
+				return fmt.Sprintf("causal mask plus a rank-%d per-key mask %q: the causal Performer adds per-key terms to the [B,1,1,S] padding row of the causal mask", bt.keyRank, bt.value), false
+			}
 			if bt.where && bt.maskedFill() > maskThreshold {
 				return fmt.Sprintf("Where %s fills masked scores with %g, not a large negative value; it is not an additive mask", nodeName(bt.node), bt.fill), false
 			}

@@ -47,6 +47,12 @@ type Block struct {
 	// BiasValue names the value that carries the per-key bias or mask.
 	BiasValue string `json:"bias_value,omitempty"`
 	Causal    bool   `json:"causal"`
+	// Cross: cross-attention, the queries projected from another sequence
+	// than the keys and values (a decoder reading the encoder, T5's
+	// EncDecAttention): the query and key lengths may differ. Performer
+	// and Linformer convert it; the ops that attend within one sequence
+	// (local+pooled, LARA, Hedgehog) refuse it (SelfAttentionOnly).
+	Cross bool `json:"cross,omitempty"`
 	// Convertible is true when the block can be replaced exactly by a
 	// linear-attention op; Reason says why not otherwise.
 	Convertible bool   `json:"convertible"`
@@ -79,6 +85,20 @@ type Block struct {
 	// causalOnly: the block was refused for its causal mask and nothing
 	// else when the mask was read (see causal.go).
 	causalOnly bool
+}
+
+// selfAttentionOps attend within one sequence: their queries are the
+// keys' own positions (local blocks, segments and sinks over them).
+var selfAttentionOps = map[string]bool{ops.LocalPooledOp: true, ops.LaraOp: true, ops.HedgehogOp: true}
+
+// SelfAttentionOnly returns why op cannot replace block b, "" when it
+// can: a cross-attention block (Block.Cross) for an op that attends
+// within one sequence.
+func SelfAttentionOnly(op string, b *Block) string {
+	if !b.Cross || !selfAttentionOps[op] {
+		return ""
+	}
+	return fmt.Sprintf("cross-attention (queries from another sequence than the keys, whose lengths may differ): %s attends within one sequence (the queries' own positions); Performer and Linformer convert it", op)
 }
 
 // Projection is a linear projection X·W (+ B) a block's Q, K or V is
@@ -172,30 +192,16 @@ func detect(m *onnxpb.ModelProto) (d *Detection, analysed *onnxpb.ModelProto, er
 	ix := onnx.NewIndex(g)
 	mt := &matcher{Facts: graphfacts.New(ix, onnx.OpsetVersion(analysed, ""))}
 	for _, n := range order {
-		var b *Block
-		var reason string
 		if n.GetDomain() == ops.Domain {
 			d.Linear = append(d.Linear, LinearNode{Node: nodeName(n), Op: ops.Domain + ":" + n.GetOpType()})
 			continue
 		}
-		if len(n.Output) == 0 || n.Output[0] == "" || len(n.Input) == 0 {
-			if n.GetOpType() == "Softmax" || n.GetOpType() == "Attention" || n.GetOpType() == "MultiHeadAttention" {
-				d.Unmatched = append(d.Unmatched, Unmatched{Softmax: nodeName(n), Reason: "node has no input or output"})
-			}
+		b, reason, anchor := mt.matchAnchor(n)
+		if !anchor {
 			continue
 		}
-		switch {
-		case n.GetOpType() == "Softmax" && defaultDomain(n):
-			b, reason = mt.matchSoftmax(n)
-			if b == nil && mt.linear != "" {
-				d.Linear = append(d.Linear, LinearNode{Node: nodeName(n), Op: mt.linear})
-			}
-		case n.GetDomain() == "com.microsoft" && n.GetOpType() == "Attention":
-			b = mt.matchFusedAttention(n)
-		case n.GetDomain() == "com.microsoft" && n.GetOpType() == "MultiHeadAttention":
-			b = mt.matchFusedMHA(n)
-		default:
-			continue
+		if b == nil && mt.linear != "" {
+			d.Linear = append(d.Linear, LinearNode{Node: nodeName(n), Op: mt.linear})
 		}
 		if b == nil {
 			d.Unmatched = append(d.Unmatched, Unmatched{Softmax: nodeName(n), Reason: reason})
@@ -206,8 +212,50 @@ func detect(m *onnxpb.ModelProto) (d *Detection, analysed *onnxpb.ModelProto, er
 		d.Blocks = append(d.Blocks, b)
 	}
 	d.markInlined(g, ix) // inlined linear-attention bodies (inlined.go)
-	// Attention left inside model-local functions (inlining failed): found
-	// and reported, not converted.
+	d.detectInFunctions(analysed, mt.Opset, len(order), ierr)
+	sort.SliceStable(d.Blocks, func(i, j int) bool { return d.Blocks[i].order < d.Blocks[j].order })
+	for i, b := range d.Blocks {
+		b.Layer = i
+	}
+	d.Notes = overruledNotes(mt.Facts)
+	return d, analysed, nil
+}
+
+// fusedAnchors are onnxruntime's fused attention nodes (com.microsoft)
+// and how each is read.
+var fusedAnchors = map[string]func(*matcher, *onnxpb.NodeProto) *Block{
+	"Attention":          (*matcher).matchFusedAttention,
+	"QAttention":         (*matcher).matchFusedAttention,
+	"MultiHeadAttention": (*matcher).matchFusedMHA,
+}
+
+// matchAnchor matches the core n anchors: a default-domain Softmax or a
+// fused attention node (anchor true), the block or why there is none;
+// anchor is false for any other node.
+func (mt *matcher) matchAnchor(n *onnxpb.NodeProto) (b *Block, reason string, anchor bool) {
+	mt.linear = ""
+	softmax := n.GetOpType() == "Softmax" && defaultDomain(n)
+	fused := fusedAnchors[n.GetOpType()]
+	if n.GetDomain() != "com.microsoft" {
+		fused = nil
+	}
+	if !softmax && fused == nil {
+		return nil, "", false
+	}
+	if len(n.Output) == 0 || n.Output[0] == "" || len(n.Input) == 0 {
+		return nil, "node has no input or output", true
+	}
+	if softmax {
+		b, reason = mt.matchSoftmax(n)
+		return b, reason, true
+	}
+	return fused(mt, n), "", true
+}
+
+// detectInFunctions finds attention left inside model-local functions
+// (inlining failed, with ierr): found and reported, not converted; their
+// blocks are ordered after the graph's n nodes.
+func (d *Detection) detectInFunctions(analysed *onnxpb.ModelProto, opset int64, n int, ierr error) {
 	for _, f := range analysed.Functions {
 		if f.GetDomain() == ops.Domain {
 			continue // the definition of a linear-attention op
@@ -221,18 +269,18 @@ func detect(m *onnxpb.ModelProto) (d *Detection, analysed *onnxpb.ModelProto, er
 			name := out
 			fg.Output = append(fg.Output, &onnxpb.ValueInfoProto{Name: &name})
 		}
-		fm := &matcher{Facts: graphfacts.New(onnx.NewIndex(fg), mt.Opset)}
-		for i, n := range f.Node {
-			if n.GetOpType() != "Softmax" || !defaultDomain(n) || len(n.Output) == 0 || n.Output[0] == "" {
+		fm := &matcher{Facts: graphfacts.New(onnx.NewIndex(fg), opset)}
+		for i, node := range f.Node {
+			if node.GetOpType() != "Softmax" || !defaultDomain(node) || len(node.Output) == 0 || node.Output[0] == "" {
 				continue
 			}
-			b, reason := fm.matchSoftmax(n)
+			b, reason := fm.matchSoftmax(node)
 			if b == nil {
-				d.Unmatched = append(d.Unmatched, Unmatched{Softmax: f.GetName() + "/" + nodeName(n), Reason: reason})
+				d.Unmatched = append(d.Unmatched, Unmatched{Softmax: f.GetName() + "/" + nodeName(node), Reason: reason})
 				continue
 			}
 			b.Function = f.GetDomain() + "." + f.GetName()
-			b.order = len(order) + i
+			b.order = n + i
 			why := fmt.Sprintf("inside model-local function %s.%s, which could not be inlined", f.GetDomain(), f.GetName())
 			if ierr != nil {
 				why += ": " + ierr.Error()
@@ -244,12 +292,6 @@ func detect(m *onnxpb.ModelProto) (d *Detection, analysed *onnxpb.ModelProto, er
 			d.Blocks = append(d.Blocks, b)
 		}
 	}
-	sort.SliceStable(d.Blocks, func(i, j int) bool { return d.Blocks[i].order < d.Blocks[j].order })
-	for i, b := range d.Blocks {
-		b.Layer = i
-	}
-	d.Notes = overruledNotes(mt.Facts)
-	return d, analysed, nil
 }
 
 // maxOverruledNotes bounds the declarations Notes lists one by one.

@@ -58,6 +58,13 @@ func (e *elemTypes) step(x string) (dt onnx.DataType, need string) {
 		return e.declared(x), ""
 	}
 	if !defaultDomain(n) {
+		if from := contribTypeFrom(n); from != "" && n.GetDomain() == "com.microsoft" {
+			if dt, ok := e.memo[from]; ok && dt != 0 {
+				return dt, ""
+			} else if !ok {
+				return 0, from
+			}
+		}
 		return e.declared(x), ""
 	}
 	if t, ok := constant(e.ix, x); ok && n.GetOpType() == "Constant" {
@@ -141,4 +148,24 @@ func constantOfShapeType(n *onnxpb.NodeProto) onnx.DataType {
 		}
 	}
 	return onnx.Float
+}
+
+// contribTypeFrom names the input whose element type the float outputs
+// of an onnxruntime contrib op take ("" when they do not follow one):
+// the normalised/activated/attended input for most, the word table for
+// EmbedLayerNormalization, the scale for the quantized matmuls.
+func contribTypeFrom(n *onnxpb.NodeProto) string {
+	switch n.GetOpType() {
+	case "SkipLayerNormalization", "SkipSimplifiedLayerNormalization", "SimplifiedLayerNormalization",
+		"LayerNormalization", "FastGelu", "BiasGelu", "Gelu", "QuickGelu", "BiasAdd", "BiasSplitGelu",
+		"FusedMatMul", "Attention", "MultiHeadAttention", "GroupQueryAttention", "RotaryEmbedding":
+		return inp(n, 0)
+	case "EmbedLayerNormalization":
+		return inp(n, 2)
+	case "MatMulIntegerToFloat":
+		return inp(n, 2)
+	case "DynamicQuantizeMatMul", "QAttention":
+		return inp(n, 0)
+	}
+	return ""
 }

@@ -17,12 +17,15 @@ const (
 	maskRaw2D            // [B,S] 1 = keep, 0 = pad
 )
 
-// fusedMatch is a matched com.microsoft Attention or MultiHeadAttention.
+// fusedMatch is a matched com.microsoft Attention, QAttention or
+// MultiHeadAttention.
 type fusedMatch struct {
 	node       *onnxpb.NodeProto
 	mha        bool
-	qSize      int64 // Q (and K) projection width
-	vSize      int64 // V projection width
+	sig        fusedSignature
+	input      string // the float hidden states the packed projection reads
+	qSize      int64  // Q (and K) projection width
+	vSize      int64  // V projection width
 	mask       maskForm
 	maskValue  string
 	maskFilter float64
@@ -50,15 +53,44 @@ func optInput(n *onnxpb.NodeProto, i int) string {
 	return ""
 }
 
-// matchFusedAttention reads com.microsoft:Attention(input, weights, bias,
-// mask_index, past, attention_bias, past_sequence_length).
+// fusedSignature says where a packed fused attention node takes its
+// inputs (−1: it has no such input).
+type fusedSignature struct {
+	weights, bias, mask, past, attentionBias int
+	// The quantization of an integer projection: the input's scale and
+	// zero point, the weights'.
+	inputScale, inputZero, weightScale, weightZero int
+}
+
+// fusedSignatures are the packed fused attention ops of com.microsoft:
+// Attention(input, weights, bias, mask_index, past, attention_bias,
+// past_sequence_length), and QAttention(input, weights, bias,
+// input_scale, weight_scale, mask_index, input_zero_point,
+// weight_zero_point, past), quantize_dynamic's int8 form of it, whose
+// input is the hidden states quantized by DynamicQuantizeLinear.
+var fusedSignatures = map[string]fusedSignature{
+	"Attention":  {weights: 1, bias: 2, mask: 3, past: 4, attentionBias: 5, inputScale: -1, inputZero: -1, weightScale: -1, weightZero: -1},
+	"QAttention": {weights: 1, bias: 2, mask: 5, past: 8, attentionBias: -1, inputScale: 3, inputZero: 6, weightScale: 4, weightZero: 7},
+}
+
+// input returns input i of n, "" when i < 0 or n has fewer inputs.
+func (sig fusedSignature) input(n *onnxpb.NodeProto, i int) string {
+	if i < 0 {
+		return ""
+	}
+	return optInput(n, i)
+}
+
+// matchFusedAttention reads a packed fused attention node (Attention or
+// QAttention, fusedSignatures).
 func (mt *matcher) matchFusedAttention(n *onnxpb.NodeProto) *Block {
 	ix := mt.Ix
-	b := mt.fusedCommon(n, "com.microsoft:Attention")
-	fm := &fusedMatch{node: n, maskFilter: float64(onnx.AttrFloat(n, "mask_filter_value", -10000))}
+	sig := fusedSignatures[n.GetOpType()]
+	b := mt.fusedCommon(n, "com.microsoft:"+n.GetOpType())
+	fm := &fusedMatch{node: n, sig: sig, input: mt.FloatSource(optInput(n, 0)), maskFilter: float64(onnx.AttrFloat(n, "mask_filter_value", -10000))}
 	b.fused = fm
-	b.Q, b.K, b.V = optInput(n, 0), optInput(n, 0), optInput(n, 0)
-	w, ok := ix.Initializers[optInput(n, 1)]
+	b.Q, b.K, b.V = fm.input, fm.input, fm.input // QAttention's input dequantized: what the rewrite reads
+	w, ok := ix.Initializers[sig.input(n, sig.weights)]
 	if !ok || len(w.Dims) != 2 {
 		b.Convertible, b.Reason = false, "packed QKV weights are not a constant [in, 3·hidden] matrix"
 		return b
@@ -89,19 +121,99 @@ func (mt *matcher) matchFusedAttention(n *onnxpb.NodeProto) *Block {
 		b.HeadDim = int(fm.qSize) / b.Heads
 	}
 	fusedScale(b, n)
-	if optInput(n, 4) != "" || (len(n.Output) > 1 && n.Output[1] != "") {
+	if sig.input(n, sig.past) != "" || (len(n.Output) > 1 && n.Output[1] != "") {
 		b.Convertible, b.Reason = false, "uses past/present key-value state"
 	}
-	if optInput(n, 5) != "" {
+	if sig.input(n, sig.attentionBias) != "" {
 		b.Bias = BiasPerQueryKey
 		b.Convertible, b.Reason = false, "attention_bias (per query-key) input is present"
 	}
 	if onnx.AttrInt(n, "do_rotary", 0) != 0 {
 		b.Convertible, b.Reason = false, "rotary embedding inside the fused node"
 	}
-	mt.fusedMask(b, fm, optInput(n, 3))
+	if sig.weightScale >= 0 && !mt.ConstDerived(sig.input(n, sig.weightScale)) {
+		b.Convertible, b.Reason = false, fmt.Sprintf("%s %s: the weight scale is not a constant", n.GetOpType(), nodeName(n))
+	}
+	mt.fusedMask(b, fm, sig.input(n, sig.mask))
 	fusedCausal(b)
 	return b
+}
+
+// quantized reports whether the fused node's packed projection is
+// integer (QAttention).
+func (fm *fusedMatch) quantized() bool { return fm.sig.weightScale >= 0 }
+
+// quantizedProjections unpacks QAttention's packed integer projection as
+// it computes it: for each of Q, K and V, MatMulInteger of its quantized
+// input (with the input's zero point) and that part's integer weight
+// columns (and zero points), made float by Cast and the product of the
+// input and weight scales. The bias is added by the caller, as for
+// Attention.
+func (rw *rewriter) quantizedProjections(fm *fusedMatch, base string, out *[]*onnxpb.NodeProto) (q, k, v string, err error) {
+	n, sig := fm.node, fm.sig
+	wt, ok := constant(rw.ix, sig.input(n, sig.weights))
+	if !ok || len(wt.Shape) != 2 || (wt.DType != onnx.Int8 && wt.DType != onnx.Uint8) {
+		return "", "", "", fmt.Errorf("weights %q of %s are not an 8-bit integer constant matrix", sig.input(n, sig.weights), nodeName(n))
+	}
+	cols := wt.Shape[1]
+	ws, err := rw.perColumnSlicer(sig.input(n, sig.weightScale), cols)
+	if err != nil {
+		return "", "", "", fmt.Errorf("weight scale of %s: %w", nodeName(n), err)
+	}
+	wz, err := rw.perColumnSlicer(sig.input(n, sig.weightZero), cols)
+	if err != nil {
+		return "", "", "", fmt.Errorf("weight zero point of %s: %w", nodeName(n), err)
+	}
+	add := func(nd *onnxpb.NodeProto) string { *out = append(*out, nd); return nd.Output[0] }
+	part := func(name string, from, to int64) string {
+		var w *onnx.Tensor
+		switch d := wt.Data.(type) {
+		case []int8:
+			w = &onnx.Tensor{DType: wt.DType, Shape: []int{wt.Shape[0], int(to - from)}, Data: colsOf(d, wt.Shape[0], cols, int(from), int(to))}
+		case []uint8:
+			w = &onnx.Tensor{DType: wt.DType, Shape: []int{wt.Shape[0], int(to - from)}, Data: colsOf(d, wt.Shape[0], cols, int(from), int(to))}
+		}
+		wn, _ := rw.addInitNoCount(base+"/W"+name+"_quantized", w)
+		mm := add(rw.node("MatMulInteger", base+"/"+name, []string{optInput(n, 0), wn, sig.input(n, sig.inputZero), wz(base+"/W"+name+"_zero_point", from, to)}))
+		f := add(rw.node("Cast", base+"/"+name, []string{mm}, castTo(onnx.Float)))
+		scale := add(rw.node("Mul", base+"/"+name, []string{sig.input(n, sig.inputScale), ws(base+"/W"+name+"_scale", from, to)}))
+		return add(rw.node("Mul", base+"/"+name, []string{f, scale}))
+	}
+	return part("q", 0, fm.qSize), part("k", fm.qSize, 2*fm.qSize), part("v", 2*fm.qSize, 2*fm.qSize+fm.vSize), nil
+}
+
+// perColumnSlicer returns a function giving a per-tensor quantization
+// parameter v itself and a per-column one's columns from..to−1 as a new
+// initializer ("" stays "").
+func (rw *rewriter) perColumnSlicer(v string, cols int) (func(name string, from, to int64) string, error) {
+	if v == "" {
+		return func(string, int64, int64) string { return "" }, nil
+	}
+	t, ok := constant(rw.ix, v)
+	if !ok {
+		return nil, fmt.Errorf("%q is not a constant", v)
+	}
+	switch {
+	case t.Len() == 1:
+		return func(string, int64, int64) string { return v }, nil
+	case t.Len() != cols || len(t.Shape) != 1:
+		return nil, fmt.Errorf("%q has shape %v for %d columns", v, t.Shape, cols)
+	case t.DType != onnx.Float && t.DType != onnx.Int8 && t.DType != onnx.Uint8:
+		return nil, fmt.Errorf("%q is %s, not a float32 scale or an 8-bit zero point", v, onnx.TypeName(t.DType))
+	}
+	return func(name string, from, to int64) string {
+		var s *onnx.Tensor
+		switch d := t.Data.(type) {
+		case []float32:
+			s = &onnx.Tensor{DType: t.DType, Shape: []int{int(to - from)}, Data: append([]float32(nil), d[from:to]...)}
+		case []int8:
+			s = &onnx.Tensor{DType: t.DType, Shape: []int{int(to - from)}, Data: append([]int8(nil), d[from:to]...)}
+		case []uint8:
+			s = &onnx.Tensor{DType: t.DType, Shape: []int{int(to - from)}, Data: append([]uint8(nil), d[from:to]...)}
+		}
+		name, _ = rw.addInitNoCount(name, s)
+		return name
+	}, nil
 }
 
 // fusedCausal refuses a causal (unidirectional=1) fused block: with the

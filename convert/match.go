@@ -41,6 +41,10 @@ type biasTerm struct {
 	// sliceKey: keyValue is constant along the head and query axes but
 	// not of size one there; the rewrite takes index 0 of those axes.
 	sliceKey bool
+	// keyRank: the rank of keyValue when the rewrite lifts it to
+	// [B,1,1,S] (liftRanks): 1 to 3 for single-head scores [B,Sq,Sk], 3
+	// for a mask [B,1,S] on [B,H,S,S] scores; 0 when it is rank 4.
+	keyRank int
 }
 
 // maskThreshold: the linear-attention ops treat a key whose bias is at or
@@ -76,6 +80,9 @@ type coreMatch struct {
 	// folded: Q, K, V and the scores hold the heads folded into the
 	// batch, [B·H,S,D] (DeBERTa's bmm, torch's multi_head_attention).
 	folded bool
+	// single: one head and no head axis, Q, K, V [B,S,D] as projected
+	// (singlehead.go).
+	single bool
 }
 
 type state struct {
@@ -316,25 +323,30 @@ func (mt *matcher) matchV(c *coreMatch, p string) string {
 	return "unsupported product with V"
 }
 
-// checkLayout follows v back through Transposes (and scalar scales) to a
-// rank-4 Reshape (the head split, [B,S,H,D]) and checks that v, taken to
-// [B,H,S,D] by perm, is that split transposed by [0,2,1,3]. When no head
-// split is found the layout cannot be checked and is accepted. The split's
-// layout is read by the headSplits table; splitForm names it for
-// Block.Form.
-func (mt *matcher) checkLayout(name, v string, perm []int) (msg string, kperms []string, splitForm string) {
+// checkLayout follows v back through Transposes (and scalar scales,
+// rotary embeddings, and the key/value heads repeated for grouped-query
+// attention, which keep the [B,H,S,D] layout) to a rank-4 Reshape (the
+// head split, [B,S,H,D]) and checks that v, taken to [B,H,S,D] by perm,
+// is that split transposed by [0,2,1,3]. When no head split is found the
+// layout cannot be checked and is accepted. The split's layout is read by
+// the headSplits table; forms name it and what was passed for Block.Form.
+func (mt *matcher) checkLayout(name, v string, perm []int) (msg string, kperms []string, forms []string) {
 	comp := []int{0, 1, 2, 3} // v axis i = current value's axis comp[i]
 	var seen, compact []string
-	for step := 0; step < 8; step++ {
+	for step := 0; step < 10; step++ {
 		n := mt.Ix.Producer[v]
 		if n == nil || !defaultDomain(n) {
-			return "", nil, ""
+			return "", nil, forms
+		}
+		if x, form := mt.layoutKeeping(n); x != "" {
+			v, forms = x, append(forms, form)
+			continue
 		}
 		switch n.GetOpType() {
 		case "Transpose":
 			p := onnx.AttrInts(n, "perm")
 			if len(p) != 4 || !isPerm(p) {
-				return "", nil, ""
+				return "", nil, forms
 			}
 			next := make([]int, 4)
 			for i := range comp {
@@ -354,10 +366,14 @@ func (mt *matcher) checkLayout(name, v string, perm []int) (msg string, kperms [
 				v = inp(n, 1)
 				continue
 			}
-			return "", nil, ""
+			return "", nil, forms
+		case "QuantizeLinear", "DequantizeLinear":
+			// A QDQ pair (quantize_static) keeps the layout.
+			v = inp(n, 0)
+			continue
 		case "Reshape":
 			if s := mt.ShapeValue(inp(n, 1)); len(s) != 4 {
-				return "", nil, ""
+				return "", nil, forms
 			}
 			p := perm
 			if p == nil {
@@ -377,16 +393,19 @@ func (mt *matcher) checkLayout(name, v string, perm []int) (msg string, kperms [
 						need = fmt.Sprint(kt) + " (Kᵀ)"
 					}
 					if len(seen) == 0 {
-						return fmt.Sprintf("%s is its head split %s untransposed; the attention product needs perm %s", name, hs.name, need), nil, ""
+						return fmt.Sprintf("%s is its head split %s untransposed; the attention product needs perm %s", name, hs.name, need), nil, nil
 					}
-					return fmt.Sprintf("%s is transposed by perm %s from its head split %s; the attention product needs %s", name, strings.Join(seen, " then "), hs.name, need), nil, ""
+					return fmt.Sprintf("%s is transposed by perm %s from its head split %s; the attention product needs %s", name, strings.Join(seen, " then "), hs.name, need), nil, nil
 				}
 			}
-			return "", compact, hs.form
+			if hs.form != "" {
+				forms = append(forms, hs.form)
+			}
+			return "", compact, forms
 		}
-		return "", nil, ""
+		return "", nil, forms
 	}
-	return "", nil, ""
+	return "", nil, forms
 }
 
 func dedup(s []string) []string {
@@ -478,36 +497,14 @@ func (mt *matcher) perKeyBuilt(v string, depth int) bool {
 	if n == nil || !defaultDomain(n) {
 		return false
 	}
-	axes := func() []int64 {
-		if a := onnx.AttrInts(n, "axes"); a != nil {
-			return a
-		}
-		if len(n.Input) > 1 {
-			a, _ := intsOf(ix, inp(n, 1))
-			return a
-		}
-		return nil
-	}
 	switch n.GetOpType() {
 	case "Unsqueeze":
-		a := axes()
-		if len(a) == 2 && a[0] == 1 && a[1] == 2 {
-			return true
-		}
-		if len(a) == 1 && a[0] == 2 {
-			if p := ix.Producer[inp(n, 0)]; p != nil && p.GetOpType() == "Unsqueeze" {
-				pa := onnx.AttrInts(p, "axes")
-				if pa == nil && len(p.Input) > 1 {
-					pa, _ = intsOf(ix, inp(p, 1))
-				}
-				return len(pa) == 1 && pa[0] == 1
-			}
-		}
-		return false
+		return mt.keyUnsqueezed(n)
 	case "Reshape":
 		s := mt.ShapeValue(inp(n, 1))
 		return len(s) == 4 && s[1] == 1 && s[2] == 1
-	case "Cast", "Identity", "Neg", "Not", "Sub", "Mul", "Add", "Div", "Equal", "Less", "Greater", "Slice", "Where", "Sqrt", "Reciprocal":
+	case "Cast", "Identity", "Neg", "Not", "Sub", "Mul", "Add", "Div", "Equal", "Less", "Greater", "Slice", "Where", "Sqrt", "Reciprocal",
+		"QuantizeLinear", "DequantizeLinear":
 		ins := n.Input
 		if n.GetOpType() == "Slice" && len(ins) > 1 {
 			ins = ins[:1]
@@ -528,6 +525,28 @@ func (mt *matcher) perKeyBuilt(v string, depth int) bool {
 		return any
 	}
 	return false
+}
+
+// keyUnsqueezed reports whether Unsqueeze n makes [B,1,1,S] of [B,S]:
+// axes [1,2], or axis 2 of an Unsqueeze at axis 1.
+func (mt *matcher) keyUnsqueezed(n *onnxpb.NodeProto) bool {
+	axes := func(n *onnxpb.NodeProto) []int64 {
+		if a := onnx.AttrInts(n, "axes"); a != nil {
+			return a
+		}
+		a, _ := intsOf(mt.Ix, inp(n, 1))
+		return a
+	}
+	a := axes(n)
+	if len(a) == 2 && a[0] == 1 && a[1] == 2 {
+		return true
+	}
+	p := mt.Ix.Producer[inp(n, 0)]
+	if len(a) != 1 || a[0] != 2 || p == nil || p.GetOpType() != "Unsqueeze" {
+		return false
+	}
+	pa := axes(p)
+	return len(pa) == 1 && pa[0] == 1
 }
 
 // causal looks for the marks of a causal mask in the subgraph behind v: a

@@ -19,6 +19,10 @@ import (
 // backtracking over every reading a form allows) runs the tables; the
 // checks on a whole core are in finish. A new exporter form is a new row.
 
+// formQDQ names the cores whose scores or probabilities pass through
+// QuantizeLinear/DequantizeLinear pairs (quantize_static, QDQ format).
+const formQDQ = "qdq"
+
 // maxShift is the largest constant added to every score that is read as
 // a shift the softmax ignores: float32 scores near it are rounded by
 // about 1e-3 (what a legacy −10000 mask on a model without padding does).
@@ -181,6 +185,16 @@ var scoreForms = []scoreForm{
 		s2.folded = true
 		return []reading{{inp(n, 0), s2}}, ""
 	}},
+	// DequantizeLinear(QuantizeLinear(scores)): the QDQ pair
+	// quantize_static writes on every tensor. The scores continue from
+	// the pair's input; the rewrite computes in float.
+	{"DequantizeLinear", formQDQ, func(mt *matcher, n *onnxpb.NodeProto, st state) ([]reading, string) {
+		q := mt.Ix.Producer[inp(n, 0)]
+		if q == nil || q.GetOpType() != "QuantizeLinear" || !defaultDomain(q) {
+			return nil, fmt.Sprintf("DequantizeLinear %s of the scores does not dequantize a QuantizeLinear", nodeName(n))
+		}
+		return []reading{{inp(q, 0), st.with(n).with(q)}}, ""
+	}},
 	// softmax(x, dtype=float32): the scores cast to a float type.
 	{"Cast", "cast-scores", func(mt *matcher, n *onnxpb.NodeProto, st state) ([]reading, string) {
 		if !graphfacts.FloatCast(n) {
@@ -324,6 +338,18 @@ var probsForms = []probsForm{
 			return "", nil, nil, "", false
 		}
 		return cs[0].Output[0], []*onnxpb.NodeProto{cs[0]}, nil, "", true
+	}},
+	// The probabilities quantized and dequantized (quantize_static's QDQ
+	// pair before the product with V).
+	{formQDQ, func(mt *matcher, p string, cs []*onnxpb.NodeProto) (string, []*onnxpb.NodeProto, *onnxpb.NodeProto, string, bool) {
+		if len(cs) != 1 || cs[0].GetOpType() != "QuantizeLinear" || !defaultDomain(cs[0]) || inp(cs[0], 0) != p {
+			return "", nil, nil, "", false
+		}
+		dq := mt.Ix.Consumers[cs[0].Output[0]]
+		if len(dq) != 1 || dq[0].GetOpType() != "DequantizeLinear" || !defaultDomain(dq[0]) || inp(dq[0], 0) != cs[0].Output[0] {
+			return "", nil, nil, fmt.Sprintf("QuantizeLinear %s of the probabilities is not dequantized once", nodeName(cs[0])), true
+		}
+		return dq[0].Output[0], []*onnxpb.NodeProto{cs[0], dq[0]}, nil, "", true
 	}},
 	// softmax(x, dtype=float32).to(dtype): the probabilities cast back.
 	{"cast-probs", func(mt *matcher, p string, cs []*onnxpb.NodeProto) (string, []*onnxpb.NodeProto, *onnxpb.NodeProto, string, bool) {
@@ -553,13 +579,11 @@ func checkLayouts(mt *matcher, c *coreMatch, b *Block) string {
 		name, v string
 		perm    []int
 	}{{"Q", c.q, c.qPerm}, {"K", c.k, c.kPerm}, {"V", c.v, c.vPerm}} {
-		msg, perms, split := mt.checkLayout(x.name, x.v, x.perm)
+		msg, perms, forms := mt.checkLayout(x.name, x.v, x.perm)
 		if msg != "" {
 			return msg
 		}
-		if split != "" {
-			c.form = append(c.form, split)
-		}
+		c.form = append(c.form, forms...)
 		if x.name == "K" && len(perms) > 0 {
 			c.form = append(c.form, "k-perm"+strings.Join(perms, ","))
 		}
@@ -576,6 +600,12 @@ const formFolded = "folded-heads"
 // write it) is found, and refused: the ops take [B,H,S,D] operands and the
 // rewrite does not unfold the heads.
 func checkFolded(mt *matcher, c *coreMatch, b *Block) string {
+	if mt.singleHead(c) {
+		c.single = true
+		c.kPerm = []int{0, 2, 1} // Kᵀ [B,D,S] → [B,S,D]
+		c.form = append(c.form, formSingleHead)
+		return ""
+	}
 	if !c.folded {
 		for _, v := range []string{c.q, c.k, c.v} {
 			if len(mt.Dims(v)) == 3 {
@@ -636,6 +666,9 @@ func findProjections(mt *matcher, c *coreMatch, b *Block) string {
 // checkHeads: the number of heads and the head size, from the shapes of Q
 // and K (graph layout → [B,H,S,D]) and the projection width H·D.
 func checkHeads(mt *matcher, c *coreMatch, b *Block) string {
+	if c.single {
+		return singleHeadDims(mt, c, b)
+	}
 	qd := mt.Dims(c.q)
 	if c.qPerm != nil && qd != nil {
 		qd = graphfacts.Permute(qd, c.qPerm)
@@ -649,25 +682,7 @@ func checkHeads(mt *matcher, c *coreMatch, b *Block) string {
 		h, d = qd[1], qd[3]
 	}
 	if c.folded {
-		// [B·H,S,D]: the head size is Q's (or V's) last axis, the
-		// heads the projection width over it, or the head split
-		// [B,S,H,D] the folded operand was viewed from gives both.
-		for _, v := range []string{c.q, c.v} {
-			if x := mt.Dims(v); len(x) == 3 && x[2] > 0 && d <= 0 {
-				d = x[2]
-			}
-		}
-		if sd := mt.splitDims(c.q); len(sd) == 4 {
-			if sd[2] > 0 {
-				h = sd[2]
-			}
-			if d <= 0 && sd[3] > 0 {
-				d = sd[3]
-			}
-		}
-		if h <= 0 {
-			h = mt.foldedHeadCount(c.q)
-		}
+		h, d = mt.foldedHeads(c, h, d)
 	}
 	if len(kd) == 4 {
 		if h <= 0 {
@@ -688,24 +703,7 @@ func checkHeads(mt *matcher, c *coreMatch, b *Block) string {
 		h = hidden / d
 	}
 	if h <= 0 && b.Merged != c.av.Output[0] {
-		// A head split that leaves the head count to the reshape
-		// (ModernBERT's packed qkv.view(B, S, 3, -1, D)): the merged
-		// output [B,S,H·Dv] and V's head size Dv give it.
-		vd := mt.Dims(c.v)
-		if c.vPerm != nil && vd != nil {
-			vd = graphfacts.Permute(vd, c.vPerm)
-		}
-		width := int64(-1)
-		if md := mt.Dims(b.Merged); len(md) == 3 {
-			width = md[2]
-		}
-		if width <= 0 {
-			// merged·Wo contracts the merged width with Wo's rows.
-			width = mt.InputWidth(b.Merged)
-		}
-		if len(vd) == 4 && width > 0 && vd[3] > 0 && width%vd[3] == 0 {
-			h = width / vd[3]
-		}
+		h = mt.mergedHeads(c, b)
 	}
 	b.Heads, b.HeadDim = int(h), int(d)
 	if h > 0 && d > 0 && hidden > 0 && h*d != hidden {
@@ -716,6 +714,53 @@ func checkHeads(mt *matcher, c *coreMatch, b *Block) string {
 		b.Reason = "number of heads or head size not known from constants or shapes"
 	}
 	return ""
+}
+
+// foldedHeads reads the heads h and head size d of a core whose heads are
+// folded into the batch, [B·H,S,D] (those already known kept): the head
+// size is Q's (or V's) last axis, and the head split [B,S,H,D] the folded
+// operand was viewed from, or the view that folds it, gives the heads.
+func (mt *matcher) foldedHeads(c *coreMatch, h, d int64) (int64, int64) {
+	for _, v := range []string{c.q, c.v} {
+		if x := mt.Dims(v); len(x) == 3 && x[2] > 0 && d <= 0 {
+			d = x[2]
+		}
+	}
+	if sd := mt.splitDims(c.q); len(sd) == 4 {
+		if sd[2] > 0 {
+			h = sd[2]
+		}
+		if d <= 0 && sd[3] > 0 {
+			d = sd[3]
+		}
+	}
+	if h <= 0 {
+		h = mt.foldedHeadCount(c.q)
+	}
+	return h, d
+}
+
+// mergedHeads reads the heads of a head split that leaves their count to
+// the reshape (ModernBERT's packed qkv.view(B, S, 3, -1, D)): the merged
+// output [B,S,H·Dv] (or the rows of the weight that reads it) over V's
+// head size Dv; −1 if unknown.
+func (mt *matcher) mergedHeads(c *coreMatch, b *Block) int64 {
+	vd := mt.Dims(c.v)
+	if c.vPerm != nil && vd != nil {
+		vd = graphfacts.Permute(vd, c.vPerm)
+	}
+	width := int64(-1)
+	if md := mt.Dims(b.Merged); len(md) == 3 {
+		width = md[2]
+	}
+	if width <= 0 {
+		// merged·Wo contracts the merged width with Wo's rows.
+		width = mt.InputWidth(b.Merged)
+	}
+	if len(vd) == 4 && width > 0 && vd[3] > 0 && width%vd[3] == 0 {
+		return width / vd[3]
+	}
+	return -1
 }
 
 // splitDims returns the dims of the token-major head split [B,S,H,D]
@@ -796,8 +841,18 @@ func (mt *matcher) foldedHeadCount(v string) int64 {
 func checkBias(mt *matcher, c *coreMatch, b *Block) string {
 	for i := range c.biases {
 		bt := &c.biases[i]
-		bt.kind, bt.keyValue = mt.classifyBias(bt)
-		if bt.kind == BiasPerKey && !queryFree(mt.Units(bt.keyValue)) {
+		// A mask quantized and dequantized (quantize_static's QDQ pair)
+		// is read, and rebuilt by the rewrite, as the float mask.
+		bt.value = mt.FloatSource(bt.value)
+		if c.single {
+			bt.kind, bt.keyValue = mt.classifySingle(bt)
+		} else {
+			bt.kind, bt.keyValue = mt.classifyBias(bt)
+		}
+		if bt.kind == BiasPerKey && bt.keyRank == 3 && !c.single {
+			c.form = append(c.form, "rank3-mask")
+		}
+		if bt.kind == BiasPerKey && bt.keyRank == 0 && !queryFree(mt.Units(bt.keyValue)) {
 			bt.sliceKey = true
 		}
 		switch {
@@ -837,12 +892,14 @@ func checkBias(mt *matcher, c *coreMatch, b *Block) string {
 // through one are fewer than the tokens (pooled queries, landmarks).
 var poolingOps = map[string]bool{"ReduceMean": true, "AveragePool": true, "MaxPool": true, "ReduceMax": true, "ReduceSum": true}
 
-// checkSelfAttention: queries and keys must be the tokens' own, projected
-// from the same sequence. Queries or keys pooled along the sequence
-// (Funnel's pooled queries, Nyströmformer's landmark means) make a
-// product whose query and key lengths differ, and queries projected from
-// another value than the keys are cross-attention: either refuses the
-// block (an earlier refusal keeps its reason, this one is added).
+// checkSelfAttention: queries and keys must be the tokens' own, or the
+// queries another sequence's tokens. Queries or keys pooled along the
+// sequence (Funnel's pooled queries, Nyströmformer's landmark means) are
+// no tokens: that refuses the block (an earlier refusal keeps its reason,
+// this one is added). Queries projected from another value than the keys
+// are cross-attention (T5's EncDecAttention, a decoder reading its
+// encoder): the block is marked Cross, which Performer and Linformer
+// convert and the self-attention ops refuse (SelfAttentionOnly).
 func checkSelfAttention(mt *matcher, c *coreMatch, b *Block) string {
 	why := ""
 	for _, x := range []struct{ role, v string }{{"queries", c.q}, {"keys", c.k}} {
@@ -852,7 +909,8 @@ func checkSelfAttention(mt *matcher, c *coreMatch, b *Block) string {
 		}
 	}
 	if why == "" && b.QProj != nil && b.KProj != nil && mt.layoutSource(b.QProj.Input) != mt.layoutSource(b.KProj.Input) {
-		why = fmt.Sprintf("not self-attention: the queries are projected from %q and the keys from %q (cross-attention)", b.QProj.Input, b.KProj.Input)
+		b.Cross = true
+		c.form = append(c.form, "cross-attention")
 	}
 	if why == "" {
 		return ""
@@ -866,11 +924,13 @@ func checkSelfAttention(mt *matcher, c *coreMatch, b *Block) string {
 }
 
 // layoutSource follows v back through the ops that only lay its values
-// out (Reshape, Transpose, Identity, Squeeze, Unsqueeze, float Casts) to
+// out (Reshape, Transpose, Identity, Squeeze, Unsqueeze, float Casts,
+// quantizers) to
 // the value they come from: tf2onnx reshapes the hidden states once per
 // projection, which is still one sequence.
 func (mt *matcher) layoutSource(v string) string {
 	for i := 0; i < 8; i++ {
+		v = mt.FloatSource(v) // quantized and dequantized: the same values
 		n := mt.Ix.Producer[v]
 		if n == nil || !defaultDomain(n) {
 			return v
@@ -1096,6 +1156,13 @@ var biasForms = []biasForm{
 		}
 		return "", "", false
 	}},
+	// A rank-3 mask [B,1,S] (mask.unsqueeze(1): one unit axis missing),
+	// directly or expanded to [B,1,S,S], for either kind of term. From
+	// the right its batch axis meets the scores' heads, so the graph runs
+	// as written at batch 1 (a TorchScript export traced there), where it
+	// is per key; the rewrite lifts it to [B,1,1,S].
+	{"rank3-per-key", false, readRank3PerKey},
+	{"rank3-per-key", true, readRank3PerKey},
 	// HF transformers ≥ 4.48: bias = Where(Expand(mask[B,1,1,S]), 0, min):
 	// the values are per key, broadcast over queries; the rewrite rebuilds
 	// the Where on the unexpanded condition.
@@ -1116,6 +1183,18 @@ var biasForms = []biasForm{
 		}
 		return "", "", false
 	}},
+}
+
+func readRank3PerKey(mt *matcher, bt *biasTerm) (BiasKind, string, bool) {
+	v := bt.value
+	if n := mt.Ix.Producer[v]; n != nil && n.GetOpType() == "Expand" && defaultDomain(n) {
+		v = inp(n, 0)
+	}
+	if u, bc := mt.Units(v), mt.Broadcast(v); len(u) == 3 && len(bc) == 3 && queryFree3(u) && queryFree3(bc) {
+		bt.keyRank = 3
+		return BiasPerKey, v, true
+	}
+	return "", "", false
 }
 
 func readCausal(mt *matcher, bt *biasTerm) (BiasKind, string, bool) {

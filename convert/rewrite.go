@@ -599,7 +599,7 @@ func (rw *rewriter) precision(b *Block) string {
 	case b.core != nil:
 		q = b.core.q
 	case b.fused != nil:
-		q = inp(b.fused.node, 0)
+		q = b.fused.input
 	}
 	dt := rw.types.of(q)
 	if dt == 0 {
@@ -694,9 +694,7 @@ func (rw *rewriter) rewriteCore(b *Block) (*onnxpb.NodeProto, error) {
 	if err != nil {
 		return nil, err
 	}
-	if c.single {
-		q, k, v, bias = rw.liftSingleHead(b, q, k, v, bias, base, &pre)
-	}
+	q, k, v, bias = rw.liftRanks(b, q, k, v, bias, base, &pre)
 	if c.qPre != 1 || c.kPre != 1 {
 		// Q (or K) was scaled before its head split. Performer's
 		// estimator needs the whole scale as its attribute (it splits it
@@ -819,6 +817,11 @@ func (rw *rewriter) rewriteFused(b *Block) (*onnxpb.NodeProto, error) {
 	}
 	if fm.mha {
 		qIn, kIn, vIn = n.Input[0], n.Input[1], n.Input[2]
+	} else if fm.quantized() {
+		var err error
+		if qIn, kIn, vIn, err = rw.quantizedProjections(fm, base, &nodes); err != nil {
+			return nil, err
+		}
 	} else {
 		wt, ok := constant(rw.ix, n.Input[1])
 		if !ok || !ops.Floating(wt.DType) || len(wt.Shape) != 2 {

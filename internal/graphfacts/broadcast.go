@@ -2,6 +2,7 @@ package graphfacts
 
 import (
 	"github.com/linearize/linearize/onnx"
+	"github.com/linearize/linearize/onnx/onnxpb"
 )
 
 // Broadcast shapes: what a bias matcher needs to know of a value's shape
@@ -111,6 +112,9 @@ func (f *Facts) bshapeMode(v string, depth int, shapeMode bool) (res []int64) {
 		}
 		return f.bshapeMode(Input(n, i), depth+1, shapeMode)
 	}
+	if rule, ok := unitRules[n.GetOpType()]; ok {
+		return rule(f, n, in, depth, shapeMode)
+	}
 	switch n.GetOpType() {
 	case "Range", "Shape", "NonZero":
 		return []int64{-1}
@@ -122,207 +126,260 @@ func (f *Facts) bshapeMode(v string, depth int, shapeMode bool) (res []int64) {
 			ss = append(ss, in(i))
 		}
 		return BroadcastDims(ss...)
-	case "Unsqueeze":
-		x, axes := in(0), axesOf(f.Ix, n)
-		if x == nil || axes == nil {
-			return nil
-		}
-		r := len(x) + len(axes)
-		out := make([]int64, r)
-		isNew := make([]bool, r)
-		for _, a := range axes {
-			if a < 0 {
-				a += int64(r)
-			}
-			if a < 0 || a >= int64(r) {
-				return nil
-			}
-			isNew[a] = true
-		}
-		j := 0
-		for i := range out {
-			if isNew[i] {
-				out[i] = 1
-			} else {
-				out[i] = x[j]
-				j++
-			}
-		}
-		return out
-	case "Squeeze":
-		x, axes := in(0), axesOf(f.Ix, n)
-		if x == nil || axes == nil {
-			return nil
-		}
-		drop := map[int64]bool{}
-		for _, a := range axes {
-			if a < 0 {
-				a += int64(len(x))
-			}
-			drop[a] = true
-		}
-		var out []int64
-		for i, d := range x {
-			if !drop[int64(i)] {
-				out = append(out, d)
-			}
-		}
-		return out
-	case "Gather":
-		data, idx := in(0), in(1)
-		if data == nil || idx == nil {
-			return nil
-		}
-		axis := int(onnx.AttrInt(n, "axis", 0))
-		if axis < 0 {
-			axis += len(data)
-		}
-		if axis < 0 || axis >= len(data) {
-			return nil
-		}
-		out := append(append(append([]int64{}, data[:axis]...), idx...), data[axis+1:]...)
-		return out
-	case "Flatten":
-		x := in(0)
-		if x == nil {
-			return nil
-		}
-		axis := int(onnx.AttrInt(n, "axis", 1))
-		if axis < 0 {
-			axis += len(x)
-		}
-		out := []int64{1, 1}
-		for i, d := range x {
-			if d != 1 {
-				out[boolIndex(i >= axis)] = -1
-			}
-		}
-		return out
-	case "GreaterOrEqual", "Greater", "Less":
-		// Range(start, n, delta>0) ≥ c with start ≥ c (> c) is all true,
-		// and < c all false: HF masks and-in such checks along the query
-		// axis (opset 11 exports write ≥ as Not(Less)).
-		if !shapeMode && len(n.Input) == 2 {
-			if c, ok := f.Scalar(Input(n, 1)); ok && f.rangeAtLeast(Input(n, 0), c, n.GetOpType() == "Greater") {
-				x := in(0)
-				if x == nil {
-					return nil
-				}
-				out := make([]int64, len(x))
-				for i := range out {
-					out[i] = 1
-				}
-				return out
-			}
-		}
-		return BroadcastDims(in(0), in(1))
-	case "Reshape", "ConstantOfShape", "Expand":
-		si := 1
-		if n.GetOpType() == "ConstantOfShape" {
-			si = 0
-		}
-		target := f.shapeUnits(Input(n, si), depth+1)
-		if target == nil {
-			return nil
-		}
-		out := UnitDims(target)
-		switch n.GetOpType() {
-		case "Reshape":
-			x := f.usize(Input(n, 0), depth+1)
-			for i, t := range target {
-				if t == 0 && x != nil && i < len(x) {
-					out[i] = x[i]
-				}
-			}
-		case "ConstantOfShape":
-			if !shapeMode {
-				for i := range out {
-					out[i] = 1 // one value everywhere
-				}
-			}
-		case "Expand":
-			if !shapeMode {
-				// Values vary only where the input varies.
-				x := in(0)
-				if x == nil || len(x) > len(out) {
-					return nil
-				}
-				res := make([]int64, len(out))
-				for i := range res {
-					res[i] = 1
-				}
-				copy(res[len(out)-len(x):], x)
-				return res
-			}
-			return BroadcastDims(in(0), out)
-		}
-		return out
 	case "Slice":
 		x := in(0)
 		return x
-	case "Concat":
-		var ss [][]int64
-		r := -1
-		for i := range n.Input {
-			x := in(i)
-			if x == nil || (r >= 0 && len(x) != r) {
+	}
+	return nil
+}
+
+// unitRules are bshapeMode's readings of the ops whose broadcast shape
+// takes more than passing an input's on; in(i) is input i's.
+var unitRules map[string]func(f *Facts, n *onnxpb.NodeProto, in func(int) []int64, depth int, shapeMode bool) []int64
+
+func init() {
+	unitRules = map[string]func(f *Facts, n *onnxpb.NodeProto, in func(int) []int64, depth int, shapeMode bool) []int64{
+		"QuantizeLinear":   (*Facts).quantizedUnits,
+		"DequantizeLinear": (*Facts).quantizedUnits,
+		"Unsqueeze":        (*Facts).unsqueezeUnits,
+		"Squeeze":          (*Facts).squeezeUnits,
+		"Gather":           (*Facts).gatherUnits,
+		"Flatten":          (*Facts).flattenUnits,
+		"GreaterOrEqual":   (*Facts).compareUnits,
+		"Greater":          (*Facts).compareUnits,
+		"Less":             (*Facts).compareUnits,
+		"Reshape":          (*Facts).shapedUnits,
+		"ConstantOfShape":  (*Facts).shapedUnits,
+		"Expand":           (*Facts).shapedUnits,
+		"Concat":           (*Facts).concatUnits,
+		"GatherND":         (*Facts).gatherNDUnits,
+		"Transpose":        (*Facts).transposeUnits,
+	}
+}
+
+// unsqueezeUnits: new axes of size one.
+func (f *Facts) unsqueezeUnits(n *onnxpb.NodeProto, in func(int) []int64, depth int, shapeMode bool) []int64 {
+	x, axes := in(0), axesOf(f.Ix, n)
+	if x == nil || axes == nil {
+		return nil
+	}
+	r := len(x) + len(axes)
+	out := make([]int64, r)
+	isNew := make([]bool, r)
+	for _, a := range axes {
+		if a < 0 {
+			a += int64(r)
+		}
+		if a < 0 || a >= int64(r) {
+			return nil
+		}
+		isNew[a] = true
+	}
+	j := 0
+	for i := range out {
+		if isNew[i] {
+			out[i] = 1
+		} else {
+			out[i] = x[j]
+			j++
+		}
+	}
+	return out
+}
+
+// squeezeUnits: the squeezed axes dropped.
+func (f *Facts) squeezeUnits(n *onnxpb.NodeProto, in func(int) []int64, depth int, shapeMode bool) []int64 {
+	x, axes := in(0), axesOf(f.Ix, n)
+	if x == nil || axes == nil {
+		return nil
+	}
+	drop := map[int64]bool{}
+	for _, a := range axes {
+		if a < 0 {
+			a += int64(len(x))
+		}
+		drop[a] = true
+	}
+	var out []int64
+	for i, d := range x {
+		if !drop[int64(i)] {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// gatherUnits: the indices' axes in place of the gathered axis.
+func (f *Facts) gatherUnits(n *onnxpb.NodeProto, in func(int) []int64, depth int, shapeMode bool) []int64 {
+	data, idx := in(0), in(1)
+	if data == nil || idx == nil {
+		return nil
+	}
+	axis := int(onnx.AttrInt(n, "axis", 0))
+	if axis < 0 {
+		axis += len(data)
+	}
+	if axis < 0 || axis >= len(data) {
+		return nil
+	}
+	out := append(append(append([]int64{}, data[:axis]...), idx...), data[axis+1:]...)
+	return out
+}
+
+// flattenUnits: the axes before and from axis merged into two.
+func (f *Facts) flattenUnits(n *onnxpb.NodeProto, in func(int) []int64, depth int, shapeMode bool) []int64 {
+	x := in(0)
+	if x == nil {
+		return nil
+	}
+	axis := int(onnx.AttrInt(n, "axis", 1))
+	if axis < 0 {
+		axis += len(x)
+	}
+	out := []int64{1, 1}
+	for i, d := range x {
+		if d != 1 {
+			out[boolIndex(i >= axis)] = -1
+		}
+	}
+	return out
+}
+
+// compareUnits: a comparison, all true or all false along every axis
+// when a Range is compared with a bound it is beyond (HF masks and-in
+// such checks along the query axis).
+func (f *Facts) compareUnits(n *onnxpb.NodeProto, in func(int) []int64, depth int, shapeMode bool) []int64 {
+	// Range(start, n, delta>0) ≥ c with start ≥ c (> c) is all true,
+	// and < c all false: HF masks and-in such checks along the query
+	// axis (opset 11 exports write ≥ as Not(Less)).
+	if !shapeMode && len(n.Input) == 2 {
+		if c, ok := f.Scalar(Input(n, 1)); ok && f.rangeAtLeast(Input(n, 0), c, n.GetOpType() == "Greater") {
+			x := in(0)
+			if x == nil {
 				return nil
 			}
-			r = len(x)
-			ss = append(ss, x)
-		}
-		if r <= 0 {
-			return nil
-		}
-		axis := int(onnx.AttrInt(n, "axis", 0))
-		if axis < 0 {
-			axis += r
-		}
-		if axis < 0 || axis >= r {
-			return nil
-		}
-		out := BroadcastDims(ss...)
-		if len(ss) > 1 {
-			out[axis] = -1
-		}
-		return out
-	case "GatherND":
-		// Output = indices.shape[:-1] + data.shape[batch_dims+last:].
-		data, idx := in(0), in(1)
-		if data == nil || len(idx) < 1 || onnx.AttrInt(n, "batch_dims", 0) != 0 {
-			return nil
-		}
-		last := f.usize(Input(n, 1), depth+1)
-		if len(last) != len(idx) {
-			return nil
-		}
-		// The depth of each index tuple must be known: it is the size of
-		// the last axis, read from the Concat that built it.
-		k := f.tupleLen(Input(n, 1))
-		if k <= 0 || k > len(data) {
-			return nil
-		}
-		return append(append([]int64{}, idx[:len(idx)-1]...), data[k:]...)
-	case "Transpose":
-		x := in(0)
-		p := onnx.AttrInts(n, "perm")
-		if x == nil {
-			return nil
-		}
-		if p == nil {
 			out := make([]int64, len(x))
-			for i := range x {
-				out[i] = x[len(x)-1-i]
+			for i := range out {
+				out[i] = 1
 			}
 			return out
 		}
-		ip := make([]int, len(p))
-		for i, v := range p {
-			ip[i] = int(v)
-		}
-		return Permute(x, ip)
 	}
-	return nil
+	return BroadcastDims(in(0), in(1))
+}
+
+// shapedUnits: Reshape, ConstantOfShape and Expand take their shape
+// tensor's units; an Expand's values vary only where its input does.
+func (f *Facts) shapedUnits(n *onnxpb.NodeProto, in func(int) []int64, depth int, shapeMode bool) []int64 {
+	si := 1
+	if n.GetOpType() == "ConstantOfShape" {
+		si = 0
+	}
+	target := f.shapeUnits(Input(n, si), depth+1)
+	if target == nil {
+		return nil
+	}
+	out := UnitDims(target)
+	switch n.GetOpType() {
+	case "Reshape":
+		x := f.usize(Input(n, 0), depth+1)
+		for i, t := range target {
+			if t == 0 && x != nil && i < len(x) {
+				out[i] = x[i]
+			}
+		}
+	case "ConstantOfShape":
+		if !shapeMode {
+			for i := range out {
+				out[i] = 1 // one value everywhere
+			}
+		}
+	case "Expand":
+		if !shapeMode {
+			// Values vary only where the input varies.
+			x := in(0)
+			if x == nil || len(x) > len(out) {
+				return nil
+			}
+			res := make([]int64, len(out))
+			for i := range res {
+				res[i] = 1
+			}
+			copy(res[len(out)-len(x):], x)
+			return res
+		}
+		return BroadcastDims(in(0), out)
+	}
+	return out
+}
+
+// concatUnits: the inputs broadcast, varying along the concatenated axis.
+func (f *Facts) concatUnits(n *onnxpb.NodeProto, in func(int) []int64, depth int, shapeMode bool) []int64 {
+	var ss [][]int64
+	r := -1
+	for i := range n.Input {
+		x := in(i)
+		if x == nil || (r >= 0 && len(x) != r) {
+			return nil
+		}
+		r = len(x)
+		ss = append(ss, x)
+	}
+	if r <= 0 {
+		return nil
+	}
+	axis := int(onnx.AttrInt(n, "axis", 0))
+	if axis < 0 {
+		axis += r
+	}
+	if axis < 0 || axis >= r {
+		return nil
+	}
+	out := BroadcastDims(ss...)
+	if len(ss) > 1 {
+		out[axis] = -1
+	}
+	return out
+}
+
+func (f *Facts) gatherNDUnits(n *onnxpb.NodeProto, in func(int) []int64, depth int, shapeMode bool) []int64 {
+	// Output = indices.shape[:-1] + data.shape[batch_dims+last:].
+	data, idx := in(0), in(1)
+	if data == nil || len(idx) < 1 || onnx.AttrInt(n, "batch_dims", 0) != 0 {
+		return nil
+	}
+	last := f.usize(Input(n, 1), depth+1)
+	if len(last) != len(idx) {
+		return nil
+	}
+	// The depth of each index tuple must be known: it is the size of
+	// the last axis, read from the Concat that built it.
+	k := f.tupleLen(Input(n, 1))
+	if k <= 0 || k > len(data) {
+		return nil
+	}
+	return append(append([]int64{}, idx[:len(idx)-1]...), data[k:]...)
+}
+
+// transposeUnits: the input's units permuted.
+func (f *Facts) transposeUnits(n *onnxpb.NodeProto, in func(int) []int64, depth int, shapeMode bool) []int64 {
+	x := in(0)
+	p := onnx.AttrInts(n, "perm")
+	if x == nil {
+		return nil
+	}
+	if p == nil {
+		out := make([]int64, len(x))
+		for i := range x {
+			out[i] = x[len(x)-1-i]
+		}
+		return out
+	}
+	ip := make([]int, len(p))
+	for i, v := range p {
+		ip[i] = int(v)
+	}
+	return Permute(x, ip)
 }
 
 func boolIndex(b bool) int {

@@ -40,6 +40,9 @@ type Facts struct {
 	widths   map[string]int64
 	// overruled: declared shapes a proof contradicts (dimsWalk).
 	overruled map[string]Overruling
+	// guessed: values whose dims prove only the trailing axes, with a
+	// guessed rank (dimsWalk).
+	guessed map[string]bool
 }
 
 type scalarFact struct {
@@ -64,7 +67,7 @@ func New(ix *onnx.Index, opset int64) *Facts {
 		scalars: map[string]scalarFact{}, uniforms: map[string]scalarFact{}, constant: map[string]bool{}, ranges: map[string]bool{},
 		bcast: map[string][]int64{}, units: map[string][]int64{},
 		dimsMemo: map[string][]int64{}, dimsDone: map[string]bool{}, widths: map[string]int64{},
-		overruled: map[string]Overruling{}}
+		overruled: map[string]Overruling{}, guessed: map[string]bool{}}
 }
 
 // Input returns input i of n, or "" when n has fewer inputs (a malformed

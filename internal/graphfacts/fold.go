@@ -83,6 +83,9 @@ func (f *Facts) scalarFold(name string, depth int) (float64, bool) {
 		return v[0], true
 	}
 	n := f.Ix.Producer[name]
+	if isQuantizer(n) {
+		return f.quantizeScalar(n, name, depth)
+	}
 	if n == nil || !DefaultDomain(n) {
 		return 0, false
 	}
@@ -94,12 +97,7 @@ func (f *Facts) scalarFold(name string, depth int) (float64, bool) {
 	}
 	switch n.GetOpType() {
 	case "Gather", "Slice":
-		// x.size(i) of a value whose dimension i is known.
-		if src, axis, ok := f.sizeOf(name, depth+1); ok {
-			if d := f.dims(src, depth+1); axis >= 0 && axis < len(d) && d[axis] > 0 {
-				return float64(d[axis]), true
-			}
-		}
+		return f.sizeScalar(name, depth)
 	case "Sqrt":
 		if a, ok := arg(0); ok && a >= 0 {
 			return math.Sqrt(a), true
@@ -120,28 +118,40 @@ func (f *Facts) scalarFold(name string, depth int) (float64, bool) {
 			return a, true
 		}
 	case "Mul", "Div", "Add", "Sub", "Pow":
-		a, ok := arg(0)
-		if !ok {
-			return 0, false
+		a, okA := arg(0)
+		b, okB := arg(1)
+		if okA && okB {
+			return arithmetic(n.GetOpType(), a, b)
 		}
-		b, ok := arg(1)
-		if !ok {
-			return 0, false
+	}
+	return 0, false
+}
+
+// sizeScalar folds x.size(i) of a value whose dimension i is known.
+func (f *Facts) sizeScalar(name string, depth int) (float64, bool) {
+	if src, axis, ok := f.sizeOf(name, depth+1); ok {
+		if d := f.dims(src, depth+1); axis >= 0 && axis < len(d) && d[axis] > 0 {
+			return float64(d[axis]), true
 		}
-		switch n.GetOpType() {
-		case "Mul":
-			return a * b, true
-		case "Div":
-			if b != 0 {
-				return a / b, true
-			}
-		case "Add":
-			return a + b, true
-		case "Sub":
-			return a - b, true
-		case "Pow":
-			return math.Pow(a, b), true
+	}
+	return 0, false
+}
+
+// arithmetic is a·b, a/b (b ≠ 0), a+b, a−b or a^b for op.
+func arithmetic(op string, a, b float64) (float64, bool) {
+	switch op {
+	case "Mul":
+		return a * b, true
+	case "Div":
+		if b != 0 {
+			return a / b, true
 		}
+	case "Add":
+		return a + b, true
+	case "Sub":
+		return a - b, true
+	case "Pow":
+		return math.Pow(a, b), true
 	}
 	return 0, false
 }

@@ -1,6 +1,7 @@
 package graphfacts
 
 import (
+	"math"
 	"sort"
 	"strings"
 
@@ -37,6 +38,12 @@ func (f *Facts) dimsWalk(v string, depth int) []int64 {
 	switch {
 	case proved == nil:
 		return declared
+	case declared == nil && suffix:
+		// Only the trailing axes are proved and nothing declares the
+		// rank: the rank is a guess (the largest known input's), which a
+		// Reshape must not copy axes from (rankGuessed).
+		f.guessed[v] = true
+		return proved
 	case declared == nil:
 		return proved
 	}
@@ -61,6 +68,11 @@ func (f *Facts) dimsWalk(v string, depth int) []int64 {
 	}
 	return out
 }
+
+// rankGuessed reports whether v's dims (computed already) prove only its
+// trailing axes and their rank is a guess: an elementwise op with an
+// input of unknown rank, and no declaration.
+func (f *Facts) rankGuessed(v string) bool { return f.guessed[v] }
 
 // Overruling is a declared shape (value_info, a graph input's or
 // output's type) that contradicts the dims the graph proves, and that
@@ -122,6 +134,12 @@ func (f *Facts) provedDims(v string, declared []int64, depth int) (d []int64, su
 		return out, false
 	}
 	n := f.Ix.Producer[v]
+	if d, ok := f.quantDims(n, v, declared, depth); ok {
+		return d, false
+	}
+	if d, ok := f.msDims(n, v, depth); ok {
+		return d, false
+	}
 	if n == nil || !DefaultDomain(n) {
 		return nil, false
 	}
@@ -133,7 +151,8 @@ func (f *Facts) provedDims(v string, declared []int64, depth int) (d []int64, su
 		if len(n.Output) == 0 || n.Output[0] != v {
 			return nil, false // LayerNormalization's mean, Dropout's mask
 		}
-		return f.dims(Input(n, 0), depth+1), false
+		d := f.dims(Input(n, 0), depth+1)
+		return d, f.rankGuessed(Input(n, 0))
 	case "Gather":
 		// data[..., idx, ...]: the indices' dims replace the axis.
 		data, idx := f.dims(Input(n, 0), depth+1), f.dims(Input(n, 1), depth+1)
@@ -158,7 +177,7 @@ func (f *Facts) provedDims(v string, declared []int64, depth int) (d []int64, su
 	case "Slice":
 		return f.sliceDims(n, depth), false
 	case "MatMul":
-		return f.matmulDims(n, declared, depth), false
+		return f.productDims(Input(n, 0), Input(n, 1), declared, depth), false
 	case "Gemm":
 		a, b := f.dims(Input(n, 0), depth+1), f.dims(Input(n, 1), depth+1)
 		if len(a) != 2 || len(b) != 2 {
@@ -274,8 +293,10 @@ func (f *Facts) broadcastDims(n *onnxpb.NodeProto, depth int) (out []int64, suff
 			continue
 		}
 		d := f.dims(in, depth+1)
-		if d == nil {
+		if d == nil || f.rankGuessed(in) {
 			suffix = true
+		}
+		if d == nil {
 			continue
 		}
 		ins = append(ins, d)
@@ -314,12 +335,13 @@ func (f *Facts) broadcastDims(n *onnxpb.NodeProto, depth int) (out []int64, suff
 	return out, suffix
 }
 
-// matmulDims is the shape of a MatMul's output: the operands' batch axes
+// productDims is the shape of the matrix product of x and y (MatMul, or
+// an integer product of their quantized values): the operands' batch axes
 // broadcast and [M, K]·[K, N] → [M, N]. When only the right operand is
 // known and is a matrix (a constant weight), N is proved and the rank is
 // the declared one.
-func (f *Facts) matmulDims(n *onnxpb.NodeProto, declared []int64, depth int) []int64 {
-	a, b := f.dims(Input(n, 0), depth+1), f.dims(Input(n, 1), depth+1)
+func (f *Facts) productDims(x, y string, declared []int64, depth int) []int64 {
+	a, b := f.dims(x, depth+1), f.dims(y, depth+1)
 	if len(b) < 2 || (a != nil && len(a) < 2) {
 		return nil // a vector operand: rare in attention, not worked out
 	}
@@ -368,141 +390,169 @@ func (f *Facts) matmulDims(n *onnxpb.NodeProto, declared []int64, depth int) []i
 func (f *Facts) layoutDims(n *onnxpb.NodeProto, v string, declared []int64, depth int) []int64 {
 	switch n.GetOpType() {
 	case "Transpose":
-		in := f.dims(Input(n, 0), depth+1)
-		p := onnx.AttrInts(n, "perm")
-		if in == nil || len(p) != len(in) {
-			return nil
-		}
-		ip := make([]int, len(p))
-		for i, x := range p {
-			ip[i] = int(x)
-		}
-		return Permute(in, ip)
+		return f.transposeDims(n, depth)
 	case "Reshape":
-		s, exact := f.shapeValueLen(Input(n, 1), depth+1, true)
-		if s == nil || (!exact && declared != nil && len(declared) != len(s)) {
-			// The rank rests on a guess (a shape piece of unknown length
-			// taken as one element) that the declared rank belies.
-			return nil
-		}
-		in := f.dims(Input(n, 0), depth+1)
-		out := make([]int64, len(s))
-		for i, x := range s {
-			switch {
-			case x == 0 && in != nil && i < len(in):
-				out[i] = in[i]
-			case x <= 0:
-				out[i] = -1
-			default:
-				out[i] = x
-			}
-		}
-		f.solveReshape(n, out, in, depth)
-		return out
+		return f.reshapeDims(n, declared, depth)
 	case "Einsum":
-		// A projection with a constant weight (keras/tf2onnx
-		// "abc,cde->abde"): output sizes from the weight's letters.
-		a, b, out, ok := EinsumEq(n)
-		if !ok {
-			return nil
-		}
-		size := map[rune]int64{}
-		for i, eq := range []string{a, b} {
-			if t, ok := f.Ix.Initializers[Input(n, i)]; ok && len(t.Dims) == len(eq) {
-				for j, r := range eq {
-					size[r] = t.Dims[j]
-				}
-			}
-		}
-		d := make([]int64, len(out))
-		for i, r := range out {
-			if v, ok := size[r]; ok {
-				d[i] = v
-			} else {
-				d[i] = -1
-			}
-		}
-		return d
+		return f.einsumDims(n)
 	case "Split":
-		// A packed projection split into Q, K, V (ModernBERT's Wqkv viewed
-		// [B,S,3,H,D] and split along the 3): the split axis takes this
-		// output's size.
-		in := f.dims(Input(n, 0), depth+1)
-		axis := onnx.AttrInt(n, "axis", 0)
-		if in == nil || axis < -int64(len(in)) || axis >= int64(len(in)) {
-			return nil
-		}
-		if axis < 0 {
-			axis += int64(len(in))
-		}
-		split := onnx.AttrInts(n, "split")
-		if split == nil && len(n.Input) > 1 {
-			split, _ = Ints(f.Ix, Input(n, 1))
-		}
-		out := append([]int64(nil), in...)
-		out[axis] = -1
-		for i, o := range n.Output {
-			if o == v && i < len(split) {
-				out[axis] = split[i]
-			}
-		}
-		if split == nil && in[axis] > 0 && len(n.Output) > 0 && in[axis]%int64(len(n.Output)) == 0 {
-			out[axis] = in[axis] / int64(len(n.Output))
-		}
-		return out
+		return f.splitOutDims(n, v, depth)
 	case "Squeeze", "Unsqueeze":
-		in := f.dims(Input(n, 0), depth+1)
-		axes := axesOf(f.Ix, n)
-		if in == nil || axes == nil {
-			return nil
+		return f.squeezeDims(n, depth)
+	}
+	return nil
+}
+
+// transposeDims is the shape of a Transpose's output.
+func (f *Facts) transposeDims(n *onnxpb.NodeProto, depth int) []int64 {
+	in := f.dims(Input(n, 0), depth+1)
+	p := onnx.AttrInts(n, "perm")
+	if in == nil || len(p) != len(in) {
+		return nil
+	}
+	ip := make([]int, len(p))
+	for i, x := range p {
+		ip[i] = int(x)
+	}
+	return Permute(in, ip)
+}
+
+// reshapeDims is the shape of a Reshape's output: its target's entries
+// (0 copying the input's axis), the literal −1 solved (solveReshape); nil
+// when the target's length rests on a guess no declared rank confirms.
+func (f *Facts) reshapeDims(n *onnxpb.NodeProto, declared []int64, depth int) []int64 {
+	s, exact := f.shapeValueLen(Input(n, 1), depth+1, true)
+	if s == nil || (!exact && (declared == nil || len(declared) != len(s))) {
+		// The rank rests on a guess (a shape piece of unknown length
+		// taken as one element) that no declared rank confirms.
+		return nil
+	}
+	in := f.dims(Input(n, 0), depth+1)
+	if f.rankGuessed(Input(n, 0)) {
+		in = nil // its axes are not known by position
+	}
+	out := make([]int64, len(s))
+	for i, x := range s {
+		switch {
+		case x == 0 && in != nil && i < len(in):
+			out[i] = in[i]
+		case x <= 0:
+			out[i] = -1
+		default:
+			out[i] = x
 		}
-		rank := len(in) - len(axes)
+	}
+	f.solveReshape(n, out, in, depth)
+	return out
+}
+
+// einsumDims is the shape of a projection by an Einsum with a constant
+// weight (keras/tf2onnx "abc,cde->abde"): sizes from the weight's letters.
+func (f *Facts) einsumDims(n *onnxpb.NodeProto) []int64 {
+	a, b, out, ok := EinsumEq(n)
+	if !ok {
+		return nil
+	}
+	size := map[rune]int64{}
+	for i, eq := range []string{a, b} {
+		if t, ok := f.Ix.Initializers[Input(n, i)]; ok && len(t.Dims) == len(eq) {
+			for j, r := range eq {
+				size[r] = t.Dims[j]
+			}
+		}
+	}
+	d := make([]int64, len(out))
+	for i, r := range out {
+		if v, ok := size[r]; ok {
+			d[i] = v
+		} else {
+			d[i] = -1
+		}
+	}
+	return d
+}
+
+// splitOutDims is the shape of output v of a Split: a packed projection
+// split into Q, K, V (ModernBERT's Wqkv viewed [B,S,3,H,D] and split along
+// the 3); the split axis takes this output's size.
+func (f *Facts) splitOutDims(n *onnxpb.NodeProto, v string, depth int) []int64 {
+	in := f.dims(Input(n, 0), depth+1)
+	axis := onnx.AttrInt(n, "axis", 0)
+	if in == nil || axis < -int64(len(in)) || axis >= int64(len(in)) {
+		return nil
+	}
+	if axis < 0 {
+		axis += int64(len(in))
+	}
+	split := onnx.AttrInts(n, "split")
+	if split == nil && len(n.Input) > 1 {
+		split, _ = Ints(f.Ix, Input(n, 1))
+	}
+	out := append([]int64(nil), in...)
+	out[axis] = -1
+	for i, o := range n.Output {
+		if o == v && i < len(split) {
+			out[axis] = split[i]
+		}
+	}
+	if split == nil && in[axis] > 0 && len(n.Output) > 0 && in[axis]%int64(len(n.Output)) == 0 {
+		out[axis] = in[axis] / int64(len(n.Output))
+	}
+	return out
+}
+
+// squeezeDims is the shape of a Squeeze's or Unsqueeze's output.
+func (f *Facts) squeezeDims(n *onnxpb.NodeProto, depth int) []int64 {
+	in := f.dims(Input(n, 0), depth+1)
+	axes := axesOf(f.Ix, n)
+	if in == nil || axes == nil {
+		return nil
+	}
+	rank := len(in) - len(axes)
+	if n.GetOpType() == "Unsqueeze" {
+		rank = len(in) + len(axes)
+	}
+	if rank < 0 {
+		return nil
+	}
+	marked := map[int]bool{}
+	for _, a := range axes {
+		r := len(in) // Squeeze: axes index the input
 		if n.GetOpType() == "Unsqueeze" {
-			rank = len(in) + len(axes)
+			r = rank // Unsqueeze: axes index the output
 		}
-		if rank < 0 {
+		if a < -int64(r) || a >= int64(r) {
 			return nil
 		}
-		marked := map[int]bool{}
-		for _, a := range axes {
-			r := len(in) // Squeeze: axes index the input
-			if n.GetOpType() == "Unsqueeze" {
-				r = rank // Unsqueeze: axes index the output
-			}
-			if a < -int64(r) || a >= int64(r) {
-				return nil
-			}
-			if a < 0 {
-				a += int64(r)
-			}
-			marked[int(a)] = true
+		if a < 0 {
+			a += int64(r)
 		}
-		out := make([]int64, 0, rank)
-		if n.GetOpType() == "Squeeze" {
-			for i, d := range in {
-				if !marked[i] {
-					out = append(out, d)
-				} else if d > 1 {
-					return nil // not a size-one axis: malformed
-				}
+		marked[int(a)] = true
+	}
+	out := make([]int64, 0, rank)
+	if n.GetOpType() == "Squeeze" {
+		for i, d := range in {
+			if !marked[i] {
+				out = append(out, d)
+			} else if d > 1 {
+				return nil // not a size-one axis: malformed
 			}
-			return out
-		}
-		j := 0
-		for i := 0; i < rank; i++ {
-			if marked[i] {
-				out = append(out, 1)
-				continue
-			}
-			if j >= len(in) {
-				return nil
-			}
-			out = append(out, in[j])
-			j++
 		}
 		return out
 	}
-	return nil
+	j := 0
+	for i := 0; i < rank; i++ {
+		if marked[i] {
+			out = append(out, 1)
+			continue
+		}
+		if j >= len(in) {
+			return nil
+		}
+		out = append(out, in[j])
+		j++
+	}
+	return out
 }
 
 // ShapeValue returns a shape tensor's entries (−1 where unknown): a
@@ -548,7 +598,10 @@ func (f *Facts) shapeValueLen(v string, depth int, expand bool) (s []int64, exac
 			// dimension of a value (x.size(i)).
 			if pd := f.dims(in, depth+1); len(pd) != 1 || pd[0] != 1 {
 				if !expand || len(pd) != 1 || pd[0] < 0 {
-					exact = false
+					// An Unsqueeze of a size (torch's shape pieces) is
+					// one element; anything else of unknown length
+					// leaves the length a guess.
+					exact = exact && pd == nil && f.unsqueezedScalar(in)
 				} else {
 					for i := int64(0); i < pd[0]; i++ {
 						out = append(out, -1)
@@ -567,6 +620,22 @@ func (f *Facts) shapeValueLen(v string, depth int, expand bool) (s []int64, exac
 		return out, exact
 	}
 	return nil, false
+}
+
+// unsqueezedScalar reports whether v is Unsqueeze(x) with one axis of an
+// x that is a size (x.size(i), a Gather of a shape with a scalar index):
+// one element.
+func (f *Facts) unsqueezedScalar(v string) bool {
+	n := f.Ix.Producer[v]
+	if n == nil || n.GetOpType() != "Unsqueeze" || !DefaultDomain(n) || len(axesOf(f.Ix, n)) != 1 {
+		return false
+	}
+	g := f.Ix.Producer[Input(n, 0)]
+	if g == nil || g.GetOpType() != "Gather" {
+		return false
+	}
+	idx, ok := Constant(f.Ix, Input(g, 1))
+	return ok && len(idx.Shape) == 0
 }
 
 // sizeOf reads a one-element shape piece that is a dimension of a value,
@@ -620,16 +689,23 @@ func (f *Facts) sizeOf(v string, depth int) (src string, axis int, ok bool) {
 
 // lastAxisWidth returns the size of v's last axis when v is a
 // projection's output x·W (+ b, times scalars) with W constant [K, N]:
-// N; −1 otherwise (a layout op in between may have moved the axis).
+// N; −1 otherwise (a layout op in between may have moved the axis). A
+// quantized projection (quant.go) counts as one.
 func (f *Facts) lastAxisWidth(v string) int64 {
 	for i := 0; i < MaxDepth; i++ {
 		n := f.Ix.Producer[v]
+		if IsQuantizedMatMul(n) || isQuantizer(n) {
+			w, _ := f.quantWidth(n, 0)
+			return w
+		}
 		if n == nil || !DefaultDomain(n) {
 			return -1
 		}
 		switch op := n.GetOpType(); {
 		case op == "Identity" || FloatCast(n):
 			v = Input(n, 0)
+		case f.rescaled(n) != "":
+			v = f.rescaled(n)
 		case op == "Add" || op == "Mul" || op == "Div":
 			c0, c1 := f.ConstDerived(Input(n, 0)), f.ConstDerived(Input(n, 1))
 			switch {
@@ -678,37 +754,8 @@ func isOnes(ix *onnx.Index, v string) bool {
 // leading axes make the reshape a split of the last axis, as a head
 // split view(B, S, H, −1) is.
 func (f *Facts) solveReshape(n *onnxpb.NodeProto, out, in []int64, depth int) {
-	shape := f.Ix.Producer[Input(n, 1)]
-	lit, isConst := Ints(f.Ix, Input(n, 1))
-	// Which output entries copy an input axis, and which are the literal
-	// −1.
-	copied := map[int]int{} // output index → input axis
-	literal := map[int]bool{}
-	switch {
-	case isConst && len(lit) == len(out):
-		for i, x := range lit {
-			if x == 0 {
-				copied[i] = i
-			}
-			literal[i] = x == -1
-		}
-	case shape != nil && shape.GetOpType() == "Concat" && len(shape.Input) == len(out):
-		for i, piece := range shape.Input {
-			if c, ok := Ints(f.Ix, piece); ok {
-				if len(c) != 1 {
-					return
-				}
-				literal[i] = c[0] == -1
-				if c[0] == 0 {
-					copied[i] = i
-				}
-				continue
-			}
-			if src, axis, ok := f.sizeOf(piece, depth+1); ok && src == Input(n, 0) {
-				copied[i] = axis
-			}
-		}
-	default:
+	copied, literal, ok := f.reshapeCopies(n, len(out), depth)
+	if !ok {
 		return
 	}
 	unknown := -1
@@ -776,6 +823,103 @@ func (f *Facts) solveReshape(n *onnxpb.NodeProto, out, in []int64, depth int) {
 	}
 }
 
+// reshapeCopies reads a Reshape's target of r entries: which entries copy
+// an axis of the reshaped input (0 in a constant target, x.size(i), or
+// the axes a..b−1 of Shape(x)[a:b], a piece of several entries) and which
+// are the literal −1. ok is false when the target is neither a constant
+// nor a Concat of such pieces and constants adding up to r entries.
+func (f *Facts) reshapeCopies(n *onnxpb.NodeProto, r, depth int) (copied map[int]int, literal map[int]bool, ok bool) {
+	copied, literal = map[int]int{}, map[int]bool{}
+	add := func(at int, c []int64) {
+		for j, x := range c {
+			literal[at+j] = x == -1
+			if x == 0 {
+				copied[at+j] = at + j
+			}
+		}
+	}
+	if lit, isConst := Ints(f.Ix, Input(n, 1)); isConst {
+		add(0, lit)
+		return copied, literal, len(lit) == r
+	}
+	shape := f.Ix.Producer[Input(n, 1)]
+	if shape == nil || shape.GetOpType() != "Concat" {
+		return nil, nil, false
+	}
+	at := 0
+	for _, piece := range shape.Input {
+		if c, isConst := Ints(f.Ix, piece); isConst {
+			add(at, c)
+			at += len(c)
+			continue
+		}
+		if src, axis, ok := f.sizeOf(piece, depth+1); ok {
+			if src == Input(n, 0) {
+				copied[at] = axis
+			}
+			at++
+			continue
+		}
+		src, lo, hi, ok := f.shapeRange(piece, depth+1)
+		if !ok {
+			at++ // taken as one unknown entry (an Unsqueeze of a size)
+			continue
+		}
+		for a := lo; a < hi; a++ {
+			if src == Input(n, 0) {
+				copied[at] = a
+			}
+			at++
+		}
+	}
+	return copied, literal, at == r
+}
+
+// shapeRange reads a shape piece that is several dimensions of a value,
+// Shape(x)[lo:hi]: Shape with start/end, or a Slice of Shape(x) along
+// axis 0 with step 1, its bounds resolved with x's rank.
+func (f *Facts) shapeRange(v string, depth int) (src string, lo, hi int, ok bool) {
+	n := f.Ix.Producer[v]
+	if n == nil || !DefaultDomain(n) {
+		return "", 0, 0, false
+	}
+	starts, ends := []int64{0}, []int64{math.MaxInt64}
+	if n.GetOpType() == "Slice" && len(n.Input) >= 3 {
+		var okS, okE bool
+		starts, okS = Ints(f.Ix, Input(n, 1))
+		ends, okE = Ints(f.Ix, Input(n, 2))
+		if !okS || !okE || len(starts) != 1 || len(ends) != 1 || (Input(n, 3) != "" && !isZeros(f.Ix, Input(n, 3))) || (Input(n, 4) != "" && !isOnes(f.Ix, Input(n, 4))) {
+			return "", 0, 0, false
+		}
+		n = f.Ix.Producer[Input(n, 0)]
+	}
+	if n == nil || n.GetOpType() != "Shape" || !DefaultDomain(n) {
+		return "", 0, 0, false
+	}
+	src = Input(n, 0)
+	d := f.dims(src, depth+1)
+	if d == nil {
+		return "", 0, 0, false
+	}
+	r := int64(len(d))
+	s0, e0 := clampIndex(onnx.AttrInt(n, "start", 0), r), clampIndex(onnx.AttrInt(n, "end", r), r)
+	lo64, hi64 := s0+clampIndex(starts[0], e0-s0), s0+clampIndex(ends[0], e0-s0)
+	return src, int(lo64), int(max(lo64, hi64)), true
+}
+
+func isZeros(ix *onnx.Index, v string) bool {
+	s, ok := Ints(ix, v)
+	if !ok {
+		return false
+	}
+	for _, x := range s {
+		if x != 0 {
+			return false
+		}
+	}
+	return true
+}
+
 // ProjWidth finds the output width of the projection feeding v: back
 // through Transpose/Reshape/Add/scale to a MatMul, Gemm or Einsum with a
 // constant weight.
@@ -790,6 +934,9 @@ func (f *Facts) projWidth(v string, depth int) int64 {
 
 func (f *Facts) projWidthWalk(v string, depth int) int64 {
 	n := f.Ix.Producer[v]
+	if w, ok := f.quantWidth(n, depth); ok {
+		return w
+	}
 	if n == nil || !DefaultDomain(n) {
 		return -1
 	}
@@ -838,27 +985,30 @@ func (f *Facts) projWidthWalk(v string, depth int) int64 {
 
 // InputWidth returns the last dimension of v known from the projection
 // that reads it: v's only consumer (Shape/Size aside) is a MatMul by a
-// constant weight [K, N] (K is then v's width), or a Gemm; −1 otherwise.
+// constant weight [K, N] (K is then v's width), or a Gemm, or an integer
+// product of v quantized (quant.go); −1 otherwise.
 func (f *Facts) InputWidth(v string) int64 {
-	var user *onnxpb.NodeProto
-	for _, c := range f.Ix.Consumers[v] {
-		if op := c.GetOpType(); DefaultDomain(c) && (op == "Shape" || op == "Size") {
-			continue
-		}
-		if user != nil {
-			return -1
-		}
-		user = c
+	user := f.onlyUser(v)
+	for i := 0; i < 4 && isQuantizer(user) && Input(user, 0) == v && len(user.Output) > 0; i++ {
+		v = user.Output[0]
+		user = f.onlyUser(v)
 	}
-	if user == nil || !DefaultDomain(user) || Input(user, 0) != v {
+	if user == nil || Input(user, 0) != v {
+		return -1
+	}
+	if _, w, ok := matmulOperands(user); ok {
+		if d := f.weightDims(w); len(d) == 2 {
+			return d[0]
+		}
+		return -1
+	}
+	if !DefaultDomain(user) {
 		return -1
 	}
 	d := f.weightDims(Input(user, 1))
 	switch {
 	case len(d) != 2:
 		return -1
-	case user.GetOpType() == "MatMul":
-		return d[0]
 	case user.GetOpType() == "Gemm" && onnx.AttrInt(user, "transA", 0) == 0:
 		if onnx.AttrInt(user, "transB", 0) == 1 {
 			return d[1]
@@ -868,9 +1018,26 @@ func (f *Facts) InputWidth(v string) int64 {
 	return -1
 }
 
+// onlyUser returns the one node that reads v besides Shape and Size
+// (which read only its shape), nil if there is none or more than one.
+func (f *Facts) onlyUser(v string) *onnxpb.NodeProto {
+	var user *onnxpb.NodeProto
+	for _, c := range f.Ix.Consumers[v] {
+		if op := c.GetOpType(); DefaultDomain(c) && (op == "Shape" || op == "Size") {
+			continue
+		}
+		if user != nil {
+			return nil
+		}
+		user = c
+	}
+	return user
+}
+
 // weightDims returns the dims of a constant weight, also one passed
 // through Identity nodes (as TorchScript exports weights shared by several
-// layers, ALBERT's); nil if v is not one.
+// layers, ALBERT's) or dequantized (DequantizeLinear of an integer
+// weight); nil if v is not one.
 func (f *Facts) weightDims(v string) []int64 {
 	for i := 0; i < MaxDepth; i++ {
 		if t, ok := f.Ix.Initializers[v]; ok {
@@ -883,8 +1050,10 @@ func (f *Facts) weightDims(v string) []int64 {
 			}
 			return d
 		}
+		// Identity, and DequantizeLinear: a quantized weight (QDQ or
+		// weight-only quantization) has the float weight's shape.
 		n := f.Ix.Producer[v]
-		if n == nil || !DefaultDomain(n) || n.GetOpType() != "Identity" {
+		if n == nil || !(DefaultDomain(n) && n.GetOpType() == "Identity" || isQuantizer(n) && n.GetOpType() == "DequantizeLinear") {
 			return nil
 		}
 		v = Input(n, 0)
@@ -905,7 +1074,7 @@ func (f *Facts) PreScale(v string) float64 {
 			break
 		}
 		switch op := n.GetOpType(); {
-		case op == "Transpose" || op == "Reshape" || op == "Identity" || FloatCast(n):
+		case op == "Transpose" || op == "Reshape" || op == "Identity" || FloatCast(n) || isQuantizer(n):
 			v = Input(n, 0)
 			continue
 		case op == "Div":
@@ -1041,91 +1210,122 @@ type Projection struct {
 	// [B,C,S] (SqueezeBERT): W is [out, in/groups, 1], the output is
 	// [B,out,S].
 	Conv bool `json:"conv,omitempty"`
+	// Quantized names the quantized form of the projection: the integer
+	// product (MatMulInteger, QLinearMatMul, MatMulIntegerToFloat,
+	// DynamicQuantizeMatMul, MatMulNBits), whose Weight is the integer
+	// or packed weight, or "QDQ" for a MatMul whose operands are
+	// dequantized (Weight is then the DequantizeLinear output). Input is
+	// the float value the product quantizes. "" for a float projection.
+	Quantized string `json:"quantized,omitempty"`
 }
 
 // ProjectionOf walks back from v through the head split (Transpose,
-// Reshape), Identity, float Casts, Mul/Div by scalars and rotary
-// embeddings to an Add of a constant bias and a MatMul, Gemm or Einsum by
-// a constant weight: the projection v is computed from. ok is false when
-// v does not come from one.
+// Reshape), Identity, float Casts, Mul/Div by scalars, rotary embeddings
+// and quantizers to an Add of a constant bias and a MatMul, Gemm or Einsum
+// by a constant weight, or a quantized product (quant.go): the projection
+// v is computed from. ok is false when v does not come from one.
 func (f *Facts) ProjectionOf(v string) (p Projection, ok bool) {
+	p, _, ok = f.projectionWalk(v)
+	return p, ok
+}
+
+// Unsplit reports whether v is its projection's output without a reshape
+// on the way (no head split, no part cut off a packed projection): the
+// operand of single-head attention, [B,S,D] as projected.
+func (f *Facts) Unsplit(v string) bool {
+	_, reshaped, ok := f.projectionWalk(v)
+	return ok && !reshaped
+}
+
+// projectionWalk is ProjectionOf; reshaped says whether the walk passed a
+// Reshape, Squeeze, Split or Slice.
+func (f *Facts) projectionWalk(v string) (p Projection, reshaped, ok bool) {
 	for i := 0; i < MaxDepth; i++ {
 		n := f.Ix.Producer[v]
-		if n == nil || !DefaultDomain(n) {
-			return p, false
+		if IsQuantizedMatMul(n) {
+			p, ok = f.quantProjection(n, p)
+			return p, reshaped, ok
 		}
-		switch op := n.GetOpType(); {
-		case op == "Transpose" || op == "Reshape" || op == "Identity" || op == "Squeeze" || FloatCast(n):
-			v = Input(n, 0)
-			continue
-		case op == "Split" || (op == "Slice" && f.constSliceArgs(n)):
-			p.Packed = true
-			v = Input(n, 0)
-			continue
-		case op == "Mul" || op == "Div":
-			if _, ok := f.Scalar(Input(n, 1)); ok {
-				v = Input(n, 0)
-				continue
-			}
-			if _, ok := f.Scalar(Input(n, 0)); ok && op == "Mul" {
-				v = Input(n, 1)
-				continue
-			}
-			return p, false
-		case op == "Add":
-			if x := f.RotaryInput(n); x != "" {
-				v = x
-				continue
-			}
-			if p.Bias != "" {
-				return p, false
-			}
-			c0 := f.ConstDerived(Input(n, 0))
-			c1 := f.ConstDerived(Input(n, 1))
-			switch {
-			case c1 && !c0:
-				p.Bias, v = Input(n, 1), Input(n, 0)
-			case c0 && !c1:
-				p.Bias, v = Input(n, 0), Input(n, 1)
-			default:
-				return p, false
-			}
-			continue
-		case op == "MatMul" || op == "Gemm" || op == "Einsum":
-			if !f.ConstDerived(Input(n, 1)) || f.ConstDerived(Input(n, 0)) {
-				return p, false
-			}
-			if op == "Gemm" && Input(n, 2) != "" {
-				if p.Bias != "" {
-					return p, false
-				}
-				p.Bias = Input(n, 2)
-			}
-			p.Node, p.Input, p.Weight = n.GetName(), Input(n, 0), Input(n, 1)
-			p.Transposed = op == "Gemm" && onnx.AttrInt(n, "transB", 0) == 1
-			if p.Node == "" && len(n.Output) > 0 {
-				p.Node = op + "(" + n.Output[0] + ")"
-			}
-			return p, true
-		case op == "Conv" && f.Pointwise(n):
-			if !f.ConstDerived(Input(n, 1)) || f.ConstDerived(Input(n, 0)) {
-				return p, false
-			}
-			if Input(n, 2) != "" {
-				if p.Bias != "" {
-					return p, false
-				}
-				p.Bias = Input(n, 2)
-			}
-			p.Node, p.Input, p.Weight, p.Conv = n.GetName(), Input(n, 0), Input(n, 1), true
-			if p.Node == "" && len(n.Output) > 0 {
-				p.Node = op + "(" + n.Output[0] + ")"
-			}
-			return p, true
+		if n == nil || !DefaultDomain(n) && !isQuantizer(n) {
+			return p, reshaped, false
 		}
-		return p, false
+		switch n.GetOpType() {
+		case "Reshape", "Squeeze", "Split", "Slice", "Gather":
+			reshaped = true
+		}
+		next, end, ok := f.projectionStep(n, &p)
+		if end {
+			return p, reshaped, ok
+		}
+		v = next
 	}
-	return p, false
+	return p, reshaped, false
+}
+
+// projectionStep is one step of ProjectionOf's walk at node n: the value
+// to go on from, or end with whether p is now the projection.
+func (f *Facts) projectionStep(n *onnxpb.NodeProto, p *Projection) (next string, end, ok bool) {
+	switch op := n.GetOpType(); {
+	case op == "Transpose" || op == "Reshape" || op == "Identity" || op == "Squeeze" || FloatCast(n) || isQuantizer(n):
+		return Input(n, 0), false, false
+	case op == "Split" || (op == "Slice" || op == "Gather") && f.constSliceArgs(n):
+		// A part of a packed projection: split, sliced or gathered
+		// (paddle2onnx's qkv[0]) at constant positions.
+		p.Packed = true
+		return Input(n, 0), false, false
+	case f.rescaled(n) != "":
+		return f.rescaled(n), false, false
+	case op == "Mul" || op == "Div":
+		if _, ok := f.Scalar(Input(n, 1)); ok {
+			return Input(n, 0), false, false
+		}
+		if _, ok := f.Scalar(Input(n, 0)); ok && op == "Mul" {
+			return Input(n, 1), false, false
+		}
+	case op == "Add":
+		if x := f.RotaryInput(n); x != "" {
+			return x, false, false
+		}
+		c0, c1 := f.ConstDerived(Input(n, 0)), f.ConstDerived(Input(n, 1))
+		if p.Bias != "" || c0 == c1 {
+			return "", true, false
+		}
+		if c1 {
+			p.Bias = Input(n, 1)
+			return Input(n, 0), false, false
+		}
+		p.Bias = Input(n, 0)
+		return Input(n, 1), false, false
+	case op == "MatMul" || op == "Gemm" || op == "Einsum" || (op == "Conv" && f.Pointwise(n)):
+		return "", true, f.projectionAt(n, p)
+	}
+	return "", true, false
+}
+
+// projectionAt fills p from the product n, X·W (+ B) with W constant
+// (Gemm and Conv may add B themselves), and reports whether n is one.
+func (f *Facts) projectionAt(n *onnxpb.NodeProto, p *Projection) bool {
+	op := n.GetOpType()
+	x, w := Input(n, 0), Input(n, 1)
+	if !f.ConstDerived(w) || f.ConstDerived(x) {
+		return false
+	}
+	if (op == "Gemm" || op == "Conv") && Input(n, 2) != "" {
+		if p.Bias != "" {
+			return false
+		}
+		p.Bias = Input(n, 2)
+	}
+	p.Node, p.Input, p.Weight = n.GetName(), f.FloatSource(x), w
+	p.Transposed = op == "Gemm" && onnx.AttrInt(n, "transB", 0) == 1
+	p.Conv = op == "Conv"
+	if d := f.Ix.Producer[w]; p.Input != x || isQuantizer(d) {
+		p.Quantized = "QDQ"
+	}
+	if p.Node == "" && len(n.Output) > 0 {
+		p.Node = op + "(" + n.Output[0] + ")"
+	}
+	return true
 }
 
 // Pointwise reports whether n is a Conv with a width-1 kernel over one
@@ -1187,8 +1387,12 @@ func (f *Facts) ChannelsFirst(v string) bool {
 }
 
 // constSliceArgs reports whether a Slice's starts, ends, axes and steps
-// are all computed from constants (it cuts a fixed part of its input).
+// (a Gather's indices) are all computed from constants (it cuts a fixed
+// part of its input).
 func (f *Facts) constSliceArgs(n *onnxpb.NodeProto) bool {
+	if n.GetOpType() == "Gather" {
+		return f.ConstDerived(Input(n, 1))
+	}
 	if len(n.Input) < 3 {
 		return len(onnx.AttrInts(n, "starts")) > 0 // opset < 10: attributes
 	}
@@ -1228,7 +1432,9 @@ func MergedValue(ix *onnx.Index, v string) string {
 			}
 			next = c
 		}
-		if next == nil || !DefaultDomain(next) || (next.GetOpType() != "Transpose" && next.GetOpType() != "Reshape") || len(next.Output) != 1 {
+		// Transposes and Reshapes, and the QDQ pairs quantize_static
+		// writes between them.
+		if next == nil || !DefaultDomain(next) || (next.GetOpType() != "Transpose" && next.GetOpType() != "Reshape" && !isQuantizer(next)) || len(next.Output) != 1 {
 			return v
 		}
 		v = next.Output[0]
