@@ -135,6 +135,13 @@ if [ "$real" = 1 ]; then
   bash "$root/scripts/real-model.sh"
 fi
 
+# 5b. fp16, dynamic int8 and QDQ copies of that model made with the
+# standard tools (scripts/published-models.sh), for the convert tests.
+if [ "$real" = 1 ]; then
+  log "published copies: scripts/published-models.sh"
+  bash "$root/scripts/published-models.sh"
+fi
+
 # 6. The CLI.
 log "go build -o bin/convert ./cmd/convert"
 go build -o "$root/bin/convert" ./cmd/convert
