@@ -192,3 +192,30 @@ func TestTrigWarnsOutOfRange(t *testing.T) {
 		}
 	}
 }
+
+// TestPublishedPrecisionsCLI: a published fp16 and a dynamic-int8 copy of
+// the real MiniLM (scripts/published-models.sh, made with onnxruntime's
+// own tools) convert in one command with every block converted, and the
+// result validates (function bodies against the Go kernels, half outputs
+// held to one unit in the last place) and compares with the copy.
+func TestPublishedPrecisionsCLI(t *testing.T) {
+	needORT(t)
+	dir := filepath.Join("..", "..", "testdata", "real", "published")
+	for _, name := range []string{"minilm.fp16_ortx.onnx", "minilm.int8_dyn_s8.onnx"} {
+		model := filepath.Join(dir, name)
+		if _, err := os.Stat(model); err != nil {
+			t.Skipf("%s absent: run bash scripts/setup.sh", model)
+		}
+		out := filepath.Join(t.TempDir(), "lp.onnx")
+		code, stdout, errOut := runCLI("local-pooled", model, "-o", out)
+		if code != 0 || strings.Count(stdout, "converted ") != 6 {
+			t.Fatalf("%s: exit %d, want 6 blocks converted:\n%s%s", name, code, stdout, errOut)
+		}
+		if code, stdout, errOut = runCLI("validate", out, "--random-inputs", "--seq-len", "64"); code != 0 {
+			t.Errorf("%s: validate exit %d:\n%s%s", name, code, stdout, errOut)
+		}
+		if code, stdout, errOut = runCLI("compare", model, out, "--random-inputs", "--seq-len", "64", "--json"); code != 0 {
+			t.Errorf("%s: compare exit %d:\n%s%s", name, code, stdout, errOut)
+		}
+	}
+}
