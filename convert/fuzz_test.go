@@ -60,7 +60,7 @@ func fuzzFiles(maxBytes int64) []string {
 }
 
 // checkConversions runs Detect, Summarize, ModelDims, ExtendPositions,
-// ToPerformer, ToLinformer and ToLocalPooled on a model that passed onnx.Validate. None may panic; a converted model must be valid,
+// ToPerformer, ToLinformer, ToLocalPooled, ToLARA and ToHedgehog on a model that passed onnx.Validate. None may panic; a converted model must be valid,
 // re-encode, hold one linear-attention node per converted block, and be
 // (with twice) the same bytes when converted again; m itself must not
 // change.
@@ -117,6 +117,12 @@ func checkConversions(t *testing.T, m *onnxpb.ModelProto, twice bool) {
 		}},
 		{ops.LocalPooledOp, func() (*onnxpb.ModelProto, *Report, error) {
 			return ToLocalPooled(m, LocalPooledOptions{Block: 2, Segments: 2})
+		}},
+		{ops.LaraOp, func() (*onnxpb.ModelProto, *Report, error) {
+			return ToLARA(m, LaraOptions{Seed: 1})
+		}},
+		{ops.HedgehogOp, func() (*onnxpb.ModelProto, *Report, error) {
+			return ToHedgehog(m, HedgehogOptions{Features: 4, Block: 2, Seed: 1})
 		}},
 	} {
 		out, rep, err := c.run()
