@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/linearize/linearize/features"
-	"github.com/linearize/linearize/ops"
 	"gonum.org/v1/gonum/mat"
 )
 
@@ -204,9 +203,9 @@ func trace(a []float64, d int) float64 {
 }
 
 // The fitted balance is exact (T_q·T_kᵀ = I), diagonalises the pair
-// moment, balances the query and key moments (geometric mean), minimises
-// tr(S_u) against perturbations, and the DERF parameters are the optimal A
-// of each diagonal entry.
+// moment, balances the query and key moments (geometric mean) and
+// minimises tr(S_u) against perturbations; the DERF kinds carry
+// parameters.
 func TestFitBalanceProperties(t *testing.T) {
 	const d = 6
 	rng := rand.New(rand.NewPCG(2, 3))
@@ -300,16 +299,10 @@ func TestFitBalanceProperties(t *testing.T) {
 						t.Errorf("trace %g → %g: the balance made it worse", f.TraceBefore[0], f.TraceAfter[0])
 					}
 				}
-				if kind == features.BalanceGeoMean {
-					if f.A != nil {
-						t.Error("A set")
-					}
-				} else {
-					for c, a := range f.A {
-						if want := ops.OptimalPositiveA(f.Rho[c]); math.Abs(float64(a)-want) > 1e-6 {
-							t.Errorf("a_%d = %g, want %g", c, a, want)
-						}
-					}
+				// Whether the DERF parameters minimise the estimator's
+				// variance is TestFitBalanceDERFMinimisesVariance's.
+				if (kind == features.BalanceGeoMean) != (f.A == nil) {
+					t.Errorf("%s: %d DERF parameters", kind, len(f.A))
 				}
 				t.Logf("Σρ %.4g → %.4g", f.TraceBefore[0], f.TraceAfter[0])
 			})
