@@ -2,6 +2,7 @@ package infer
 
 import (
 	"fmt"
+	"reflect"
 	"runtime"
 	"sort"
 	"strconv"
@@ -31,7 +32,7 @@ type NativeOptions struct {
 	// only functions without a kernel are expanded.
 	InlineFunctions bool
 	// Profile records the time spent in each op type (read by
-	// `convert bench-backends --profile`).
+	// `linlab bench-backends --profile`).
 	Profile bool
 }
 
@@ -335,6 +336,8 @@ func (s *nativeSession) Run(inputs map[string]*onnx.Tensor, names ...string) (ma
 		return vals[i], true
 	}
 	args := make([]*onnx.Tensor, 0, 8)
+	var live liveBytes
+	live.init(s.nslots)
 	for _, pn := range s.plan {
 		args = args[:0]
 		for _, i := range pn.in {
@@ -371,10 +374,15 @@ func (s *nativeSession) Run(inputs map[string]*onnx.Tensor, names ...string) (ma
 				return nil, fmt.Errorf("infer: node %s: kernel produced no value for output %q", nodeLabel(pn.node), pn.node.Output[j])
 			}
 			vals[i] = out[j]
+			live.add(i, out[j], args)
+		}
+		if err := live.check(); err != nil {
+			return nil, fmt.Errorf("infer: node %s: %w", nodeLabel(pn.node), err)
 		}
 		for _, i := range pn.free {
 			if !keep[i] {
 				if _, c := s.consts[i]; !c {
+					live.drop(i)
 					vals[i] = nil
 				}
 			}
@@ -566,4 +574,54 @@ func (fx *funcExpander) instantiate(n *onnxpb.NodeProto, callee *onnxpb.Function
 		return nil, fmt.Errorf("infer: node %s: %s", nodeLabel(n), strings.TrimPrefix(err.Error(), "onnx: "))
 	}
 	return body, nil
+}
+
+// liveBytes keeps the bytes of the values a run holds: each tensor is
+// under the tensor budget (ops.MaxTensorBytes), and together they may
+// take at most twice it (by default half of the memory the process may
+// use), so that the next allocation still fits and no chain of
+// individually small tensors ends in Go's fatal out-of-memory. Outputs
+// that share their data with an input (Identity, Reshape) are not counted
+// again.
+type liveBytes struct {
+	n     []int64 // per slot: bytes counted for its value
+	total int64
+}
+
+func (l *liveBytes) init(slots int) { l.n = make([]int64, slots) }
+
+func (l *liveBytes) add(slot int, t *onnx.Tensor, args []*onnx.Tensor) {
+	l.drop(slot)
+	p := dataAddr(t)
+	for _, a := range args {
+		if a != nil && p != 0 && dataAddr(a) == p {
+			return
+		}
+	}
+	b := int64(t.Len()) * int64(max(1, onnx.ElemSize(t.DType)))
+	l.n[slot] = b
+	l.total += b
+}
+
+func (l *liveBytes) drop(slot int) {
+	l.total -= l.n[slot]
+	l.n[slot] = 0
+}
+
+func (l *liveBytes) check() error {
+	limit := 2 * ops.MaxTensorBytes()
+	if l.total <= limit {
+		return nil
+	}
+	return fmt.Errorf("%w: the values alive at once take %d bytes, more than twice the tensor budget (%d bytes, set by $%s)",
+		ops.ErrTensorBudget, l.total, limit, ops.MaxTensorBytesEnv)
+}
+
+// dataAddr is the address of t's first element (0 for an empty tensor).
+func dataAddr(t *onnx.Tensor) uintptr {
+	v := reflect.ValueOf(t.Data)
+	if v.Kind() != reflect.Slice || v.Len() == 0 {
+		return 0
+	}
+	return v.Pointer()
 }
