@@ -41,11 +41,11 @@ type Weights struct {
 }
 
 // DefaultWeights are the weights `convert inspect --cost` and `convert
-// bench` use unless told otherwise: fitted (internal/costfit) to the time
+// bench` use unless told otherwise: fitted (cmd/internal/costfit) to the time
 // ratios of docs/bench-crossover.json, BERT-base width, 2 layers, 384 to
 // 4096 tokens, onnxruntime 1.30 with 2 threads on this project's 2-core
-// machine (`go run ./internal/cmd/costfit docs/bench-crossover.json`
-// prints them, to 3 digits; a test in internal/benchrun checks that they
+// machine (`bin/linlab fit-cost docs/bench-crossover.json`
+// prints them, to 3 digits; a test in cmd/internal/benchrun checks that they
 // are what the fit of that file gives). They are
 // effective weights: a softmax form's core MACs and passes both grow as
 // n², so only their sum is determined, and here the passes carry it.

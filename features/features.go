@@ -56,8 +56,8 @@ const (
 	tagOmega = 1 + iota
 	tagE
 	tagF
-	// tag 4 draws the inputs of the error sweep (internal/featsweep,
-	// `convert features-error`), which keeps its own copy of stream.
+	// tag 4 draws the inputs of the error sweep (cmd/internal/featsweep,
+	// `linlab features-error`), which keeps its own copy of stream.
 	_
 )
 

@@ -73,7 +73,7 @@ func exactAttention(q, k, v, bias *onnx.Tensor, scale float64) []float64 {
 
 // softmaxMix adds Σ_j softmax(l)_j·val(j, c) to out[c] in float64, l
 // overwritten. Kept apart from the softmaxes of features/balance.go,
-// finetune/linformer.go and internal/featsweep: the references stay
+// finetune/linformer.go and cmd/internal/featsweep: the references stay
 // independent of the code they check.
 func softmaxMix(out, l []float64, val func(j, c int) float64) {
 	top := math.Inf(-1)

@@ -2,7 +2,7 @@
 # bench-baselines.sh writes the bench model and onnxruntime's optimized
 # forms of it, the baselines of `convert bench --baseline` (issue 13):
 #
-#   out/bench/bert-base-2l-16k.onnx   the original (convert build-model)
+#   out/bench/bert-base-2l-16k.onnx   the original (linlab build-model)
 #   out/bench/fused.onnx              transformers optimizer defaults (Attention)
 #   out/bench/flash.onnx              MultiHeadAttention, no mask (CPU flash attention)
 #   out/bench/{performer,local-pooled}.onnx and their *-ortopt-extended.onnx:
@@ -41,10 +41,12 @@ log() { printf 'bench-baselines: %s\n' "$*"; }
 mkdir -p "$out" bin
 log "go build -o bin/convert ./cmd/convert"
 go build -o bin/convert ./cmd/convert
+log "go build -o bin/linlab ./cmd/linlab"
+go build -o bin/linlab ./cmd/linlab
 
 model="$out/bert-base-${layers}l-$((maxpos / 1024))k.onnx"
 log "building $model"
-bin/convert build-model --preset base --num-layers "$layers" --max-positions "$maxpos" -o "$model"
+bin/linlab build-model --preset base --num-layers "$layers" --max-positions "$maxpos" -o "$model"
 
 log "running onnxruntime's transformers optimizer (fixture venv)"
 python3 testdata/bench/ort_baselines.py "$model" "$out" --heads 12 --hidden 768

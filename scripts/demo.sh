@@ -6,7 +6,7 @@
 # scripts/setup.sh runs it at the end; run it again any time after setup.
 #
 # The model is testdata/bert-tiny.onnx, a 2-layer BERT built by the
-# project's own builder (convert build-model), or, if that file is absent,
+# project's own builder (linlab build-model), or, if that file is absent,
 # the onnxruntime test graph ../shared/corpus/ort-fusion/attention_opt.onnx.
 set -euo pipefail
 

@@ -14,7 +14,7 @@
 #
 # It then runs scripts/real-text.sh: long English documents (the CPython
 # docs from Debian's python3.X-doc, markup stripped by Go) into
-# testdata/real/docs/ for `convert report-real --docs`.
+# testdata/real/docs/ for `linlab report-real --docs`.
 #
 # The optional torch cross-check lives in testdata/realmodel/export_torch.py.
 set -euo pipefail

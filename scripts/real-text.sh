@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # real-text.sh makes long real English documents for calibrating and
 # measuring conversions of the real model at 128, 256 and 512 tokens
-# (`convert report-real --docs testdata/real/docs`).
+# (`linlab report-real --docs testdata/real/docs`).
 #
 #   scripts/real-text.sh           install the docs package (once) + extract
 #

@@ -142,9 +142,12 @@ if [ "$real" = 1 ]; then
   bash "$root/scripts/published-models.sh"
 fi
 
-# 6. The CLI.
+# 6. The CLI, and the lab's binary (report-real, bench-backends,
+# features-error, fit-cost, build-model).
 log "go build -o bin/convert ./cmd/convert"
 go build -o "$root/bin/convert" ./cmd/convert
+log "go build -o bin/linlab ./cmd/linlab"
+go build -o "$root/bin/linlab" ./cmd/linlab
 
 if [ "$demo" = 1 ]; then
   bash "$root/scripts/demo.sh"

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -11,33 +10,6 @@ import (
 	"github.com/linearize/linearize/onnx"
 	"google.golang.org/protobuf/proto"
 )
-
-// TestBuildModelRegeneratesBundledModel: the command go generate runs
-// writes exactly the committed testdata/bert-tiny.onnx.
-func TestBuildModelRegeneratesBundledModel(t *testing.T) {
-	out := filepath.Join(t.TempDir(), "tiny.onnx")
-	code, _, errOut := runCLI("build-model", "--preset", "tiny", "-o", out)
-	if code != 0 {
-		t.Fatalf("exit %d: %s", code, errOut)
-	}
-	a, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := os.ReadFile(filepath.Join("..", "..", "testdata", "bert-tiny.onnx"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(a, b) {
-		t.Fatal("build-model --preset tiny differs from testdata/bert-tiny.onnx: run go generate ./testdata")
-	}
-	if code, _, _ := runCLI("build-model", "-o", out, "--hidden", "30", "--heads", "4"); code != exitUsage {
-		t.Errorf("hidden 30 with 4 heads: exit %d, want %d", code, exitUsage)
-	}
-	if code, _, _ := runCLI("build-model"); code != exitUsage {
-		t.Errorf("no -o: exit %d, want %d", code, exitUsage)
-	}
-}
 
 func TestExtendPositionsCLI(t *testing.T) {
 	dir := t.TempDir()
@@ -176,7 +148,7 @@ func TestBenchBaselineCLI(t *testing.T) {
 			t.Errorf("linformer has no speedup vs the baseline: %+v", r)
 		}
 	}
-	// The input is renamed as in internal/benchrun's TestLoadBaselines; that
+	// The input is renamed as in cmd/internal/benchrun's TestLoadBaselines; that
 	// test checks the library, this one the CLI's exit codes and messages.
 	renamed := filepath.Join(dir, "renamed.onnx")
 	m, err := onnx.Load(model)

@@ -8,21 +8,13 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/linearize/linearize/cmd/internal/cli"
 	"github.com/linearize/linearize/convert"
 	"github.com/linearize/linearize/infer"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
 	"github.com/linearize/linearize/ops"
 )
-
-func init() {
-	register(&command{
-		name:    "compare",
-		summary: "feed the same inputs to several models and compare outputs and per-layer attention outputs with the first; with three or more models the table ends with the others side by side, so that compare ORIGINAL CONVERTED FINETUNED --text-file heldout.txt shows what fine-tuning did on texts it did not see",
-		usage:   "A B [C ...] [flags]",
-		run:     runCompare,
-	})
-}
 
 // modelLabels names models by file name, or by path when names repeat.
 func modelLabels(paths []string) []string {
@@ -47,12 +39,12 @@ func runCompare(args []string, stdout io.Writer) error {
 	threads := fs.Int("threads", 0, "intra-op threads (0: backend default)")
 	layers := fs.Bool("per-layer", true, "also compare each attention block's output (head-merged, token layout) where both models produce it; each model runs its own forward pass, so differences accumulate over layers")
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
-	pos, err := parseFlags(fs, args, stdout)
+	pos, err := cli.ParseFlags(fs, args, stdout)
 	if err != nil {
 		return err
 	}
 	if len(pos) < 2 {
-		return usageError("want at least two models (the first is the reference), got %d", len(pos))
+		return cli.UsageError("want at least two models (the first is the reference), got %d", len(pos))
 	}
 	if err := checkBackend(*backend); err != nil {
 		return err
@@ -63,7 +55,7 @@ func runCompare(args []string, stdout io.Writer) error {
 	models := make([]*onnxpb.ModelProto, len(pos))
 	for i, p := range pos {
 		if models[i], err = onnx.Load(p); err != nil {
-			return badInput(err)
+			return cli.BadInput(err)
 		}
 	}
 	in, err := ff.buildFor(models, pos)
@@ -76,7 +68,7 @@ func runCompare(args []string, stdout io.Writer) error {
 	}
 	mc, err := infer.CompareModels(models, modelLabels(pos), in.Tensors, opt)
 	if err != nil {
-		return runtimeFailure(err)
+		return cli.RuntimeFailure(err)
 	}
 	mc.Inputs = in.Description
 	if *asJSON {

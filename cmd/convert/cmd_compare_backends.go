@@ -7,19 +7,10 @@ import (
 	"io"
 	"text/tabwriter"
 
+	"github.com/linearize/linearize/cmd/internal/cli"
 	"github.com/linearize/linearize/infer"
 	"github.com/linearize/linearize/internal/gemm"
-	"github.com/linearize/linearize/onnx/onnxpb"
 )
-
-func init() {
-	register(&command{
-		name:    "compare-backends",
-		summary: "run a model in the native Go backend and in onnxruntime on the same inputs and print the error of every output",
-		usage:   "MODEL [flags]",
-		run:     runCompareBackends,
-	})
-}
 
 // backendsReport is the JSON form of compare-backends.
 type backendsReport struct {
@@ -43,7 +34,7 @@ func runCompareBackends(args []string, stdout io.Writer) error {
 	threads := fs.Int("threads", 0, "intra-op threads of both backends (0: backend default)")
 	tol := fs.Float64("tolerance", infer.DefaultTolerance, "an output agrees when its scaled error (max abs error / max |onnxruntime output|) is at most this")
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
-	path, err := parseModelArg(fs, args, stdout)
+	path, err := cli.ParseModelArg(fs, args, stdout)
 	if err != nil {
 		return err
 	}
@@ -57,7 +48,7 @@ func runCompareBackends(args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	nat, ref, err := openBothBackends(m, *threads)
+	nat, ref, err := cli.OpenBothBackends(m, *threads)
 	if err != nil {
 		return err
 	}
@@ -65,11 +56,11 @@ func runCompareBackends(args []string, stdout io.Writer) error {
 	defer ref.Close()
 	diffs, err := infer.CompareSessions(nat, ref, in.Tensors)
 	if err != nil {
-		return runtimeFailure(err)
+		return cli.RuntimeFailure(err)
 	}
 	outs, err := ref.Run(in.Tensors)
 	if err != nil {
-		return runtimeFailure(err)
+		return cli.RuntimeFailure(err)
 	}
 	rep := backendsReport{Model: path, Inputs: in.Description, Reference: "ort", Tolerance: *tol, Agree: true}
 	for _, d := range diffs {
@@ -84,7 +75,7 @@ func runCompareBackends(args []string, stdout io.Writer) error {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(rep); err != nil {
-			return runtimeFailure(err)
+			return cli.RuntimeFailure(err)
 		}
 	} else {
 		fmt.Fprintf(stdout, "model   %s\ninputs  %s\nnative (gemm %s) vs onnxruntime\n"+
@@ -106,21 +97,7 @@ func runCompareBackends(args []string, stdout io.Writer) error {
 		tw.Flush()
 	}
 	if !rep.Agree {
-		return runtimeFailure(fmt.Errorf("compare-backends: the backends disagree beyond --tolerance %g on %s", *tol, path))
+		return cli.RuntimeFailure(fmt.Errorf("compare-backends: the backends disagree beyond --tolerance %g on %s", *tol, path))
 	}
 	return nil
-}
-
-// openBothBackends opens m in the native backend and in onnxruntime
-// (compare-backends, bench-backends); the caller closes both.
-func openBothBackends(m *onnxpb.ModelProto, threads int) (nat, ref infer.Session, err error) {
-	opts := infer.Options{Threads: threads}
-	if nat, err = infer.NewNativeSession(m, opts); err != nil {
-		return nil, nil, runtimeFailure(err)
-	}
-	if ref, err = infer.NewORTSession(m, opts); err != nil {
-		nat.Close()
-		return nil, nil, runtimeFailure(err)
-	}
-	return nat, ref, nil
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -74,40 +73,10 @@ func TestCompareBackendsCLIErrors(t *testing.T) {
 		{[]string{"compare-backends", "a.onnx", "b.onnx"}, exitUsage, "exactly one MODEL"},
 		{[]string{"compare-backends", "x.onnx", "--tolerance", "-1"}, exitUsage, "--tolerance"},
 		{[]string{"compare-backends", filepath.Join(t.TempDir(), "missing.onnx"), "--random-inputs"}, exitBadInput, "missing.onnx"},
-		{[]string{"bench-backends", "--lengths", "128,x"}, exitUsage, "--lengths"},
-		{[]string{"bench-backends", "--repeat", "0"}, exitUsage, "--repeat"},
-		{[]string{"bench-backends", "model.onnx"}, exitUsage, "no positional"},
-		{[]string{"bench-backends", "--profile", "--json"}, exitUsage, "--profile"},
 	} {
 		code, _, errOut := runCLI(c.args...)
 		if code != c.code || !strings.Contains(errOut, c.msg) {
 			t.Errorf("%v: exit %d, stderr %q; want exit %d mentioning %q", c.args, code, errOut, c.code, c.msg)
-		}
-	}
-}
-
-// TestBenchBackendsCLI runs the smallest benchmark (one layer, 8 tokens,
-// one timed run) and checks the report's shape and arithmetic.
-func TestBenchBackendsCLI(t *testing.T) {
-	needORT(t)
-	code, out, errOut := runCLI("bench-backends", "--lengths", "8,16", "--num-layers", "1", "--repeat", "1", "--json")
-	if code != 0 {
-		t.Fatalf("exit %d: %s", code, errOut)
-	}
-	var rep benchBackendsReport
-	if err := json.Unmarshal([]byte(out), &rep); err != nil {
-		t.Fatalf("%v\n%s", err, out)
-	}
-	if len(rep.Rows) != 2 || rep.Rows[0].SeqLen != 8 || rep.Rows[1].SeqLen != 16 || rep.GEMM == "" {
-		t.Fatalf("report: %+v", rep)
-	}
-	code, out, errOut = runCLI("bench-backends", "--lengths", "8", "--num-layers", "1", "--repeat", "1", "--profile")
-	if code != 0 || !strings.Contains(out, "MatMul") || !strings.Contains(out, "native/ort") {
-		t.Errorf("--profile: exit %d: %s\n%s", code, errOut, out)
-	}
-	for _, r := range rep.Rows {
-		if r.NativeMS <= 0 || r.ORTMS <= 0 || r.Ratio <= 0 || math.Abs(r.Ratio-r.NativeMS/r.ORTMS) > 1e-9*r.Ratio {
-			t.Errorf("row %+v", r)
 		}
 	}
 }

@@ -15,21 +15,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/linearize/linearize/cmd/internal/cli"
 	"github.com/linearize/linearize/embed"
 	"github.com/linearize/linearize/infer"
 	"github.com/linearize/linearize/internal/fsutil"
 	"github.com/linearize/linearize/internal/progress"
 	"github.com/linearize/linearize/onnx"
 )
-
-func init() {
-	register(&command{
-		name:    "embed",
-		summary: "embed texts or documents, one vector each with the model's own pooling; long ones truncated, chunked or read whole",
-		usage:   "MODEL (--text T | --text-file F | --docs DIR | --jsonl F) -o OUT [flags]",
-		run:     runEmbed,
-	})
-}
 
 // embedMaxDoc bounds one document (a --docs file or a JSON line), and
 // embedMaxTotal all the documents of one command, which are read before
@@ -46,7 +38,7 @@ type embedDoc struct{ id, text string }
 
 func runEmbed(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("embed", flag.ContinueOnError)
-	var texts multiFlag
+	var texts cli.MultiFlag
 	fs.Var(&texts, "text", "a `TEXT` to embed (repeatable; ids text-1, text-2, ...)")
 	textFile := fs.String("text-file", "", "a `FILE` with one text per line (ids: line numbers; blank lines skipped)")
 	docs := fs.String("docs", "", "embed every *.txt and *.md file in `DIR`, sorted (id: the file name)")
@@ -61,7 +53,7 @@ func runEmbed(args []string, stdout io.Writer) error {
 	threads := fs.Int("threads", 0, "intra-op threads (0: backend default)")
 	backend := fs.String("backend", infer.DefaultBackend, "runtime backend: "+strings.Join(infer.Backends(), " or "))
 	vocab := fs.String("vocab", "", "tokenizer `PATH`: a folder, tokenizer.json or vocab.txt (default: found beside the model)")
-	path, err := parseModelArg(fs, args, stdout)
+	path, err := cli.ParseModelArg(fs, args, stdout)
 	if err != nil {
 		return err
 	}
@@ -77,22 +69,22 @@ func runEmbed(args []string, stdout io.Writer) error {
 	case embed.Truncate, embed.Chunk, embed.Long:
 		o.Mode = m
 	default:
-		return usageError("--mode %q: want auto, truncate, chunk or long", *mode)
+		return cli.UsageError("--mode %q: want auto, truncate, chunk or long", *mode)
 	}
 	switch p := embed.Pooling(*pooling); p {
 	case "auto":
 	case embed.PoolMean, embed.PoolCLS, embed.PoolMax:
 		o.Pooling = p
 	default:
-		return usageError("--pooling %q: want auto, mean, cls or max", *pooling)
+		return cli.UsageError("--pooling %q: want auto, mean, cls or max", *pooling)
 	}
 	switch {
 	case *maxTokens < 0:
-		return usageError("--max-tokens must be non-negative")
+		return cli.UsageError("--max-tokens must be non-negative")
 	case *window != 0 && *window < 3:
-		return usageError("--window %d: want at least 3 ([CLS], a wordpiece, [SEP])", *window)
+		return cli.UsageError("--window %d: want at least 3 ([CLS], a wordpiece, [SEP])", *window)
 	case *batch < 1:
-		return usageError("--batch must be at least 1")
+		return cli.UsageError("--batch must be at least 1")
 	}
 	sources := 0
 	for _, set := range []bool{len(texts) > 0, *textFile != "", *docs != "", *jsonl != ""} {
@@ -101,16 +93,16 @@ func runEmbed(args []string, stdout io.Writer) error {
 		}
 	}
 	if sources != 1 {
-		return usageError("give the texts with one of --text, --text-file, --docs or --jsonl")
+		return cli.UsageError("give the texts with one of --text, --text-file, --docs or --jsonl")
 	}
 	if *out == "" {
-		return usageError("-o is required")
+		return cli.UsageError("-o is required")
 	}
 	npy := strings.HasSuffix(*out, ".npy")
 	if !npy && !strings.HasSuffix(*out, ".jsonl") {
-		return usageError("-o %s: want a path ending in .npy or .jsonl", *out)
+		return cli.UsageError("-o %s: want a path ending in .npy or .jsonl", *out)
 	}
-	if err := checkOutput(path, *out, false); err != nil {
+	if err := cli.CheckOutput(path, *out, false); err != nil {
 		return err
 	}
 
@@ -128,7 +120,7 @@ func runEmbed(args []string, stdout io.Writer) error {
 		list, err = readJSONLDocs(*jsonl)
 	}
 	if err != nil {
-		return badInput(err)
+		return cli.BadInput(err)
 	}
 
 	e, err := embed.Open(path, o)
@@ -165,7 +157,7 @@ func runEmbed(args []string, stdout io.Writer) error {
 		err = writeEmbedJSONL(*out, list, vecs)
 	}
 	if err != nil {
-		return runtimeFailure(err)
+		return cli.RuntimeFailure(err)
 	}
 	fmt.Fprintf(stdout, "embedded %d documents (mode %s, pooling %s, window %d, dim %d) in %.2f s (%.3f s each, loading excluded) → %s\n",
 		len(list), e.Mode(), e.Pooling(), e.Window(), e.Dim(), took.Seconds(), took.Seconds()/float64(len(list)), *out)
@@ -177,9 +169,9 @@ func runEmbed(args []string, stdout io.Writer) error {
 // its files or the texts do not fit the flags).
 func embedError(err error) error {
 	if errors.Is(err, embed.ErrBackend) {
-		return runtimeFailure(oneLine(err))
+		return cli.RuntimeFailure(oneLine(err))
 	}
-	return badInput(err)
+	return cli.BadInput(err)
 }
 
 // readTextLines reads one text per line of the file path given with flag;

@@ -11,21 +11,12 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/linearize/linearize/cmd/internal/cli"
+	"github.com/linearize/linearize/cmd/internal/cliutil"
 	"github.com/linearize/linearize/embed"
 	"github.com/linearize/linearize/infer"
-	"github.com/linearize/linearize/internal/cliutil"
 	"github.com/linearize/linearize/internal/fsutil"
 )
-
-func init() {
-	register(&command{
-		name: "evaluate",
-		summary: "long-document retrieval test: passages taken out of long documents, by position bucket, retrieved by the original model " +
-			"truncated and chunked and by other models; MRR, recall@1, bootstrap intervals, time and memory",
-		usage: "ORIGINAL [NAME=MODEL[:MODE] ...] (--docs DIR | --jsonl F) [flags]",
-		run:   runEvaluate,
-	})
-}
 
 // evalSystem is a system of the command line: a model and how it reads.
 type evalSystem struct {
@@ -41,7 +32,7 @@ func runEvaluate(args []string, stdout io.Writer) error {
 	minTokens := fs.Int("min-tokens", 0, "skip documents of fewer than `N` wordpieces (0: the last bucket edge, so that a document fills every bucket)")
 	buckets := fs.String("buckets", "", "`LIST` of bucket edges in wordpieces, by the passage's position (default: 0,512,1K,2K,… up to --max-tokens)")
 	perBucket := fs.Int("per-bucket", 1, "passages `K` drawn per document and bucket")
-	seed := fs.Uint64("seed", defaultSeed, "seed of the passages and the bootstrap")
+	seed := fs.Uint64("seed", cli.DefaultSeed, "seed of the passages and the bootstrap")
 	bootstrap := fs.Int("bootstrap", 1000, "paired bootstrap resamples `B` over documents")
 	reference := fs.String("reference", "", "the system `NAME` the others are compared with (default: chunk, else the first system)")
 	systemsFlag := fs.String("systems", "", "`LIST` of the systems to run, in this order (default: truncate, chunk, then the models' systems)")
@@ -54,12 +45,12 @@ func runEvaluate(args []string, stdout io.Writer) error {
 	jsonOut := fs.String("json-out", "", "also write the report as JSON to `FILE`")
 	mdOut := fs.String("md-out", "", "also write the markdown tables to `FILE`")
 	quiet := fs.Bool("q", false, "no progress lines on stderr")
-	pos, err := parseFlags(fs, args, stdout)
+	pos, err := cli.ParseFlags(fs, args, stdout)
 	if err != nil {
 		return err
 	}
 	if len(pos) == 0 {
-		return usageError("want the ORIGINAL model, then any NAME=MODEL[:MODE] to compare")
+		return cli.UsageError("want the ORIGINAL model, then any NAME=MODEL[:MODE] to compare")
 	}
 	if err := checkThreads(*threads); err != nil {
 		return err
@@ -70,25 +61,25 @@ func runEvaluate(args []string, stdout io.Writer) error {
 	o := embed.EvalOptions{MaxTokens: *maxTokens, MinTokens: *minTokens, PerBucket: *perBucket, Seed: *seed, Bootstrap: *bootstrap}
 	switch {
 	case *maxTokens < 1:
-		return usageError("--max-tokens must be at least 1")
+		return cli.UsageError("--max-tokens must be at least 1")
 	case *minTokens < 0:
-		return usageError("--min-tokens must be non-negative")
+		return cli.UsageError("--min-tokens must be non-negative")
 	case *perBucket < 1:
-		return usageError("--per-bucket must be at least 1")
+		return cli.UsageError("--per-bucket must be at least 1")
 	case *bootstrap < 1:
-		return usageError("--bootstrap must be at least 1")
+		return cli.UsageError("--bootstrap must be at least 1")
 	case *limitDocs < 0:
-		return usageError("--limit-docs must be non-negative")
+		return cli.UsageError("--limit-docs must be non-negative")
 	case (*docs == "") == (*jsonl == ""):
-		return usageError("give the documents with one of --docs or --jsonl")
+		return cli.UsageError("give the documents with one of --docs or --jsonl")
 	}
 	if *buckets != "" {
-		if o.Buckets, err = ints("buckets", *buckets, cliutil.IntList{Min: 0}); err != nil {
+		if o.Buckets, err = cli.Ints("buckets", *buckets, cliutil.IntList{Min: 0}); err != nil {
 			return err
 		}
 	}
 	if err := o.Check(); err != nil {
-		return usageError("--buckets %s: %s", *buckets, strings.TrimPrefix(err.Error(), embed.ErrEvalOption.Error()+": "))
+		return cli.UsageError("--buckets %s: %s", *buckets, strings.TrimPrefix(err.Error(), embed.ErrEvalOption.Error()+": "))
 	}
 	eo := embed.Options{MaxTokens: *maxTokens, Backend: *backend, Threads: *threads, Vocab: *vocab}
 	switch p := embed.Pooling(*pooling); p {
@@ -96,7 +87,7 @@ func runEvaluate(args []string, stdout io.Writer) error {
 	case embed.PoolMean, embed.PoolCLS, embed.PoolMax:
 		eo.Pooling = p
 	default:
-		return usageError("--pooling %q: want auto, mean, cls or max", *pooling)
+		return cli.UsageError("--pooling %q: want auto, mean, cls or max", *pooling)
 	}
 
 	// The systems: the original truncated and chunked, then the models.
@@ -109,43 +100,43 @@ func runEvaluate(args []string, stdout io.Writer) error {
 		}
 		for _, prev := range list {
 			if prev.name == s.name {
-				return usageError("two systems are named %s (name them: NAME=%s)", s.name, arg)
+				return cli.UsageError("two systems are named %s (name them: NAME=%s)", s.name, arg)
 			}
 		}
 		list = append(list, s)
 	}
 	if *systemsFlag != "" {
 		var picked []evalSystem
-		for _, name := range strList(*systemsFlag) {
+		for _, name := range cli.StrList(*systemsFlag) {
 			i := slices.IndexFunc(list, func(s evalSystem) bool { return s.name == name })
 			if i < 0 {
-				return usageError("--systems: no system %q (have %s)", name, evalNames(list))
+				return cli.UsageError("--systems: no system %q (have %s)", name, evalNames(list))
 			}
 			if slices.ContainsFunc(picked, func(s evalSystem) bool { return s.name == name }) {
-				return usageError("--systems names %s twice", name)
+				return cli.UsageError("--systems names %s twice", name)
 			}
 			picked = append(picked, list[i])
 		}
 		if len(picked) == 0 {
-			return usageError("--systems: no system named")
+			return cli.UsageError("--systems: no system named")
 		}
 		list = picked
 	}
 	if *reference != "" && !slices.ContainsFunc(list, func(s evalSystem) bool { return s.name == *reference }) {
-		return usageError("--reference %s is not among the systems (%s)", *reference, evalNames(list))
+		return cli.UsageError("--reference %s is not among the systems (%s)", *reference, evalNames(list))
 	}
 	o.Reference = *reference
 
 	// Inputs, before any model is loaded.
 	for _, s := range list {
 		if _, err := os.Stat(s.path); err != nil {
-			return badInput(fmt.Errorf("system %s: %w", s.name, err))
+			return cli.BadInput(fmt.Errorf("system %s: %w", s.name, err))
 		}
 	}
 	for _, out := range []struct{ flag, path string }{{"json-out", *jsonOut}, {"md-out", *mdOut}} {
 		if out.path != "" {
-			if err := checkOutput("", out.path, false); err != nil {
-				return badInput(fmt.Errorf("--%s: %s", out.flag, strings.TrimPrefix(err.Error(), "onnx: ")))
+			if err := cli.CheckOutput("", out.path, false); err != nil {
+				return cli.BadInput(fmt.Errorf("--%s: %s", out.flag, strings.TrimPrefix(err.Error(), "onnx: ")))
 			}
 		}
 	}
@@ -156,7 +147,7 @@ func runEvaluate(args []string, stdout io.Writer) error {
 		read, err = readJSONLDocs(*jsonl)
 	}
 	if err != nil {
-		return badInput(err)
+		return cli.BadInput(err)
 	}
 	if *limitDocs > 0 && len(read) > *limitDocs {
 		read = read[:*limitDocs]
@@ -194,7 +185,7 @@ func runEvaluate(args []string, stdout io.Writer) error {
 			}
 			if e.Mode() == embed.Long && e.Limit() > 0 && e.Limit() < *maxTokens+2 {
 				e.Close()
-				return nil, badInput(fmt.Errorf("%s reads at most %d tokens in one pass, fewer than --max-tokens %d and [CLS], [SEP]; lower --max-tokens or convert it with a larger --max-length", s.path, e.Limit(), *maxTokens))
+				return nil, cli.BadInput(fmt.Errorf("%s reads at most %d tokens in one pass, fewer than --max-tokens %d and [CLS], [SEP]; lower --max-tokens or convert it with a larger --max-length", s.path, e.Limit(), *maxTokens))
 			}
 			if o.Progress != nil {
 				fmt.Fprintf(o.Progress, "system %s: %s\n", s.name, e)
@@ -204,15 +195,15 @@ func runEvaluate(args []string, stdout io.Writer) error {
 	}
 
 	rep, err := embed.Evaluate(query.Tokenizer(), documents, query, systems, o)
-	var ee *exitError
+	var ee *cli.ExitError
 	switch {
 	case err == nil:
 	case errors.As(err, &ee):
-		return &exitError{ee.code, err}
+		return &cli.ExitError{Code: ee.Code, Err: err}
 	case errors.Is(err, embed.ErrTooShort):
-		return badInput(fmt.Errorf("%w (lower --min-tokens or --max-tokens, or give longer documents)", err))
+		return cli.BadInput(fmt.Errorf("%w (lower --min-tokens or --max-tokens, or give longer documents)", err))
 	case errors.Is(err, embed.ErrEvalOption):
-		return usageError("%v", err)
+		return cli.UsageError("%v", err)
 	default:
 		return embedError(err)
 	}
@@ -220,7 +211,7 @@ func runEvaluate(args []string, stdout io.Writer) error {
 	md := rep.Markdown()
 	js, err := json.MarshalIndent(rep, "", "  ")
 	if err != nil {
-		return runtimeFailure(err)
+		return cli.RuntimeFailure(err)
 	}
 	js = append(js, '\n')
 	if *asJSON {
@@ -229,16 +220,16 @@ func runEvaluate(args []string, stdout io.Writer) error {
 		_, err = io.WriteString(stdout, md)
 	}
 	if err != nil {
-		return runtimeFailure(err)
+		return cli.RuntimeFailure(err)
 	}
 	if *jsonOut != "" {
 		if err := fsutil.WriteFileAtomic(*jsonOut, js); err != nil {
-			return runtimeFailure(err)
+			return cli.RuntimeFailure(err)
 		}
 	}
 	if *mdOut != "" {
 		if err := fsutil.WriteFileAtomic(*mdOut, []byte(md)); err != nil {
-			return runtimeFailure(err)
+			return cli.RuntimeFailure(err)
 		}
 	}
 	return nil
@@ -261,19 +252,19 @@ func parseEvalSystem(arg string) (evalSystem, error) {
 			s.mode, path = embed.Mode(m), path[:i]
 		default:
 			if !strings.ContainsAny(m, `/\.`) {
-				return s, usageError("%s: mode %q: want truncate, chunk, long or auto", arg, m)
+				return s, cli.UsageError("%s: mode %q: want truncate, chunk, long or auto", arg, m)
 			}
 		}
 	}
 	if path == "" {
-		return s, usageError("%s: no model path", arg)
+		return s, cli.UsageError("%s: no model path", arg)
 	}
 	s.path = path
 	if s.name == "" {
 		s.name = strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
 	}
 	if s.name == "" || strings.ContainsAny(s.name, "|,\n") {
-		return s, usageError("%s: system name %q: want a name without '|', ',' or line breaks", arg, s.name)
+		return s, cli.UsageError("%s: system name %q: want a name without '|', ',' or line breaks", arg, s.name)
 	}
 	return s, nil
 }

@@ -5,19 +5,10 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/linearize/linearize/cmd/internal/cli"
 	"github.com/linearize/linearize/convert"
 	"github.com/linearize/linearize/onnx"
 )
-
-func init() {
-	register(&command{
-		name:     "extend-positions",
-		rewrites: true,
-		summary:  "grow a model's absolute position-embedding table so it accepts longer inputs",
-		usage:    "MODEL -o OUT --max-positions N [flags]",
-		run:      runExtendPositions,
-	})
-}
 
 func runExtendPositions(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("extend-positions", flag.ContinueOnError)
@@ -26,22 +17,22 @@ func runExtendPositions(args []string, stdout io.Writer) error {
 	var method string
 	addPositionFlags(fs, &maxPos, &method, &offset, "rows `N` of the new position table (required; more than the current rows)")
 	overwrite := fs.Bool("overwrite", false, "allow -o to be the input model")
-	path, err := parseModelArg(fs, args, stdout)
+	path, err := cli.ParseModelArg(fs, args, stdout)
 	if err != nil {
 		return err
 	}
 	if *out == "" {
-		return usageError("-o OUT is required")
+		return cli.UsageError("-o OUT is required")
 	}
 	if maxPos <= 0 {
-		return usageError("--max-positions N is required (a positive number of rows)")
+		return cli.UsageError("--max-positions N is required (a positive number of rows)")
 	}
-	if err := checkOutput(path, *out, *overwrite); err != nil {
+	if err := cli.CheckOutput(path, *out, *overwrite); err != nil {
 		return err
 	}
 	m, err := onnx.Load(path)
 	if err != nil {
-		return badInput(err)
+		return cli.BadInput(err)
 	}
 	ext, rep, err := convert.ExtendPositions(m, convert.ExtendOptions{MaxPositions: maxPos, Method: method, Offset: offset})
 	if err != nil {

@@ -9,21 +9,13 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/linearize/linearize/cmd/internal/cli"
 	"github.com/linearize/linearize/finetune"
 	"github.com/linearize/linearize/infer"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
 	"github.com/linearize/linearize/tokenize"
 )
-
-func init() {
-	register(&command{
-		name:    "finetune",
-		summary: "fit a converted model's Linformer E/F, or the Q/K projections feeding its Performer features (ω frozen) or local+pooled attention, to the original model's per-layer attention outputs on calibration documents (distillation, layer by layer), guarded by held-out documents: the output is the fine-tuned model only if it beats the converted one on them",
-		usage:   "ORIGINAL CONVERTED -o OUT [flags]",
-		run:     runFinetune,
-	})
-}
 
 func runFinetune(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("finetune", flag.ContinueOnError)
@@ -38,21 +30,21 @@ func runFinetune(args []string, stdout io.Writer) error {
 	heldOut := fs.Float64("held-out", finetune.DefaultHeldOutFraction, "`FRACTION` of the calibration documents (one per text; rows of --random-inputs) held out, drawn with --seed: no layer may end worse on them, and the fine-tuned parameters are written only if the model beats the converted one on them (0: an unguarded fit)")
 	patience := fs.Int("patience", finetune.DefaultPatience, "checkpoints (every "+strconv.Itoa(finetune.CheckpointEvery)+" steps) without a lower held-out error before a layer stops (0: never stop early)")
 	asJSON := fs.Bool("json", false, "print the per-layer report as JSON")
-	pos, err := parseFlags(fs, args, stdout)
+	pos, err := cli.ParseFlags(fs, args, stdout)
 	if err != nil {
 		return err
 	}
 	if len(pos) != 2 {
-		return usageError("want ORIGINAL and CONVERTED models, got %d arguments", len(pos))
+		return cli.UsageError("want ORIGINAL and CONVERTED models, got %d arguments", len(pos))
 	}
 	if *out == "" {
-		return usageError("-o OUT is required")
+		return cli.UsageError("-o OUT is required")
 	}
 	if opt.Steps < 0 || opt.LR < 0 || opt.Batch < 0 || opt.Threads < 0 || *patience < 0 {
-		return usageError("--steps, --lr, --minibatch, --threads and --patience must be non-negative")
+		return cli.UsageError("--steps, --lr, --minibatch, --threads and --patience must be non-negative")
 	}
 	if !(*heldOut >= 0 && *heldOut < 1) {
-		return usageError("--held-out %g: want a fraction in [0, 1)", *heldOut)
+		return cli.UsageError("--held-out %g: want a fraction in [0, 1)", *heldOut)
 	}
 	opt.HeldOutFraction, opt.Unguarded = *heldOut, *heldOut == 0
 	opt.Patience = *patience
@@ -63,17 +55,17 @@ func runFinetune(args []string, stdout io.Writer) error {
 		return err
 	}
 	for _, in := range pos {
-		if err := checkOutput(in, *out, false); err != nil {
+		if err := cli.CheckOutput(in, *out, false); err != nil {
 			return err
 		}
 	}
 	orig, err := onnx.Load(pos[0])
 	if err != nil {
-		return badInput(err)
+		return cli.BadInput(err)
 	}
 	conv, err := onnx.Load(pos[1])
 	if err != nil {
-		return badInput(err)
+		return cli.BadInput(err)
 	}
 	in, err := ff.buildFor([]*onnxpb.ModelProto{orig, conv}, pos)
 	if err != nil {
@@ -83,7 +75,7 @@ func runFinetune(args []string, stdout io.Writer) error {
 	opt.Progress = os.Stderr // a line per fitted layer; --json goes to stdout
 	fitted, rep, err := finetune.Fit(orig, conv, in.Tensors, opt)
 	if err != nil {
-		return badInput(err)
+		return cli.BadInput(err)
 	}
 	// The tokenizer travels from the converted model, else the original.
 	from := pos[1]

@@ -12,7 +12,6 @@ import (
 	"github.com/linearize/linearize/convert"
 	"github.com/linearize/linearize/finetune"
 	"github.com/linearize/linearize/infer"
-	"github.com/linearize/linearize/internal/realtable"
 	"github.com/linearize/linearize/onnx"
 	"google.golang.org/protobuf/proto"
 )
@@ -106,41 +105,6 @@ func TestFinetuneCLI(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "x.onnx")); err == nil {
 		t.Error("a refused run wrote its output")
-	}
-}
-
-// TestReportRealCLI runs a small table on the real model when
-// scripts/real-model.sh has built it.
-func TestReportRealCLI(t *testing.T) {
-	needORT(t)
-	model := filepath.Join("..", "..", "testdata", "real", "minilm.onnx")
-	if _, err := os.Stat(model); err != nil {
-		t.Skip("testdata/real/minilm.onnx absent: run scripts/real-model.sh")
-	}
-	if testing.Short() {
-		t.Skip("short mode")
-	}
-	calib := filepath.Join("..", "..", "testdata", "realmodel", "calibration.txt")
-	held := filepath.Join("..", "..", "testdata", "realmodel", "heldout.txt")
-	code, stdout, errOut := runCLI("report-real", "--model", model, "--calibration", calib, "--heldout", held,
-		"--features", "64", "--norms", "chi", "--omega", "orthogonal", "--fit-performer", "", "--k", "32", "--steps", "30", "--json")
-	if code != 0 {
-		t.Fatalf("exit %d: %s", code, errOut)
-	}
-	var rows []realtable.Row
-	if err := json.Unmarshal([]byte(stdout), &rows); err != nil {
-		t.Fatalf("%v\n%s", err, stdout)
-	}
-	if len(rows) != 3 {
-		t.Fatalf("%d rows, want Performer and Linformer before/after", len(rows))
-	}
-	for _, r := range rows {
-		if !r.Validated || len(r.LayerErr) != 6 || !(r.PooledCos > 0 && r.PooledCos <= 1+1e-9) {
-			t.Errorf("row %+v", r)
-		}
-	}
-	if !(rows[2].PooledCos > rows[1].PooledCos) || !(rows[2].MeanLayerErr < rows[1].MeanLayerErr) {
-		t.Errorf("fine-tuned Linformer not closer: %+v → %+v", rows[1], rows[2])
 	}
 }
 

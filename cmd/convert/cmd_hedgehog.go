@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 
+	"github.com/linearize/linearize/cmd/internal/cli"
 	"github.com/linearize/linearize/convert"
 	"github.com/linearize/linearize/finetune"
 	"github.com/linearize/linearize/infer"
@@ -13,17 +14,6 @@ import (
 	"github.com/linearize/linearize/ops"
 	"github.com/linearize/linearize/tokenize"
 )
-
-func init() {
-	seedUsage["hedgehog"] = "seed of the initial feature maps (with the layer index) and of the training mini-batches"
-	register(&command{
-		name:     "hedgehog",
-		rewrites: true,
-		summary:  "rewrite every convertible attention block into HedgehogAttention (exact attention to the nearby keys plus learned feature maps for the rest, in one normaliser; or pure linear attention with --linear) and train the maps on your documents by attention transfer",
-		usage:    "MODEL -o OUT --calibration FILE|DIR [flags]",
-		run:      runHedgehog,
-	})
-}
 
 func runHedgehog(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("hedgehog", flag.ContinueOnError)
@@ -44,7 +34,7 @@ func runHedgehog(args []string, stdout io.Writer) error {
 		return err
 	}
 	if *reach < 0 {
-		return usageError("--reach %d must not be negative", *reach)
+		return cli.UsageError("--reach %d must not be negative", *reach)
 	}
 	o.Reach = *reach
 	if o.Reach == 0 {
@@ -91,21 +81,21 @@ func (tf *transferFlags) register(fs *flag.FlagSet, seqLen int, when string) {
 func (tf *transferFlags) check() error {
 	t := &tf.t
 	if t.Steps < 0 || !(t.LR > 0) || t.Windows < 0 || t.Threads < 0 || tf.maxWindows < 0 {
-		return usageError("--steps, --windows, --threads and --max-windows must be non-negative and --lr positive")
+		return cli.UsageError("--steps, --windows, --threads and --max-windows must be non-negative and --lr positive")
 	}
 	if tf.seqLen < 3 {
-		return usageError("--seq-len %d: want at least 3", tf.seqLen)
+		return cli.UsageError("--seq-len %d: want at least 3", tf.seqLen)
 	}
 	if !(tf.heldOut >= 0 && tf.heldOut < 1) {
-		return usageError("--held-out %g: want a fraction in [0, 1)", tf.heldOut)
+		return cli.UsageError("--held-out %g: want a fraction in [0, 1)", tf.heldOut)
 	}
 	switch t.Objective = finetune.Objective(tf.objective); t.Objective {
 	case finetune.ObjectiveOutput, finetune.ObjectiveWeights:
 	default:
-		return usageError("--objective %q: want %s or %s", tf.objective, finetune.ObjectiveOutput, finetune.ObjectiveWeights)
+		return cli.UsageError("--objective %q: want %s or %s", tf.objective, finetune.ObjectiveOutput, finetune.ObjectiveWeights)
 	}
 	if tf.calib == "" && t.Steps > 0 {
-		return usageError("--calibration is required: the maps are learned from your documents (--steps 0 writes the untrained maps)")
+		return cli.UsageError("--calibration is required: the maps are learned from your documents (--steps 0 writes the untrained maps)")
 	}
 	if err := checkBackend(tf.back); err != nil {
 		return err
@@ -123,18 +113,18 @@ func (tf *transferFlags) train(out *onnxpb.ModelProto, path string, seed uint64)
 	}
 	docs, err := readCalibration(tf.calib)
 	if err != nil {
-		return nil, usageError("%v", err)
+		return nil, cli.UsageError("%v", err)
 	}
 	tok, err := tokenize.Find(tf.vocab, path)
 	if err != nil {
-		return nil, badInput(err)
+		return nil, cli.BadInput(err)
 	}
 	if limit, err := convert.PositionLimit(out); err == nil && limit > 0 && tf.seqLen > limit {
-		return nil, usageError("--seq-len %d exceeds the model's %d positions", tf.seqLen, limit)
+		return nil, cli.UsageError("--seq-len %d exceeds the model's %d positions", tf.seqLen, limit)
 	}
 	cal, err := finetune.DocumentWindows(tok, infer.GraphInputs(out), docs, tf.seqLen, tf.frame, tf.maxWindows)
 	if err != nil {
-		return nil, badInput(err)
+		return nil, cli.BadInput(err)
 	}
 	t.Seed, t.Backend, t.Progress = seed, tf.back, stderrNotes
 	t.HeldOut = cal.HoldOut(tf.heldOut)
@@ -146,7 +136,7 @@ func (tf *transferFlags) train(out *onnxpb.ModelProto, path string, seed uint64)
 	}
 	trained, rep, err := finetune.Transfer(out, cal, t)
 	if err != nil {
-		return nil, badInput(err)
+		return nil, cli.BadInput(err)
 	}
 	fmt.Fprint(stderrNotes, rep.Text())
 	return trained, nil

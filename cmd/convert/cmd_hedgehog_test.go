@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/linearize/linearize/cmd/internal/cli"
 	"github.com/linearize/linearize/convert"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
@@ -58,7 +59,7 @@ func TestHedgehogCLI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	untrained, _, err := convert.ToHedgehog(mustLoad(t, orig), convert.HedgehogOptions{Block: 4, Seed: defaultSeed})
+	untrained, _, err := convert.ToHedgehog(mustLoad(t, orig), convert.HedgehogOptions{Block: 4, Seed: cli.DefaultSeed})
 	if err != nil {
 		t.Fatal(err)
 	}

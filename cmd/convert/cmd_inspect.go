@@ -8,19 +8,10 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/linearize/linearize/cmd/internal/cli"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
 )
-
-func init() {
-	register(&command{
-		name:     "inspect",
-		rewrites: true,
-		summary:  "describe a model: IR version, opsets, producer, inputs/outputs, op histogram, initializers",
-		usage:    "MODEL [flags]",
-		run:      runInspect,
-	})
-}
 
 // inspectReport is everything inspect prints, built in one place
 // (buildInspect) and printed as JSON or text. New sections are new fields
@@ -45,13 +36,13 @@ func runInspect(args []string, stdout io.Writer) error {
 	fs.BoolVar(&f.json, "json", false, "print one JSON object instead of text")
 	f.cost.register(fs)
 	fs.BoolVar(&f.explain, "explain", false, "say for each Softmax that is not an attention core which check failed, and why each block is or is not convertible")
-	path, err := parseModelArg(fs, args, stdout)
+	path, err := cli.ParseModelArg(fs, args, stdout)
 	if err != nil {
 		return err
 	}
 	m, err := onnx.Load(path)
 	if err != nil {
-		return badInput(err)
+		return cli.BadInput(err)
 	}
 	rep, err := buildInspect(path, m, f)
 	if err != nil {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -19,13 +18,6 @@ func corpusDir(t *testing.T) string {
 		t.Skipf("corpus %s absent (CI clones the project beside shared/): %v", d, err)
 	}
 	return d
-}
-
-// runCLI runs the CLI in-process.
-func runCLI(args ...string) (code int, stdout, stderr string) {
-	var o, e bytes.Buffer
-	code = run(args, &o, &e)
-	return code, o.String(), e.String()
 }
 
 func TestInspectJSONCorpus(t *testing.T) {

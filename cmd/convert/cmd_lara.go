@@ -4,18 +4,9 @@ import (
 	"flag"
 	"io"
 
+	"github.com/linearize/linearize/cmd/internal/cli"
 	"github.com/linearize/linearize/convert"
 )
-
-func init() {
-	register(&command{
-		name:     "lara",
-		rewrites: true,
-		summary:  "rewrite every convertible attention block into LaraAttention: LARA randomized attention (multiple importance sampling from Gaussian proposals centred at run-time segment landmarks of Q and K), the proposals' noise frozen per layer from --seed",
-		usage:    "MODEL -o OUT [flags]",
-		run:      runLara,
-	})
-}
 
 func runLara(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("lara", flag.ContinueOnError)
@@ -30,7 +21,7 @@ func runLara(args []string, stdout io.Writer) error {
 		return err
 	}
 	if !(o.Sigma > 0) { // 0 would mean the default to convert.ToLARA
-		return usageError("--sigma %g must be positive", o.Sigma)
+		return cli.UsageError("--sigma %g must be positive", o.Sigma)
 	}
 	o.Seed, o.Layers, o.Positions = f.seed, layers, f.positions()
 	out, rep, err := convert.ToLARA(m, o)

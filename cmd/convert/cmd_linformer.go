@@ -6,19 +6,10 @@ import (
 	"io"
 	"os"
 
+	"github.com/linearize/linearize/cmd/internal/cli"
 	"github.com/linearize/linearize/convert"
 	"github.com/linearize/linearize/features"
 )
-
-func init() {
-	register(&command{
-		name:     "linformer",
-		rewrites: true,
-		summary:  "rewrite every convertible attention block into Linformer attention (keys and values pooled or projected to length k) that runs in stock onnxruntime",
-		usage:    "MODEL -o OUT [flags]",
-		run:      runLinformer,
-	})
-}
 
 func runLinformer(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("linformer", flag.ContinueOnError)
@@ -29,7 +20,7 @@ func runLinformer(args []string, stdout io.Writer) error {
 	fs.Var(&intFlag{&o.K, 1}, "k", "projected length `K` (segments with --init pool)")
 	fs.StringVar(&o.Sinks, "sinks", "first,last", "with --init pool: tokens kept exact (first,last, first, last or none)")
 	fs.IntVar(&o.MaxLen, "max-len", 0, "with --init gaussian: longest sequence `N` the projections accept (0: 512, or --max-positions)")
-	typedVar(fs, &o.Share, "share", features.ShareHeadwise, "with --init gaussian: projection `SHARING`: none, headwise, kv or layerwise")
+	cli.TypedVar(fs, &o.Share, "share", features.ShareHeadwise, "with --init gaussian: projection `SHARING`: none, headwise, kv or layerwise")
 	m, in, layers, err := loadForRewrite("linformer", fs, &f, args, stdout)
 	if err != nil {
 		return err

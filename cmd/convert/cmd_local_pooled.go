@@ -7,16 +7,6 @@ import (
 	"github.com/linearize/linearize/convert"
 )
 
-func init() {
-	register(&command{
-		name:     "local-pooled",
-		rewrites: true,
-		summary:  "rewrite every convertible attention block into LocalPooledAttention: exact attention to the query's block and both neighbours and to sink tokens, plus one pooled key per segment of the rest; no parameters, no length limit",
-		usage:    "MODEL -o OUT [flags]",
-		run:      runLocalPooled,
-	})
-}
-
 func runLocalPooled(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("local-pooled", flag.ContinueOnError)
 	var f rewriteFlags

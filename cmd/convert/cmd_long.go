@@ -6,20 +6,11 @@ import (
 	"io"
 	"strconv"
 
+	"github.com/linearize/linearize/cmd/internal/cli"
+	"github.com/linearize/linearize/cmd/internal/cliutil"
 	"github.com/linearize/linearize/convert"
-	"github.com/linearize/linearize/internal/cliutil"
 	"github.com/linearize/linearize/onnx"
 )
-
-func init() {
-	register(&command{
-		name:     "long",
-		rewrites: true,
-		summary:  "make a 512-position encoder read long inputs at linear cost: positions restart every window and attention is exact within each window (optionally a pooled far field across windows); identical to the original up to one window",
-		usage:    "MODEL -o OUT [--max-length N] [flags]",
-		run:      runLong,
-	})
-}
 
 func runLong(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("long", flag.ContinueOnError)
@@ -34,7 +25,7 @@ func runLong(args []string, stdout io.Writer) error {
 	far := fs.String("far-bias", "0", "gate `B` added to every pooled score, with --far (0: a segment weighs as the keys it stands for; negative: less)")
 	fs.BoolVar(&o.Learned, "learned", false, "read the other windows through learned feature maps (HedgehogAttention), trained on --calibration documents cut into --seq-len windows (see convert hedgehog)")
 	fs.Var(&intFlag{&o.Features, 0}, "features", "`F`: with --learned, each head's map has 2F features (0: the head size)")
-	seed := fs.Uint64("seed", defaultSeed, "seed of the learned maps and their training mini-batches, with --learned")
+	seed := fs.Uint64("seed", cli.DefaultSeed, "seed of the learned maps and their training mini-batches, with --learned")
 	var tf transferFlags
 	tf.register(fs, 2048, "needed by --learned (unless --steps 0)")
 	fs.BoolVar(&o.Overlap, "overlap", false, "every query also sees the neighbouring half window (1.5 windows of keys)")
@@ -42,37 +33,37 @@ func runLong(args []string, stdout io.Writer) error {
 	layers := fs.String("layers", "", "`LIST` of block indices to convert (default: all)")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	overwrite := fs.Bool("overwrite", false, "allow -o to be the input model")
-	path, err := parseModelArg(fs, args, stdout)
+	path, err := cli.ParseModelArg(fs, args, stdout)
 	if err != nil {
 		return err
 	}
 	if *out == "" {
-		return usageError("-o OUT is required")
+		return cli.UsageError("-o OUT is required")
 	}
 	beta, err := strconv.ParseFloat(*far, 32)
 	if err != nil {
-		return usageError("--far-bias %q: want a number", *far)
+		return cli.UsageError("--far-bias %q: want a number", *far)
 	}
 	o.FarBias = float32(beta)
 	if err := tf.check(); err != nil && o.Learned {
 		return err
 	}
 	if !o.Learned && tf.calib != "" {
-		return usageError("--calibration trains the maps of --learned; add --learned")
+		return cli.UsageError("--calibration trains the maps of --learned; add --learned")
 	}
 	o.Seed = *seed
 	if o.Window < 0 {
-		return usageError("--window %d must not be negative", o.Window)
+		return cli.UsageError("--window %d must not be negative", o.Window)
 	}
-	if o.Layers, err = ints("layers", *layers, cliutil.IntList{Max: maxLayerIndex, Ranges: true, MaxItems: maxLayerIndex, Empty: true}); err != nil {
+	if o.Layers, err = cli.Ints("layers", *layers, cliutil.IntList{Max: maxLayerIndex, Ranges: true, MaxItems: maxLayerIndex, Empty: true}); err != nil {
 		return err
 	}
-	if err := checkOutput(path, *out, *overwrite); err != nil {
+	if err := cli.CheckOutput(path, *out, *overwrite); err != nil {
 		return err
 	}
 	m, err := onnx.Load(path)
 	if err != nil {
-		return badInput(err)
+		return cli.BadInput(err)
 	}
 	res, rep, err := convert.ToLong(m, o)
 	if err != nil {
@@ -82,10 +73,10 @@ func runLong(args []string, stdout io.Writer) error {
 		// Calibration rows are framed window by window, as embed reads a
 		// long model's input.
 		if tf.frame, err = strconv.Atoi(convert.Meta(res, convert.MetaWindow)); err != nil {
-			return badInput(fmt.Errorf("long: window metadata: %w", err))
+			return cli.BadInput(fmt.Errorf("long: window metadata: %w", err))
 		}
 		if tf.seqLen%tf.frame != 0 {
-			return usageError("--seq-len %d must be a multiple of the window %d", tf.seqLen, tf.frame)
+			return cli.UsageError("--seq-len %d must be a multiple of the window %d", tf.seqLen, tf.frame)
 		}
 		if res, err = tf.train(res, path, o.Seed); err != nil {
 			return err

@@ -1,139 +1,18 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"maps"
-	"strings"
 
+	"github.com/linearize/linearize/cmd/internal/cli"
 	"github.com/linearize/linearize/convert"
 	"github.com/linearize/linearize/features"
 	"github.com/linearize/linearize/finetune"
 	"github.com/linearize/linearize/infer"
-	"github.com/linearize/linearize/internal/cliutil"
-	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
 )
-
-func init() {
-	register(&command{
-		name:     "performer",
-		rewrites: true,
-		summary:  "rewrite every convertible attention block into a PerformerAttention op (random-feature attention with frozen ω: by default exact centring + FAVOR++ features, or FAVOR# ADERF fitted on --calibration; plain FAVOR+ on request; causal blocks of decoders with the causal Performer, plain FAVOR+ with prefix sums) that runs in stock onnxruntime",
-		usage:    "MODEL -o OUT [flags]",
-		run:      runPerformer,
-	})
-}
-
-// rewriteFlags are the flags the rewriting commands (performer,
-// linformer, local-pooled, lara) share.
-type rewriteFlags struct {
-	out, layers, posMethod string
-	seed                   uint64
-	json, overwrite        bool
-	maxPos, posOffset      int
-}
-
-// seedUsage is the help of --seed of the rewriting commands that sample
-// parameters; local-pooled samples nothing and has no --seed.
-var seedUsage = map[string]string{
-	"performer": "seed of ω (with the layer index)",
-	"linformer": "seed of E and F with --init gaussian (with the layer index)",
-	"lara":      "seed of the proposals' noise (with the layer index)",
-}
-
-func (f *rewriteFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.out, "o", "", "path of the output model `OUT` (required)")
-	if u := seedUsage[fs.Name()]; u != "" {
-		fs.Uint64Var(&f.seed, "seed", defaultSeed, u)
-	}
-	fs.StringVar(&f.layers, "layers", "", "`LIST` of block indices to convert, as convert inspect numbers them: comma-separated, ranges like 0-5 (default: all)")
-	fs.BoolVar(&f.json, "json", false, "print the report as JSON")
-	fs.BoolVar(&f.overwrite, "overwrite", false, "allow -o to be the input model")
-	addPositionFlags(fs, &f.maxPos, &f.posMethod, &f.posOffset, "first grow the position table to `N` rows (see extend-positions)")
-}
-
-// defaultSeed is the default of every --seed.
-const defaultSeed = 1
-
-// addPositionFlags registers the position-table flags of
-// extend-positions and the rewriting commands.
-func addPositionFlags(fs *flag.FlagSet, maxPos *int, method *string, offset *int, maxPosUsage string) {
-	fs.IntVar(maxPos, "max-positions", 0, maxPosUsage)
-	fs.StringVar(method, "position-method", "copy", "how the table grows: copy (tile the learned rows, as Longformer did) or interpolate (resample linearly)")
-	fs.IntVar(offset, "position-offset", 0, "leading non-position rows kept as they are (0 for BERT; 2 for RoBERTa's padding_idx+1 numbering)")
-}
-
-// positionFlagOf names the flags of convert.ExtendOptions' fields.
-var positionFlagOf = map[string]string{"MaxPositions": "max-positions", "Method": "position-method", "Offset": "position-offset"}
-
-// flagsOf maps convert.OptionError fields to flag names: the position
-// flags and the given pairs (field, flag, field, flag, ...).
-func flagsOf(pairs ...string) map[string]string {
-	m := maps.Clone(positionFlagOf)
-	for i := 0; i+1 < len(pairs); i += 2 {
-		m[pairs[i]] = pairs[i+1]
-	}
-	return m
-}
-
-func (f *rewriteFlags) positions() convert.ExtendOptions {
-	return convert.ExtendOptions{MaxPositions: f.maxPos, Method: f.posMethod, Offset: f.posOffset}
-}
-
-// maxLayerIndex bounds --layers before it is expanded.
-const maxLayerIndex = 1 << 16
-
-// loadForRewrite parses the shared flags and loads the model.
-func loadForRewrite(name string, fs *flag.FlagSet, f *rewriteFlags, args []string, stdout io.Writer) (*onnxpb.ModelProto, string, []int, error) {
-	f.register(fs)
-	path, err := parseModelArg(fs, args, stdout)
-	if err != nil {
-		return nil, "", nil, err
-	}
-	if f.out == "" {
-		return nil, "", nil, usageError("-o OUT is required")
-	}
-	if f.maxPos < 0 {
-		return nil, "", nil, usageError("--max-positions %d must not be negative", f.maxPos)
-	}
-	// Block indices are checked against the model later; the bound here
-	// keeps a typo such as 0-50000000 from being expanded first.
-	layers, err := ints("layers", f.layers, cliutil.IntList{Max: maxLayerIndex, Ranges: true, MaxItems: maxLayerIndex, Empty: true})
-	if err != nil {
-		return nil, "", nil, err
-	}
-	if err := checkOutput(path, f.out, f.overwrite); err != nil {
-		return nil, "", nil, err
-	}
-	m, err := onnx.Load(path)
-	if err != nil {
-		return nil, "", nil, badInput(err)
-	}
-	return m, path, layers, nil
-}
-
-// finishRewrite saves the model and prints the report.
-func finishRewrite(stdout io.Writer, f *rewriteFlags, in string, m *onnxpb.ModelProto, rep *convert.Report) error {
-	w := stdout
-	if f.json {
-		w = stderrNotes // stdout is the JSON report only
-	}
-	if err := saveModel(w, m, f.out, in, f.overwrite); err != nil {
-		return err
-	}
-	if f.json {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(rep)
-	}
-	fmt.Fprint(stdout, rep.Text())
-	fmt.Fprintf(stdout, "wrote %s\n", f.out)
-	return nil
-}
 
 func runPerformer(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("performer", flag.ContinueOnError)
@@ -141,8 +20,8 @@ func runPerformer(args []string, stdout io.Writer) error {
 	var o convert.PerformerOptions
 	o.Features = 256
 	fs.Var(&intFlag{&o.Features, 1}, "features", "random features `M` per head")
-	typedVar(fs, &o.Omega, "omega", features.Orthogonal, "`KIND` of ω: orthogonal (blocks from QR of Gaussian matrices) or iid (Gaussian rows)")
-	typedVar(fs, &o.Norms, "norms", features.NormsChi, "row `NORMS` of ω: chi (sampled), sqrt-d (all √D) or qmc (χ_D quantiles, permuted)")
+	cli.TypedVar(fs, &o.Omega, "omega", features.Orthogonal, "`KIND` of ω: orthogonal (blocks from QR of Gaussian matrices) or iid (Gaussian rows)")
+	cli.TypedVar(fs, &o.Norms, "norms", features.NormsChi, "row `NORMS` of ω: chi (sampled), sqrt-d (all √D) or qmc (χ_D quantiles, permuted)")
 	fs.StringVar(&o.Kernel, "kernel", "positive", "positive (FAVOR+) or trig")
 	fs.BoolVar(&o.PerHead, "per-head", false, "sample one ω per head instead of one per layer")
 	o.Chunk = 64
@@ -178,11 +57,11 @@ func runPerformer(args []string, stdout io.Writer) error {
 		}
 	}
 	if *weighting != features.WeightAttention && *weighting != features.WeightUniform {
-		return usageError("--calibration-weighting %q: want %s or %s", *weighting, features.WeightAttention, features.WeightUniform)
+		return cli.UsageError("--calibration-weighting %q: want %s or %s", *weighting, features.WeightAttention, features.WeightUniform)
 	}
 	if *calib != "" {
 		if *calibLen < 2 {
-			return usageError("--calibration-max-len must be at least 2")
+			return cli.UsageError("--calibration-max-len must be at least 2")
 		}
 		spec := infer.FeedSpec{TextFiles: []string{*calib}, Vocab: *vocab, MaxLen: *calibLen}
 		if n, err := convert.PositionLimit(m); err == nil && n > 0 {
@@ -196,10 +75,10 @@ func runPerformer(args []string, stdout io.Writer) error {
 			return calibrationError(err)
 		}
 		if o.Moments, err = finetune.PerformerMoments(m, feed.Tensors, finetune.MomentOptions{Center: o.Center, Weighting: *weighting}); err != nil {
-			return runtimeFailure(err)
+			return cli.RuntimeFailure(err)
 		}
 	} else if o.NeedsMoments() {
-		return usageError("--balance and --features-kind %s need --calibration FILE", o.FeatureMap)
+		return cli.UsageError("--balance and --features-kind %s need --calibration FILE", o.FeatureMap)
 	}
 	out, rep, err := convert.ToPerformer(m, o)
 	if err != nil {
@@ -256,49 +135,11 @@ func warnGuarded(m *onnxpb.ModelProto, limit int) {
 func calibrationError(err error) error {
 	var fe *infer.FeedError
 	if !errors.As(err, &fe) {
-		return badInput(err)
+		return cli.BadInput(err)
 	}
 	flagName := "--calibration"
 	if fe.Field == "Vocab" {
 		flagName = "--vocab"
 	}
-	return badInput(fmt.Errorf("%s: %s", flagName, fe.Message()))
-}
-
-// performerVariantList parses report-real's --performer-variants:
-// comma-separated items [center+][balance+]MAP[/NORMS], MAP one of
-// favor+, favor++, sderf, aderf and NORMS chi (default), sqrt-d or qmc;
-// e.g. center+aderf/chi, center+balance+favor+/sqrt-d.
-func performerVariantList(s string) ([]convert.PerformerOptions, error) {
-	var out []convert.PerformerOptions
-	for _, item := range strList(s) {
-		spec, norms, _ := strings.Cut(item, "/")
-		if norms == "" {
-			norms = "chi"
-		}
-		var o convert.PerformerOptions
-		for _, m := range []string{"favor++", "favor+", "sderf", "aderf"} {
-			if strings.HasSuffix(spec, m) {
-				o.FeatureMap, spec = m, strings.TrimSuffix(spec, m)
-				break
-			}
-		}
-		switch spec {
-		case "":
-		case "center+":
-			o.Center = true
-		case "balance+":
-			o.Balance = true
-		case "center+balance+":
-			o.Center, o.Balance = true, true
-		default:
-			o.FeatureMap = ""
-		}
-		if o.FeatureMap == "" {
-			return nil, usageError("--performer-variants %q: want [center+][balance+]MAP[/NORMS] with MAP favor+, favor++, sderf or aderf", item)
-		}
-		o.Norms = features.Norms(norms)
-		out = append(out, o)
-	}
-	return out, nil
+	return cli.BadInput(fmt.Errorf("%s: %s", flagName, fe.Message()))
 }

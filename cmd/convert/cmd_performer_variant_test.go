@@ -108,31 +108,3 @@ func TestPerformerVariantCLI(t *testing.T) {
 		t.Errorf("validate: exit %d\n%s\n%s", code, out, e)
 	}
 }
-
-func TestPerformerVariantList(t *testing.T) {
-	got, err := performerVariantList("center+aderf/chi, center+balance+favor+/sqrt-d,favor++,balance+favor++/qmc,sderf")
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := []struct {
-		center, balance bool
-		feat, norms     string
-	}{
-		{true, false, "aderf", "chi"}, {true, true, "favor+", "sqrt-d"}, {false, false, "favor++", "chi"},
-		{false, true, "favor++", "qmc"}, {false, false, "sderf", "chi"},
-	}
-	if len(got) != len(want) {
-		t.Fatalf("%d variants, want %d", len(got), len(want))
-	}
-	for i, w := range want {
-		g := got[i]
-		if g.Center != w.center || g.Balance != w.balance || g.FeatureMap != w.feat || string(g.Norms) != w.norms {
-			t.Errorf("item %d: %+v, want %+v", i, g, w)
-		}
-	}
-	for _, bad := range []string{"centre+aderf", "relu", "center+", "aderf+center"} {
-		if _, err := performerVariantList(bad); err == nil {
-			t.Errorf("%q: no error", bad)
-		}
-	}
-}

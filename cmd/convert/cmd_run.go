@@ -10,18 +10,10 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/linearize/linearize/cmd/internal/cli"
 	"github.com/linearize/linearize/infer"
 	"github.com/linearize/linearize/onnx"
 )
-
-func init() {
-	register(&command{
-		name:    "run",
-		summary: "run a model on inputs from .npy/.pb files or seeded random inputs; print and save the outputs",
-		usage:   "MODEL [flags]",
-		run:     runRun,
-	})
-}
 
 func runRun(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
@@ -29,7 +21,7 @@ func runRun(args []string, stdout io.Writer) error {
 	backend := fs.String("backend", infer.DefaultBackend, "runtime backend: "+strings.Join(infer.Backends(), " or "))
 	threads := fs.Int("threads", 0, "intra-op threads (0: backend default)")
 	outDir := fs.String("out-dir", "", "write each output as `DIR`/NAME.npy and DIR/NAME.pb")
-	path, err := parseModelArg(fs, args, stdout)
+	path, err := cli.ParseModelArg(fs, args, stdout)
 	if err != nil {
 		return err
 	}
@@ -46,7 +38,7 @@ func runRun(args []string, stdout io.Writer) error {
 	feed := in.Tensors
 	sess, err := infer.Open(*backend, m, infer.Options{Threads: *threads})
 	if err != nil {
-		return runtimeFailure(oneLine(err))
+		return cli.RuntimeFailure(oneLine(err))
 	}
 	defer sess.Close()
 	for _, v := range sess.Inputs() {
@@ -55,11 +47,11 @@ func runRun(args []string, stdout io.Writer) error {
 	}
 	outs, err := sess.Run(feed)
 	if err != nil {
-		return runtimeFailure(oneLine(err))
+		return cli.RuntimeFailure(oneLine(err))
 	}
 	if *outDir != "" {
 		if err := os.MkdirAll(*outDir, 0o755); err != nil {
-			return runtimeFailure(fmt.Errorf("--out-dir: %v", err))
+			return cli.RuntimeFailure(fmt.Errorf("--out-dir: %v", err))
 		}
 	}
 	used := map[string]bool{}
@@ -72,11 +64,11 @@ func runRun(args []string, stdout io.Writer) error {
 		base := outputFileName(v.Name, used)
 		if t.DType != onnx.BFloat16 { // numpy has no bfloat16
 			if err := onnx.WriteNPY(filepath.Join(*outDir, base+".npy"), t); err != nil {
-				return runtimeFailure(err)
+				return cli.RuntimeFailure(err)
 			}
 		}
 		if err := onnx.WriteTensorProtoFile(filepath.Join(*outDir, base+".pb"), v.Name, t); err != nil {
-			return runtimeFailure(err)
+			return cli.RuntimeFailure(err)
 		}
 	}
 	if *outDir != "" {

@@ -9,18 +9,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/linearize/linearize/infer"
 	"github.com/linearize/linearize/onnx"
 )
 
 const nodeTestDir = "/usr/share/libonnx-testdata/data/node"
-
-func needORT(t *testing.T) {
-	t.Helper()
-	if err := infer.ORTAvailable(); err != nil {
-		t.Skipf("onnxruntime unavailable (run scripts/setup.sh): %v", err)
-	}
-}
 
 // TestRunConformance feeds ONNX conformance inputs through --input and
 // compares the written outputs with the expected ones from the test data.

@@ -9,17 +9,9 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/linearize/linearize/cmd/internal/cli"
 	"github.com/linearize/linearize/infer"
 )
-
-func init() {
-	register(&command{
-		name:    "validate",
-		summary: "check every converted op: its ONNX function body (run by onnxruntime, or interpreted by --backend native) vs the Go kernel on the op's captured inputs",
-		usage:   "CONVERTED [flags]",
-		run:     runValidate,
-	})
-}
 
 // runValidate's flags start as run's do (feed flags, --backend, --threads)
 // but with their own help texts, so each command declares them itself.
@@ -31,18 +23,18 @@ func runValidate(args []string, stdout io.Writer) error {
 	tol := fs.Float64("tolerance", infer.DefaultTolerance, "an op agrees when its scaled error (max abs error / the op output's scale) is at most this")
 	guarded := fs.Float64("max-guarded", infer.DefaultMaxGuarded, "a PerformerAttention node fails when more than this share of its output rows is decided by the denominator guard (the estimator out of its range); 1 allows any")
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
-	pos, err := parseFlags(fs, args, stdout)
+	pos, err := cli.ParseFlags(fs, args, stdout)
 	if err != nil {
 		return err
 	}
 	if len(pos) != 1 {
-		return usageError("want exactly one CONVERTED model, got %d arguments", len(pos))
+		return cli.UsageError("want exactly one CONVERTED model, got %d arguments", len(pos))
 	}
 	if err := checkTolerance(*tol); err != nil {
 		return err
 	}
 	if !(*guarded > 0 && *guarded <= 1) {
-		return usageError("--max-guarded %g: want a share in (0, 1]", *guarded)
+		return cli.UsageError("--max-guarded %g: want a share in (0, 1]", *guarded)
 	}
 	if err := checkBackend(*backend); err != nil {
 		return err
@@ -57,25 +49,25 @@ func runValidate(args []string, stdout io.Writer) error {
 	v, err := infer.ValidateOps(m, in.Tensors, infer.ValidateOptions{Backend: *backend, Threads: *threads, Tolerance: *tol, MaxGuarded: *guarded})
 	if err != nil {
 		if errors.Is(err, infer.ErrNotConverted) {
-			return badInput(err)
+			return cli.BadInput(err)
 		}
-		return runtimeFailure(err)
+		return cli.RuntimeFailure(err)
 	}
 	if *asJSON {
 		if err := v.WriteJSON(stdout); err != nil {
-			return runtimeFailure(err)
+			return cli.RuntimeFailure(err)
 		}
 	} else {
 		fmt.Fprintf(stdout, "%s; inputs: %s\n", pos[0], in.Description)
 		if err := v.WriteTable(stdout); err != nil {
-			return runtimeFailure(err)
+			return cli.RuntimeFailure(err)
 		}
 		if note := fullyMaskedNote(in); note != "" {
 			fmt.Fprintln(stdout, note)
 		}
 	}
 	if !v.OK() {
-		return runtimeFailure(fmt.Errorf("%d of %d converted ops fail (disagree beyond tolerance %g, or the estimator's guard decided more than %g of the rows)", v.Failed(), len(v.Checks), *tol, *guarded))
+		return cli.RuntimeFailure(fmt.Errorf("%d of %d converted ops fail (disagree beyond tolerance %g, or the estimator's guard decided more than %g of the rows)", v.Failed(), len(v.Checks), *tol, *guarded))
 	}
 	return nil
 }
@@ -83,7 +75,7 @@ func runValidate(args []string, stdout io.Writer) error {
 // checkBackend vets --backend (run, compare, validate, finetune).
 func checkBackend(name string) error {
 	if !slices.Contains(infer.Backends(), name) {
-		return usageError("--backend %q: want %s", name, strings.Join(infer.Backends(), " or "))
+		return cli.UsageError("--backend %q: want %s", name, strings.Join(infer.Backends(), " or "))
 	}
 	return nil
 }
@@ -91,7 +83,7 @@ func checkBackend(name string) error {
 // checkThreads vets --threads (run, compare, validate, compare-backends).
 func checkThreads(n int) error {
 	if n < 0 {
-		return usageError("--threads must be non-negative")
+		return cli.UsageError("--threads must be non-negative")
 	}
 	return nil
 }
@@ -100,7 +92,7 @@ func checkThreads(n int) error {
 // positive, finite number.
 func checkTolerance(tol float64) error {
 	if !(tol > 0) || math.IsInf(tol, 0) {
-		return usageError("--tolerance %g: want a positive number", tol)
+		return cli.UsageError("--tolerance %g: want a positive number", tol)
 	}
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/linearize/linearize/cmd/internal/cli"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
 	"github.com/linearize/linearize/tokenize"
@@ -25,7 +26,7 @@ var stderrNotes io.Writer = os.Stderr
 // the model is written. A failed write is a runtime failure (exit 3).
 func saveModel(stdout io.Writer, m *onnxpb.ModelProto, out, in string, overwrite bool) error {
 	if err := onnx.Save(m, out, onnx.SaveOptions{Input: in, Overwrite: overwrite}); err != nil {
-		return runtimeFailure(err)
+		return cli.RuntimeFailure(err)
 	}
 	if in == "" {
 		return nil

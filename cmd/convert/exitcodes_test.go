@@ -3,17 +3,18 @@ package main
 import (
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
+
+	"github.com/linearize/linearize/cmd/internal/cli/clitest"
 )
 
 // TestBadInputExitCodes runs every command on bad command lines and bad
-// files and checks the exit code's class (main.go: 1 usage — the command
-// line is wrong whatever the files hold; 2 bad input — a file, or a model
-// the flags do not fit), that the one-line message names the flag or file
-// at fault, and that nothing is printed on stdout. Every registered
-// command has cases. No case gets as far as converting a whole model or
-// timing anything.
+// files and checks the exit code's class (cmd/internal/cli: 1 usage — the
+// command line is wrong whatever the files hold; 2 bad input — a file, or
+// a model the flags do not fit), that the one-line message names the flag
+// or file at fault, and that nothing is printed on stdout
+// (clitest.ExitCodes). Every registered command has cases. No case gets
+// as far as converting a whole model or timing anything.
 func TestBadInputExitCodes(t *testing.T) {
 	tmp := t.TempDir()
 	model := filepath.Join("..", "..", "testdata", "bert-tiny.onnx")
@@ -25,11 +26,7 @@ func TestBadInputExitCodes(t *testing.T) {
 	if err := os.WriteFile(texts, []byte("the man\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cases := []struct {
-		args []string
-		code int
-		want string // in the message: the flag or the file
-	}{
+	clitest.ExitCodes(t, out, []clitest.Case{
 		// inspect
 		{[]string{"inspect", "--bogus", model}, exitUsage, "bogus"},
 		{[]string{"inspect", model, "--cost", "--sinks", "middle"}, exitUsage, "--sinks"},
@@ -88,14 +85,6 @@ func TestBadInputExitCodes(t *testing.T) {
 		{[]string{"extend-positions", model, "-o", out, "--max-positions", "8"}, exitBadInput, "max-positions"},
 		{[]string{"extend-positions", missing, "-o", out, "--max-positions", "256"}, exitBadInput, "missing.onnx"},
 
-		// build-model
-		{[]string{"build-model", "-o", out, "--hidden", "30", "--heads", "4"}, exitUsage, "hidden"},
-		{[]string{"build-model", "-o", out, "--preset", "huge"}, exitUsage, "--preset"},
-		{[]string{"build-model", "-o", out, "--scale", "sqrt"}, exitUsage, "--scale"},
-		{[]string{"build-model", "-o", out, "--layers", "2"}, exitUsage, "layers"}, // renamed --num-layers
-		{[]string{"build-model", "-o", out, "--vocab", "30"}, exitUsage, "vocab"},  // renamed --vocab-size
-		{[]string{"build-model", "-o", noDir}, exitBadInput, "nodir"},
-
 		// the commands that run models
 		{[]string{"run", model, "--backend", "tpu"}, exitUsage, "--backend"},
 		{[]string{"run", model, "--threads", "-1"}, exitUsage, "--threads"},
@@ -124,7 +113,7 @@ func TestBadInputExitCodes(t *testing.T) {
 		{[]string{"hedgehog", model, "-o", out, "--calibration", noText}, exitUsage, "none.txt"},
 		{[]string{"hedgehog", missing, "-o", out, "--steps", "0"}, exitBadInput, "missing.onnx"},
 
-		// bench, bench-backends, features-error, report-real
+		// bench
 		{[]string{"bench", model, "--variants", "softmax"}, exitUsage, "--variants"},
 		{[]string{"bench", model, "--lengths", "0"}, exitUsage, "--lengths"},
 		{[]string{"bench", model, "--repeat", "0"}, exitUsage, "--repeat"},
@@ -132,47 +121,5 @@ func TestBadInputExitCodes(t *testing.T) {
 		{[]string{"bench", model, "--baseline", "fused"}, exitUsage, "--baseline"},
 		{[]string{"bench", model, "--json-out", filepath.Join(tmp, "nodir", "b.json")}, exitBadInput, "nodir"},
 		{[]string{"bench", missing}, exitBadInput, "missing.onnx"},
-		{[]string{"bench-backends", "--lengths", "0"}, exitUsage, "--lengths"},
-		{[]string{"bench-backends", "--num-layers", "0"}, exitUsage, "--num-layers"},
-		{[]string{"bench-backends", "--seq-lens", "128"}, exitUsage, "seq-lens"}, // renamed --lengths
-		{[]string{"bench-backends", "--profile", "--json"}, exitUsage, "--profile"},
-		{[]string{"features-error", "--features", "0"}, exitUsage, "--features"},
-		{[]string{"features-error", "--features", "100000"}, exitUsage, "--features"},
-		{[]string{"features-error", "--kernel", "relu"}, exitUsage, "--kernel"},
-		{[]string{"features-error", "--norms", "unit"}, exitUsage, "--norms"},
-		{[]string{"features-error", "--omega", "cube"}, exitUsage, "--omega"},
-		{[]string{"features-error", "--seq-len", "0"}, exitUsage, "--seq-len"},
-		{[]string{"features-error", "--qk-sigma", "0"}, exitUsage, "--qk-sigma"},
-		{[]string{"features-error", "--sigma", "0.5"}, exitUsage, "sigma"}, // renamed --qk-sigma
-		{[]string{"features-error", "--threads", "-1"}, exitUsage, "--threads"},
-		{[]string{"report-real", "--model", missing}, exitBadInput, "missing.onnx"},
-		{[]string{"report-real", "--model", missing, "--lara", "0"}, exitUsage, "--lara"},
-		{[]string{"report-real", "--model", missing, "--local-pooled", "8/8"}, exitUsage, "--local-pooled"},
-		{[]string{"report-real", "--model", missing, "--steps", "-1"}, exitUsage, "--steps"},
-		{[]string{"report-real", "--model", missing, "--omegas", "iid"}, exitUsage, "omegas"}, // renamed --omega
-		{[]string{"report-real", "--model", missing, "--calibration", texts, "--docs", tmp}, exitUsage, "--docs"},
-	}
-	covered := map[string]bool{}
-	for _, c := range cases {
-		covered[c.args[0]] = true
-		code, stdout, stderr := runCLI(c.args...)
-		if code != c.code || !strings.Contains(stderr, c.want) {
-			t.Errorf("%s: exit %d, stderr %q; want exit %d and a message naming %q", strings.Join(c.args, " "), code, stderr, c.code, c.want)
-		}
-		if stdout != "" {
-			t.Errorf("%s: stdout %q, want nothing", strings.Join(c.args, " "), stdout)
-		}
-		if strings.Count(strings.TrimSuffix(stderr, "\n"), "\n") != 0 {
-			t.Errorf("%s: the message is not one line: %q", strings.Join(c.args, " "), stderr)
-		}
-		if _, err := os.Lstat(out); err == nil {
-			t.Errorf("%s wrote %s", strings.Join(c.args, " "), out)
-			os.Remove(out)
-		}
-	}
-	for _, name := range helpCommands() {
-		if !covered[name] {
-			t.Errorf("no bad-input case for %s", name)
-		}
-	}
+	})
 }

@@ -8,9 +8,10 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/linearize/linearize/cmd/internal/cli"
+	"github.com/linearize/linearize/cmd/internal/cliutil"
 	"github.com/linearize/linearize/convert"
 	"github.com/linearize/linearize/infer"
-	"github.com/linearize/linearize/internal/cliutil"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
 )
@@ -21,8 +22,8 @@ import (
 // checks and exit codes.
 type feedFlags struct {
 	spec      infer.FeedSpec
-	textFiles multiFlag
-	texts     multiFlag
+	textFiles cli.MultiFlag
+	texts     cli.MultiFlag
 }
 
 // addFeedFlags registers the input flags on fs.
@@ -37,7 +38,7 @@ func addFeedFlags(fs *flag.FlagSet) *feedFlags {
 	fs.Var(&intFlag{&f.spec.Batch, 1}, "batch", "batch size `B` of random inputs")
 	fs.Var(&intFlag{&f.spec.SeqLen, 1}, "seq-len", "sequence length `L`, at most the model's position limit: texts are padded or truncated to it, random inputs take it (default: for texts the model's fixed length, else the longest text up to --max-len; for random inputs "+strconv.Itoa(infer.DefaultFeedSeqLen)+" or the limit if shorter)")
 	fs.Var(&intFlag{&f.spec.MaxLen, 2}, "max-len", "at most `N` tokens per text when --seq-len is not given (default: the model's position limit, the rows of its position table; "+strconv.Itoa(infer.DefaultFeedMaxLen)+" without one); a text still longer than the limit is refused")
-	fs.Uint64Var(&f.spec.Seed, "seed", defaultSeed, "seed of the random inputs")
+	fs.Uint64Var(&f.spec.Seed, "seed", cli.DefaultSeed, "seed of the random inputs")
 	return f
 }
 
@@ -80,7 +81,7 @@ func (f *feedFlags) buildFor(ms []*onnxpb.ModelProto, paths []string) (*infer.Fe
 func (f *feedFlags) load(path string) (*onnxpb.ModelProto, *infer.Feed, error) {
 	m, err := onnx.Load(path)
 	if err != nil {
-		return nil, nil, badInput(err)
+		return nil, nil, cli.BadInput(err)
 	}
 	in, err := f.build(m, path)
 	if err != nil {
@@ -105,7 +106,7 @@ var feedFlagNames = map[string]string{
 func feedError(err error, model string) error {
 	var fe *infer.FeedError
 	if !errors.As(err, &fe) {
-		return badInput(err)
+		return cli.BadInput(err)
 	}
 	flagName := feedFlagNames[fe.Field]
 	var msg string
@@ -125,9 +126,9 @@ func feedError(err error, model string) error {
 		msg += fmt.Sprintf(" (%s's position table); convert long %s -o OUT --max-length N reads longer inputs (or convert extend-positions)", model, model)
 	}
 	if errors.Is(err, infer.ErrFeedValue) || errors.Is(err, infer.ErrFeedConflict) {
-		return &exitError{exitUsage, errors.New(msg)}
+		return &cli.ExitError{Code: cli.ExitUsage, Err: errors.New(msg)}
 	}
-	return badInput(errors.New(msg))
+	return cli.BadInput(errors.New(msg))
 }
 
 // inputsFlag collects repeated NAME=FILE values.

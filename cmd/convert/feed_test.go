@@ -147,7 +147,7 @@ func TestFeedUsageDocumented(t *testing.T) {
 		fs := flag.NewFlagSet(name, flag.ContinueOnError)
 		addFeedFlags(fs)
 		fs.VisitAll(func(f *flag.Flag) {
-			// printFlags writes "  --NAME[ VALUE]\n    \tUSAGE\n".
+			// cli.ParseFlags's usage text writes "  --NAME[ VALUE]\n    \tUSAGE\n".
 			i := strings.Index(out, "\n  --"+f.Name+" ")
 			if i < 0 {
 				i = strings.Index(out, "\n  --"+f.Name+"\n")

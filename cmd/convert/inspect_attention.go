@@ -5,6 +5,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/linearize/linearize/cmd/internal/cli"
 	"github.com/linearize/linearize/convert"
 	"github.com/linearize/linearize/onnx/onnxpb"
 )
@@ -25,7 +26,7 @@ type attentionSection struct {
 func buildAttention(m *onnxpb.ModelProto, f inspectFlags) (attentionSection, error) {
 	d, err := convert.Detect(m)
 	if err != nil {
-		return attentionSection{}, badInput(err)
+		return attentionSection{}, cli.BadInput(err)
 	}
 	s := attentionSection{Attention: d.Blocks, AttentionCount: d.Count(), Linear: d.Linear}
 	if s.Attention == nil {

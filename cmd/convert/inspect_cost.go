@@ -6,8 +6,9 @@ import (
 	"io"
 	"strings"
 
+	"github.com/linearize/linearize/cmd/internal/cli"
+	"github.com/linearize/linearize/cmd/internal/cliutil"
 	"github.com/linearize/linearize/convert"
-	"github.com/linearize/linearize/internal/cliutil"
 	"github.com/linearize/linearize/onnx/onnxpb"
 	"github.com/linearize/linearize/ops"
 )
@@ -67,19 +68,19 @@ func buildCost(m *onnxpb.ModelProto, f costFlags) (*costReport, error) {
 	if !f.on {
 		return nil, nil
 	}
-	lengths, err := ints("lengths", f.seqLen, cliutil.IntList{Min: 1})
+	lengths, err := cli.Ints("lengths", f.seqLen, cliutil.IntList{Min: 1})
 	if err != nil {
 		return nil, err
 	}
 	if f.features <= 0 || f.k <= 0 || f.block <= 0 || f.segments <= 0 || f.landmarks <= 0 {
-		return nil, usageError("--features, --k, --block, --segments and --landmarks must be positive")
+		return nil, cli.UsageError("--features, --k, --block, --segments and --landmarks must be positive")
 	}
 	if f.mapFeatures < 0 || f.mapFeatures > convert.MaxHedgehogFeatures {
-		return nil, usageError("--map-features %d: want 1..%d (0: the head size)", f.mapFeatures, convert.MaxHedgehogFeatures)
+		return nil, cli.UsageError("--map-features %d: want 1..%d (0: the head size)", f.mapFeatures, convert.MaxHedgehogFeatures)
 	}
 	first, last, err := ops.ParseSinks(f.sinks)
 	if err != nil {
-		return nil, usageError("--sinks %q: want first,last, first, last or none", f.sinks)
+		return nil, cli.UsageError("--sinks %q: want first,last, first, last or none", f.sinks)
 	}
 	sinks := 0
 	for _, s := range []bool{first, last} {
@@ -89,11 +90,11 @@ func buildCost(m *onnxpb.ModelProto, f costFlags) (*costReport, error) {
 	}
 	dims, notes, err := convert.ModelDims(m)
 	if err != nil {
-		return nil, badInput(err)
+		return nil, cli.BadInput(err)
 	}
 	weights, err := convert.ParseWeights(f.weights)
 	if err != nil {
-		return nil, usageError("--cost-weights: %v", err)
+		return nil, cli.UsageError("--cost-weights: %v", err)
 	}
 	mf := f.mapFeatures
 	if mf == 0 {
@@ -101,7 +102,7 @@ func buildCost(m *onnxpb.ModelProto, f costFlags) (*costReport, error) {
 	}
 	cm := convert.CostModel{Dims: dims, Features: f.features, K: f.k, Block: f.block, Segments: f.segments, Sinks: sinks, Landmarks: f.landmarks, Samples: 1, MapFeatures: mf, Weights: weights}
 	if err := cm.Validate(); err != nil {
-		return nil, badInput(err)
+		return nil, cli.BadInput(err)
 	}
 	r := &costReport{Dims: dims, Features: f.features, K: f.k, Notes: notes, Lengths: lengths, model: cm, Crossover: map[convert.Form]int{}}
 	forms := cm.Forms()
@@ -138,7 +139,7 @@ func printCost(w io.Writer, r *costReport) {
 }
 
 // fidelityGuide is what README's "What a conversion keeps" measured
-// (bin/convert report-real --docs testdata/real/docs; all-MiniLM-L6-v2,
+// (bin/linlab report-real --docs testdata/real/docs; all-MiniLM-L6-v2,
 // 32 held-out documents), printed so a user choosing a conversion sees
 // cost and fidelity side by side. It is a measurement of one model, not a
 // prediction for this one: `convert compare` measures any model.

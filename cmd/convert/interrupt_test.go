@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/linearize/linearize/cmd/internal/cli"
 	"github.com/linearize/linearize/internal/fsutil"
 )
 
@@ -32,8 +33,8 @@ func init() {
 		fmt.Printf("MIDWRITE %s\n", tmp)
 		select {}
 	}
-	cleanupOnSignal(os.Stderr)
-	os.Exit(run(strings.Split(args, "\t"), os.Stdout, os.Stderr))
+	cli.CleanupOnSignal(os.Stderr)
+	os.Exit(cli.Run(strings.Split(args, "\t"), os.Stdout, os.Stderr))
 }
 
 // startMidWrite runs the CLI with args in a child that stops while writing

@@ -3,6 +3,9 @@ package main
 import (
 	"os"
 	"testing"
+
+	"github.com/linearize/linearize/cmd/internal/cli"
+	"github.com/linearize/linearize/cmd/internal/cli/clitest"
 )
 
 // TestMain lets the test binary act as a bench child, as main does: bench
@@ -13,3 +16,18 @@ func TestMain(m *testing.M) {
 	}
 	os.Exit(m.Run())
 }
+
+// The exit codes (cli.ExitOK, ...) under the tests' short names.
+const (
+	exitOK       = cli.ExitOK
+	exitUsage    = cli.ExitUsage
+	exitBadInput = cli.ExitBadInput
+	exitRuntime  = cli.ExitRuntime
+)
+
+// runCLI runs the CLI in-process; needORT skips a test when onnxruntime
+// cannot be loaded.
+var (
+	runCLI  = clitest.Run
+	needORT = clitest.NeedORT
+)

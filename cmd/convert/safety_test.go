@@ -334,7 +334,6 @@ func TestOutputSafety(t *testing.T) {
 		{"performer", []string{"performer", model, "--features", "8"}},
 		{"linformer", []string{"linformer", model, "--k", "4", "--max-len", "16"}},
 		{"extend-positions", []string{"extend-positions", model, "--max-positions", "32"}},
-		{"build-model", []string{"build-model", "--hidden", "16", "--heads", "2", "--num-layers", "1", "--intermediate", "32", "--vocab-size", "30", "--max-positions", "16"}},
 	}
 	for _, w := range writers {
 		t.Run(w.name, func(t *testing.T) {
@@ -357,11 +356,9 @@ func TestOutputSafety(t *testing.T) {
 					t.Errorf("%s: folder changed from %v to %v", label, rootBefore, got)
 				}
 			}
-			if w.name != "build-model" {
-				check("-o INPUT", exitUsage, "--overwrite", "-o", model)
-				// The same file under another spelling is still the input.
-				check("-o ./INPUT", exitUsage, "--overwrite", "-o", filepath.Join(root, ".", "adir", "..", "model.onnx"))
-			}
+			check("-o INPUT", exitUsage, "--overwrite", "-o", model)
+			// The same file under another spelling is still the input.
+			check("-o ./INPUT", exitUsage, "--overwrite", "-o", filepath.Join(root, ".", "adir", "..", "model.onnx"))
 			check("missing output folder", exitBadInput, "does not exist", "-o", missing)
 			check("-o DIRECTORY", exitBadInput, "is a directory", "-o", subdir)
 			if left := listDir(t, subdir); len(left) != 0 {
@@ -446,7 +443,7 @@ func TestOutputSafety(t *testing.T) {
 	})
 
 	t.Run("unknown flag", func(t *testing.T) {
-		for _, c := range []string{"inspect", "performer", "linformer", "extend-positions", "build-model"} {
+		for _, c := range []string{"inspect", "performer", "linformer", "extend-positions"} {
 			code, _, stderr := safeRun(t, c, model, "--no-such-flag", "-o", filepath.Join(root, "x.onnx"))
 			if code != exitUsage {
 				t.Errorf("%s --no-such-flag: exit %d, want %d; stderr %s", c, code, exitUsage, stderr)

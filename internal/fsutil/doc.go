@@ -7,5 +7,5 @@
 // A temporary file carries its writer's PID and host in its name, so the
 // next write to the same path removes those of writers that died (a kill
 // -9), and AbortWrites removes those of the writes in progress when the
-// process is stopped by a signal (cmd/convert calls it).
+// process is stopped by a signal (cmd/internal/cli calls it for both binaries).
 package fsutil

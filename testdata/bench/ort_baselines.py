@@ -3,7 +3,7 @@
 `convert bench --baseline NAME=FILE` (issue 13).
 
 From ORIGINAL (the model `convert bench` takes, e.g. written by
-`convert build-model --preset base --layers 2 --max-positions 16384`) it
+`linlab build-model --preset base --layers 2 --max-positions 16384`) it
 writes into OUTDIR:
 
   fused.onnx  onnxruntime.transformers.optimizer.optimize_model with its

@@ -1,0 +1,120 @@
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"maps"
+
+	"github.com/linearize/linearize/cmd/internal/cli"
+	"github.com/linearize/linearize/cmd/internal/cliutil"
+	"github.com/linearize/linearize/convert"
+	"github.com/linearize/linearize/onnx"
+	"github.com/linearize/linearize/onnx/onnxpb"
+)
+
+// rewriteFlags are the flags the rewriting commands (performer,
+// linformer, local-pooled, lara) share.
+type rewriteFlags struct {
+	out, layers, posMethod string
+	seed                   uint64
+	json, overwrite        bool
+	maxPos, posOffset      int
+}
+
+// seedUsage is the help of --seed of the rewriting commands that sample
+// parameters; local-pooled samples nothing and has no --seed.
+var seedUsage = map[string]string{
+	"performer": "seed of ω (with the layer index)",
+	"linformer": "seed of E and F with --init gaussian (with the layer index)",
+	"lara":      "seed of the proposals' noise (with the layer index)",
+	"hedgehog":  "seed of the initial feature maps (with the layer index) and of the training mini-batches",
+}
+
+func (f *rewriteFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.out, "o", "", "path of the output model `OUT` (required)")
+	if u := seedUsage[fs.Name()]; u != "" {
+		fs.Uint64Var(&f.seed, "seed", cli.DefaultSeed, u)
+	}
+	fs.StringVar(&f.layers, "layers", "", "`LIST` of block indices to convert, as convert inspect numbers them: comma-separated, ranges like 0-5 (default: all)")
+	fs.BoolVar(&f.json, "json", false, "print the report as JSON")
+	fs.BoolVar(&f.overwrite, "overwrite", false, "allow -o to be the input model")
+	addPositionFlags(fs, &f.maxPos, &f.posMethod, &f.posOffset, "first grow the position table to `N` rows (see extend-positions)")
+}
+
+// addPositionFlags registers the position-table flags of
+// extend-positions and the rewriting commands.
+func addPositionFlags(fs *flag.FlagSet, maxPos *int, method *string, offset *int, maxPosUsage string) {
+	fs.IntVar(maxPos, "max-positions", 0, maxPosUsage)
+	fs.StringVar(method, "position-method", "copy", "how the table grows: copy (tile the learned rows, as Longformer did) or interpolate (resample linearly)")
+	fs.IntVar(offset, "position-offset", 0, "leading non-position rows kept as they are (0 for BERT; 2 for RoBERTa's padding_idx+1 numbering)")
+}
+
+// positionFlagOf names the flags of convert.ExtendOptions' fields.
+var positionFlagOf = map[string]string{"MaxPositions": "max-positions", "Method": "position-method", "Offset": "position-offset"}
+
+// flagsOf maps convert.OptionError fields to flag names: the position
+// flags and the given pairs (field, flag, field, flag, ...).
+func flagsOf(pairs ...string) map[string]string {
+	m := maps.Clone(positionFlagOf)
+	for i := 0; i+1 < len(pairs); i += 2 {
+		m[pairs[i]] = pairs[i+1]
+	}
+	return m
+}
+
+func (f *rewriteFlags) positions() convert.ExtendOptions {
+	return convert.ExtendOptions{MaxPositions: f.maxPos, Method: f.posMethod, Offset: f.posOffset}
+}
+
+// maxLayerIndex bounds --layers before it is expanded.
+const maxLayerIndex = 1 << 16
+
+// loadForRewrite parses the shared flags and loads the model.
+func loadForRewrite(name string, fs *flag.FlagSet, f *rewriteFlags, args []string, stdout io.Writer) (*onnxpb.ModelProto, string, []int, error) {
+	f.register(fs)
+	path, err := cli.ParseModelArg(fs, args, stdout)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	if f.out == "" {
+		return nil, "", nil, cli.UsageError("-o OUT is required")
+	}
+	if f.maxPos < 0 {
+		return nil, "", nil, cli.UsageError("--max-positions %d must not be negative", f.maxPos)
+	}
+	// Block indices are checked against the model later; the bound here
+	// keeps a typo such as 0-50000000 from being expanded first.
+	layers, err := cli.Ints("layers", f.layers, cliutil.IntList{Max: maxLayerIndex, Ranges: true, MaxItems: maxLayerIndex, Empty: true})
+	if err != nil {
+		return nil, "", nil, err
+	}
+	if err := cli.CheckOutput(path, f.out, f.overwrite); err != nil {
+		return nil, "", nil, err
+	}
+	m, err := onnx.Load(path)
+	if err != nil {
+		return nil, "", nil, cli.BadInput(err)
+	}
+	return m, path, layers, nil
+}
+
+// finishRewrite saves the model and prints the report.
+func finishRewrite(stdout io.Writer, f *rewriteFlags, in string, m *onnxpb.ModelProto, rep *convert.Report) error {
+	w := stdout
+	if f.json {
+		w = stderrNotes // stdout is the JSON report only
+	}
+	if err := saveModel(w, m, f.out, in, f.overwrite); err != nil {
+		return err
+	}
+	if f.json {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rep)
+	}
+	fmt.Fprint(stdout, rep.Text())
+	fmt.Fprintf(stdout, "wrote %s\n", f.out)
+	return nil
+}

@@ -1,0 +1,163 @@
+package clitest
+
+import (
+	"flag"
+	"regexp"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/linearize/linearize/cmd/internal/cli"
+)
+
+// flagLine matches a flag's first line in the usage text: "  --NAME" or
+// "  -o", then the value name, if any.
+var flagLine = regexp.MustCompile(`^  (--?)([a-z0-9][a-z0-9-]*)(?: (\S+))?$`)
+
+// Help runs every registered command's --help (also -h and "BINARY help
+// NAME") and checks that it exits 0 with the usage on stdout; that
+// the synopsis has the common form (positional arguments and required
+// flags, then "[flags]") and names only flags the command defines; that
+// the flag list has every flag, spelled as the synopses spell flags,
+// each with a one-word value name (a backquoted word in a flag's help
+// becomes its value name: a phrase there would garble the line) and its
+// default; and that a flag name has the same default in every command,
+// but for the flags in defaultsDiffer (flag name → why its defaults
+// differ; a listed flag whose defaults agree, or that no command
+// defines, fails too).
+func Help(t *testing.T, defaultsDiffer map[string]string) {
+	t.Helper()
+	sets := map[string]*flag.FlagSet{}
+	cli.HelpShown = func(fs *flag.FlagSet) { sets[fs.Name()] = fs }
+	t.Cleanup(func() { cli.HelpShown = nil })
+	_, mainOut, _ := Run("--help")
+	synopsisFlag := regexp.MustCompile(`(?:^|[\s\[])(--?)([a-z][a-z0-9-]*)`)
+	for _, name := range cli.Names() {
+		var first string
+		for _, args := range [][]string{{name, "--help"}, {name, "-h"}, {"help", name}} {
+			code, out, errOut := Run(args...)
+			if code != cli.ExitOK || errOut != "" {
+				t.Errorf("%s %s: exit %d, stderr %q; want 0 and nothing", cli.Name, strings.Join(args, " "), code, errOut)
+			}
+			if first == "" {
+				first = out
+			} else if out != first {
+				t.Errorf("%s %s prints another text than %s %s --help", cli.Name, strings.Join(args, " "), cli.Name, name)
+			}
+		}
+		out := first
+		if !strings.Contains(mainOut, "\n  "+name+" ") {
+			t.Errorf("%s --help does not list %s", cli.Name, name)
+		}
+		fs := sets[name]
+		if fs == nil {
+			t.Errorf("%s --help: no flag set seen (cli.ParseFlags not used?)", name)
+			continue
+		}
+		if strings.Contains(out, "`") {
+			t.Errorf("%s --help has a backquote left:\n%s", name, out)
+		}
+		lines := strings.Split(out, "\n")
+		synopsis := lines[0]
+		prefix := "usage: " + cli.Name + " " + name + " "
+		if !strings.HasPrefix(synopsis, prefix) || !strings.HasSuffix(synopsis, "[flags]") {
+			t.Errorf("%s: synopsis %q, want %q…[flags]", name, synopsis, prefix)
+		}
+		for _, m := range synopsisFlag.FindAllStringSubmatch(strings.TrimPrefix(synopsis, prefix), -1) {
+			f := fs.Lookup(m[2])
+			switch {
+			case f == nil:
+				t.Errorf("%s: synopsis names %s%s, which is no flag of the command", name, m[1], m[2])
+			case m[1]+m[2] != cli.FlagSpelling(m[2]):
+				t.Errorf("%s: synopsis spells %s%s, the flag list %s", name, m[1], m[2], cli.FlagSpelling(m[2]))
+			}
+		}
+		// The flag list: each flag's line, then its help, indented.
+		listed := map[string]string{} // flag → the help block
+		var order []string
+		for i, l := range lines {
+			m := flagLine.FindStringSubmatch(l)
+			if m == nil {
+				if strings.HasPrefix(l, "  -") {
+					t.Errorf("%s: garbled flag line %q", name, l)
+				}
+				continue
+			}
+			if m[1]+m[2] != cli.FlagSpelling(m[2]) {
+				t.Errorf("%s: flag line %q, want it spelled %s", name, l, cli.FlagSpelling(m[2]))
+			}
+			if m[3] == "value" {
+				t.Errorf("%s: --%s has no value name (give its help a `NAME`)", name, m[2])
+			}
+			help := ""
+			if i+1 < len(lines) {
+				help = lines[i+1]
+			}
+			listed[m[2]] = help
+			order = append(order, m[2])
+		}
+		if !slices.IsSorted(order) {
+			t.Errorf("%s: flags not in order: %v", name, order)
+		}
+		fs.VisitAll(func(f *flag.Flag) {
+			help, ok := listed[f.Name]
+			if !ok {
+				t.Errorf("%s --help does not list %s", name, cli.FlagSpelling(f.Name))
+				return
+			}
+			delete(listed, f.Name)
+			if !strings.HasPrefix(help, "    \t") || strings.TrimSpace(help) == "" {
+				t.Errorf("%s: %s has no help line", name, cli.FlagSpelling(f.Name))
+			}
+			switch f.DefValue {
+			case "", "0", "false":
+			default:
+				if !strings.Contains(help, "(default ") || !strings.Contains(help, f.DefValue+`)`) && !strings.Contains(help, f.DefValue+`")`) {
+					t.Errorf("%s: %s's help does not show its default %s: %q", name, cli.FlagSpelling(f.Name), f.DefValue, help)
+				}
+			}
+			if strings.Contains(f.Usage, "required") && !strings.Contains(synopsis, " "+cli.FlagSpelling(f.Name)+" ") {
+				t.Errorf("%s: %s is required but not in the synopsis %q", name, cli.FlagSpelling(f.Name), synopsis)
+			}
+		})
+		for f := range listed {
+			t.Errorf("%s --help lists %s, which is no flag of the command", name, f)
+		}
+		if !strings.Contains(out, cli.ExitCodesHelp) {
+			t.Errorf("%s --help does not give the exit codes", name)
+		}
+	}
+
+	// One default per flag name.
+	defaults := map[string]map[string][]string{} // flag → default → commands
+	for name, fs := range sets {
+		fs.VisitAll(func(f *flag.Flag) {
+			if defaults[f.Name] == nil {
+				defaults[f.Name] = map[string][]string{}
+			}
+			defaults[f.Name][f.DefValue] = append(defaults[f.Name][f.DefValue], name)
+		})
+	}
+	for f, byDefault := range defaults {
+		_, excepted := defaultsDiffer[f]
+		switch {
+		case len(byDefault) > 1 && !excepted:
+			var parts []string
+			for d, cmds := range byDefault {
+				sort.Strings(cmds)
+				parts = append(parts, strings.Join(cmds, ", ")+": "+strconv.Quote(d))
+			}
+			sort.Strings(parts)
+			t.Errorf("%s has different defaults (make them agree, or say why in defaultsDiffer): %s", cli.FlagSpelling(f), strings.Join(parts, "; "))
+		case len(byDefault) == 1 && excepted:
+			t.Errorf("defaultsDiffer lists %s, whose defaults agree now", cli.FlagSpelling(f))
+		}
+	}
+	for f := range defaultsDiffer {
+		if defaults[f] == nil {
+			t.Errorf("defaultsDiffer lists %s, which no command defines", cli.FlagSpelling(f))
+		}
+	}
+}

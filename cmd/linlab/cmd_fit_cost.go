@@ -1,0 +1,99 @@
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strconv"
+
+	"github.com/linearize/linearize/cmd/internal/benchrun"
+	"github.com/linearize/linearize/cmd/internal/cli"
+	"github.com/linearize/linearize/convert"
+)
+
+// runFitCost fits the weights of convert.DefaultWeights:
+//
+//	bin/linlab fit-cost docs/bench-crossover.json docs/bench.json
+//
+// --check is not a flag but the line between the results fitted and the
+// results checked: FIT.json... --check CHECK.json...
+func runFitCost(args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("fit-cost", flag.ContinueOnError)
+	fitArgs, checkArgs := args, []string(nil)
+	if i := slices.Index(args, "--check"); i >= 0 {
+		fitArgs, checkArgs = args[:i], args[i+1:]
+	}
+	paths, err := cli.ParseFlags(fs, fitArgs, stdout)
+	if err != nil {
+		return err
+	}
+	checked, err := cli.ParseFlags(fs, checkArgs, stdout)
+	if err != nil {
+		return err
+	}
+	fitted := len(paths)
+	paths = append(paths, checked...)
+	if len(paths) == 0 {
+		return cli.UsageError("want BENCH.json [BENCH.json...] [--check BENCH.json...]")
+	}
+	if fitted == 0 {
+		return cli.UsageError("no result to fit before --check")
+	}
+	var results []*benchrun.Result
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return cli.BadInput(err)
+		}
+		var r benchrun.Result
+		if err := json.Unmarshal(b, &r); err != nil {
+			return cli.BadInput(fmt.Errorf("%s: %w", p, err))
+		}
+		if len(results) > 0 && (r.Dims != results[0].Dims || r.Features != results[0].Features || r.K != results[0].K) {
+			return cli.BadInput(fmt.Errorf("%s: another model or options than %s", p, paths[0]))
+		}
+		r.Summarize() // the measured crossovers as this version defines them
+		results = append(results, &r)
+	}
+	r0 := results[0]
+	cm := convert.CostModel{Dims: r0.Dims, Features: r0.Features, K: r0.K, Block: 64, Segments: 64, Sinks: 2, Landmarks: convert.DefaultLaraLandmarks, Samples: 1}
+	fit, err := benchrun.FitWeights(cm, results[:fitted]...)
+	if err != nil {
+		return cli.BadInput(err)
+	}
+	fmt.Fprintf(stdout, "weights: %v\nto 3 digits (convert.DefaultWeights): %v\n%d time ratios, RMS error %.1f%%, largest %.1f%%\n", fit.Weights, round3(fit.Weights), fit.Pairs, 100*fit.RMS, 100*fit.Max)
+	for i, r := range results {
+		what := "fitted"
+		if i >= fitted {
+			what = "not fitted, checked"
+		}
+		fmt.Fprintf(stdout, "\n%s (%s):\n", paths[i], what)
+		banded, in := 0, 0
+		r.FitCrossovers(fit, func(f, base convert.Form, pred, meas int) {
+			text, b, ok := r.Measured(f, base, meas, pred)
+			fmt.Fprintf(stdout, "  %-12s vs %-8s predicted %5d, %s\n", f, base, pred, text)
+			if ok {
+				banded++
+				if b.Within(pred, 1.3) {
+					in++
+				}
+			}
+		})
+		if banded > 0 {
+			fmt.Fprintf(stdout, "  %d of %d predicted crossovers within 30 %% of the measured band\n", in, banded)
+		}
+	}
+	return nil
+}
+
+// round3 rounds every weight to 3 significant digits.
+func round3(w convert.Weights) convert.Weights {
+	for _, p := range []*float64{&w.Original, &w.Fused, &w.Flash, &w.Linear, &w.Pass, &w.Exp, &w.FusedToken, &w.FlashToken, &w.Layer} {
+		v, _ := strconv.ParseFloat(strconv.FormatFloat(*p, 'g', 3, 64), 64)
+		*p = v
+	}
+	return w
+}
