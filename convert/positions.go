@@ -213,29 +213,19 @@ func tableFloats(t *onnx.Tensor) ([]float32, error) {
 	switch t.DType {
 	case onnx.Float:
 		return t.Floats(), nil
-	case onnx.Float16, onnx.BFloat16:
-		src := t.Data.([]uint16)
-		d := make([]float32, len(src))
-		for i, v := range src {
-			if t.DType == onnx.Float16 {
-				d[i] = onnx.HalfToFloat(v)
-			} else {
-				d[i] = onnx.BFloat16ToFloat(v)
-			}
-		}
-		return d, nil
-	case onnx.Int8, onnx.Uint8:
-		ints, err := t.AsInt64s()
-		if err != nil {
-			return nil, err
-		}
-		d := make([]float32, len(ints))
-		for i, v := range ints {
-			d[i] = float32(v)
-		}
-		return d, nil
+	case onnx.Float16, onnx.BFloat16, onnx.Int8, onnx.Uint8:
+	default:
+		return nil, fmt.Errorf("element type %s is not a float, float16, bfloat16, int8 or uint8 table", onnx.TypeName(t.DType))
 	}
-	return nil, fmt.Errorf("element type %s is not a float, float16, bfloat16, int8 or uint8 table", onnx.TypeName(t.DType))
+	wide, err := t.AsFloat64s()
+	if err != nil {
+		return nil, err
+	}
+	d := make([]float32, len(wide))
+	for i, v := range wide {
+		d[i] = float32(v)
+	}
+	return d, nil
 }
 
 // tableOfType stores an extended float32 table in the original table's
