@@ -133,8 +133,8 @@ func typeRule(n *onnxpb.NodeProto, v string) (from string, fixed onnx.DataType) 
 		if out == 1 {
 			return "", onnx.Int64
 		}
-	case "LayerNormalization", "Dropout":
-		if out > 0 && n.GetOpType() == "Dropout" {
+	case "Dropout":
+		if out > 0 { // the mask
 			return "", onnx.Bool
 		}
 	}

@@ -166,14 +166,7 @@ func (rw *rewriter) quantizedProjections(fm *fusedMatch, base string, out *[]*on
 	}
 	add := func(nd *onnxpb.NodeProto) string { *out = append(*out, nd); return nd.Output[0] }
 	part := func(name string, from, to int64) string {
-		var w *onnx.Tensor
-		switch d := wt.Data.(type) {
-		case []int8:
-			w = &onnx.Tensor{DType: wt.DType, Shape: []int{wt.Shape[0], int(to - from)}, Data: colsOf(d, wt.Shape[0], cols, int(from), int(to))}
-		case []uint8:
-			w = &onnx.Tensor{DType: wt.DType, Shape: []int{wt.Shape[0], int(to - from)}, Data: colsOf(d, wt.Shape[0], cols, int(from), int(to))}
-		}
-		wn, _ := rw.addInitNoCount(base+"/W"+name+"_quantized", w)
+		wn, _ := rw.addInitNoCount(base+"/W"+name+"_quantized", sliceCols(wt, wt.Shape[0], int(from), int(to)))
 		mm := add(rw.node("MatMulInteger", base+"/"+name, []string{optInput(n, 0), wn, sig.input(n, sig.inputZero), wz(base+"/W"+name+"_zero_point", from, to)}))
 		f := add(rw.node("Cast", base+"/"+name, []string{mm}, castTo(onnx.Float)))
 		scale := add(rw.node("Mul", base+"/"+name, []string{sig.input(n, sig.inputScale), ws(base+"/W"+name+"_scale", from, to)}))
@@ -202,16 +195,7 @@ func (rw *rewriter) perColumnSlicer(v string, cols int) (func(name string, from,
 		return nil, fmt.Errorf("%q is %s, not a float32 scale or an 8-bit zero point", v, onnx.TypeName(t.DType))
 	}
 	return func(name string, from, to int64) string {
-		var s *onnx.Tensor
-		switch d := t.Data.(type) {
-		case []float32:
-			s = &onnx.Tensor{DType: t.DType, Shape: []int{int(to - from)}, Data: append([]float32(nil), d[from:to]...)}
-		case []int8:
-			s = &onnx.Tensor{DType: t.DType, Shape: []int{int(to - from)}, Data: append([]int8(nil), d[from:to]...)}
-		case []uint8:
-			s = &onnx.Tensor{DType: t.DType, Shape: []int{int(to - from)}, Data: append([]uint8(nil), d[from:to]...)}
-		}
-		name, _ = rw.addInitNoCount(name, s)
+		name, _ = rw.addInitNoCount(name, sliceCols(t, 1, int(from), int(to)))
 		return name
 	}, nil
 }

@@ -242,15 +242,19 @@ func tableOfType(t *onnx.Tensor, dt onnx.DataType) *onnx.Tensor {
 			lo, hi = 0, 255
 		}
 		src := t.Floats()
-		i8, u8 := make([]int8, len(src)), make([]uint8, len(src))
-		for i, x := range src {
-			r := min(max(math.RoundToEven(float64(x)), lo), hi)
-			i8[i], u8[i] = int8(r), uint8(r)
-		}
+		round := func(x float32) float64 { return min(max(math.RoundToEven(float64(x)), lo), hi) }
 		if dt == onnx.Int8 {
-			return &onnx.Tensor{DType: dt, Shape: t.Shape, Data: i8}
+			d := make([]int8, len(src))
+			for i, x := range src {
+				d[i] = int8(round(x))
+			}
+			return &onnx.Tensor{DType: dt, Shape: t.Shape, Data: d}
 		}
-		return &onnx.Tensor{DType: dt, Shape: t.Shape, Data: u8}
+		d := make([]uint8, len(src))
+		for i, x := range src {
+			d[i] = uint8(round(x))
+		}
+		return &onnx.Tensor{DType: dt, Shape: t.Shape, Data: d}
 	}
 	return t
 }

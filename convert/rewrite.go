@@ -916,7 +916,7 @@ func (rw *rewriter) fusedBias(b *Block, fm *fusedMatch, x, base string, out *[]*
 
 // sliceCols returns columns [from,to) of t seen as rows×cols (a vector
 // is one row), in t's own element type: packed float16 weights stay
-// float16.
+// float16, int8 weights int8.
 func sliceCols(t *onnx.Tensor, rows, from, to int) *onnx.Tensor {
 	cols, width := t.Len()/rows, to-from
 	shape := []int{rows, width}
@@ -928,8 +928,12 @@ func sliceCols(t *onnx.Tensor, rows, from, to int) *onnx.Tensor {
 		return &onnx.Tensor{DType: t.DType, Shape: shape, Data: colsOf(src, rows, cols, from, to)}
 	case []uint16:
 		return &onnx.Tensor{DType: t.DType, Shape: shape, Data: colsOf(src, rows, cols, from, to)}
+	case []int8:
+		return &onnx.Tensor{DType: t.DType, Shape: shape, Data: colsOf(src, rows, cols, from, to)}
+	case []uint8:
+		return &onnx.Tensor{DType: t.DType, Shape: shape, Data: colsOf(src, rows, cols, from, to)}
 	}
-	panic("convert: sliceCols of a non-float tensor")
+	panic("convert: sliceCols of a tensor that is not float32, 16-bit float or 8-bit integer")
 }
 
 func colsOf[T any](src []T, rows, cols, from, to int) []T {
