@@ -201,27 +201,9 @@ func arith(op int) Kernel {
 }
 
 // viaFloat32 runs k on float16/bfloat16 inputs widened to float32 and
-// narrows float outputs back to the first input's type.
+// narrows float outputs back to the half type (halfWidened).
 func viaFloat32(ctx *Context, in []*onnx.Tensor, k Kernel) ([]*onnx.Tensor, error) {
-	dt := in[0].DType
-	wide := make([]*onnx.Tensor, len(in))
-	for i, t := range in {
-		if t != nil && (t.DType == onnx.Float16 || t.DType == onnx.BFloat16) {
-			wide[i] = toFloat32(t)
-		} else {
-			wide[i] = t
-		}
-	}
-	out, err := k(ctx, wide)
-	if err != nil {
-		return nil, err
-	}
-	for i, t := range out {
-		if t != nil && t.DType == onnx.Float {
-			out[i] = fromFloat32(t, dt)
-		}
-	}
-	return out, nil
+	return halfWidened(k)(ctx, in)
 }
 
 func toFloat32(t *onnx.Tensor) *onnx.Tensor {
@@ -244,14 +226,11 @@ func fromFloat32(t *onnx.Tensor, dt onnx.DataType) *onnx.Tensor {
 		if dt == onnx.Float16 {
 			d[i] = onnx.FloatToHalf(v)
 		} else {
-			d[i] = floatToBF16(v)
+			d[i] = onnx.FloatToBFloat16(v)
 		}
 	}
 	return &onnx.Tensor{DType: dt, Shape: t.Shape, Data: d}
 }
-
-// floatToBF16 rounds a float32 to bfloat16 bits, nearest even.
-func floatToBF16(f float32) uint16 { return onnx.FloatToBFloat16(f) }
 
 func pow(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
 	if err := ctx.checkInputs(in, 2, 2); err != nil {

@@ -69,7 +69,7 @@ func castTensor(t *onnx.Tensor, to onnx.DataType) (*onnx.Tensor, error) {
 			return res, nil
 		}
 		if d, ok := t.Data.([]float32); ok && to == onnx.BFloat16 {
-			res.Data = mapSlice(d, floatToBF16)
+			res.Data = mapSlice(d, onnx.FloatToBFloat16)
 			return res, nil
 		}
 		f, err := t.AsFloat64s()
@@ -84,7 +84,7 @@ func castTensor(t *onnx.Tensor, to onnx.DataType) (*onnx.Tensor, error) {
 		case onnx.Float16:
 			res.Data = mapSlice(f, func(v float64) uint16 { return onnx.FloatToHalf(float32(v)) })
 		case onnx.BFloat16:
-			res.Data = mapSlice(f, func(v float64) uint16 { return floatToBF16(float32(v)) })
+			res.Data = mapSlice(f, func(v float64) uint16 { return onnx.FloatToBFloat16(float32(v)) })
 		case onnx.Bool:
 			res.Data = mapSlice(f, func(v float64) bool { return v != 0 })
 		case onnx.Int8:
@@ -120,7 +120,7 @@ func castTensor(t *onnx.Tensor, to onnx.DataType) (*onnx.Tensor, error) {
 	case onnx.Float16:
 		res.Data = mapSlice(n, func(v int64) uint16 { return onnx.FloatToHalf(float32(v)) })
 	case onnx.BFloat16:
-		res.Data = mapSlice(n, func(v int64) uint16 { return floatToBF16(float32(v)) })
+		res.Data = mapSlice(n, func(v int64) uint16 { return onnx.FloatToBFloat16(float32(v)) })
 	case onnx.Bool:
 		res.Data = mapSlice(n, func(v int64) bool { return v != 0 })
 	case onnx.Int8:

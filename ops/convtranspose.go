@@ -180,10 +180,11 @@ func convTranspose(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
 	if err != nil {
 		return nil, err
 	}
-	// The column buffer (one per worker): output channels of a group ×
-	// kernel positions × input positions, which can exceed both inputs.
+	// The column buffer: output channels of a group × kernel positions ×
+	// input positions, which can exceed both inputs. (Workers each take
+	// one only below smallConvGEMM elements, where the budget is moot.)
 	cols := int64(p.m/p.groups) * int64(prod(p.g.kernel)) * int64(prod(p.g.in))
-	if err := ctx.budgetBytes("column buffer", cols*int64(max(1, ctx.threads())), int64(onnx.ElemSize(x.DType))); err != nil {
+	if err := ctx.budgetBytes("column buffer", cols, int64(onnx.ElemSize(x.DType))); err != nil {
 		return nil, err
 	}
 	switch xd := x.Data.(type) {

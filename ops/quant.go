@@ -2,6 +2,7 @@ package ops
 
 import (
 	"math"
+	"slices"
 
 	"github.com/linearize/linearize/internal/gemm"
 	"github.com/linearize/linearize/onnx"
@@ -100,7 +101,7 @@ func (l *qLayout) step() int {
 // opset 13) or x's shape with the axis divided in blocks of block_size
 // (blocked, opset 21).
 func (ctx *Context) quantLayout(x, scale, zp *onnx.Tensor) (*qLayout, error) {
-	if zp != nil && !sameShape(zp.Shape, scale.Shape) && !(zp.Len() == 1 && scale.Len() == 1) {
+	if zp != nil && !slices.Equal(zp.Shape, scale.Shape) && !(zp.Len() == 1 && scale.Len() == 1) {
 		return nil, ctx.errf("zero point %v and scale %v must have one shape", zp.Shape, scale.Shape)
 	}
 	block := ctx.attrInt("block_size", 0)
@@ -148,18 +149,6 @@ func (ctx *Context) blockedLayout(l *qLayout, x, scale *onnx.Tensor, axis int, b
 	}
 	l.kind, l.block, l.blocks = qBlocked, int(min(block, d+1)), int(nb)
 	return l, nil
-}
-
-func sameShape(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // scaleValues returns a float32, float16 or bfloat16 scale as float32.
@@ -804,7 +793,7 @@ func (ctx *Context) scaleProduct(as, bs *onnx.Tensor, out []int) (*onnx.Tensor, 
 	if err != nil {
 		return nil, err
 	}
-	if s, err := broadcastShapes(p.Out, out); err != nil || !sameShape(s, out) {
+	if s, err := broadcastShapes(p.Out, out); err != nil || !slices.Equal(s, out) {
 		return nil, ctx.errf("scales %v and %v do not broadcast to the output %v", as.Shape, bs.Shape, out)
 	}
 	prod := make([]float32, p.N)

@@ -290,7 +290,7 @@ func setFloat(t *onnx.Tensor, i int, v float64) {
 		case onnx.Float16:
 			d[i] = onnx.FloatToHalf(float32(v))
 		case onnx.BFloat16:
-			d[i] = floatToBF16(float32(v))
+			d[i] = onnx.FloatToBFloat16(float32(v))
 		default:
 			d[i] = uint16(v)
 		}
