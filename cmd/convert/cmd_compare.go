@@ -49,9 +49,6 @@ func runCompare(args []string, stdout io.Writer) error {
 	if err := checkBackend(*backend); err != nil {
 		return err
 	}
-	if err := checkThreads(*threads); err != nil {
-		return err
-	}
 	models := make([]*onnxpb.ModelProto, len(pos))
 	for i, p := range pos {
 		if models[i], err = onnx.Load(p); err != nil {

@@ -38,9 +38,6 @@ func runCompareBackends(args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if err := checkThreads(*threads); err != nil {
-		return err
-	}
 	if err := checkTolerance(*tol); err != nil {
 		return err
 	}

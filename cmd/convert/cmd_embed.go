@@ -57,9 +57,6 @@ func runEmbed(args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if err := checkThreads(*threads); err != nil {
-		return err
-	}
 	if err := checkBackend(*backend); err != nil {
 		return err
 	}

@@ -52,9 +52,6 @@ func runEvaluate(args []string, stdout io.Writer) error {
 	if len(pos) == 0 {
 		return cli.UsageError("want the ORIGINAL model, then any NAME=MODEL[:MODE] to compare")
 	}
-	if err := checkThreads(*threads); err != nil {
-		return err
-	}
 	if err := checkBackend(*backend); err != nil {
 		return err
 	}

@@ -26,7 +26,7 @@ func runHedgehog(args []string, stdout io.Writer) error {
 	fs.BoolVar(&o.Linear, "linear", false, "no exact part: pure linear attention, a state of fixed size per head")
 	var tf transferFlags
 	tf.register(fs, 512, "required unless --steps 0")
-	m, in, layers, err := loadForRewrite("hedgehog", fs, &f, args, stdout)
+	m, in, layers, err := loadForRewrite(fs, &f, args, stdout)
 	if err != nil {
 		return err
 	}
@@ -97,10 +97,7 @@ func (tf *transferFlags) check() error {
 	if tf.calib == "" && t.Steps > 0 {
 		return cli.UsageError("--calibration is required: the maps are learned from your documents (--steps 0 writes the untrained maps)")
 	}
-	if err := checkBackend(tf.back); err != nil {
-		return err
-	}
-	return checkThreads(t.Threads)
+	return checkBackend(tf.back) // --threads is vetted by cli.ParseFlags
 }
 
 // train trains the maps of out (converted from the model at path) on the

@@ -16,7 +16,7 @@ func runLara(args []string, stdout io.Writer) error {
 	fs.Var(&intFlag{&o.Landmarks, 1}, "landmarks", "landmarks `C`: segment means of Q and K at run time, one Gaussian proposal centred at each")
 	fs.Var(&intFlag{&o.Samples, 1}, "samples", "frozen noise samples `S` per landmark (C·S samples per head)")
 	fs.Float64Var(&o.Sigma, "sigma", 1, "standard deviation `σ` of the proposals' noise (positive)")
-	m, in, layers, err := loadForRewrite("lara", fs, &f, args, stdout)
+	m, in, layers, err := loadForRewrite(fs, &f, args, stdout)
 	if err != nil {
 		return err
 	}

@@ -4,7 +4,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/linearize/linearize/cmd/internal/cli"
 	"github.com/linearize/linearize/convert"
@@ -21,7 +20,7 @@ func runLinformer(args []string, stdout io.Writer) error {
 	fs.StringVar(&o.Sinks, "sinks", "first,last", "with --init pool: tokens kept exact (first,last, first, last or none)")
 	fs.IntVar(&o.MaxLen, "max-len", 0, "with --init gaussian: longest sequence `N` the projections accept (0: 512, or --max-positions)")
 	cli.TypedVar(fs, &o.Share, "share", features.ShareHeadwise, "with --init gaussian: projection `SHARING`: none, headwise, kv or layerwise")
-	m, in, layers, err := loadForRewrite("linformer", fs, &f, args, stdout)
+	m, in, layers, err := loadForRewrite(fs, &f, args, stdout)
 	if err != nil {
 		return err
 	}
@@ -29,7 +28,7 @@ func runLinformer(args []string, stdout io.Writer) error {
 		fs.Visit(func(fl *flag.Flag) {
 			switch fl.Name {
 			case "max-len", "share", "seed":
-				fmt.Fprintf(os.Stderr, "convert linformer: --%s does not apply to --init pool (segments follow each input's length; nothing is sampled); ignored\n", fl.Name)
+				fmt.Fprintf(stderrNotes, "%s linformer: --%s does not apply to --init pool (segments follow each input's length; nothing is sampled); ignored\n", cli.Name, fl.Name)
 			}
 		})
 	}

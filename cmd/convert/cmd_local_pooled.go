@@ -15,7 +15,7 @@ func runLocalPooled(args []string, stdout io.Writer) error {
 	fs.Var(&intFlag{&o.Block, 1}, "block", "local block length `B`: each query sees its block and both neighbours exactly (for no local part use convert linformer --init pool)")
 	fs.Var(&intFlag{&o.Segments, 1}, "segments", "pooled segments `K` standing for the rest of the sequence")
 	fs.StringVar(&o.Sinks, "sinks", "first,last", "tokens every query sees exactly: first,last, first, last or none")
-	m, in, layers, err := loadForRewrite("local-pooled", fs, &f, args, stdout)
+	m, in, layers, err := loadForRewrite(fs, &f, args, stdout)
 	if err != nil {
 		return err
 	}

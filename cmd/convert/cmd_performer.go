@@ -36,7 +36,7 @@ func runPerformer(args []string, stdout io.Writer) error {
 	weighting := fs.String("calibration-weighting", "attention", "which query–key pairs the fit weighs: attention (the original attention weights) or uniform")
 	calibLen := fs.Int("calibration-max-len", 512, "longest tokenized calibration text (when not given, at most the model's position limit)")
 	vocab := fs.String("vocab", "", "tokenizer `PATH` for --calibration: a folder, tokenizer.json or vocab.txt (default: found beside the model)")
-	m, in, layers, err := loadForRewrite("performer", fs, &f, args, stdout)
+	m, in, layers, err := loadForRewrite(fs, &f, args, stdout)
 	if err != nil {
 		return err
 	}

@@ -25,9 +25,6 @@ func runRun(args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if err := checkThreads(*threads); err != nil {
-		return err
-	}
 	if err := checkBackend(*backend); err != nil {
 		return err
 	}

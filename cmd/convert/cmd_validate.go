@@ -39,9 +39,6 @@ func runValidate(args []string, stdout io.Writer) error {
 	if err := checkBackend(*backend); err != nil {
 		return err
 	}
-	if err := checkThreads(*threads); err != nil {
-		return err
-	}
 	m, in, err := ff.load(pos[0])
 	if err != nil {
 		return err
@@ -76,14 +73,6 @@ func runValidate(args []string, stdout io.Writer) error {
 func checkBackend(name string) error {
 	if !slices.Contains(infer.Backends(), name) {
 		return cli.UsageError("--backend %q: want %s", name, strings.Join(infer.Backends(), " or "))
-	}
-	return nil
-}
-
-// checkThreads vets --threads (run, compare, validate, compare-backends).
-func checkThreads(n int) error {
-	if n < 0 {
-		return cli.UsageError("--threads must be non-negative")
 	}
 	return nil
 }

@@ -72,7 +72,7 @@ func (f *rewriteFlags) positions() convert.ExtendOptions {
 const maxLayerIndex = 1 << 16
 
 // loadForRewrite parses the shared flags and loads the model.
-func loadForRewrite(name string, fs *flag.FlagSet, f *rewriteFlags, args []string, stdout io.Writer) (*onnxpb.ModelProto, string, []int, error) {
+func loadForRewrite(fs *flag.FlagSet, f *rewriteFlags, args []string, stdout io.Writer) (*onnxpb.ModelProto, string, []int, error) {
 	f.register(fs)
 	path, err := cli.ParseModelArg(fs, args, stdout)
 	if err != nil {
