@@ -138,6 +138,12 @@ type TransferReport struct {
 	Windows    int             `json:"windows"`
 	Seconds    float64         `json:"seconds"`
 	Layers     []TransferLayer `json:"layers"`
+	// HeldOut compares the whole model before and after training with
+	// the exact model on the held-out rows (nil without held-out rows);
+	// KeptInput says the trained model was not better there, so Transfer
+	// returned the model it was given.
+	HeldOut   *HeldOutCheck `json:"heldout,omitempty"`
+	KeptInput bool          `json:"kept_input"`
 }
 
 // Text renders the report as a table.
@@ -149,6 +155,16 @@ func (r *TransferReport) Text() string {
 	fmt.Fprintf(&b, "%-6s %-40s %10s %10s %12s %12s %7s\n", "", "", "before", "after", "before", "after", "")
 	for _, l := range r.Layers {
 		fmt.Fprintf(&b, "%-6d %-40s %10.4f %10.4f %12.4f %12.4f %7.0f\n", l.Layer, l.Node, l.TrainBefore, l.TrainAfter, l.HeldBefore, l.HeldAfter, l.Steps)
+	}
+	if c := r.HeldOut; c != nil {
+		fmt.Fprintf(&b, "whole model on %d held-out windows (%s vs the exact model): rel err %.4f → %.4f", c.Rows, c.Output, c.RelErrBefore, c.RelErrAfter)
+		if c.PooledCosBefore != nil && c.PooledCosAfter != nil {
+			fmt.Fprintf(&b, ", pooled cosine %.4f → %.4f", *c.PooledCosBefore, *c.PooledCosAfter)
+		}
+		if r.KeptInput {
+			b.WriteString("; not better: the untrained maps are kept")
+		}
+		b.WriteString("\n")
 	}
 	return b.String()
 }
@@ -257,6 +273,22 @@ func Transfer(converted *onnxpb.ModelProto, cal *Calibration, o TransferOptions)
 				return nil, nil, err
 			}
 			layers[gi] = nil // free the captured values
+		}
+	}
+	if len(heldRows) > 0 && o.Steps > 0 {
+		// Each head was kept at its best held-out attention error, but
+		// on inputs from the exact teacher; the model as a whole, each
+		// layer reading the trained ones before it, is judged here, on
+		// the held-out rows' output against the exact model: a trained
+		// model that is not better than the one given is not returned.
+		chk, err := checkHeldOut(teacher, converted, out, cal.Feed, cal.Rows, heldRows, Options{Backend: o.Backend, Threads: o.Threads})
+		if err != nil {
+			return nil, nil, err
+		}
+		rep.HeldOut = chk
+		if !chk.Better() {
+			rep.KeptInput = true
+			out = onnx.CloneShared(converted)
 		}
 	}
 	rep.Seconds = time.Since(start).Seconds()

@@ -282,6 +282,18 @@ func TestTransferTinyBERT(t *testing.T) {
 					t.Errorf("layer %d: train %.4f → %.4f, held-out %.4f → %.4f", l.Layer, l.TrainBefore, l.TrainAfter, l.HeldBefore, l.HeldAfter)
 				}
 			}
+			// The whole model is judged on the held-out rows against the
+			// exact model, and a trained model no better there is not
+			// returned.
+			if rep.HeldOut == nil || rep.HeldOut.Rows != 2 {
+				t.Fatalf("no whole-model held-out check over the 2 held-out rows: %+v", rep.HeldOut)
+			}
+			if rep.KeptInput == rep.HeldOut.Better() {
+				t.Errorf("kept input %v, but the trained model is better: %v (%+v)", rep.KeptInput, rep.HeldOut.Better(), rep.HeldOut)
+			}
+			if rep.KeptInput && !sameEncoding(t, trained, conv) {
+				t.Error("the input was kept but Transfer returned another model")
+			}
 			unseen := tinyFeed(t, ids[8:], valid[8:], seq)
 			before, after := attentionErr(t, conv, unseen), attentionErr(t, trained, unseen)
 			for i := range before {
