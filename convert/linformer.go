@@ -1,0 +1,122 @@
+package convert
+
+import (
+	"fmt"
+
+	"github.com/linearize/linearize/features"
+	"github.com/linearize/linearize/onnx"
+	"github.com/linearize/linearize/onnx/onnxpb"
+	"github.com/linearize/linearize/ops"
+)
+
+// LinformerOptions configures ToLinformer.
+type LinformerOptions struct {
+	K      int            // projected length k (default 128)
+	MaxLen int            // N, the longest sequence the projections accept (default 512)
+	Share  features.Share // features.ShareNone, ShareHeadwise (default), ShareKV or ShareLayerwise
+	Seed   uint64
+	Layers []int
+	// Projections, when set, supplies E and F for a layer instead of
+	// sampling them (shapes [H or 1, k, N]; f may equal e).
+	Projections func(layer, heads int) (e, f *onnx.Tensor, err error)
+	// Positions, when MaxPositions > 0, first grows the absolute position
+	// table (ExtendPositions); MaxLen then defaults to MaxPositions.
+	Positions ExtendOptions
+	// Init chooses E and F: "gaussian" (default: E, F ~ N(0, 1/k), frozen
+	// initializers) or "pool": E = F = means over K contiguous segments of
+	// each sequence's valid tokens, computed at run time from its actual
+	// length, each pooled key scoring q·k̄_c + log |S_c|. A pooled
+	// Linformer is written as a LocalPooledAttention node without the
+	// local part (ToLocalPooled with NoLocal); it has no maximum length,
+	// so MaxLen, Share, Seed and Projections do not apply.
+	Init string
+	// Sinks, with Init "pool", are the tokens kept exact: "first,last"
+	// (default), "first", "last" or "none".
+	Sinks string
+}
+
+// ToLinformer returns a copy of m in which every convertible attention core
+// (of the selected layers) is a LinformerAttention node with projections
+// E, F as initializers. m is not modified. When no block is converted the
+// error wraps ErrNothingConverted (with the report, which says why).
+func ToLinformer(m *onnxpb.ModelProto, o LinformerOptions) (*onnxpb.ModelProto, *Report, error) {
+	if o.K == 0 {
+		o.K = 128
+	}
+	switch o.Init {
+	case "", "gaussian":
+	case "pool":
+		if o.K < 1 {
+			return nil, nil, optionError("linformer", "K", fmt.Sprintf("%d must be positive", o.K))
+		}
+		return ToLocalPooled(m, LocalPooledOptions{NoLocal: true, Segments: o.K, Sinks: o.Sinks, Layers: o.Layers, Positions: o.Positions})
+	default:
+		return nil, nil, optionError("linformer", "Init", fmt.Sprintf("%q: want gaussian or pool", o.Init))
+	}
+	if o.MaxLen == 0 {
+		o.MaxLen = 512
+		if o.Positions.MaxPositions > 0 {
+			o.MaxLen = o.Positions.MaxPositions
+		}
+	}
+	if o.Share == "" {
+		o.Share = features.ShareHeadwise
+	}
+	if o.K < 1 {
+		return nil, nil, optionError("linformer", "K", fmt.Sprintf("%d must be positive", o.K))
+	}
+	if o.MaxLen < 1 {
+		return nil, nil, optionError("linformer", "MaxLen", fmt.Sprintf("%d must be positive", o.MaxLen))
+	}
+	if int64(o.K)*int64(o.MaxLen) > MaxProjection {
+		return nil, nil, optionError("linformer", "MaxLen", fmt.Sprintf("%d × k %d exceeds %d elements per projection", o.MaxLen, o.K, MaxProjection))
+	}
+	switch o.Share {
+	case features.ShareNone, features.ShareHeadwise, features.ShareKV, features.ShareLayerwise:
+	default:
+		return nil, nil, optionError("linformer", "Share", fmt.Sprintf("%q: want none, headwise, kv or layerwise", o.Share))
+	}
+	rw := &rewriter{op: ops.LinformerOp, layers: o.Layers, positions: o.Positions}
+	rw.report.Options = ReportOptions{Seed: o.Seed, K: o.K, MaxLen: o.MaxLen, Share: o.Share}
+	shared := map[string]string{} // layerwise: one E per (heads) shape
+	rw.core = func(b *Block, q, k, v, bias string) (*onnxpb.NodeProto, error) {
+		var en, fn string
+		if key := fmt.Sprint(b.Heads); o.Share == features.ShareLayerwise && o.Projections == nil && shared[key] != "" {
+			en, fn = shared[key], shared[key]
+		} else {
+			var e, f *onnx.Tensor
+			var err error
+			if o.Projections != nil {
+				e, f, err = o.Projections(b.Layer, b.Heads)
+			} else {
+				e, f, err = sampleProjections(o, b.Layer, b.Heads)
+			}
+			if err != nil {
+				return nil, err
+			}
+			for _, t := range []*onnx.Tensor{e, f} {
+				if t != nil && (len(t.Shape) != 3 || (t.Shape[0] != 1 && t.Shape[0] != b.Heads)) {
+					return nil, fmt.Errorf("projection has shape %v, want [1 or %d, k, N]", t.Shape, b.Heads)
+				}
+			}
+			if en, err = rw.addInit(fmt.Sprintf("linearize/layer%d/E", b.Layer), e); err != nil {
+				return nil, err
+			}
+			fn = en
+			if f != nil && f != e {
+				if fn, err = rw.addInit(fmt.Sprintf("linearize/layer%d/F", b.Layer), f); err != nil {
+					return nil, err
+				}
+			}
+			if o.Share == features.ShareLayerwise {
+				shared[key] = en
+			}
+		}
+		node := ops.NewLinformerNode(rw.names.Name(fmt.Sprintf("linearize/layer%d/LinformerAttention", b.Layer)),
+			[]string{q, k, v, en, fn, bias}, rw.names.Name(fmt.Sprintf("linearize/layer%d/attn", b.Layer)),
+			ops.LinformerAttrs{Scale: float32(b.Scale)})
+		return node, nil
+	}
+	rw.function = func(opset int64) (*onnxpb.FunctionProto, error) { return ops.LinformerFunction(opset) }
+	return rw.run(m)
+}
