@@ -102,13 +102,13 @@ func (p *causalPlan) prepare(rw *rewriter, det *Detection, want map[int]bool) {
 	var dropped []string
 	o := p.opts
 	if o.Kernel != ops.KernelPositive {
-		dropped = append(dropped, "kernel "+o.Kernel)
+		dropped = append(dropped, "kernel "+string(o.Kernel))
 	}
 	if o.Center {
 		dropped = append(dropped, "center")
 	}
 	if o.FeatureMap != ops.FeaturesFavorPlus {
-		dropped = append(dropped, "feature map "+o.FeatureMap)
+		dropped = append(dropped, "feature map "+string(o.FeatureMap))
 	}
 	if o.Balance {
 		dropped = append(dropped, "balance")

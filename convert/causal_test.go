@@ -107,7 +107,7 @@ func TestCausalFixturesPerformer(t *testing.T) {
 				t.Fatalf("%d PerformerAttention nodes, want %d", len(nodes), f.Blocks)
 			}
 			for _, n := range nodes {
-				if onnx.AttrInt(n, "causal", 0) != 1 || onnx.AttrInt(n, "center", 0) != 0 || onnx.AttrString(n, "features", ops.FeaturesFavorPlus) != ops.FeaturesFavorPlus {
+				if onnx.AttrInt(n, "causal", 0) != 1 || onnx.AttrInt(n, "center", 0) != 0 || onnx.AttrString(n, "features", string(ops.FeaturesFavorPlus)) != string(ops.FeaturesFavorPlus) {
 					t.Errorf("node %s: attributes %v", n.GetName(), n.Attribute)
 				}
 			}

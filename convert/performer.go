@@ -11,11 +11,11 @@ import (
 
 // PerformerOptions configures ToPerformer.
 type PerformerOptions struct {
-	Features int            // M random features per head (default 256)
-	Seed     uint64         // ω is deterministic from Seed and the layer index
-	Omega    features.Kind  // features.Orthogonal (default) or features.IID
-	Norms    features.Norms // row norms: features.NormsChi (default), NormsSqrtD or NormsQMC
-	Kernel   string         // "positive" (FAVOR+, default) or "trig"
+	Features int                 // M random features per head (default 256)
+	Seed     uint64              // ω is deterministic from Seed and the layer index
+	Omega    features.Kind       // features.Orthogonal (default) or features.IID
+	Norms    features.Norms      // row norms: features.NormsChi (default), NormsSqrtD or NormsQMC
+	Kernel   ops.PerformerKernel // "positive" (FAVOR+, default) or "trig"
 	// Chunk is the chunk length of the causal Performer's function body
 	// (default 64), used when the converted blocks are causal (see
 	// causal.go).
@@ -38,7 +38,7 @@ type PerformerOptions struct {
 	// default), "favor++" (optimal positive features, A per sequence at
 	// run time), "sderf" or "aderf" (FAVOR# dense-exponential features,
 	// frozen from Moments).
-	FeatureMap string
+	FeatureMap ops.FeatureMap
 	// Balance adds the per-head linear balance T (queries ·T, keys ·T⁻ᵀ;
 	// exact) fitted from Moments by features.FitBalance (geometric-mean
 	// balance). "sderf" and "aderf" always carry their own (a rotation,
@@ -141,18 +141,18 @@ func ToPerformer(m *onnxpb.ModelProto, o PerformerOptions) (*onnxpb.ModelProto, 
 
 // performerFit checks the variant options of o (setting FeatureMap's
 // default) and returns the kind of balance to fit ("" for none).
-func performerFit(o *PerformerOptions) (string, error) {
+func performerFit(o *PerformerOptions) (features.BalanceKind, error) {
 	if o.FeatureMap == "" {
 		o.FeatureMap = ops.FeaturesFavorPlus
 	}
-	fit := ""
+	var fit features.BalanceKind
 	switch o.FeatureMap {
 	case ops.FeaturesFavorPlus, ops.FeaturesFavorPP:
 		if o.Balance {
 			fit = features.BalanceGeoMean
 		}
 	case ops.FeaturesSDERF, ops.FeaturesADERF:
-		fit = o.FeatureMap
+		fit = features.BalanceKind(o.FeatureMap)
 		if o.Balance {
 			return "", optionError("performer", "Balance", fmt.Sprintf("is for favor+ and favor++: feature map %s carries its own balance", o.FeatureMap))
 		}
@@ -171,7 +171,7 @@ func performerFit(o *PerformerOptions) (string, error) {
 // performerBalance fits block b's balance (and DERF parameters) from its
 // calibration moments and adds them as initializers; it returns the extra
 // node inputs balance_q, balance_k (and derf_a).
-func (rw *rewriter) performerBalance(o PerformerOptions, kind string, b *Block) ([]string, error) {
+func (rw *rewriter) performerBalance(o PerformerOptions, kind features.BalanceKind, b *Block) ([]string, error) {
 	mo := o.Moments[b.Layer]
 	if mo == nil {
 		return nil, fmt.Errorf("no calibration moments for layer %d", b.Layer)

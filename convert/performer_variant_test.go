@@ -50,7 +50,7 @@ func syntheticMoments(t *testing.T, m *onnxpb.ModelProto, center bool, seed uint
 
 type perfVariant struct {
 	center, balance bool
-	feat            string
+	feat            ops.FeatureMap
 }
 
 func (v perfVariant) String() string {
@@ -144,7 +144,7 @@ func TestToPerformerVariantGraph(t *testing.T) {
 				if got := onnx.AttrInt(n, "center", 0) != 0; got != v.center {
 					t.Errorf("center attribute %v", got)
 				}
-				if got := onnx.AttrString(n, "features", ops.FeaturesFavorPlus); got != v.feat {
+				if got := ops.FeatureMap(onnx.AttrString(n, "features", string(ops.FeaturesFavorPlus))); got != v.feat {
 					t.Errorf("features attribute %q", got)
 				}
 				h, d := rep.Converted[0].Heads, rep.Converted[0].HeadDim

@@ -18,16 +18,16 @@ import (
 type ReportOptions struct {
 	Seed uint64 `json:"seed"`
 	// Performer.
-	Features   int            `json:"features,omitempty"`
-	Omega      features.Kind  `json:"omega,omitempty"`
-	Norms      features.Norms `json:"norms,omitempty"`
-	Kernel     string         `json:"kernel,omitempty"`
-	PerHead    bool           `json:"per_head,omitempty"`
-	Center     bool           `json:"center,omitempty"`
-	Balance    bool           `json:"balance,omitempty"`
-	FeatureMap string         `json:"feature_map,omitempty"`
-	Causal     bool           `json:"causal,omitempty"`
-	Chunk      int            `json:"chunk,omitempty"`
+	Features   int                 `json:"features,omitempty"`
+	Omega      features.Kind       `json:"omega,omitempty"`
+	Norms      features.Norms      `json:"norms,omitempty"`
+	Kernel     ops.PerformerKernel `json:"kernel,omitempty"`
+	PerHead    bool                `json:"per_head,omitempty"`
+	Center     bool                `json:"center,omitempty"`
+	Balance    bool                `json:"balance,omitempty"`
+	FeatureMap ops.FeatureMap      `json:"feature_map,omitempty"`
+	Causal     bool                `json:"causal,omitempty"`
+	Chunk      int                 `json:"chunk,omitempty"`
 	// Linformer (Gaussian E/F).
 	K      int            `json:"k,omitempty"`
 	MaxLen int            `json:"max_len,omitempty"`

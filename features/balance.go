@@ -65,15 +65,18 @@ const (
 	WeightUniform   = "uniform"
 )
 
-// Kinds of fitted balance (FitBalance).
+// BalanceKind is a kind of fitted balance (FitBalance).
+type BalanceKind string
+
+// Kinds of fitted balance.
 const (
 	// BalanceGeoMean: T = P^{1/2}·R (the geometric-mean balance), for
 	// favor+ and favor++ features; no DERF parameters.
-	BalanceGeoMean = "balance"
+	BalanceGeoMean BalanceKind = "balance"
 	// BalanceSDERF: T = R (orthogonal) and per-coordinate a.
-	BalanceSDERF = ops.FeaturesSDERF
+	BalanceSDERF = BalanceKind(ops.FeaturesSDERF)
 	// BalanceADERF: T = P^{1/2}·R and per-coordinate a.
-	BalanceADERF = ops.FeaturesADERF
+	BalanceADERF = BalanceKind(ops.FeaturesADERF)
 )
 
 // Moments accumulates per-head second moments of one attention layer's
@@ -223,7 +226,7 @@ type Fit struct {
 
 // FitBalance fits the balance of kind (BalanceGeoMean, BalanceSDERF or
 // BalanceADERF) from the moments, per head (see the file comment).
-func FitBalance(m *Moments, kind string) (*Fit, error) {
+func FitBalance(m *Moments, kind BalanceKind) (*Fit, error) {
 	if m == nil {
 		return nil, fmt.Errorf("features: balance: no moments")
 	}

@@ -229,8 +229,8 @@ func goldenMin(f func(float64) float64, lo, hi float64) float64 {
 func TestFitBalanceDERFMinimisesVariance(t *testing.T) {
 	const d, scale = 6, 0.4
 	for _, w := range []string{features.WeightUniform, features.WeightAttention} {
-		for _, kind := range []string{features.BalanceSDERF, features.BalanceADERF} {
-			t.Run(w+"/"+kind, func(t *testing.T) {
+		for _, kind := range []features.BalanceKind{features.BalanceSDERF, features.BalanceADERF} {
+			t.Run(w+"/"+string(kind), func(t *testing.T) {
 				rng := rand.New(rand.NewPCG(2, 3))
 				mo, err := features.NewMoments(1, d, w == features.WeightAttention, w)
 				if err != nil {
@@ -322,7 +322,7 @@ func TestFitBalanceDERFIsotropic(t *testing.T) {
 		{0.25, -1 / (4 * math.Sqrt2)},
 		{0.5, (-1 - math.Sqrt(17)) / 16},
 	} {
-		for _, kind := range []string{features.BalanceSDERF, features.BalanceADERF} {
+		for _, kind := range []features.BalanceKind{features.BalanceSDERF, features.BalanceADERF} {
 			const d = 3
 			m1 := make([]float64, d*d)
 			for c := 0; c < d; c++ {

@@ -228,8 +228,8 @@ func TestFitBalanceProperties(t *testing.T) {
 			return out
 		}
 		m1, m2, x := norm(mo.XX), norm(mo.YY), norm(mo.XY)
-		for _, kind := range []string{features.BalanceGeoMean, features.BalanceSDERF, features.BalanceADERF} {
-			t.Run(w+"/"+kind, func(t *testing.T) {
+		for _, kind := range []features.BalanceKind{features.BalanceGeoMean, features.BalanceSDERF, features.BalanceADERF} {
+			t.Run(w+"/"+string(kind), func(t *testing.T) {
 				f, err := features.FitBalance(mo, kind)
 				if err != nil {
 					t.Fatal(err)

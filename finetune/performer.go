@@ -88,13 +88,13 @@ func performer(original, converted *onnxpb.ModelProto, feed map[string]*onnx.Ten
 	seen := map[string]int{}
 	for i, ln := range nodes {
 		n := ln.node
-		if k := onnx.AttrString(n, "kernel", ops.KernelPositive); k != ops.KernelPositive {
+		if k := onnx.AttrString(n, "kernel", string(ops.KernelPositive)); k != string(ops.KernelPositive) {
 			return nil, nil, fmt.Errorf("finetune: node %s: kernel %q, only %q can be fitted", n.GetName(), k, ops.KernelPositive)
 		}
 		if onnx.AttrInt(n, "causal", 0) != 0 {
 			return nil, nil, fmt.Errorf("finetune: node %s: causal Performer is not supported by the fit (it has no causal masking)", n.GetName())
 		}
-		if onnx.AttrInt(n, "center", 0) != 0 || onnx.AttrString(n, "features", ops.FeaturesFavorPlus) != ops.FeaturesFavorPlus || len(n.Input) > 5 {
+		if onnx.AttrInt(n, "center", 0) != 0 || onnx.AttrString(n, "features", string(ops.FeaturesFavorPlus)) != string(ops.FeaturesFavorPlus) || len(n.Input) > 5 {
 			return nil, nil, fmt.Errorf("finetune: node %s: only plain FAVOR+ nodes can be fitted (no gradients yet through centring, the balance or FAVOR++/FAVOR# features; convert with --center=false --features-kind favor+ to fine-tune)", n.GetName())
 		}
 		if _, ok := inits[n.Input[3]]; !ok {

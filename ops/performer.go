@@ -117,18 +117,24 @@ import (
 //     attention-weighted pair moments are not computable at run time).
 const performerDoc = "PerformerAttention: FAVOR+ linear attention (see github.com/linearize/linearize/ops)."
 
+// PerformerKernel is the Performer's softmax-kernel estimator (attribute kernel).
+type PerformerKernel string
+
 // Performer kernels.
 const (
-	KernelPositive = "positive"
-	KernelTrig     = "trig"
+	KernelPositive PerformerKernel = "positive" // exp features (FAVOR+ and its variants)
+	KernelTrig     PerformerKernel = "trig"     // sin/cos features
 )
 
-// Feature maps of the positive kernel (attribute features).
+// FeatureMap is the positive kernel's feature map (attribute features).
+type FeatureMap string
+
+// Feature maps of the positive kernel.
 const (
-	FeaturesFavorPlus = "favor+"
-	FeaturesFavorPP   = "favor++"
-	FeaturesSDERF     = "sderf"
-	FeaturesADERF     = "aderf"
+	FeaturesFavorPlus FeatureMap = "favor+"  // FAVOR+
+	FeaturesFavorPP   FeatureMap = "favor++" // optimal positive features, A per sequence
+	FeaturesSDERF     FeatureMap = "sderf"   // FAVOR# symmetric dense-exponential
+	FeaturesADERF     FeatureMap = "aderf"   // FAVOR# asymmetric dense-exponential
 )
 
 // PerformerAttrs are the attributes of PerformerAttention. Zero values
@@ -136,10 +142,10 @@ const (
 // Center false (attribute center=0), Features "favor+".
 type PerformerAttrs struct {
 	Scale    float32
-	Kernel   string
+	Kernel   PerformerKernel
 	Epsilon  float32
 	Center   bool
-	Features string
+	Features FeatureMap
 	// Causal selects the unidirectional mode (attribute causal=1; see
 	// performer_causal.go) and Chunk the chunk length of its function
 	// body (attribute chunk, 0: DefaultChunk).
@@ -188,10 +194,10 @@ func performerCall(ctx *Context, in []*onnx.Tensor) (PerformerInputs, PerformerA
 	}
 	if ctx != nil && ctx.Node != nil {
 		a.Scale = onnx.AttrFloat(ctx.Node, "scale", 0)
-		a.Kernel = onnx.AttrString(ctx.Node, "kernel", KernelPositive)
+		a.Kernel = PerformerKernel(onnx.AttrString(ctx.Node, "kernel", string(KernelPositive)))
 		a.Epsilon = onnx.AttrFloat(ctx.Node, "epsilon", defaultEpsilon)
 		a.Center = onnx.AttrInt(ctx.Node, "center", 0) != 0
-		a.Features = onnx.AttrString(ctx.Node, "features", FeaturesFavorPlus)
+		a.Features = FeatureMap(onnx.AttrString(ctx.Node, "features", string(FeaturesFavorPlus)))
 		a.Causal = onnx.AttrInt(ctx.Node, "causal", 0) != 0
 		chunk := onnx.AttrInt(ctx.Node, "chunk", DefaultChunk)
 		if chunk < 1 || chunk > MaxChunk {
@@ -461,7 +467,7 @@ func attend(phiQ, phiK, vs []float32, sq, sk, nf, dv int, eps float32, o []float
 // feature map (the general positive path of the kernel).
 type variant struct {
 	center   bool
-	features string
+	features FeatureMap
 	tq, tk   []float32 // [ht, d, d] or nil
 	ht       int
 	derfA    []float32 // [ha, d] or nil
@@ -470,7 +476,7 @@ type variant struct {
 
 // checkVariant validates the options beyond plain FAVOR+; it returns nil
 // for plain FAVOR+ and the trig kernel, which take the original path.
-func checkVariant(in PerformerInputs, a PerformerAttrs, kernel string, h, sq, sk, d int, mask *keyMask) (*variant, error) {
+func checkVariant(in PerformerInputs, a PerformerAttrs, kernel PerformerKernel, h, sq, sk, d int, mask *keyMask) (*variant, error) {
 	const op = PerformerOp
 	feat := a.Features
 	if feat == "" {
@@ -841,7 +847,7 @@ func mixture(t *transformed, omEff []float32, beta []float64, vs []float32, sq, 
 // features returns the [s, nf] feature matrix of the rows x [s, d]: keys of
 // batch bi (trig kernel only: stabilised by one maximum over the valid
 // keys, masked keys zero) or queries (stabilised per row).
-func features(x []float32, s, d int, om []float32, m int, rs float32, kernel string, isKey bool, mask *keyMask, bi int, invSqrtM float32) []float32 {
+func features(x []float32, s, d int, om []float32, m int, rs float32, kernel PerformerKernel, isKey bool, mask *keyMask, bi int, invSqrtM float32) []float32 {
 	u := make([]float32, s*m)
 	gemm.Sgemm(false, true, s, m, d, rs, x, d, om, d, 0, u, m, 1)
 	hh := make([]float32, s)
@@ -944,7 +950,7 @@ func NewPerformerNode(name string, inputs []string, output string, a PerformerAt
 		Output: []string{output},
 		Attribute: []*onnxpb.AttributeProto{
 			attrFloat("scale", a.Scale),
-			attrString("kernel", kernel),
+			attrString("kernel", string(kernel)),
 			attrFloat("epsilon", eps),
 		},
 	}
@@ -954,7 +960,7 @@ func NewPerformerNode(name string, inputs []string, output string, a PerformerAt
 		n.Attribute = append(n.Attribute, attrInt("center", 1))
 	}
 	if a.Features != "" && a.Features != FeaturesFavorPlus {
-		n.Attribute = append(n.Attribute, attrString("features", a.Features))
+		n.Attribute = append(n.Attribute, attrString("features", string(a.Features)))
 	}
 	if a.Causal {
 		chunk := a.Chunk
@@ -973,7 +979,7 @@ func NewPerformerNode(name string, inputs []string, output string, a PerformerAt
 // required), its attributes scale (required), kernel (ignored by the body)
 // and epsilon (default 1e-6; read by the trig body only, see the op's
 // definition).
-func PerformerFunction(kernel string, opset int64) (*onnxpb.FunctionProto, error) {
+func PerformerFunction(kernel PerformerKernel, opset int64) (*onnxpb.FunctionProto, error) {
 	return PerformerFunctionFor(PerformerVariant{Kernel: kernel}, opset)
 }
 
@@ -981,10 +987,10 @@ func PerformerFunction(kernel string, opset int64) (*onnxpb.FunctionProto, error
 // model holds one function per op type, so one model uses one variant
 // throughout (as with the kernel attribute).
 type PerformerVariant struct {
-	Kernel   string // "positive" (default) or "trig"
-	Center   bool   // nodes carry center=1
-	Balance  bool   // nodes pass balance_q and balance_k
-	Features string // "favor+" (default), "favor++", "sderf" or "aderf"
+	Kernel   PerformerKernel // "positive" (default) or "trig"
+	Center   bool            // nodes carry center=1
+	Balance  bool            // nodes pass balance_q and balance_k
+	Features FeatureMap      // "favor+" (default), "favor++", "sderf" or "aderf"
 	// Causal selects the causal body (nodes carry causal=1; positive
 	// kernel and plain FAVOR+ only) and Chunk its chunk length (0:
 	// DefaultChunk); see PerformerCausalFunction.
@@ -1075,7 +1081,7 @@ func PerformerFunctionFor(v PerformerVariant, opset int64) (*onnxpb.FunctionProt
 	den = b.op("Add", []string{b.op("Relu", []string{den}), epsM})
 	b.op("Div", []string{num, den})
 	b.rename("out")
-	return b.function(PerformerOp, performerDoc+" kernel="+kernel,
+	return b.function(PerformerOp, performerDoc+" kernel="+string(kernel),
 		[]string{"Q", "K", "V", "Omega", "key_bias"}, []string{"out"},
 		[]string{"scale", "kernel"},
 		[]*onnxpb.AttributeProto{attrFloat("epsilon", defaultEpsilon)}), nil
@@ -1107,7 +1113,7 @@ func PerformerFunctionFor(v PerformerVariant, opset int64) (*onnxpb.FunctionProt
 // before the FAVOR++ scaling. Plain FAVOR+ keeps PerformerFunction's
 // interface (inputs Q, K, V, Omega, key_bias; attributes scale, kernel,
 // epsilon); epsilon is declared but unused by the positive kernel.
-func performerPositiveFunction(v PerformerVariant, kernel, feat string, opset int64) (*onnxpb.FunctionProto, error) {
+func performerPositiveFunction(v PerformerVariant, kernel PerformerKernel, feat FeatureMap, opset int64) (*onnxpb.FunctionProto, error) {
 	const op = PerformerOp
 	if kernel != KernelPositive {
 		return nil, fmt.Errorf("ops: %s function: center, balance and features %q need the %q kernel, not %q", op, feat, KernelPositive, kernel)
@@ -1266,7 +1272,7 @@ func performerPositiveFunction(v PerformerVariant, kernel, feat string, opset in
 	b.op("MatMul", []string{alpha, mu})
 	b.rename("out")
 	if plain {
-		return b.function(op, performerDoc+" kernel="+kernel,
+		return b.function(op, performerDoc+" kernel="+string(kernel),
 			[]string{"Q", "K", "V", "Omega", "key_bias"}, []string{"out"},
 			[]string{"scale", "kernel"},
 			[]*onnxpb.AttributeProto{attrFloat("epsilon", defaultEpsilon)}), nil

@@ -50,7 +50,7 @@ const DefaultChunk = 64
 const MaxChunk = 4096
 
 // checkCausal validates the options of a causal PerformerAttention.
-func checkCausal(in PerformerInputs, a PerformerAttrs, kernel string, sq, sk int) error {
+func checkCausal(in PerformerInputs, a PerformerAttrs, kernel PerformerKernel, sq, sk int) error {
 	const op = PerformerOp
 	if a.Chunk < 0 || a.Chunk > MaxChunk {
 		return fmt.Errorf("ops: %s: chunk %d must be in 1..%d", op, a.Chunk, MaxChunk)

@@ -13,7 +13,7 @@ import (
 // backend, with every value of the body exposed, and returns the body's
 // nodes that touch a tensor of at least B·H·n·M elements (the features),
 // products (MatMul) aside: the elementwise passes over the features.
-func featurePasses(t *testing.T, c variantCase, v ops.PerformerVariant, kernel string) []string {
+func featurePasses(t *testing.T, c variantCase, v ops.PerformerVariant, kernel ops.PerformerKernel) []string {
 	t.Helper()
 	in := c.inputs(5)
 	if in.Bias == nil {
@@ -88,7 +88,7 @@ func TestPerformerFunctionPasses(t *testing.T) {
 	for _, c := range []struct {
 		name   string
 		c      variantCase
-		kernel string
+		kernel ops.PerformerKernel
 		budget int
 	}{
 		{"favor+", base, ops.KernelPositive, 4},

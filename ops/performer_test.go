@@ -19,7 +19,7 @@ import (
 // times exp(b) for valid keys (0 for masked ones), out = Σκv / Σκ; the
 // positive terms are summed from their logs (ratioFromLogs), so that
 // large norms cannot leave float64's range.
-func performerRef(q, k, v, omega, bias *onnx.Tensor, scale float64, kernel string) []float64 {
+func performerRef(q, k, v, omega, bias *onnx.Tensor, scale float64, kernel ops.PerformerKernel) []float64 {
 	b, h, sq, d := q.Shape[0], q.Shape[1], q.Shape[2], q.Shape[3]
 	sk, dv := k.Shape[2], v.Shape[3]
 	m := omega.Shape[1]
@@ -82,7 +82,7 @@ func performerRef(q, k, v, omega, bias *onnx.Tensor, scale float64, kernel strin
 
 type perfCase struct {
 	name     string
-	kernel   string
+	kernel   ops.PerformerKernel
 	b, h, s  int
 	d, dv, m int
 	perHead  bool
@@ -92,7 +92,7 @@ type perfCase struct {
 
 func perfCases() []perfCase {
 	var cs []perfCase
-	for _, kernel := range []string{ops.KernelPositive, ops.KernelTrig} {
+	for _, kernel := range []ops.PerformerKernel{ops.KernelPositive, ops.KernelTrig} {
 		for _, perHead := range []bool{false, true} {
 			for _, bias := range []string{"none", "pad", "inf", "value"} {
 				c := perfCase{kernel: kernel, b: 2, h: 3, s: 7, d: 8, dv: 5, m: 16, perHead: perHead, bias: bias, sigma: 0.5}
@@ -195,7 +195,7 @@ func TestPerformerFunctionMatchesKernel(t *testing.T) {
 // Query/key norms ×10 (logits far beyond float32 exp range without the
 // stabilisers) give finite outputs in the kernel and in onnxruntime.
 func TestPerformerLargeNormsFinite(t *testing.T) {
-	for _, kernel := range []string{ops.KernelPositive, ops.KernelTrig} {
+	for _, kernel := range []ops.PerformerKernel{ops.KernelPositive, ops.KernelTrig} {
 		c := perfCase{kernel: kernel, b: 2, h: 2, s: 9, d: 16, dv: 4, m: 32, perHead: true, bias: "pad", sigma: 10}
 		q, k, v, omega, bias := c.inputs(3)
 		attrs := ops.PerformerAttrs{Scale: 1 / 4.0, Kernel: kernel}
@@ -217,7 +217,7 @@ func TestPerformerLargeNormsFinite(t *testing.T) {
 		ort := runORT(t, oneNodeModel(t, node, fn, 17, in), in)
 		maxDiff(t, ort.Floats(), make([]float64, ort.Len()))
 		if kernel == ops.KernelPositive {
-			checkClose(t, kernel+" large norms: onnxruntime vs Go kernel", ort, got, 1e-4)
+			checkClose(t, string(kernel)+" large norms: onnxruntime vs Go kernel", ort, got, 1e-4)
 		}
 	}
 }
@@ -225,7 +225,7 @@ func TestPerformerLargeNormsFinite(t *testing.T) {
 // Appending padded tokens (bias −1e4 or −Inf) leaves the outputs at the
 // real tokens unchanged.
 func TestPerformerPaddingInvariance(t *testing.T) {
-	for _, kernel := range []string{ops.KernelPositive, ops.KernelTrig} {
+	for _, kernel := range []ops.PerformerKernel{ops.KernelPositive, ops.KernelTrig} {
 		for _, masked := range []float32{-1e4, float32(math.Inf(-1))} {
 			rng := rand.New(rand.NewPCG(4, 4))
 			const b, h, s, pad, d, dv, m = 2, 2, 6, 5, 8, 3, 24

@@ -24,13 +24,13 @@ import (
 // exp(A‖ω‖² + √(1−4A) ω·x − ‖x‖²/2); DERF (per-coordinate a):
 // Π(1−4a_c)^{1/4} exp(Σ a_c ω_c² + Σ √(1−4a_c) ω_c x_c − ‖x‖²/2). For ω ~
 // N(0, I) every one satisfies E[f(ω,x) f(ω,y)] = exp(x·y).
-func refFeature(kind string, w, x []float64, A float64, a []float64) float64 {
+func refFeature(kind ops.FeatureMap, w, x []float64, A float64, a []float64) float64 {
 	return math.Exp(refLogFeature(kind, w, x, A, a))
 }
 
 // refLogFeature is log f(ω, x) (refFeature), so that references can sum
 // the features of large-norm inputs without leaving float64's range.
-func refLogFeature(kind string, w, x []float64, A float64, a []float64) float64 {
+func refLogFeature(kind ops.FeatureMap, w, x []float64, A float64, a []float64) float64 {
 	var xx float64
 	for _, v := range x {
 		xx += v * v
@@ -330,7 +330,7 @@ func TestPerformerFeaturesUnbiased(t *testing.T) {
 	x := []float64{0.3, -0.15, 0.2}
 	y := []float64{0.1, 0.25, 0.35}
 	for _, c := range []struct {
-		kind string
+		kind ops.FeatureMap
 		A    float64
 		a    []float64
 	}{
@@ -409,7 +409,7 @@ type variantCase struct {
 	name     string
 	center   bool
 	balance  string // "", "shared", "perhead"
-	features string
+	features ops.FeatureMap
 	bias     string // "none", "pad", "value"
 	b, h, s  int
 	sq       int // query length when it differs from s (cross-attention)
@@ -420,7 +420,7 @@ type variantCase struct {
 
 func variantCases() []variantCase {
 	var cs []variantCase
-	for _, feat := range []string{ops.FeaturesFavorPlus, ops.FeaturesFavorPP, ops.FeaturesSDERF, ops.FeaturesADERF} {
+	for _, feat := range []ops.FeatureMap{ops.FeaturesFavorPlus, ops.FeaturesFavorPP, ops.FeaturesSDERF, ops.FeaturesADERF} {
 		for _, center := range []bool{false, true} {
 			for _, bal := range []string{"", "shared", "perhead"} {
 				derf := feat == ops.FeaturesSDERF || feat == ops.FeaturesADERF

@@ -12,6 +12,7 @@ import (
 	"github.com/linearize/linearize/finetune"
 	"github.com/linearize/linearize/infer"
 	"github.com/linearize/linearize/onnx/onnxpb"
+	"github.com/linearize/linearize/ops"
 )
 
 func runPerformer(args []string, stdout io.Writer) error {
@@ -22,13 +23,13 @@ func runPerformer(args []string, stdout io.Writer) error {
 	fs.Var(&intFlag{&o.Features, 1}, "features", "random features `M` per head")
 	cli.TypedVar(fs, &o.Omega, "omega", features.Orthogonal, "`KIND` of ω: orthogonal (blocks from QR of Gaussian matrices) or iid (Gaussian rows)")
 	cli.TypedVar(fs, &o.Norms, "norms", features.NormsChi, "row `NORMS` of ω: chi (sampled), sqrt-d (all √D) or qmc (χ_D quantiles, permuted)")
-	fs.StringVar(&o.Kernel, "kernel", "positive", "positive (FAVOR+) or trig")
+	cli.TypedVar(fs, &o.Kernel, "kernel", ops.KernelPositive, "positive (FAVOR+) or trig")
 	fs.BoolVar(&o.PerHead, "per-head", false, "sample one ω per head instead of one per layer")
 	o.Chunk = 64
 	fs.Var(&intFlag{&o.Chunk, 1}, "chunk", "chunk length `C` of the causal Performer's function body (causal blocks of decoders are converted with causal=1: plain FAVOR+ with prefix sums, whatever --center and --features-kind say; the report notes it)")
 	fs.BoolVar(&o.Center, "center", true, "centre queries and keys over each sequence's valid tokens at run time (exact: the keys' mean cancels in the softmax, the queries' mean becomes a per-key bias); "+
 		"on by default for the positive kernel, --center=false for plain FAVOR+ (which convert finetune can fit)")
-	fs.StringVar(&o.FeatureMap, "features-kind", "auto", "feature map of the positive kernel: favor+ (FAVOR+), favor++ (optimal positive features, A from each sequence at run time), "+
+	cli.TypedVar(fs, &o.FeatureMap, "features-kind", "auto", "feature map of the positive kernel: favor+ (FAVOR+), favor++ (optimal positive features, A from each sequence at run time), "+
 		"sderf or aderf (FAVOR# dense-exponential features, symmetric or asymmetric; fitted on --calibration); "+
 		"auto: aderf with --calibration (and no --balance), favor++ otherwise, favor+ for --kernel trig")
 	fs.BoolVar(&o.Balance, "balance", false, "add a per-head linear balance of queries and keys (q·T, k·T⁻ᵀ: exact) fitted on --calibration, for favor+ and favor++")

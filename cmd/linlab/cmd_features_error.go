@@ -11,6 +11,7 @@ import (
 	"github.com/linearize/linearize/cmd/internal/featsweep"
 	"github.com/linearize/linearize/convert"
 	"github.com/linearize/linearize/features"
+	"github.com/linearize/linearize/ops"
 )
 
 func runFeaturesError(args []string, stdout io.Writer) error {
@@ -38,7 +39,7 @@ func runFeaturesError(args []string, stdout io.Writer) error {
 		return err
 	}
 	cfg := featsweep.Config{
-		D: *d, N: *n, Features: ms, Seeds: *seeds, Sigma: *sigma, Kernel: *kernel,
+		D: *d, N: *n, Features: ms, Seeds: *seeds, Sigma: *sigma, Kernel: ops.PerformerKernel(*kernel),
 		Kinds: cli.TypedList[features.Kind](*kinds), Norms: cli.TypedList[features.Norms](*norms), Seed: *seed, Threads: *threads,
 	}
 	if *d < 1 || *n < 1 || *seeds < 1 || *threads < 0 || !(*sigma > 0) {

@@ -20,6 +20,7 @@ import (
 	"github.com/linearize/linearize/infer"
 	"github.com/linearize/linearize/internal/textfile"
 	"github.com/linearize/linearize/onnx"
+	"github.com/linearize/linearize/ops"
 	"github.com/linearize/linearize/tokenize"
 )
 
@@ -317,9 +318,9 @@ func performerVariantList(s string) ([]convert.PerformerOptions, error) {
 			norms = "chi"
 		}
 		var o convert.PerformerOptions
-		for _, m := range []string{"favor++", "favor+", "sderf", "aderf"} {
-			if strings.HasSuffix(spec, m) {
-				o.FeatureMap, spec = m, strings.TrimSuffix(spec, m)
+		for _, m := range []ops.FeatureMap{ops.FeaturesFavorPP, ops.FeaturesFavorPlus, ops.FeaturesSDERF, ops.FeaturesADERF} {
+			if strings.HasSuffix(spec, string(m)) {
+				o.FeatureMap, spec = m, strings.TrimSuffix(spec, string(m))
 				break
 			}
 		}

@@ -129,7 +129,7 @@ func TestPerformerVariantList(t *testing.T) {
 	}
 	for i, w := range want {
 		g := got[i]
-		if g.Center != w.center || g.Balance != w.balance || g.FeatureMap != w.feat || string(g.Norms) != w.norms {
+		if g.Center != w.center || g.Balance != w.balance || string(g.FeatureMap) != w.feat || string(g.Norms) != w.norms {
 			t.Errorf("item %d: %+v, want %+v", i, g, w)
 		}
 	}

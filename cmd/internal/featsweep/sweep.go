@@ -15,17 +15,17 @@ import (
 
 // Config describes an error sweep of the Performer estimator.
 type Config struct {
-	D        int              // head width (default 64)
-	N        int              // sequence length (default 256)
-	Features []int            // values of M (default 64, 256, 1024, 4096)
-	Seeds    int              // trials per cell, each with fresh inputs and ω (default 5)
-	Sigma    float64          // std of the query and key entries (default 0.5)
-	Kinds    []features.Kind  // ω kinds (default orthogonal, iid)
-	Norms    []features.Norms // row norms (default chi, sqrt-d, qmc)
-	Kernel   string           // Performer kernel (default positive)
-	Threads  int              // goroutines for the Performer kernel
-	Seed     uint64           // base seed; trial t uses Seed+t
-	Progress io.Writer        // optional: one line per finished trial (internal/progress)
+	D        int                 // head width (default 64)
+	N        int                 // sequence length (default 256)
+	Features []int               // values of M (default 64, 256, 1024, 4096)
+	Seeds    int                 // trials per cell, each with fresh inputs and ω (default 5)
+	Sigma    float64             // std of the query and key entries (default 0.5)
+	Kinds    []features.Kind     // ω kinds (default orthogonal, iid)
+	Norms    []features.Norms    // row norms (default chi, sqrt-d, qmc)
+	Kernel   ops.PerformerKernel // Performer kernel (default positive)
+	Threads  int                 // goroutines for the Performer kernel
+	Seed     uint64              // base seed; trial t uses Seed+t
+	Progress io.Writer           // optional: one line per finished trial (internal/progress)
 }
 
 // Cell is the measured error for one (M, kind, norms) choice.

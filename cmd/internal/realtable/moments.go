@@ -19,7 +19,7 @@ func performerTag(o convert.PerformerOptions) string {
 	if !o.Center && !o.Balance && feat == ops.FeaturesFavorPlus {
 		return ""
 	}
-	tag := feat
+	tag := string(feat)
 	if o.Balance {
 		tag = "balance+" + tag
 	}
