@@ -18,11 +18,17 @@ type float interface{ ~float32 | ~float64 }
 
 type number interface{ integer | float }
 
+// The arithmetic of Add, Sub, Mul and Div, and (integers only, see
+// intArith) of Mod and BitShift.
 const (
 	opAdd = iota
 	opSub
 	opMul
 	opDiv
+	opMod  // remainder with the divisor's sign, like Python's %
+	opFmod // remainder with the dividend's sign, like C's fmod
+	opShl
+	opShr
 )
 
 func init() {
@@ -54,78 +60,13 @@ func arithVec[T number](op int) vec2[T, T] {
 		n := len(dst)
 		switch {
 		case sa == 1 && sb == 1:
-			a, b := a[:n], b[:n]
-			switch op {
-			case opAdd:
-				for i := range dst {
-					dst[i] = a[i] + b[i]
-				}
-			case opSub:
-				for i := range dst {
-					dst[i] = a[i] - b[i]
-				}
-			case opMul:
-				for i := range dst {
-					dst[i] = a[i] * b[i]
-				}
-			case opDiv:
-				for i := range dst {
-					dst[i] = a[i] / b[i]
-				}
-			}
+			arithVecVec(op, dst, a[:n], b[:n])
 		case sa == 1:
-			a, y := a[:n], b[0]
-			switch op {
-			case opAdd:
-				for i := range dst {
-					dst[i] = a[i] + y
-				}
-			case opSub:
-				for i := range dst {
-					dst[i] = a[i] - y
-				}
-			case opMul:
-				for i := range dst {
-					dst[i] = a[i] * y
-				}
-			case opDiv:
-				for i := range dst {
-					dst[i] = a[i] / y
-				}
-			}
+			arithVecScalar(op, dst, a[:n], b[0])
 		case sb == 1:
-			x, b := a[0], b[:n]
-			switch op {
-			case opAdd:
-				for i := range dst {
-					dst[i] = x + b[i]
-				}
-			case opSub:
-				for i := range dst {
-					dst[i] = x - b[i]
-				}
-			case opMul:
-				for i := range dst {
-					dst[i] = x * b[i]
-				}
-			case opDiv:
-				for i := range dst {
-					dst[i] = x / b[i]
-				}
-			}
+			arithScalarVec(op, dst, a[0], b[:n])
 		default:
-			var v T
-			x, y := a[0], b[0]
-			switch op {
-			case opAdd:
-				v = x + y
-			case opSub:
-				v = x - y
-			case opMul:
-				v = x * y
-			case opDiv:
-				v = x / y
-			}
+			v := arithScalar(op, a[0], b[0])
 			for i := range dst {
 				dst[i] = v
 			}
@@ -133,24 +74,145 @@ func arithVec[T number](op int) vec2[T, T] {
 	}
 }
 
+// arithVecVec sets dst[i] = a[i] op b[i].
+func arithVecVec[T number](op int, dst, a, b []T) {
+	switch op {
+	case opAdd:
+		for i := range dst {
+			dst[i] = a[i] + b[i]
+		}
+	case opSub:
+		for i := range dst {
+			dst[i] = a[i] - b[i]
+		}
+	case opMul:
+		for i := range dst {
+			dst[i] = a[i] * b[i]
+		}
+	case opDiv:
+		for i := range dst {
+			dst[i] = a[i] / b[i]
+		}
+	}
+}
+
+// arithVecScalar sets dst[i] = a[i] op y.
+func arithVecScalar[T number](op int, dst, a []T, y T) {
+	switch op {
+	case opAdd:
+		for i := range dst {
+			dst[i] = a[i] + y
+		}
+	case opSub:
+		for i := range dst {
+			dst[i] = a[i] - y
+		}
+	case opMul:
+		for i := range dst {
+			dst[i] = a[i] * y
+		}
+	case opDiv:
+		for i := range dst {
+			dst[i] = a[i] / y
+		}
+	}
+}
+
+// arithScalarVec sets dst[i] = x op b[i].
+func arithScalarVec[T number](op int, dst []T, x T, b []T) {
+	switch op {
+	case opAdd:
+		for i := range dst {
+			dst[i] = x + b[i]
+		}
+	case opSub:
+		for i := range dst {
+			dst[i] = x - b[i]
+		}
+	case opMul:
+		for i := range dst {
+			dst[i] = x * b[i]
+		}
+	case opDiv:
+		for i := range dst {
+			dst[i] = x / b[i]
+		}
+	}
+}
+
+// arithScalar returns x op y.
+func arithScalar[T number](op int, x, y T) T {
+	var v T
+	switch op {
+	case opAdd:
+		v = x + y
+	case opSub:
+		v = x - y
+	case opMul:
+		v = x * y
+	case opDiv:
+		v = x / y
+	}
+	return v
+}
+
 func arithT[T number](p *plan2, a, b *onnx.Tensor, op int, threads int) any {
 	return apply2p(p, a.Data.([]T), b.Data.([]T), arithVec[T](op), threads)
 }
 
-// arithInt is arithT for integers, refusing division by zero (which would
-// panic) before any work.
-func arithInt[T integer](p *plan2, a, b *onnx.Tensor, op int, threads int) (any, error) {
-	if op == opDiv {
-		for _, v := range b.Data.([]T) {
+// intArithT computes op on integer tensors a and b broadcast by p:
+// +, −, × and ÷ (refusing division by zero, which would panic, before
+// any work), the remainders of Mod and the shifts of BitShift.
+func intArithT[T integer](p *plan2, a, b *onnx.Tensor, op int, threads int) (any, error) {
+	x, y := a.Data.([]T), b.Data.([]T)
+	switch op {
+	case opDiv:
+		for _, v := range y {
 			if v == 0 {
 				return nil, errIntDivZero
 			}
 		}
+	case opMod, opFmod:
+		fmod := op == opFmod
+		return apply2(p, x, y, elementwise(func(u, v T) T { return modInt(u, v, fmod) })), nil
+	case opShl:
+		return apply2(p, x, y, elementwise(func(u, v T) T { return u << v })), nil
+	case opShr:
+		return apply2(p, x, y, elementwise(func(u, v T) T { return u >> v })), nil
 	}
 	return arithT[T](p, a, b, op, threads), nil
 }
 
 var errIntDivZero = errors.New("integer division by zero")
+
+// intArith is intArithT for integer type dt; ok is false for any other
+// type. Arith, Mod and BitShift share this one case per integer type (Go
+// needs each generic instantiation named, so a switch per dtype stays;
+// compare, variadic and selectInto below, and einsum.go, reduce.go and
+// sequence.go, have theirs).
+func intArith(dt onnx.DataType, p *plan2, a, b *onnx.Tensor, op int, threads int) (out any, ok bool, err error) {
+	switch dt {
+	case onnx.Int32:
+		out, err = intArithT[int32](p, a, b, op, threads)
+	case onnx.Int64:
+		out, err = intArithT[int64](p, a, b, op, threads)
+	case onnx.Int8:
+		out, err = intArithT[int8](p, a, b, op, threads)
+	case onnx.Int16:
+		out, err = intArithT[int16](p, a, b, op, threads)
+	case onnx.Uint8:
+		out, err = intArithT[uint8](p, a, b, op, threads)
+	case onnx.Uint16:
+		out, err = intArithT[uint16](p, a, b, op, threads)
+	case onnx.Uint32:
+		out, err = intArithT[uint32](p, a, b, op, threads)
+	case onnx.Uint64:
+		out, err = intArithT[uint64](p, a, b, op, threads)
+	default:
+		return nil, false, nil
+	}
+	return out, true, err
+}
 
 func arith(op int) Kernel {
 	return func(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
@@ -165,33 +227,17 @@ func arith(op int) Kernel {
 		if err != nil {
 			return nil, err
 		}
-		// One case per dtype, as in compare, variadic and selectInto below
-		// and in misc.go, einsum.go, reduce.go and sequence.go: Go needs
-		// each generic instantiation named, so the switches stay.
 		var out any
 		switch a.DType {
 		case onnx.Float:
 			out = arithT[float32](p, a, b, op, ctx.threads())
 		case onnx.Double:
 			out = arithT[float64](p, a, b, op, ctx.threads())
-		case onnx.Int32:
-			out, err = arithInt[int32](p, a, b, op, ctx.threads())
-		case onnx.Int64:
-			out, err = arithInt[int64](p, a, b, op, ctx.threads())
-		case onnx.Int8:
-			out, err = arithInt[int8](p, a, b, op, ctx.threads())
-		case onnx.Int16:
-			out, err = arithInt[int16](p, a, b, op, ctx.threads())
-		case onnx.Uint8:
-			out, err = arithInt[uint8](p, a, b, op, ctx.threads())
-		case onnx.Uint16:
-			out, err = arithInt[uint16](p, a, b, op, ctx.threads())
-		case onnx.Uint32:
-			out, err = arithInt[uint32](p, a, b, op, ctx.threads())
-		case onnx.Uint64:
-			out, err = arithInt[uint64](p, a, b, op, ctx.threads())
 		default:
-			return nil, ctx.errf("unsupported type %s", onnx.TypeName(a.DType))
+			var ok bool
+			if out, ok, err = intArith(a.DType, p, a, b, op, ctx.threads()); !ok {
+				return nil, ctx.errf("unsupported type %s", onnx.TypeName(a.DType))
+			}
 		}
 		if err != nil {
 			return nil, ctx.errf("%v", err)

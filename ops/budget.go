@@ -17,10 +17,11 @@ import (
 // The tensor budget bounds the bytes of any one tensor a kernel allocates
 // whose size a model's values or broadcasting decide (ConstantOfShape,
 // Expand, Tile, Range, Pad, Resize, OneHot, Gather, broadcast elementwise
-// ops, MatMul's batch broadcast, ...), so that a model that declares a
-// 6 GB tensor is refused with an error before the allocation rather than
-// ending the process with Go's fatal "out of memory". It is checked
-// before allocating; errors wrap ErrTensorBudget.
+// ops, MatMul's batch broadcast, Attention's QKV projection and scores,
+// ...), so that a model that declares a 6 GB tensor is refused with an
+// error before the allocation rather than ending the process with Go's
+// fatal "out of memory". It is checked before allocating; errors wrap
+// ErrTensorBudget.
 
 // MaxTensorBytesEnv names the environment variable that sets the tensor
 // budget: a byte count, optionally with a binary unit (K, M, G, T, with

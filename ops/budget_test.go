@@ -147,6 +147,57 @@ func TestTensorBudgetRefusesBeforeAllocating(t *testing.T) {
 	}
 }
 
+// TestAttentionBudgetRefusesBeforeAllocating checks the com.microsoft
+// attention kernels' buffers that can exceed every input: Attention's
+// packed QKV projection [B, S, Hq+Hk+Hv] (here 1×S×300 float32, 1200·S
+// bytes, from an input [1, S, 1] and weights [1, 300]), and
+// MultiHeadAttention's output [B, S, N·dv] (here 1×S×400, 1600·S bytes,
+// for a value [1, 1, 400] of 1600 bytes). With a budget of 4000 bytes,
+// S = 3 fits the projection and S = 2 the output; one more does not.
+func TestAttentionBudgetRefusesBeforeAllocating(t *testing.T) {
+	withBudget(t, 4000)
+	heads := kAttr("num_heads", 1)
+	for _, c := range []struct {
+		op       string
+		ok, over []*onnx.Tensor
+		okShape  []int
+		inWords  string
+	}{
+		{"Attention",
+			[]*onnx.Tensor{f32s([]int{1, 3, 1}), f32s([]int{1, 300})}, []*onnx.Tensor{f32s([]int{1, 4, 1}), f32s([]int{1, 300})},
+			[]int{1, 3, 100}, "QKV projection float32[1 4 300]"},
+		{"MultiHeadAttention",
+			[]*onnx.Tensor{f32s([]int{1, 2, 4}), f32s([]int{1, 1, 4}), f32s([]int{1, 1, 400})},
+			[]*onnx.Tensor{f32s([]int{1, 3, 4}), f32s([]int{1, 1, 4}), f32s([]int{1, 1, 400})},
+			[]int{1, 2, 400}, "output float32[1 3 400]"},
+	} {
+		t.Run(c.op, func(t *testing.T) {
+			k, err := ops.Lookup("com.microsoft", c.op, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n := kNode(c.op, 1, heads)
+			n.Name = strPtr("node_" + c.op)
+			out, err := k(&ops.Context{Node: n, Threads: 2}, c.ok)
+			if err != nil {
+				t.Fatalf("within the budget: %v", err)
+			}
+			if got := out[0].Shape; !equalInts(got, c.okShape) {
+				t.Fatalf("within the budget: shape %v, want %v", got, c.okShape)
+			}
+			_, err = k(&ops.Context{Node: n, Threads: 2}, c.over)
+			if !errors.Is(err, ops.ErrTensorBudget) {
+				t.Fatalf("over the budget: got %v, want an error wrapping ErrTensorBudget", err)
+			}
+			for _, w := range []string{`node "node_` + c.op + `"`, c.inWords, "4000 bytes"} {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not say %q", err, w)
+				}
+			}
+		})
+	}
+}
+
 func equalInts(a, b []int) bool {
 	if len(a) != len(b) {
 		return false

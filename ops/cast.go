@@ -35,15 +35,9 @@ func castLike(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
 	return []*onnx.Tensor{out}, nil
 }
 
-func fromF64[T number](src []float64) []T {
-	out := make([]T, len(src))
-	for i, v := range src {
-		out[i] = T(v)
-	}
-	return out
-}
-
-func fromI64[T number](src []int64) []T {
+// convertSlice converts every value of src to T, as Go's conversion does
+// (floats to integers truncate toward zero).
+func convertSlice[T, S number](src []S) []T {
 	out := make([]T, len(src))
 	for i, v := range src {
 		out[i] = T(v)
@@ -61,89 +55,82 @@ func castTensor(t *onnx.Tensor, to onnx.DataType) (*onnx.Tensor, error) {
 	if t.DType == onnx.String || to == onnx.String {
 		return nil, fmtErr("cast between %s and %s is not supported", onnx.TypeName(t.DType), onnx.TypeName(to))
 	}
-	res := &onnx.Tensor{DType: to, Shape: cloneShape(t.Shape)}
+	var data any
+	var err error
 	if isFloat(t.DType) {
-		var f []float64
-		if d, ok := t.Data.([]float32); ok && to == onnx.Float16 {
-			res.Data = mapSlice(d, onnx.FloatToHalf)
-			return res, nil
-		}
-		if d, ok := t.Data.([]float32); ok && to == onnx.BFloat16 {
-			res.Data = mapSlice(d, onnx.FloatToBFloat16)
-			return res, nil
-		}
-		f, err := t.AsFloat64s()
-		if err != nil {
-			return nil, err
-		}
-		switch to {
-		case onnx.Float:
-			res.Data = fromF64[float32](f)
-		case onnx.Double:
-			res.Data = f
-		case onnx.Float16:
-			res.Data = mapSlice(f, func(v float64) uint16 { return onnx.FloatToHalf(float32(v)) })
-		case onnx.BFloat16:
-			res.Data = mapSlice(f, func(v float64) uint16 { return onnx.FloatToBFloat16(float32(v)) })
-		case onnx.Bool:
-			res.Data = mapSlice(f, func(v float64) bool { return v != 0 })
-		case onnx.Int8:
-			res.Data = fromF64[int8](f)
-		case onnx.Uint8:
-			res.Data = fromF64[uint8](f)
-		case onnx.Int16:
-			res.Data = fromF64[int16](f)
-		case onnx.Uint16:
-			res.Data = fromF64[uint16](f)
-		case onnx.Int32:
-			res.Data = fromF64[int32](f)
-		case onnx.Uint32:
-			res.Data = fromF64[uint32](f)
-		case onnx.Int64:
-			res.Data = fromF64[int64](f)
-		case onnx.Uint64:
-			res.Data = fromF64[uint64](f)
-		default:
-			return nil, fmtErr("cast to %s is not supported", onnx.TypeName(to))
-		}
-		return res, nil
+		data, err = castFloats(t, to)
+	} else {
+		data, err = castIntegers(t, to)
 	}
+	if err != nil {
+		return nil, err
+	}
+	return &onnx.Tensor{DType: to, Shape: cloneShape(t.Shape), Data: data}, nil
+}
+
+// castFloats converts the values of a float tensor to type to: float32 to
+// a half type directly, the others through float64.
+func castFloats(t *onnx.Tensor, to onnx.DataType) (any, error) {
+	if d, ok := t.Data.([]float32); ok {
+		switch to {
+		case onnx.Float16:
+			return mapSlice(d, onnx.FloatToHalf), nil
+		case onnx.BFloat16:
+			return mapSlice(d, onnx.FloatToBFloat16), nil
+		}
+	}
+	f, err := t.AsFloat64s()
+	if err != nil {
+		return nil, err
+	}
+	if to == onnx.Double {
+		return f, nil
+	}
+	return castValues(f, to)
+}
+
+// castIntegers converts the values of an integer or bool tensor (not
+// int64: castTensor returns that as it is) to type to through int64.
+func castIntegers(t *onnx.Tensor, to onnx.DataType) (any, error) {
 	n, err := t.AsInt64s()
 	if err != nil {
 		return nil, err
 	}
+	if to == onnx.Int64 {
+		return n, nil
+	}
+	return castValues(n, to)
+}
+
+// castValues converts float64 or int64 values to the data of type to.
+func castValues[S float64 | int64](v []S, to onnx.DataType) (any, error) {
 	switch to {
 	case onnx.Float:
-		res.Data = fromI64[float32](n)
+		return convertSlice[float32](v), nil
 	case onnx.Double:
-		res.Data = fromI64[float64](n)
+		return convertSlice[float64](v), nil
 	case onnx.Float16:
-		res.Data = mapSlice(n, func(v int64) uint16 { return onnx.FloatToHalf(float32(v)) })
+		return mapSlice(v, func(x S) uint16 { return onnx.FloatToHalf(float32(x)) }), nil
 	case onnx.BFloat16:
-		res.Data = mapSlice(n, func(v int64) uint16 { return onnx.FloatToBFloat16(float32(v)) })
+		return mapSlice(v, func(x S) uint16 { return onnx.FloatToBFloat16(float32(x)) }), nil
 	case onnx.Bool:
-		res.Data = mapSlice(n, func(v int64) bool { return v != 0 })
+		return mapSlice(v, func(x S) bool { return x != 0 }), nil
 	case onnx.Int8:
-		res.Data = fromI64[int8](n)
+		return convertSlice[int8](v), nil
 	case onnx.Uint8:
-		res.Data = fromI64[uint8](n)
+		return convertSlice[uint8](v), nil
 	case onnx.Int16:
-		res.Data = fromI64[int16](n)
+		return convertSlice[int16](v), nil
 	case onnx.Uint16:
-		res.Data = fromI64[uint16](n)
+		return convertSlice[uint16](v), nil
 	case onnx.Int32:
-		res.Data = fromI64[int32](n)
+		return convertSlice[int32](v), nil
 	case onnx.Uint32:
-		res.Data = fromI64[uint32](n)
+		return convertSlice[uint32](v), nil
 	case onnx.Int64:
-		res.Data = n
-		if t.DType == onnx.Int64 {
-			res.Data = append([]int64(nil), n...)
-		}
+		return convertSlice[int64](v), nil
 	case onnx.Uint64:
-		res.Data = fromI64[uint64](n)
-	default:
-		return nil, fmtErr("cast to %s is not supported", onnx.TypeName(to))
+		return convertSlice[uint64](v), nil
 	}
-	return res, nil
+	return nil, fmtErr("cast to %s is not supported", onnx.TypeName(to))
 }

@@ -155,138 +155,187 @@ func embedLayerNorm(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
 		return nil, ctx.errf("input_ids must be [batch, sequence], got %v", in[0].Shape)
 	}
 	b, s := in[0].Shape[0], in[0].Shape[1]
-	ids, err := ctx.intsInput(in[0], "input_ids")
+	e := &embedding{b: b, s: s}
+	var err error
+	if e.ids, err = ctx.intsInput(in[0], "input_ids"); err != nil {
+		return nil, err
+	}
+	if e.segs, err = ctx.idsLike(in[1], in[0], "segment_ids"); err != nil {
+		return nil, err
+	}
+	if err := ctx.embeddingTables(e, in[2], in[3], in[4]); err != nil {
+		return nil, err
+	}
+	gamma, err := ctx.vecOf(in[5], "gamma", e.h)
 	if err != nil {
 		return nil, err
 	}
-	var segs []int64
-	if in[1] != nil {
-		if !slices.Equal(in[1].Shape, in[0].Shape) {
-			return nil, ctx.errf("segment_ids has shape %v, input_ids %v", in[1].Shape, in[0].Shape)
-		}
-		if segs, err = ctx.intsInput(in[1], "segment_ids"); err != nil {
-			return nil, err
-		}
-	}
-	table := func(t *onnx.Tensor, what string) ([]float32, int, int, error) {
-		if t == nil {
-			return nil, 0, 0, nil
-		}
-		d, err := ctx.floatsOf(t, what)
-		if err != nil {
-			return nil, 0, 0, err
-		}
-		if len(t.Shape) != 2 {
-			return nil, 0, 0, ctx.errf("%s must be 2-D, got %v", what, t.Shape)
-		}
-		return d, t.Shape[0], t.Shape[1], nil
-	}
-	word, nw, h, err := table(in[2], "word_embedding")
+	beta, err := ctx.vecOf(in[6], "beta", e.h)
 	if err != nil {
 		return nil, err
 	}
-	pos, np, hp, err := table(in[3], "position_embedding")
+	mask, err := ctx.idsLike(opt(in, 7), in[0], "mask")
 	if err != nil {
 		return nil, err
 	}
-	seg, ng, hg, err := table(in[4], "segment_embedding")
-	if err != nil {
+	if err := ctx.positionIDs(e, opt(in, 8)); err != nil {
 		return nil, err
-	}
-	if hp != h || (seg != nil && hg != h) {
-		return nil, ctx.errf("embedding widths differ: word %d, position %d, segment %d", h, hp, hg)
-	}
-	if segs != nil && seg == nil {
-		return nil, ctx.errf("segment_ids given without segment_embedding")
-	}
-	gamma, err := ctx.vecOf(in[5], "gamma", h)
-	if err != nil {
-		return nil, err
-	}
-	beta, err := ctx.vecOf(in[6], "beta", h)
-	if err != nil {
-		return nil, err
-	}
-	var mask []int64
-	if m := opt(in, 7); m != nil {
-		if !slices.Equal(m.Shape, in[0].Shape) {
-			return nil, ctx.errf("mask has shape %v, input_ids %v", m.Shape, in[0].Shape)
-		}
-		if mask, err = ctx.intsInput(m, "mask"); err != nil {
-			return nil, err
-		}
-	}
-	var posIDs []int64
-	posBatch := false
-	if p := opt(in, 8); p != nil {
-		if posIDs, err = ctx.intsInput(p, "position_ids"); err != nil {
-			return nil, err
-		}
-		switch {
-		case len(p.Shape) == 2 && p.Shape[0] == b && p.Shape[1] == s:
-			posBatch = true
-		case len(p.Shape) == 2 && p.Shape[0] == 1 && p.Shape[1] == s, len(p.Shape) == 1 && p.Shape[0] == s:
-		default:
-			return nil, ctx.errf("position_ids has shape %v, want [%d,%d] or [1,%d]", p.Shape, b, s, s)
-		}
 	}
 	eps := ctx.attrFloat("epsilon", 1e-12)
+	h := e.h
 	out := make([]float32, b*s*h)
 	sum := make([]float32, b*s*h)
-	row := func(tab []float32, n int, id int64, what string) ([]float32, error) {
-		if id < 0 || id >= int64(n) {
-			return nil, ctx.errf("%s index %d out of range [0,%d)", what, id, n)
+	for i := range b * s {
+		if err := ctx.embed(e, i, sum[i*h:(i+1)*h]); err != nil {
+			return nil, err
 		}
-		return tab[int(id)*h : (int(id)+1)*h], nil
-	}
-	for bi := 0; bi < b; bi++ {
-		for si := 0; si < s; si++ {
-			i := bi*s + si
-			w, err := row(word, nw, ids[i], "input_ids")
-			if err != nil {
-				return nil, err
-			}
-			pid := int64(si)
-			if posIDs != nil {
-				if posBatch {
-					pid = posIDs[i]
-				} else {
-					pid = posIDs[si]
-				}
-			}
-			p, err := row(pos, np, pid, "position")
-			if err != nil {
-				return nil, err
-			}
-			var g []float32
-			if segs != nil {
-				if g, err = row(seg, ng, segs[i], "segment_ids"); err != nil {
-					return nil, err
-				}
-			}
-			e := sum[i*h : (i+1)*h]
-			for j := range e {
-				e[j] = w[j] + p[j]
-				if g != nil {
-					e[j] += g[j]
-				}
-			}
-			layerNormRow(out[i*h:(i+1)*h], e, gamma, beta, eps)
-		}
-	}
-	mi := make([]int32, b)
-	if mask != nil {
-		for bi := 0; bi < b; bi++ {
-			for _, v := range mask[bi*s : (bi+1)*s] {
-				if v == 1 {
-					mi[bi]++
-				}
-			}
-		}
+		layerNormRow(out[i*h:(i+1)*h], sum[i*h:(i+1)*h], gamma, beta, eps)
 	}
 	return []*onnx.Tensor{
 		onnx.NewFloat([]int{b, s, h}, out),
-		{DType: onnx.Int32, Shape: []int{b}, Data: mi},
+		{DType: onnx.Int32, Shape: []int{b}, Data: maskIndex(mask, b, s)},
 		onnx.NewFloat([]int{b, s, h}, sum),
 	}, nil
+}
+
+// embedding holds EmbedLayerNormalization's ids [B,S] and tables of
+// width h: word [nw,h], position [np,h] and segment [ng,h] (nil without
+// segments).
+type embedding struct {
+	b, s, h        int
+	ids, segs      []int64
+	posIDs         []int64 // nil: position s for token s
+	posBatch       bool    // posIDs is [B,S] rather than [S]
+	word, pos, seg []float32
+	nw, np, ng     int
+}
+
+// idsLike reads an optional integer input that must have the shape of
+// input_ids.
+func (ctx *Context) idsLike(t, ids *onnx.Tensor, what string) ([]int64, error) {
+	if t == nil {
+		return nil, nil
+	}
+	if !slices.Equal(t.Shape, ids.Shape) {
+		return nil, ctx.errf("%s has shape %v, input_ids %v", what, t.Shape, ids.Shape)
+	}
+	return ctx.intsInput(t, what)
+}
+
+// embeddingTables checks the word, position and (optional) segment
+// tables: 2-D, of one width.
+func (ctx *Context) embeddingTables(e *embedding, word, pos, seg *onnx.Tensor) error {
+	var hp, hg int
+	var err error
+	if e.word, e.nw, e.h, err = ctx.embeddingTable(word, "word_embedding"); err != nil {
+		return err
+	}
+	if e.pos, e.np, hp, err = ctx.embeddingTable(pos, "position_embedding"); err != nil {
+		return err
+	}
+	if e.seg, e.ng, hg, err = ctx.embeddingTable(seg, "segment_embedding"); err != nil {
+		return err
+	}
+	if hp != e.h || (e.seg != nil && hg != e.h) {
+		return ctx.errf("embedding widths differ: word %d, position %d, segment %d", e.h, hp, hg)
+	}
+	if e.segs != nil && e.seg == nil {
+		return ctx.errf("segment_ids given without segment_embedding")
+	}
+	return nil
+}
+
+// embeddingTable returns a 2-D float32 table and its rows and width
+// (nothing for nil).
+func (ctx *Context) embeddingTable(t *onnx.Tensor, what string) ([]float32, int, int, error) {
+	if t == nil {
+		return nil, 0, 0, nil
+	}
+	d, err := ctx.floatsOf(t, what)
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	if len(t.Shape) != 2 {
+		return nil, 0, 0, ctx.errf("%s must be 2-D, got %v", what, t.Shape)
+	}
+	return d, t.Shape[0], t.Shape[1], nil
+}
+
+// positionIDs reads the optional position_ids, [B,S], [1,S] or [S].
+func (ctx *Context) positionIDs(e *embedding, p *onnx.Tensor) error {
+	if p == nil {
+		return nil
+	}
+	var err error
+	if e.posIDs, err = ctx.intsInput(p, "position_ids"); err != nil {
+		return err
+	}
+	b, s := e.b, e.s
+	switch {
+	case len(p.Shape) == 2 && p.Shape[0] == b && p.Shape[1] == s:
+		e.posBatch = true
+	case len(p.Shape) == 2 && p.Shape[0] == 1 && p.Shape[1] == s, len(p.Shape) == 1 && p.Shape[0] == s:
+	default:
+		return ctx.errf("position_ids has shape %v, want [%d,%d] or [1,%d]", p.Shape, b, s, s)
+	}
+	return nil
+}
+
+// embed writes into dst the sum of the word, position and segment
+// embeddings of token i (batch i/S, position i%S).
+func (ctx *Context) embed(e *embedding, i int, dst []float32) error {
+	w, err := ctx.tableRow(e.word, e.nw, e.h, e.ids[i], "input_ids")
+	if err != nil {
+		return err
+	}
+	pid := int64(i % e.s)
+	if e.posIDs != nil {
+		if e.posBatch {
+			pid = e.posIDs[i]
+		} else {
+			pid = e.posIDs[i%e.s]
+		}
+	}
+	p, err := ctx.tableRow(e.pos, e.np, e.h, pid, "position")
+	if err != nil {
+		return err
+	}
+	var g []float32
+	if e.segs != nil {
+		if g, err = ctx.tableRow(e.seg, e.ng, e.h, e.segs[i], "segment_ids"); err != nil {
+			return err
+		}
+	}
+	for j := range dst {
+		dst[j] = w[j] + p[j]
+		if g != nil {
+			dst[j] += g[j]
+		}
+	}
+	return nil
+}
+
+// tableRow returns row id of a table of n rows of width h.
+func (ctx *Context) tableRow(tab []float32, n, h int, id int64, what string) ([]float32, error) {
+	if id < 0 || id >= int64(n) {
+		return nil, ctx.errf("%s index %d out of range [0,%d)", what, id, n)
+	}
+	return tab[int(id)*h : (int(id)+1)*h], nil
+}
+
+// maskIndex counts the ones in each row of a [B,S] mask (zeros without
+// one).
+func maskIndex(mask []int64, b, s int) []int32 {
+	mi := make([]int32, b)
+	if mask == nil {
+		return mi
+	}
+	for bi := 0; bi < b; bi++ {
+		for _, v := range mask[bi*s : (bi+1)*s] {
+			if v == 1 {
+				mi[bi]++
+			}
+		}
+	}
+	return mi
 }

@@ -38,31 +38,11 @@ func (ctx *Context) windowGeometry(in, kernel []int, ceil bool) (*window, error)
 		return nil, ctx.errf("kernel_shape %v has %d axes, the input has %d spatial axes", kernel, len(kernel), r)
 	}
 	w := &window{in: in, kernel: kernel}
-	ints := func(name string, n, def int) ([]int, error) {
-		v, ok := ctx.attrInts(name)
-		out := make([]int, n)
-		if !ok || len(v) == 0 {
-			for i := range out {
-				out[i] = def
-			}
-			return out, nil
-		}
-		if len(v) != n {
-			return nil, ctx.errf("%s has %d values, want %d", name, len(v), n)
-		}
-		for i, x := range v {
-			if x < 0 || x > maxElements {
-				return nil, ctx.errf("%s[%d] = %d is out of range", name, i, x)
-			}
-			out[i] = int(x)
-		}
-		return out, nil
-	}
 	var err error
-	if w.strides, err = ints("strides", r, 1); err != nil {
+	if w.strides, err = ctx.intsAttr("strides", r, 1); err != nil {
 		return nil, err
 	}
-	if w.dil, err = ints("dilations", r, 1); err != nil {
+	if w.dil, err = ctx.intsAttr("dilations", r, 1); err != nil {
 		return nil, err
 	}
 	for i := 0; i < r; i++ {
@@ -73,7 +53,7 @@ func (ctx *Context) windowGeometry(in, kernel []int, ceil bool) (*window, error)
 			return nil, ctx.errf("kernel_shape %v must be positive", kernel)
 		}
 	}
-	pads, err := ints("pads", 2*r, 0)
+	pads, err := ctx.intsAttr("pads", 2*r, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -132,88 +112,144 @@ func (w *window) inputIndex(i, k, o int) int {
 // [C/group·ΠK, ΠO] of the input (skipped for a 1×1 kernel without
 // padding or stride, where the input is already that matrix).
 func conv(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
-	if err := ctx.checkInputs(in, 2, 3); err != nil {
-		return nil, err
+	if out, done, err := ctx.halfPrologue(in, 2, 3, conv); done {
+		return out, err
 	}
 	x, wt, b := in[0], in[1], opt(in, 2)
-	if x.DType == onnx.Float16 || x.DType == onnx.BFloat16 {
-		return viaFloat32(ctx, in, conv)
+	if err := ctx.convTypes(x, wt, b); err != nil {
+		return nil, err
 	}
-	if x.DType != onnx.Float && x.DType != onnx.Double {
-		return nil, ctx.errf("unsupported type %s", onnx.TypeName(x.DType))
-	}
-	if wt.DType != x.DType || (b != nil && b.DType != x.DType) {
-		return nil, ctx.errf("X, W and B must have one type, got %s, %s and %v", x, wt, b)
-	}
-	if len(x.Shape) < 3 {
-		return nil, ctx.errf("X must have rank ≥ 3 ([N, C, D...]), got %v", x.Shape)
-	}
-	if len(wt.Shape) != len(x.Shape) {
-		return nil, ctx.errf("W %v must have the rank of X %v", wt.Shape, x.Shape)
-	}
-	n, c := x.Shape[0], x.Shape[1]
-	m, cg := wt.Shape[0], wt.Shape[1]
-	group := ctx.attrInt("group", 1)
-	if group < 1 || int64(c)%group != 0 {
-		return nil, ctx.errf("group %d does not divide the %d input channels", group, c)
-	}
-	g := int(group)
-	if cg*g != c {
-		return nil, ctx.errf("W %v: %d channels per group, X %v with group %d has %d", wt.Shape, cg, x.Shape, g, c/g)
-	}
-	if m%g != 0 {
-		return nil, ctx.errf("W %v: %d output channels are not divisible by group %d", wt.Shape, m, g)
-	}
-	kernel := cloneShape(wt.Shape[2:])
-	if ks, ok := ctx.attrInts("kernel_shape"); ok && len(ks) > 0 {
-		if len(ks) != len(kernel) {
-			return nil, ctx.errf("kernel_shape %v does not match W %v", ks, wt.Shape)
-		}
-		for i, k := range ks {
-			if int64(kernel[i]) != k {
-				return nil, ctx.errf("kernel_shape %v does not match W %v", ks, wt.Shape)
-			}
-		}
-	}
-	if b != nil && (len(b.Shape) != 1 || b.Shape[0] != m) {
-		return nil, ctx.errf("B must have shape [%d], got %v", m, b.Shape)
-	}
-	w, err := ctx.windowGeometry(cloneShape(x.Shape[2:]), kernel, false)
+	p, err := ctx.convPlan(x, wt, b)
 	if err != nil {
 		return nil, err
 	}
-	y, err := ctx.newTensor(x.DType, append([]int{n, m}, w.out...))
+	y, err := ctx.newTensor(x.DType, append([]int{p.n, p.m}, p.w.out...))
 	if err != nil {
 		return nil, err
 	}
-	kk, p, pin := prod(kernel), prod(w.out), prod(w.in)
-	rows := cg * kk
-	direct := kk == 1
-	for i := range w.in {
-		direct = direct && w.strides[i] == 1 && w.begin[i] == 0 && w.end[i] == 0
-	}
-	if !direct {
-		if sz := rows * p; sz < 0 || sz > maxElements || (p > 0 && sz/p != rows) {
-			return nil, ctx.errf("im2col buffer of %d×%d elements is too large", rows, p)
+	if !p.direct {
+		rows, cols := p.c/p.groups*prod(p.w.kernel), prod(p.w.out)
+		if sz := rows * cols; sz < 0 || sz > maxElements || (cols > 0 && sz/cols != rows) {
+			return nil, ctx.errf("im2col buffer of %d×%d elements is too large", rows, cols)
 		}
 	}
 	switch xd := x.Data.(type) {
 	case []float32:
-		var bd []float32
-		if b != nil {
-			bd = b.Floats()
-		}
-		convT(xd, wt.Floats(), bd, y.Floats(), w, n, c, m, g, direct, pin, ctx.threads(), func(mm, nn, k int, a, bb, cc []float32, threads int) {
+		convT(p, xd, wt.Floats(), dataOf[float32](b), y.Floats(), ctx.threads(), func(mm, nn, k int, a, bb, cc []float32, threads int) {
 			gemm.Sgemm(false, false, mm, nn, k, 1, a, max(k, 1), bb, max(nn, 1), 0, cc, max(nn, 1), threads)
 		})
 	case []float64:
-		var bd []float64
-		if b != nil {
-			bd = b.Data.([]float64)
-		}
-		convT(xd, wt.Data.([]float64), bd, y.Data.([]float64), w, n, c, m, g, direct, pin, ctx.threads(), matmulPlain[float64])
+		convT(p, xd, wt.Data.([]float64), dataOf[float64](b), y.Data.([]float64), ctx.threads(), matmulPlain[float64])
 	}
 	return []*onnx.Tensor{y}, nil
+}
+
+// dataOf returns the data of an optional tensor holding T (nil for none).
+func dataOf[T any](t *onnx.Tensor) []T {
+	if t == nil {
+		return nil
+	}
+	return t.Data.([]T)
+}
+
+// convTypes checks that Conv's or ConvTranspose's X is float32 or float64
+// and that W and B have its type.
+func (ctx *Context) convTypes(x, wt, b *onnx.Tensor) error {
+	if x.DType != onnx.Float && x.DType != onnx.Double {
+		return ctx.errf("unsupported type %s", onnx.TypeName(x.DType))
+	}
+	return ctx.sameConvType(x, wt, b)
+}
+
+// sameConvType checks that W and B (optional) have X's type.
+func (ctx *Context) sameConvType(x, wt, b *onnx.Tensor) error {
+	if wt.DType != x.DType || (b != nil && b.DType != x.DType) {
+		return ctx.errf("X, W and B must have one type, got %s, %s and %v", x, wt, b)
+	}
+	return nil
+}
+
+// convRanks checks that X is [N, C, D...] and W has its rank.
+func (ctx *Context) convRanks(x, wt *onnx.Tensor) error {
+	if len(x.Shape) < 3 {
+		return ctx.errf("X must have rank ≥ 3 ([N, C, D...]), got %v", x.Shape)
+	}
+	if len(wt.Shape) != len(x.Shape) {
+		return ctx.errf("W %v must have the rank of X %v", wt.Shape, x.Shape)
+	}
+	return nil
+}
+
+// kernelShape returns W's spatial dims, which the kernel_shape attribute,
+// when given, must repeat.
+func (ctx *Context) kernelShape(wt *onnx.Tensor) ([]int, error) {
+	kernel := cloneShape(wt.Shape[2:])
+	ks, ok := ctx.attrInts("kernel_shape")
+	if !ok || len(ks) == 0 {
+		return kernel, nil
+	}
+	if len(ks) != len(kernel) {
+		return nil, ctx.errf("kernel_shape %v does not match W %v", ks, wt.Shape)
+	}
+	for i, k := range ks {
+		if int64(kernel[i]) != k {
+			return nil, ctx.errf("kernel_shape %v does not match W %v", ks, wt.Shape)
+		}
+	}
+	return kernel, nil
+}
+
+// checkBias checks that an optional bias B has shape [m].
+func (ctx *Context) checkBias(b *onnx.Tensor, m int) error {
+	if b != nil && (len(b.Shape) != 1 || b.Shape[0] != m) {
+		return ctx.errf("B must have shape [%d], got %v", m, b.Shape)
+	}
+	return nil
+}
+
+// convPlan holds the sizes of a Conv: n images of c channels in groups,
+// m output channels, the window, and whether the input is already the
+// im2col matrix (a 1×1 kernel without padding or stride).
+type convPlan struct {
+	n, c, m, groups int
+	w               *window
+	direct          bool
+}
+
+// convPlan checks the shapes of X, W and B and the attributes of a Conv.
+func (ctx *Context) convPlan(x, wt, b *onnx.Tensor) (*convPlan, error) {
+	if err := ctx.convRanks(x, wt); err != nil {
+		return nil, err
+	}
+	p := &convPlan{n: x.Shape[0], c: x.Shape[1], m: wt.Shape[0]}
+	cg := wt.Shape[1]
+	group := ctx.attrInt("group", 1)
+	if group < 1 || int64(p.c)%group != 0 {
+		return nil, ctx.errf("group %d does not divide the %d input channels", group, p.c)
+	}
+	g := int(group)
+	if cg*g != p.c {
+		return nil, ctx.errf("W %v: %d channels per group, X %v with group %d has %d", wt.Shape, cg, x.Shape, g, p.c/g)
+	}
+	if p.m%g != 0 {
+		return nil, ctx.errf("W %v: %d output channels are not divisible by group %d", wt.Shape, p.m, g)
+	}
+	p.groups = g
+	kernel, err := ctx.kernelShape(wt)
+	if err != nil {
+		return nil, err
+	}
+	if err := ctx.checkBias(b, p.m); err != nil {
+		return nil, err
+	}
+	if p.w, err = ctx.windowGeometry(cloneShape(x.Shape[2:]), kernel, false); err != nil {
+		return nil, err
+	}
+	p.direct = prod(kernel) == 1
+	for i := range p.w.in {
+		p.direct = p.direct && p.w.strides[i] == 1 && p.w.begin[i] == 0 && p.w.end[i] == 0
+	}
+	return p, nil
 }
 
 // matmulPlain computes c = a·b for row-major a [m×k], b [k×n], serially.
@@ -240,46 +276,59 @@ func matmulPlain[T float](m, n, k int, a, b, c []T, _ int) {
 // convolutions make many small products).
 const smallConvGEMM = 1 << 18
 
-func convT[T float](x, wt, bias, y []T, w *window, n, c, m, g int, direct bool, pin, threads int, mul func(m, n, k int, a, b, c []T, threads int)) {
+func convT[T float](p *convPlan, x, wt, bias, y []T, threads int, mul func(m, n, k int, a, b, c []T, threads int)) {
+	w, c, m, g := p.w, p.c, p.m, p.groups
 	cg, mg := c/g, m/g
-	kk, p := prod(w.kernel), prod(w.out)
+	kk, out, pin := prod(w.kernel), prod(w.out), prod(w.in)
 	rows := cg * kk
-	one := func(bg int, col []T, threads int) {
+	colSize := 0
+	if !p.direct {
+		colSize = rows * out
+	}
+	eachGroup(p.n*g, colSize, mg*out*rows < smallConvGEMM, threads, func(bg int, col []T, threads int) {
 		b, gi := bg/g, bg%g
 		xg := x[(b*c+gi*cg)*pin : (b*c+(gi+1)*cg)*pin]
 		src := xg
-		if !direct {
+		if !p.direct {
 			im2col(col, xg, w, cg)
 			src = col
 		}
-		yg := y[(b*m+gi*mg)*p : (b*m+(gi+1)*mg)*p]
-		mul(mg, p, rows, wt[gi*mg*rows:(gi+1)*mg*rows], src, yg, threads)
-	}
-	colSize := 0
-	if !direct {
-		colSize = rows * p
-	}
-	if threads > 1 && n*g > 1 && mg*p*rows < smallConvGEMM {
-		parallelFor(n*g, threads, 1, func(lo, hi int) {
+		yg := y[(b*m+gi*mg)*out : (b*m+(gi+1)*mg)*out]
+		mul(mg, out, rows, wt[gi*mg*rows:(gi+1)*mg*rows], src, yg, threads)
+	})
+	addChannelBias(y, bias, p.n*m, m, out)
+}
+
+// eachGroup runs one(i, col, threads) for i in [0, count), each call with
+// a column buffer of colSize elements: in parallel, each serially, when
+// the products are small and there are several, else one after the other
+// with threads for each product.
+func eachGroup[T float](count, colSize int, small bool, threads int, one func(i int, col []T, threads int)) {
+	if threads > 1 && count > 1 && small {
+		parallelFor(count, threads, 1, func(lo, hi int) {
 			col := make([]T, colSize)
-			for bg := lo; bg < hi; bg++ {
-				one(bg, col, 1)
+			for i := lo; i < hi; i++ {
+				one(i, col, 1)
 			}
 		})
-	} else {
-		col := make([]T, colSize)
-		for bg := 0; bg < n*g; bg++ {
-			one(bg, col, threads)
-		}
+		return
 	}
-	if bias != nil {
-		for b := 0; b < n; b++ {
-			for j := 0; j < m; j++ {
-				yj := y[(b*m+j)*p : (b*m+j+1)*p]
-				for i := range yj {
-					yj[i] += bias[j]
-				}
-			}
+	col := make([]T, colSize)
+	for i := 0; i < count; i++ {
+		one(i, col, threads)
+	}
+}
+
+// addChannelBias adds bias[j] to every element of channel j of y
+// [N, M, P] (nm = N·M rows of p elements); nothing for a nil bias.
+func addChannelBias[T float](y, bias []T, nm, m, p int) {
+	if bias == nil {
+		return
+	}
+	for i := 0; i < nm; i++ {
+		yi, bv := y[i*p:(i+1)*p], bias[i%m]
+		for j := range yi {
+			yi[j] += bv
 		}
 	}
 }

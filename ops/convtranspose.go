@@ -19,29 +19,6 @@ type tgeom struct {
 	out                      []int // output spatial sizes
 }
 
-// intsAttr reads an optional list attribute of n non-negative values
-// (def for each when absent or empty).
-func (ctx *Context) intsAttr(name string, n, def int) ([]int, error) {
-	v, ok := ctx.attrInts(name)
-	out := make([]int, n)
-	if !ok || len(v) == 0 {
-		for i := range out {
-			out[i] = def
-		}
-		return out, nil
-	}
-	if len(v) != n {
-		return nil, ctx.errf("%s has %d values, want %d", name, len(v), n)
-	}
-	for i, x := range v {
-		if x < 0 || x > maxElements {
-			return nil, ctx.errf("%s[%d] = %d is out of range", name, i, x)
-		}
-		out[i] = int(x)
-	}
-	return out, nil
-}
-
 // transposeGeometry reads strides, dilations, pads, output_padding,
 // output_shape and auto_pad for a kernel over the input sizes in. The
 // output size of axis i before padding is
@@ -161,16 +138,13 @@ func convTranspose(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
 	}
 	x, wt, b := in[0], in[1], opt(in, 2)
 	if x.DType == onnx.Float16 || x.DType == onnx.BFloat16 {
-		if wt.DType != x.DType || (b != nil && b.DType != x.DType) {
-			return nil, ctx.errf("X, W and B must have one type, got %s, %s and %v", x, wt, b)
+		if err := ctx.sameConvType(x, wt, b); err != nil {
+			return nil, err
 		}
 		return viaFloat32(ctx, in, convTranspose)
 	}
-	if x.DType != onnx.Float && x.DType != onnx.Double {
-		return nil, ctx.errf("unsupported type %s", onnx.TypeName(x.DType))
-	}
-	if wt.DType != x.DType || (b != nil && b.DType != x.DType) {
-		return nil, ctx.errf("X, W and B must have one type, got %s, %s and %v", x, wt, b)
+	if err := ctx.convTypes(x, wt, b); err != nil {
+		return nil, err
 	}
 	p, err := ctx.convTransposePlan(x, wt, b)
 	if err != nil {
@@ -189,19 +163,11 @@ func convTranspose(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
 	}
 	switch xd := x.Data.(type) {
 	case []float32:
-		var bd []float32
-		if b != nil {
-			bd = b.Floats()
-		}
-		convTransposeT(p, xd, wt.Floats(), bd, y.Floats(), ctx.threads(), func(m, n, k int, a, bb, c []float32, threads int) {
+		convTransposeT(p, xd, wt.Floats(), dataOf[float32](b), y.Floats(), ctx.threads(), func(m, n, k int, a, bb, c []float32, threads int) {
 			gemm.Sgemm(true, false, m, n, k, 1, a, max(m, 1), bb, max(n, 1), 0, c, max(n, 1), threads)
 		})
 	case []float64:
-		var bd []float64
-		if b != nil {
-			bd = b.Data.([]float64)
-		}
-		convTransposeT(p, xd, wt.Data.([]float64), bd, y.Data.([]float64), ctx.threads(), matmulTransA[float64])
+		convTransposeT(p, xd, wt.Data.([]float64), dataOf[float64](b), y.Data.([]float64), ctx.threads(), matmulTransA[float64])
 	}
 	return []*onnx.Tensor{y}, nil
 }
@@ -214,11 +180,8 @@ type ctPlan struct {
 
 // convTransposePlan checks the shapes of X, W and B and the attributes.
 func (ctx *Context) convTransposePlan(x, wt, b *onnx.Tensor) (*ctPlan, error) {
-	if len(x.Shape) < 3 {
-		return nil, ctx.errf("X must have rank ≥ 3 ([N, C, D...]), got %v", x.Shape)
-	}
-	if len(wt.Shape) != len(x.Shape) {
-		return nil, ctx.errf("W %v must have the rank of X %v", wt.Shape, x.Shape)
+	if err := ctx.convRanks(x, wt); err != nil {
+		return nil, err
 	}
 	p := &ctPlan{n: x.Shape[0], c: x.Shape[1]}
 	group := ctx.attrInt("group", 1)
@@ -230,19 +193,12 @@ func (ctx *Context) convTransposePlan(x, wt, b *onnx.Tensor) (*ctPlan, error) {
 		return nil, ctx.errf("W %v must have the %d input channels of X %v first", wt.Shape, p.c, x.Shape)
 	}
 	p.m = wt.Shape[1] * p.groups
-	kernel := cloneShape(wt.Shape[2:])
-	if ks, ok := ctx.attrInts("kernel_shape"); ok && len(ks) > 0 {
-		if len(ks) != len(kernel) {
-			return nil, ctx.errf("kernel_shape %v does not match W %v", ks, wt.Shape)
-		}
-		for i, k := range ks {
-			if int64(kernel[i]) != k {
-				return nil, ctx.errf("kernel_shape %v does not match W %v", ks, wt.Shape)
-			}
-		}
+	kernel, err := ctx.kernelShape(wt)
+	if err != nil {
+		return nil, err
 	}
-	if b != nil && (len(b.Shape) != 1 || b.Shape[0] != p.m) {
-		return nil, ctx.errf("B must have shape [%d], got %v", p.m, b.Shape)
+	if err := ctx.checkBias(b, p.m); err != nil {
+		return nil, err
 	}
 	g, err := ctx.transposeGeometry(cloneShape(x.Shape[2:]), kernel)
 	if err != nil {
@@ -278,34 +234,14 @@ func convTransposeT[T float](p *ctPlan, x, wt, bias, y []T, threads int, mul fun
 	cg, mg := p.c/p.groups, p.m/p.groups
 	kk, pin, pout := prod(g.kernel), prod(g.in), prod(g.out)
 	rows := mg * kk
-	one := func(ng int, col []T, threads int) {
+	eachGroup(p.n*p.groups, rows*pin, rows*pin*cg < smallConvGEMM, threads, func(ng int, col []T, threads int) {
 		b, gi := ng/p.groups, ng%p.groups
 		xg := x[(b*p.c+gi*cg)*pin : (b*p.c+(gi+1)*cg)*pin]
 		wg := wt[gi*cg*rows : (gi+1)*cg*rows]
 		mul(rows, pin, cg, wg, xg, col, threads)
 		col2im(y[(b*p.m+gi*mg)*pout:(b*p.m+(gi+1)*mg)*pout], col, g, mg)
-	}
-	if threads > 1 && p.n*p.groups > 1 && rows*pin*cg < smallConvGEMM {
-		parallelFor(p.n*p.groups, threads, 1, func(lo, hi int) {
-			col := make([]T, rows*pin)
-			for ng := lo; ng < hi; ng++ {
-				one(ng, col, 1)
-			}
-		})
-	} else {
-		col := make([]T, rows*pin)
-		for ng := 0; ng < p.n*p.groups; ng++ {
-			one(ng, col, threads)
-		}
-	}
-	if bias != nil {
-		for i := 0; i < p.n*p.m; i++ {
-			yi, bv := y[i*pout:(i+1)*pout], bias[i%p.m]
-			for j := range yi {
-				yi[j] += bv
-			}
-		}
-	}
+	})
+	addChannelBias(y, bias, p.n*p.m, p.m, pout)
 }
 
 // col2im adds col [mg·ΠK, ΠD] into y [mg, ΠO]: row (channel, kernel

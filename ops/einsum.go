@@ -261,31 +261,66 @@ func einsumLoop[T number](sp *einsumSpec, in []*onnx.Tensor, size map[rune]int, 
 // contract, freeB], multiply, permute to the output order.
 func einsumGemm(ctx *Context, sp *einsumSpec, in []*onnx.Tensor, size map[rune]int, shape []int) (*onnx.Tensor, bool) {
 	la, lb := sp.in[0], sp.in[1]
-	inA, inB, inO := map[rune]bool{}, map[rune]bool{}, map[rune]bool{}
-	for k, c := range la {
-		if inA[c] || in[0].Shape[k] != size[c] {
-			return nil, false
-		}
-		inA[c] = true
+	g, ok := gemmLabels(sp, in, size)
+	if !ok {
+		return nil, false
 	}
-	for k, c := range lb {
-		if inB[c] || in[1].Shape[k] != size[c] {
-			return nil, false
+	nb, m, n, k := labelsSize(size, g.batch), labelsSize(size, g.freeA), labelsSize(size, g.freeB), labelsSize(size, g.contract)
+	a := permuteLabels(in[0], la, g.batch, g.freeA, g.contract)
+	// B is read as [batch, contract, freeB] or, transposed, as [batch,
+	// freeB, contract], whichever needs no copy ("abc,cd->abd" and
+	// "bhqd,bhkd->bhqk").
+	c := make([]float32, nb*m*n)
+	if inOrder(lb, g.batch, g.contract, g.freeB) {
+		b := in[1].Floats()
+		for i := range nb {
+			gemm.Sgemm(false, false, m, n, k, 1, a[i*m*k:], max(k, 1), b[i*k*n:], max(n, 1), 0, c[i*m*n:], max(n, 1), ctx.threads())
 		}
-		inB[c] = true
+	} else {
+		bT := permuteLabels(in[1], lb, g.batch, g.freeB, g.contract)
+		for i := range nb {
+			gemm.Sgemm(false, true, m, n, k, 1, a[i*m*k:], max(k, 1), bT[i*n*k:], max(k, 1), 0, c[i*m*n:], max(n, 1), ctx.threads())
+		}
 	}
+	// c is [batch, freeA, freeB]; permute to the output order.
+	tmpLabels := append(append(append([]rune{}, g.batch...), g.freeA...), g.freeB...)
+	tmpShape := make([]int, len(tmpLabels))
+	for i, l := range tmpLabels {
+		tmpShape[i] = size[l]
+	}
+	return onnx.NewFloat(shape, permuteLabels(onnx.NewFloat(tmpShape, c), tmpLabels, sp.out)), true
+}
+
+// einsumRoles sorts the labels of a two-operand einsum by role: in both
+// inputs and the output (batch), in one input and the output (freeA,
+// freeB), in both inputs only (contract).
+type einsumRoles struct {
+	batch, freeA, freeB, contract []rune
+}
+
+// gemmLabels gives each label of a two-operand einsum its role, or false
+// when a label repeats within an input, is broadcast (its size differs
+// from the joint size), or is summed over one input only.
+func gemmLabels(sp *einsumSpec, in []*onnx.Tensor, size map[rune]int) (*einsumRoles, bool) {
+	la, lb := sp.in[0], sp.in[1]
+	inA, okA := labelSet(la, in[0].Shape, size)
+	inB, okB := labelSet(lb, in[1].Shape, size)
+	if !okA || !okB {
+		return nil, false
+	}
+	inO := map[rune]bool{}
 	for _, c := range sp.out {
 		inO[c] = true
 	}
-	var batch, freeA, freeB, contract []rune
+	g := &einsumRoles{}
 	for _, c := range sp.out {
 		switch {
 		case inA[c] && inB[c]:
-			batch = append(batch, c)
+			g.batch = append(g.batch, c)
 		case inA[c]:
-			freeA = append(freeA, c)
+			g.freeA = append(g.freeA, c)
 		case inB[c]:
-			freeB = append(freeB, c)
+			g.freeB = append(g.freeB, c)
 		}
 	}
 	for _, c := range la {
@@ -293,7 +328,7 @@ func einsumGemm(ctx *Context, sp *einsumSpec, in []*onnx.Tensor, size map[rune]i
 			if !inB[c] {
 				return nil, false // summed over one operand only
 			}
-			contract = append(contract, c)
+			g.contract = append(g.contract, c)
 		}
 	}
 	for _, c := range lb {
@@ -301,75 +336,70 @@ func einsumGemm(ctx *Context, sp *einsumSpec, in []*onnx.Tensor, size map[rune]i
 			return nil, false
 		}
 	}
-	permute := func(t *onnx.Tensor, labels []rune, groups ...[]rune) ([]float32, bool) {
-		at := map[rune]int{}
-		for k, c := range labels {
-			at[c] = k
+	return g, true
+}
+
+// labelSet returns the labels of an operand of the given shape, or false
+// when one repeats or has a size other than its joint size.
+func labelSet(labels []rune, shape []int, size map[rune]int) (map[rune]bool, bool) {
+	set := map[rune]bool{}
+	for k, c := range labels {
+		if set[c] || shape[k] != size[c] {
+			return nil, false
 		}
-		xs := stridesOf(t.Shape)
-		var sh, st []int
-		identity := true
-		for _, g := range groups {
-			for _, c := range g {
-				if at[c] != len(sh) {
-					identity = false
-				}
-				sh = append(sh, t.Shape[at[c]])
-				st = append(st, xs[at[c]])
-			}
-		}
-		if identity {
-			return t.Floats(), true
-		}
-		dst := make([]float32, prod(sh))
-		walkT(dst, t.Floats(), walk{Shape: sh, SrcStrides: st, DstStrides: stridesOf(sh)})
-		return dst, true
+		set[c] = true
 	}
-	sizeOf := func(g []rune) int {
-		n := 1
-		for _, c := range g {
-			n *= size[c]
-		}
-		return n
+	return set, true
+}
+
+// labelsSize returns the product of the sizes of labels.
+func labelsSize(size map[rune]int, labels []rune) int {
+	n := 1
+	for _, c := range labels {
+		n *= size[c]
 	}
-	nb, m, n, k := sizeOf(batch), sizeOf(freeA), sizeOf(freeB), sizeOf(contract)
-	a, _ := permute(in[0], la, batch, freeA, contract)
-	// B is read as [batch, contract, freeB] or, transposed, as [batch,
-	// freeB, contract], whichever needs no copy ("abc,cd->abd" and
-	// "bhqd,bhkd->bhqk").
-	c := make([]float32, nb*m*n)
-	natural := true
+	return n
+}
+
+// inOrder reports whether labels are the groups one after the other.
+func inOrder(labels []rune, groups ...[]rune) bool {
 	at := 0
-	for _, g := range [][]rune{batch, contract, freeB} {
+	natural := true
+	for _, g := range groups {
 		for _, l := range g {
-			if at >= len(lb) || lb[at] != l {
+			if at >= len(labels) || labels[at] != l {
 				natural = false
 			}
 			at++
 		}
 	}
-	if natural {
-		b := in[1].Floats()
-		for i := range nb {
-			gemm.Sgemm(false, false, m, n, k, 1, a[i*m*k:], max(k, 1), b[i*k*n:], max(n, 1), 0, c[i*m*n:], max(n, 1), ctx.threads())
+	return natural
+}
+
+// permuteLabels returns the data of t (labelled labels, one per axis)
+// with its axes in the order of the groups: t's own data when that is
+// its order, else a permuted copy.
+func permuteLabels(t *onnx.Tensor, labels []rune, groups ...[]rune) []float32 {
+	at := map[rune]int{}
+	for k, c := range labels {
+		at[c] = k
+	}
+	xs := stridesOf(t.Shape)
+	var sh, st []int
+	identity := true
+	for _, g := range groups {
+		for _, c := range g {
+			if at[c] != len(sh) {
+				identity = false
+			}
+			sh = append(sh, t.Shape[at[c]])
+			st = append(st, xs[at[c]])
 		}
-	} else {
-		bT, _ := permute(in[1], lb, batch, freeB, contract)
-		for i := range nb {
-			gemm.Sgemm(false, true, m, n, k, 1, a[i*m*k:], max(k, 1), bT[i*n*k:], max(k, 1), 0, c[i*m*n:], max(n, 1), ctx.threads())
-		}
 	}
-	// c is [batch, freeA, freeB]; permute to the output order.
-	res := onnx.NewFloat(shape, c)
-	tmpLabels := append(append(append([]rune{}, batch...), freeA...), freeB...)
-	tmpShape := make([]int, len(tmpLabels))
-	for i, l := range tmpLabels {
-		tmpShape[i] = size[l]
+	if identity {
+		return t.Floats()
 	}
-	out, ok := permute(onnx.NewFloat(tmpShape, c), tmpLabels, sp.out)
-	if !ok {
-		return nil, false
-	}
-	res.Data = out
-	return res, true
+	dst := make([]float32, prod(sh))
+	walkT(dst, t.Floats(), walk{Shape: sh, SrcStrides: st, DstStrides: stridesOf(sh)})
+	return dst
 }

@@ -23,52 +23,24 @@ func matMul(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
 	if len(a.Shape) == 0 || len(b.Shape) == 0 {
 		return nil, ctx.errf("inputs must have rank ≥ 1, got %v and %v", a.Shape, b.Shape)
 	}
-	as, bs := a.Shape, b.Shape
-	if len(as) == 1 {
-		as = []int{1, as[0]}
-	}
-	if len(bs) == 1 {
-		bs = []int{bs[0], 1}
-	}
-	m, k := as[len(as)-2], as[len(as)-1]
-	k2, n := bs[len(bs)-2], bs[len(bs)-1]
-	if k != k2 {
-		return nil, ctx.errf("inner dimensions differ: %v × %v", a.Shape, b.Shape)
-	}
-	batch, err := broadcastShapes(as[:len(as)-2], bs[:len(bs)-2])
-	if err != nil {
-		return nil, ctx.errf("batch dimensions: %v", err)
-	}
-	shape := append(cloneShape(batch), m, n)
-	out, err := ctx.newTensor(a.DType, shape)
+	g, err := ctx.matmulShapes(a.Shape, b.Shape)
 	if err != nil {
 		return nil, err
 	}
-	// Matrix offsets of each batch entry in a and b.
-	sa, sb := bstrides(as[:len(as)-2], batch), bstrides(bs[:len(bs)-2], batch)
-	nb := prod(batch)
+	out, err := ctx.newTensor(a.DType, g.full)
+	if err != nil {
+		return nil, err
+	}
+	nb := prod(g.batch)
 	if err := ctx.budgetBytes("batch offsets", int64(nb), 8); err != nil {
 		return nil, err
 	}
-	aoff, boff := make([]int, nb), make([]int, nb)
-	idx := make([]int, len(batch))
-	for i := range nb {
-		for j, v := range idx {
-			aoff[i] += v * sa[j]
-			boff[i] += v * sb[j]
-		}
-		for j := len(idx) - 1; j >= 0; j-- {
-			idx[j]++
-			if idx[j] < batch[j] {
-				break
-			}
-			idx[j] = 0
-		}
-	}
+	g.offsets()
+	m, n, k, aoff, boff := g.m, g.n, g.k, g.aoff, g.boff
 	switch cd := out.Data.(type) {
 	case []float32:
 		ad, bd := a.Floats(), b.Floats()
-		if prod(bs[:len(bs)-2]) == 1 && prod(as[:len(as)-2]) == nb {
+		if prod(g.bBatch) == 1 && prod(g.aBatch) == nb {
 			// b is one matrix shared by every batch entry of a: one GEMM with
 			// the batch folded into the rows.
 			gemm.Sgemm(false, false, nb*m, n, k, 1, ad, max(k, 1), bd, max(n, 1), 0, cd, max(n, 1), ctx.threads())
@@ -90,15 +62,72 @@ func matMul(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
 	default:
 		return nil, ctx.errf("unsupported type %s", onnx.TypeName(a.DType))
 	}
-	// Drop the dimensions 1-D promotion added.
-	if len(a.Shape) == 1 {
-		shape = append(shape[:len(shape)-2], shape[len(shape)-1])
-	}
-	if len(b.Shape) == 1 {
-		shape = shape[:len(shape)-1]
-	}
-	out.Shape = shape
+	out.Shape = g.out
 	return []*onnx.Tensor{out}, nil
+}
+
+// mmGeom is the geometry of a numpy matmul of A and B: m×k by k×n
+// matrices over broadcast batch dimensions.
+type mmGeom struct {
+	m, n, k        int
+	aBatch, bBatch []int // batch dims of A and B (after promoting 1-D operands)
+	batch          []int // their broadcast
+	full           []int // output shape: batch, m, n
+	out            []int // output shape without the dims promotion added
+	aoff, boff     []int // matrix index in A and B of each output batch entry (offsets)
+}
+
+// matmulShapes checks the shapes a and b (rank ≥ 1) of a matmul's
+// operands: 1-D operands are promoted to matrices (a row, b a column),
+// the inner dimensions must agree and the batch dimensions broadcast.
+func (ctx *Context) matmulShapes(a, b []int) (*mmGeom, error) {
+	as, bs := a, b
+	if len(as) == 1 {
+		as = []int{1, as[0]}
+	}
+	if len(bs) == 1 {
+		bs = []int{bs[0], 1}
+	}
+	g := &mmGeom{m: as[len(as)-2], k: as[len(as)-1], n: bs[len(bs)-1],
+		aBatch: as[:len(as)-2], bBatch: bs[:len(bs)-2]}
+	if bs[len(bs)-2] != g.k {
+		return nil, ctx.errf("inner dimensions differ: %v × %v", a, b)
+	}
+	batch, err := broadcastShapes(g.aBatch, g.bBatch)
+	if err != nil {
+		return nil, ctx.errf("batch dimensions: %v", err)
+	}
+	g.batch = batch
+	g.full = append(cloneShape(batch), g.m, g.n)
+	g.out = cloneShape(g.full)
+	if len(a) == 1 {
+		g.out = append(g.out[:len(g.out)-2], g.n)
+	}
+	if len(b) == 1 {
+		g.out = g.out[:len(g.out)-1]
+	}
+	return g, nil
+}
+
+// offsets sets aoff and boff: for each entry of the broadcast batch, the
+// index of the matrix of A and of B it reads.
+func (g *mmGeom) offsets() {
+	g.aoff, g.boff = batchOffsets(g.aBatch, g.batch), batchOffsets(g.bBatch, g.batch)
+}
+
+// batchOffsets returns, for each entry of the broadcast batch, the index
+// of the matrix of an operand with batch dims s.
+func batchOffsets(s, batch []int) []int {
+	st := bstrides(s, batch)
+	off := make([]int, prod(batch))
+	idx := make([]int, len(batch))
+	for i := range off {
+		for j, v := range idx {
+			off[i] += v * st[j]
+		}
+		nextIndex(idx, batch)
+	}
+	return off
 }
 
 func (ctx *Context) threads() int {

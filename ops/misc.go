@@ -43,10 +43,6 @@ func modInt[T integer](a, b T, fmod bool) T {
 	return r
 }
 
-func modT[T integer](p *plan2, a, b *onnx.Tensor, fmod bool) any {
-	return apply2(p, a.Data.([]T), b.Data.([]T), elementwise(func(x, y T) T { return modInt(x, y, fmod) }))
-}
-
 // mod is the remainder: with fmod=0 (integers only) it takes the sign of
 // the divisor, like Python's %; with fmod=1 the sign of the dividend.
 func mod(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
@@ -77,42 +73,23 @@ func mod(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
 	if err != nil {
 		return nil, err
 	}
-	// One case per dtype, as in shift below and arith in binary.go.
 	var out any
 	switch a.DType {
 	case onnx.Float:
 		out = apply2(p, a.Floats(), b.Floats(), elementwise(func(x, y float32) float32 { return float32(math.Mod(float64(x), float64(y))) }))
 	case onnx.Double:
 		out = apply2(p, a.Data.([]float64), b.Data.([]float64), elementwise(math.Mod))
-	case onnx.Int8:
-		out = modT[int8](p, a, b, fmod)
-	case onnx.Int16:
-		out = modT[int16](p, a, b, fmod)
-	case onnx.Int32:
-		out = modT[int32](p, a, b, fmod)
-	case onnx.Int64:
-		out = modT[int64](p, a, b, fmod)
-	case onnx.Uint8:
-		out = modT[uint8](p, a, b, fmod)
-	case onnx.Uint16:
-		out = modT[uint16](p, a, b, fmod)
-	case onnx.Uint32:
-		out = modT[uint32](p, a, b, fmod)
-	case onnx.Uint64:
-		out = modT[uint64](p, a, b, fmod)
 	default:
-		return nil, ctx.errf("unsupported type %s", onnx.TypeName(a.DType))
+		op := opMod
+		if fmod {
+			op = opFmod
+		}
+		var ok bool
+		if out, ok, _ = intArith(a.DType, p, a, b, op, ctx.threads()); !ok {
+			return nil, ctx.errf("unsupported type %s", onnx.TypeName(a.DType))
+		}
 	}
 	return []*onnx.Tensor{{DType: a.DType, Shape: p.Out, Data: out}}, nil
-}
-
-func shiftT[T integer](p *plan2, a, b *onnx.Tensor, left bool) any {
-	return apply2(p, a.Data.([]T), b.Data.([]T), elementwise(func(x, y T) T {
-		if left {
-			return x << y
-		}
-		return x >> y
-	}))
 }
 
 func bitShift(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
@@ -120,11 +97,12 @@ func bitShift(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
 	if err != nil {
 		return nil, err
 	}
-	var left bool
+	var op int
 	switch dir := ctx.attrString("direction", ""); dir {
 	case "LEFT":
-		left = true
+		op = opShl
 	case "RIGHT":
+		op = opShr
 	default:
 		return nil, ctx.errf("direction must be LEFT or RIGHT, got %q", dir)
 	}
@@ -132,19 +110,12 @@ func bitShift(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
 	if err != nil {
 		return nil, err
 	}
-	var out any
 	switch a.DType {
-	case onnx.Uint8:
-		out = shiftT[uint8](p, a, b, left)
-	case onnx.Uint16:
-		out = shiftT[uint16](p, a, b, left)
-	case onnx.Uint32:
-		out = shiftT[uint32](p, a, b, left)
-	case onnx.Uint64:
-		out = shiftT[uint64](p, a, b, left)
+	case onnx.Uint8, onnx.Uint16, onnx.Uint32, onnx.Uint64:
 	default:
 		return nil, ctx.errf("inputs must be unsigned integers, got %s", onnx.TypeName(a.DType))
 	}
+	out, _, _ := intArith(a.DType, p, a, b, op, ctx.threads())
 	return []*onnx.Tensor{{DType: a.DType, Shape: p.Out, Data: out}}, nil
 }
 

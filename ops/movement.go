@@ -104,6 +104,33 @@ func concat(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
 	return []*onnx.Tensor{out}, nil
 }
 
+// sliceRange returns the first index and the count of the slice
+// [start, end) by step (nonzero) of an axis of size d: negative bounds
+// count from the end, and the bounds are clamped to the axis.
+func sliceRange(start, end, step, d int64) (s, n int64) {
+	s, e := start, end
+	if s < 0 {
+		s += d
+	}
+	if e < 0 {
+		e += d
+	}
+	if step > 0 {
+		s = max(0, min(s, d))
+		e = max(0, min(e, d))
+		if e > s {
+			n = (e - s + step - 1) / step
+		}
+	} else if d > 0 {
+		s = max(0, min(s, d-1))
+		e = max(-1, min(e, d-1))
+		if s > e {
+			n = (s - e - step - 1) / -step
+		}
+	}
+	return s, n
+}
+
 func slice(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
 	var starts, ends, axes, steps []int64
 	var err error
@@ -150,14 +177,10 @@ func slice(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
 		if axes != nil {
 			a = axes[i]
 		}
-		k, err := ctx.normAxis(a, r)
+		k, err := ctx.markAxis(a, done)
 		if err != nil {
 			return nil, err
 		}
-		if done[k] {
-			return nil, ctx.errf("axis %d repeated", a)
-		}
-		done[k] = true
 		step := int64(1)
 		if steps != nil {
 			step = steps[i]
@@ -165,28 +188,7 @@ func slice(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
 		if step == 0 {
 			return nil, ctx.errf("step is 0")
 		}
-		d := int64(x.Shape[k])
-		s, e := starts[i], ends[i]
-		if s < 0 {
-			s += d
-		}
-		if e < 0 {
-			e += d
-		}
-		var n int64
-		if step > 0 {
-			s = max(0, min(s, d))
-			e = max(0, min(e, d))
-			if e > s {
-				n = (e - s + step - 1) / step
-			}
-		} else if d > 0 {
-			s = max(0, min(s, d-1))
-			e = max(-1, min(e, d-1))
-			if s > e {
-				n = (s - e - step - 1) / -step
-			}
-		}
+		s, n := sliceRange(starts[i], ends[i], step, int64(x.Shape[k]))
 		shape[k] = int(n)
 		if n > 0 {
 			off += int(s) * xs[k]

@@ -29,12 +29,27 @@ func (ctx *Context) channelFloats(t *onnx.Tensor, c int, what string) ([]float64
 	return v, nil
 }
 
+// channelRows returns the values of an (N, C, ...) float tensor x as
+// float64, N·C rows of inner elements, and a zero output of x's shape.
+func (ctx *Context) channelRows(x *onnx.Tensor) (xv []float64, inner int, out *onnx.Tensor, err error) {
+	inner = prod(x.Shape[2:])
+	xv, _ = x.AsFloat64s()
+	out, err = ctx.newTensor(x.DType, x.Shape)
+	return xv, inner, out, err
+}
+
+// oneOutput returns t as a kernel's only output, or err.
+func oneOutput(t *onnx.Tensor, err error) ([]*onnx.Tensor, error) {
+	if err != nil {
+		return nil, err
+	}
+	return []*onnx.Tensor{t}, nil
+}
+
 // perChannel computes y = x·a[c] + b[c] over an (N, C, ...) float tensor.
 func (ctx *Context) perChannel(x *onnx.Tensor, a, b []float64) (*onnx.Tensor, error) {
 	n, c := x.Shape[0], x.Shape[1]
-	inner := prod(x.Shape[2:])
-	xv, _ := x.AsFloat64s()
-	out, err := ctx.newTensor(x.DType, x.Shape)
+	xv, inner, out, err := ctx.channelRows(x)
 	if err != nil {
 		return nil, err
 	}
@@ -84,15 +99,11 @@ func batchNorm(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
 		a[ch] = p[0][ch] / math.Sqrt(p[3][ch]+eps)
 		b[ch] = p[1][ch] - p[2][ch]*a[ch]
 	}
-	y, err := ctx.perChannel(x, a, b)
-	if err != nil {
-		return nil, err
-	}
-	return []*onnx.Tensor{y}, nil
+	return oneOutput(ctx.perChannel(x, a, b))
 }
 
-// instanceNorm, like batchNorm and reverseSequence, opens with the usual
-// input checks; what follows differs, so there is nothing more to share.
+// instanceNorm normalizes each (image, channel) row of X to mean 0 and
+// variance 1, then scales and shifts it per channel.
 func instanceNorm(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
 	if err := ctx.checkInputs(in, 3, 3); err != nil {
 		return nil, err
@@ -111,9 +122,7 @@ func instanceNorm(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
 		return nil, err
 	}
 	eps := float64(ctx.attrFloat("epsilon", 1e-5))
-	inner := prod(x.Shape[2:])
-	xv, _ := x.AsFloat64s()
-	out, err := ctx.newTensor(x.DType, x.Shape)
+	xv, inner, out, err := ctx.channelRows(x)
 	if err != nil {
 		return nil, err
 	}
@@ -224,19 +233,14 @@ func depthToSpace(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
 	}
 	cc := c / (b * b)
 	out := []int{n, cc, h * b, w * b}
-	var y *onnx.Tensor
 	switch mode := ctx.attrString("mode", "DCR"); mode {
 	case "DCR":
-		y, err = ctx.permuteView(x, []int{n, b, b, cc, h, w}, []int{0, 3, 4, 1, 5, 2}, out)
+		return oneOutput(ctx.permuteView(x, []int{n, b, b, cc, h, w}, []int{0, 3, 4, 1, 5, 2}, out))
 	case "CRD":
-		y, err = ctx.permuteView(x, []int{n, cc, b, b, h, w}, []int{0, 1, 4, 2, 5, 3}, out)
+		return oneOutput(ctx.permuteView(x, []int{n, cc, b, b, h, w}, []int{0, 1, 4, 2, 5, 3}, out))
 	default:
 		return nil, ctx.errf("unsupported mode %q", mode)
 	}
-	if err != nil {
-		return nil, err
-	}
-	return []*onnx.Tensor{y}, nil
 }
 
 func spaceToDepth(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
@@ -247,11 +251,7 @@ func spaceToDepth(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
 	if h%b != 0 || w%b != 0 {
 		return nil, ctx.errf("spatial size %dx%d not divisible by blocksize %d", h, w, b)
 	}
-	y, err := ctx.permuteView(x, []int{n, c, h / b, b, w / b, b}, []int{0, 3, 5, 1, 2, 4}, []int{n, c * b * b, h / b, w / b})
-	if err != nil {
-		return nil, err
-	}
-	return []*onnx.Tensor{y}, nil
+	return oneOutput(ctx.permuteView(x, []int{n, c, h / b, b, w / b, b}, []int{0, 3, 5, 1, 2, 4}, []int{n, c * b * b, h / b, w / b}))
 }
 
 func reverseSequence(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {

@@ -17,13 +17,10 @@ func init() {
 // Y = (X − mean) / √(var + ε) · Scale + B, with optional outputs Mean and
 // InvStdDev shaped like X with the normalised axes set to 1.
 func layerNorm(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
-	if err := ctx.checkInputs(in, 2, 3); err != nil {
-		return nil, err
+	if out, done, err := ctx.halfPrologue(in, 2, 3, layerNorm); done {
+		return out, err
 	}
 	x := in[0]
-	if x.DType == onnx.Float16 || x.DType == onnx.BFloat16 {
-		return viaFloat32(ctx, in, layerNorm)
-	}
 	r := len(x.Shape)
 	axis, err := ctx.normAxis(ctx.attrInt("axis", -1), r)
 	if err != nil {

@@ -1,6 +1,7 @@
 package ops
 
 import (
+	"iter"
 	"math"
 	"slices"
 
@@ -94,6 +95,25 @@ func (l *qLayout) step() int {
 		return 1
 	}
 	return 0
+}
+
+// params yields, for each element of x in order, its index and the index
+// of its scale and zero point.
+func (l *qLayout) params() iter.Seq2[int, int] {
+	return func(yield func(idx, p int) bool) {
+		idx, step := 0, l.step()
+		for o := 0; o < l.outer; o++ {
+			for j := 0; j < l.dim; j++ {
+				b := l.base(o, j)
+				for i := 0; i < l.inner; i++ {
+					if !yield(idx, b+i*step) {
+						return
+					}
+					idx++
+				}
+			}
+		}
+	}
 }
 
 // quantLayout checks the scale (and zero point) of a Quantize/Dequantize
@@ -232,16 +252,8 @@ func dequantizeLinear(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
 }
 
 func dequantT[T qint](out []float32, x []T, zp []int32, sc []float32, l *qLayout) {
-	idx, step := 0, l.step()
-	for o := 0; o < l.outer; o++ {
-		for j := 0; j < l.dim; j++ {
-			b := l.base(o, j)
-			for i := 0; i < l.inner; i++ {
-				p := b + i*step
-				out[idx] = (float32(x[idx]) - float32(zp[p])) * sc[p]
-				idx++
-			}
-		}
+	for idx, p := range l.params() {
+		out[idx] = (float32(x[idx]) - float32(zp[p])) * sc[p]
 	}
 }
 
@@ -384,18 +396,9 @@ type quantizer struct {
 }
 
 func quantT[T qint](y []T, x []float64, q *quantizer) {
-	l := q.l
-	idx, step := 0, l.step()
-	for o := 0; o < l.outer; o++ {
-		for j := 0; j < l.dim; j++ {
-			b := l.base(o, j)
-			for i := 0; i < l.inner; i++ {
-				p := b + i*step
-				v := roundTo(x[idx]/float64(q.sc[p]), q.prec)
-				y[idx] = T(saturate(v, q.zp[p], q.lo, q.hi))
-				idx++
-			}
-		}
+	for idx, p := range q.l.params() {
+		v := roundTo(x[idx]/float64(q.sc[p]), q.prec)
+		y[idx] = T(saturate(v, q.zp[p], q.lo, q.hi))
 	}
 }
 
@@ -454,64 +457,21 @@ func dynamicQuantizeLinear(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, err
 		{DType: onnx.Uint8, Shape: []int{}, Data: []uint8{zp}}}, nil
 }
 
-// mmGeom is the geometry of a numpy matmul of A and B: m×k by k×n
-// matrices over broadcast batch dimensions.
-type mmGeom struct {
-	m, n, k        int
-	aBatch, bBatch []int // batch dims of A and B (after promoting 1-D operands)
-	aoff, boff     []int // matrix index in A and B of each output batch entry
-	out            []int // output shape (promoted dims removed)
-}
-
-// matmulGeom checks the shapes of a matmul of a and b.
+// matmulGeom checks the shapes of a matmul of a and b (see matmulShapes)
+// and sets the batch offsets.
 func (ctx *Context) matmulGeom(a, b []int) (*mmGeom, error) {
 	if len(a) == 0 || len(b) == 0 {
 		return nil, ctx.errf("A and B must have rank ≥ 1, got %v and %v", a, b)
 	}
-	as, bs := a, b
-	if len(as) == 1 {
-		as = []int{1, as[0]}
-	}
-	if len(bs) == 1 {
-		bs = []int{bs[0], 1}
-	}
-	g := &mmGeom{m: as[len(as)-2], k: as[len(as)-1], n: bs[len(bs)-1],
-		aBatch: as[:len(as)-2], bBatch: bs[:len(bs)-2]}
-	if bs[len(bs)-2] != g.k {
-		return nil, ctx.errf("inner dimensions differ: %v × %v", a, b)
-	}
-	batch, err := broadcastShapes(g.aBatch, g.bBatch)
+	g, err := ctx.matmulShapes(a, b)
 	if err != nil {
-		return nil, ctx.errf("batch dimensions: %v", err)
+		return nil, err
 	}
-	full := append(cloneShape(batch), g.m, g.n)
-	if n := onnx.NumElements(full); n < 0 || n > maxElements {
-		return nil, ctx.errf("output shape %v is too large", full)
+	if n := onnx.NumElements(g.full); n < 0 || n > maxElements {
+		return nil, ctx.errf("output shape %v is too large", g.full)
 	}
-	g.aoff, g.boff = batchOffsets(g.aBatch, batch), batchOffsets(g.bBatch, batch)
-	g.out = full
-	if len(a) == 1 {
-		g.out = append(g.out[:len(g.out)-2], g.n)
-	}
-	if len(b) == 1 {
-		g.out = g.out[:len(g.out)-1]
-	}
+	g.offsets()
 	return g, nil
-}
-
-// batchOffsets returns, for each entry of the broadcast batch, the index
-// of the matrix of an operand with batch dims s.
-func batchOffsets(s, batch []int) []int {
-	st := bstrides(s, batch)
-	off := make([]int, prod(batch))
-	idx := make([]int, len(batch))
-	for i := range off {
-		for j, v := range idx {
-			off[i] += v * st[j]
-		}
-		nextIndex(idx, batch)
-	}
-	return off
 }
 
 // matParam expands a quantization parameter of a matmul operand with
@@ -584,7 +544,13 @@ func (ctx *Context) int8Operand(t, zp *onnx.Tensor, what string) error {
 // minus their zero points (zp per (matrix, row) when rows is set, else per
 // (matrix, column); nil for none) as float32, and their largest magnitude.
 func centered(t *onnx.Tensor, zp []float64, r, c int, rows bool) ([]float32, float32) {
-	v, _ := t.AsInt64s()
+	if d, ok := t.Data.([]int8); ok {
+		return centeredT(d, zp, r, c, rows)
+	}
+	return centeredT(t.Data.([]uint8), zp, r, c, rows)
+}
+
+func centeredT[T int8 | uint8](v []T, zp []float64, r, c int, rows bool) ([]float32, float32) {
 	out := make([]float32, len(v))
 	var big float32
 	for i, x := range v {
@@ -875,11 +841,7 @@ func matMulIntegerToFloat(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, erro
 	if err != nil {
 		return nil, err
 	}
-	y, err := ctx.intToFloat(g, acc, scale, bias, as.DType)
-	if err != nil {
-		return nil, err
-	}
-	return []*onnx.Tensor{y}, nil
+	return oneOutput(ctx.intToFloat(g, acc, scale, bias, as.DType))
 }
 
 // dynamicQuantizeMatMul (com.microsoft) quantizes float32 A to uint8 as

@@ -172,97 +172,125 @@ func reduceInt[T integer](x []T, K, R int, kind string) []T {
 func reduceKernel(kind string, axesInputFrom int64) Kernel {
 	var k Kernel
 	k = func(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
-		if err := ctx.checkInputs(in, 1, 2); err != nil {
-			return nil, err
+		if out, done, err := ctx.halfPrologue(in, 1, 2, k); done {
+			return out, err
 		}
 		x := in[0]
-		if x.DType == onnx.Float16 || x.DType == onnx.BFloat16 {
-			return viaFloat32(ctx, in, k)
-		}
-		r := len(x.Shape)
-		axes, _, err := ctx.axesArg(in, 1, axesInputFrom)
+		red, err := ctx.reducedAxes(in, axesInputFrom)
 		if err != nil {
 			return nil, err
 		}
-		keep := ctx.attrInt("keepdims", 1) != 0
-		red := make([]bool, r)
-		if len(axes) == 0 {
-			if ctx.attrInt("noop_with_empty_axes", 0) != 0 {
-				return []*onnx.Tensor{view(x, cloneShape(x.Shape))}, nil
-			}
-			for i := range red {
-				red[i] = true
-			}
+		if red == nil { // no axes, and noop_with_empty_axes
+			return []*onnx.Tensor{view(x, cloneShape(x.Shape))}, nil
 		}
-		for _, a := range axes {
-			k, err := ctx.normAxis(a, r)
-			if err != nil {
-				return nil, err
-			}
-			red[k] = true
-		}
-		var shape []int
-		for k := range r {
-			if !red[k] {
-				shape = append(shape, x.Shape[k])
-			} else if keep {
-				shape = append(shape, 1)
-			}
-		}
-		if shape == nil {
-			shape = []int{}
-		}
+		shape := reducedShape(x.Shape, red, ctx.attrInt("keepdims", 1) != 0)
 		y, K, R, err := ctx.reduceLayout(x, red)
 		if err != nil {
 			return nil, err
 		}
 		if R == 0 && K > 0 {
-			// Empty reductions give the identity of the reduction.
-			out, err := ctx.newTensor(x.DType, shape)
-			if err != nil {
-				return nil, err
-			}
-			var v float64
-			switch kind {
-			case "Prod":
-				v = 1
-			case "Max", "LogSum", "LogSumExp":
-				v = math.Inf(-1)
-			case "Min":
-				v = math.Inf(1)
-			}
-			if v != 0 {
-				for i := range K {
-					setFloat(out, i, v)
-				}
-			}
-			return []*onnx.Tensor{out}, nil
+			return ctx.emptyReduction(x.DType, shape, K, kind)
 		}
-		var data any
-		// One case per dtype, as in arith in binary.go.
-		switch d := y.Data.(type) {
-		case []float32:
-			data = reduceFloat(d, K, R, kind)
-		case []float64:
-			data = reduceFloat(d, K, R, kind)
-		case []int32:
-			data = reduceInt(d, K, R, kind)
-		case []int64:
-			data = reduceInt(d, K, R, kind)
-		case []int8:
-			data = reduceInt(d, K, R, kind)
-		case []uint8:
-			data = reduceInt(d, K, R, kind)
-		case []uint32:
-			data = reduceInt(d, K, R, kind)
-		case []uint64:
-			data = reduceInt(d, K, R, kind)
-		default:
+		data, ok := reduceRows(y, K, R, kind)
+		if !ok {
 			return nil, ctx.errf("unsupported type %s", onnx.TypeName(x.DType))
 		}
 		return []*onnx.Tensor{{DType: x.DType, Shape: shape, Data: data}}, nil
 	}
 	return k
+}
+
+// reducedAxes marks the axes of in[0] a reduction reduces: those of the
+// axes input (from opset axesInputFrom) or attribute, or all when none
+// are given; nil (and no error) when none are given and
+// noop_with_empty_axes is set.
+func (ctx *Context) reducedAxes(in []*onnx.Tensor, axesInputFrom int64) ([]bool, error) {
+	r := len(in[0].Shape)
+	axes, _, err := ctx.axesArg(in, 1, axesInputFrom)
+	if err != nil {
+		return nil, err
+	}
+	red := make([]bool, r)
+	if len(axes) == 0 {
+		if ctx.attrInt("noop_with_empty_axes", 0) != 0 {
+			return nil, nil
+		}
+		for i := range red {
+			red[i] = true
+		}
+	}
+	for _, a := range axes {
+		k, err := ctx.normAxis(a, r)
+		if err != nil {
+			return nil, err
+		}
+		red[k] = true
+	}
+	return red, nil
+}
+
+// reducedShape is the shape of a reduction of shape over the axes red:
+// without them, or with them as 1 when keep is set.
+func reducedShape(shape []int, red []bool, keep bool) []int {
+	out := []int{}
+	for k, d := range shape {
+		if !red[k] {
+			out = append(out, d)
+		} else if keep {
+			out = append(out, 1)
+		}
+	}
+	return out
+}
+
+// emptyReduction returns the reduction of K empty rows: the identity of
+// the reduction (0, 1 for Prod, −∞ for Max, LogSum and LogSumExp, +∞ for
+// Min) in every element.
+func (ctx *Context) emptyReduction(dt onnx.DataType, shape []int, K int, kind string) ([]*onnx.Tensor, error) {
+	out, err := ctx.newTensor(dt, shape)
+	if err != nil {
+		return nil, err
+	}
+	var v float64
+	switch kind {
+	case "Prod":
+		v = 1
+	case "Max", "LogSum", "LogSumExp":
+		v = math.Inf(-1)
+	case "Min":
+		v = math.Inf(1)
+	}
+	if v != 0 {
+		for i := range K {
+			setFloat(out, i, v)
+		}
+	}
+	return []*onnx.Tensor{out}, nil
+}
+
+// reduceRows reduces each of the K rows of R elements of y; ok is false
+// for an unsupported type. One case per dtype, as in intArith in
+// binary.go.
+func reduceRows(y *onnx.Tensor, K, R int, kind string) (data any, ok bool) {
+	switch d := y.Data.(type) {
+	case []float32:
+		return reduceFloat(d, K, R, kind), true
+	case []float64:
+		return reduceFloat(d, K, R, kind), true
+	case []int32:
+		return reduceInt(d, K, R, kind), true
+	case []int64:
+		return reduceInt(d, K, R, kind), true
+	case []int8:
+		return reduceInt(d, K, R, kind), true
+	case []uint8:
+		return reduceInt(d, K, R, kind), true
+	case []uint32:
+		return reduceInt(d, K, R, kind), true
+	case []uint64:
+		return reduceInt(d, K, R, kind), true
+	}
+	return nil, false
 }
 
 func argT[T number](x []T, outer, d, inner int, isMax, last bool) []int64 {

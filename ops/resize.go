@@ -2,6 +2,7 @@ package ops
 
 import (
 	"math"
+	"slices"
 
 	"github.com/linearize/linearize/onnx"
 )
@@ -38,138 +39,28 @@ func resize(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
 	default:
 		return nil, ctx.errf("unsupported type %s", onnx.TypeName(x.DType))
 	}
-	mode := ctx.attrString("mode", "nearest")
-	if mode != "nearest" && mode != "linear" && mode != "cubic" {
-		return nil, ctx.errf("mode %q is not nearest, linear or cubic", mode)
-	}
-	coord := ctx.attrString("coordinate_transformation_mode", "half_pixel")
-	nearest := ctx.attrString("nearest_mode", "round_prefer_floor")
-	a := float64(ctx.attrFloat("cubic_coeff_a", -0.75))
-	exclude := ctx.attrInt("exclude_outside", 0) != 0
-	extrap := float64(ctx.attrFloat("extrapolation_value", 0))
-	policy := ctx.attrString("keep_aspect_ratio_policy", "stretch")
-
-	// The axes scales and sizes refer to (all, unless attribute axes).
-	axes := make([]int, r)
-	for i := range axes {
-		axes[i] = i
-	}
-	if v, ok := ctx.attrInts("axes"); ok && len(v) > 0 {
-		axes = axes[:0]
-		seen := map[int]bool{}
-		for _, ax := range v {
-			k, err := ctx.normAxis(ax, r)
-			if err != nil {
-				return nil, err
-			}
-			if seen[k] {
-				return nil, ctx.errf("axes %v repeats axis %d", v, k)
-			}
-			seen[k] = true
-			axes = append(axes, k)
-		}
-	}
-	floats := func(t *onnx.Tensor, what string) ([]float64, error) {
-		if t == nil || t.Len() == 0 {
-			return nil, nil
-		}
-		if !isFloat(t.DType) {
-			return nil, ctx.errf("%s must be a float tensor, got %s", what, t)
-		}
-		return t.AsFloat64s()
-	}
-	roi, err := floats(opt(in, 1), "roi")
+	at, err := ctx.resizeAttributes()
 	if err != nil {
 		return nil, err
 	}
-	scalesIn, err := floats(opt(in, 2), "scales")
+	axes, err := ctx.resizeAxes(r)
 	if err != nil {
 		return nil, err
 	}
-	var sizesIn []int64
-	if t := opt(in, 3); t != nil && t.Len() > 0 {
-		if sizesIn, err = ctx.intsInput(t, "sizes"); err != nil {
+	roi, scalesIn, sizesIn, err := ctx.resizeInputs(in)
+	if err != nil {
+		return nil, err
+	}
+	scale, out, err := ctx.resizeTarget(x.Shape, axes, scalesIn, sizesIn, at.policy)
+	if err != nil {
+		return nil, err
+	}
+	if ctx.attrInt("antialias", 0) != 0 && at.mode != "nearest" && slices.ContainsFunc(scale, func(s float64) bool { return s < 1 }) {
+		return nil, ctx.errf("antialiased downsampling is not supported")
+	}
+	if at.coord == "tf_crop_and_resize" {
+		if roi, err = ctx.cropROI(roi, axes, r); err != nil {
 			return nil, err
-		}
-	}
-	if (scalesIn == nil) == (sizesIn == nil) {
-		return nil, ctx.errf("exactly one of scales and sizes must be given")
-	}
-	scale := make([]float64, r)
-	out := cloneShape(x.Shape)
-	for i := range scale {
-		scale[i] = 1
-	}
-	if scalesIn != nil {
-		if len(scalesIn) != len(axes) {
-			return nil, ctx.errf("scales has %d values for %d axes", len(scalesIn), len(axes))
-		}
-		for j, ax := range axes {
-			s := scalesIn[j]
-			if !(s > 0) || math.IsInf(s, 0) {
-				return nil, ctx.errf("scales %v must be positive and finite", scalesIn)
-			}
-			scale[ax] = s
-			// In float32, as onnxruntime computes it (5·1.4 is 7, not 6).
-			o := math.Floor(float64(float32(x.Shape[ax]) * float32(s)))
-			if o > maxElements {
-				return nil, ctx.errf("scales %v make a too large output", scalesIn)
-			}
-			out[ax] = int(o)
-		}
-	} else {
-		if len(sizesIn) != len(axes) {
-			return nil, ctx.errf("sizes has %d values for %d axes", len(sizesIn), len(axes))
-		}
-		for j, ax := range axes {
-			if sizesIn[j] < 0 || sizesIn[j] > maxElements {
-				return nil, ctx.errf("sizes %v out of range", sizesIn)
-			}
-			out[ax] = int(sizesIn[j])
-			if x.Shape[ax] > 0 {
-				scale[ax] = float64(out[ax]) / float64(x.Shape[ax])
-			}
-		}
-		if policy == "not_larger" || policy == "not_smaller" {
-			common := math.Inf(1)
-			if policy == "not_smaller" {
-				common = math.Inf(-1)
-			}
-			for _, ax := range axes {
-				if policy == "not_larger" {
-					common = math.Min(common, scale[ax])
-				} else {
-					common = math.Max(common, scale[ax])
-				}
-			}
-			for _, ax := range axes {
-				scale[ax] = common
-				out[ax] = int(math.Floor(common*float64(x.Shape[ax]) + 0.5))
-			}
-		} else if policy != "stretch" {
-			return nil, ctx.errf("keep_aspect_ratio_policy %q is not stretch, not_larger or not_smaller", policy)
-		}
-	}
-	if ctx.attrInt("antialias", 0) != 0 && mode != "nearest" {
-		for i := range scale {
-			if scale[i] < 1 {
-				return nil, ctx.errf("antialiased downsampling is not supported")
-			}
-		}
-	}
-	if coord == "tf_crop_and_resize" {
-		if len(roi) != 2*len(axes) && len(roi) != 2*r {
-			return nil, ctx.errf("tf_crop_and_resize needs roi of %d values, got %d", 2*len(axes), len(roi))
-		}
-		if len(roi) == 2*len(axes) && len(axes) != r {
-			full := make([]float64, 2*r)
-			for i := 0; i < r; i++ {
-				full[i], full[r+i] = 0, 1
-			}
-			for j, ax := range axes {
-				full[ax], full[r+ax] = roi[j], roi[len(axes)+j]
-			}
-			roi = full
 		}
 	}
 	y, err := ctx.newTensor(x.DType, out)
@@ -177,101 +68,316 @@ func resize(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
 		return nil, err
 	}
 	tables := make([][]taps, r)
-	for ax := 0; ax < r; ax++ {
-		tb := make([]taps, out[ax])
-		n := x.Shape[ax]
-		for o := range tb {
-			xo, err := ctx.originalCoord(coord, o, n, out[ax], scale[ax], roi, ax, r)
-			if err != nil {
-				return nil, err
-			}
-			if coord == "tf_crop_and_resize" && (xo < 0 || xo > float64(n-1)) {
-				tb[o].outside = true
-				continue
-			}
-			if n == 0 {
-				continue
-			}
-			switch mode {
-			case "nearest":
-				i, err := ctx.nearestIndex(nearest, xo)
-				if err != nil {
-					return nil, err
-				}
-				tb[o] = taps{idx: []int{min(max(i, 0), n-1)}, w: []float64{1}}
-			case "linear":
-				x0 := math.Floor(xo)
-				t := xo - x0
-				i0 := int(x0)
-				tb[o] = taps{idx: []int{clampInt(i0, n), clampInt(i0+1, n)}, w: []float64{1 - t, t}}
-			case "cubic":
-				x0 := math.Floor(xo)
-				t := xo - x0
-				i0 := int(x0)
-				w := cubicWeights(t, a)
-				var tp taps
-				sum := 0.0
-				for k := -1; k <= 2; k++ {
-					wk := w[k+1]
-					if exclude && (i0+k < 0 || i0+k >= n) {
-						wk = 0
-					}
-					sum += wk
-					tp.idx = append(tp.idx, clampInt(i0+k, n))
-					tp.w = append(tp.w, wk)
-				}
-				if exclude && sum != 0 {
-					for k := range tp.w {
-						tp.w[k] /= sum
-					}
-				}
-				tb[o] = tp
-			}
+	for ax := range r {
+		if tables[ax], err = ctx.axisTaps(at, x.Shape[ax], out[ax], scale[ax], roi, ax, r); err != nil {
+			return nil, err
 		}
-		tables[ax] = tb
 	}
 	xs, err := x.AsFloat64s()
 	if err != nil {
 		return nil, ctx.errf("%v", err)
 	}
-	cur, shape := xs, cloneShape(x.Shape)
-	for ax := 0; ax < r; ax++ {
-		if identityTaps(tables[ax], shape[ax]) {
+	cur, shape, err := ctx.interpolate(xs, x.Shape, tables)
+	if err != nil {
+		return nil, err
+	}
+	if at.coord == "tf_crop_and_resize" {
+		extrapolate(cur, shape, tables, at.extrap)
+	}
+	storeResized(y, cur, !isFloat(x.DType))
+	return []*onnx.Tensor{y}, nil
+}
+
+// resizeAttrs are the attributes of a Resize node.
+type resizeAttrs struct {
+	mode    string // nearest, linear or cubic
+	coord   string // coordinate_transformation_mode
+	nearest string // nearest_mode
+	policy  string // keep_aspect_ratio_policy
+	cubicA  float64
+	exclude bool // exclude_outside
+	extrap  float64
+}
+
+func (ctx *Context) resizeAttributes() (*resizeAttrs, error) {
+	mode := ctx.attrString("mode", "nearest")
+	if mode != "nearest" && mode != "linear" && mode != "cubic" {
+		return nil, ctx.errf("mode %q is not nearest, linear or cubic", mode)
+	}
+	return &resizeAttrs{
+		mode:    mode,
+		coord:   ctx.attrString("coordinate_transformation_mode", "half_pixel"),
+		nearest: ctx.attrString("nearest_mode", "round_prefer_floor"),
+		cubicA:  float64(ctx.attrFloat("cubic_coeff_a", -0.75)),
+		exclude: ctx.attrInt("exclude_outside", 0) != 0,
+		extrap:  float64(ctx.attrFloat("extrapolation_value", 0)),
+		policy:  ctx.attrString("keep_aspect_ratio_policy", "stretch"),
+	}, nil
+}
+
+// resizeAxes returns the axes scales and sizes refer to: all, unless
+// attribute axes names some.
+func (ctx *Context) resizeAxes(r int) ([]int, error) {
+	v, ok := ctx.attrInts("axes")
+	if !ok || len(v) == 0 {
+		axes := make([]int, r)
+		for i := range axes {
+			axes[i] = i
+		}
+		return axes, nil
+	}
+	axes := make([]int, 0, r)
+	seen := map[int]bool{}
+	for _, ax := range v {
+		k, err := ctx.normAxis(ax, r)
+		if err != nil {
+			return nil, err
+		}
+		if seen[k] {
+			return nil, ctx.errf("axes %v repeats axis %d", v, k)
+		}
+		seen[k] = true
+		axes = append(axes, k)
+	}
+	return axes, nil
+}
+
+// resizeInputs reads the optional roi, scales and sizes inputs (an empty
+// tensor counts as absent); exactly one of scales and sizes must be given.
+func (ctx *Context) resizeInputs(in []*onnx.Tensor) (roi, scales []float64, sizes []int64, err error) {
+	if roi, err = ctx.optFloats(opt(in, 1), "roi"); err != nil {
+		return nil, nil, nil, err
+	}
+	if scales, err = ctx.optFloats(opt(in, 2), "scales"); err != nil {
+		return nil, nil, nil, err
+	}
+	if t := opt(in, 3); t != nil && t.Len() > 0 {
+		if sizes, err = ctx.intsInput(t, "sizes"); err != nil {
+			return nil, nil, nil, err
+		}
+	}
+	if (scales == nil) == (sizes == nil) {
+		return nil, nil, nil, ctx.errf("exactly one of scales and sizes must be given")
+	}
+	return roi, scales, sizes, nil
+}
+
+// optFloats reads an optional float input as float64; nil when it is
+// absent or empty.
+func (ctx *Context) optFloats(t *onnx.Tensor, what string) ([]float64, error) {
+	if t == nil || t.Len() == 0 {
+		return nil, nil
+	}
+	if !isFloat(t.DType) {
+		return nil, ctx.errf("%s must be a float tensor, got %s", what, t)
+	}
+	return t.AsFloat64s()
+}
+
+// resizeTarget returns the scale and output size of every axis of an
+// input of shape in, from scales or from sizes (and the aspect policy).
+func (ctx *Context) resizeTarget(in []int, axes []int, scales []float64, sizes []int64, policy string) ([]float64, []int, error) {
+	scale := make([]float64, len(in))
+	for i := range scale {
+		scale[i] = 1
+	}
+	out := cloneShape(in)
+	if scales != nil {
+		return scale, out, ctx.scaledSizes(scale, out, in, axes, scales)
+	}
+	if len(sizes) != len(axes) {
+		return nil, nil, ctx.errf("sizes has %d values for %d axes", len(sizes), len(axes))
+	}
+	for j, ax := range axes {
+		if sizes[j] < 0 || sizes[j] > maxElements {
+			return nil, nil, ctx.errf("sizes %v out of range", sizes)
+		}
+		out[ax] = int(sizes[j])
+		if in[ax] > 0 {
+			scale[ax] = float64(out[ax]) / float64(in[ax])
+		}
+	}
+	switch policy {
+	case "stretch":
+	case "not_larger", "not_smaller":
+		keepAspect(scale, out, in, axes, policy == "not_larger")
+	default:
+		return nil, nil, ctx.errf("keep_aspect_ratio_policy %q is not stretch, not_larger or not_smaller", policy)
+	}
+	return scale, out, nil
+}
+
+// scaledSizes sets scale and out on axes from the scales input: the output
+// size is floor(in·scale), in float32 as onnxruntime computes it (5·1.4
+// is 7, not 6).
+func (ctx *Context) scaledSizes(scale []float64, out, in, axes []int, scales []float64) error {
+	if len(scales) != len(axes) {
+		return ctx.errf("scales has %d values for %d axes", len(scales), len(axes))
+	}
+	for j, ax := range axes {
+		s := scales[j]
+		if !(s > 0) || math.IsInf(s, 0) {
+			return ctx.errf("scales %v must be positive and finite", scales)
+		}
+		scale[ax] = s
+		o := math.Floor(float64(float32(in[ax]) * float32(s)))
+		if o > maxElements {
+			return ctx.errf("scales %v make a too large output", scales)
+		}
+		out[ax] = int(o)
+	}
+	return nil
+}
+
+// keepAspect gives every axis of axes one scale, the smallest of theirs
+// (notLarger) or the largest, and the output size round(scale·in).
+func keepAspect(scale []float64, out, in, axes []int, notLarger bool) {
+	common := math.Inf(-1)
+	if notLarger {
+		common = math.Inf(1)
+	}
+	for _, ax := range axes {
+		if notLarger {
+			common = math.Min(common, scale[ax])
+		} else {
+			common = math.Max(common, scale[ax])
+		}
+	}
+	for _, ax := range axes {
+		scale[ax] = common
+		out[ax] = int(math.Floor(common*float64(in[ax]) + 0.5))
+	}
+}
+
+// cropROI checks tf_crop_and_resize's roi, [starts..., ends...] over axes
+// or over all r axes, and extends the former to all axes (0 to 1 on the
+// others).
+func (ctx *Context) cropROI(roi []float64, axes []int, r int) ([]float64, error) {
+	if len(roi) != 2*len(axes) && len(roi) != 2*r {
+		return nil, ctx.errf("tf_crop_and_resize needs roi of %d values, got %d", 2*len(axes), len(roi))
+	}
+	if len(roi) != 2*len(axes) || len(axes) == r {
+		return roi, nil
+	}
+	full := make([]float64, 2*r)
+	for i := 0; i < r; i++ {
+		full[i], full[r+i] = 0, 1
+	}
+	for j, ax := range axes {
+		full[ax], full[r+ax] = roi[j], roi[len(axes)+j]
+	}
+	return full, nil
+}
+
+// axisTaps returns the taps of each of the m output positions of axis ax
+// (input size n).
+func (ctx *Context) axisTaps(at *resizeAttrs, n, m int, scale float64, roi []float64, ax, r int) ([]taps, error) {
+	tb := make([]taps, m)
+	for o := range tb {
+		xo, err := ctx.originalCoord(at.coord, o, n, m, scale, roi, ax, r)
+		if err != nil {
+			return nil, err
+		}
+		if at.coord == "tf_crop_and_resize" && (xo < 0 || xo > float64(n-1)) {
+			tb[o].outside = true
+			continue
+		}
+		if n == 0 {
+			continue
+		}
+		switch at.mode {
+		case "nearest":
+			i, err := ctx.nearestIndex(at.nearest, xo)
+			if err != nil {
+				return nil, err
+			}
+			tb[o] = taps{idx: []int{min(max(i, 0), n-1)}, w: []float64{1}}
+		case "linear":
+			x0 := math.Floor(xo)
+			t := xo - x0
+			i0 := int(x0)
+			tb[o] = taps{idx: []int{clampInt(i0, n), clampInt(i0+1, n)}, w: []float64{1 - t, t}}
+		case "cubic":
+			tb[o] = cubicTaps(xo, n, at.cubicA, at.exclude)
+		}
+	}
+	return tb, nil
+}
+
+// cubicTaps are the four taps around input coordinate xo of an axis of
+// size n; with exclude, the taps outside the input weigh 0 and the others
+// are renormalized.
+func cubicTaps(xo float64, n int, a float64, exclude bool) taps {
+	x0 := math.Floor(xo)
+	i0 := int(x0)
+	w := cubicWeights(xo-x0, a)
+	var tp taps
+	sum := 0.0
+	for k := -1; k <= 2; k++ {
+		wk := w[k+1]
+		if exclude && (i0+k < 0 || i0+k >= n) {
+			wk = 0
+		}
+		sum += wk
+		tp.idx = append(tp.idx, clampInt(i0+k, n))
+		tp.w = append(tp.w, wk)
+	}
+	if exclude && sum != 0 {
+		for k := range tp.w {
+			tp.w[k] /= sum
+		}
+	}
+	return tp
+}
+
+// interpolate resizes xs (shape) one axis after the other with the taps
+// of each axis, skipping the axes the taps leave unchanged.
+func (ctx *Context) interpolate(xs []float64, shape []int, tables [][]taps) ([]float64, []int, error) {
+	cur, shape := xs, cloneShape(shape)
+	for ax, tb := range tables {
+		if identityTaps(tb, shape[ax]) {
 			continue
 		}
 		next := cloneShape(shape)
-		next[ax] = len(tables[ax])
+		next[ax] = len(tb)
 		if err := ctx.budget("interpolation buffer", onnx.Double, next); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		cur, shape = resizeAxis(cur, shape, ax, tables[ax])
+		cur, shape = resizeAxis(cur, shape, ax, tb)
 	}
-	if coord == "tf_crop_and_resize" {
-		pos := make([]int, r)
-		for i := range cur {
-			for ax := 0; ax < r; ax++ {
-				if tables[ax][pos[ax]].outside {
-					cur[i] = extrap
-					break
-				}
+	return cur, shape, nil
+}
+
+// extrapolate sets the positions of y (shape) that some axis's taps mark
+// outside the input to v.
+func extrapolate(y []float64, shape []int, tables [][]taps, v float64) {
+	pos := make([]int, len(shape))
+	for i := range y {
+		for ax := range shape {
+			if tables[ax][pos[ax]].outside {
+				y[i] = v
+				break
 			}
-			nextIndex(pos, shape)
 		}
+		nextIndex(pos, shape)
 	}
+}
+
+// storeResized writes the float64 results into y, rounded to nearest even
+// for an integer type.
+func storeResized(y *onnx.Tensor, v []float64, integer bool) {
 	if yd, ok := y.Data.([]float32); ok {
-		for i, v := range cur {
-			yd[i] = float32(v)
+		for i, e := range v {
+			yd[i] = float32(e)
 		}
-	} else {
-		integer := !isFloat(x.DType)
-		for i, v := range cur {
-			if integer {
-				v = math.RoundToEven(v)
-			}
-			setFloat(y, i, v)
-		}
+		return
 	}
-	return []*onnx.Tensor{y}, nil
+	for i, e := range v {
+		if integer {
+			e = math.RoundToEven(e)
+		}
+		setFloat(y, i, e)
+	}
 }
 
 func clampInt(i, n int) int { return min(max(i, 0), n-1) }

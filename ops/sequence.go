@@ -74,9 +74,9 @@ func rangeOp(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
 		}
 		switch dt {
 		case onnx.Int16:
-			data = fromI64[int16](r)
+			data = convertSlice[int16](r)
 		case onnx.Int32:
-			data = fromI64[int32](r)
+			data = convertSlice[int32](r)
 		default:
 			data = r
 		}
@@ -151,7 +151,8 @@ func cumSum(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
 	outer, d, inner := prod(x.Shape[:axis]), x.Shape[axis], prod(x.Shape[axis+1:])
 	ex, rev := ctx.attrInt("exclusive", 0) != 0, ctx.attrInt("reverse", 0) != 0
 	var data any
-	// One case per dtype, like argT's switch in reduce.go (see arith).
+	// One case per dtype, like argT's switch in reduce.go (see intArith
+	// in binary.go).
 	switch v := x.Data.(type) {
 	case []float32:
 		data = cumSumT(v, outer, d, inner, ex, rev)

@@ -178,14 +178,9 @@ func unsqueeze(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
 	r := len(x.Shape) + len(axes)
 	ins := make([]bool, r)
 	for _, a := range axes {
-		k, err := ctx.normAxis(a, r)
-		if err != nil {
+		if _, err := ctx.markAxis(a, ins); err != nil {
 			return nil, err
 		}
-		if ins[k] {
-			return nil, ctx.errf("axis %d repeated", a)
-		}
-		ins[k] = true
 	}
 	shape := make([]int, r)
 	j := 0

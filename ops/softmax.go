@@ -15,17 +15,12 @@ func init() {
 // is flattened to 2-D at axis (default 1) and each row is normalised; from
 // 13 on, the single axis (default −1) is normalised.
 func softmaxKernel(log bool) Kernel {
-	// Same prologue as reduceKernel in reduce.go: the inputs are checked
-	// before a float16 input is widened, so it stays inline.
 	var k Kernel
 	k = func(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
-		if err := ctx.checkInputs(in, 1, 1); err != nil {
-			return nil, err
+		if out, done, err := ctx.halfPrologue(in, 1, 1, k); done {
+			return out, err
 		}
 		x := in[0]
-		if x.DType == onnx.Float16 || x.DType == onnx.BFloat16 {
-			return viaFloat32(ctx, in, k)
-		}
 		outer, d, inner, err := ctx.softmaxGroups(x.Shape)
 		if err != nil {
 			return nil, err

@@ -79,6 +79,29 @@ func (ctx *Context) attrString(name string, def string) string {
 	return onnx.AttrString(ctx.Node, name, def)
 }
 
+// intsAttr reads an optional list attribute of n non-negative values
+// (def for each when absent or empty).
+func (ctx *Context) intsAttr(name string, n, def int) ([]int, error) {
+	v, ok := ctx.attrInts(name)
+	out := make([]int, n)
+	if !ok || len(v) == 0 {
+		for i := range out {
+			out[i] = def
+		}
+		return out, nil
+	}
+	if len(v) != n {
+		return nil, ctx.errf("%s has %d values, want %d", name, len(v), n)
+	}
+	for i, x := range v {
+		if x < 0 || x > maxElements {
+			return nil, ctx.errf("%s[%d] = %d is out of range", name, i, x)
+		}
+		out[i] = int(x)
+	}
+	return out, nil
+}
+
 func (ctx *Context) hasAttr(name string) bool {
 	return ctx.attr(name) != nil
 }
@@ -115,6 +138,21 @@ func (ctx *Context) checkInputs(in []*onnx.Tensor, min, max int) error {
 		}
 	}
 	return nil
+}
+
+// halfPrologue opens a kernel whose first input may be float16 or
+// bfloat16: it checks the inputs (checkInputs(in, min, max)) and, for a
+// half first input, runs k on the inputs widened to float32 (viaFloat32).
+// done reports that the kernel has its result: the error, or k's outputs.
+func (ctx *Context) halfPrologue(in []*onnx.Tensor, min, max int, k Kernel) (out []*onnx.Tensor, done bool, err error) {
+	if err := ctx.checkInputs(in, min, max); err != nil {
+		return nil, true, err
+	}
+	if x := in[0]; x.DType == onnx.Float16 || x.DType == onnx.BFloat16 {
+		out, err := viaFloat32(ctx, in, k)
+		return out, true, err
+	}
+	return nil, false, nil
 }
 
 // checkPresent requires every input to be present (variadic ops).
@@ -174,6 +212,20 @@ func (ctx *Context) normAxis(axis int64, rank int) (int, error) {
 		axis += int64(rank)
 	}
 	return int(axis), nil
+}
+
+// markAxis maps axis (possibly negative) into [0, len(seen)) as normAxis
+// does, refuses an axis already seen and marks it seen.
+func (ctx *Context) markAxis(axis int64, seen []bool) (int, error) {
+	k, err := ctx.normAxis(axis, len(seen))
+	if err != nil {
+		return 0, err
+	}
+	if seen[k] {
+		return 0, ctx.errf("axis %d repeated", axis)
+	}
+	seen[k] = true
+	return k, nil
 }
 
 // axisIndex checks index v along axis (of size d) and counts a negative
