@@ -958,51 +958,74 @@ func (mt *matcher) pooledFrom(v string) *onnxpb.NodeProto {
 			return nil
 		}
 		op := n.GetOpType()
-		if poolingOps[op] {
-			return n
-		}
 		switch {
-		case op == "Transpose" || op == "Reshape" || op == "Identity" || op == "Squeeze" || op == "Unsqueeze" || graphfacts.FloatCast(n):
+		case poolingOps[op]:
+			return n
+		case selectsFrom(n):
 			v = inp(n, 0)
-		case op == "Slice" || op == "Gather":
-			v = inp(n, 0)
+			continue
 		case op == "Concat":
-			// Funnel keeps the [CLS] token apart: concat(cls, pooled).
-			for _, in := range n.Input {
-				if p := mt.Ix.Producer[in]; p != nil && (poolingOps[p.GetOpType()] || p.GetOpType() == "Squeeze" || p.GetOpType() == "Slice") {
-					if q := mt.pooledFrom(in); q != nil {
-						return q
-					}
-				}
-			}
-			return nil
+			return mt.pooledInConcat(n)
 		case projected:
 			return nil // past the projection only selections are followed
-		case op == "MatMul" || op == "Gemm" || op == "Einsum" || (op == "Conv" && mt.Pointwise(n)):
-			if !mt.ConstDerived(inp(n, 1)) {
-				return nil
-			}
-			projected = true
-			v = inp(n, 0)
-		case op == "Add" || op == "Mul" || op == "Div":
-			if x := mt.RotaryInput(n); op == "Add" && x != "" {
-				v = x
-				continue
-			}
-			c0, c1 := mt.ConstDerived(inp(n, 0)), mt.ConstDerived(inp(n, 1))
-			switch {
-			case c1 && !c0:
-				v = inp(n, 0)
-			case c0 && !c1 && op != "Div":
-				v = inp(n, 1)
-			default:
-				return nil
-			}
-		default:
+		}
+		next, projection := mt.towardProjection(n)
+		if next == "" {
 			return nil
+		}
+		v, projected = next, projection
+	}
+	return nil
+}
+
+// selectsFrom reports whether n passes on, or selects part of, its first
+// input: a layout op, a float Cast, Slice or Gather.
+func selectsFrom(n *onnxpb.NodeProto) bool {
+	switch n.GetOpType() {
+	case "Transpose", "Reshape", "Identity", "Squeeze", "Unsqueeze", "Slice", "Gather":
+		return true
+	}
+	return graphfacts.FloatCast(n)
+}
+
+// pooledInConcat returns the pooling node one of the inputs of Concat n
+// is computed through (Funnel keeps the [CLS] token apart: concat(cls,
+// pooled)), or nil.
+func (mt *matcher) pooledInConcat(n *onnxpb.NodeProto) *onnxpb.NodeProto {
+	for _, in := range n.Input {
+		if p := mt.Ix.Producer[in]; p != nil && (poolingOps[p.GetOpType()] || p.GetOpType() == "Squeeze" || p.GetOpType() == "Slice") {
+			if q := mt.pooledFrom(in); q != nil {
+				return q
+			}
 		}
 	}
 	return nil
+}
+
+// towardProjection steps back over n on the way to a projection: a
+// projection by a constant weight (reported), a constant factor or bias,
+// or rotary embeddings lead to the value they apply to. next is "" when
+// n is none of these.
+func (mt *matcher) towardProjection(n *onnxpb.NodeProto) (next string, projection bool) {
+	switch op := n.GetOpType(); op {
+	case "MatMul", "Gemm", "Einsum", "Conv":
+		if op == "Conv" && !mt.Pointwise(n) || !mt.ConstDerived(inp(n, 1)) {
+			return "", false
+		}
+		return inp(n, 0), true
+	case "Add", "Mul", "Div":
+		if x := mt.RotaryInput(n); op == "Add" && x != "" {
+			return x, false
+		}
+		c0, c1 := mt.ConstDerived(inp(n, 0)), mt.ConstDerived(inp(n, 1))
+		switch {
+		case c1 && !c0:
+			return inp(n, 0), false
+		case c0 && !c1 && op != "Div":
+			return inp(n, 1), false
+		}
+	}
+	return "", false
 }
 
 // queryKeyBias names a kind of per-query-key bias, for the refusal: the

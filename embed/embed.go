@@ -141,21 +141,8 @@ type Embedder struct {
 // Open loads the model at modelPath (onnx.Load), its tokenizer and pooling
 // configuration, and opens an inference session.
 func Open(modelPath string, o Options) (*Embedder, error) {
-	switch o.Mode {
-	case Auto, Truncate, Chunk, Long:
-	default:
-		return nil, fmt.Errorf("embed: mode %q: want truncate, chunk or long", o.Mode)
-	}
-	switch o.Pooling {
-	case PoolAuto, PoolMean, PoolCLS, PoolMax:
-	default:
-		return nil, fmt.Errorf("embed: pooling %q: want mean, cls or max", o.Pooling)
-	}
-	if o.MaxTokens < 0 || o.Window < 0 || o.Batch < 0 || o.Threads < 0 {
-		return nil, fmt.Errorf("embed: MaxTokens, Window, Batch and Threads must be non-negative")
-	}
-	if o.Window > 0 && o.Window < 3 {
-		return nil, fmt.Errorf("embed: window %d is too small: [CLS], [SEP] and at least one wordpiece need 3", o.Window)
+	if err := o.check(); err != nil {
+		return nil, err
 	}
 	m, err := onnx.Load(modelPath)
 	if err != nil {
@@ -169,68 +156,15 @@ func Open(modelPath string, o Options) (*Embedder, error) {
 	if e.batch == 0 {
 		e.batch = DefaultBatch
 	}
-	topt := tok.Options()
-	var ok1, ok2 bool
-	e.cls, ok1 = tok.ID(topt.Classify)
-	e.sep, ok2 = tok.ID(topt.Separator)
-	if !ok1 || !ok2 {
-		return nil, fmt.Errorf("embed: %s: the tokenizer lacks %s or %s", modelPath, topt.Classify, topt.Separator)
+	if err := e.readMarkers(); err != nil {
+		return nil, err
 	}
-
-	// Window and limit.
-	metaWindow, isLong, err := metadataWindow(m)
-	if err != nil {
-		return nil, fmt.Errorf("embed: %s: %w", modelPath, err)
+	if err := e.readLengths(m, o.Window, o.Mode); err != nil {
+		return nil, err
 	}
-	e.longModel = isLong
-	lim, err := convert.PositionLimit(m)
-	if err != nil {
-		return nil, fmt.Errorf("embed: %s: %w", modelPath, err)
+	if err := e.choosePooling(o.Pooling); err != nil {
+		return nil, err
 	}
-	e.limit = lim
-	if isLong {
-		// A model written by `convert long` says how long an input it reads.
-		if n, ok, err := metadataInt(m, MetaMaxLength, 3); err != nil {
-			return nil, fmt.Errorf("embed: %s: %w", modelPath, err)
-		} else if ok {
-			e.limit = n
-		}
-	}
-	switch {
-	case o.Window > 0:
-		e.window = o.Window
-	case metaWindow > 0:
-		e.window = metaWindow
-	case e.limit > 0:
-		e.window = e.limit
-	default:
-		e.window = 512
-	}
-
-	e.mode = o.Mode
-	if e.mode == Auto {
-		e.mode = Chunk
-		if isLong {
-			e.mode = Long
-		}
-	}
-	if e.mode != Long && e.limit > 0 && e.window > e.limit {
-		return nil, fmt.Errorf("embed: window %d is longer than model %s admits (%d tokens)", e.window, modelPath, e.limit)
-	}
-
-	// Pooling.
-	e.pooling, e.poolFrom = o.Pooling, "option"
-	if e.pooling == PoolAuto {
-		st, err := readSTConfig(modelPath)
-		if err != nil {
-			return nil, err
-		}
-		e.pooling, e.poolFrom = PoolMean, "default"
-		if st != nil && st.pooling != "" {
-			e.pooling, e.poolFrom = st.pooling, filepath.Join(st.dir, "modules.json")
-		}
-	}
-
 	backend := o.Backend
 	if backend == "" {
 		backend = infer.DefaultBackend
@@ -245,6 +179,101 @@ func Open(modelPath string, o Options) (*Embedder, error) {
 		return nil, err
 	}
 	return e, nil
+}
+
+// check validates the options Open reads before loading anything.
+func (o Options) check() error {
+	switch o.Mode {
+	case Auto, Truncate, Chunk, Long:
+	default:
+		return fmt.Errorf("embed: mode %q: want truncate, chunk or long", o.Mode)
+	}
+	switch o.Pooling {
+	case PoolAuto, PoolMean, PoolCLS, PoolMax:
+	default:
+		return fmt.Errorf("embed: pooling %q: want mean, cls or max", o.Pooling)
+	}
+	if o.MaxTokens < 0 || o.Window < 0 || o.Batch < 0 || o.Threads < 0 {
+		return fmt.Errorf("embed: MaxTokens, Window, Batch and Threads must be non-negative")
+	}
+	if o.Window > 0 && o.Window < 3 {
+		return fmt.Errorf("embed: window %d is too small: [CLS], [SEP] and at least one wordpiece need 3", o.Window)
+	}
+	return nil
+}
+
+// readMarkers finds the ids of the tokenizer's [CLS] and [SEP].
+func (e *Embedder) readMarkers() error {
+	topt := e.tok.Options()
+	var ok1, ok2 bool
+	e.cls, ok1 = e.tok.ID(topt.Classify)
+	e.sep, ok2 = e.tok.ID(topt.Separator)
+	if !ok1 || !ok2 {
+		return fmt.Errorf("embed: %s: the tokenizer lacks %s or %s", e.path, topt.Classify, topt.Separator)
+	}
+	return nil
+}
+
+// readLengths sets the longest input the model admits, the window (the
+// option, else what a long model's metadata says, else the limit, else
+// 512) and the mode (Auto: Long for a model written by `convert long`,
+// else Chunk).
+func (e *Embedder) readLengths(m *onnxpb.ModelProto, window int, mode Mode) error {
+	metaWindow, isLong, err := metadataWindow(m)
+	if err != nil {
+		return fmt.Errorf("embed: %s: %w", e.path, err)
+	}
+	e.longModel = isLong
+	if e.limit, err = convert.PositionLimit(m); err != nil {
+		return fmt.Errorf("embed: %s: %w", e.path, err)
+	}
+	if isLong {
+		// A model written by `convert long` says how long an input it reads.
+		if n, ok, err := metadataInt(m, MetaMaxLength, 3); err != nil {
+			return fmt.Errorf("embed: %s: %w", e.path, err)
+		} else if ok {
+			e.limit = n
+		}
+	}
+	switch {
+	case window > 0:
+		e.window = window
+	case metaWindow > 0:
+		e.window = metaWindow
+	case e.limit > 0:
+		e.window = e.limit
+	default:
+		e.window = 512
+	}
+	e.mode = mode
+	if e.mode == Auto {
+		e.mode = Chunk
+		if isLong {
+			e.mode = Long
+		}
+	}
+	if e.mode != Long && e.limit > 0 && e.window > e.limit {
+		return fmt.Errorf("embed: window %d is longer than model %s admits (%d tokens)", e.window, e.path, e.limit)
+	}
+	return nil
+}
+
+// choosePooling sets the pooling: the option, else the sentence-
+// transformers configuration beside the model, else mean.
+func (e *Embedder) choosePooling(p Pooling) error {
+	e.pooling, e.poolFrom = p, "option"
+	if e.pooling != PoolAuto {
+		return nil
+	}
+	st, err := readSTConfig(e.path)
+	if err != nil {
+		return err
+	}
+	e.pooling, e.poolFrom = PoolMean, "default"
+	if st != nil && st.pooling != "" {
+		e.pooling, e.poolFrom = st.pooling, filepath.Join(st.dir, "modules.json")
+	}
+	return nil
 }
 
 // metadataWindow reads the MetaWindow metadata: its value, and whether

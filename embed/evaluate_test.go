@@ -86,55 +86,76 @@ func TestEvalPassages(t *testing.T) {
 		perDoc[q.Doc] = append(perDoc[q.Doc], q)
 	}
 	for d, list := range perDoc {
-		// The cut document: its first 200 wordpieces, whole words.
-		orig := strings.Fields(docs[d].Text)
-		cut := []string{}
-		n := 0
-		for _, w := range orig {
-			k := len(tok.Tokenize(w))
-			if n+k > o.MaxTokens {
-				break
-			}
-			cut = append(cut, w)
-			n += k
-		}
-		cutText := strings.Join(cut, " ")
-		rest := cutText
-		perBucket := map[int]int{}
-		for _, q := range list {
-			i := strings.Index(cutText, q.Text)
-			if i < 0 || strings.Count(cutText, q.Text) != 1 {
-				t.Fatalf("%s: passage %q not found once in the cut document", q.DocID, q.Text)
-			}
-			start := len(tok.Tokenize(cutText[:i]))
-			if start != q.Start || len(tok.Tokenize(q.Text)) != q.Tokens {
-				t.Errorf("%s: passage at %d with %d wordpieces, reported %d and %d", q.DocID, start, len(tok.Tokenize(q.Text)), q.Start, q.Tokens)
-			}
-			if lo, hi := o.Buckets[q.Bucket], o.Buckets[q.Bucket+1]; start < lo || start >= hi || start+q.Tokens > o.MaxTokens {
-				t.Errorf("%s: passage at %d+%d in bucket %d–%d", q.DocID, start, q.Tokens, lo, hi)
-			}
-			if s := strings.Count(q.Text, "."); s < 1 || s > 3 || s != q.Sentences || !strings.HasSuffix(q.Text, ".") {
-				t.Errorf("%s: passage %q is not 1–3 whole sentences (%d reported)", q.DocID, q.Text, q.Sentences)
-			}
-			if strings.Contains(folded(kept[d].Text), q.Text) {
-				t.Errorf("%s: passage %q still in the document", q.DocID, q.Text)
-			}
-			rest = strings.Replace(rest, q.Text, "", 1)
-			perBucket[q.Bucket]++
-		}
-		if got := folded(kept[d].Text); got != folded(rest) {
-			t.Errorf("%s: returned document\n%q\nwant the cut document without its passages\n%q", docs[d].ID, got, folded(rest))
-		}
-		for b := 0; b < 3; b++ {
-			if perBucket[b] != 2 {
-				t.Errorf("%s: %d passages in bucket %d, want 2", docs[d].ID, perBucket[b], b)
-			}
-		}
+		checkDocPassages(t, tok, o, docs[d], kept[d], list)
 	}
 	if len(perDoc) != 6 {
 		t.Errorf("passages from %d documents, want 6", len(perDoc))
 	}
 
+	checkPassageDraws(t, tok, docs, o, qs, kept)
+
+	// Too short: a clear error naming the length needed.
+	_, _, err = Passages(tok, docs[6:], o)
+	if !errors.Is(err, ErrTooShort) || !strings.Contains(err.Error(), "200 wordpieces") || !strings.Contains(err.Error(), "has 46") {
+		t.Errorf("short documents: %v", err)
+	}
+}
+
+// checkDocPassages checks the passages list drawn from doc, which
+// Passages returned as kept: see TestEvalPassages.
+func checkDocPassages(t *testing.T, tok *tokenize.WordPiece, o EvalOptions, doc, kept Document, list []Query) {
+	t.Helper()
+	// The cut document: its first 200 wordpieces, whole words.
+	orig := strings.Fields(doc.Text)
+	cut := []string{}
+	n := 0
+	for _, w := range orig {
+		k := len(tok.Tokenize(w))
+		if n+k > o.MaxTokens {
+			break
+		}
+		cut = append(cut, w)
+		n += k
+	}
+	cutText := strings.Join(cut, " ")
+	rest := cutText
+	perBucket := map[int]int{}
+	for _, q := range list {
+		i := strings.Index(cutText, q.Text)
+		if i < 0 || strings.Count(cutText, q.Text) != 1 {
+			t.Fatalf("%s: passage %q not found once in the cut document", q.DocID, q.Text)
+		}
+		start := len(tok.Tokenize(cutText[:i]))
+		if start != q.Start || len(tok.Tokenize(q.Text)) != q.Tokens {
+			t.Errorf("%s: passage at %d with %d wordpieces, reported %d and %d", q.DocID, start, len(tok.Tokenize(q.Text)), q.Start, q.Tokens)
+		}
+		if lo, hi := o.Buckets[q.Bucket], o.Buckets[q.Bucket+1]; start < lo || start >= hi || start+q.Tokens > o.MaxTokens {
+			t.Errorf("%s: passage at %d+%d in bucket %d–%d", q.DocID, start, q.Tokens, lo, hi)
+		}
+		if s := strings.Count(q.Text, "."); s < 1 || s > 3 || s != q.Sentences || !strings.HasSuffix(q.Text, ".") {
+			t.Errorf("%s: passage %q is not 1–3 whole sentences (%d reported)", q.DocID, q.Text, q.Sentences)
+		}
+		if strings.Contains(folded(kept.Text), q.Text) {
+			t.Errorf("%s: passage %q still in the document", q.DocID, q.Text)
+		}
+		rest = strings.Replace(rest, q.Text, "", 1)
+		perBucket[q.Bucket]++
+	}
+	if got := folded(kept.Text); got != folded(rest) {
+		t.Errorf("%s: returned document\n%q\nwant the cut document without its passages\n%q", doc.ID, got, folded(rest))
+	}
+	for b := 0; b < 3; b++ {
+		if perBucket[b] != 2 {
+			t.Errorf("%s: %d passages in bucket %d, want 2", doc.ID, perBucket[b], b)
+		}
+	}
+}
+
+// checkPassageDraws checks that Passages draws qs and kept from docs
+// again for o's seed, others for another seed, and a document's passages
+// whatever the other documents.
+func checkPassageDraws(t *testing.T, tok *tokenize.WordPiece, docs []Document, o EvalOptions, qs []Query, kept []Document) {
+	t.Helper()
 	// Deterministic for a seed, different for another.
 	again, kept2, err := Passages(tok, docs, o)
 	if err != nil || !reflect.DeepEqual(again, qs) || !reflect.DeepEqual(kept2, kept) {
@@ -159,12 +180,6 @@ func TestEvalPassages(t *testing.T) {
 	}
 	if !reflect.DeepEqual(one, want) {
 		t.Errorf("d3 alone gives %v, among the others %v", one, want)
-	}
-
-	// Too short: a clear error naming the length needed.
-	_, _, err = Passages(tok, docs[6:], o)
-	if !errors.Is(err, ErrTooShort) || !strings.Contains(err.Error(), "200 wordpieces") || !strings.Contains(err.Error(), "has 46") {
-		t.Errorf("short documents: %v", err)
 	}
 }
 
@@ -215,6 +230,62 @@ func (c closingEncoder) Close() error { *c.closed++; return nil }
 // other documents (weight 2 against 1 for its own), so its document
 // ranks d+1; passages in bucket 1 point at their own document (rank 1).
 func TestEvalRanks(t *testing.T) {
+	fx := newRankFixture(t)
+	constant := fakeEncoder(func(string) []float32 { return []float32{1, 1, 1} })
+	opened, closed := 0, 0
+	same := func() (Encoder, error) { opened++; return closingEncoder{fx.docVec, &closed}, nil }
+	systems := []System{{Name: "chunk", Encoder: fx.docVec}, {Name: "same", Open: same}, {Name: "constant", Encoder: constant}}
+	r, err := Evaluate(fx.tok, fx.docs, fx.query, systems, fx.o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if opened != 1 || closed != 1 {
+		t.Errorf("a system given by Open was opened %d times and closed %d times, want once", opened, closed)
+	}
+	checkRankReport(t, r)
+	checkAgainstConstant(t, fx, systems)
+
+	md := r.Markdown()
+	for _, want := range []string{"| chunk | 0.806 | 0.667 |", "| same |", "| constant | 0.333 | 0.000 |", "(reference)", "MRR 0–32 (3)", "ΔMRR vs chunk", "+0.000 [+0.000, +0.000]"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("markdown lacks %q:\n%s", want, md)
+		}
+	}
+	if _, err := json.Marshal(r); err != nil {
+		t.Error(err)
+	}
+
+	// Errors: unknown reference, duplicate names, mismatched dimensions.
+	o := fx.o
+	for _, c := range []struct {
+		sys []System
+		ref string
+	}{
+		{systems, "nope"},
+		{[]System{{Name: "a", Encoder: fx.docVec}, {Name: "a", Encoder: fx.docVec}}, ""},
+		{[]System{{Name: "short", Encoder: fakeEncoder(func(string) []float32 { return []float32{1, 0} })}}, ""},
+		{[]System{{Name: "fails", Open: func() (Encoder, error) { return nil, errors.New("no such model") }}}, ""},
+	} {
+		o.Reference = c.ref
+		if _, err := Evaluate(fx.tok, fx.docs, fx.query, c.sys, o); err == nil || !strings.HasPrefix(err.Error(), "embed: ") {
+			t.Errorf("%v: error %v", c, err)
+		}
+	}
+}
+
+// rankFixture is TestEvalRanks' documents, passages and encoders.
+type rankFixture struct {
+	tok           *tokenize.WordPiece
+	docs          []Document
+	o             EvalOptions
+	query, docVec fakeEncoder
+}
+
+// newRankFixture draws one passage per document and bucket from three
+// documents and builds the encoders of TestEvalRanks: documents are the
+// unit vectors e_d, passages lean as the test describes.
+func newRankFixture(t *testing.T) rankFixture {
+	t.Helper()
 	tok := evalTokenizer(t)
 	markers := []string{"alpha", "beta", "gamma"}
 	var docs []Document
@@ -258,25 +329,23 @@ func TestEvalRanks(t *testing.T) {
 		t.Fatalf("document without its marker: %q", s)
 		return nil
 	})
-	constant := fakeEncoder(func(string) []float32 { return []float32{1, 1, 1} })
-	opened, closed := 0, 0
-	same := func() (Encoder, error) { opened++; return closingEncoder{docVec, &closed}, nil }
-	systems := []System{{Name: "chunk", Encoder: docVec}, {Name: "same", Open: same}, {Name: "constant", Encoder: constant}}
-	r, err := Evaluate(tok, docs, query, systems, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	near := func(a, b float64) bool { return math.Abs(a-b) < 1e-12 }
-	if opened != 1 || closed != 1 {
-		t.Errorf("a system given by Open was opened %d times and closed %d times, want once", opened, closed)
-	}
+	return rankFixture{tok: tok, docs: docs, o: o, query: query, docVec: docVec}
+}
+
+// close12 reports whether a and b agree to 1e-12.
+func close12(a, b float64) bool { return math.Abs(a-b) < 1e-12 }
+
+// checkRankReport checks the report of TestEvalRanks' systems chunk, same
+// and constant, chunk the reference.
+func checkRankReport(t *testing.T, r *Report) {
+	t.Helper()
 	if r.Documents != 3 || r.Skipped != 0 || r.Queries != 6 || r.Reference != "chunk" || len(r.Buckets) != 2 {
 		t.Fatalf("report header %+v", r)
 	}
 	for si, name := range []string{"chunk", "same"} {
 		s := r.Systems[si]
-		if s.Name != name || !near(s.All.MRR, (1+1.0/2+1.0/3+3)/6) || !near(s.All.R1, 4.0/6) ||
-			!near(s.Buckets[0].MRR, (1+1.0/2+1.0/3)/3) || !near(s.Buckets[0].R1, 1.0/3) ||
+		if s.Name != name || !close12(s.All.MRR, (1+1.0/2+1.0/3+3)/6) || !close12(s.All.R1, 4.0/6) ||
+			!close12(s.Buckets[0].MRR, (1+1.0/2+1.0/3)/3) || !close12(s.Buckets[0].R1, 1.0/3) ||
 			s.Buckets[1].MRR != 1 || s.Buckets[1].R1 != 1 || s.Buckets[0].Queries != 3 {
 			t.Errorf("%s: %+v", name, s)
 		}
@@ -306,51 +375,31 @@ func TestEvalRanks(t *testing.T) {
 	// worse than chunk on every document (document gamma: 1/3 = 1/3 in
 	// bucket 0 but 1 > 1/3 in bucket 1).
 	c := r.Systems[2]
-	if !near(c.All.MRR, 1.0/3) || c.All.R1 != 0 || c.Delta == nil || !near(c.Delta.Diff, 1.0/3-r.Systems[0].All.MRR) || c.Delta.Hi >= 0 {
+	if !close12(c.All.MRR, 1.0/3) || c.All.R1 != 0 || c.Delta == nil || !close12(c.Delta.Diff, 1.0/3-r.Systems[0].All.MRR) || c.Delta.Hi >= 0 {
 		t.Errorf("constant system: %+v delta %+v", c, c.Delta)
 	}
-	// With it as the reference, chunk is better on every document: the
-	// interval lies above 0.
+}
+
+// checkAgainstConstant evaluates systems with the constant system as the
+// reference: chunk is better on every document, the interval lies above
+// 0, and the bootstrap is deterministic.
+func checkAgainstConstant(t *testing.T, fx rankFixture, systems []System) {
+	t.Helper()
+	o := fx.o
 	o.Reference = "constant"
-	r2, err := Evaluate(tok, docs, query, systems, o)
+	r2, err := Evaluate(fx.tok, fx.docs, fx.query, systems, o)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if d := r2.Systems[0].Delta; d == nil || d.Lo <= 0 || d.Lo > d.Diff || d.Diff > d.Hi {
 		t.Errorf("better on every document: %+v", d)
 	}
-	if d := r2.Systems[0].DeltaBuckets[1]; !near(d.Diff, 2.0/3) || d.Lo != d.Hi || !near(d.Lo, 2.0/3) {
+	if d := r2.Systems[0].DeltaBuckets[1]; !close12(d.Diff, 2.0/3) || d.Lo != d.Hi || !close12(d.Lo, 2.0/3) {
 		t.Errorf("bucket 1, better by 2/3 on every query: %+v", d)
 	}
-	r3, _ := Evaluate(tok, docs, query, systems, o)
+	r3, _ := Evaluate(fx.tok, fx.docs, fx.query, systems, o)
 	if !reflect.DeepEqual(r3.Systems[0].Delta, r2.Systems[0].Delta) {
 		t.Errorf("the bootstrap is not deterministic: %+v %+v", r3.Systems[0].Delta, r2.Systems[0].Delta)
-	}
-
-	md := r.Markdown()
-	for _, want := range []string{"| chunk | 0.806 | 0.667 |", "| same |", "| constant | 0.333 | 0.000 |", "(reference)", "MRR 0–32 (3)", "ΔMRR vs chunk", "+0.000 [+0.000, +0.000]"} {
-		if !strings.Contains(md, want) {
-			t.Errorf("markdown lacks %q:\n%s", want, md)
-		}
-	}
-	if _, err := json.Marshal(r); err != nil {
-		t.Error(err)
-	}
-
-	// Errors: unknown reference, duplicate names, mismatched dimensions.
-	for _, c := range []struct {
-		sys []System
-		ref string
-	}{
-		{systems, "nope"},
-		{[]System{{Name: "a", Encoder: docVec}, {Name: "a", Encoder: docVec}}, ""},
-		{[]System{{Name: "short", Encoder: fakeEncoder(func(string) []float32 { return []float32{1, 0} })}}, ""},
-		{[]System{{Name: "fails", Open: func() (Encoder, error) { return nil, errors.New("no such model") }}}, ""},
-	} {
-		o.Reference = c.ref
-		if _, err := Evaluate(tok, docs, query, c.sys, o); err == nil || !strings.HasPrefix(err.Error(), "embed: ") {
-			t.Errorf("%v: error %v", c, err)
-		}
 	}
 }
 

@@ -500,6 +500,37 @@ func (s FeedSpec) Build(m *onnxpb.ModelProto, modelPath string) (*Feed, error) {
 	if err := s.check(); err != nil {
 		return nil, err
 	}
+	s = s.withDefaults()
+	declared := GraphInputs(m)
+	f := &Feed{Tensors: map[string]*onnx.Tensor{}}
+	if err := s.readInputFiles(declared, f.Tensors); err != nil {
+		return nil, err
+	}
+	texts, err := s.readTexts()
+	if err != nil {
+		return nil, err
+	}
+	random, err := s.fillMissing(m, modelPath, f, missingInputs(declared, f.Tensors), texts)
+	if err != nil {
+		return nil, err
+	}
+	if err := CheckInputs(declared, f.Tensors); err != nil {
+		return nil, &FeedError{Err: err}
+	}
+	if name, err := checkTokenInputs(m, declared, f.Tensors, s.Inputs); err != nil {
+		return nil, s.tokenInputError(name, err, texts)
+	}
+	if f.Description == "" {
+		f.describeInputs(declared)
+		if random {
+			f.Description += fmt.Sprintf(" (random inputs, seed %d)", s.Seed)
+		}
+	}
+	return f, nil
+}
+
+// withDefaults returns s with Batch and MaxLen defaulted.
+func (s FeedSpec) withDefaults() FeedSpec {
 	if s.Batch == 0 {
 		s.Batch = DefaultFeedBatch
 	}
@@ -509,12 +540,16 @@ func (s FeedSpec) Build(m *onnxpb.ModelProto, modelPath string) (*Feed, error) {
 			s.MaxLen = max(s.Limit, 2)
 		}
 	}
-	declared := GraphInputs(m)
+	return s
+}
+
+// readInputFiles reads the input files of s.Inputs into feed, in name
+// order: each must name a declared input and hold sequences within Limit.
+func (s FeedSpec) readInputFiles(declared []Value, feed map[string]*onnx.Tensor) error {
 	known := map[string]bool{}
 	for _, v := range declared {
 		known[v.Name] = true
 	}
-	f := &Feed{Tensors: map[string]*onnx.Tensor{}}
 	names := make([]string, 0, len(s.Inputs))
 	for n := range s.Inputs {
 		names = append(names, n)
@@ -527,19 +562,24 @@ func (s FeedSpec) Build(m *onnxpb.ModelProto, modelPath string) (*Feed, error) {
 			for i, v := range declared {
 				all[i] = v.Name
 			}
-			return nil, &FeedError{Field: "Inputs", Input: name, File: file,
+			return &FeedError{Field: "Inputs", Input: name, File: file,
 				Err: fmt.Errorf("the model has no input %q (inputs: %s)", name, strings.Join(all, ", "))}
 		}
 		t, err := onnx.ReadTensorFile(file)
 		if err != nil {
-			return nil, &FeedError{Field: "Inputs", Input: name, File: file, Err: err}
+			return &FeedError{Field: "Inputs", Input: name, File: file, Err: err}
 		}
 		if n := tokenLength(name, t); s.Limit > 0 && n > s.Limit {
-			return nil, &FeedError{Field: "Inputs", Input: name, File: file,
+			return &FeedError{Field: "Inputs", Input: name, File: file,
 				Err: &tooLongError{"its sequences have", n, s.Limit}}
 		}
-		f.Tensors[name] = t
+		feed[name] = t
 	}
+	return nil
+}
+
+// readTexts returns s.Texts followed by the texts of s.TextFiles.
+func (s FeedSpec) readTexts() ([]string, error) {
 	texts := append([]string(nil), s.Texts...)
 	for _, file := range s.TextFiles {
 		more, err := textfile.Read(file)
@@ -548,76 +588,95 @@ func (s FeedSpec) Build(m *onnxpb.ModelProto, modelPath string) (*Feed, error) {
 		}
 		texts = append(texts, more...)
 	}
+	return texts, nil
+}
+
+// missingInputs lists the declared inputs feed lacks.
+func missingInputs(declared []Value, feed map[string]*onnx.Tensor) []Value {
 	var missing []Value
 	for _, v := range declared {
-		if _, ok := f.Tensors[v.Name]; !ok {
+		if _, ok := feed[v.Name]; !ok {
 			missing = append(missing, v)
 		}
 	}
-	random := false
+	return missing
+}
+
+// fillMissing supplies the missing inputs into f: from the texts when
+// there are any, else random ones when s.Random asks for them. It reports
+// whether the inputs are random.
+func (s FeedSpec) fillMissing(m *onnxpb.ModelProto, modelPath string, f *Feed, missing []Value, texts []string) (random bool, err error) {
 	switch {
-	case len(texts) > 0 && len(missing) > 0:
-		tok := s.Tokenizer
-		if tok == nil {
-			var err error
-			if tok, err = tokenize.Find(s.Vocab, modelPath); err != nil {
-				return nil, &FeedError{Field: "Vocab", File: s.Vocab, Err: err}
-			}
-		}
-		ti, err := TextInputs(tok, missing, texts, s.SeqLen, s.MaxLen)
-		if err != nil {
-			return nil, &FeedError{Field: "Texts", Err: err}
-		}
-		if s.Limit > 0 && ti.SeqLen > s.Limit {
-			field, what := "Texts", "the longest text has"
-			if len(s.Texts) == 0 {
-				field = "TextFiles"
-			}
-			if s.SeqLen == 0 && declaredSeqLen(missing) == ti.SeqLen {
-				what = "the model's declared sequence length is"
-			}
-			return nil, &FeedError{Field: field, Err: &tooLongError{what, ti.SeqLen, s.Limit}}
-		}
-		maps.Copy(f.Tensors, ti.Feed)
-		f.Batch, f.SeqLen, f.Mask, f.Lengths = ti.Batch, ti.SeqLen, ti.Mask, ti.Lengths
-		f.Description = fmt.Sprintf("%d texts, %d tokens each after padding", ti.Batch, ti.SeqLen)
-	case len(missing) > 0 && !s.Random:
-		return nil, &FeedError{Kind: ErrInputNotGiven, Input: missing[0].Name}
-	case len(missing) > 0:
-		seq := s.SeqLen
-		if seq == 0 {
-			seq = DefaultFeedSeqLen
-			if s.Limit > 0 {
-				seq = min(seq, s.Limit)
-			}
-		}
-		gen, err := RandomInputs(m, missing, RandomOptions{Batch: s.Batch, SeqLen: seq, Seed: s.Seed})
-		if err != nil {
-			return nil, &FeedError{Field: "Random", Err: err}
-		}
-		maps.Copy(f.Tensors, gen)
-		random = true
+	case len(missing) == 0:
+		return false, nil
+	case len(texts) > 0:
+		return false, s.textFeed(modelPath, f, missing, texts)
+	case !s.Random:
+		return false, &FeedError{Kind: ErrInputNotGiven, Input: missing[0].Name}
 	}
-	if err := CheckInputs(declared, f.Tensors); err != nil {
-		return nil, &FeedError{Err: err}
-	}
-	if name, err := checkTokenInputs(m, declared, f.Tensors, s.Inputs); err != nil {
-		// From a file, the field (--input NAME) names the input.
-		fe := &FeedError{Input: name, Err: fmt.Errorf("input %q: %w", name, err)}
-		switch {
-		case s.Inputs[name] != "":
-			fe.Field, fe.File, fe.Err = "Inputs", s.Inputs[name], err
-		case len(s.Texts) > 0:
-			fe.Field = "Texts"
-		case len(texts) > 0:
-			fe.Field = "TextFiles"
+	seq := s.SeqLen
+	if seq == 0 {
+		seq = DefaultFeedSeqLen
+		if s.Limit > 0 {
+			seq = min(seq, s.Limit)
 		}
-		return nil, fe
 	}
-	if f.Description != "" {
-		return f, nil
+	gen, err := RandomInputs(m, missing, RandomOptions{Batch: s.Batch, SeqLen: seq, Seed: s.Seed})
+	if err != nil {
+		return false, &FeedError{Field: "Random", Err: err}
 	}
-	// The [batch, sequence] layout and the padding mask, from the inputs.
+	maps.Copy(f.Tensors, gen)
+	return true, nil
+}
+
+// textFeed tokenizes the texts into the missing inputs of f and records
+// their layout, mask and lengths.
+func (s FeedSpec) textFeed(modelPath string, f *Feed, missing []Value, texts []string) error {
+	tok := s.Tokenizer
+	if tok == nil {
+		var err error
+		if tok, err = tokenize.Find(s.Vocab, modelPath); err != nil {
+			return &FeedError{Field: "Vocab", File: s.Vocab, Err: err}
+		}
+	}
+	ti, err := TextInputs(tok, missing, texts, s.SeqLen, s.MaxLen)
+	if err != nil {
+		return &FeedError{Field: "Texts", Err: err}
+	}
+	if s.Limit > 0 && ti.SeqLen > s.Limit {
+		field, what := "Texts", "the longest text has"
+		if len(s.Texts) == 0 {
+			field = "TextFiles"
+		}
+		if s.SeqLen == 0 && declaredSeqLen(missing) == ti.SeqLen {
+			what = "the model's declared sequence length is"
+		}
+		return &FeedError{Field: field, Err: &tooLongError{what, ti.SeqLen, s.Limit}}
+	}
+	maps.Copy(f.Tensors, ti.Feed)
+	f.Batch, f.SeqLen, f.Mask, f.Lengths = ti.Batch, ti.SeqLen, ti.Mask, ti.Lengths
+	f.Description = fmt.Sprintf("%d texts, %d tokens each after padding", ti.Batch, ti.SeqLen)
+	return nil
+}
+
+// tokenInputError is the FeedError of checkTokenInputs' finding err about
+// input name: from a file, the field (--input NAME) names the input.
+func (s FeedSpec) tokenInputError(name string, err error, texts []string) *FeedError {
+	fe := &FeedError{Input: name, Err: fmt.Errorf("input %q: %w", name, err)}
+	switch {
+	case s.Inputs[name] != "":
+		fe.Field, fe.File, fe.Err = "Inputs", s.Inputs[name], err
+	case len(s.Texts) > 0:
+		fe.Field = "Texts"
+	case len(texts) > 0:
+		fe.Field = "TextFiles"
+	}
+	return fe
+}
+
+// describeInputs finds the [batch, sequence] layout and the padding mask
+// of inputs not made from texts, and describes them.
+func (f *Feed) describeInputs(declared []Value) {
 	for _, v := range declared {
 		t := f.Tensors[v.Name]
 		if len(t.Shape) != 2 {
@@ -639,10 +698,6 @@ func (s FeedSpec) Build(m *onnxpb.ModelProto, modelPath string) (*Feed, error) {
 	default:
 		f.Description = fmt.Sprintf("%d inputs", len(declared))
 	}
-	if random {
-		f.Description += fmt.Sprintf(" (random inputs, seed %d)", s.Seed)
-	}
-	return f, nil
 }
 
 // checkTokenInputs checks what the model's declarations and embedding

@@ -160,6 +160,8 @@ func tokenIndex(shape []int, batch, seqLen int) func(v int) (b, s int, ok bool) 
 	return func(int) (int, int, bool) { return 0, 0, false }
 }
 
+// compareValue compares value name of a model (got) with the reference's
+// (ref).
 func compareValue(name, model, kind string, got, ref *onnx.Tensor, opt ModelCompareOptions) ValueComparison {
 	r := ValueComparison{Value: name, Model: model, Kind: kind, Label: opt.Labels[name]}
 	switch {
@@ -171,35 +173,58 @@ func compareValue(name, model, kind string, got, ref *onnx.Tensor, opt ModelComp
 		return r
 	}
 	r.Shape = got.Shape
-	if fmt.Sprint(got.Shape) != fmt.Sprint(ref.Shape) {
-		r.Mismatch = fmt.Sprintf("shape %v vs reference %v", got.Shape, ref.Shape)
+	a, b, dim, mismatch := comparableValues(got, ref)
+	if mismatch != "" {
+		r.Mismatch = mismatch
 		return r
+	}
+	logits := strings.Contains(strings.ToLower(name), "logit") && dim > 1
+	if !r.tokenStats(a, b, dim, got.Shape, logits, opt) {
+		r.Mismatch = "every position is masked"
+		return r
+	}
+	if len(got.Shape) == 3 && got.Shape[0] == opt.Batch && got.Shape[1] == opt.SeqLen {
+		r.PooledCosMean, r.PooledCosMin = pooledCosines(a, b, dim, opt)
+	}
+	return r
+}
+
+// comparableValues returns the values of got and ref and the length of
+// their last axis, or why they cannot be compared: other shapes,
+// non-numeric, non-finite or empty.
+func comparableValues(got, ref *onnx.Tensor) (a, b []float64, dim int, mismatch string) {
+	if fmt.Sprint(got.Shape) != fmt.Sprint(ref.Shape) {
+		return nil, nil, 0, fmt.Sprintf("shape %v vs reference %v", got.Shape, ref.Shape)
 	}
 	a, err := got.AsFloat64s()
 	if err != nil {
-		r.Mismatch = err.Error()
-		return r
+		return nil, nil, 0, err.Error()
 	}
-	b, err := ref.AsFloat64s()
+	b, err = ref.AsFloat64s()
 	if err != nil {
-		r.Mismatch = err.Error()
-		return r
+		return nil, nil, 0, err.Error()
 	}
 	for i := range a {
 		if math.IsNaN(a[i]) || math.IsInf(a[i], 0) || math.IsNaN(b[i]) || math.IsInf(b[i], 0) {
-			r.Mismatch = "non-finite values (Inf or NaN)"
-			return r
+			return nil, nil, 0, "non-finite values (Inf or NaN)"
 		}
 	}
-	dim := 1
+	dim = 1
 	if len(got.Shape) > 0 {
 		dim = got.Shape[len(got.Shape)-1]
 	}
 	if dim == 0 || len(a) == 0 {
-		r.Mismatch = "empty tensor"
-		return r
+		return nil, nil, 0, "empty tensor"
 	}
-	pos := tokenIndex(got.Shape, opt.Batch, opt.SeqLen)
+	return a, b, dim, ""
+}
+
+// tokenStats fills r's error and cosine statistics over the last-axis
+// vectors of a (this model) and b (the reference) that the mask keeps,
+// and the top-1 agreement of logits. It reports false when the mask keeps
+// none.
+func (r *ValueComparison) tokenStats(a, b []float64, dim int, shape []int, logits bool, opt ModelCompareOptions) bool {
+	pos := tokenIndex(shape, opt.Batch, opt.SeqLen)
 	masked := func(v int) bool {
 		if opt.Mask == nil {
 			return false
@@ -207,7 +232,6 @@ func compareValue(name, model, kind string, got, ref *onnx.Tensor, opt ModelComp
 		bi, s, ok := pos(v)
 		return ok && opt.Mask[bi*opt.SeqLen+s] == 0
 	}
-	logits := strings.Contains(strings.ToLower(name), "logit") && dim > 1
 	var sumAbs, dd, ab, aa, bb float64
 	var n, vectors, agree int
 	r.TokenCosMin = math.Inf(1)
@@ -238,8 +262,7 @@ func compareValue(name, model, kind string, got, ref *onnx.Tensor, opt ModelComp
 		}
 	}
 	if vectors == 0 {
-		r.Mismatch = "every position is masked"
-		return r
+		return false
 	}
 	r.MeanAbs = sumAbs / float64(n)
 	r.RelErr = math.Sqrt(dd / math.Max(bb, 1e-300))
@@ -249,34 +272,38 @@ func compareValue(name, model, kind string, got, ref *onnx.Tensor, opt ModelComp
 		t := float64(agree) / float64(vectors)
 		r.Top1 = &t
 	}
-	if len(got.Shape) == 3 && got.Shape[0] == opt.Batch && got.Shape[1] == opt.SeqLen {
-		S, D := opt.SeqLen, dim
-		var mean float64
-		minc := math.Inf(1)
-		for bi := 0; bi < opt.Batch; bi++ {
-			pa, pb := make([]float64, D), make([]float64, D)
-			for s := 0; s < S; s++ {
-				if opt.Mask != nil && opt.Mask[bi*S+s] == 0 {
-					continue
-				}
-				for k := 0; k < D; k++ {
-					pa[k] += a[(bi*S+s)*D+k]
-					pb[k] += b[(bi*S+s)*D+k]
-				}
+	return true
+}
+
+// pooledCosines returns the mean and the least, over the batch, of the
+// cosine between the sums over kept positions of a [batch, seq, dim]
+// value a and its reference b.
+func pooledCosines(a, b []float64, dim int, opt ModelCompareOptions) (meanCos, minCos *float64) {
+	S, D := opt.SeqLen, dim
+	var mean float64
+	minc := math.Inf(1)
+	for bi := 0; bi < opt.Batch; bi++ {
+		pa, pb := make([]float64, D), make([]float64, D)
+		for s := 0; s < S; s++ {
+			if opt.Mask != nil && opt.Mask[bi*S+s] == 0 {
+				continue
 			}
-			var vab, vaa, vbb float64
-			for k := range pa {
-				vab += pa[k] * pb[k]
-				vaa += pa[k] * pa[k]
-				vbb += pb[k] * pb[k]
+			for k := 0; k < D; k++ {
+				pa[k] += a[(bi*S+s)*D+k]
+				pb[k] += b[(bi*S+s)*D+k]
 			}
-			c := cos(vab, vaa, vbb)
-			mean += c / float64(opt.Batch)
-			minc = math.Min(minc, c)
 		}
-		r.PooledCosMean, r.PooledCosMin = &mean, &minc
+		var vab, vaa, vbb float64
+		for k := range pa {
+			vab += pa[k] * pb[k]
+			vaa += pa[k] * pa[k]
+			vbb += pb[k] * pb[k]
+		}
+		c := cos(vab, vaa, vbb)
+		mean += c / float64(opt.Batch)
+		minc = math.Min(minc, c)
 	}
-	return r
+	return &mean, &minc
 }
 
 // cos is ab/√(aa·bb), 1 when both vectors are zero and 0 when one is.

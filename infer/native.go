@@ -117,51 +117,10 @@ func NewNativeSessionWith(m *onnxpb.ModelProto, opts NativeOptions) (Session, er
 	if opts.Profile {
 		s.prof = map[string]*nativeprof.OpTime{}
 	}
-	slot := func(name string) int {
-		if i, ok := s.slots[name]; ok {
-			return i
-		}
-		s.slots[name] = s.nslots
-		s.nslots++
-		return s.nslots - 1
+	if err := s.loadInitializers(g); err != nil {
+		return nil, err
 	}
-
-	for _, t := range g.Initializer {
-		v, err := onnx.DecodeTensor(t)
-		if err != nil {
-			return nil, fmt.Errorf("infer: native: initializer %q: %v", t.GetName(), err)
-		}
-		s.consts[slot(t.GetName())] = v
-		if d, ok := v.Data.([]float32); ok && len(d) >= minPackedConstant {
-			s.release = append(s.release, gemm.RegisterConstant(d))
-		}
-	}
-	if len(s.release) > 0 {
-		// Sessions dropped without Close still release the packed weights.
-		runtime.AddCleanup(s, func(rel []func()) {
-			for _, r := range rel {
-				r()
-			}
-		}, s.release)
-	}
-	for _, vi := range g.Input {
-		dt, shape, _ := onnx.TensorType(vi)
-		v := Value{Name: vi.GetName(), DType: dt, Shape: shape}
-		s.inSlot[vi.GetName()] = slot(vi.GetName())
-		s.decl[vi.GetName()] = v
-		if _, isInit := s.consts[s.slots[vi.GetName()]]; !isInit {
-			s.inputs = append(s.inputs, v)
-		}
-	}
-	for _, vi := range g.Output {
-		dt, shape, _ := onnx.TensorType(vi)
-		s.outputs = append(s.outputs, Value{Name: vi.GetName(), DType: dt, Shape: shape})
-		s.visible[vi.GetName()] = true
-	}
-	for _, e := range opts.Expose {
-		s.visible[e] = true
-	}
-
+	s.readSignature(g, opts.Expose)
 	nodes, err := onnx.TopoSort(g)
 	if err != nil {
 		return nil, fmt.Errorf("infer: native: %v", err)
@@ -172,49 +131,129 @@ func NewNativeSessionWith(m *onnxpb.ModelProto, opts NativeOptions) (Session, er
 	if err != nil {
 		return nil, err
 	}
-
 	for _, fn := range flat {
-		n := fn.node
-		k, err := ops.Lookup(n.GetDomain(), n.GetOpType(), fn.opset)
-		if err != nil {
-			return nil, fmt.Errorf("infer: node %s: %v", nodeLabel(n), err)
-		}
-		pn := nativeNode{node: n, kernel: k, opset: fn.opset}
-		for _, in := range n.Input {
-			if in == "" {
-				pn.in = append(pn.in, -1)
-				continue
-			}
-			i, ok := s.slots[in]
-			if !ok {
-				return nil, fmt.Errorf("infer: node %s: input %q is neither a graph input, an initializer nor produced by a node", nodeLabel(n), in)
-			}
-			pn.in = append(pn.in, i)
-		}
-		if err := s.planSubgraphs(&pn); err != nil {
+		if err := s.planNode(fn); err != nil {
 			return nil, err
 		}
-		for _, o := range n.Output {
-			if o == "" {
-				pn.out = append(pn.out, -1)
-				continue
-			}
-			pn.out = append(pn.out, slot(o))
-		}
-		s.plan = append(s.plan, pn)
 	}
+	if err := s.checkReturnable(); err != nil {
+		return nil, err
+	}
+	s.planReleases()
+	return s, nil
+}
+
+// slot returns the value slot of name, assigning the next one the first
+// time.
+func (s *nativeSession) slot(name string) int {
+	if i, ok := s.slots[name]; ok {
+		return i
+	}
+	s.slots[name] = s.nslots
+	s.nslots++
+	return s.nslots - 1
+}
+
+// loadInitializers decodes g's initializers once, and registers the large
+// float ones with the GEMM so that they are packed once; a session
+// dropped without Close still releases them.
+func (s *nativeSession) loadInitializers(g *onnxpb.GraphProto) error {
+	for _, t := range g.Initializer {
+		v, err := onnx.DecodeTensor(t)
+		if err != nil {
+			return fmt.Errorf("infer: native: initializer %q: %v", t.GetName(), err)
+		}
+		s.consts[s.slot(t.GetName())] = v
+		if d, ok := v.Data.([]float32); ok && len(d) >= minPackedConstant {
+			s.release = append(s.release, gemm.RegisterConstant(d))
+		}
+	}
+	if len(s.release) > 0 {
+		runtime.AddCleanup(s, func(rel []func()) {
+			for _, r := range rel {
+				r()
+			}
+		}, s.release)
+	}
+	return nil
+}
+
+// readSignature records g's inputs (an initializer declared as an input
+// can be overridden, but is not one the caller must give), its outputs,
+// and the values Run may return (the outputs and expose).
+func (s *nativeSession) readSignature(g *onnxpb.GraphProto, expose []string) {
+	for _, vi := range g.Input {
+		dt, shape, _ := onnx.TensorType(vi)
+		v := Value{Name: vi.GetName(), DType: dt, Shape: shape}
+		s.inSlot[vi.GetName()] = s.slot(vi.GetName())
+		s.decl[vi.GetName()] = v
+		if _, isInit := s.consts[s.slots[vi.GetName()]]; !isInit {
+			s.inputs = append(s.inputs, v)
+		}
+	}
+	for _, vi := range g.Output {
+		dt, shape, _ := onnx.TensorType(vi)
+		s.outputs = append(s.outputs, Value{Name: vi.GetName(), DType: dt, Shape: shape})
+		s.visible[vi.GetName()] = true
+	}
+	for _, e := range expose {
+		s.visible[e] = true
+	}
+}
+
+// planNode appends fn to the plan: its kernel, looked up now so that an
+// unsupported op fails here, its input and output slots, its subgraphs.
+func (s *nativeSession) planNode(fn flatNode) error {
+	n := fn.node
+	k, err := ops.Lookup(n.GetDomain(), n.GetOpType(), fn.opset)
+	if err != nil {
+		return fmt.Errorf("infer: node %s: %v", nodeLabel(n), err)
+	}
+	pn := nativeNode{node: n, kernel: k, opset: fn.opset}
+	for _, in := range n.Input {
+		if in == "" {
+			pn.in = append(pn.in, -1)
+			continue
+		}
+		i, ok := s.slots[in]
+		if !ok {
+			return fmt.Errorf("infer: node %s: input %q is neither a graph input, an initializer nor produced by a node", nodeLabel(n), in)
+		}
+		pn.in = append(pn.in, i)
+	}
+	if err := s.planSubgraphs(&pn); err != nil {
+		return err
+	}
+	for _, o := range n.Output {
+		if o == "" {
+			pn.out = append(pn.out, -1)
+			continue
+		}
+		pn.out = append(pn.out, s.slot(o))
+	}
+	s.plan = append(s.plan, pn)
+	return nil
+}
+
+// checkReturnable checks that every graph output is produced and every
+// exposed value exists.
+func (s *nativeSession) checkReturnable() error {
 	for _, o := range s.outputs {
 		if _, ok := s.slots[o.Name]; !ok {
-			return nil, fmt.Errorf("infer: native: graph output %q is not produced by any node", o.Name)
+			return fmt.Errorf("infer: native: graph output %q is not produced by any node", o.Name)
 		}
 	}
 	for e := range s.visible {
 		if _, ok := s.slots[e]; !ok {
-			return nil, fmt.Errorf("infer: native: exposed value %q does not exist in the graph", e)
+			return fmt.Errorf("infer: native: exposed value %q does not exist in the graph", e)
 		}
 	}
+	return nil
+}
 
-	// Reference counting: a slot can be released after its last consumer.
+// planReleases counts references: a slot is released after its last
+// consumer ran.
+func (s *nativeSession) planReleases() {
 	s.lastUse = make([]int, s.nslots)
 	for i := range s.lastUse {
 		s.lastUse[i] = -1
@@ -234,7 +273,6 @@ func NewNativeSessionWith(m *onnxpb.ModelProto, opts NativeOptions) (Session, er
 			s.plan[last].free = append(s.plan[last].free, i)
 		}
 	}
-	return s, nil
 }
 
 // planSubgraphs prepares a node with graph attributes (If, Loop) once:
@@ -306,6 +344,27 @@ func (s *nativeSession) Run(inputs map[string]*onnx.Tensor, names ...string) (ma
 		}
 		keep[s.slots[name]] = true
 	}
+	vals, err := s.startValues(inputs)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.execute(vals, keep); err != nil {
+		return nil, err
+	}
+	res := make(map[string]*onnx.Tensor, len(names))
+	for _, name := range names {
+		v := vals[s.slots[name]]
+		if v == nil {
+			return nil, fmt.Errorf("infer: native: %q was not computed", name)
+		}
+		res[name] = v
+	}
+	return res, nil
+}
+
+// startValues returns the slots' values before the first node runs: the
+// initializers and the inputs, each checked against its declaration.
+func (s *nativeSession) startValues(inputs map[string]*onnx.Tensor) ([]*onnx.Tensor, error) {
 	vals := make([]*onnx.Tensor, s.nslots)
 	for i, c := range s.consts {
 		vals[i] = c
@@ -325,7 +384,13 @@ func (s *nativeSession) Run(inputs map[string]*onnx.Tensor, names ...string) (ma
 			return nil, fmt.Errorf("infer: native: input %q is missing", in.Name)
 		}
 	}
+	return vals, nil
+}
 
+// execute runs the plan over vals, dropping each value after its last use
+// unless keep holds its slot, within the budget of the bytes alive at
+// once.
+func (s *nativeSession) execute(vals []*onnx.Tensor, keep map[int]bool) error {
 	ctx := &ops.Context{Threads: s.threads}
 	// scope resolves the names subgraphs read from the main graph.
 	scope := func(name string) (*onnx.Tensor, bool) {
@@ -339,64 +404,76 @@ func (s *nativeSession) Run(inputs map[string]*onnx.Tensor, names ...string) (ma
 	var live liveBytes
 	live.init(s.nslots)
 	for _, pn := range s.plan {
-		args = args[:0]
-		for _, i := range pn.in {
-			if i < 0 {
-				args = append(args, nil)
-				continue
-			}
-			if vals[i] == nil {
-				return nil, fmt.Errorf("infer: node %s: input %q has no value", nodeLabel(pn.node), pn.node.Input[len(args)])
-			}
-			args = append(args, vals[i])
+		var err error
+		if args, err = nodeArgs(pn, vals, args[:0]); err != nil {
+			return err
 		}
 		ctx.Node, ctx.Opset = pn.node, pn.opset
 		ctx.Scope, ctx.Opsets, ctx.Subgraphs = nil, nil, nil
 		if pn.subgraphs != nil {
 			ctx.Scope, ctx.Opsets, ctx.Subgraphs = scope, s.opsets, pn.subgraphs
 		}
-		var t0 time.Time
-		if s.prof != nil {
-			t0 = time.Now()
-		}
-		out, err := callKernel(pn.kernel, ctx, args)
-		if s.prof != nil {
-			s.record(pn.node, time.Since(t0))
-		}
+		out, err := s.call(pn, ctx, args)
 		if err != nil {
-			return nil, fmt.Errorf("infer: node %s: %w", nodeLabel(pn.node), err)
+			return fmt.Errorf("infer: node %s: %w", nodeLabel(pn.node), err)
 		}
-		for j, i := range pn.out {
-			if i < 0 {
-				continue
-			}
-			if j >= len(out) || out[j] == nil {
-				return nil, fmt.Errorf("infer: node %s: kernel produced no value for output %q", nodeLabel(pn.node), pn.node.Output[j])
-			}
-			vals[i] = out[j]
-			live.add(i, out[j], args)
+		if err := storeOutputs(pn, out, vals, args, &live); err != nil {
+			return err
 		}
 		if err := live.check(); err != nil {
-			return nil, fmt.Errorf("infer: node %s: %w", nodeLabel(pn.node), err)
+			return fmt.Errorf("infer: node %s: %w", nodeLabel(pn.node), err)
 		}
 		for _, i := range pn.free {
-			if !keep[i] {
-				if _, c := s.consts[i]; !c {
-					live.drop(i)
-					vals[i] = nil
-				}
+			if _, c := s.consts[i]; !c && !keep[i] {
+				live.drop(i)
+				vals[i] = nil
 			}
 		}
 	}
-	res := make(map[string]*onnx.Tensor, len(names))
-	for _, name := range names {
-		v := vals[s.slots[name]]
-		if v == nil {
-			return nil, fmt.Errorf("infer: native: %q was not computed", name)
+	return nil
+}
+
+// nodeArgs appends pn's input values to args (nil for an absent optional
+// input).
+func nodeArgs(pn nativeNode, vals, args []*onnx.Tensor) ([]*onnx.Tensor, error) {
+	for _, i := range pn.in {
+		if i < 0 {
+			args = append(args, nil)
+			continue
 		}
-		res[name] = v
+		if vals[i] == nil {
+			return nil, fmt.Errorf("infer: node %s: input %q has no value", nodeLabel(pn.node), pn.node.Input[len(args)])
+		}
+		args = append(args, vals[i])
 	}
-	return res, nil
+	return args, nil
+}
+
+// call runs pn's kernel, timing it when the session profiles.
+func (s *nativeSession) call(pn nativeNode, ctx *ops.Context, args []*onnx.Tensor) ([]*onnx.Tensor, error) {
+	if s.prof == nil {
+		return callKernel(pn.kernel, ctx, args)
+	}
+	t0 := time.Now()
+	out, err := callKernel(pn.kernel, ctx, args)
+	s.record(pn.node, time.Since(t0))
+	return out, err
+}
+
+// storeOutputs puts the outputs pn's kernel returned into their slots and
+// counts their bytes.
+func storeOutputs(pn nativeNode, out, vals, args []*onnx.Tensor, live *liveBytes) error {
+	for j, i := range pn.out {
+		if i < 0 {
+			continue
+		}
+		if j >= len(out) || out[j] == nil {
+			return fmt.Errorf("infer: node %s: kernel produced no value for output %q", nodeLabel(pn.node), pn.node.Output[j])
+		}
+		vals[i] = out[j]
+		live.add(i, out[j], args)
+	}
+	return nil
 }
 
 // OpTimes returns the per-op-type times of a session created with
@@ -506,22 +583,11 @@ func funcKey(domain, name, overload string) string {
 }
 
 // opsetOf returns the version of domain imported by the function f (nil:
-// the model), falling back to the model's import. The loop mirrors
-// onnx.OpsetVersion, which reads only a model's imports and returns 0 for
-// none, so it cannot tell a function's missing import from version 0.
+// the model), falling back to the model's import.
 func (fx *funcExpander) opsetOf(f *onnxpb.FunctionProto, domain string) int64 {
-	if domain == "ai.onnx" {
-		domain = ""
-	}
 	if f != nil {
-		for _, op := range f.OpsetImport {
-			d := op.GetDomain()
-			if d == "ai.onnx" {
-				d = ""
-			}
-			if d == domain {
-				return op.GetVersion()
-			}
+		if v, ok := onnx.ImportedOpset(f.OpsetImport, domain); ok {
+			return v
 		}
 	}
 	return onnx.OpsetVersion(fx.model, domain)
@@ -582,7 +648,7 @@ func (fx *funcExpander) instantiate(n *onnxpb.NodeProto, callee *onnxpb.Function
 // use), so that the next allocation still fits and no chain of
 // individually small tensors ends in Go's fatal out-of-memory. Outputs
 // that share their data with an input (Identity, Reshape) are not counted
-// again.
+// again. A value counts as the tensor budget counts it (ops.TensorBytes).
 type liveBytes struct {
 	n     []int64 // per slot: bytes counted for its value
 	total int64
@@ -598,7 +664,7 @@ func (l *liveBytes) add(slot int, t *onnx.Tensor, args []*onnx.Tensor) {
 			return
 		}
 	}
-	b := int64(t.Len()) * int64(max(1, onnx.ElemSize(t.DType)))
+	b := max(ops.TensorBytes(t.DType, t.Shape), 0)
 	l.n[slot] = b
 	l.total += b
 }

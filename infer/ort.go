@@ -71,7 +71,39 @@ func NewORTSession(m *onnxpb.ModelProto, opts Options) (Session, error) {
 		return nil, fmt.Errorf("infer: ort: model has no graph")
 	}
 	s := &ortSession{byName: map[string]Value{}, fetch: map[string]fetchSpec{}}
-	g := m.Graph
+	s.readSignature(m.Graph)
+	info := valueInfos(m.Graph)
+	want, err := s.returnable(m.Graph, info, opts.Expose)
+	if err != nil {
+		return nil, err
+	}
+	mc := proto.Clone(m).(*onnxpb.ModelProto)
+	gc := mc.Graph
+	declareOutputs(gc, want, info)
+	needInfo, err := resolveTypes(mc, want)
+	if err != nil {
+		return nil, err
+	}
+	dropScalarDeclarations(gc)
+	namer := onnx.NewNamer(gc)
+	if extra := s.planFetches(gc, namer, want); extra || needInfo {
+		ensureDefaultOpset(mc)
+	}
+	if len(s.feedNames) == 0 {
+		s.dummy = namer.Name("linearize_unused_input")
+		gc.Input = append(gc.Input, onnx.MakeValueInfo(s.dummy, onnx.Float, []onnx.Dim{{Value: 1}}))
+		s.feedNames = []string{s.dummy}
+	}
+	sess, err := newDynamicSession(mc, s.feedNames, s.fetchNames, opts.Threads)
+	if err != nil {
+		return nil, err
+	}
+	s.sess = sess
+	return s, nil
+}
+
+// readSignature records g's inputs (initializers excluded) and outputs.
+func (s *ortSession) readSignature(g *onnxpb.GraphProto) {
 	inits := map[string]bool{}
 	for _, t := range g.Initializer {
 		inits[t.GetName()] = true
@@ -88,16 +120,18 @@ func NewORTSession(m *onnxpb.ModelProto, opts Options) (Session, error) {
 	for _, vi := range g.Output {
 		s.outputs = append(s.outputs, valueOf(vi))
 	}
+}
 
-	// The values Run may return: graph outputs, then exposed values.
-	want := make([]Value, 0, len(s.outputs)+len(opts.Expose))
+// returnable lists the values Run may return: graph outputs, then the
+// exposed values (DType Undefined when nothing declares their type).
+func (s *ortSession) returnable(g *onnxpb.GraphProto, info map[string]*onnxpb.ValueInfoProto, expose []string) ([]Value, error) {
+	want := make([]Value, 0, len(s.outputs)+len(expose))
 	seen := map[string]bool{}
 	for _, v := range s.outputs {
 		want = append(want, v)
 		seen[v.Name] = true
 	}
-	info := valueInfos(g)
-	for _, name := range opts.Expose {
+	for _, name := range expose {
 		if seen[name] {
 			continue
 		}
@@ -111,9 +145,12 @@ func NewORTSession(m *onnxpb.ModelProto, opts Options) (Session, error) {
 		}
 		want = append(want, v)
 	}
+	return want, nil
+}
 
-	mc := proto.Clone(m).(*onnxpb.ModelProto)
-	gc := mc.Graph
+// declareOutputs makes every wanted value a graph output of gc, with its
+// declared type where it has one.
+func declareOutputs(gc *onnxpb.GraphProto, want []Value, info map[string]*onnxpb.ValueInfoProto) {
 	declared := map[string]bool{}
 	for _, vi := range gc.Output {
 		declared[vi.GetName()] = true
@@ -131,124 +168,163 @@ func NewORTSession(m *onnxpb.ModelProto, opts Options) (Session, error) {
 			gc.Output = append(gc.Output, &onnxpb.ValueInfoProto{Name: &n})
 		}
 	}
+}
 
-	// Values of unknown type or rank: ask onnxruntime, whose shape
-	// inference knows them, before deciding how to fetch them.
-	needInfo := false
+// resolveTypes fills in the type and shape of the wanted values of
+// unknown type from onnxruntime's shape inference over mc, which knows
+// them, before the session decides how to fetch them. It reports whether
+// it had to ask.
+func resolveTypes(mc *onnxpb.ModelProto, want []Value) (asked bool, err error) {
 	for _, v := range want {
 		if v.DType == onnx.Undefined {
-			needInfo = true
+			asked = true
 		}
 	}
-	if needInfo {
-		data, err := onnx.Encode(mc)
-		if err != nil {
-			return nil, fmt.Errorf("infer: ort: %v", err)
+	if !asked {
+		return false, nil
+	}
+	data, err := onnx.Encode(mc)
+	if err != nil {
+		return true, fmt.Errorf("infer: ort: %v", err)
+	}
+	_, outs, err := ort.GetInputOutputInfoWithONNXData(data)
+	if err != nil {
+		return true, fmt.Errorf("infer: ort: creating session: %v", err)
+	}
+	got := map[string]ort.InputOutputInfo{}
+	for _, o := range outs {
+		got[o.Name] = o
+	}
+	for i, v := range want {
+		if v.DType != onnx.Undefined {
+			continue
 		}
-		_, outs, err := ort.GetInputOutputInfoWithONNXData(data)
-		if err != nil {
-			return nil, fmt.Errorf("infer: ort: creating session: %v", err)
+		o, ok := got[v.Name]
+		if !ok || o.OrtValueType != ort.ONNXTypeTensor {
+			return true, fmt.Errorf("infer: ort: value %q is not a tensor", v.Name)
 		}
-		got := map[string]ort.InputOutputInfo{}
-		for _, o := range outs {
-			got[o.Name] = o
-		}
-		for i, v := range want {
-			if v.DType != onnx.Undefined {
-				continue
-			}
-			o, ok := got[v.Name]
-			if !ok || o.OrtValueType != ort.ONNXTypeTensor {
-				return nil, fmt.Errorf("infer: ort: value %q is not a tensor", v.Name)
-			}
-			want[i].DType = onnx.DataType(o.DataType)
-			// A reported rank of 0 may mean "unknown"; fetch such values
-			// through Reshape+Shape, which is right either way.
-			if len(o.Dimensions) > 0 {
-				want[i].Shape = make([]onnx.Dim, len(o.Dimensions))
-				for j, d := range o.Dimensions {
-					want[i].Shape[j] = onnx.Dim{Value: d}
-				}
+		want[i].DType = onnx.DataType(o.DataType)
+		// A reported rank of 0 may mean "unknown"; fetch such values
+		// through Reshape+Shape, which is right either way.
+		if len(o.Dimensions) > 0 {
+			want[i].Shape = make([]onnx.Dim, len(o.Dimensions))
+			for j, d := range o.Dimensions {
+				want[i].Shape[j] = onnx.Dim{Value: d}
 			}
 		}
 	}
+	return true, nil
+}
 
-	// A graph output declared rank 0 may be anything at run time (a
-	// PP-OCR export declares a scalar and returns [1, 40, 18385]); its
-	// declared shape would let onnxruntime fold the Shape fetched below
-	// into the declaration. Trust the runtime: drop such declarations.
+// dropScalarDeclarations removes the shape of graph outputs declared rank
+// 0: such an output may be anything at run time (a PP-OCR export declares
+// a scalar and returns [1, 40, 18385]), and its declared shape would let
+// onnxruntime fold the Shape fetched for it into the declaration. The
+// runtime is trusted instead.
+func dropScalarDeclarations(gc *onnxpb.GraphProto) {
 	for _, o := range gc.Output {
 		if tt := o.GetType().GetTensorType(); tt != nil && tt.Shape != nil && len(tt.Shape.Dim) == 0 {
 			tt.Shape = nil
 		}
 	}
+}
 
-	// Rewrite the outputs the library cannot fetch directly.
-	namer := onnx.NewNamer(gc)
-	var extraOut []*onnxpb.ValueInfoProto
-	addOut := func(name string) int {
-		s.fetchNames = append(s.fetchNames, name)
-		n := name
-		extraOut = append(extraOut, &onnxpb.ValueInfoProto{Name: &n})
-		return len(s.fetchNames) - 1
-	}
-	var flatShape string
+// fetchPlan rewrites the outputs the library cannot fetch directly: it
+// adds the nodes and outputs that fetch them to its graph and records in
+// the session how each public value is read back.
+type fetchPlan struct {
+	s         *ortSession
+	gc        *onnxpb.GraphProto
+	namer     *onnx.Namer
+	extraOut  []*onnxpb.ValueInfoProto
+	flatShape string // the [-1] initializer of the flattening Reshapes, once made
+}
+
+// planFetches plans how each wanted value is fetched and reports whether
+// it added graph outputs.
+func (s *ortSession) planFetches(gc *onnxpb.GraphProto, namer *onnx.Namer, want []Value) (added bool) {
+	p := &fetchPlan{s: s, gc: gc, namer: namer}
 	for _, v := range want {
-		spec := fetchSpec{shape: -1}
-		src := v.Name
-		if v.DType == onnx.Float16 || v.DType == onnx.BFloat16 {
-			c := namer.Name(src + "_as_float")
-			gc.Node = append(gc.Node, &onnxpb.NodeProto{
-				OpType: proto.String("Cast"), Name: proto.String(namer.Name("linearize_cast")),
-				Input: []string{src}, Output: []string{c},
-				Attribute: []*onnxpb.AttributeProto{{
-					Name: proto.String("to"), Type: onnxpb.AttributeProto_INT.Enum(),
-					I: proto.Int64(int64(onnx.Float)),
-				}},
-			})
-			spec.half = v.DType
-			src = c
-		}
-		if len(v.Shape) == 0 {
-			if flatShape == "" {
-				flatShape = namer.Name("linearize_flat_shape")
-				gc.Initializer = append(gc.Initializer, &onnxpb.TensorProto{
-					Name: proto.String(flatShape), Dims: []int64{1},
-					DataType: proto.Int32(int32(onnx.Int64)), Int64Data: []int64{-1},
-				})
-			}
-			flat := namer.Name(src + "_flat")
-			shp := namer.Name(src + "_shape")
-			gc.Node = append(gc.Node,
-				&onnxpb.NodeProto{
-					OpType: proto.String("Reshape"), Name: proto.String(namer.Name("linearize_flatten")),
-					Input: []string{src, flatShape}, Output: []string{flat},
-				},
-				&onnxpb.NodeProto{
-					OpType: proto.String("Shape"), Name: proto.String(namer.Name("linearize_shape")),
-					Input: []string{src}, Output: []string{shp},
-				})
-			spec.value = addOut(flat)
-			spec.shape = addOut(shp)
-		} else if src != v.Name {
-			spec.value = addOut(src)
-		} else {
-			s.fetchNames = append(s.fetchNames, src)
-			spec.value = len(s.fetchNames) - 1
-		}
-		s.fetch[v.Name] = spec
+		s.fetch[v.Name] = p.fetch(v)
 	}
-	gc.Output = append(gc.Output, extraOut...)
-	if len(extraOut) > 0 || needInfo {
-		ensureDefaultOpset(mc)
-	}
+	gc.Output = append(gc.Output, p.extraOut...)
+	return len(p.extraOut) > 0
+}
 
-	if len(s.feedNames) == 0 {
-		s.dummy = namer.Name("linearize_unused_input")
-		gc.Input = append(gc.Input, onnx.MakeValueInfo(s.dummy, onnx.Float, []onnx.Dim{{Value: 1}}))
-		s.feedNames = []string{s.dummy}
+// fetch plans one value: through Cast(to=FLOAT) when it is half
+// precision, flattened with its Shape beside it when its rank is 0 or
+// unknown.
+func (p *fetchPlan) fetch(v Value) fetchSpec {
+	spec := fetchSpec{shape: -1}
+	src := v.Name
+	if v.DType == onnx.Float16 || v.DType == onnx.BFloat16 {
+		src = p.castToFloat(src)
+		spec.half = v.DType
 	}
+	switch {
+	case len(v.Shape) == 0:
+		flat, shp := p.flatten(src)
+		spec.value = p.addOut(flat)
+		spec.shape = p.addOut(shp)
+	case src != v.Name:
+		spec.value = p.addOut(src)
+	default:
+		p.s.fetchNames = append(p.s.fetchNames, src)
+		spec.value = len(p.s.fetchNames) - 1
+	}
+	return spec
+}
 
+// addOut fetches name as a new graph output; it returns its index among
+// the fetched names.
+func (p *fetchPlan) addOut(name string) int {
+	p.s.fetchNames = append(p.s.fetchNames, name)
+	n := name
+	p.extraOut = append(p.extraOut, &onnxpb.ValueInfoProto{Name: &n})
+	return len(p.s.fetchNames) - 1
+}
+
+// castToFloat adds Cast(src, to=FLOAT) and returns its output.
+func (p *fetchPlan) castToFloat(src string) string {
+	c := p.namer.Name(src + "_as_float")
+	p.gc.Node = append(p.gc.Node, &onnxpb.NodeProto{
+		OpType: proto.String("Cast"), Name: proto.String(p.namer.Name("linearize_cast")),
+		Input: []string{src}, Output: []string{c},
+		Attribute: []*onnxpb.AttributeProto{{
+			Name: proto.String("to"), Type: onnxpb.AttributeProto_INT.Enum(),
+			I: proto.Int64(int64(onnx.Float)),
+		}},
+	})
+	return c
+}
+
+// flatten adds Reshape(src, [-1]) and Shape(src) and returns their
+// outputs.
+func (p *fetchPlan) flatten(src string) (flat, shp string) {
+	if p.flatShape == "" {
+		p.flatShape = p.namer.Name("linearize_flat_shape")
+		p.gc.Initializer = append(p.gc.Initializer, &onnxpb.TensorProto{
+			Name: proto.String(p.flatShape), Dims: []int64{1},
+			DataType: proto.Int32(int32(onnx.Int64)), Int64Data: []int64{-1},
+		})
+	}
+	flat = p.namer.Name(src + "_flat")
+	shp = p.namer.Name(src + "_shape")
+	p.gc.Node = append(p.gc.Node,
+		&onnxpb.NodeProto{
+			OpType: proto.String("Reshape"), Name: proto.String(p.namer.Name("linearize_flatten")),
+			Input: []string{src, p.flatShape}, Output: []string{flat},
+		},
+		&onnxpb.NodeProto{
+			OpType: proto.String("Shape"), Name: proto.String(p.namer.Name("linearize_shape")),
+			Input: []string{src}, Output: []string{shp},
+		})
+	return flat, shp
+}
+
+// newDynamicSession encodes mc and opens an onnxruntime session over it
+// with threads intra-op threads (0: onnxruntime's default).
+func newDynamicSession(mc *onnxpb.ModelProto, feeds, fetches []string, threads int) (*ort.DynamicAdvancedSession, error) {
 	data, err := onnx.Encode(mc)
 	if err != nil {
 		return nil, fmt.Errorf("infer: ort: %v", err)
@@ -258,20 +334,19 @@ func NewORTSession(m *onnxpb.ModelProto, opts Options) (Session, error) {
 		return nil, fmt.Errorf("infer: ort: session options: %v", err)
 	}
 	defer so.Destroy()
-	if opts.Threads > 0 {
-		if err := so.SetIntraOpNumThreads(opts.Threads); err != nil {
+	if threads > 0 {
+		if err := so.SetIntraOpNumThreads(threads); err != nil {
 			return nil, fmt.Errorf("infer: ort: threads: %v", err)
 		}
 		if err := so.SetInterOpNumThreads(1); err != nil {
 			return nil, fmt.Errorf("infer: ort: threads: %v", err)
 		}
 	}
-	sess, err := ort.NewDynamicAdvancedSessionWithONNXData(data, s.feedNames, s.fetchNames, so)
+	sess, err := ort.NewDynamicAdvancedSessionWithONNXData(data, feeds, fetches, so)
 	if err != nil {
 		return nil, fmt.Errorf("infer: ort: creating session: %v", err)
 	}
-	s.sess = sess
-	return s, nil
+	return sess, nil
 }
 
 // ensureDefaultOpset adds an ai.onnx opset import when the model has none,

@@ -352,14 +352,10 @@ func NewNamer(g *onnxpb.GraphProto) *Namer {
 	for _, t := range g.Initializer {
 		nm.used[t.GetName()] = true
 	}
-	for _, vi := range g.Input {
-		nm.used[vi.GetName()] = true
-	}
-	for _, vi := range g.Output {
-		nm.used[vi.GetName()] = true
-	}
-	for _, vi := range g.ValueInfo {
-		nm.used[vi.GetName()] = true
+	for _, vis := range [][]*onnxpb.ValueInfoProto{g.Input, g.Output, g.ValueInfo} {
+		for _, vi := range vis {
+			nm.used[vi.GetName()] = true
+		}
 	}
 	for _, n := range g.Node {
 		nm.used[n.GetName()] = true
@@ -384,23 +380,29 @@ func (nm *Namer) Name(base string) string {
 }
 
 // OpsetVersion returns the opset version m imports for domain ("" and
-// "ai.onnx" are the same domain), or 0 if it imports none. The native
-// backend's function expander (infer/native.go, opsetOf) repeats the loop for a
-// function's own imports before falling back to this.
+// "ai.onnx" are the same domain), or 0 if it imports none.
 func OpsetVersion(m *onnxpb.ModelProto, domain string) int64 {
+	v, _ := ImportedOpset(m.OpsetImport, domain)
+	return v
+}
+
+// ImportedOpset returns the version of domain ("" and "ai.onnx" are the
+// same domain) in imports (a model's or a function's opset_import), and
+// whether they name the domain at all.
+func ImportedOpset(imports []*onnxpb.OperatorSetIdProto, domain string) (int64, bool) {
 	if domain == "ai.onnx" {
 		domain = ""
 	}
-	for _, op := range m.OpsetImport {
+	for _, op := range imports {
 		d := op.GetDomain()
 		if d == "ai.onnx" {
 			d = ""
 		}
 		if d == domain {
-			return op.GetVersion()
+			return op.GetVersion(), true
 		}
 	}
-	return 0
+	return 0, false
 }
 
 // Attr returns the attribute of n called name, or nil.

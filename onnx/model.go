@@ -253,72 +253,113 @@ func resolveInside(dir, rel string) (string, error) {
 // read are bounded by the files' sizes, whatever the tensors claim, and
 // their total is checked against MaxExternalBytes before any is read.
 func loadExternal(m *onnxpb.ModelProto, dir string) error {
-	type ref struct {
-		t           *onnxpb.TensorProto
-		off, length int64
-	}
-	byFile := map[string][]ref{}
-	var paths []string // in first-use order, for deterministic reads
-	sizes := map[string]int64{}
-	err := forEachModelTensor(m, func(t *onnxpb.TensorProto) error {
-		if t == nil {
-			return nil
-		}
-		if t.GetDataLocation() != onnxpb.TensorProto_EXTERNAL {
-			t.ExternalData = nil
-			return nil
-		}
-		kv := externalInfo(t)
-		p, err := resolveInside(dir, kv["location"])
-		if err != nil {
-			return fmt.Errorf("tensor %q: external data: %w", t.GetName(), err)
-		}
-		size, ok := sizes[p]
-		if !ok {
-			st, err := os.Stat(p)
-			if err != nil {
-				return fmt.Errorf("tensor %q: external data: %w", t.GetName(), err)
-			}
-			size = st.Size()
-			sizes[p] = size
-			paths = append(paths, p)
-		}
-		var off, length int64
-		if s, ok := kv["offset"]; ok {
-			if off, err = strconv.ParseInt(s, 10, 64); err != nil || off < 0 {
-				return fmt.Errorf("tensor %q: external data: bad offset %q", t.GetName(), s)
-			}
-		}
-		if s, ok := kv["length"]; ok {
-			if length, err = strconv.ParseInt(s, 10, 64); err != nil || length < 0 {
-				return fmt.Errorf("tensor %q: external data: bad length %q", t.GetName(), s)
-			}
-		} else {
-			length = size - off
-		}
-		if off > size || length > size-off {
-			return fmt.Errorf("tensor %q: external data: bytes %d..%d lie past the end of %s (%d bytes)", t.GetName(), off, off+length, kv["location"], size)
-		}
-		if want := expectedBytes(t); want >= 0 && want != length {
-			return fmt.Errorf("tensor %q: external data: %d bytes, shape %v needs %d", t.GetName(), length, t.GetDims(), want)
-		}
-		byFile[p] = append(byFile[p], ref{t, off, length})
-		return nil
-	})
-	if err != nil {
+	refs := &externalRefs{dir: dir, byFile: map[string][]externalRef{}, sizes: map[string]int64{}}
+	if err := forEachModelTensor(m, refs.add); err != nil {
 		return err
 	}
-	// Per file, the ranges merged where they overlap (not where they only
-	// touch: a tensor the caller drops should free its own bytes).
-	type span struct {
-		path       string
-		start, end int64
-		refs       []ref
+	spans, total := refs.spans()
+	if total > MaxExternalBytes {
+		return fmt.Errorf("external data of %d distinct bytes exceeds %d bytes", total, int64(MaxExternalBytes))
 	}
-	var spans []span
-	var total int64
-	for _, p := range paths {
-		refs := byFile[p]
+	return readSpans(spans)
+}
+
+// externalRef is the byte range [off, off+length) of a file that holds
+// tensor t's data.
+type externalRef struct {
+	t           *onnxpb.TensorProto
+	off, length int64
+}
+
+// externalRefs collects the external tensors of a model by file.
+type externalRefs struct {
+	dir    string
+	byFile map[string][]externalRef
+	paths  []string // in first-use order, for deterministic reads
+	sizes  map[string]int64
+}
+
+// add records t's range when its data is external (checked: inside the
+// model's folder, within the file, of the size its shape needs), and
+// drops the external_data entries of a tensor whose data is not.
+func (x *externalRefs) add(t *onnxpb.TensorProto) error {
+	if t == nil {
+		return nil
+	}
+	if t.GetDataLocation() != onnxpb.TensorProto_EXTERNAL {
+		t.ExternalData = nil
+		return nil
+	}
+	kv := externalInfo(t)
+	p, err := resolveInside(x.dir, kv["location"])
+	if err != nil {
+		return fmt.Errorf("tensor %q: external data: %w", t.GetName(), err)
+	}
+	size, err := x.fileSize(p)
+	if err != nil {
+		return fmt.Errorf("tensor %q: external data: %w", t.GetName(), err)
+	}
+	off, length, err := externalRange(kv, size)
+	if err != nil {
+		return fmt.Errorf("tensor %q: external data: %w", t.GetName(), err)
+	}
+	if want := expectedBytes(t); want >= 0 && want != length {
+		return fmt.Errorf("tensor %q: external data: %d bytes, shape %v needs %d", t.GetName(), length, t.GetDims(), want)
+	}
+	x.byFile[p] = append(x.byFile[p], externalRef{t, off, length})
+	return nil
+}
+
+// fileSize returns the size of file p, stat-ing it the first time.
+func (x *externalRefs) fileSize(p string) (int64, error) {
+	if size, ok := x.sizes[p]; ok {
+		return size, nil
+	}
+	st, err := os.Stat(p)
+	if err != nil {
+		return 0, err
+	}
+	x.sizes[p] = st.Size()
+	x.paths = append(x.paths, p)
+	return st.Size(), nil
+}
+
+// externalRange reads the offset and length of external_data entries kv
+// (length: to the end of the file when absent) and checks them against
+// the file's size.
+func externalRange(kv map[string]string, size int64) (off, length int64, err error) {
+	if s, ok := kv["offset"]; ok {
+		if off, err = strconv.ParseInt(s, 10, 64); err != nil || off < 0 {
+			return 0, 0, fmt.Errorf("bad offset %q", s)
+		}
+	}
+	if s, ok := kv["length"]; ok {
+		if length, err = strconv.ParseInt(s, 10, 64); err != nil || length < 0 {
+			return 0, 0, fmt.Errorf("bad length %q", s)
+		}
+	} else {
+		length = size - off
+	}
+	if off > size || length > size-off {
+		return 0, 0, fmt.Errorf("bytes %d..%d lie past the end of %s (%d bytes)", off, off+length, kv["location"], size)
+	}
+	return off, length, nil
+}
+
+// externalSpan is a byte range [start, end) of a file read at once, and
+// the tensors whose data lies in it.
+type externalSpan struct {
+	path       string
+	start, end int64
+	refs       []externalRef
+}
+
+// spans returns, per file, the ranges merged where they overlap (not
+// where they only touch: a tensor the caller drops should free its own
+// bytes), and the distinct bytes they cover.
+func (x *externalRefs) spans() (spans []externalSpan, total int64) {
+	for _, p := range x.paths {
+		refs := x.byFile[p]
 		sort.SliceStable(refs, func(i, j int) bool { return refs[i].off < refs[j].off })
 		for _, r := range refs {
 			if n := len(spans); n > 0 && spans[n-1].path == p && r.off < spans[n-1].end {
@@ -330,13 +371,16 @@ func loadExternal(m *onnxpb.ModelProto, dir string) error {
 				sp.refs = append(sp.refs, r)
 				continue
 			}
-			spans = append(spans, span{p, r.off, r.off + r.length, []ref{r}})
+			spans = append(spans, externalSpan{p, r.off, r.off + r.length, []externalRef{r}})
 			total += r.length
 		}
 	}
-	if total > MaxExternalBytes {
-		return fmt.Errorf("external data of %d distinct bytes exceeds %d bytes", total, int64(MaxExternalBytes))
-	}
+	return spans, total
+}
+
+// readSpans reads each span once and gives each of its tensors its slice
+// of the bytes as raw_data, capped at its own length.
+func readSpans(spans []externalSpan) error {
 	var f *os.File
 	defer func() {
 		if f != nil {
@@ -348,6 +392,7 @@ func loadExternal(m *onnxpb.ModelProto, dir string) error {
 			if f != nil {
 				f.Close()
 			}
+			var err error
 			if f, err = os.Open(sp.path); err != nil {
 				return fmt.Errorf("tensor %q: external data: %w", sp.refs[0].t.GetName(), err)
 			}

@@ -73,58 +73,17 @@ func (c *countingReader) fits(l uint64, end int64) bool {
 // buffer. It returns errNotStreamable (or an I/O error) for anything it
 // does not handle; the caller then decodes the file whole.
 func decodeStream(r io.Reader, size int64) (*onnxpb.ModelProto, error) {
-	cr := &countingReader{r: bufio.NewReaderSize(r, 1<<20)}
-	var top, graph, buf []byte
-	var inits []*onnxpb.TensorProto
+	d := &streamDecoder{cr: &countingReader{r: bufio.NewReaderSize(r, 1<<20)}}
+	var top []byte
 	sawGraph := false
-
-	// copyField appends the field whose tag was just read to dst.
-	copyField := func(dst []byte, num protowire.Number, typ protowire.Type, end int64) ([]byte, error) {
-		dst = protowire.AppendTag(dst, num, typ)
-		switch typ {
-		case protowire.VarintType:
-			v, err := cr.varint()
-			if err != nil {
-				return nil, err
-			}
-			return protowire.AppendVarint(dst, v), nil
-		case protowire.Fixed32Type, protowire.Fixed64Type:
-			n := 4
-			if typ == protowire.Fixed64Type {
-				n = 8
-			}
-			if !cr.fits(uint64(n), end) {
-				return nil, errNotStreamable
-			}
-			var b [8]byte
-			if err := cr.full(b[:n]); err != nil {
-				return nil, err
-			}
-			return append(dst, b[:n]...), nil
-		case protowire.BytesType:
-			l, err := cr.varint()
-			if err != nil {
-				return nil, err
-			}
-			if !cr.fits(l, end) {
-				return nil, errNotStreamable
-			}
-			dst = protowire.AppendVarint(dst, l)
-			start := len(dst)
-			dst = append(dst, make([]byte, l)...)
-			return dst, cr.full(dst[start:])
-		}
-		return nil, errNotStreamable // groups, invalid wire types
-	}
-
-	for cr.pos < size {
-		tag, err := cr.varint()
+	for d.cr.pos < size {
+		tag, err := d.cr.varint()
 		if err != nil {
 			return nil, err
 		}
 		num, typ := protowire.DecodeTag(tag)
 		if num != modelGraphField || typ != protowire.BytesType {
-			if top, err = copyField(top, num, typ, size); err != nil {
+			if top, err = d.copyField(top, num, typ, size); err != nil {
 				return nil, err
 			}
 			continue
@@ -133,51 +92,11 @@ func decodeStream(r io.Reader, size int64) (*onnxpb.ModelProto, error) {
 			return nil, errNotStreamable
 		}
 		sawGraph = true
-		glen, err := cr.varint()
-		if err != nil {
+		if err := d.readGraph(size); err != nil {
 			return nil, err
 		}
-		if !cr.fits(glen, size) {
-			return nil, errNotStreamable
-		}
-		end := cr.pos + int64(glen)
-		for cr.pos < end {
-			tag, err := cr.varint()
-			if err != nil {
-				return nil, err
-			}
-			num, typ := protowire.DecodeTag(tag)
-			if num != graphInitializerField || typ != protowire.BytesType {
-				if graph, err = copyField(graph, num, typ, end); err != nil {
-					return nil, err
-				}
-				continue
-			}
-			l, err := cr.varint()
-			if err != nil {
-				return nil, err
-			}
-			if !cr.fits(l, end) {
-				return nil, errNotStreamable
-			}
-			if uint64(cap(buf)) < l {
-				buf = make([]byte, l)
-			}
-			buf = buf[:l]
-			if err := cr.full(buf); err != nil {
-				return nil, err
-			}
-			t := &onnxpb.TensorProto{}
-			if err := proto.Unmarshal(buf, t); err != nil {
-				return nil, errNotStreamable
-			}
-			inits = append(inits, t)
-		}
-		if cr.pos != end {
-			return nil, errNotStreamable
-		}
 	}
-	if cr.pos != size {
+	if d.cr.pos != size {
 		return nil, errNotStreamable
 	}
 	m := &onnxpb.ModelProto{}
@@ -186,13 +105,122 @@ func decodeStream(r io.Reader, size int64) (*onnxpb.ModelProto, error) {
 	}
 	if sawGraph {
 		g := &onnxpb.GraphProto{}
-		if err := proto.Unmarshal(graph, g); err != nil {
+		if err := proto.Unmarshal(d.graph, g); err != nil {
 			return nil, errNotStreamable
 		}
-		g.Initializer = inits
+		g.Initializer = d.inits
 		m.Graph = g
 	}
 	return m, nil
+}
+
+// streamDecoder holds what decodeStream has read of the graph: its fields
+// other than the initializers (wire bytes), and the initializers decoded.
+type streamDecoder struct {
+	cr    *countingReader
+	graph []byte
+	inits []*onnxpb.TensorProto
+	buf   []byte // reused for each initializer's bytes
+}
+
+// readGraph reads the graph field whose tag was just read (its length
+// comes next), within the first size bytes of the stream.
+func (d *streamDecoder) readGraph(size int64) error {
+	cr := d.cr
+	glen, err := cr.varint()
+	if err != nil {
+		return err
+	}
+	if !cr.fits(glen, size) {
+		return errNotStreamable
+	}
+	end := cr.pos + int64(glen)
+	for cr.pos < end {
+		tag, err := cr.varint()
+		if err != nil {
+			return err
+		}
+		num, typ := protowire.DecodeTag(tag)
+		if num != graphInitializerField || typ != protowire.BytesType {
+			if d.graph, err = d.copyField(d.graph, num, typ, end); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := d.readInitializer(end); err != nil {
+			return err
+		}
+	}
+	if cr.pos != end {
+		return errNotStreamable
+	}
+	return nil
+}
+
+// readInitializer decodes the initializer whose tag was just read, which
+// ends by end.
+func (d *streamDecoder) readInitializer(end int64) error {
+	l, err := d.cr.varint()
+	if err != nil {
+		return err
+	}
+	if !d.cr.fits(l, end) {
+		return errNotStreamable
+	}
+	if uint64(cap(d.buf)) < l {
+		d.buf = make([]byte, l)
+	}
+	d.buf = d.buf[:l]
+	if err := d.cr.full(d.buf); err != nil {
+		return err
+	}
+	t := &onnxpb.TensorProto{}
+	if err := proto.Unmarshal(d.buf, t); err != nil {
+		return errNotStreamable
+	}
+	d.inits = append(d.inits, t)
+	return nil
+}
+
+// copyField appends the field whose tag (num, typ) was just read, and
+// which ends by end, to dst.
+func (d *streamDecoder) copyField(dst []byte, num protowire.Number, typ protowire.Type, end int64) ([]byte, error) {
+	cr := d.cr
+	dst = protowire.AppendTag(dst, num, typ)
+	switch typ {
+	case protowire.VarintType:
+		v, err := cr.varint()
+		if err != nil {
+			return nil, err
+		}
+		return protowire.AppendVarint(dst, v), nil
+	case protowire.Fixed32Type, protowire.Fixed64Type:
+		n := 4
+		if typ == protowire.Fixed64Type {
+			n = 8
+		}
+		if !cr.fits(uint64(n), end) {
+			return nil, errNotStreamable
+		}
+		var b [8]byte
+		if err := cr.full(b[:n]); err != nil {
+			return nil, err
+		}
+		return append(dst, b[:n]...), nil
+	case protowire.BytesType:
+		l, err := cr.varint()
+		if err != nil {
+			return nil, err
+		}
+		if !cr.fits(l, end) {
+			return nil, errNotStreamable
+		}
+		dst = protowire.AppendVarint(dst, l)
+		start := len(dst)
+		dst = append(dst, make([]byte, l)...)
+		return dst, cr.full(dst[start:])
+	}
+	return nil, errNotStreamable // groups, invalid wire types
 }
 
 // encodeStream writes m to w deterministically, marshalling the graph's

@@ -20,9 +20,8 @@ func DecodeTensor(tp *onnxpb.TensorProto) (*Tensor, error) {
 	if tp == nil {
 		return nil, fmt.Errorf("onnx: missing tensor")
 	}
-	name := tp.GetName()
 	fail := func(format string, a ...any) (*Tensor, error) {
-		return nil, fmt.Errorf("onnx: tensor %q: %s", name, fmt.Sprintf(format, a...))
+		return nil, fmt.Errorf("onnx: tensor %q: %s", tp.GetName(), fmt.Sprintf(format, a...))
 	}
 	if tp.GetDataLocation() == onnxpb.TensorProto_EXTERNAL {
 		return fail("external data not loaded")
@@ -30,103 +29,116 @@ func DecodeTensor(tp *onnxpb.TensorProto) (*Tensor, error) {
 	if tp.Segment != nil {
 		return fail("segmented tensors are not supported")
 	}
-	shape := make([]int, len(tp.GetDims()))
-	n := 1
-	for i, d := range tp.GetDims() {
-		if d < 0 || d > MaxTensorElements {
-			return fail("invalid dimension %d", d)
-		}
-		shape[i] = int(d)
-		if d != 0 && n > MaxTensorElements/int(d) {
-			return fail("shape %v exceeds %d elements", tp.GetDims(), MaxTensorElements)
-		}
-		n *= int(d)
+	shape, n, bad := protoShape(tp.GetDims())
+	if bad != "" {
+		return fail("%s", bad)
 	}
 	dt := DataType(tp.GetDataType())
 	t := &Tensor{DType: dt, Shape: shape}
-	raw := tp.GetRawData()
 	if tp.RawData != nil && dt != String {
 		es := ElemSize(dt)
 		if es == 0 {
 			return fail("unsupported element type %s", TypeName(dt))
 		}
+		raw := tp.GetRawData()
 		if len(raw) != n*es {
 			return fail("raw_data has %d bytes, shape %v of %s needs %d", len(raw), shape, TypeName(dt), n*es)
 		}
 		t.Data = decodeRaw(dt, raw, n)
 		return t, nil
 	}
-	count := func(have int) error {
-		if have != n {
-			return fmt.Errorf("onnx: tensor %q: %d values, shape %v needs %d", name, have, shape, n)
-		}
-		return nil
+	have, ok := typedLen(tp, dt)
+	if !ok {
+		return fail("unsupported element type %s", TypeName(dt))
 	}
+	if have != n {
+		return fail("%d values, shape %v needs %d", have, shape, n)
+	}
+	t.Data = typedData(tp, dt, n)
+	return t, nil
+}
+
+// protoShape returns the shape dims give and its element count, or what
+// is wrong with them: a negative dimension, or more than
+// MaxTensorElements elements.
+func protoShape(dims []int64) (shape []int, n int, bad string) {
+	shape = make([]int, len(dims))
+	n = 1
+	for i, d := range dims {
+		if d < 0 || d > MaxTensorElements {
+			return nil, 0, fmt.Sprintf("invalid dimension %d", d)
+		}
+		shape[i] = int(d)
+		if d != 0 && n > MaxTensorElements/int(d) {
+			return nil, 0, fmt.Sprintf("shape %v exceeds %d elements", dims, MaxTensorElements)
+		}
+		n *= int(d)
+	}
+	return shape, n, ""
+}
+
+// typedLen returns the number of values in the typed field that holds
+// elements of type dt, or ok = false for a type without one.
+func typedLen(tp *onnxpb.TensorProto, dt DataType) (have int, ok bool) {
 	switch dt {
 	case Float:
-		if err := count(len(tp.FloatData)); err != nil {
-			return nil, err
-		}
-		t.Data = append([]float32{}, tp.FloatData...)
+		return len(tp.FloatData), true
 	case Double:
-		if err := count(len(tp.DoubleData)); err != nil {
-			return nil, err
-		}
-		t.Data = append([]float64{}, tp.DoubleData...)
+		return len(tp.DoubleData), true
 	case Int64:
-		if err := count(len(tp.Int64Data)); err != nil {
-			return nil, err
-		}
-		t.Data = append([]int64{}, tp.Int64Data...)
+		return len(tp.Int64Data), true
 	case Uint32, Uint64:
-		if err := count(len(tp.Uint64Data)); err != nil {
-			return nil, err
-		}
-		if dt == Uint64 {
-			t.Data = append([]uint64{}, tp.Uint64Data...)
-		} else {
-			d := make([]uint32, n)
-			for i, v := range tp.Uint64Data {
-				d[i] = uint32(v)
-			}
-			t.Data = d
-		}
+		return len(tp.Uint64Data), true
 	case Int32, Int16, Int8, Uint16, Uint8, Bool, Float16, BFloat16:
-		if err := count(len(tp.Int32Data)); err != nil {
-			return nil, err
-		}
-		src := tp.Int32Data
-		switch dt {
-		case Int32:
-			t.Data = append([]int32{}, src...)
-		case Int16:
-			t.Data = narrow[int16](src)
-		case Int8:
-			t.Data = narrow[int8](src)
-		case Uint16, Float16, BFloat16:
-			t.Data = narrow[uint16](src)
-		case Uint8:
-			t.Data = narrow[uint8](src)
-		case Bool:
-			d := make([]bool, n)
-			for i, v := range src {
-				d[i] = v != 0
-			}
-			t.Data = d
-		}
+		return len(tp.Int32Data), true
 	case String:
-		if err := count(len(tp.StringData)); err != nil {
-			return nil, err
+		return len(tp.StringData), true
+	}
+	return 0, false
+}
+
+// typedData copies the n values of the typed field of tp (typedLen says
+// it holds n) into a slice of dt's Go type.
+func typedData(tp *onnxpb.TensorProto, dt DataType, n int) any {
+	switch dt {
+	case Float:
+		return append([]float32{}, tp.FloatData...)
+	case Double:
+		return append([]float64{}, tp.DoubleData...)
+	case Int64:
+		return append([]int64{}, tp.Int64Data...)
+	case Uint64:
+		return append([]uint64{}, tp.Uint64Data...)
+	case Uint32:
+		d := make([]uint32, n)
+		for i, v := range tp.Uint64Data {
+			d[i] = uint32(v)
 		}
+		return d
+	case Int32:
+		return append([]int32{}, tp.Int32Data...)
+	case Int16:
+		return narrow[int16](tp.Int32Data)
+	case Int8:
+		return narrow[int8](tp.Int32Data)
+	case Uint16, Float16, BFloat16:
+		return narrow[uint16](tp.Int32Data)
+	case Uint8:
+		return narrow[uint8](tp.Int32Data)
+	case Bool:
+		d := make([]bool, n)
+		for i, v := range tp.Int32Data {
+			d[i] = v != 0
+		}
+		return d
+	case String:
 		d := make([]string, n)
 		for i, v := range tp.StringData {
 			d[i] = string(v)
 		}
-		t.Data = d
-	default:
-		return fail("unsupported element type %s", TypeName(dt))
+		return d
 	}
-	return t, nil
+	return nil
 }
 
 func narrow[T int8 | int16 | uint8 | uint16](src []int32) []T {

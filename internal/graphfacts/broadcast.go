@@ -112,49 +112,29 @@ func (f *Facts) bshapeMode(v string, depth int, shapeMode bool) (res []int64) {
 		}
 		return f.bshapeMode(Input(n, i), depth+1, shapeMode)
 	}
-	if rule, ok := unitRules[n.GetOpType()]; ok {
-		return rule(f, n, in, depth, shapeMode)
-	}
-	switch n.GetOpType() {
-	case "Range", "Shape", "NonZero":
-		return []int64{-1}
-	case "Cast", "Not", "Neg", "Identity", "Sqrt", "Abs", "Exp", "Log", "Reciprocal", "IsNaN", "IsInf", "Sign", "Floor", "Ceil", "Softmax":
-		return in(0)
-	case "Add", "Sub", "Mul", "Div", "And", "Or", "Xor", "Equal", "LessOrEqual", "Pow", "Min", "Max", "Mod", "Where", "BitwiseAnd", "BitwiseOr":
-		var ss [][]int64
-		for i := range n.Input {
-			ss = append(ss, in(i))
-		}
-		return BroadcastDims(ss...)
-	case "Slice":
-		x := in(0)
-		return x
+	if r := rulesOf(n).units; r != nil {
+		return r(f, n, in, depth, shapeMode)
 	}
 	return nil
 }
 
-// unitRules are bshapeMode's readings of the ops whose broadcast shape
-// takes more than passing an input's on; in(i) is input i's.
-var unitRules map[string]func(f *Facts, n *onnxpb.NodeProto, in func(int) []int64, depth int, shapeMode bool) []int64
+// varyingUnits: a vector that varies (Range, Shape, NonZero).
+func (f *Facts) varyingUnits(*onnxpb.NodeProto, func(int) []int64, int, bool) []int64 {
+	return []int64{-1}
+}
 
-func init() {
-	unitRules = map[string]func(f *Facts, n *onnxpb.NodeProto, in func(int) []int64, depth int, shapeMode bool) []int64{
-		"QuantizeLinear":   (*Facts).quantizedUnits,
-		"DequantizeLinear": (*Facts).quantizedUnits,
-		"Unsqueeze":        (*Facts).unsqueezeUnits,
-		"Squeeze":          (*Facts).squeezeUnits,
-		"Gather":           (*Facts).gatherUnits,
-		"Flatten":          (*Facts).flattenUnits,
-		"GreaterOrEqual":   (*Facts).compareUnits,
-		"Greater":          (*Facts).compareUnits,
-		"Less":             (*Facts).compareUnits,
-		"Reshape":          (*Facts).shapedUnits,
-		"ConstantOfShape":  (*Facts).shapedUnits,
-		"Expand":           (*Facts).shapedUnits,
-		"Concat":           (*Facts).concatUnits,
-		"GatherND":         (*Facts).gatherNDUnits,
-		"Transpose":        (*Facts).transposeUnits,
+// firstUnits: input 0's (an elementwise op of one input, a Slice).
+func (f *Facts) firstUnits(_ *onnxpb.NodeProto, in func(int) []int64, _ int, _ bool) []int64 {
+	return in(0)
+}
+
+// broadcastUnits: the inputs' broadcast together (an elementwise op).
+func (f *Facts) broadcastUnits(n *onnxpb.NodeProto, in func(int) []int64, _ int, _ bool) []int64 {
+	var ss [][]int64
+	for i := range n.Input {
+		ss = append(ss, in(i))
 	}
+	return BroadcastDims(ss...)
 }
 
 // unsqueezeUnits: new axes of size one.

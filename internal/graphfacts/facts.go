@@ -6,6 +6,10 @@
 // and where a value comes from (the width of the projection feeding it,
 // constant factors applied to it on the way).
 //
+// What each op contributes to each kind of fact is one small rule in a
+// table keyed by domain and op type (rules.go), as ops/registry.go keys
+// kernels.
+//
 // Every query walks the graph backwards from a value, under one depth
 // policy (MaxDepth), and is memoized per value, so a matcher that asks the
 // same question from many places pays for it once. A Facts is a snapshot

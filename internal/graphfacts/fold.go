@@ -4,6 +4,7 @@ import (
 	"math"
 
 	"github.com/linearize/linearize/onnx"
+	"github.com/linearize/linearize/onnx/onnxpb"
 )
 
 // maxUniformElems bounds the constants Uniform reads element by element.
@@ -83,58 +84,91 @@ func (f *Facts) scalarFold(name string, depth int) (float64, bool) {
 		return v[0], true
 	}
 	n := f.Ix.Producer[name]
-	if isQuantizer(n) {
-		return f.quantizeScalar(n, name, depth)
-	}
-	if n == nil || !DefaultDomain(n) {
-		return 0, false
-	}
-	arg := func(i int) (float64, bool) {
-		if i >= len(n.Input) || Input(n, i) == "" {
-			return 0, false
-		}
-		return f.scalar(Input(n, i), depth+1)
-	}
-	switch n.GetOpType() {
-	case "Gather", "Slice":
-		return f.sizeScalar(name, depth)
-	case "Sqrt":
-		if a, ok := arg(0); ok && a >= 0 {
-			return math.Sqrt(a), true
-		}
-	case "Reciprocal":
-		if a, ok := arg(0); ok && a != 0 {
-			return 1 / a, true
-		}
-	case "Neg":
-		if a, ok := arg(0); ok {
-			return -a, true
-		}
-	case "Cast", "Identity", "Reshape", "Unsqueeze", "Squeeze", "Expand":
-		if a, ok := arg(0); ok {
-			if n.GetOpType() == "Cast" && CastsToInt(n) {
-				return math.Trunc(a), true
-			}
-			return a, true
-		}
-	case "Mul", "Div", "Add", "Sub", "Pow":
-		a, okA := arg(0)
-		b, okB := arg(1)
-		if okA && okB {
-			return arithmetic(n.GetOpType(), a, b)
-		}
+	if r := rulesOf(n).scalar; r != nil {
+		return r(f, n, name, (*Facts).scalar, depth)
 	}
 	return 0, false
 }
 
-// sizeScalar folds x.size(i) of a value whose dimension i is known.
-func (f *Facts) sizeScalar(name string, depth int) (float64, bool) {
+// input returns the fold get of input i of n.
+func (get fold) input(f *Facts, n *onnxpb.NodeProto, i, depth int) (float64, bool) {
+	return get(f, Input(n, i), depth+1)
+}
+
+// sizeFold folds x.size(i) of a value whose dimension i is known.
+func (f *Facts) sizeFold(_ *onnxpb.NodeProto, name string, _ fold, depth int) (float64, bool) {
 	if src, axis, ok := f.sizeOf(name, depth+1); ok {
 		if d := f.dims(src, depth+1); axis >= 0 && axis < len(d) && d[axis] > 0 {
 			return float64(d[axis]), true
 		}
 	}
 	return 0, false
+}
+
+// sqrtFold is √a of a ≥ 0.
+func sqrtFold(f *Facts, n *onnxpb.NodeProto, _ string, get fold, depth int) (float64, bool) {
+	if a, ok := get.input(f, n, 0, depth); ok && a >= 0 {
+		return math.Sqrt(a), true
+	}
+	return 0, false
+}
+
+// reciprocalFold is 1/a of a ≠ 0.
+func reciprocalFold(f *Facts, n *onnxpb.NodeProto, _ string, get fold, depth int) (float64, bool) {
+	if a, ok := get.input(f, n, 0, depth); ok && a != 0 {
+		return 1 / a, true
+	}
+	return 0, false
+}
+
+// negFold is −a.
+func negFold(f *Facts, n *onnxpb.NodeProto, _ string, get fold, depth int) (float64, bool) {
+	if a, ok := get.input(f, n, 0, depth); ok {
+		return -a, true
+	}
+	return 0, false
+}
+
+// firstFold is input 0's value: the op moves or copies it (Identity,
+// Reshape, Expand, ...).
+func firstFold(f *Facts, n *onnxpb.NodeProto, _ string, get fold, depth int) (float64, bool) {
+	return get.input(f, n, 0, depth)
+}
+
+// castFold is a Cast's value: truncated towards zero by a Cast to an
+// integer type.
+func castFold(f *Facts, n *onnxpb.NodeProto, _ string, get fold, depth int) (float64, bool) {
+	a, ok := get.input(f, n, 0, depth)
+	if !ok {
+		return 0, false
+	}
+	if CastsToInt(n) {
+		return math.Trunc(a), true
+	}
+	return a, true
+}
+
+// truthCastFold is castFold, and a Cast to bool makes any non-zero value
+// 1 (Uniform reads booleans as 0 and 1).
+func truthCastFold(f *Facts, n *onnxpb.NodeProto, v string, get fold, depth int) (float64, bool) {
+	if onnx.DataType(onnx.AttrInt(n, "to", 0)) != onnx.Bool {
+		return castFold(f, n, v, get, depth)
+	}
+	a, ok := get.input(f, n, 0, depth)
+	if !ok {
+		return 0, false
+	}
+	return truth(a), true
+}
+
+// arithmeticFold is a·b, a/b (b ≠ 0), a+b, a−b or a^b of the inputs.
+func arithmeticFold(f *Facts, n *onnxpb.NodeProto, _ string, get fold, depth int) (float64, bool) {
+	a, okA := get.input(f, n, 0, depth)
+	b, okB := get.input(f, n, 1, depth)
+	if !okA || !okB {
+		return 0, false
+	}
+	return arithmetic(n.GetOpType(), a, b)
 }
 
 // arithmetic is a·b, a/b (b ≠ 0), a+b, a−b or a^b for op.
@@ -172,132 +206,122 @@ func (f *Facts) uniformFold(name string, depth int) (float64, bool) {
 		return v, true
 	}
 	if t, ok := Constant(f.Ix, name); ok {
-		if t.Len() == 0 || t.Len() > maxUniformElems {
-			return 0, false
-		}
-		vals, err := t.AsFloat64s() // booleans as 0 and 1
-		if err != nil || len(vals) == 0 {
-			return 0, false
-		}
-		for _, x := range vals[1:] {
-			if x != vals[0] {
-				return 0, false
-			}
-		}
-		if math.IsNaN(vals[0]) {
-			return 0, false
-		}
-		return vals[0], true
+		return uniformValue(t)
 	}
 	n := f.Ix.Producer[name]
-	if n == nil || !DefaultDomain(n) {
-		return 0, false
-	}
-	arg := func(i int) (float64, bool) { return f.uniform(Input(n, i), depth+1) }
-	truth := func(x float64) float64 {
-		if x != 0 {
-			return 1
-		}
-		return 0
-	}
-	switch n.GetOpType() {
-	case "Identity", "Expand", "Reshape", "Unsqueeze", "Squeeze", "Flatten", "Tile", "Transpose":
-		return arg(0)
-	case "Cast":
-		a, ok := arg(0)
-		if !ok {
-			return 0, false
-		}
-		switch {
-		case onnx.DataType(onnx.AttrInt(n, "to", 0)) == onnx.Bool:
-			return truth(a), true
-		case CastsToInt(n):
-			return math.Trunc(a), true
-		}
-		return a, true
-	case "ConstantOfShape":
-		for _, at := range n.Attribute {
-			if at.GetName() == "value" && at.T != nil {
-				t, err := onnx.DecodeTensor(at.T)
-				if err != nil || t.Len() != 1 {
-					return 0, false
-				}
-				if bs := t.Bools(); len(bs) == 1 {
-					if bs[0] {
-						return 1, true
-					}
-					return 0, true
-				}
-				v, err := t.AsFloat64s()
-				if err != nil || len(v) != 1 {
-					return 0, false
-				}
-				return v[0], true
-			}
-		}
-		return 0, true // default value: a float 0
-	case "Not":
-		if a, ok := arg(0); ok {
-			return 1 - truth(a), true
-		}
-	case "And", "Or":
-		a, okA := arg(0)
-		b, okB := arg(1)
-		absorbing := 0.0 // And(false, x) = false
-		if n.GetOpType() == "Or" {
-			absorbing = 1 // Or(true, x) = true
-		}
-		switch {
-		case okA && truth(a) == absorbing, okB && truth(b) == absorbing:
-			return absorbing, true
-		case okA && okB:
-			return 1 - absorbing, true
-		}
-	case "Where":
-		c, ok := arg(0)
-		if ok {
-			if c != 0 {
-				return arg(1)
-			}
-			return arg(2)
-		}
-		a, okA := arg(1)
-		b, okB := arg(2)
-		if okA && okB && a == b {
-			return a, true
-		}
-	case "Neg":
-		if a, ok := arg(0); ok {
-			return -a, true
-		}
-	case "Add", "Sub", "Mul", "Div":
-		a, okA := arg(0)
-		b, okB := arg(1)
-		if !okA || !okB {
-			return 0, false
-		}
-		switch n.GetOpType() {
-		case "Add":
-			return a + b, true
-		case "Sub":
-			return a - b, true
-		case "Mul":
-			return a * b, true
-		}
-		if b != 0 {
-			return a / b, true
-		}
-	case "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual":
-		a, okA := arg(0)
-		b, okB := arg(1)
-		if !okA || !okB {
-			return 0, false
-		}
-		r := map[string]bool{"Equal": a == b, "Less": a < b, "Greater": a > b, "LessOrEqual": a <= b, "GreaterOrEqual": a >= b}[n.GetOpType()]
-		if r {
-			return 1, true
-		}
-		return 0, true
+	if r := rulesOf(n).uniform; r != nil {
+		return r(f, n, name, (*Facts).uniform, depth)
 	}
 	return 0, false
+}
+
+// uniformValue returns the value of every element of t when they are all
+// the same number (booleans as 0 and 1, NaN refused).
+func uniformValue(t *onnx.Tensor) (float64, bool) {
+	if t.Len() == 0 || t.Len() > maxUniformElems {
+		return 0, false
+	}
+	vals, err := t.AsFloat64s() // booleans as 0 and 1
+	if err != nil || len(vals) == 0 {
+		return 0, false
+	}
+	for _, x := range vals[1:] {
+		if x != vals[0] {
+			return 0, false
+		}
+	}
+	if math.IsNaN(vals[0]) {
+		return 0, false
+	}
+	return vals[0], true
+}
+
+// truth is a number read as a boolean: 1 when it is not zero, else 0.
+func truth(x float64) float64 {
+	if x != 0 {
+		return 1
+	}
+	return 0
+}
+
+// constantOfShapeFold is the value attribute of ConstantOfShape (a float
+// 0 when absent).
+func constantOfShapeFold(_ *Facts, n *onnxpb.NodeProto, _ string, _ fold, _ int) (float64, bool) {
+	for _, at := range n.Attribute {
+		if at.GetName() == "value" && at.T != nil {
+			t, err := onnx.DecodeTensor(at.T)
+			if err != nil || t.Len() != 1 {
+				return 0, false
+			}
+			if bs := t.Bools(); len(bs) == 1 {
+				if bs[0] {
+					return 1, true
+				}
+				return 0, true
+			}
+			v, err := t.AsFloat64s()
+			if err != nil || len(v) != 1 {
+				return 0, false
+			}
+			return v[0], true
+		}
+	}
+	return 0, true // default value: a float 0
+}
+
+// notFold is the negation of a boolean.
+func notFold(f *Facts, n *onnxpb.NodeProto, _ string, get fold, depth int) (float64, bool) {
+	if a, ok := get.input(f, n, 0, depth); ok {
+		return 1 - truth(a), true
+	}
+	return 0, false
+}
+
+// logicFold is And or Or of two booleans: And(false, x) is false and
+// Or(true, x) true whatever x is.
+func logicFold(f *Facts, n *onnxpb.NodeProto, _ string, get fold, depth int) (float64, bool) {
+	a, okA := get.input(f, n, 0, depth)
+	b, okB := get.input(f, n, 1, depth)
+	absorbing := 0.0 // And(false, x) = false
+	if n.GetOpType() == "Or" {
+		absorbing = 1 // Or(true, x) = true
+	}
+	switch {
+	case okA && truth(a) == absorbing, okB && truth(b) == absorbing:
+		return absorbing, true
+	case okA && okB:
+		return 1 - absorbing, true
+	}
+	return 0, false
+}
+
+// whereFold is Where(c, a, b): the branch a uniform condition picks, or
+// the value both branches share.
+func whereFold(f *Facts, n *onnxpb.NodeProto, _ string, get fold, depth int) (float64, bool) {
+	if c, ok := get.input(f, n, 0, depth); ok {
+		if c != 0 {
+			return get.input(f, n, 1, depth)
+		}
+		return get.input(f, n, 2, depth)
+	}
+	a, okA := get.input(f, n, 1, depth)
+	b, okB := get.input(f, n, 2, depth)
+	if okA && okB && a == b {
+		return a, true
+	}
+	return 0, false
+}
+
+// compareFold is a comparison of two numbers, 1 when it holds, else 0.
+func compareFold(f *Facts, n *onnxpb.NodeProto, _ string, get fold, depth int) (float64, bool) {
+	a, okA := get.input(f, n, 0, depth)
+	b, okB := get.input(f, n, 1, depth)
+	if !okA || !okB {
+		return 0, false
+	}
+	r := map[string]bool{"Equal": a == b, "Less": a < b, "Greater": a > b, "LessOrEqual": a <= b, "GreaterOrEqual": a >= b}[n.GetOpType()]
+	if r {
+		return 1, true
+	}
+	return 0, true
 }

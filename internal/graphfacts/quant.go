@@ -5,6 +5,7 @@ import (
 
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
+	"github.com/linearize/linearize/ops"
 )
 
 // Quantized projections. onnxruntime's quantization tools replace a
@@ -78,33 +79,36 @@ func isQuantizer(n *onnxpb.NodeProto) bool {
 	return false
 }
 
-// quantDims is provedDims for the ops of the quantized forms; handled is
-// false for any other op.
-func (f *Facts) quantDims(n *onnxpb.NodeProto, v string, declared []int64, depth int) (d []int64, handled bool) {
-	if isQuantizer(n) {
-		if len(n.Output) > 0 && n.Output[0] == v {
-			return f.dims(Input(n, 0), depth+1), true
-		}
-		if n.GetOpType() == "DynamicQuantizeLinear" {
-			return []int64{}, true // y_scale and y_zero_point are scalars
-		}
-		return nil, true
+// quantizerDims is provedDims for a quantizer: output 0 has input 0's
+// shape, DynamicQuantizeLinear's scale and zero point are scalars.
+func (f *Facts) quantizerDims(n *onnxpb.NodeProto, v string, _ []int64, depth int) ([]int64, bool) {
+	if len(n.Output) > 0 && n.Output[0] == v {
+		return f.dims(Input(n, 0), depth+1), false
 	}
-	if a, b, ok := matmulOperands(n); ok && n.GetOpType() != "MatMul" {
-		return f.productDims(a, b, declared, depth), true
-	}
-	if n.GetDomain() == msDomain && n.GetOpType() == "MatMulNBits" {
-		// A [..., K] times the unpacked [K, N] weight.
-		nOut := onnx.AttrInt(n, "N", 0)
-		a := f.dims(Input(n, 0), depth+1)
-		if nOut <= 0 || len(a) < 1 {
-			return nil, true
-		}
-		out := append([]int64(nil), a...)
-		out[len(out)-1] = nOut
-		return out, true
+	if n.GetOpType() == "DynamicQuantizeLinear" {
+		return []int64{}, false // y_scale and y_zero_point are scalars
 	}
 	return nil, false
+}
+
+// integerProductDims is provedDims for an integer product: its float
+// product's shape.
+func (f *Facts) integerProductDims(n *onnxpb.NodeProto, _ string, declared []int64, depth int) ([]int64, bool) {
+	a, b, _ := matmulOperands(n)
+	return f.productDims(a, b, declared, depth), false
+}
+
+// nbitsDims is provedDims for MatMulNBits: a [..., K] times the unpacked
+// [K, N] weight.
+func (f *Facts) nbitsDims(n *onnxpb.NodeProto, _ string, _ []int64, depth int) ([]int64, bool) {
+	nOut := onnx.AttrInt(n, "N", 0)
+	a := f.dims(Input(n, 0), depth+1)
+	if nOut <= 0 || len(a) < 1 {
+		return nil, false
+	}
+	out := append([]int64(nil), a...)
+	out[len(out)-1] = nOut
+	return out, false
 }
 
 // FloatSource follows v back through quantizers (QuantizeLinear,
@@ -143,6 +147,12 @@ func (f *Facts) rescaled(n *onnxpb.NodeProto) string {
 		}
 	}
 	return ""
+}
+
+// quantizedWidth is projWidth for the quantized forms (quantWidth).
+func (f *Facts) quantizedWidth(n *onnxpb.NodeProto, _ string, depth int) int64 {
+	w, _ := f.quantWidth(n, depth)
+	return w
 }
 
 // quantWidth is projWidthWalk for the quantized forms: the output width
@@ -204,30 +214,27 @@ func (f *Facts) quantProjection(n *onnxpb.NodeProto, p Projection) (Projection, 
 // shapeKeeping are onnxruntime's fused ops (com.microsoft, written by its
 // transformer optimizer) whose output 0 has input 0's shape; the
 // SkipLayerNormalizations' output 3 (input + skip + bias) too.
-var shapeKeeping = map[string]bool{
-	"SkipLayerNormalization": true, "SkipSimplifiedLayerNormalization": true, "LayerNormalization": true,
-	"SimplifiedLayerNormalization": true, "FastGelu": true, "BiasGelu": true, "Gelu": true, "QuickGelu": true,
-	"BiasAdd": true,
+var shapeKeeping = []string{
+	"SkipLayerNormalization", "SkipSimplifiedLayerNormalization", "LayerNormalization",
+	"SimplifiedLayerNormalization", "FastGelu", "BiasGelu", "Gelu", "QuickGelu",
+	"BiasAdd",
 }
 
-// msDims is provedDims for the shape-keeping com.microsoft ops; handled
-// is false for any other node.
-func (f *Facts) msDims(n *onnxpb.NodeProto, v string, depth int) (d []int64, handled bool) {
-	if n == nil || n.GetDomain() != msDomain || !shapeKeeping[n.GetOpType()] {
-		return nil, false
-	}
+// shapeKeepingDims is provedDims for the shape-keeping com.microsoft ops.
+func (f *Facts) shapeKeepingDims(n *onnxpb.NodeProto, v string, _ []int64, depth int) ([]int64, bool) {
 	if len(n.Output) == 0 || (n.Output[0] != v && !(len(n.Output) > 3 && n.Output[3] == v)) {
-		return nil, true // mean, inverse standard deviation
+		return nil, false // mean, inverse standard deviation
 	}
-	return f.dims(Input(n, 0), depth+1), true
+	return f.dims(Input(n, 0), depth+1), false
 }
 
-// quantizeScalar folds QuantizeLinear or DequantizeLinear n of a scalar
-// with a scalar scale and zero point (a constant quantized as
-// quantize_static writes it, DequantizeLinear(QuantizeLinear(c))): q =
-// saturate(round(x/s) + zp) in the zero point's type (uint8 when absent),
-// rounding half to even, and x = (q − zp)·s.
-func (f *Facts) quantizeScalar(n *onnxpb.NodeProto, name string, depth int) (float64, bool) {
+// quantizeFold is Scalar's rule for QuantizeLinear and DequantizeLinear:
+// it folds n of a scalar with a scalar scale and zero point (a constant
+// quantized as quantize_static writes it,
+// DequantizeLinear(QuantizeLinear(c))): q = saturate(round(x/s) + zp) in
+// the zero point's type (uint8 when absent; ops.QuantRange), rounding
+// half to even, and x = (q − zp)·s.
+func (f *Facts) quantizeFold(n *onnxpb.NodeProto, name string, _ fold, depth int) (float64, bool) {
 	if n.GetOpType() == "DynamicQuantizeLinear" || len(n.Output) == 0 || n.Output[0] != name {
 		return 0, false // a scale or zero point computed at run time
 	}
@@ -244,15 +251,7 @@ func (f *Facts) quantizeScalar(n *onnxpb.NodeProto, name string, depth int) (flo
 			return 0, false
 		}
 		zp = v
-		switch t.DType {
-		case onnx.Int8:
-			lo, hi = -128, 127
-		case onnx.Uint8:
-		case onnx.Int16:
-			lo, hi = -32768, 32767
-		case onnx.Uint16:
-			hi = 65535
-		default:
+		if lo, hi, ok = ops.QuantRange(t.DType); !ok {
 			return 0, false
 		}
 	}

@@ -134,65 +134,68 @@ func (f *Facts) provedDims(v string, declared []int64, depth int) (d []int64, su
 		return out, false
 	}
 	n := f.Ix.Producer[v]
-	if d, ok := f.quantDims(n, v, declared, depth); ok {
-		return d, false
+	if r := rulesOf(n).dims; r != nil {
+		return r(f, n, v, declared, depth)
 	}
-	if d, ok := f.msDims(n, v, depth); ok {
-		return d, false
-	}
-	if n == nil || !DefaultDomain(n) {
+	return nil, false
+}
+
+// firstDims is provedDims for an op whose output 0 has input 0's shape
+// (its other outputs are unknown: LayerNormalization's mean, Dropout's
+// mask).
+func (f *Facts) firstDims(n *onnxpb.NodeProto, v string, _ []int64, depth int) ([]int64, bool) {
+	if len(n.Output) == 0 || n.Output[0] != v {
 		return nil, false
 	}
-	switch n.GetOpType() {
-	case "Mul", "Div", "Add", "Sub", "Pow":
-		return f.broadcastDims(n, depth)
-	case "Identity", "Cast", "Dropout", "Softmax", "LogSoftmax", "Erf", "Tanh", "Relu", "Sigmoid", "Gelu",
-		"Neg", "Sqrt", "Exp", "Log", "Abs", "Reciprocal", "Not", "LayerNormalization", "SimplifiedLayerNormalization":
-		if len(n.Output) == 0 || n.Output[0] != v {
-			return nil, false // LayerNormalization's mean, Dropout's mask
-		}
-		d := f.dims(Input(n, 0), depth+1)
-		return d, f.rankGuessed(Input(n, 0))
-	case "Gather":
-		// data[..., idx, ...]: the indices' dims replace the axis.
-		data, idx := f.dims(Input(n, 0), depth+1), f.dims(Input(n, 1), depth+1)
-		axis := onnx.AttrInt(n, "axis", 0)
-		if data == nil || idx == nil || axis < -int64(len(data)) || axis >= int64(len(data)) {
-			return nil, false
-		}
-		if axis < 0 {
-			axis += int64(len(data))
-		}
-		out := append(append(append([]int64{}, data[:axis]...), idx...), data[axis+1:]...)
-		return out, false
-	case "Shape":
-		// [rank], or the length of the start:end range (opset ≥ 15).
-		x := f.dims(Input(n, 0), depth+1)
-		if x == nil {
-			return nil, false
-		}
-		r := int64(len(x))
-		start, end := clampIndex(onnx.AttrInt(n, "start", 0), r), clampIndex(onnx.AttrInt(n, "end", r), r)
-		return []int64{max(0, end-start)}, false
-	case "Slice":
-		return f.sliceDims(n, depth), false
-	case "MatMul":
-		return f.productDims(Input(n, 0), Input(n, 1), declared, depth), false
-	case "Gemm":
-		a, b := f.dims(Input(n, 0), depth+1), f.dims(Input(n, 1), depth+1)
-		if len(a) != 2 || len(b) != 2 {
-			return nil, false
-		}
-		m, k := a[0], b[1]
-		if onnx.AttrInt(n, "transA", 0) == 1 {
-			m = a[1]
-		}
-		if onnx.AttrInt(n, "transB", 0) == 1 {
-			k = b[0]
-		}
-		return []int64{m, k}, false
+	d := f.dims(Input(n, 0), depth+1)
+	return d, f.rankGuessed(Input(n, 0))
+}
+
+// gatherDims is data[..., idx, ...]: the indices' dims replace the axis.
+func (f *Facts) gatherDims(n *onnxpb.NodeProto, _ string, _ []int64, depth int) ([]int64, bool) {
+	data, idx := f.dims(Input(n, 0), depth+1), f.dims(Input(n, 1), depth+1)
+	axis := onnx.AttrInt(n, "axis", 0)
+	if data == nil || idx == nil || axis < -int64(len(data)) || axis >= int64(len(data)) {
+		return nil, false
 	}
-	return f.layoutDims(n, v, declared, depth), false
+	if axis < 0 {
+		axis += int64(len(data))
+	}
+	out := append(append(append([]int64{}, data[:axis]...), idx...), data[axis+1:]...)
+	return out, false
+}
+
+// shapeDims is a Shape's output: [rank], or the length of the start:end
+// range (opset ≥ 15).
+func (f *Facts) shapeDims(n *onnxpb.NodeProto, _ string, _ []int64, depth int) ([]int64, bool) {
+	x := f.dims(Input(n, 0), depth+1)
+	if x == nil {
+		return nil, false
+	}
+	r := int64(len(x))
+	start, end := clampIndex(onnx.AttrInt(n, "start", 0), r), clampIndex(onnx.AttrInt(n, "end", r), r)
+	return []int64{max(0, end-start)}, false
+}
+
+// matmulDims is a MatMul's output (productDims).
+func (f *Facts) matmulDims(n *onnxpb.NodeProto, _ string, declared []int64, depth int) ([]int64, bool) {
+	return f.productDims(Input(n, 0), Input(n, 1), declared, depth), false
+}
+
+// gemmDims is a Gemm's output: [M, N] of its (transposed) operands.
+func (f *Facts) gemmDims(n *onnxpb.NodeProto, _ string, _ []int64, depth int) ([]int64, bool) {
+	a, b := f.dims(Input(n, 0), depth+1), f.dims(Input(n, 1), depth+1)
+	if len(a) != 2 || len(b) != 2 {
+		return nil, false
+	}
+	m, k := a[0], b[1]
+	if onnx.AttrInt(n, "transA", 0) == 1 {
+		m = a[1]
+	}
+	if onnx.AttrInt(n, "transB", 0) == 1 {
+		k = b[0]
+	}
+	return []int64{m, k}, false
 }
 
 // clampIndex is an index of a Shape or Slice range: counted from the end
@@ -207,11 +210,16 @@ func clampIndex(i, r int64) int64 {
 // sliceDims is the shape of a Slice's output: its input's dims, cut along
 // the sliced axes where the input's size and the starts, ends and steps
 // are constants (−1 on a sliced axis otherwise).
-func (f *Facts) sliceDims(n *onnxpb.NodeProto, depth int) []int64 {
+func (f *Facts) sliceDims(n *onnxpb.NodeProto, _ string, _ []int64, depth int) ([]int64, bool) {
 	in := f.dims(Input(n, 0), depth+1)
 	if in == nil {
-		return nil
+		return nil, false
 	}
+	return f.slicedDims(n, in), false
+}
+
+// slicedDims is sliceDims of an input with dims in.
+func (f *Facts) slicedDims(n *onnxpb.NodeProto, in []int64) []int64 {
 	r := int64(len(in))
 	out := append([]int64(nil), in...)
 	var starts, ends, axes, steps []int64
@@ -286,7 +294,7 @@ func (f *Facts) sliceDims(n *onnxpb.NodeProto, depth int) []int64 {
 // a size other than 1 there, or when every input proves 1. When an input's
 // rank is unknown only the trailing axes are proved (suffix), and a 1 is
 // not (the unknown input may be larger there).
-func (f *Facts) broadcastDims(n *onnxpb.NodeProto, depth int) (out []int64, suffix bool) {
+func (f *Facts) broadcastDims(n *onnxpb.NodeProto, _ string, _ []int64, depth int) (out []int64, suffix bool) {
 	var ins [][]int64
 	for _, in := range n.Input {
 		if in == "" {
@@ -385,47 +393,29 @@ func (f *Facts) productDims(x, y string, declared []int64, depth int) []int64 {
 	return out
 }
 
-// layoutDims follows the ops that move or view a value's elements
-// (Transpose, Reshape, Einsum by a weight, Split, Squeeze, Unsqueeze).
-func (f *Facts) layoutDims(n *onnxpb.NodeProto, v string, declared []int64, depth int) []int64 {
-	switch n.GetOpType() {
-	case "Transpose":
-		return f.transposeDims(n, depth)
-	case "Reshape":
-		return f.reshapeDims(n, declared, depth)
-	case "Einsum":
-		return f.einsumDims(n)
-	case "Split":
-		return f.splitOutDims(n, v, depth)
-	case "Squeeze", "Unsqueeze":
-		return f.squeezeDims(n, depth)
-	}
-	return nil
-}
-
 // transposeDims is the shape of a Transpose's output.
-func (f *Facts) transposeDims(n *onnxpb.NodeProto, depth int) []int64 {
+func (f *Facts) transposeDims(n *onnxpb.NodeProto, _ string, _ []int64, depth int) ([]int64, bool) {
 	in := f.dims(Input(n, 0), depth+1)
 	p := onnx.AttrInts(n, "perm")
 	if in == nil || len(p) != len(in) {
-		return nil
+		return nil, false
 	}
 	ip := make([]int, len(p))
 	for i, x := range p {
 		ip[i] = int(x)
 	}
-	return Permute(in, ip)
+	return Permute(in, ip), false
 }
 
 // reshapeDims is the shape of a Reshape's output: its target's entries
 // (0 copying the input's axis), the literal −1 solved (solveReshape); nil
 // when the target's length rests on a guess no declared rank confirms.
-func (f *Facts) reshapeDims(n *onnxpb.NodeProto, declared []int64, depth int) []int64 {
+func (f *Facts) reshapeDims(n *onnxpb.NodeProto, _ string, declared []int64, depth int) ([]int64, bool) {
 	s, exact := f.shapeValueLen(Input(n, 1), depth+1, true)
 	if s == nil || (!exact && (declared == nil || len(declared) != len(s))) {
 		// The rank rests on a guess (a shape piece of unknown length
 		// taken as one element) that no declared rank confirms.
-		return nil
+		return nil, false
 	}
 	in := f.dims(Input(n, 0), depth+1)
 	if f.rankGuessed(Input(n, 0)) {
@@ -443,15 +433,15 @@ func (f *Facts) reshapeDims(n *onnxpb.NodeProto, declared []int64, depth int) []
 		}
 	}
 	f.solveReshape(n, out, in, depth)
-	return out
+	return out, false
 }
 
 // einsumDims is the shape of a projection by an Einsum with a constant
 // weight (keras/tf2onnx "abc,cde->abde"): sizes from the weight's letters.
-func (f *Facts) einsumDims(n *onnxpb.NodeProto) []int64 {
+func (f *Facts) einsumDims(n *onnxpb.NodeProto, _ string, _ []int64, _ int) ([]int64, bool) {
 	a, b, out, ok := EinsumEq(n)
 	if !ok {
-		return nil
+		return nil, false
 	}
 	size := map[rune]int64{}
 	for i, eq := range []string{a, b} {
@@ -469,17 +459,17 @@ func (f *Facts) einsumDims(n *onnxpb.NodeProto) []int64 {
 			d[i] = -1
 		}
 	}
-	return d
+	return d, false
 }
 
 // splitOutDims is the shape of output v of a Split: a packed projection
 // split into Q, K, V (ModernBERT's Wqkv viewed [B,S,3,H,D] and split along
 // the 3); the split axis takes this output's size.
-func (f *Facts) splitOutDims(n *onnxpb.NodeProto, v string, depth int) []int64 {
+func (f *Facts) splitOutDims(n *onnxpb.NodeProto, v string, _ []int64, depth int) ([]int64, bool) {
 	in := f.dims(Input(n, 0), depth+1)
 	axis := onnx.AttrInt(n, "axis", 0)
 	if in == nil || axis < -int64(len(in)) || axis >= int64(len(in)) {
-		return nil
+		return nil, false
 	}
 	if axis < 0 {
 		axis += int64(len(in))
@@ -498,22 +488,22 @@ func (f *Facts) splitOutDims(n *onnxpb.NodeProto, v string, depth int) []int64 {
 	if split == nil && in[axis] > 0 && len(n.Output) > 0 && in[axis]%int64(len(n.Output)) == 0 {
 		out[axis] = in[axis] / int64(len(n.Output))
 	}
-	return out
+	return out, false
 }
 
 // squeezeDims is the shape of a Squeeze's or Unsqueeze's output.
-func (f *Facts) squeezeDims(n *onnxpb.NodeProto, depth int) []int64 {
+func (f *Facts) squeezeDims(n *onnxpb.NodeProto, _ string, _ []int64, depth int) ([]int64, bool) {
 	in := f.dims(Input(n, 0), depth+1)
 	axes := axesOf(f.Ix, n)
 	if in == nil || axes == nil {
-		return nil
+		return nil, false
 	}
 	rank := len(in) - len(axes)
 	if n.GetOpType() == "Unsqueeze" {
 		rank = len(in) + len(axes)
 	}
 	if rank < 0 {
-		return nil
+		return nil, false
 	}
 	marked := map[int]bool{}
 	for _, a := range axes {
@@ -522,7 +512,7 @@ func (f *Facts) squeezeDims(n *onnxpb.NodeProto, depth int) []int64 {
 			r = rank // Unsqueeze: axes index the output
 		}
 		if a < -int64(r) || a >= int64(r) {
-			return nil
+			return nil, false
 		}
 		if a < 0 {
 			a += int64(r)
@@ -535,10 +525,10 @@ func (f *Facts) squeezeDims(n *onnxpb.NodeProto, depth int) []int64 {
 			if !marked[i] {
 				out = append(out, d)
 			} else if d > 1 {
-				return nil // not a size-one axis: malformed
+				return nil, false // not a size-one axis: malformed
 			}
 		}
-		return out
+		return out, false
 	}
 	j := 0
 	for i := 0; i < rank; i++ {
@@ -547,12 +537,12 @@ func (f *Facts) squeezeDims(n *onnxpb.NodeProto, depth int) []int64 {
 			continue
 		}
 		if j >= len(in) {
-			return nil
+			return nil, false
 		}
 		out = append(out, in[j])
 		j++
 	}
-	return out
+	return out, false
 }
 
 // ShapeValue returns a shape tensor's entries (−1 where unknown): a
@@ -934,51 +924,71 @@ func (f *Facts) projWidth(v string, depth int) int64 {
 
 func (f *Facts) projWidthWalk(v string, depth int) int64 {
 	n := f.Ix.Producer[v]
-	if w, ok := f.quantWidth(n, depth); ok {
-		return w
+	if r := rulesOf(n).width; r != nil {
+		return r(f, n, v, depth)
 	}
-	if n == nil || !DefaultDomain(n) {
-		return -1
+	return -1
+}
+
+// firstWidth is the width input 0 comes with (a layout op or a Cast).
+func (f *Facts) firstWidth(n *onnxpb.NodeProto, _ string, depth int) int64 {
+	return f.projWidth(Input(n, 0), depth+1)
+}
+
+// operandWidth is the width of the first operand that is not a constant
+// and has one (a bias or a factor applied to a projection's output).
+func (f *Facts) operandWidth(n *onnxpb.NodeProto, _ string, depth int) int64 {
+	for _, in := range n.Input {
+		if _, isConst := Constant(f.Ix, in); isConst {
+			continue
+		}
+		if w := f.projWidth(in, depth+1); w > 0 {
+			return w
+		}
 	}
-	switch n.GetOpType() {
-	case "Transpose", "Reshape", "Identity", "Cast":
-		return f.projWidth(Input(n, 0), depth+1)
-	case "Add", "Mul", "Div":
-		for _, in := range n.Input {
-			if _, isConst := Constant(f.Ix, in); isConst {
-				continue
-			}
-			if w := f.projWidth(in, depth+1); w > 0 {
-				return w
-			}
+	return -1
+}
+
+// splitWidth is the size of the part v of a Split.
+func (f *Facts) splitWidth(n *onnxpb.NodeProto, v string, _ int) int64 {
+	split := onnx.AttrInts(n, "split")
+	if split == nil && len(n.Input) > 1 {
+		split, _ = Ints(f.Ix, Input(n, 1))
+	}
+	for i, o := range n.Output {
+		if o == v && i < len(split) {
+			return split[i]
 		}
-	case "Split":
-		split := onnx.AttrInts(n, "split")
-		if split == nil && len(n.Input) > 1 {
-			split, _ = Ints(f.Ix, Input(n, 1))
-		}
-		for i, o := range n.Output {
-			if o == v && i < len(split) {
-				return split[i]
-			}
-		}
-	case "Einsum":
-		if d := f.weightDims(Input(n, 1)); len(d) == 3 {
-			return d[1] * d[2]
-		}
-	case "Conv":
-		// A width-1 convolution over channels-first [B,C,S] (SqueezeBERT's
-		// Conv1d projections): the output channels.
-		if d := f.weightDims(Input(n, 1)); len(d) == 3 && d[2] == 1 {
+	}
+	return -1
+}
+
+// einsumWidth is the width of a projection by an Einsum with a constant
+// [D, H, d] weight: H·d.
+func (f *Facts) einsumWidth(n *onnxpb.NodeProto, _ string, _ int) int64 {
+	if d := f.weightDims(Input(n, 1)); len(d) == 3 {
+		return d[1] * d[2]
+	}
+	return -1
+}
+
+// convWidth is the output channels of a width-1 convolution over
+// channels-first [B,C,S] (SqueezeBERT's Conv1d projections).
+func (f *Facts) convWidth(n *onnxpb.NodeProto, _ string, _ int) int64 {
+	if d := f.weightDims(Input(n, 1)); len(d) == 3 && d[2] == 1 {
+		return d[0]
+	}
+	return -1
+}
+
+// productWidth is N of a MatMul or Gemm by a constant [K, N] weight
+// ([N, K] for Gemm transB=1).
+func (f *Facts) productWidth(n *onnxpb.NodeProto, _ string, _ int) int64 {
+	if d := f.weightDims(Input(n, 1)); len(d) == 2 {
+		if n.GetOpType() == "Gemm" && onnx.AttrInt(n, "transB", 0) == 1 {
 			return d[0]
 		}
-	case "MatMul", "Gemm":
-		if d := f.weightDims(Input(n, 1)); len(d) == 2 {
-			if n.GetOpType() == "Gemm" && onnx.AttrInt(n, "transB", 0) == 1 {
-				return d[0]
-			}
-			return d[1]
-		}
+		return d[1]
 	}
 	return -1
 }

@@ -32,17 +32,8 @@ func runLong(src, outDir string, tok *tokenize.WordPiece, held map[string]bool, 
 			return err
 		}
 	}
-	for _, p := range paths {
-		rel, err := filepath.Rel(src, p)
-		if err != nil {
-			return err
-		}
-		rel = filepath.ToSlash(rel)
-		top, _, nested := strings.Cut(rel, "/")
-		if !nested {
-			continue
-		}
-		data, err := os.ReadFile(p)
+	for _, sf := range paths {
+		data, err := os.ReadFile(sf.path)
 		if err != nil {
 			return err
 		}
@@ -64,10 +55,10 @@ func runLong(src, outDir string, tok *tokenize.WordPiece, held map[string]bool, 
 			continue
 		}
 		set := "tune"
-		if held[top] {
+		if held[sf.top] {
 			set = "heldout"
 		}
-		name := strings.ReplaceAll(strings.TrimSuffix(rel, ".rst.txt"), "/", "-") + ".txt"
+		name := strings.ReplaceAll(strings.TrimSuffix(sf.rel, ".rst.txt"), "/", "-") + ".txt"
 		if err := writeFile(filepath.Join(outDir, set, name), strings.Join(kept, "\n\n")+"\n"); err != nil {
 			return err
 		}
@@ -77,8 +68,16 @@ func runLong(src, outDir string, tok *tokenize.WordPiece, held map[string]bool, 
 	return nil
 }
 
-// sourceFiles lists the .rst.txt files under src, sorted.
-func sourceFiles(src string) ([]string, error) {
+// sourceFile is a .rst.txt file in a folder below the source root.
+type sourceFile struct {
+	path string // as found under the root
+	rel  string // relative to the root, with forward slashes
+	top  string // the top-level folder it is in
+}
+
+// sourceFiles lists the .rst.txt files under src that sit in a folder
+// (top-level files belong to neither set), sorted.
+func sourceFiles(src string) ([]sourceFile, error) {
 	var paths []string
 	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -89,8 +88,22 @@ func sourceFiles(src string) ([]string, error) {
 		}
 		return nil
 	})
+	if err != nil {
+		return nil, err
+	}
 	sort.Strings(paths)
-	return paths, err
+	var files []sourceFile
+	for _, p := range paths {
+		rel, err := filepath.Rel(src, p)
+		if err != nil {
+			return nil, err
+		}
+		rel = filepath.ToSlash(rel)
+		if top, _, nested := strings.Cut(rel, "/"); nested {
+			files = append(files, sourceFile{p, rel, top})
+		}
+	}
+	return files, nil
 }
 
 // writeFile writes data through a temporary file renamed into place.

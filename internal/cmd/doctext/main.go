@@ -102,17 +102,8 @@ func run(src, outDir string, nHeld, nCal, minWords, maxWords int, heldDirs, voca
 	}
 	var heldDocs, calDocs []doc
 	skipped := 0
-	for _, p := range paths {
-		rel, err := filepath.Rel(src, p)
-		if err != nil {
-			return err
-		}
-		rel = filepath.ToSlash(rel)
-		top, _, nested := strings.Cut(rel, "/")
-		if !nested {
-			continue // top-level files belong to neither set
-		}
-		data, err := os.ReadFile(p)
+	for _, sf := range paths {
+		data, err := os.ReadFile(sf.path)
 		if err != nil {
 			return err
 		}
@@ -122,12 +113,12 @@ func run(src, outDir string, nHeld, nCal, minWords, maxWords int, heldDirs, voca
 			continue
 		}
 		words = words[:min(len(words), maxWords)]
-		d := doc{path: rel, text: strings.Join(words, " "), words: len(words)}
+		d := doc{path: sf.rel, text: strings.Join(words, " "), words: len(words)}
 		if tok != nil && len(tok.IDs(d.text)) <= minTokens {
 			skipped++
 			continue
 		}
-		if held[top] {
+		if held[sf.top] {
 			heldDocs = append(heldDocs, d)
 		} else {
 			calDocs = append(calDocs, d)

@@ -144,78 +144,102 @@ var directiveKinds = map[string]int{
 func parseBlocks(lines []string, out *[]string) {
 	i := 0
 	for i < len(lines) {
-		l := lines[i]
-		if blank(l) {
+		if blank(lines[i]) {
 			i++
 			continue
 		}
-		ind := indentOf(l)
-		t := strings.TrimSpace(l)
-		next := ""
-		if i+1 < len(lines) {
-			next = strings.TrimSpace(lines[i+1])
-		}
-		switch {
-		case t == ".." || strings.HasPrefix(t, ".. "):
-			end := blockEnd(lines, i+1, ind)
-			explicitMarkup(t, lines[i+1:end], out)
-			i = end
-		case strings.HasPrefix(t, "__ "):
-			i = blockEnd(lines, i+1, ind)
-		case gridTableRE.MatchString(t) || strings.HasPrefix(t, "| ") || t == "|" || strings.HasPrefix(t, ">>>"):
-			// grid tables, line blocks and doctest blocks end at a blank line
-			for i < len(lines) && !blank(lines[i]) {
-				i++
-			}
-		case simpleTableRE.MatchString(t):
-			i = simpleTableEnd(lines, i)
-		case isAdornment(t):
-			// an overline + title + underline, or a transition
-			if next != "" && i+2 < len(lines) && isAdornment(strings.TrimSpace(lines[i+2])) {
-				i += 3
-			} else {
-				i++
-			}
-		case next != "" && isAdornment(next) && indentOf(lines[i+1]) == ind && len(next) >= min(len(t), 3):
-			i += 2 // a title and its underline
-		case fieldRE.MatchString(t):
-			i = blockEnd(lines, i+1, ind)
-		case bulletRE.MatchString(t):
-			m := bulletRE.FindString(t)
-			body := []string{strings.Repeat(" ", ind+len(m)) + t[len(m):]}
-			end := blockEnd(lines, i+1, ind)
-			body = append(body, lines[i+1:end]...)
-			parseBlocks(dedent(body), out)
-			i = end
-		default:
-			j := i
-			for j < len(lines) && !blank(lines[j]) && indentOf(lines[j]) == ind {
-				j++
-			}
-			para := strings.Join(trimAll(lines[i:j]), " ")
-			switch {
-			case strings.HasSuffix(para, "::"):
-				// the paragraph introduces a literal block
-				para = strings.TrimSuffix(para, "::")
-				if strings.HasSuffix(para, " ") || para == "" {
-					para = strings.TrimRight(para, " ")
-				} else {
-					para += ":"
-				}
-				emit(para, out)
-				i = blockEnd(lines, j, ind)
-			case j < len(lines) && !blank(lines[j]) && indentOf(lines[j]) > ind:
-				// a definition list item: the term is dropped, the
-				// definition is prose
-				end := blockEnd(lines, j, ind)
-				parseBlocks(dedent(lines[j:end]), out)
-				i = end
-			default:
-				emit(para, out)
-				i = j
-			}
-		}
+		i = parseBlock(lines, i, out)
 	}
+}
+
+// parseBlock appends the prose of the block starting at the non-blank
+// line i to out and returns the index after the block.
+func parseBlock(lines []string, i int, out *[]string) int {
+	ind := indentOf(lines[i])
+	t := strings.TrimSpace(lines[i])
+	next := ""
+	if i+1 < len(lines) {
+		next = strings.TrimSpace(lines[i+1])
+	}
+	switch {
+	case t == ".." || strings.HasPrefix(t, ".. "):
+		end := blockEnd(lines, i+1, ind)
+		explicitMarkup(t, lines[i+1:end], out)
+		return end
+	case strings.HasPrefix(t, "__ "):
+		return blockEnd(lines, i+1, ind)
+	case endsAtBlank(t):
+		for i < len(lines) && !blank(lines[i]) {
+			i++
+		}
+		return i
+	case simpleTableRE.MatchString(t):
+		return simpleTableEnd(lines, i)
+	case isAdornment(t):
+		// an overline + title + underline, or a transition
+		if next != "" && i+2 < len(lines) && isAdornment(strings.TrimSpace(lines[i+2])) {
+			return i + 3
+		}
+		return i + 1
+	case next != "" && isAdornment(next) && indentOf(lines[i+1]) == ind && len(next) >= min(len(t), 3):
+		return i + 2 // a title and its underline
+	case fieldRE.MatchString(t):
+		return blockEnd(lines, i+1, ind)
+	case bulletRE.MatchString(t):
+		return listItem(lines, i, ind, t, out)
+	}
+	return paragraph(lines, i, ind, out)
+}
+
+// endsAtBlank reports whether the block starting with trimmed line t is
+// a grid table, a line block or a doctest block, which end at a blank
+// line.
+func endsAtBlank(t string) bool {
+	return gridTableRE.MatchString(t) || strings.HasPrefix(t, "| ") || t == "|" || strings.HasPrefix(t, ">>>")
+}
+
+// listItem parses the bulleted or enumerated item starting at line i
+// (trimmed t, indented ind) as a block of its own and returns the index
+// after it.
+func listItem(lines []string, i, ind int, t string, out *[]string) int {
+	m := bulletRE.FindString(t)
+	body := []string{strings.Repeat(" ", ind+len(m)) + t[len(m):]}
+	end := blockEnd(lines, i+1, ind)
+	body = append(body, lines[i+1:end]...)
+	parseBlocks(dedent(body), out)
+	return end
+}
+
+// paragraph handles the lines from i on at indentation ind up to a blank
+// or differently indented line: a paragraph, one introducing a literal
+// block (dropped), or a definition list item's term (dropped; its
+// definition is parsed). It returns the index after what it consumed.
+func paragraph(lines []string, i, ind int, out *[]string) int {
+	j := i
+	for j < len(lines) && !blank(lines[j]) && indentOf(lines[j]) == ind {
+		j++
+	}
+	para := strings.Join(trimAll(lines[i:j]), " ")
+	switch {
+	case strings.HasSuffix(para, "::"):
+		// the paragraph introduces a literal block
+		para = strings.TrimSuffix(para, "::")
+		if strings.HasSuffix(para, " ") || para == "" {
+			para = strings.TrimRight(para, " ")
+		} else {
+			para += ":"
+		}
+		emit(para, out)
+		return blockEnd(lines, j, ind)
+	case j < len(lines) && !blank(lines[j]) && indentOf(lines[j]) > ind:
+		// a definition list item: the term is dropped, the definition is
+		// prose
+		end := blockEnd(lines, j, ind)
+		parseBlocks(dedent(lines[j:end]), out)
+		return end
+	}
+	emit(para, out)
+	return j
 }
 
 func trimAll(lines []string) []string {
