@@ -24,27 +24,42 @@ type evalSystem struct {
 	mode       embed.Mode
 }
 
+// evalFlags are evaluate's flags.
+type evalFlags struct {
+	docs, jsonl, buckets, reference, systems, pooling, backend, vocab string
+	jsonOut, mdOut                                                    string
+	maxTokens, minTokens, perBucket, bootstrap, limitDocs, threads    int
+	seed                                                              uint64
+	asJSON, quiet                                                     bool
+}
+
+// define declares the flags on fs.
+func (f *evalFlags) define(fs *flag.FlagSet) {
+	fs.StringVar(&f.docs, "docs", "", "read every *.txt and *.md file in `DIR` as a document (id: the file name)")
+	fs.StringVar(&f.jsonl, "jsonl", "", "a `FILE` of JSON lines {\"id\": ..., \"text\": ...}, one document each")
+	fs.IntVar(&f.maxTokens, "max-tokens", 4096, "cut every document to its first `N` wordpieces before anything else; every system reads the same text")
+	fs.IntVar(&f.minTokens, "min-tokens", 0, "skip documents of fewer than `N` wordpieces (0: the last bucket edge, so that a document fills every bucket)")
+	fs.StringVar(&f.buckets, "buckets", "", "`LIST` of bucket edges in wordpieces, by the passage's position (default: 0,512,1K,2K,… up to --max-tokens)")
+	fs.IntVar(&f.perBucket, "per-bucket", 1, "passages `K` drawn per document and bucket")
+	fs.Uint64Var(&f.seed, "seed", cli.DefaultSeed, "seed of the passages and the bootstrap")
+	fs.IntVar(&f.bootstrap, "bootstrap", 1000, "paired bootstrap resamples `B` over documents")
+	fs.StringVar(&f.reference, "reference", "", "the system `NAME` the others are compared with (default: chunk, else the first system)")
+	fs.StringVar(&f.systems, "systems", "", "`LIST` of the systems to run, in this order (default: truncate, chunk, then the models' systems)")
+	fs.IntVar(&f.limitDocs, "limit-docs", 0, "read only the first `N` documents (0: all)")
+	fs.StringVar(&f.pooling, "pooling", "auto", "`POOLING` of every model: mean, cls, max, or auto (each model's sentence-transformers files, else mean)")
+	fs.IntVar(&f.threads, "threads", 0, "intra-op threads (0: backend default)")
+	fs.StringVar(&f.backend, "backend", infer.DefaultBackend, "runtime backend: "+strings.Join(infer.Backends(), " or "))
+	fs.StringVar(&f.vocab, "vocab", "", "tokenizer `PATH` of every model: a folder, tokenizer.json or vocab.txt (default: found beside each model)")
+	fs.BoolVar(&f.asJSON, "json", false, "print the report as JSON instead of the markdown tables")
+	fs.StringVar(&f.jsonOut, "json-out", "", "also write the report as JSON to `FILE`")
+	fs.StringVar(&f.mdOut, "md-out", "", "also write the markdown tables to `FILE`")
+	fs.BoolVar(&f.quiet, "q", false, "no progress lines on stderr")
+}
+
 func runEvaluate(args []string, stdout io.Writer) error {
+	var f evalFlags
 	fs := flag.NewFlagSet("evaluate", flag.ContinueOnError)
-	docs := fs.String("docs", "", "read every *.txt and *.md file in `DIR` as a document (id: the file name)")
-	jsonl := fs.String("jsonl", "", "a `FILE` of JSON lines {\"id\": ..., \"text\": ...}, one document each")
-	maxTokens := fs.Int("max-tokens", 4096, "cut every document to its first `N` wordpieces before anything else; every system reads the same text")
-	minTokens := fs.Int("min-tokens", 0, "skip documents of fewer than `N` wordpieces (0: the last bucket edge, so that a document fills every bucket)")
-	buckets := fs.String("buckets", "", "`LIST` of bucket edges in wordpieces, by the passage's position (default: 0,512,1K,2K,… up to --max-tokens)")
-	perBucket := fs.Int("per-bucket", 1, "passages `K` drawn per document and bucket")
-	seed := fs.Uint64("seed", cli.DefaultSeed, "seed of the passages and the bootstrap")
-	bootstrap := fs.Int("bootstrap", 1000, "paired bootstrap resamples `B` over documents")
-	reference := fs.String("reference", "", "the system `NAME` the others are compared with (default: chunk, else the first system)")
-	systemsFlag := fs.String("systems", "", "`LIST` of the systems to run, in this order (default: truncate, chunk, then the models' systems)")
-	limitDocs := fs.Int("limit-docs", 0, "read only the first `N` documents (0: all)")
-	pooling := fs.String("pooling", "auto", "`POOLING` of every model: mean, cls, max, or auto (each model's sentence-transformers files, else mean)")
-	threads := fs.Int("threads", 0, "intra-op threads (0: backend default)")
-	backend := fs.String("backend", infer.DefaultBackend, "runtime backend: "+strings.Join(infer.Backends(), " or "))
-	vocab := fs.String("vocab", "", "tokenizer `PATH` of every model: a folder, tokenizer.json or vocab.txt (default: found beside each model)")
-	asJSON := fs.Bool("json", false, "print the report as JSON instead of the markdown tables")
-	jsonOut := fs.String("json-out", "", "also write the report as JSON to `FILE`")
-	mdOut := fs.String("md-out", "", "also write the markdown tables to `FILE`")
-	quiet := fs.Bool("q", false, "no progress lines on stderr")
+	f.define(fs)
 	pos, err := cli.ParseFlags(fs, args, stdout)
 	if err != nil {
 		return err
@@ -52,118 +67,159 @@ func runEvaluate(args []string, stdout io.Writer) error {
 	if len(pos) == 0 {
 		return cli.UsageError("want the ORIGINAL model, then any NAME=MODEL[:MODE] to compare")
 	}
-	if err := checkBackend(*backend); err != nil {
+	return f.evaluate(pos[0], pos[1:], stdout)
+}
+
+// evaluate runs the evaluation of the systems of original and models
+// (NAME=MODEL[:MODE] arguments) that the flags ask for and writes its
+// report.
+func (f *evalFlags) evaluate(original string, models []string, stdout io.Writer) error {
+	if err := checkBackend(f.backend); err != nil {
 		return err
 	}
-	o := embed.EvalOptions{MaxTokens: *maxTokens, MinTokens: *minTokens, PerBucket: *perBucket, Seed: *seed, Bootstrap: *bootstrap}
-	switch {
-	case *maxTokens < 1:
-		return cli.UsageError("--max-tokens must be at least 1")
-	case *minTokens < 0:
-		return cli.UsageError("--min-tokens must be non-negative")
-	case *perBucket < 1:
-		return cli.UsageError("--per-bucket must be at least 1")
-	case *bootstrap < 1:
-		return cli.UsageError("--bootstrap must be at least 1")
-	case *limitDocs < 0:
-		return cli.UsageError("--limit-docs must be non-negative")
-	case (*docs == "") == (*jsonl == ""):
-		return cli.UsageError("give the documents with one of --docs or --jsonl")
+	o, eo, err := f.options()
+	if err != nil {
+		return err
 	}
-	if *buckets != "" {
-		if o.Buckets, err = cli.Ints("buckets", *buckets, cliutil.IntList{Min: 0}); err != nil {
-			return err
+	list, err := f.systemList(original, models)
+	if err != nil {
+		return err
+	}
+	o.Reference = f.reference
+	documents, err := f.documents(list)
+	if err != nil {
+		return err
+	}
+	rep, err := f.run(original, list, documents, o, eo)
+	if err != nil {
+		return err
+	}
+	return f.write(rep, stdout)
+}
+
+// options vets the numeric flags and returns the evaluation's options and
+// the encoders'.
+func (f *evalFlags) options() (embed.EvalOptions, embed.Options, error) {
+	o := embed.EvalOptions{MaxTokens: f.maxTokens, MinTokens: f.minTokens, PerBucket: f.perBucket, Seed: f.seed, Bootstrap: f.bootstrap}
+	eo := embed.Options{MaxTokens: f.maxTokens, Backend: f.backend, Threads: f.threads, Vocab: f.vocab}
+	switch {
+	case f.maxTokens < 1:
+		return o, eo, cli.UsageError("--max-tokens must be at least 1")
+	case f.minTokens < 0:
+		return o, eo, cli.UsageError("--min-tokens must be non-negative")
+	case f.perBucket < 1:
+		return o, eo, cli.UsageError("--per-bucket must be at least 1")
+	case f.bootstrap < 1:
+		return o, eo, cli.UsageError("--bootstrap must be at least 1")
+	case f.limitDocs < 0:
+		return o, eo, cli.UsageError("--limit-docs must be non-negative")
+	case (f.docs == "") == (f.jsonl == ""):
+		return o, eo, cli.UsageError("give the documents with one of --docs or --jsonl")
+	}
+	if f.buckets != "" {
+		var err error
+		if o.Buckets, err = cli.Ints("buckets", f.buckets, cliutil.IntList{Min: 0}); err != nil {
+			return o, eo, err
 		}
 	}
 	if err := o.Check(); err != nil {
-		return cli.UsageError("--buckets %s: %s", *buckets, strings.TrimPrefix(err.Error(), embed.ErrEvalOption.Error()+": "))
+		return o, eo, cli.UsageError("--buckets %s: %s", f.buckets, strings.TrimPrefix(err.Error(), embed.ErrEvalOption.Error()+": "))
 	}
-	eo := embed.Options{MaxTokens: *maxTokens, Backend: *backend, Threads: *threads, Vocab: *vocab}
-	switch p := embed.Pooling(*pooling); p {
+	switch p := embed.Pooling(f.pooling); p {
 	case "auto":
 	case embed.PoolMean, embed.PoolCLS, embed.PoolMax:
 		eo.Pooling = p
 	default:
-		return cli.UsageError("--pooling %q: want auto, mean, cls or max", *pooling)
+		return o, eo, cli.UsageError("--pooling %q: want auto, mean, cls or max", f.pooling)
 	}
+	return o, eo, nil
+}
 
-	// The systems: the original truncated and chunked, then the models.
-	original := pos[0]
+// systemList returns the systems: the original truncated and chunked,
+// then the models, or those --systems names in its order; --reference
+// must be one of them.
+func (f *evalFlags) systemList(original string, models []string) ([]evalSystem, error) {
 	list := []evalSystem{{"truncate", original, embed.Truncate}, {"chunk", original, embed.Chunk}}
-	for _, arg := range pos[1:] {
+	for _, arg := range models {
 		s, err := parseEvalSystem(arg)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		for _, prev := range list {
-			if prev.name == s.name {
-				return cli.UsageError("two systems are named %s (name them: NAME=%s)", s.name, arg)
-			}
+		if slices.ContainsFunc(list, func(prev evalSystem) bool { return prev.name == s.name }) {
+			return nil, cli.UsageError("two systems are named %s (name them: NAME=%s)", s.name, arg)
 		}
 		list = append(list, s)
 	}
-	if *systemsFlag != "" {
+	if f.systems != "" {
 		var picked []evalSystem
-		for _, name := range cli.StrList(*systemsFlag) {
+		for _, name := range cli.StrList(f.systems) {
 			i := slices.IndexFunc(list, func(s evalSystem) bool { return s.name == name })
 			if i < 0 {
-				return cli.UsageError("--systems: no system %q (have %s)", name, evalNames(list))
+				return nil, cli.UsageError("--systems: no system %q (have %s)", name, evalNames(list))
 			}
 			if slices.ContainsFunc(picked, func(s evalSystem) bool { return s.name == name }) {
-				return cli.UsageError("--systems names %s twice", name)
+				return nil, cli.UsageError("--systems names %s twice", name)
 			}
 			picked = append(picked, list[i])
 		}
 		if len(picked) == 0 {
-			return cli.UsageError("--systems: no system named")
+			return nil, cli.UsageError("--systems: no system named")
 		}
 		list = picked
 	}
-	if *reference != "" && !slices.ContainsFunc(list, func(s evalSystem) bool { return s.name == *reference }) {
-		return cli.UsageError("--reference %s is not among the systems (%s)", *reference, evalNames(list))
+	if f.reference != "" && !slices.ContainsFunc(list, func(s evalSystem) bool { return s.name == f.reference }) {
+		return nil, cli.UsageError("--reference %s is not among the systems (%s)", f.reference, evalNames(list))
 	}
-	o.Reference = *reference
+	return list, nil
+}
 
-	// Inputs, before any model is loaded.
+// documents checks the inputs before any model is loaded (the systems'
+// models, the outputs' folders) and reads the documents.
+func (f *evalFlags) documents(list []evalSystem) ([]embed.Document, error) {
 	for _, s := range list {
 		if _, err := os.Stat(s.path); err != nil {
-			return cli.BadInput(fmt.Errorf("system %s: %w", s.name, err))
+			return nil, cli.BadInput(fmt.Errorf("system %s: %w", s.name, err))
 		}
 	}
-	for _, out := range []struct{ flag, path string }{{"json-out", *jsonOut}, {"md-out", *mdOut}} {
+	for _, out := range []struct{ flag, path string }{{"json-out", f.jsonOut}, {"md-out", f.mdOut}} {
 		if out.path != "" {
 			if err := cli.CheckOutput("", out.path, false); err != nil {
-				return cli.BadInput(fmt.Errorf("--%s: %s", out.flag, strings.TrimPrefix(err.Error(), "onnx: ")))
+				return nil, cli.BadInput(fmt.Errorf("--%s: %s", out.flag, strings.TrimPrefix(err.Error(), "onnx: ")))
 			}
 		}
 	}
 	var read []embedDoc
-	if *docs != "" {
-		read, err = readDocsDir("--docs", *docs)
+	var err error
+	if f.docs != "" {
+		read, err = readDocsDir("--docs", f.docs)
 	} else {
-		read, err = readJSONLDocs(*jsonl)
+		read, err = readJSONLDocs(f.jsonl)
 	}
 	if err != nil {
-		return cli.BadInput(err)
+		return nil, cli.BadInput(err)
 	}
-	if *limitDocs > 0 && len(read) > *limitDocs {
-		read = read[:*limitDocs]
+	if f.limitDocs > 0 && len(read) > f.limitDocs {
+		read = read[:f.limitDocs]
 	}
 	documents := make([]embed.Document, len(read))
 	for i, d := range read {
 		documents[i] = embed.Document{ID: d.id, Text: d.text}
 	}
+	return documents, nil
+}
 
-	// The original, truncated, embeds the queries and is the truncate
-	// system; every other system is opened for its pass and closed after.
+// run opens the original, truncated, which embeds the queries and is the
+// truncate system (every other system is opened for its pass and closed
+// after), and evaluates the systems on the documents.
+func (f *evalFlags) run(original string, list []evalSystem, documents []embed.Document, o embed.EvalOptions, eo embed.Options) (*embed.Report, error) {
 	qo := eo
 	qo.Mode = embed.Truncate
 	query, err := embed.Open(original, qo)
 	if err != nil {
-		return embedError(err)
+		return nil, embedError(err)
 	}
 	defer query.Close()
-	if !*quiet {
+	if !f.quiet {
 		o.Progress = os.Stderr
 		fmt.Fprintf(os.Stderr, "queries: %s\n", query)
 	}
@@ -175,43 +231,50 @@ func runEvaluate(args []string, stdout io.Writer) error {
 		}
 		so := eo
 		so.Mode = s.mode
-		systems = append(systems, embed.System{Name: s.name, Open: func() (embed.Encoder, error) {
-			e, err := embed.Open(s.path, so)
-			if err != nil {
-				return nil, embedError(err)
-			}
-			if e.Mode() == embed.Long && e.Limit() > 0 && e.Limit() < *maxTokens+2 {
-				e.Close()
-				return nil, cli.BadInput(fmt.Errorf("%s reads at most %d tokens in one pass, fewer than --max-tokens %d and [CLS], [SEP]; lower --max-tokens or convert it with a larger --max-length", s.path, e.Limit(), *maxTokens))
-			}
-			if o.Progress != nil {
-				fmt.Fprintf(o.Progress, "system %s: %s\n", s.name, e)
-			}
-			return e, nil
-		}})
+		systems = append(systems, embed.System{Name: s.name, Open: func() (embed.Encoder, error) { return f.open(s, so, o.Progress) }})
 	}
-
 	rep, err := embed.Evaluate(query.Tokenizer(), documents, query, systems, o)
 	var ee *cli.ExitError
 	switch {
 	case err == nil:
+		return rep, nil
 	case errors.As(err, &ee):
-		return &cli.ExitError{Code: ee.Code, Err: err}
+		return nil, &cli.ExitError{Code: ee.Code, Err: err}
 	case errors.Is(err, embed.ErrTooShort):
-		return cli.BadInput(fmt.Errorf("%w (lower --min-tokens or --max-tokens, or give longer documents)", err))
+		return nil, cli.BadInput(fmt.Errorf("%w (lower --min-tokens or --max-tokens, or give longer documents)", err))
 	case errors.Is(err, embed.ErrEvalOption):
-		return cli.UsageError("%v", err)
-	default:
-		return embedError(err)
+		return nil, cli.UsageError("%v", err)
 	}
+	return nil, embedError(err)
+}
 
+// open opens the encoder of system s for its pass: a long model must read
+// --max-tokens and [CLS], [SEP] in one pass.
+func (f *evalFlags) open(s evalSystem, so embed.Options, progress io.Writer) (embed.Encoder, error) {
+	e, err := embed.Open(s.path, so)
+	if err != nil {
+		return nil, embedError(err)
+	}
+	if e.Mode() == embed.Long && e.Limit() > 0 && e.Limit() < f.maxTokens+2 {
+		e.Close()
+		return nil, cli.BadInput(fmt.Errorf("%s reads at most %d tokens in one pass, fewer than --max-tokens %d and [CLS], [SEP]; lower --max-tokens or convert it with a larger --max-length", s.path, e.Limit(), f.maxTokens))
+	}
+	if progress != nil {
+		fmt.Fprintf(progress, "system %s: %s\n", s.name, e)
+	}
+	return e, nil
+}
+
+// write prints the report (markdown, or JSON with --json) and writes the
+// --json-out and --md-out files.
+func (f *evalFlags) write(rep *embed.Report, stdout io.Writer) error {
 	md := rep.Markdown()
 	js, err := json.MarshalIndent(rep, "", "  ")
 	if err != nil {
 		return cli.RuntimeFailure(err)
 	}
 	js = append(js, '\n')
-	if *asJSON {
+	if f.asJSON {
 		_, err = stdout.Write(js)
 	} else {
 		_, err = io.WriteString(stdout, md)
@@ -219,13 +282,14 @@ func runEvaluate(args []string, stdout io.Writer) error {
 	if err != nil {
 		return cli.RuntimeFailure(err)
 	}
-	if *jsonOut != "" {
-		if err := fsutil.WriteFileAtomic(*jsonOut, js); err != nil {
-			return cli.RuntimeFailure(err)
+	for _, out := range []struct {
+		path string
+		data []byte
+	}{{f.jsonOut, js}, {f.mdOut, []byte(md)}} {
+		if out.path == "" {
+			continue
 		}
-	}
-	if *mdOut != "" {
-		if err := fsutil.WriteFileAtomic(*mdOut, []byte(md)); err != nil {
+		if err := fsutil.WriteFileAtomic(out.path, out.data); err != nil {
 			return cli.RuntimeFailure(err)
 		}
 	}

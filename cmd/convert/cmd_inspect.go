@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -49,9 +48,7 @@ func runInspect(args []string, stdout io.Writer) error {
 		return err
 	}
 	if f.json {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(rep)
+		return cli.PrintJSON(stdout, rep)
 	}
 	printInspect(stdout, rep)
 	return nil

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -116,12 +115,7 @@ func runBenchBackends(args []string, stdout io.Writer) error {
 			NativeCPU: ms(ts[0].CPU), ORTCPU: ms(ts[1].CPU)})
 	}
 	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(rep); err != nil {
-			return cli.RuntimeFailure(err)
-		}
-		return nil
+		return cli.RuntimeFailure(cli.PrintJSON(stdout, rep))
 	}
 	if *profile {
 		if err := printNativeProfile(stdout, m, *threads, lens, *batch, *seed, ref.Inputs()); err != nil {

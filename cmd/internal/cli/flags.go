@@ -150,6 +150,9 @@ func commandUsage(w io.Writer, c *Command, fs *flag.FlagSet) {
 func printFlags(w io.Writer, fs *flag.FlagSet) {
 	fs.VisitAll(func(f *flag.Flag) {
 		name, usage := flag.UnquoteUsage(f)
+		if name == "value" && stringValued(f.Value) {
+			name = "string" // a TypedVar without a `NAME`, shown as a flag.String is
+		}
 		line := "  " + FlagSpelling(f.Name)
 		if name != "" {
 			line += " " + name

@@ -1,7 +1,9 @@
 package cli
 
 import (
+	"encoding/json"
 	"errors"
+	"io"
 
 	"github.com/linearize/linearize/onnx"
 )
@@ -16,4 +18,12 @@ func CheckOutput(in, out string, overwrite bool) error {
 		return UsageError("-o %s is the input model; pass --overwrite to replace it", out)
 	}
 	return BadInput(err)
+}
+
+// PrintJSON writes v to w as the commands' --json prints: indented by two
+// spaces, one line break at the end.
+func PrintJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
 }

@@ -33,21 +33,8 @@ func Help(t *testing.T, defaultsDiffer map[string]string) {
 	cli.HelpShown = func(fs *flag.FlagSet) { sets[fs.Name()] = fs }
 	t.Cleanup(func() { cli.HelpShown = nil })
 	_, mainOut, _ := Run("--help")
-	synopsisFlag := regexp.MustCompile(`(?:^|[\s\[])(--?)([a-z][a-z0-9-]*)`)
 	for _, name := range cli.Names() {
-		var first string
-		for _, args := range [][]string{{name, "--help"}, {name, "-h"}, {"help", name}} {
-			code, out, errOut := Run(args...)
-			if code != cli.ExitOK || errOut != "" {
-				t.Errorf("%s %s: exit %d, stderr %q; want 0 and nothing", cli.Name, strings.Join(args, " "), code, errOut)
-			}
-			if first == "" {
-				first = out
-			} else if out != first {
-				t.Errorf("%s %s prints another text than %s %s --help", cli.Name, strings.Join(args, " "), cli.Name, name)
-			}
-		}
-		out := first
+		out := commandHelp(t, name)
 		if !strings.Contains(mainOut, "\n  "+name+" ") {
 			t.Errorf("%s --help does not list %s", cli.Name, name)
 		}
@@ -61,76 +48,127 @@ func Help(t *testing.T, defaultsDiffer map[string]string) {
 		}
 		lines := strings.Split(out, "\n")
 		synopsis := lines[0]
-		prefix := "usage: " + cli.Name + " " + name + " "
-		if !strings.HasPrefix(synopsis, prefix) || !strings.HasSuffix(synopsis, "[flags]") {
-			t.Errorf("%s: synopsis %q, want %q…[flags]", name, synopsis, prefix)
-		}
-		for _, m := range synopsisFlag.FindAllStringSubmatch(strings.TrimPrefix(synopsis, prefix), -1) {
-			f := fs.Lookup(m[2])
-			switch {
-			case f == nil:
-				t.Errorf("%s: synopsis names %s%s, which is no flag of the command", name, m[1], m[2])
-			case m[1]+m[2] != cli.FlagSpelling(m[2]):
-				t.Errorf("%s: synopsis spells %s%s, the flag list %s", name, m[1], m[2], cli.FlagSpelling(m[2]))
-			}
-		}
-		// The flag list: each flag's line, then its help, indented.
-		listed := map[string]string{} // flag → the help block
-		var order []string
-		for i, l := range lines {
-			m := flagLine.FindStringSubmatch(l)
-			if m == nil {
-				if strings.HasPrefix(l, "  -") {
-					t.Errorf("%s: garbled flag line %q", name, l)
-				}
-				continue
-			}
-			if m[1]+m[2] != cli.FlagSpelling(m[2]) {
-				t.Errorf("%s: flag line %q, want it spelled %s", name, l, cli.FlagSpelling(m[2]))
-			}
-			if m[3] == "value" {
-				t.Errorf("%s: --%s has no value name (give its help a `NAME`)", name, m[2])
-			}
-			help := ""
-			if i+1 < len(lines) {
-				help = lines[i+1]
-			}
-			listed[m[2]] = help
-			order = append(order, m[2])
-		}
-		if !slices.IsSorted(order) {
-			t.Errorf("%s: flags not in order: %v", name, order)
-		}
-		fs.VisitAll(func(f *flag.Flag) {
-			help, ok := listed[f.Name]
-			if !ok {
-				t.Errorf("%s --help does not list %s", name, cli.FlagSpelling(f.Name))
-				return
-			}
-			delete(listed, f.Name)
-			if !strings.HasPrefix(help, "    \t") || strings.TrimSpace(help) == "" {
-				t.Errorf("%s: %s has no help line", name, cli.FlagSpelling(f.Name))
-			}
-			switch f.DefValue {
-			case "", "0", "false":
-			default:
-				if !strings.Contains(help, "(default ") || !strings.Contains(help, f.DefValue+`)`) && !strings.Contains(help, f.DefValue+`")`) {
-					t.Errorf("%s: %s's help does not show its default %s: %q", name, cli.FlagSpelling(f.Name), f.DefValue, help)
-				}
-			}
-			if strings.Contains(f.Usage, "required") && !strings.Contains(synopsis, " "+cli.FlagSpelling(f.Name)+" ") {
-				t.Errorf("%s: %s is required but not in the synopsis %q", name, cli.FlagSpelling(f.Name), synopsis)
-			}
-		})
-		for f := range listed {
-			t.Errorf("%s --help lists %s, which is no flag of the command", name, f)
-		}
+		checkSynopsis(t, name, synopsis, fs)
+		checkFlagList(t, name, synopsis, fs, flagList(t, name, lines))
 		if !strings.Contains(out, cli.ExitCodesHelp) {
 			t.Errorf("%s --help does not give the exit codes", name)
 		}
 	}
+	checkDefaults(t, sets, defaultsDiffer)
+}
 
-	// One default per flag name.
+// commandHelp runs the command's --help, -h and "BINARY help NAME",
+// checks that each exits 0 with the same text on stdout and nothing on
+// stderr, and returns the text.
+func commandHelp(t *testing.T, name string) string {
+	t.Helper()
+	var first string
+	for _, args := range [][]string{{name, "--help"}, {name, "-h"}, {"help", name}} {
+		code, out, errOut := Run(args...)
+		if code != cli.ExitOK || errOut != "" {
+			t.Errorf("%s %s: exit %d, stderr %q; want 0 and nothing", cli.Name, strings.Join(args, " "), code, errOut)
+		}
+		if first == "" {
+			first = out
+		} else if out != first {
+			t.Errorf("%s %s prints another text than %s %s --help", cli.Name, strings.Join(args, " "), cli.Name, name)
+		}
+	}
+	return first
+}
+
+// synopsisFlag finds the flags a synopsis names.
+var synopsisFlag = regexp.MustCompile(`(?:^|[\s\[])(--?)([a-z][a-z0-9-]*)`)
+
+// checkSynopsis checks that the synopsis has the common form and names
+// only flags of fs, spelled as the flag list spells them.
+func checkSynopsis(t *testing.T, name, synopsis string, fs *flag.FlagSet) {
+	t.Helper()
+	prefix := "usage: " + cli.Name + " " + name + " "
+	if !strings.HasPrefix(synopsis, prefix) || !strings.HasSuffix(synopsis, "[flags]") {
+		t.Errorf("%s: synopsis %q, want %q…[flags]", name, synopsis, prefix)
+	}
+	for _, m := range synopsisFlag.FindAllStringSubmatch(strings.TrimPrefix(synopsis, prefix), -1) {
+		f := fs.Lookup(m[2])
+		switch {
+		case f == nil:
+			t.Errorf("%s: synopsis names %s%s, which is no flag of the command", name, m[1], m[2])
+		case m[1]+m[2] != cli.FlagSpelling(m[2]):
+			t.Errorf("%s: synopsis spells %s%s, the flag list %s", name, m[1], m[2], cli.FlagSpelling(m[2]))
+		}
+	}
+}
+
+// flagList reads the flag list of a usage text (each flag's line, then
+// its help, indented), checking each line's form and the order, and
+// returns each flag's help line.
+func flagList(t *testing.T, name string, lines []string) map[string]string {
+	t.Helper()
+	listed := map[string]string{} // flag → the help block
+	var order []string
+	for i, l := range lines {
+		m := flagLine.FindStringSubmatch(l)
+		if m == nil {
+			if strings.HasPrefix(l, "  -") {
+				t.Errorf("%s: garbled flag line %q", name, l)
+			}
+			continue
+		}
+		if m[1]+m[2] != cli.FlagSpelling(m[2]) {
+			t.Errorf("%s: flag line %q, want it spelled %s", name, l, cli.FlagSpelling(m[2]))
+		}
+		if m[3] == "value" {
+			t.Errorf("%s: --%s has no value name (give its help a `NAME`)", name, m[2])
+		}
+		help := ""
+		if i+1 < len(lines) {
+			help = lines[i+1]
+		}
+		listed[m[2]] = help
+		order = append(order, m[2])
+	}
+	if !slices.IsSorted(order) {
+		t.Errorf("%s: flags not in order: %v", name, order)
+	}
+	return listed
+}
+
+// checkFlagList checks that the flag list (listed) has every flag of fs
+// and no other, each with a help line that shows its default, and that a
+// required flag is in the synopsis.
+func checkFlagList(t *testing.T, name, synopsis string, fs *flag.FlagSet, listed map[string]string) {
+	t.Helper()
+	fs.VisitAll(func(f *flag.Flag) {
+		help, ok := listed[f.Name]
+		if !ok {
+			t.Errorf("%s --help does not list %s", name, cli.FlagSpelling(f.Name))
+			return
+		}
+		delete(listed, f.Name)
+		if !strings.HasPrefix(help, "    \t") || strings.TrimSpace(help) == "" {
+			t.Errorf("%s: %s has no help line", name, cli.FlagSpelling(f.Name))
+		}
+		switch f.DefValue {
+		case "", "0", "false":
+		default:
+			if !strings.Contains(help, "(default ") || !strings.Contains(help, f.DefValue+`)`) && !strings.Contains(help, f.DefValue+`")`) {
+				t.Errorf("%s: %s's help does not show its default %s: %q", name, cli.FlagSpelling(f.Name), f.DefValue, help)
+			}
+		}
+		if strings.Contains(f.Usage, "required") && !strings.Contains(synopsis, " "+cli.FlagSpelling(f.Name)+" ") {
+			t.Errorf("%s: %s is required but not in the synopsis %q", name, cli.FlagSpelling(f.Name), synopsis)
+		}
+	})
+	for f := range listed {
+		t.Errorf("%s --help lists %s, which is no flag of the command", name, f)
+	}
+}
+
+// checkDefaults checks that a flag name has one default in every command
+// (sets), but for the flags in defaultsDiffer, and that each of those
+// is defined somewhere with defaults that differ.
+func checkDefaults(t *testing.T, sets map[string]*flag.FlagSet, defaultsDiffer map[string]string) {
+	t.Helper()
 	defaults := map[string]map[string][]string{} // flag → default → commands
 	for name, fs := range sets {
 		fs.VisitAll(func(f *flag.Flag) {
