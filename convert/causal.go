@@ -104,7 +104,7 @@ func (p *causalPlan) prepare(rw *rewriter, det *Detection, want map[int]bool) {
 	if o.Kernel != ops.KernelPositive {
 		dropped = append(dropped, "kernel "+string(o.Kernel))
 	}
-	if o.Center {
+	if o.Center == CenterOn {
 		dropped = append(dropped, "center")
 	}
 	if o.FeatureMap != ops.FeaturesFavorPlus {

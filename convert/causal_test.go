@@ -83,7 +83,7 @@ func TestCausalFixturesPerformer(t *testing.T) {
 			m := loadModel(t, filepath.Join(fixtureDir, f.File))
 			// The CLI's defaults (centre + FAVOR++) fall back to causal
 			// FAVOR+ and the report says so.
-			pm, rep, err := ToPerformer(m, PerformerOptions{Features: 64, Seed: 3, Center: true, FeatureMap: ops.FeaturesFavorPP, Chunk: 4})
+			pm, rep, err := ToPerformer(m, PerformerOptions{Features: 64, Seed: 3, Center: CenterOn, FeatureMap: ops.FeaturesFavorPP, Chunk: 4})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -180,7 +180,7 @@ func TestCausalPerformerExactLimit(t *testing.T) {
 		h := want.Shape[2]
 		var errs []float64
 		for _, feat := range []int{16, 4096} {
-			pm, _, err := ToPerformer(m, PerformerOptions{Features: feat, Seed: 1, Norms: "qmc"})
+			pm, _, err := ToPerformer(m, PerformerOptions{Features: feat, Seed: 1, Norms: "qmc", FeatureMap: ops.FeaturesFavorPlus, Center: CenterOff})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -211,7 +211,7 @@ func TestCausalPerformerExactLimit(t *testing.T) {
 // reason.
 func TestCausalRefusals(t *testing.T) {
 	m := loadModel(t, filepath.Join(fixtureDir, "gpt2_sdpa_op17.onnx"))
-	if _, _, err := ToLinformer(m, LinformerOptions{K: 4, MaxLen: 16}); !errors.Is(err, ErrNothingConverted) || !strings.Contains(err.Error(), "causal") {
+	if _, _, err := ToLinformer(m, LinformerOptions{Init: "gaussian", K: 4, MaxLen: 16}); !errors.Is(err, ErrNothingConverted) || !strings.Contains(err.Error(), "causal") {
 		t.Errorf("linformer: error %v, want a causal refusal", err)
 	}
 	if _, _, err := ToLocalPooled(m, LocalPooledOptions{}); !errors.Is(err, ErrNothingConverted) || !strings.Contains(err.Error(), "causal") {
@@ -221,7 +221,7 @@ func TestCausalRefusals(t *testing.T) {
 	if err != nil {
 		t.Skipf("corpus: %v", err)
 	}
-	_, rep, err := ToPerformer(past, PerformerOptions{Features: 8})
+	_, rep, err := ToPerformer(past, PerformerOptions{Features: 8, FeatureMap: ops.FeaturesFavorPlus, Center: CenterOff})
 	if !errors.Is(err, ErrNothingConverted) || !strings.Contains(err.Error(), "past") || rep == nil || len(rep.Skipped) != 1 {
 		t.Errorf("past state: error %v, report %+v; want a refusal naming the past state", err, rep)
 	}
@@ -240,7 +240,7 @@ func TestCausalFusedUnidirectional(t *testing.T) {
 			n.Attribute = append(n.Attribute, &onnxpb.AttributeProto{Name: strPtr("unidirectional"), Type: onnxpb.AttributeProto_INT.Enum(), I: int64Ptr(1)})
 		}
 	}
-	pm, rep, err := ToPerformer(m, PerformerOptions{Features: 16, Chunk: 2})
+	pm, rep, err := ToPerformer(m, PerformerOptions{Features: 16, Chunk: 2, FeatureMap: ops.FeaturesFavorPlus, Center: CenterOff})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -323,7 +323,7 @@ func TestCausalPlanMixed(t *testing.T) {
 		on   bool
 	}{{nil, false}, {map[int]bool{1: true}, true}} {
 		rw := &rewriter{ix: onnx.NewIndex(g), opset: 17}
-		p := newCausalPlan(PerformerOptions{Kernel: ops.KernelPositive, FeatureMap: ops.FeaturesFavorPlus})
+		p := newCausalPlan(PerformerOptions{Kernel: ops.KernelPositive, FeatureMap: ops.FeaturesFavorPlus, Center: CenterOff})
 		p.prepare(rw, det, c.want)
 		if p.on != c.on || p.converts(causalBlock) != c.on {
 			t.Errorf("layers %v: causal on %v, want %v", c.want, p.on, c.on)

@@ -34,8 +34,8 @@ func TestNothingConverted(t *testing.T) {
 		{"softmax-not-attention", softmaxOnly, "1 Softmax not an attention core"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			pm, prep, perr := ToPerformer(c.m, PerformerOptions{Features: 8})
-			lm, lrep, lerr := ToLinformer(c.m, LinformerOptions{K: 4, MaxLen: 8})
+			pm, prep, perr := ToPerformer(c.m, PerformerOptions{Features: 8, FeatureMap: ops.FeaturesFavorPlus, Center: CenterOff})
+			lm, lrep, lerr := ToLinformer(c.m, LinformerOptions{Init: "gaussian", K: 4, MaxLen: 8})
 			pl, plrep, plerr := ToLocalPooled(c.m, LocalPooledOptions{})
 			la, larep, laerr := ToLARA(c.m, LaraOptions{Landmarks: 4})
 			for _, r := range []struct {
@@ -64,11 +64,11 @@ func TestNothingConverted(t *testing.T) {
 // not found again as softmax attention, and the rewrites refuse it.
 func TestAlreadyConverted(t *testing.T) {
 	orig := form{name: "plain", opset: 17, k: "0231", scale: "div", mask: "add"}.build()
-	lm, _, err := ToLinformer(orig, LinformerOptions{K: 4, MaxLen: 8, Seed: 1})
+	lm, _, err := ToLinformer(orig, LinformerOptions{Init: "gaussian", K: 4, MaxLen: 8, Seed: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	pm, _, err := ToPerformer(orig, PerformerOptions{Features: 8, Seed: 1})
+	pm, _, err := ToPerformer(orig, PerformerOptions{Features: 8, Seed: 1, FeatureMap: ops.FeaturesFavorPlus, Center: CenterOff})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,8 +99,8 @@ func TestAlreadyConverted(t *testing.T) {
 			if !strings.Contains(d.Explain(), "converted already") {
 				t.Errorf("Explain does not say the model is converted:\n%s", d.Explain())
 			}
-			_, _, perr := ToPerformer(c.m, PerformerOptions{Features: 8})
-			_, _, lerr := ToLinformer(c.m, LinformerOptions{K: 4, MaxLen: 8})
+			_, _, perr := ToPerformer(c.m, PerformerOptions{Features: 8, FeatureMap: ops.FeaturesFavorPlus, Center: CenterOff})
+			_, _, lerr := ToLinformer(c.m, LinformerOptions{Init: "gaussian", K: 4, MaxLen: 8})
 			for _, err := range []error{perr, lerr} {
 				if !errors.Is(err, ErrNothingConverted) || !strings.Contains(err.Error(), "converted already") || !strings.Contains(err.Error(), c.op) {
 					t.Errorf("error %v, want ErrNothingConverted: converted already (%s)", err, c.op)

@@ -166,13 +166,13 @@ func TestCostModelMACsMeasured(t *testing.T) {
 	}{
 		{name: "original", form: convert.Original, ns: []int{8, 24}},
 		{name: "performer-M8", form: convert.Performer, cm: convert.CostModel{Features: 8}, conv: func() (*onnxpb.ModelProto, *convert.Report, error) {
-			return convert.ToPerformer(bert, convert.PerformerOptions{Features: 8, Seed: 1})
+			return convert.ToPerformer(bert, convert.PerformerOptions{Features: 8, Seed: 1, FeatureMap: ops.FeaturesFavorPlus, Center: convert.CenterOff})
 		}, ns: []int{16, 40}, surplus: func(n int) int64 { return int64(H * n * 8) }},
 		{name: "performer-M12", form: convert.Performer, cm: convert.CostModel{Features: 12}, conv: func() (*onnxpb.ModelProto, *convert.Report, error) {
-			return convert.ToPerformer(bert, convert.PerformerOptions{Features: 12, Seed: 2})
+			return convert.ToPerformer(bert, convert.PerformerOptions{Features: 12, Seed: 2, FeatureMap: ops.FeaturesFavorPlus, Center: convert.CenterOff})
 		}, ns: []int{7, 20}, surplus: func(n int) int64 { return int64(H * n * 12) }},
 		{name: "linformer-k8", form: convert.Linformer, cm: convert.CostModel{K: 8}, conv: func() (*onnxpb.ModelProto, *convert.Report, error) {
-			return convert.ToLinformer(bert, convert.LinformerOptions{K: 8, MaxLen: 64, Seed: 1})
+			return convert.ToLinformer(bert, convert.LinformerOptions{Init: "gaussian", K: 8, MaxLen: 64, Seed: 1})
 		}, ns: []int{16, 40}},
 		{name: "local-pooled-b4-k3-2sinks", form: convert.LocalPooled, cm: convert.CostModel{Block: 4, Segments: 3, Sinks: 2}, conv: func() (*onnxpb.ModelProto, *convert.Report, error) {
 			return convert.ToLocalPooled(bert, convert.LocalPooledOptions{Block: 4, Segments: 3})

@@ -9,6 +9,7 @@ import (
 	"github.com/linearize/linearize/infer"
 	"github.com/linearize/linearize/models"
 	"github.com/linearize/linearize/onnx/onnxpb"
+	"github.com/linearize/linearize/ops"
 )
 
 // TestCostElementwiseFromBodies is the independent reference for the
@@ -38,10 +39,10 @@ func TestCostElementwiseFromBodies(t *testing.T) {
 		block int // for local+pooled: b, or −1 for no local part (b = 0)
 	}{
 		{Performer, 0, func() (*onnxpb.ModelProto, *Report, error) {
-			return ToPerformer(bert, PerformerOptions{Features: M, Seed: 1})
+			return ToPerformer(bert, PerformerOptions{Features: M, Seed: 1, FeatureMap: ops.FeaturesFavorPlus, Center: CenterOff})
 		}, 0},
 		{Linformer, 0, func() (*onnxpb.ModelProto, *Report, error) {
-			return ToLinformer(bert, LinformerOptions{K: k, MaxLen: n2, Seed: 1})
+			return ToLinformer(bert, LinformerOptions{Init: "gaussian", K: k, MaxLen: n2, Seed: 1})
 		}, 0},
 		{LocalPooled, 2, func() (*onnxpb.ModelProto, *Report, error) {
 			return ToLocalPooled(bert, LocalPooledOptions{Block: b, Segments: k})

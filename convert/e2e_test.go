@@ -7,6 +7,7 @@ import (
 
 	"github.com/linearize/linearize/infer"
 	"github.com/linearize/linearize/onnx"
+	"github.com/linearize/linearize/ops"
 )
 
 // identityProjections returns E = F = I [1,n,n], which makes Linformer
@@ -60,7 +61,7 @@ func TestCorpusLinformerIdentityExact(t *testing.T) {
 			m := loadModel(t, filepath.Join(dir, c.file))
 			in := modelFeeds(t, m, c.seq, 0, 1, true)
 			want := runORT(t, m, in)
-			lm, rep, err := ToLinformer(m, LinformerOptions{K: c.seq, MaxLen: c.seq, Projections: identityProjections(c.seq)})
+			lm, rep, err := ToLinformer(m, LinformerOptions{Init: "gaussian", K: c.seq, MaxLen: c.seq, Projections: identityProjections(c.seq)})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -94,7 +95,7 @@ func TestCorpusPerformerRuns(t *testing.T) {
 			m := loadModel(t, filepath.Join(dir, c.file))
 			in := modelFeeds(t, m, c.seq, 1, 2, false)
 			want := runORT(t, m, in)
-			pm, rep, err := ToPerformer(m, PerformerOptions{Features: 1024, Seed: 3})
+			pm, rep, err := ToPerformer(m, PerformerOptions{Features: 1024, Seed: 3, FeatureMap: ops.FeaturesFavorPlus, Center: CenterOff})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -119,7 +120,7 @@ func TestCorpusPerformerRuns(t *testing.T) {
 func TestPerformerWithExtendedPositions(t *testing.T) {
 	needORT(t)
 	m := loadModel(t, filepath.Join(fixtureDir, "bert_eager_op14.onnx"))
-	pm, rep, err := ToPerformer(m, PerformerOptions{Features: 32, Seed: 1, Positions: ExtendOptions{MaxPositions: 256}})
+	pm, rep, err := ToPerformer(m, PerformerOptions{Features: 32, Seed: 1, Positions: ExtendOptions{MaxPositions: 256}, FeatureMap: ops.FeaturesFavorPlus, Center: CenterOff})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,7 +152,7 @@ func TestPerformerWithExtendedPositions(t *testing.T) {
 	// The copy method keeps every old row and ω depends only on the seed
 	// and the layer, so on inputs that fit the old table the extended
 	// conversion equals the plain one.
-	plain, _, err := ToPerformer(m, PerformerOptions{Features: 32, Seed: 1})
+	plain, _, err := ToPerformer(m, PerformerOptions{Features: 32, Seed: 1, FeatureMap: ops.FeaturesFavorPlus, Center: CenterOff})
 	if err != nil {
 		t.Fatal(err)
 	}

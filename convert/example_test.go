@@ -5,6 +5,7 @@ import (
 
 	"github.com/linearize/linearize/convert"
 	"github.com/linearize/linearize/models"
+	"github.com/linearize/linearize/ops"
 )
 
 // Detect finds the attention blocks of a BERT graph; ToPerformer replaces
@@ -23,7 +24,7 @@ func Example() {
 	for _, b := range d.Blocks {
 		fmt.Printf("block %d: %d heads × %d, scale %.3g, bias %s, convertible %v\n", b.Layer, b.Heads, b.HeadDim, b.Scale, b.Bias, b.Convertible)
 	}
-	pm, rep, err := convert.ToPerformer(m, convert.PerformerOptions{Features: 32, Seed: 1})
+	pm, rep, err := convert.ToPerformer(m, convert.PerformerOptions{Features: 32, Seed: 1, FeatureMap: ops.FeaturesFavorPlus, Center: convert.CenterOff})
 	if err != nil {
 		panic(err)
 	}

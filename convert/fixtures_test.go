@@ -13,6 +13,7 @@ import (
 	"github.com/linearize/linearize/infer"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
+	"github.com/linearize/linearize/ops"
 )
 
 // fixtureEntry is one file of testdata/fixtures/manifest.json, written by
@@ -319,7 +320,7 @@ func TestFixturesConvert(t *testing.T) {
 		t.Run(f.File, func(t *testing.T) {
 			m, full, want := fixtureReference(t, f, seq)
 
-			lm, rep, err := ToLinformer(m, LinformerOptions{K: seq, MaxLen: seq, Projections: identityProjections(seq)})
+			lm, rep, err := ToLinformer(m, LinformerOptions{Init: "gaussian", K: seq, MaxLen: seq, Projections: identityProjections(seq)})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -333,11 +334,11 @@ func TestFixturesConvert(t *testing.T) {
 				t.Errorf("linformer k=S, E=F=I vs original: %v", d)
 			}
 
-			pm, _, err := ToPerformer(m, PerformerOptions{Features: 64, Seed: 5})
+			pm, _, err := ToPerformer(m, PerformerOptions{Features: 64, Seed: 5, FeatureMap: ops.FeaturesFavorPlus, Center: CenterOff})
 			if err != nil {
 				t.Fatal(err)
 			}
-			lr, _, err := ToLinformer(m, LinformerOptions{K: 4, MaxLen: max(16, seq), Seed: 5})
+			lr, _, err := ToLinformer(m, LinformerOptions{Init: "gaussian", K: 4, MaxLen: max(16, seq), Seed: 5})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
+	"github.com/linearize/linearize/ops"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -249,7 +250,7 @@ func TestMatcherFormsExtra(t *testing.T) {
 				if bl.Convertible || !strings.Contains(bl.Reason, c.reason) {
 					t.Fatalf("convertible %v reason %q, want a refusal with %q", bl.Convertible, bl.Reason, c.reason)
 				}
-				if _, _, err := ToPerformer(m, PerformerOptions{Features: 8, Seed: 1}); err == nil {
+				if _, _, err := ToPerformer(m, PerformerOptions{Features: 8, Seed: 1, FeatureMap: ops.FeaturesFavorPlus, Center: CenterOff}); err == nil {
 					t.Errorf("ToPerformer converted a refused block")
 				}
 				return

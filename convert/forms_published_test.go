@@ -15,6 +15,7 @@ import (
 	"github.com/linearize/linearize/internal/testenv"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
+	"github.com/linearize/linearize/ops"
 )
 
 // formEntry is one file of testdata/fixtures/forms/manifest.json, written
@@ -204,7 +205,7 @@ func TestFormsConvert(t *testing.T) {
 				checkFormOutputs(t, "local-pooled, segments ≥ S", runORT(t, exact, padded), runORT(t, m, padded), 1e-5)
 			}
 			if e.Convertible > 0 {
-				pm, rep, err := ToPerformer(m, PerformerOptions{Features: 64, Seed: 3})
+				pm, rep, err := ToPerformer(m, PerformerOptions{Features: 64, Seed: 3, FeatureMap: ops.FeaturesFavorPlus, Center: CenterOff})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -223,7 +224,7 @@ func TestFormsConvert(t *testing.T) {
 func checkFormCross(t *testing.T, e formEntry, m *onnxpb.ModelProto, full, padded map[string]*onnx.Tensor) {
 	t.Helper()
 	sk := e.Lengths["src"]
-	lm, rep, err := ToLinformer(m, LinformerOptions{K: sk, MaxLen: sk, Projections: identityProjections(sk)})
+	lm, rep, err := ToLinformer(m, LinformerOptions{Init: "gaussian", K: sk, MaxLen: sk, Projections: identityProjections(sk)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -251,7 +252,7 @@ func checkFormCausal(t *testing.T, e formEntry, m *onnxpb.ModelProto, padded map
 	errs := map[int]float64{}
 	var conv *onnxpb.ModelProto
 	for _, features := range []int{256, 4096} {
-		pm, rep, err := ToPerformer(m, PerformerOptions{Features: features, Seed: 3})
+		pm, rep, err := ToPerformer(m, PerformerOptions{Features: features, Seed: 3, FeatureMap: ops.FeaturesFavorPlus, Center: CenterOff})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -468,14 +468,14 @@ func checkConversion(t *testing.T, m *onnxpb.ModelProto, masked bool) {
 	}
 	out := m.Graph.Output[0].GetName()
 	want := runORT(t, m, in)[out]
-	lm, _, err := ToLinformer(m, LinformerOptions{K: fS, MaxLen: fS, Projections: identityProjections(fS)})
+	lm, _, err := ToLinformer(m, LinformerOptions{Init: "gaussian", K: fS, MaxLen: fS, Projections: identityProjections(fS)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if d := infer.CompareTensors(runORT(t, lm, in)[out], want); !d.OK(1e-5) {
 		t.Errorf("linformer identity vs original: %v", d)
 	}
-	pm, _, err := ToPerformer(m, PerformerOptions{Features: 32, Seed: 1})
+	pm, _, err := ToPerformer(m, PerformerOptions{Features: 32, Seed: 1, FeatureMap: ops.FeaturesFavorPlus, Center: CenterOff})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -538,7 +538,7 @@ func TestModelsBERTForms(t *testing.T) {
 					needORT(t)
 					in := modelFeeds(t, m, 6, 0, 1, true)
 					want := runORT(t, m, in)
-					lm, _, err := ToLinformer(m, LinformerOptions{K: 6, MaxLen: 6, Projections: identityProjections(6)})
+					lm, _, err := ToLinformer(m, LinformerOptions{Init: "gaussian", K: 6, MaxLen: 6, Projections: identityProjections(6)})
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -574,7 +574,7 @@ func TestFusedUnidirectional(t *testing.T) {
 	if d.Count() != 1 || !d.Blocks[0].Causal || d.Blocks[0].Convertible || !strings.Contains(d.Blocks[0].Reason, "unidirectional") {
 		t.Fatalf("%s", d.Explain())
 	}
-	out, rep, err := ToLinformer(m, LinformerOptions{K: 2, MaxLen: 8})
+	out, rep, err := ToLinformer(m, LinformerOptions{Init: "gaussian", K: 2, MaxLen: 8})
 	if !errors.Is(err, ErrNothingConverted) || !strings.Contains(err.Error(), "unidirectional") || out != nil || rep == nil || len(rep.Converted) != 0 || len(rep.Skipped) != 1 {
 		t.Fatalf("err %v model %v report %+v", err, out != nil, rep)
 	}
@@ -603,7 +603,7 @@ func malformedCases(t *testing.T, base *onnxpb.ModelProto) {
 			if _, err := Detect(m); err != nil && (!strings.HasPrefix(err.Error(), "convert: ") || strings.Contains(err.Error(), "malformed graph")) {
 				t.Errorf("node %s with %d inputs: error %q (a recovered panic, or no package prefix)", n.GetName(), keep, err)
 			}
-			if _, _, err := ToPerformer(m, PerformerOptions{Features: 8}); err != nil && (!strings.HasPrefix(err.Error(), "convert: ") || strings.Contains(err.Error(), "malformed graph")) {
+			if _, _, err := ToPerformer(m, PerformerOptions{Features: 8, FeatureMap: ops.FeaturesFavorPlus, Center: CenterOff}); err != nil && (!strings.HasPrefix(err.Error(), "convert: ") || strings.Contains(err.Error(), "malformed graph")) {
 				t.Errorf("node %s with %d inputs: error %q (a recovered panic, or no package prefix)", n.GetName(), keep, err)
 			}
 		}
@@ -629,11 +629,11 @@ func TestPaddingInvarianceMaskOrder(t *testing.T) {
 	} {
 		t.Run(f.name, func(t *testing.T) {
 			m := f.build()
-			pm, _, err := ToPerformer(m, PerformerOptions{Features: 32, Seed: 1})
+			pm, _, err := ToPerformer(m, PerformerOptions{Features: 32, Seed: 1, FeatureMap: ops.FeaturesFavorPlus, Center: CenterOff})
 			if err != nil {
 				t.Fatal(err)
 			}
-			lm, _, err := ToLinformer(m, LinformerOptions{K: 4, MaxLen: 16, Seed: 1})
+			lm, _, err := ToLinformer(m, LinformerOptions{Init: "gaussian", K: 4, MaxLen: 16, Seed: 1})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -644,7 +644,7 @@ func TestPaddingInvarianceMaskOrder(t *testing.T) {
 			// The CLI's default Performer (centred FAVOR++) and LARA build
 			// statistics over the valid tokens, so they must also read
 			// the mask right whatever its order with the scale.
-			cm, _, err := ToPerformer(m, PerformerOptions{Features: 32, Seed: 1, Center: true, FeatureMap: ops.FeaturesFavorPP})
+			cm, _, err := ToPerformer(m, PerformerOptions{Features: 32, Seed: 1, Center: CenterOn, FeatureMap: ops.FeaturesFavorPP})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -713,7 +713,7 @@ func TestPerformerScaledBias(t *testing.T) {
 		if err != nil || d.Count() != 1 || !d.Blocks[0].Convertible || d.Blocks[0].Bias != BiasPerKey {
 			t.Fatalf("detect: %v\n%s", err, d.Explain())
 		}
-		pm, _, err := ToPerformer(c.m, PerformerOptions{Features: 64, Seed: 3})
+		pm, _, err := ToPerformer(c.m, PerformerOptions{Features: 64, Seed: 3, FeatureMap: ops.FeaturesFavorPlus, Center: CenterOff})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -729,7 +729,7 @@ func TestPerformerScaledBias(t *testing.T) {
 // their shape).
 func checkCoreRemoved(t *testing.T, m *onnxpb.ModelProto, d *Detection) {
 	t.Helper()
-	pm, _, err := ToPerformer(m, PerformerOptions{Features: 8, Seed: 1})
+	pm, _, err := ToPerformer(m, PerformerOptions{Features: 8, Seed: 1, FeatureMap: ops.FeaturesFavorPlus, Center: CenterOff})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -809,7 +809,7 @@ func TestConstantShift(t *testing.T) {
 	in := map[string]*onnx.Tensor{"x": onnx.NewFloat([]int{fB, fS, fHid}, x)}
 	want := runORT(t, plain, in)[plain.Graph.Output[0].GetName()]
 	out := shifted.Graph.Output[0].GetName()
-	lm, _, err := ToLinformer(shifted, LinformerOptions{K: fS, MaxLen: fS, Projections: identityProjections(fS)})
+	lm, _, err := ToLinformer(shifted, LinformerOptions{Init: "gaussian", K: fS, MaxLen: fS, Projections: identityProjections(fS)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -110,10 +110,10 @@ func checkConversions(t *testing.T, m *onnxpb.ModelProto, twice bool) {
 	}
 	for _, c := range []conv{
 		{ops.PerformerOp, func() (*onnxpb.ModelProto, *Report, error) {
-			return ToPerformer(m, PerformerOptions{Features: 4, Seed: 1})
+			return ToPerformer(m, PerformerOptions{Features: 4, Seed: 1, FeatureMap: ops.FeaturesFavorPlus, Center: CenterOff})
 		}},
 		{ops.LinformerOp, func() (*onnxpb.ModelProto, *Report, error) {
-			return ToLinformer(m, LinformerOptions{K: 3, MaxLen: 16, Seed: 1})
+			return ToLinformer(m, LinformerOptions{Init: "gaussian", K: 3, MaxLen: 16, Seed: 1})
 		}},
 		{ops.LocalPooledOp, func() (*onnxpb.ModelProto, *Report, error) {
 			return ToLocalPooled(m, LocalPooledOptions{Block: 2, Segments: 2})

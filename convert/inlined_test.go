@@ -25,17 +25,17 @@ func TestInlinedLinearNotAttention(t *testing.T) {
 	}
 	cases := []conv{
 		{"performer", ops.PerformerOp, func() (*onnxpb.ModelProto, *Report, error) {
-			return ToPerformer(orig, PerformerOptions{Features: 8, Seed: 1})
+			return ToPerformer(orig, PerformerOptions{Features: 8, Seed: 1, FeatureMap: ops.FeaturesFavorPlus, Center: CenterOff})
 		}},
 		{"performer-centred", ops.PerformerOp, func() (*onnxpb.ModelProto, *Report, error) {
-			return ToPerformer(orig, PerformerOptions{Features: 8, Seed: 1, Center: true})
+			return ToPerformer(orig, PerformerOptions{Features: 8, Seed: 1, Center: CenterOn, FeatureMap: ops.FeaturesFavorPlus})
 		}},
 		{"performer-causal", ops.PerformerOp, func() (*onnxpb.ModelProto, *Report, error) {
 			causal := form{name: "causal", opset: 14, k: "0231", scale: "div", mask: "trilu"}.build()
-			return ToPerformer(causal, PerformerOptions{Features: 8, Seed: 1})
+			return ToPerformer(causal, PerformerOptions{Features: 8, Seed: 1, FeatureMap: ops.FeaturesFavorPlus, Center: CenterOff})
 		}},
 		{"linformer", ops.LinformerOp, func() (*onnxpb.ModelProto, *Report, error) {
-			return ToLinformer(orig, LinformerOptions{K: 4, MaxLen: 8, Seed: 1})
+			return ToLinformer(orig, LinformerOptions{Init: "gaussian", K: 4, MaxLen: 8, Seed: 1})
 		}},
 		{"local-pooled", ops.LocalPooledOp, func() (*onnxpb.ModelProto, *Report, error) {
 			return ToLocalPooled(orig, LocalPooledOptions{Block: 2, Segments: 2})
@@ -76,7 +76,7 @@ func TestInlinedLinearNotAttention(t *testing.T) {
 			if !strings.Contains(d.Explain(), "converted already") {
 				t.Errorf("Explain does not say the model is converted:\n%s", d.Explain())
 			}
-			_, _, perr := ToPerformer(inl, PerformerOptions{Features: 8})
+			_, _, perr := ToPerformer(inl, PerformerOptions{Features: 8, FeatureMap: ops.FeaturesFavorPlus, Center: CenterOff})
 			_, _, lerr := ToLocalPooled(inl, LocalPooledOptions{Block: 2, Segments: 2})
 			for _, err := range []error{perr, lerr} {
 				if !errors.Is(err, ErrNothingConverted) || !strings.Contains(err.Error(), want) {
@@ -109,7 +109,7 @@ func TestInlinedLinearNotAttention(t *testing.T) {
 // which the softmax matcher does not read; the body is still recognised.
 func TestInlinedLinformerFusedMatMul(t *testing.T) {
 	orig := form{name: "plain", opset: 17, k: "0231", scale: "div", mask: "add"}.build()
-	lm, _, err := ToLinformer(orig, LinformerOptions{K: 4, MaxLen: 8, Seed: 1})
+	lm, _, err := ToLinformer(orig, LinformerOptions{Init: "gaussian", K: 4, MaxLen: 8, Seed: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,7 +171,7 @@ func TestInlinedNotInOriginals(t *testing.T) {
 	if got := findInlined(bert.Graph, onnx.NewIndex(bert.Graph)); len(got) != 0 {
 		t.Errorf("tiny BERT: found %d inlined ops", len(got))
 	}
-	pm, _, err := ToPerformer(form{name: "plain", opset: 17, k: "0231", scale: "div", mask: "add"}.build(), PerformerOptions{Features: 8, Seed: 1})
+	pm, _, err := ToPerformer(form{name: "plain", opset: 17, k: "0231", scale: "div", mask: "add"}.build(), PerformerOptions{Features: 8, Seed: 1, FeatureMap: ops.FeaturesFavorPlus, Center: CenterOff})
 	if err != nil {
 		t.Fatal(err)
 	}

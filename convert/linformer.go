@@ -9,49 +9,63 @@ import (
 	"github.com/linearize/linearize/ops"
 )
 
-// LinformerOptions configures ToLinformer.
+// LinformerOptions configures ToLinformer. The zero value is what
+// `convert linformer` does without flags: the pooled Linformer, k = 128
+// segments, the first and last tokens kept exact.
 type LinformerOptions struct {
-	K      int            // projected length k (default 128)
+	// Init chooses E and F: "pool" (the default, also "") or "gaussian".
+	// Pool: E = F = means over K contiguous segments of each sequence's
+	// valid tokens, computed at run time from its actual length, each
+	// pooled key scoring q·k̄_c + log |S_c| (LinformerAttention's pooled
+	// mode: segments = K, E and F absent); it has no maximum length and
+	// samples nothing. Gaussian: E, F ~ N(0, 1/k), frozen initializers.
+	Init string
+	K    int // projected length k, the segments with Init pool (default 128)
+	// Sinks, with Init pool, are the tokens kept exact: "first,last"
+	// (default), "first", "last" or "none".
+	Sinks string
+	// With Init gaussian only (setting MaxLen, Share or Projections with
+	// Init pool is an error; Seed is then unused):
 	MaxLen int            // N, the longest sequence the projections accept (default 512)
 	Share  features.Share // features.ShareNone, ShareHeadwise (default), ShareKV or ShareLayerwise
 	Seed   uint64
-	Layers []int
 	// Projections, when set, supplies E and F for a layer instead of
 	// sampling them (shapes [H or 1, k, N]; f may equal e).
 	Projections func(layer, heads int) (e, f *onnx.Tensor, err error)
+	Layers      []int
 	// Positions, when MaxPositions > 0, first grows the absolute position
 	// table (ExtendPositions); MaxLen then defaults to MaxPositions.
 	Positions ExtendOptions
-	// Init chooses E and F: "gaussian" (default: E, F ~ N(0, 1/k), frozen
-	// initializers) or "pool": E = F = means over K contiguous segments of
-	// each sequence's valid tokens, computed at run time from its actual
-	// length, each pooled key scoring q·k̄_c + log |S_c|. A pooled
-	// Linformer is written as a LocalPooledAttention node without the
-	// local part (ToLocalPooled with NoLocal); it has no maximum length,
-	// so MaxLen, Share, Seed and Projections do not apply.
-	Init string
-	// Sinks, with Init "pool", are the tokens kept exact: "first,last"
-	// (default), "first", "last" or "none".
-	Sinks string
 }
 
+// Linformer initialisations (LinformerOptions.Init).
+const (
+	LinformerPool     = "pool"
+	LinformerGaussian = "gaussian"
+)
+
+// DefaultLinformerK is the k of a LinformerOptions without K.
+const DefaultLinformerK = 128
+
 // ToLinformer returns a copy of m in which every convertible attention core
-// (of the selected layers) is a LinformerAttention node with projections
-// E, F as initializers. m is not modified. When no block is converted the
-// error wraps ErrNothingConverted (with the report, which says why).
+// (of the selected layers) is a LinformerAttention node: in the pooled
+// mode (Init pool, the default) with segments = K and no projections, or
+// with projections E, F as initializers (Init gaussian). m is not
+// modified. When no block is converted the error wraps
+// ErrNothingConverted (with the report, which says why).
 func ToLinformer(m *onnxpb.ModelProto, o LinformerOptions) (*onnxpb.ModelProto, *Report, error) {
 	if o.K == 0 {
-		o.K = 128
+		o.K = DefaultLinformerK
 	}
 	switch o.Init {
-	case "", "gaussian":
-	case "pool":
-		if o.K < 1 {
-			return nil, nil, optionError("linformer", "K", fmt.Sprintf("%d must be positive", o.K))
-		}
-		return ToLocalPooled(m, LocalPooledOptions{NoLocal: true, Segments: o.K, Sinks: o.Sinks, Layers: o.Layers, Positions: o.Positions})
+	case "", LinformerPool:
+		return toPooledLinformer(m, o)
+	case LinformerGaussian:
 	default:
-		return nil, nil, optionError("linformer", "Init", fmt.Sprintf("%q: want gaussian or pool", o.Init))
+		return nil, nil, optionError("linformer", "Init", fmt.Sprintf("%q: want pool or gaussian", o.Init))
+	}
+	if o.Sinks != "" {
+		return nil, nil, optionError("linformer", "Sinks", "applies to Init pool only (the Gaussian projections keep no token exact)")
 	}
 	if o.MaxLen == 0 {
 		o.MaxLen = 512
@@ -118,5 +132,38 @@ func ToLinformer(m *onnxpb.ModelProto, o LinformerOptions) (*onnxpb.ModelProto, 
 		return node, nil
 	}
 	rw.function = func(opset int64) (*onnxpb.FunctionProto, error) { return ops.LinformerFunction(opset) }
+	return rw.run(m)
+}
+
+// toPooledLinformer is ToLinformer with Init pool.
+func toPooledLinformer(m *onnxpb.ModelProto, o LinformerOptions) (*onnxpb.ModelProto, *Report, error) {
+	for _, f := range []struct {
+		name string
+		set  bool
+	}{{"MaxLen", o.MaxLen != 0}, {"Share", o.Share != ""}, {"Projections", o.Projections != nil}} {
+		if f.set {
+			return nil, nil, optionError("linformer", f.name, "applies to Init gaussian only (Init pool projects onto run-time segment means)")
+		}
+	}
+	if o.K < 1 || o.K > ops.MaxSegments {
+		return nil, nil, optionError("linformer", "K", fmt.Sprintf("%d: want 1..%d segments", o.K, ops.MaxSegments))
+	}
+	if o.Sinks == "" {
+		o.Sinks = "first,last"
+	}
+	first, last, err := ops.ParseSinks(o.Sinks)
+	if err != nil {
+		return nil, nil, optionError("linformer", "Sinks", fmt.Sprintf("%q: want none, first, last or first,last", o.Sinks))
+	}
+	a := ops.LinformerAttrs{Segments: o.K, SinkFirst: first, SinkLast: last}
+	rw := &rewriter{op: ops.LinformerOp, layers: o.Layers, positions: o.Positions}
+	rw.report.Options = ReportOptions{K: o.K, Segments: o.K, Sinks: a.Sinks()}
+	rw.core = func(b *Block, q, k, v, bias string) (*onnxpb.NodeProto, error) {
+		na := a
+		na.Scale = float32(b.Scale)
+		return ops.NewLinformerNode(rw.names.Name(fmt.Sprintf("linearize/layer%d/LinformerAttention", b.Layer)),
+			[]string{q, k, v, "", "", bias}, rw.names.Name(fmt.Sprintf("linearize/layer%d/attn", b.Layer)), na), nil
+	}
+	rw.function = func(opset int64) (*onnxpb.FunctionProto, error) { return ops.LinformerFunctionFor(opset, a) }
 	return rw.run(m)
 }

@@ -95,42 +95,9 @@ func ToLong(m *onnxpb.ModelProto, o LongOptions) (*onnxpb.ModelProto, *Report, e
 		return nil, nil, fmt.Errorf("convert: long: the model has no absolute position table (Gather from an initializer indexed by position ids); convert long needs one to restart positions per window")
 	}
 	offset := rows - limit
-	if o.MaxLength == 0 {
-		o.MaxLength = DefaultLongMaxLength
-	}
-	if o.Window == 0 {
-		o.Window = limit
-	}
-	if o.Segments == 0 {
-		o.Segments = 64
-	}
-	if !o.Far {
-		o.Segments = 0
-	}
-	if o.Window < 2 || o.Window > limit {
-		return nil, nil, optionError("long", "Window", fmt.Sprintf("%d: want 2..%d (the model's position limit)", o.Window, limit))
-	}
-	if o.Window != limit && limit%o.Window != 0 {
-		return nil, nil, optionError("long", "Window", fmt.Sprintf("%d must divide the model's position limit %d, so windows and restarted positions align", o.Window, limit))
-	}
-	if o.MaxLength <= limit {
-		return nil, nil, optionError("long", "MaxLength", fmt.Sprintf("%d: the model already reads %d tokens; want more", o.MaxLength, limit))
-	}
-	if o.MaxLength > 1<<20 {
-		return nil, nil, optionError("long", "MaxLength", fmt.Sprintf("%d: want at most %d", o.MaxLength, 1<<20))
-	}
-	if o.Far && (o.Segments < 1 || o.Segments > ops.MaxSegments) {
-		return nil, nil, optionError("long", "Segments", fmt.Sprintf("%d: want 1..%d", o.Segments, ops.MaxSegments))
-	}
-	if o.Sinks == "" {
-		o.Sinks = "none"
-	}
-	first, last, err := ops.ParseSinks(o.Sinks)
+	o, first, last, err := o.resolve(limit)
 	if err != nil {
-		return nil, nil, optionError("long", "Sinks", fmt.Sprintf("%q: want none, first, last or first,last", o.Sinks))
-	}
-	if o.Overlap && o.Window%2 != 0 {
-		return nil, nil, optionError("long", "Window", fmt.Sprintf("%d must be even with Overlap (blocks of half a window)", o.Window))
+		return nil, nil, err
 	}
 	if o.Window < limit {
 		// Positions restart every W tokens: tile the first W learned rows
@@ -144,12 +111,6 @@ func ToLong(m *onnxpb.ModelProto, o LongOptions) (*onnxpb.ModelProto, *Report, e
 	var out *onnxpb.ModelProto
 	var rep *Report
 	if o.Learned {
-		if o.Far || o.Overlap || (first || last) {
-			return nil, nil, optionError("long", "Learned", "excludes Far, Overlap and Sinks")
-		}
-		if o.Features < 0 || o.Features > MaxHedgehogFeatures {
-			return nil, nil, optionError("long", "Features", fmt.Sprintf("%d: want 1..%d (0: the head size)", o.Features, MaxHedgehogFeatures))
-		}
 		out, rep, err = hedgehogRewriter(ops.HedgehogAttrs{Block: o.Window}, o.Features, o.Seed, o.Layers, positions).run(m)
 	} else {
 		out, rep, err = localPooledRewriter(longAttrs(o, first, last), o.Layers, positions).run(m)
@@ -160,6 +121,57 @@ func ToLong(m *onnxpb.ModelProto, o LongOptions) (*onnxpb.ModelProto, *Report, e
 	setMeta(out, MetaWindow, strconv.Itoa(o.Window))
 	setMeta(out, MetaMaxLength, strconv.Itoa(o.MaxLength))
 	return out, rep, nil
+}
+
+// resolve fills in the defaults of o for a model of limit positions and
+// checks them; it returns the sinks parsed.
+func (o LongOptions) resolve(limit int) (_ LongOptions, first, last bool, err error) {
+	if o.MaxLength == 0 {
+		o.MaxLength = DefaultLongMaxLength
+	}
+	if o.Window == 0 {
+		o.Window = limit
+	}
+	if o.Segments == 0 {
+		o.Segments = 64
+	}
+	if !o.Far {
+		o.Segments = 0
+	}
+	if o.Window < 2 || o.Window > limit {
+		return o, false, false, optionError("long", "Window", fmt.Sprintf("%d: want 2..%d (the model's position limit)", o.Window, limit))
+	}
+	if o.Window != limit && limit%o.Window != 0 {
+		return o, false, false, optionError("long", "Window", fmt.Sprintf("%d must divide the model's position limit %d, so windows and restarted positions align", o.Window, limit))
+	}
+	if o.MaxLength <= limit {
+		return o, false, false, optionError("long", "MaxLength", fmt.Sprintf("%d: the model already reads %d tokens; want more", o.MaxLength, limit))
+	}
+	if o.MaxLength > 1<<20 {
+		return o, false, false, optionError("long", "MaxLength", fmt.Sprintf("%d: want at most %d", o.MaxLength, 1<<20))
+	}
+	if o.Far && (o.Segments < 1 || o.Segments > ops.MaxSegments) {
+		return o, false, false, optionError("long", "Segments", fmt.Sprintf("%d: want 1..%d", o.Segments, ops.MaxSegments))
+	}
+	if o.Sinks == "" {
+		o.Sinks = "none"
+	}
+	first, last, err = ops.ParseSinks(o.Sinks)
+	if err != nil {
+		return o, false, false, optionError("long", "Sinks", fmt.Sprintf("%q: want none, first, last or first,last", o.Sinks))
+	}
+	if o.Overlap && o.Window%2 != 0 {
+		return o, false, false, optionError("long", "Window", fmt.Sprintf("%d must be even with Overlap (blocks of half a window)", o.Window))
+	}
+	if o.Learned {
+		if o.Far || o.Overlap || (first || last) {
+			return o, false, false, optionError("long", "Learned", "excludes Far, Overlap and Sinks")
+		}
+		if o.Features < 0 || o.Features > MaxHedgehogFeatures {
+			return o, false, false, optionError("long", "Features", fmt.Sprintf("%d: want 1..%d (0: the head size)", o.Features, MaxHedgehogFeatures))
+		}
+	}
+	return o, first, last, nil
 }
 
 // longAttrs are the LocalPooledAttention attributes of ToLong's default

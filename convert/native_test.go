@@ -9,6 +9,7 @@ import (
 	"github.com/linearize/linearize/infer"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
+	"github.com/linearize/linearize/ops"
 )
 
 // runNative runs m in the native Go backend. Every fixture and corpus model
@@ -53,11 +54,11 @@ func TestConvertedNativeVsORT(t *testing.T) {
 	// Fixtures: TestNativeFixturesVsORT (every file in the folder).
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			pm, _, err := ToPerformer(c.m, PerformerOptions{Features: 64, Seed: 2})
+			pm, _, err := ToPerformer(c.m, PerformerOptions{Features: 64, Seed: 2, FeatureMap: ops.FeaturesFavorPlus, Center: CenterOff})
 			if err != nil {
 				t.Fatal(err)
 			}
-			lm, _, err := ToLinformer(c.m, LinformerOptions{K: 4, MaxLen: 16, Seed: 2})
+			lm, _, err := ToLinformer(c.m, LinformerOptions{Init: "gaussian", K: 4, MaxLen: 16, Seed: 2})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -120,7 +121,7 @@ func TestNativeFixturesVsORT(t *testing.T) {
 				if f, ok := manifest[base]; ok && f.Seq > 0 {
 					seq = f.Seq
 				}
-				pm, _, err := ToPerformer(m, PerformerOptions{Features: 16, Seed: 4})
+				pm, _, err := ToPerformer(m, PerformerOptions{Features: 16, Seed: 4, FeatureMap: ops.FeaturesFavorPlus, Center: CenterOff})
 				if err != nil {
 					t.Fatalf("performer: %v", err)
 				}
@@ -128,7 +129,7 @@ func TestNativeFixturesVsORT(t *testing.T) {
 				if err != nil {
 					t.Fatalf("local+pooled: %v", err)
 				}
-				lm, _, err := ToLinformer(m, LinformerOptions{K: 4, MaxLen: max(16, seq), Seed: 4})
+				lm, _, err := ToLinformer(m, LinformerOptions{Init: "gaussian", K: 4, MaxLen: max(16, seq), Seed: 4})
 				if err != nil {
 					t.Fatalf("linformer: %v", err)
 				}

@@ -10,6 +10,7 @@ import (
 	"github.com/linearize/linearize/models"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
+	"github.com/linearize/linearize/ops"
 )
 
 // largeQKBERT is the tiny BERT with its query and key projection weights
@@ -76,13 +77,13 @@ func TestLargeQKNormsStayFinite(t *testing.T) {
 		}{
 			{"original", func() (*onnxpb.ModelProto, *Report, error) { return m, &Report{Converted: make([]BlockReport, 2)}, nil }},
 			{"performer", func() (*onnxpb.ModelProto, *Report, error) {
-				return ToPerformer(m, PerformerOptions{Features: 64, Seed: 5})
+				return ToPerformer(m, PerformerOptions{Features: 64, Seed: 5, FeatureMap: ops.FeaturesFavorPlus, Center: CenterOff})
 			}},
 			{"performer-trig", func() (*onnxpb.ModelProto, *Report, error) {
-				return ToPerformer(m, PerformerOptions{Features: 64, Seed: 5, Kernel: "trig"})
+				return ToPerformer(m, PerformerOptions{Features: 64, Seed: 5, Kernel: "trig", FeatureMap: ops.FeaturesFavorPlus, Center: CenterOff})
 			}},
 			{"linformer", func() (*onnxpb.ModelProto, *Report, error) {
-				return ToLinformer(m, LinformerOptions{K: 16, MaxLen: 128, Seed: 5})
+				return ToLinformer(m, LinformerOptions{Init: "gaussian", K: 16, MaxLen: 128, Seed: 5})
 			}},
 		}
 		for _, c := range conv {

@@ -9,7 +9,13 @@ import (
 	"github.com/linearize/linearize/ops"
 )
 
-// PerformerOptions configures ToPerformer.
+// PerformerOptions configures ToPerformer. Its zero value is what
+// `convert performer` writes with no flags: 256 orthogonal features with
+// χ norms, the positive kernel, centred queries and keys, and the feature
+// map chosen from the other options (FAVOR++ without calibration Moments,
+// asymmetric FAVOR# with them). Plain FAVOR+ (what finetune's Performer
+// fit trains) is FeatureMap ops.FeaturesFavorPlus with Center CenterOff.
+// Resolved gives the values a conversion uses; the Report records them.
 type PerformerOptions struct {
 	Features int                 // M random features per head (default 256)
 	Seed     uint64              // ω is deterministic from Seed and the layer index
@@ -31,13 +37,17 @@ type PerformerOptions struct {
 	// Positions, when MaxPositions > 0, first grows the absolute position
 	// table (ExtendPositions) so the model accepts longer inputs.
 	Positions ExtendOptions
-	// Center centres queries and keys over each sequence's valid tokens
-	// at run time (exact; the op's center=1).
-	Center bool
-	// FeatureMap is the positive kernel's feature map: "favor+" (FAVOR+,
-	// default), "favor++" (optimal positive features, A per sequence at
-	// run time), "sderf" or "aderf" (FAVOR# dense-exponential features,
-	// frozen from Moments).
+	// Center says whether queries and keys are centred over each
+	// sequence's valid tokens at run time (exact; the op's center=1):
+	// CenterAuto (the zero value) centres with the positive kernel and
+	// not with trig; CenterOn with trig is an error.
+	Center Centring
+	// FeatureMap is the positive kernel's feature map: "favor+" (FAVOR+),
+	// "favor++" (optimal positive features, A per sequence at run time),
+	// "sderf" or "aderf" (FAVOR# dense-exponential features, frozen from
+	// Moments). "" (auto, the default) is "aderf" when Moments are given
+	// and Balance is off, "favor++" otherwise, and "favor+" for the trig
+	// kernel.
 	FeatureMap ops.FeatureMap
 	// Balance adds the per-head linear balance T (queries ·T, keys ·T⁻ᵀ;
 	// exact) fitted from Moments by features.FitBalance (geometric-mean
@@ -47,23 +57,33 @@ type PerformerOptions struct {
 	// Moments holds each layer's calibration statistics (keyed by the
 	// Detect layer index), needed by Balance, "sderf" and "aderf";
 	// finetune.PerformerMoments computes them from calibration inputs.
-	// Their Centered must equal Center.
+	// Their Centered must equal Centered().
 	Moments map[int]*features.Moments
 }
 
-// ToPerformer returns a copy of m in which every convertible attention core
-// (of the selected layers) is a PerformerAttention node with frozen random
-// features. m is not modified. When no block is converted the error wraps
-// ErrNothingConverted (with the report, which says why).
-func ToPerformer(m *onnxpb.ModelProto, o PerformerOptions) (*onnxpb.ModelProto, *Report, error) {
+// Centring says whether a Performer centres queries and keys.
+type Centring string
+
+// The centrings of PerformerOptions.Center.
+const (
+	CenterAuto Centring = ""    // centred with the positive kernel, not with trig
+	CenterOn   Centring = "on"  // centred (positive kernel only)
+	CenterOff  Centring = "off" // not centred
+)
+
+// DefaultPerformerFeatures is ToPerformer's number of random features M
+// per head when PerformerOptions.Features is 0.
+const DefaultPerformerFeatures = 256
+
+// Resolved returns o with every default filled in: the options ToPerformer
+// converts with (before any causal fallback, see causal.go). It does not
+// check them; ToPerformer does.
+func (o PerformerOptions) Resolved() PerformerOptions {
 	if o.Features == 0 {
-		o.Features = 256
+		o.Features = DefaultPerformerFeatures
 	}
-	if o.Features < 1 {
-		return nil, nil, optionError("performer", "Features", fmt.Sprintf("%d must be positive", o.Features))
-	}
-	if o.Features > MaxFeatures {
-		return nil, nil, optionError("performer", "Features", fmt.Sprintf("%d exceeds %d", o.Features, MaxFeatures))
+	if o.Chunk == 0 {
+		o.Chunk = ops.DefaultChunk
 	}
 	if o.Omega == "" {
 		o.Omega = features.Orthogonal
@@ -74,26 +94,49 @@ func ToPerformer(m *onnxpb.ModelProto, o PerformerOptions) (*onnxpb.ModelProto, 
 	if o.Kernel == "" {
 		o.Kernel = ops.KernelPositive
 	}
-	if o.Omega != features.Orthogonal && o.Omega != features.IID {
-		return nil, nil, optionError("performer", "Omega", fmt.Sprintf("%q: want orthogonal or iid", o.Omega))
+	trig := o.Kernel == ops.KernelTrig
+	if o.Center == CenterAuto {
+		o.Center = CenterOn
+		if trig {
+			o.Center = CenterOff
+		}
 	}
-	if o.Norms != features.NormsChi && o.Norms != features.NormsSqrtD && o.Norms != features.NormsQMC {
-		return nil, nil, optionError("performer", "Norms", fmt.Sprintf("%q: want chi, sqrt-d or qmc", o.Norms))
+	if o.FeatureMap == "" {
+		switch {
+		case trig:
+			o.FeatureMap = ops.FeaturesFavorPlus
+		case o.Moments != nil && !o.Balance:
+			o.FeatureMap = ops.FeaturesADERF
+		default:
+			o.FeatureMap = ops.FeaturesFavorPP
+		}
 	}
-	if o.Kernel != ops.KernelPositive && o.Kernel != ops.KernelTrig {
-		return nil, nil, optionError("performer", "Kernel", fmt.Sprintf("%q: want positive or trig", o.Kernel))
+	return o
+}
+
+// Centered reports whether ToPerformer with these options centres queries
+// and keys: the centring finetune.MomentOptions.Center must match.
+func (o PerformerOptions) Centered() bool {
+	return o.Resolved().Center == CenterOn
+}
+
+// ToPerformer returns a copy of m in which every convertible attention core
+// (of the selected layers) is a PerformerAttention node with frozen random
+// features. m is not modified. When no block is converted the error wraps
+// ErrNothingConverted (with the report, which says why).
+func ToPerformer(m *onnxpb.ModelProto, o PerformerOptions) (*onnxpb.ModelProto, *Report, error) {
+	o = o.Resolved()
+	if err := o.check(); err != nil {
+		return nil, nil, err
 	}
-	if o.Chunk < 0 || o.Chunk > ops.MaxChunk {
-		return nil, nil, optionError("performer", "Chunk", fmt.Sprintf("%d: want 1..%d", o.Chunk, ops.MaxChunk))
-	}
-	fit, err := performerFit(&o)
+	fit, err := performerFit(o)
 	if err != nil {
 		return nil, nil, err
 	}
 	causal := newCausalPlan(o)
 	rw := &rewriter{op: ops.PerformerOp, layers: o.Layers, positions: o.Positions, causal: causal}
 	rw.report.Options = ReportOptions{Seed: o.Seed, Features: o.Features, Omega: o.Omega, Norms: o.Norms, Kernel: o.Kernel, PerHead: o.PerHead,
-		Center: o.Center, Balance: o.Balance, FeatureMap: o.FeatureMap}
+		Center: o.Centered(), Balance: o.Balance, FeatureMap: o.FeatureMap}
 	rw.core = func(b *Block, q, k, v, bias string) (*onnxpb.NodeProto, error) {
 		var omega *onnx.Tensor
 		var err error
@@ -126,10 +169,10 @@ func ToPerformer(m *onnxpb.ModelProto, o PerformerOptions) (*onnxpb.ModelProto, 
 		}
 		node := ops.NewPerformerNode(rw.names.Name(fmt.Sprintf("linearize/layer%d/PerformerAttention", b.Layer)),
 			inputs, rw.names.Name(fmt.Sprintf("linearize/layer%d/attn", b.Layer)),
-			ops.PerformerAttrs{Scale: float32(b.Scale), Kernel: o.Kernel, Center: o.Center, Features: o.FeatureMap})
+			ops.PerformerAttrs{Scale: float32(b.Scale), Kernel: o.Kernel, Center: o.Centered(), Features: o.FeatureMap})
 		return node, nil
 	}
-	variant := ops.PerformerVariant{Kernel: o.Kernel, Center: o.Center, Balance: fit != "", Features: o.FeatureMap}
+	variant := ops.PerformerVariant{Kernel: o.Kernel, Center: o.Centered(), Balance: fit != "", Features: o.FeatureMap}
 	rw.function = func(opset int64) (*onnxpb.FunctionProto, error) {
 		if causal.on {
 			return causal.function(opset)
@@ -139,12 +182,35 @@ func ToPerformer(m *onnxpb.ModelProto, o PerformerOptions) (*onnxpb.ModelProto, 
 	return rw.run(m)
 }
 
-// performerFit checks the variant options of o (setting FeatureMap's
-// default) and returns the kind of balance to fit ("" for none).
-func performerFit(o *PerformerOptions) (features.BalanceKind, error) {
-	if o.FeatureMap == "" {
-		o.FeatureMap = ops.FeaturesFavorPlus
+// check checks the scalar options of the resolved o.
+func (o PerformerOptions) check() error {
+	if o.Features < 1 {
+		return optionError("performer", "Features", fmt.Sprintf("%d must be positive", o.Features))
 	}
+	if o.Features > MaxFeatures {
+		return optionError("performer", "Features", fmt.Sprintf("%d exceeds %d", o.Features, MaxFeatures))
+	}
+	if o.Omega != features.Orthogonal && o.Omega != features.IID {
+		return optionError("performer", "Omega", fmt.Sprintf("%q: want orthogonal or iid", o.Omega))
+	}
+	if o.Norms != features.NormsChi && o.Norms != features.NormsSqrtD && o.Norms != features.NormsQMC {
+		return optionError("performer", "Norms", fmt.Sprintf("%q: want chi, sqrt-d or qmc", o.Norms))
+	}
+	if o.Kernel != ops.KernelPositive && o.Kernel != ops.KernelTrig {
+		return optionError("performer", "Kernel", fmt.Sprintf("%q: want positive or trig", o.Kernel))
+	}
+	if o.Chunk < 1 || o.Chunk > ops.MaxChunk {
+		return optionError("performer", "Chunk", fmt.Sprintf("%d: want 1..%d", o.Chunk, ops.MaxChunk))
+	}
+	if o.Center != CenterOn && o.Center != CenterOff {
+		return optionError("performer", "Center", fmt.Sprintf("%q: want on, off or auto (empty)", o.Center))
+	}
+	return nil
+}
+
+// performerFit checks the variant options of the resolved o and returns
+// the kind of balance to fit ("" for none).
+func performerFit(o PerformerOptions) (features.BalanceKind, error) {
 	var fit features.BalanceKind
 	switch o.FeatureMap {
 	case ops.FeaturesFavorPlus, ops.FeaturesFavorPP:
@@ -159,7 +225,7 @@ func performerFit(o *PerformerOptions) (features.BalanceKind, error) {
 	default:
 		return "", optionError("performer", "FeatureMap", fmt.Sprintf("%q: want favor+, favor++, sderf or aderf", o.FeatureMap))
 	}
-	if (o.Center || fit != "" || o.FeatureMap != ops.FeaturesFavorPlus) && o.Kernel != ops.KernelPositive {
+	if (o.Center == CenterOn || fit != "" || o.FeatureMap != ops.FeaturesFavorPlus) && o.Kernel != ops.KernelPositive {
 		return "", optionError("performer", "Kernel", fmt.Sprintf("%q: center, balance and feature map %s need the positive kernel", o.Kernel, o.FeatureMap))
 	}
 	if fit != "" && o.Moments == nil {
@@ -176,8 +242,8 @@ func (rw *rewriter) performerBalance(o PerformerOptions, kind features.BalanceKi
 	if mo == nil {
 		return nil, fmt.Errorf("no calibration moments for layer %d", b.Layer)
 	}
-	if mo.Heads != b.Heads || mo.Dim != b.HeadDim || mo.Centered != o.Center {
-		return nil, fmt.Errorf("calibration moments of %d heads × %d (centred %v) for a block of %d × %d (center %v)", mo.Heads, mo.Dim, mo.Centered, b.Heads, b.HeadDim, o.Center)
+	if mo.Heads != b.Heads || mo.Dim != b.HeadDim || mo.Centered != o.Centered() {
+		return nil, fmt.Errorf("calibration moments of %d heads × %d (centred %v) for a block of %d × %d (center %v)", mo.Heads, mo.Dim, mo.Centered, b.Heads, b.HeadDim, o.Centered())
 	}
 	fit, err := features.FitBalance(mo, kind)
 	if err != nil {
@@ -208,7 +274,8 @@ func (rw *rewriter) performerBalance(o PerformerOptions, kind features.BalanceKi
 
 // NeedsMoments reports whether ToPerformer with these options needs
 // calibration Moments: a fitted Balance or FAVOR# ("sderf", "aderf")
-// features.
+// features asked for by name. (The automatic feature map uses Moments
+// when they are given and does not need them.)
 func (o PerformerOptions) NeedsMoments() bool {
 	return o.Balance || o.FeatureMap == ops.FeaturesSDERF || o.FeatureMap == ops.FeaturesADERF
 }

@@ -57,8 +57,16 @@ func (v perfVariant) String() string {
 	return fmt.Sprintf("center=%v/balance=%v/%s", v.center, v.balance, v.feat)
 }
 
+// centring is the explicit Center of a variant's centre flag.
+func centring(on bool) Centring {
+	if on {
+		return CenterOn
+	}
+	return CenterOff
+}
+
 func (v perfVariant) options(t *testing.T, m *onnxpb.ModelProto, seed uint64) PerformerOptions {
-	o := PerformerOptions{Features: 32, Seed: seed, Center: v.center, Balance: v.balance, FeatureMap: v.feat}
+	o := PerformerOptions{Features: 32, Seed: seed, Center: centring(v.center), Balance: v.balance, FeatureMap: v.feat}
 	if v.balance || v.feat == ops.FeaturesSDERF || v.feat == ops.FeaturesADERF {
 		o.Moments = syntheticMoments(t, m, v.center, 9)
 	}
@@ -183,13 +191,15 @@ func TestToPerformerVariantGraph(t *testing.T) {
 			}
 		})
 	}
-	// The plain conversion is unchanged by the new options' defaults.
-	plain, _, err := ToPerformer(m, PerformerOptions{Features: 16, Seed: 2})
+	// The plain conversion is unchanged by the new options' defaults: the
+	// node carries scale alone (kernel, epsilon and the variant
+	// attributes are at the schema's defaults, which nodes leave off).
+	plain, _, err := ToPerformer(m, PerformerOptions{Features: 16, Seed: 2, FeatureMap: ops.FeaturesFavorPlus, Center: CenterOff})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, n := range plain.Graph.Node {
-		if n.GetOpType() == ops.PerformerOp && (len(n.Input) != 5 || len(n.Attribute) != 3) {
+		if n.GetOpType() == ops.PerformerOp && (len(n.Input) != 5 || len(n.Attribute) != 1 || n.Attribute[0].GetName() != "scale") {
 			t.Errorf("plain node %s: %d inputs, %d attributes", n.GetName(), len(n.Input), len(n.Attribute))
 		}
 	}
@@ -210,16 +220,84 @@ func TestToPerformerVariantErrors(t *testing.T) {
 	}{
 		{"balance without moments", PerformerOptions{Balance: true}, "calibration moments"},
 		{"aderf without moments", PerformerOptions{FeatureMap: ops.FeaturesADERF}, "calibration moments"},
-		{"aderf with balance", PerformerOptions{FeatureMap: ops.FeaturesADERF, Balance: true, Moments: mom, Center: true}, "own balance"},
+		{"aderf with balance", PerformerOptions{FeatureMap: ops.FeaturesADERF, Balance: true, Moments: mom, Center: CenterOn}, "own balance"},
 		{"unknown map", PerformerOptions{FeatureMap: "relu"}, `feature map "relu"`},
-		{"trig with center", PerformerOptions{Kernel: ops.KernelTrig, Center: true}, "positive kernel"},
-		{"centred moments, uncentred op", PerformerOptions{Balance: true, Moments: mom}, "centred true"},
-		{"moments of other heads", PerformerOptions{Balance: true, Center: true, Moments: bad}, "heads"},
-		{"layer without moments", PerformerOptions{Balance: true, Center: true, Moments: map[int]*features.Moments{}}, "no calibration moments for layer"},
+		{"trig with center", PerformerOptions{Kernel: ops.KernelTrig, Center: CenterOn}, "positive kernel"},
+		{"centred moments, uncentred op", PerformerOptions{Balance: true, Moments: mom, Center: CenterOff}, "centred true"},
+		{"moments of other heads", PerformerOptions{Balance: true, Center: CenterOn, Moments: bad}, "heads"},
+		{"layer without moments", PerformerOptions{Balance: true, Center: CenterOn, Moments: map[int]*features.Moments{}}, "no calibration moments for layer"},
 	} {
 		_, _, err := ToPerformer(m, c.o)
 		if err == nil || !bytes.Contains([]byte(err.Error()), []byte(c.want)) || err.Error()[:8] != "convert:" {
 			t.Errorf("%s: error %v, want one with %q and the package prefix", c.name, err, c.want)
 		}
+	}
+}
+
+// The zero value of PerformerOptions is `convert performer` without
+// flags: 256 orthogonal χ features, positive kernel, centred, the feature
+// map chosen from the other options. Each automatic conversion is
+// byte-identical to the one with every documented default spelled out,
+// and the report records the resolved values.
+func TestPerformerZeroValueDefaults(t *testing.T) {
+	m := loadModel(t, filepath.Join(fixtureDir, "bert_eager_op14.onnx"))
+	centred, uncentred := syntheticMoments(t, m, true, 1), syntheticMoments(t, m, false, 1)
+	spelled := func(o PerformerOptions) PerformerOptions {
+		o.Features, o.Chunk, o.Omega, o.Norms = 256, 64, features.Orthogonal, features.NormsChi
+		if o.Kernel == "" {
+			o.Kernel = ops.KernelPositive
+		}
+		return o
+	}
+	for _, c := range []struct {
+		name     string
+		auto     PerformerOptions
+		explicit PerformerOptions // without Features, Chunk, Omega, Norms, Kernel
+	}{
+		{"zero", PerformerOptions{}, PerformerOptions{Center: CenterOn, FeatureMap: ops.FeaturesFavorPP}},
+		{"moments", PerformerOptions{Moments: centred}, PerformerOptions{Center: CenterOn, FeatureMap: ops.FeaturesADERF, Moments: centred}},
+		{"moments and balance", PerformerOptions{Moments: centred, Balance: true},
+			PerformerOptions{Center: CenterOn, FeatureMap: ops.FeaturesFavorPP, Moments: centred, Balance: true}},
+		{"uncentred", PerformerOptions{Center: CenterOff, Moments: uncentred}, PerformerOptions{Center: CenterOff, FeatureMap: ops.FeaturesADERF, Moments: uncentred}},
+		{"trig", PerformerOptions{Kernel: ops.KernelTrig}, PerformerOptions{Kernel: ops.KernelTrig, Center: CenterOff, FeatureMap: ops.FeaturesFavorPlus}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			want := spelled(c.explicit)
+			if got := c.auto.Resolved(); fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Errorf("Resolved() = %+v, want %+v", got, want)
+			}
+			if c.auto.Centered() != (want.Center == CenterOn) {
+				t.Errorf("Centered() = %v", c.auto.Centered())
+			}
+			am, rep, err := ToPerformer(m, c.auto)
+			if err != nil {
+				t.Fatal(err)
+			}
+			em, _, err := ToPerformer(m, want)
+			if err != nil {
+				t.Fatal(err)
+			}
+			a, _ := proto.MarshalOptions{Deterministic: true}.Marshal(am)
+			b, _ := proto.MarshalOptions{Deterministic: true}.Marshal(em)
+			if !bytes.Equal(a, b) {
+				t.Error("the automatic options write another model than the spelled-out ones")
+			}
+			ro := rep.Options
+			if ro.Features != 256 || ro.Omega != features.Orthogonal || ro.Norms != features.NormsChi || ro.Kernel != want.Kernel ||
+				ro.Center != (want.Center == CenterOn) || ro.FeatureMap != want.FeatureMap || ro.Balance != want.Balance {
+				t.Errorf("report options %+v, want the resolved %+v", ro, want)
+			}
+			for _, n := range am.Graph.Node {
+				if n.GetOpType() != ops.PerformerOp {
+					continue
+				}
+				if got := onnx.AttrInt(n, "center", 0) != 0; got != (want.Center == CenterOn) {
+					t.Errorf("node %s: center=%v", n.GetName(), got)
+				}
+				if got := ops.FeatureMap(onnx.AttrString(n, "features", string(ops.FeaturesFavorPlus))); got != want.FeatureMap {
+					t.Errorf("node %s: features=%s", n.GetName(), got)
+				}
+			}
+		})
 	}
 }

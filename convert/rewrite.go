@@ -152,46 +152,66 @@ func (rw *rewriter) run(m0 *onnxpb.ModelProto) (out *onnxpb.ModelProto, rep *Rep
 		want[l] = true
 	}
 	rw.causal.prepare(rw, det, want)
-	converted := 0
+	if err := rw.convertBlocks(det, want); err != nil {
+		return nil, nil, err
+	}
+	if len(rw.report.Converted) == 0 {
+		return nil, &rw.report, nothingConverted(det, rw.report.Skipped)
+	}
+	rw.splice()
+	if len(rw.report.Converted) == 0 {
+		return nil, &rw.report, nothingConverted(det, rw.report.Skipped)
+	}
+	if err := rw.importFunction(m); err != nil {
+		return nil, nil, err
+	}
+	return m, &rw.report, nil
+}
+
+// skipReason says why block b is not converted ("" when it is).
+func (rw *rewriter) skipReason(b *Block, want map[int]bool) string {
+	if len(want) > 0 && !want[b.Layer] {
+		return "not selected by --layers"
+	}
+	if !b.Convertible && !rw.causal.converts(b) {
+		return rw.causal.reason(b)
+	}
+	if why := rw.precision(b); why != "" {
+		return why
+	}
+	return SelfAttentionOnly(rw.op, b)
+}
+
+// convertBlocks rewrites every selected convertible block of det and
+// records each block in the report.
+func (rw *rewriter) convertBlocks(det *Detection, want map[int]bool) error {
 	for _, b := range det.Blocks {
 		br := BlockReport{Layer: b.Layer, Form: b.Form, Heads: b.Heads, HeadDim: b.HeadDim, Scale: b.Scale, Bias: b.Bias, Causal: b.Causal}
-		if len(want) > 0 && !want[b.Layer] {
-			br.Reason = "not selected by --layers"
-			rw.report.Skipped = append(rw.report.Skipped, br)
-			continue
-		}
-		if !b.Convertible && !rw.causal.converts(b) {
-			br.Reason = rw.causal.reason(b)
-			rw.report.Skipped = append(rw.report.Skipped, br)
-			continue
-		}
-		if why := rw.precision(b); why != "" {
-			br.Reason = why
-			rw.report.Skipped = append(rw.report.Skipped, br)
-			continue
-		}
-		if why := SelfAttentionOnly(rw.op, b); why != "" {
+		if why := rw.skipReason(b, want); why != "" {
 			br.Reason = why
 			rw.report.Skipped = append(rw.report.Skipped, br)
 			continue
 		}
 		var node *onnxpb.NodeProto
+		var err error
 		if b.core != nil {
 			node, err = rw.rewriteCore(b)
 		} else {
 			node, err = rw.rewriteFused(b)
 		}
 		if err != nil {
-			return nil, nil, fmt.Errorf("convert: layer %d: %w", b.Layer, err)
+			return fmt.Errorf("convert: layer %d: %w", b.Layer, err)
 		}
 		br.Node = node.GetName()
 		rw.report.Converted = append(rw.report.Converted, br)
-		converted++
 	}
-	if converted == 0 {
-		return nil, &rw.report, nothingConverted(det, rw.report.Skipped)
-	}
-	// Splice the new nodes in place of the nodes they replace.
+	return nil
+}
+
+// splice puts the new nodes in place of the nodes they replace, removes
+// the dead nodes, and moves a converted block whose output reaches no
+// graph output (dropped with the dead nodes) to the report's skipped.
+func (rw *rewriter) splice() {
 	var nodes []*onnxpb.NodeProto
 	for _, n := range rw.g.Node {
 		if repl, ok := rw.insert[n]; ok {
@@ -202,8 +222,6 @@ func (rw *rewriter) run(m0 *onnxpb.ModelProto) (out *onnxpb.ModelProto, rep *Rep
 	}
 	rw.g.Node = nodes
 	onnx.RemoveDeadNodes(rw.g)
-	// A block whose output reaches no graph output is dropped with the
-	// dead nodes; the report must not count it as converted.
 	live := map[string]bool{}
 	for _, n := range rw.g.Node {
 		live[n.GetName()] = true
@@ -219,15 +237,17 @@ func (rw *rewriter) run(m0 *onnxpb.ModelProto) (out *onnxpb.ModelProto, rep *Rep
 		rw.report.Skipped = append(rw.report.Skipped, br)
 	}
 	rw.report.Converted = kept
-	if len(kept) == 0 {
-		return nil, &rw.report, nothingConverted(det, rw.report.Skipped)
-	}
+}
+
+// importFunction adds the op's function body to m, at an opset the
+// bodies can be built at (upgrading m's when it is older).
+func (rw *rewriter) importFunction(m *onnxpb.ModelProto) error {
 	fopset := rw.opset
 	if fopset < ops.MinFunctionOpset {
 		// onnxruntime runs a model-local function at the model's own
 		// opset, so the model must import one the bodies can be built at.
 		if err := upgradeOpset(m, ops.MinFunctionOpset); err != nil {
-			return nil, nil, fmt.Errorf("convert: %w", err)
+			return fmt.Errorf("convert: %w", err)
 		}
 		fopset = ops.MinFunctionOpset
 	}
@@ -239,12 +259,12 @@ func (rw *rewriter) run(m0 *onnxpb.ModelProto) (out *onnxpb.ModelProto, rep *Rep
 		fn, err = ops.TypedFunction(fn, rw.fnType)
 	}
 	if err != nil {
-		return nil, nil, fmt.Errorf("convert: %w", err)
+		return fmt.Errorf("convert: %w", err)
 	}
 	if err := ops.ImportFunction(m, fn); err != nil {
-		return nil, nil, fmt.Errorf("convert: %w", err)
+		return fmt.Errorf("convert: %w", err)
 	}
-	return m, &rw.report, nil
+	return nil
 }
 
 // addInit adds t as an initializer under a fresh name based on base.

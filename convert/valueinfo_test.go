@@ -12,6 +12,7 @@ import (
 	"github.com/linearize/linearize/models"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
+	"github.com/linearize/linearize/ops"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -156,10 +157,10 @@ func TestDeclaredShapesDoNotOverruleProofs(t *testing.T) {
 			return ToLocalPooled(m, LocalPooledOptions{Block: 2, Segments: 2})
 		}},
 		{"performer", func(m *onnxpb.ModelProto) (*onnxpb.ModelProto, *Report, error) {
-			return ToPerformer(m, PerformerOptions{Features: 16, Seed: 5})
+			return ToPerformer(m, PerformerOptions{Features: 16, Seed: 5, FeatureMap: ops.FeaturesFavorPlus, Center: CenterOff})
 		}},
 		{"linformer", func(m *onnxpb.ModelProto) (*onnxpb.ModelProto, *Report, error) {
-			return ToLinformer(m, LinformerOptions{K: 4, MaxLen: 16, Seed: 5})
+			return ToLinformer(m, LinformerOptions{Init: "gaussian", K: 4, MaxLen: 16, Seed: 5})
 		}},
 		{"lara", func(m *onnxpb.ModelProto) (*onnxpb.ModelProto, *Report, error) {
 			return ToLARA(m, LaraOptions{Landmarks: 2, Seed: 5})

@@ -15,9 +15,10 @@ import (
 
 // MomentOptions configures PerformerMoments.
 type MomentOptions struct {
-	// Center selects centred statistics (for a conversion with
-	// convert.PerformerOptions.Center).
-	Center bool
+	// NoCenter selects uncentred statistics. The centring must be the
+	// conversion's (convert.PerformerOptions.Centered): the zero values
+	// of both are centred, NoCenter goes with Center convert.CenterOff.
+	NoCenter bool
 	// Weighting of the query–key pairs: features.WeightAttention (the
 	// original model's attention weights; default) or
 	// features.WeightUniform.
@@ -60,7 +61,7 @@ func PerformerMoments(original *onnxpb.ModelProto, feed map[string]*onnx.Tensor,
 	if o.Rows < 1 {
 		return nil, fmt.Errorf("finetune: moments: rows per run %d must be positive", o.Rows)
 	}
-	twin, rep, err := convert.ToPerformer(original, convert.PerformerOptions{Features: 1})
+	twin, rep, err := convert.ToPerformer(original, convert.PerformerOptions{Features: 1, FeatureMap: ops.FeaturesFavorPlus, Center: convert.CenterOff})
 	if err != nil {
 		return nil, fmt.Errorf("finetune: moments: %w", err)
 	}
@@ -102,7 +103,7 @@ func PerformerMoments(original *onnxpb.ModelProto, feed map[string]*onnx.Tensor,
 			expose = append(expose, ln.bias)
 		}
 		expose = append(expose, ln.q, ln.k)
-		if out[br.Layer], err = features.NewMoments(br.Heads, br.HeadDim, o.Center, o.Weighting); err != nil {
+		if out[br.Layer], err = features.NewMoments(br.Heads, br.HeadDim, !o.NoCenter, o.Weighting); err != nil {
 			return nil, fmt.Errorf("finetune: moments: %w", err)
 		}
 		layers = append(layers, ln)

@@ -9,6 +9,7 @@ import (
 	"github.com/linearize/linearize/infer"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
+	"github.com/linearize/linearize/ops"
 )
 
 // tinyFeed returns ids and a mask with the given valid lengths (padded to
@@ -62,7 +63,7 @@ func TestPerformerMomentsCaptureOriginal(t *testing.T) {
 	}
 	for _, w := range []string{features.WeightAttention, features.WeightUniform} {
 		for _, center := range []bool{false, true} {
-			mo, err := PerformerMoments(orig, feed, MomentOptions{Center: center, Weighting: w, Rows: 2})
+			mo, err := PerformerMoments(orig, feed, MomentOptions{NoCenter: !center, Weighting: w, Rows: 2})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -115,11 +116,11 @@ func TestPerformerMomentsCaptureOriginal(t *testing.T) {
 	}
 	// Padding: longer padded rows and a fully padded extra row give the
 	// same moments.
-	a, err := PerformerMoments(orig, feed, MomentOptions{Center: true})
+	a, err := PerformerMoments(orig, feed, MomentOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := PerformerMoments(orig, tinyFeed(t, append(ids, []int64{101, 5}), append(valid, 0), seq+5), MomentOptions{Center: true, Rows: 3})
+	b, err := PerformerMoments(orig, tinyFeed(t, append(ids, []int64{101, 5}), append(valid, 0), seq+5), MomentOptions{Rows: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +141,7 @@ func TestPerformerMomentsCaptureOriginal(t *testing.T) {
 // held-out inputs (mean per-layer attention error).
 func TestBalancedPerformerOnTinyBERT(t *testing.T) {
 	orig, calib, held := tinyFitSetup(t, 8, 24)
-	mo, err := PerformerMoments(orig, calib, MomentOptions{Center: true})
+	mo, err := PerformerMoments(orig, calib, MomentOptions{}) // centred, as the conversions below
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,9 +168,14 @@ func TestBalancedPerformerOnTinyBERT(t *testing.T) {
 		}
 		return e
 	}
-	plain := layerErr(convert.PerformerOptions{Features: 16, Seed: 2, Norms: "chi"})
-	fitted := layerErr(convert.PerformerOptions{Features: 16, Seed: 2, Norms: "chi", Center: true, FeatureMap: "aderf", Moments: mo})
+	plain := layerErr(convert.PerformerOptions{Features: 16, Seed: 2, Norms: "chi", FeatureMap: ops.FeaturesFavorPlus, Center: convert.CenterOff})
+	fitted := layerErr(convert.PerformerOptions{Features: 16, Seed: 2, Norms: "chi", Center: convert.CenterOn, FeatureMap: "aderf", Moments: mo})
 	t.Logf("mean attention relative error: plain FAVOR+ %.4f, centred ADERF %.4f", plain, fitted)
+	// The zero values compose: default options given default moments are
+	// centred ADERF.
+	if auto := layerErr(convert.PerformerOptions{Features: 16, Seed: 2, Moments: mo}); auto != fitted {
+		t.Errorf("zero-value options with zero-value moments: error %.4f, want centred ADERF's %.4f", auto, fitted)
+	}
 	if !(fitted < plain) {
 		t.Errorf("centred ADERF (%.4f) is not closer than plain FAVOR+ (%.4f)", fitted, plain)
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/linearize/linearize/infer"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
+	"github.com/linearize/linearize/ops"
 )
 
 // TestCorpusFit fits Performer and Linformer conversions of graphs written
@@ -37,11 +38,11 @@ func TestCorpusFit(t *testing.T) {
 		if name == "TFBertForQuestionAnswering.onnx" {
 			layers = []int{0, 5} // of 24: keeps the test short
 		}
-		perf, _, err := convert.ToPerformer(orig, convert.PerformerOptions{Features: 16, Seed: 1, Layers: layers})
+		perf, _, err := convert.ToPerformer(orig, convert.PerformerOptions{Features: 16, Seed: 1, Layers: layers, FeatureMap: ops.FeaturesFavorPlus, Center: convert.CenterOff})
 		if err != nil {
 			t.Fatal(err)
 		}
-		lin, _, err := convert.ToLinformer(orig, convert.LinformerOptions{K: 4, MaxLen: 16, Seed: 1, Layers: layers})
+		lin, _, err := convert.ToLinformer(orig, convert.LinformerOptions{Init: "gaussian", K: 4, MaxLen: 16, Seed: 1, Layers: layers})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -19,7 +19,7 @@ func ExampleFit() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	conv, _, err := convert.ToLinformer(orig, convert.LinformerOptions{K: 8, MaxLen: 32, Seed: 1})
+	conv, _, err := convert.ToLinformer(orig, convert.LinformerOptions{Init: "gaussian", K: 8, MaxLen: 32, Seed: 1})
 	if err != nil {
 		log.Fatal(err)
 	}

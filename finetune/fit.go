@@ -54,11 +54,21 @@ var allFits = []opFit{{ops.LinformerOp, linformer}, {ops.PerformerOp, performer}
 func countOp(m *onnxpb.ModelProto, op string) int {
 	n := 0
 	for _, nd := range m.GetGraph().GetNode() {
-		if nd.GetDomain() == ops.Domain && nd.GetOpType() == op {
+		if fitsAs(nd, op) {
 			n++
 		}
 	}
 	return n
+}
+
+// fitsAs reports whether node n is fitted as the linear-attention op op:
+// a pooled LinformerAttention node (what `convert linformer` writes) is
+// fitted as LocalPooledAttention, the op it computes without local blocks.
+func fitsAs(n *onnxpb.NodeProto, op string) bool {
+	if ops.IsPooledLinformer(n) {
+		return op == ops.LocalPooledOp
+	}
+	return n.GetDomain() == ops.Domain && n.GetOpType() == op
 }
 
 // fitGuarded runs fits one after the other, each on the model the one

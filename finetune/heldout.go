@@ -164,47 +164,29 @@ type adamTrace struct {
 // without held rows), the steps it ran and the one it kept.
 func fitAdamTrace(opt Options, train, held []int, params, grads [][]float64, loss func(rows []int) float64, grad func(rows []int)) adamTrace {
 	rng := rand.New(rand.NewPCG(opt.Seed, 0x5eed))
-	ad := newAdam(params, opt.LR)
-	guarded := len(held) > 0
-	criterion := func() float64 {
-		if guarded {
-			return loss(held)
-		}
-		return loss(train)
-	}
 	var tr adamTrace
 	tr.trainBefore = loss(train)
-	best := tr.trainBefore
+	// Unguarded, the criterion is the training loss and every step runs.
+	judged, start, patience := train, tr.trainBefore, 0
+	guarded := len(held) > 0
 	if guarded {
-		best = criterion()
-		tr.heldBefore = best
+		tr.heldBefore = loss(held)
+		judged, start, patience = held, tr.heldBefore, opt.patience()
 	}
-	bestP := snapshot(params)
-	patience, since := opt.patience(), 0
-	for t := 1; t <= opt.Steps; t++ {
-		rows := train
-		if pick := minibatch(rng, len(train), opt.Batch); pick != nil {
-			rows = make([]int, len(pick))
-			for i, j := range pick {
-				rows[i] = train[j]
-			}
+	draw := func() []int {
+		pick := minibatch(rng, len(train), opt.Batch)
+		if pick == nil {
+			return train
 		}
-		for _, x := range grads {
-			clear(x)
+		rows := make([]int, len(pick))
+		for i, j := range pick {
+			rows[i] = train[j]
 		}
-		grad(rows)
-		ad.step(grads)
-		tr.steps = t
-		if t%CheckpointEvery != 0 && t != opt.Steps {
-			continue
-		}
-		if l := criterion(); l < best {
-			best, bestP, tr.kept, since = l, snapshot(params), t, 0
-		} else if since++; guarded && patience > 0 && since >= patience {
-			break
-		}
+		return rows
 	}
-	restore(params, bestP)
+	loop := adamLoop{steps: opt.Steps, every: CheckpointEvery, patience: patience, lr: opt.LR}
+	var best float64
+	tr.steps, tr.kept, best = loop.run(params, grads, start, draw, grad, func() float64 { return loss(judged) })
 	switch {
 	case !guarded:
 		tr.trainAfter = best
@@ -214,6 +196,47 @@ func fitAdamTrace(opt Options, train, held []int, params, grads [][]float64, los
 		tr.trainAfter, tr.heldAfter = loss(train), best
 	}
 	return tr
+}
+
+// adamLoop is the loop of Adam steps every fit shares (fitAdamTrace, and
+// each head of Transfer): up to steps steps of learning rate lr, a
+// checkpoint every every steps and at the last one, and a stop after
+// patience checkpoints without a lower criterion (0: never).
+type adamLoop struct {
+	steps, every, patience int
+	lr                     float64
+}
+
+// run updates params (nil entries frozen) in place: each step takes the
+// rows draw gives, clears grads, lets grad add the gradient over those
+// rows into grads and takes an Adam step. At each checkpoint it evaluates
+// criterion and keeps the parameters of its lowest value seen, start (its
+// value at the parameters given) included; it leaves those in params and
+// returns the steps it ran, the step kept (0: the start) and its
+// criterion.
+func (l adamLoop) run(params, grads [][]float64, start float64, draw func() []int, grad func(rows []int), criterion func() float64) (steps, kept int, best float64) {
+	ad := newAdam(params, l.lr)
+	best, bestP := start, snapshot(params)
+	since := 0
+	for t := 1; t <= l.steps; t++ {
+		rows := draw()
+		for _, x := range grads {
+			clear(x)
+		}
+		grad(rows)
+		ad.step(grads)
+		steps = t
+		if t%l.every != 0 && t != l.steps {
+			continue
+		}
+		if c := criterion(); c < best {
+			best, bestP, kept, since = c, snapshot(params), t, 0
+		} else if since++; l.patience > 0 && since >= l.patience {
+			break
+		}
+	}
+	restore(params, bestP)
+	return steps, kept, best
 }
 
 // layerReport is the report of one fitted layer from the losses of its

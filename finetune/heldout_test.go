@@ -450,7 +450,7 @@ func TestGuardOverfit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	perf, _, err := convert.ToPerformer(orig, convert.PerformerOptions{Features: 16, Seed: 4})
+	perf, _, err := convert.ToPerformer(orig, convert.PerformerOptions{Features: 16, Seed: 4, FeatureMap: ops.FeaturesFavorPlus, Center: convert.CenterOff})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -159,7 +159,38 @@ func linformer(original, converted *onnxpb.ModelProto, feed map[string]*onnx.Ten
 	if err != nil {
 		return nil, nil, err
 	}
-	// Group the nodes by the projections they read, in graph order.
+	groups, err := groupByProjections(nodes)
+	if err != nil {
+		return nil, nil, err
+	}
+	ref, rep, train, held, err := startLayers(original, feed, nodes, &opt, ops.LinformerOp)
+	if err != nil {
+		return nil, nil, err
+	}
+	guarded := len(held) > 0
+	prog := opt.reporter(shared, len(nodes))
+	for _, group := range groups {
+		probs, err := captureLinformer(out, inits, feed, opt, group, ref, rep.Rows)
+		if err != nil {
+			return nil, nil, err
+		}
+		trs := fitLinformerGroup(probs, opt, train, held)
+		for i, ln := range group {
+			rep.Layers = append(rep.Layers, layerReport(ln.layer, ln.node.GetName(), trs[i], guarded))
+			reportLayer(prog, rep.Op, rep.Layers[len(rep.Layers)-1], guarded)
+		}
+		first := group[0].node
+		e, f := probs[0].Params()
+		if err := storeParams(out, inits, group[0].layer, []namedParam{{first.Input[3], e}, {first.Input[4], f}}); err != nil {
+			return nil, nil, err
+		}
+	}
+	return out, rep, nil
+}
+
+// groupByProjections groups the nodes by the projections E, F they read,
+// in graph order: a group shares both, in the same roles.
+func groupByProjections(nodes []targetNode) ([][]targetNode, error) {
 	var groups [][]targetNode
 	groupOf := map[string]int{}
 	for _, ln := range nodes {
@@ -173,102 +204,92 @@ func linformer(original, converted *onnxpb.ModelProto, feed map[string]*onnx.Ten
 		case okE && okF && ge == gf:
 			first := groups[ge][0].node
 			if first.Input[3] != e || first.Input[4] != f {
-				return nil, nil, fmt.Errorf("finetune: node %s reads projections %q, %q in another role than node %s", ln.node.GetName(), e, f, first.GetName())
+				return nil, fmt.Errorf("finetune: node %s reads projections %q, %q in another role than node %s", ln.node.GetName(), e, f, first.GetName())
 			}
 			groups[ge] = append(groups[ge], ln)
 		default:
-			return nil, nil, fmt.Errorf("finetune: node %s shares only one of its projections %q, %q with other layers", ln.node.GetName(), e, f)
+			return nil, fmt.Errorf("finetune: node %s shares only one of its projections %q, %q with other layers", ln.node.GetName(), e, f)
 		}
 	}
-	ref, err := captureTargets(original, feed, nodes, opt)
-	if err != nil {
-		return nil, nil, err
+	return groups, nil
+}
+
+// captureLinformer runs out on feed once for a group of layers sharing
+// projections and returns their problems (targets in ref), which share one
+// E and F, checked to hold the calibration's rows rows.
+func captureLinformer(out *onnxpb.ModelProto, inits map[string]int, feed map[string]*onnx.Tensor, opt Options, group []targetNode, ref map[string]*onnx.Tensor, rows int) ([]*linformerProblem, error) {
+	var expose []string
+	for _, ln := range group {
+		n := ln.node
+		expose = exposeBias(append(expose, n.Input[0], n.Input[1], n.Input[2]), inits, linformerBias(n))
 	}
-	rep := &Report{Op: ops.LinformerOp, Steps: opt.Steps, LR: opt.LR}
-	train, held, err := splitFor(&opt, rep, targetRows(ref, nodes))
+	got, err := runOnce(out, feed, dedup(expose), opt)
 	if err != nil {
-		return nil, nil, err
+		return nil, fmt.Errorf("finetune: converted model, layer %d: %w", group[0].layer, err)
+	}
+	first := group[0].node
+	params := make([]*onnx.Tensor, 0, 2)
+	for _, name := range []string{first.Input[3], first.Input[4]} {
+		if _, ok := inits[name]; !ok {
+			return nil, fmt.Errorf("finetune: layer %d: projection %q is not an initializer", group[0].layer, name)
+		}
+		t, err := floatInitializer(out, inits, group[0].layer, name)
+		if err != nil {
+			return nil, err
+		}
+		params = append(params, t)
+	}
+	var probs []*linformerProblem
+	for _, ln := range group {
+		n := ln.node
+		bias, err := keyBias(out, inits, got, ln.layer, linformerBias(n))
+		if err != nil {
+			return nil, err
+		}
+		p := &linformerProblem{
+			Q: got[n.Input[0]], K: got[n.Input[1]], V: got[n.Input[2]], Bias: bias, Y: ref[ln.target],
+			E: params[0], F: params[1], SharedEF: first.Input[3] == first.Input[4],
+			Scale: float64(onnx.AttrFloat(n, "scale", 0)),
+		}
+		if err := p.init(); err != nil {
+			return nil, fmt.Errorf("finetune: layer %d (%s): %w", ln.layer, n.GetName(), err)
+		}
+		if p.b != rows {
+			return nil, fmt.Errorf("finetune: layer %d (%s): %d batch rows, the calibration has %d", ln.layer, n.GetName(), p.b, rows)
+		}
+		if len(probs) > 0 {
+			p.e, p.f = probs[0].e, probs[0].f // one set of parameters
+		}
+		probs = append(probs, p)
+	}
+	return probs, nil
+}
+
+// fitLinformerGroup fits the problems of one group (fitLinformer) and
+// returns each layer's trace. One layer: its losses are the fit's. Layers
+// sharing projections are fitted on the sum of their losses; each is
+// measured apart, before and after.
+func fitLinformerGroup(probs []*linformerProblem, opt Options, train, held []int) []adamTrace {
+	if len(probs) == 1 {
+		return []adamTrace{fitLinformer(probs, opt, train, held)}
 	}
 	guarded := len(held) > 0
-	prog := opt.reporter(shared, len(nodes))
-	for _, group := range groups {
-		var expose []string
-		for _, ln := range group {
-			n := ln.node
-			expose = exposeBias(append(expose, n.Input[0], n.Input[1], n.Input[2]), inits, linformerBias(n))
-		}
-		got, err := runOnce(out, feed, dedup(expose), opt)
-		if err != nil {
-			return nil, nil, fmt.Errorf("finetune: converted model, layer %d: %w", group[0].layer, err)
-		}
-		first := group[0].node
-		params := make([]*onnx.Tensor, 0, 2)
-		for _, name := range []string{first.Input[3], first.Input[4]} {
-			if _, ok := inits[name]; !ok {
-				return nil, nil, fmt.Errorf("finetune: layer %d: projection %q is not an initializer", group[0].layer, name)
-			}
-			t, err := floatInitializer(out, inits, group[0].layer, name)
-			if err != nil {
-				return nil, nil, err
-			}
-			params = append(params, t)
-		}
-		var probs []*linformerProblem
-		for _, ln := range group {
-			n := ln.node
-			bias, err := keyBias(out, inits, got, ln.layer, linformerBias(n))
-			if err != nil {
-				return nil, nil, err
-			}
-			p := &linformerProblem{
-				Q: got[n.Input[0]], K: got[n.Input[1]], V: got[n.Input[2]], Bias: bias, Y: ref[ln.target],
-				E: params[0], F: params[1], SharedEF: first.Input[3] == first.Input[4],
-				Scale: float64(onnx.AttrFloat(n, "scale", 0)),
-			}
-			if err := p.init(); err != nil {
-				return nil, nil, fmt.Errorf("finetune: layer %d (%s): %w", ln.layer, n.GetName(), err)
-			}
-			if p.b != rep.Rows {
-				return nil, nil, fmt.Errorf("finetune: layer %d (%s): %d batch rows, the calibration has %d", ln.layer, n.GetName(), p.b, rep.Rows)
-			}
-			if len(probs) > 0 {
-				p.e, p.f = probs[0].e, probs[0].f // one set of parameters
-			}
-			probs = append(probs, p)
-		}
-		// One layer: its losses are the fit's. Layers sharing projections
-		// are fitted on the sum of their losses; each is measured apart.
-		trs := make([]adamTrace, len(probs))
-		if len(probs) > 1 {
-			for i, p := range probs {
-				trs[i].trainBefore = p.LossGrad(train, nil, nil)
-				if guarded {
-					trs[i].heldBefore = p.LossGrad(held, nil, nil)
-				}
-			}
-		}
-		tr := fitLinformer(probs, opt, train, held)
-		if len(probs) == 1 {
-			trs[0] = tr
-		} else {
-			for i, p := range probs {
-				trs[i].steps, trs[i].kept = tr.steps, tr.kept
-				trs[i].trainAfter = p.LossGrad(train, nil, nil)
-				if guarded {
-					trs[i].heldAfter = p.LossGrad(held, nil, nil)
-				}
-			}
-		}
-		for i, ln := range group {
-			rep.Layers = append(rep.Layers, layerReport(ln.layer, ln.node.GetName(), trs[i], guarded))
-			reportLayer(prog, rep.Op, rep.Layers[len(rep.Layers)-1], guarded)
-		}
-		e, f := probs[0].Params()
-		if err := storeParams(out, inits, group[0].layer, []namedParam{{first.Input[3], e}, {first.Input[4], f}}); err != nil {
-			return nil, nil, err
+	trs := make([]adamTrace, len(probs))
+	for i, p := range probs {
+		trs[i].trainBefore = p.LossGrad(train, nil, nil)
+		if guarded {
+			trs[i].heldBefore = p.LossGrad(held, nil, nil)
 		}
 	}
-	return out, rep, nil
+	tr := fitLinformer(probs, opt, train, held)
+	for i, p := range probs {
+		trs[i].steps, trs[i].kept = tr.steps, tr.kept
+		trs[i].trainAfter = p.LossGrad(train, nil, nil)
+		if guarded {
+			trs[i].heldAfter = p.LossGrad(held, nil, nil)
+		}
+	}
+	return trs
 }
 
 // linformerBias names the key-bias input of a LinformerAttention node

@@ -108,7 +108,7 @@ func TestLinformerFitTiny(t *testing.T) {
 }
 
 func linformerFitTiny(t *testing.T, orig *onnxpb.ModelProto, calib, held map[string]*onnx.Tensor, share features.Share) {
-	conv, _, err := convert.ToLinformer(orig, convert.LinformerOptions{K: 8, MaxLen: 32, Seed: 4, Share: share})
+	conv, _, err := convert.ToLinformer(orig, convert.LinformerOptions{Init: "gaussian", K: 8, MaxLen: 32, Seed: 4, Share: share})
 	if err != nil {
 		t.Fatal(err)
 	}

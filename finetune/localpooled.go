@@ -3,7 +3,9 @@ package finetune
 import (
 	"fmt"
 	"math"
+	"slices"
 
+	"github.com/linearize/linearize/internal/graphfacts"
 	"github.com/linearize/linearize/internal/progress"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
@@ -24,7 +26,8 @@ func LocalPooled(original, converted *onnxpb.ModelProto, feed map[string]*onnx.T
 
 // localPooled is LocalPooled reporting progress on shared when it is set.
 // Its steps mirror performer's in performer.go; the shared ones are
-// helpers (prepareFit, captureLayer, storeParams), the rest is per op.
+// helpers (prepareFit, startLayers, captureLayer, checkCaptured,
+// storeParams), the rest is per op.
 func localPooled(original, converted *onnxpb.ModelProto, feed map[string]*onnx.Tensor, opt Options, shared *progress.Reporter) (*onnxpb.ModelProto, *Report, error) {
 	if err := opt.defaults(5e-4); err != nil {
 		return nil, nil, err
@@ -33,100 +36,25 @@ func localPooled(original, converted *onnxpb.ModelProto, feed map[string]*onnx.T
 	if err != nil {
 		return nil, nil, err
 	}
-	type layerProj struct {
-		q, k, v projection
-		fitV    bool
-	}
-	projs := make([]layerProj, len(nodes))
+	projs := make([]lpProjections, len(nodes))
 	seen := map[string]int{}
 	for i, ln := range nodes {
-		n := ln.node
-		q, k, err := qkProjections(facts, ix, inits, ln, seen)
-		if err != nil {
+		if projs[i], err = localPooledProjections(facts, ix, inits, ln, seen, opt.FitValues); err != nil {
 			return nil, nil, err
 		}
-		lp := layerProj{q: q, k: k}
-		// With opt.FitValues, V is fitted too when it comes from its own
-		// projection.
-		if v, err := blockProjection(facts, inits, "V", ln.block.VProj, n.Input[2]); opt.FitValues && err == nil && v.w != q.w && v.w != k.w && (v.b == "" || (v.b != q.b && v.b != k.b)) {
-			own := seen[v.w] == 0 && len(ix.Consumers[v.w]) == 1 && (v.b == "" || (seen[v.b] == 0 && len(ix.Consumers[v.b]) == 1))
-			if own {
-				lp.v, lp.fitV = v, true
-				seen[v.w]++
-				if v.b != "" {
-					seen[v.b]++
-				}
-			}
-		}
-		projs[i] = lp
 	}
-	ref, err := captureTargets(original, feed, nodes, opt)
-	if err != nil {
-		return nil, nil, err
-	}
-	rep := &Report{Op: ops.LocalPooledOp, Steps: opt.Steps, LR: opt.LR}
-	train, held, err := splitFor(&opt, rep, targetRows(ref, nodes))
+	ref, rep, train, held, err := startLayers(original, feed, nodes, &opt, ops.LocalPooledOp)
 	if err != nil {
 		return nil, nil, err
 	}
 	prog := opt.reporter(shared, len(nodes))
 	for i, ln := range nodes {
-		n, pr := ln.node, projs[i]
-		expose := []string{n.Input[0], n.Input[1], n.Input[2], pr.q.x, pr.k.x}
-		if pr.fitV {
-			expose = append(expose, pr.v.x)
-		}
-		got, bias, err := captureLayer(out, inits, feed, opt, ln, 3, expose...)
+		pr := projs[i]
+		p, err := captureLocalPooled(out, inits, feed, opt, ln, pr, ref[ln.target], rep.Rows)
 		if err != nil {
 			return nil, nil, err
 		}
-		a := ops.LocalPooledAttrs{
-			Scale:    onnx.AttrFloat(n, "scale", 0),
-			Block:    int(onnx.AttrInt(n, "block", 0)),
-			Segments: int(onnx.AttrInt(n, "segments", 0)),
-		}
-		if a.SinkFirst, a.SinkLast, err = ops.ParseSinks(onnx.AttrString(n, "sinks", "none")); err != nil {
-			return nil, nil, fmt.Errorf("finetune: layer %d (%s): %w", ln.layer, n.GetName(), err)
-		}
-		p := &localPooledProblem{XQ: got[pr.q.x], XK: got[pr.k.x], V: got[n.Input[2]], Bias: bias, Y: ref[ln.target], Attrs: a}
-		if p.WQ, p.BQ, err = projectionTensors(out, inits, ln.layer, pr.q); err != nil {
-			return nil, nil, err
-		}
-		if p.WK, p.BK, err = projectionTensors(out, inits, ln.layer, pr.k); err != nil {
-			return nil, nil, err
-		}
-		if pr.fitV {
-			p.XV = got[pr.v.x]
-			if p.WV, p.BV, err = projectionTensors(out, inits, ln.layer, pr.v); err != nil {
-				return nil, nil, err
-			}
-		}
-		if err := p.init(); err != nil {
-			return nil, nil, fmt.Errorf("finetune: layer %d (%s): %w", ln.layer, n.GetName(), err)
-		}
-		checks := []struct {
-			name string
-			x    []float64
-			w, b []float64
-			d    int
-		}{{n.Input[0], p.xq, p.wq, p.bq, p.d}, {n.Input[1], p.xk, p.wk, p.bk, p.d}}
-		if p.fitV {
-			checks = append(checks, struct {
-				name string
-				x    []float64
-				w, b []float64
-				d    int
-			}{n.Input[2], p.xv, p.wv, p.bv, p.dv})
-		}
-		for _, c := range checks {
-			if e := splitError(c.x, c.w, c.b, got[c.name], p.b, p.h, p.s, c.d, p.dm); !(e < 1e-3) {
-				return nil, nil, fmt.Errorf("finetune: layer %d (%s): %q is not the head split of its projection (relative error %.3g)", ln.layer, n.GetName(), c.name, e)
-			}
-		}
-		if p.b != rep.Rows {
-			return nil, nil, fmt.Errorf("finetune: layer %d (%s): %d batch rows, the calibration has %d", ln.layer, n.GetName(), p.b, rep.Rows)
-		}
-		rep.Layers = append(rep.Layers, layerReport(ln.layer, n.GetName(), p.Fit(opt, train, held), len(held) > 0))
+		rep.Layers = append(rep.Layers, layerReport(ln.layer, ln.node.GetName(), p.Fit(opt, train, held), len(held) > 0))
 		reportLayer(prog, rep.Op, rep.Layers[len(rep.Layers)-1], len(held) > 0)
 		wq, bq, wk, bk, wv, bv := p.Params()
 		if err := storeParams(out, inits, ln.layer, []namedParam{{pr.q.w, wq}, {pr.q.b, bq}, {pr.k.w, wk}, {pr.k.b, bk}, {pr.v.w, wv}, {pr.v.b, bv}}); err != nil {
@@ -134,6 +62,85 @@ func localPooled(original, converted *onnxpb.ModelProto, feed map[string]*onnx.T
 		}
 	}
 	return out, rep, nil
+}
+
+// lpProjections are the projections a LocalPooledAttention node's fit
+// updates: Q and K, and V when fitV.
+type lpProjections struct {
+	q, k, v projection
+	fitV    bool
+}
+
+// localPooledProjections returns the projections of ln's fit and claims
+// their parameters in seen (see qkProjections). With fitValues, V is
+// fitted too when it comes from a projection of its own: not Q's or K's,
+// and read by nothing else.
+func localPooledProjections(facts *graphfacts.Facts, ix *onnx.Index, inits map[string]int, ln targetNode, seen map[string]int, fitValues bool) (lpProjections, error) {
+	q, k, err := qkProjections(facts, ix, inits, ln, seen)
+	if err != nil {
+		return lpProjections{}, err
+	}
+	lp := lpProjections{q: q, k: k}
+	if !fitValues {
+		return lp, nil
+	}
+	v, err := blockProjection(facts, inits, "V", ln.block.VProj, ln.node.Input[2])
+	if err != nil || v.w == q.w || v.w == k.w || (v.b != "" && (v.b == q.b || v.b == k.b)) {
+		return lp, nil
+	}
+	own := func(name string) bool { return seen[name] == 0 && len(ix.Consumers[name]) == 1 }
+	if !own(v.w) || (v.b != "" && !own(v.b)) {
+		return lp, nil
+	}
+	lp.v, lp.fitV = v, true
+	seen[v.w]++
+	if v.b != "" {
+		seen[v.b]++
+	}
+	return lp, nil
+}
+
+// captureLocalPooled runs out on feed for the fit of ln (projections pr,
+// target y) and returns the layer's problem, checked: the projections
+// reproduce the captured Q, K (and V), over the calibration's rows rows.
+func captureLocalPooled(out *onnxpb.ModelProto, inits map[string]int, feed map[string]*onnx.Tensor, opt Options, ln targetNode, pr lpProjections, y *onnx.Tensor, rows int) (*localPooledProblem, error) {
+	n := ln.node
+	expose := []string{n.Input[0], n.Input[1], n.Input[2], pr.q.x, pr.k.x}
+	if pr.fitV {
+		expose = append(expose, pr.v.x)
+	}
+	a, biasInput, err := ops.PooledAttrs(n) // LocalPooledAttention, or a pooled LinformerAttention
+	if err != nil {
+		return nil, fmt.Errorf("finetune: layer %d (%s): %w", ln.layer, n.GetName(), err)
+	}
+	got, bias, err := captureLayer(out, inits, feed, opt, ln, biasInput, expose...)
+	if err != nil {
+		return nil, err
+	}
+	p := &localPooledProblem{XQ: got[pr.q.x], XK: got[pr.k.x], V: got[n.Input[2]], Bias: bias, Y: y, Attrs: a}
+	if p.WQ, p.BQ, err = projectionTensors(out, inits, ln.layer, pr.q); err != nil {
+		return nil, err
+	}
+	if p.WK, p.BK, err = projectionTensors(out, inits, ln.layer, pr.k); err != nil {
+		return nil, err
+	}
+	if pr.fitV {
+		p.XV = got[pr.v.x]
+		if p.WV, p.BV, err = projectionTensors(out, inits, ln.layer, pr.v); err != nil {
+			return nil, err
+		}
+	}
+	if err := p.init(); err != nil {
+		return nil, fmt.Errorf("finetune: layer %d (%s): %w", ln.layer, n.GetName(), err)
+	}
+	checks := []splitCheck{{n.Input[0], p.xq, p.wq, p.bq, p.d}, {n.Input[1], p.xk, p.wk, p.bk, p.d}}
+	if p.fitV {
+		checks = append(checks, splitCheck{n.Input[2], p.xv, p.wv, p.bv, p.dv})
+	}
+	if err := checkCaptured(ln, got, checks, p.b, p.h, p.s, p.dm, rows); err != nil {
+		return nil, err
+	}
+	return p, nil
 }
 
 // localPooledProblem is the fit of one layer's Q and K projections under a
@@ -175,39 +182,9 @@ type lpLayout struct {
 }
 
 func (p *localPooledProblem) init() error {
-	for _, t := range []*onnx.Tensor{p.XQ, p.XK, p.WQ, p.WK, p.V, p.Y} {
-		if t == nil || t.DType != onnx.Float {
-			return fmt.Errorf("missing or non-float32 tensor")
-		}
-	}
-	if len(p.V.Shape) != 4 {
-		return fmt.Errorf("values V %v, want [B,H,S,Dv]", p.V.Shape)
-	}
-	p.b, p.h, p.s, p.dv = p.V.Shape[0], p.V.Shape[1], p.V.Shape[2], p.V.Shape[3]
-	y, err := headsLayout(p.Y, p.b, p.h, p.s, p.dv)
+	y, err := p.checkShapes()
 	if err != nil {
 		return err
-	}
-	if len(p.WQ.Shape) != 2 || p.WQ.Shape[1]%p.h != 0 {
-		return fmt.Errorf("projection weight %v, want [Dm, H·D] with H = %d", p.WQ.Shape, p.h)
-	}
-	p.dm, p.d = p.WQ.Shape[0], p.WQ.Shape[1]/p.h
-	hd := p.h * p.d
-	for _, x := range []*onnx.Tensor{p.XQ, p.XK} {
-		if len(x.Shape) < 2 || x.Shape[len(x.Shape)-1] != p.dm || x.Len() != p.b*p.s*p.dm {
-			return fmt.Errorf("layer input %v, want [%d,%d,%d] or [%d,%d]", x.Shape, p.b, p.s, p.dm, p.b*p.s, p.dm)
-		}
-	}
-	if len(p.WK.Shape) != 2 || p.WK.Shape[0] != p.dm || p.WK.Shape[1] != hd {
-		return fmt.Errorf("projection weight %v, want [%d, %d]", p.WK.Shape, p.dm, hd)
-	}
-	for _, b := range []*onnx.Tensor{p.BQ, p.BK} {
-		if b != nil && (b.DType != onnx.Float || b.Len() != hd) {
-			return fmt.Errorf("projection bias %v, want [%d]", b.Shape, hd)
-		}
-	}
-	if p.Attrs.Segments < 1 || p.Attrs.Block < 0 {
-		return fmt.Errorf("block %d and segments %d", p.Attrs.Block, p.Attrs.Segments)
 	}
 	p.scale = float64(p.Attrs.Scale)
 	if p.scale == 0 {
@@ -215,40 +192,12 @@ func (p *localPooledProblem) init() error {
 	}
 	p.xq, p.xk, p.wq, p.wk = f64(p.XQ), f64(p.XK), f64(p.WQ), f64(p.WK)
 	p.y = f64(y)
-	hdv := p.h * p.dv
-	if p.XV != nil {
-		if p.WV == nil || p.WV.DType != onnx.Float || len(p.WV.Shape) != 2 || p.WV.Shape[0] != p.dm || p.WV.Shape[1] != hdv {
-			return fmt.Errorf("value projection weight %v, want [%d, %d]", p.WV, p.dm, hdv)
-		}
-		if p.XV.DType != onnx.Float || p.XV.Len() != p.b*p.s*p.dm {
-			return fmt.Errorf("value layer input %v, want [%d,%d,%d]", p.XV.Shape, p.b, p.s, p.dm)
-		}
-		if p.BV != nil && (p.BV.DType != onnx.Float || p.BV.Len() != hdv) {
-			return fmt.Errorf("value projection bias %v, want [%d]", p.BV.Shape, hdv)
-		}
-		p.fitV, p.xv, p.wv = true, f64(p.XV), f64(p.WV)
-		p.bv = make([]float64, hdv)
-		if p.BV != nil {
-			p.bv, p.hasBV = f64(p.BV), true
-		}
-	} else {
-		v := f64(p.V)
-		p.vm = make([]float64, p.b*p.s*hdv)
-		for bi := 0; bi < p.b; bi++ {
-			for hi := 0; hi < p.h; hi++ {
-				for i := 0; i < p.s; i++ {
-					copy(p.vm[(bi*p.s+i)*hdv+hi*p.dv:][:p.dv], v[((bi*p.h+hi)*p.s+i)*p.dv:][:p.dv])
-				}
-			}
-		}
+	if err := p.initValues(); err != nil {
+		return err
 	}
-	p.bq, p.bk = make([]float64, hd), make([]float64, hd)
-	if p.BQ != nil {
-		p.bq, p.hasBQ = f64(p.BQ), true
-	}
-	if p.BK != nil {
-		p.bk, p.hasBK = f64(p.BK), true
-	}
+	hd := p.h * p.d
+	p.bq, p.hasBQ = biasValues(p.BQ, hd)
+	p.bk, p.hasBK = biasValues(p.BK, hd)
 	if p.valid, _, err = keyMask(p.Bias, p.b, p.s); err != nil {
 		return err
 	}
@@ -262,6 +211,72 @@ func (p *localPooledProblem) init() error {
 	return nil
 }
 
+// checkShapes checks the tensors of the Q/K fit and the attributes, sets
+// the sizes, and returns the target in the [B,H,S,Dv] layout.
+func (p *localPooledProblem) checkShapes() (*onnx.Tensor, error) {
+	for _, t := range []*onnx.Tensor{p.XQ, p.XK, p.WQ, p.WK, p.V, p.Y} {
+		if t == nil || t.DType != onnx.Float {
+			return nil, fmt.Errorf("missing or non-float32 tensor")
+		}
+	}
+	if len(p.V.Shape) != 4 {
+		return nil, fmt.Errorf("values V %v, want [B,H,S,Dv]", p.V.Shape)
+	}
+	p.b, p.h, p.s, p.dv = p.V.Shape[0], p.V.Shape[1], p.V.Shape[2], p.V.Shape[3]
+	y, err := headsLayout(p.Y, p.b, p.h, p.s, p.dv)
+	if err != nil {
+		return nil, err
+	}
+	if len(p.WQ.Shape) != 2 || p.WQ.Shape[1]%p.h != 0 {
+		return nil, fmt.Errorf("projection weight %v, want [Dm, H·D] with H = %d", p.WQ.Shape, p.h)
+	}
+	p.dm, p.d = p.WQ.Shape[0], p.WQ.Shape[1]/p.h
+	hd := p.h * p.d
+	if err := checkLayerInputs([]*onnx.Tensor{p.XQ, p.XK}, p.b, p.s, p.dm); err != nil {
+		return nil, err
+	}
+	if len(p.WK.Shape) != 2 || p.WK.Shape[0] != p.dm || p.WK.Shape[1] != hd {
+		return nil, fmt.Errorf("projection weight %v, want [%d, %d]", p.WK.Shape, p.dm, hd)
+	}
+	if err := checkBiases([]*onnx.Tensor{p.BQ, p.BK}, hd); err != nil {
+		return nil, err
+	}
+	if p.Attrs.Segments < 1 || p.Attrs.Block < 0 {
+		return nil, fmt.Errorf("block %d and segments %d", p.Attrs.Block, p.Attrs.Segments)
+	}
+	return y, nil
+}
+
+// initValues sets up the values: the V projection when it is fitted
+// (XV set), else the captured V, head-merged.
+func (p *localPooledProblem) initValues() error {
+	hdv := p.h * p.dv
+	if p.XV == nil {
+		v := f64(p.V)
+		p.vm = make([]float64, p.b*p.s*hdv)
+		for bi := 0; bi < p.b; bi++ {
+			for hi := 0; hi < p.h; hi++ {
+				for i := 0; i < p.s; i++ {
+					copy(p.vm[(bi*p.s+i)*hdv+hi*p.dv:][:p.dv], v[((bi*p.h+hi)*p.s+i)*p.dv:][:p.dv])
+				}
+			}
+		}
+		return nil
+	}
+	if p.WV == nil || p.WV.DType != onnx.Float || len(p.WV.Shape) != 2 || p.WV.Shape[0] != p.dm || p.WV.Shape[1] != hdv {
+		return fmt.Errorf("value projection weight %v, want [%d, %d]", p.WV, p.dm, hdv)
+	}
+	if p.XV.DType != onnx.Float || p.XV.Len() != p.b*p.s*p.dm {
+		return fmt.Errorf("value layer input %v, want [%d,%d,%d]", p.XV.Shape, p.b, p.s, p.dm)
+	}
+	if p.BV != nil && (p.BV.DType != onnx.Float || p.BV.Len() != hdv) {
+		return fmt.Errorf("value projection bias %v, want [%d]", p.BV.Shape, hdv)
+	}
+	p.fitV, p.xv, p.wv = true, f64(p.XV), f64(p.WV)
+	p.bv, p.hasBV = biasValues(p.BV, hdv)
+	return nil
+}
+
 // newLayout derives the op's key structure from one sequence's validity,
 // as ops.LocalPooled defines it. It repeats the layout loop of
 // ops/localpooled.go, which is unexported and reads the op's mask;
@@ -269,29 +284,8 @@ func (p *localPooledProblem) init() error {
 func newLayout(valid []bool, a ops.LocalPooledAttrs) lpLayout {
 	n, k := len(valid), a.Segments
 	var l lpLayout
-	first, last := -1, -1
-	for j, ok := range valid {
-		if ok {
-			if first < 0 {
-				first = j
-			}
-			last = j
-		}
-	}
-	if a.SinkFirst && first >= 0 {
-		l.sinks = append(l.sinks, first)
-	}
-	if a.SinkLast && last >= 0 && !(a.SinkFirst && last == first) {
-		l.sinks = append(l.sinks, last)
-	}
-	isSink := func(j int) bool {
-		for _, s := range l.sinks {
-			if s == j {
-				return true
-			}
-		}
-		return false
-	}
+	l.sinks = sinkKeys(valid, a.SinkFirst, a.SinkLast)
+	isSink := func(j int) bool { return slices.Contains(l.sinks, j) }
 	m := 0
 	for j, ok := range valid {
 		if ok && !isSink(j) {
@@ -434,169 +428,234 @@ func (p *localPooledProblem) LossGrad(rows []int, g [][]float64) float64 {
 // gradient to each of its |S_c| keys divided by |S_c|; likewise ∂L/∂ν_e =
 // p_e·g for the values.
 func (p *localPooledProblem) head(bi, hi int, qm, km, vm, dqm, dkm, dvm []float64, norm float64) float64 {
-	s, d, dv, hd, hdv := p.s, p.d, p.dv, p.h*p.d, p.h*p.dv
-	lay := &p.lay[bi]
-	kk, blk := p.Attrs.Segments, p.Attrs.Block
-	col := hi * d
-	q := func(i int) []float64 { return qm[i*hd+col : i*hd+col+d] }
-	k := func(j int) []float64 { return km[j*hd+col : j*hd+col+d] }
-	bh := bi*p.h + hi
-	vcol := hi * dv
-	v := func(j int) []float64 { return vm[j*hdv+vcol : j*hdv+vcol+dv] }
-	y := func(i int) []float64 { return p.y[(bh*s+i)*dv : (bh*s+i+1)*dv] }
-	kbar := make([]float64, kk*d)
-	vbar := make([]float64, kk*dv)
-	for j, c := range lay.seg {
+	e := p.newLPHead(bi, hi, qm, km, vm, dqm, dkm, dvm)
+	for i := 0; i < p.s; i++ {
+		if !p.valid[bi*p.s+i] || !e.gather(i) {
+			continue
+		}
+		e.attend(i)
+		e.residual(i, norm)
+		if e.grad {
+			e.backward(i)
+		}
+	}
+	if e.grad {
+		e.scatterMeans()
+	}
+	return e.loss
+}
+
+// lpEntry is one key a query attends: an exact key (j ≥ 0, c = −1) or a
+// segment mean (j = −1, segment c), with its score, then its weight.
+type lpEntry struct {
+	key, val []float64
+	j, c     int
+	s        float64
+}
+
+// grad returns the gradient buffer of the entry's key (or value), of
+// width w: its columns col.. of row j of exact (rows of stride values)
+// for an exact key, else row c of pooled, the segment means' gradient.
+func (en lpEntry) grad(exact []float64, stride, col, w int, pooled []float64) []float64 {
+	if en.j >= 0 {
+		return exact[en.j*stride+col : en.j*stride+col+w]
+	}
+	return pooled[en.c*w : (en.c+1)*w]
+}
+
+// lpHead is the work of localPooledProblem.head on one (batch row, head):
+// its views of the merged Q, K, V and of their gradients, the segment
+// means, and the current query's entries, output and output gradient.
+type lpHead struct {
+	p             *localPooledProblem
+	lay           *lpLayout
+	bh, col, vcol int
+	qm, km, vm    []float64
+	grad          bool      // gradients of Q and K wanted
+	dqm, dkm, dvm []float64 // dvm nil: V not fitted
+	kbar, vbar    []float64 // segment means of the keys [K,D] and values [K,Dv]
+	dkbar, dvbar  []float64 // their gradients
+	es            []lpEntry
+	nExact        int   // es[:nExact] are exact keys, the rest means
+	cnt           []int // keys each segment mean stands for, for this query
+	out, gy       []float64
+	loss          float64
+}
+
+// newLPHead sets up the work on batch row bi, head hi, with the segment
+// means of its keys and values.
+func (p *localPooledProblem) newLPHead(bi, hi int, qm, km, vm, dqm, dkm, dvm []float64) *lpHead {
+	kk, d, dv := p.Attrs.Segments, p.d, p.dv
+	e := &lpHead{p: p, lay: &p.lay[bi], bh: bi*p.h + hi, col: hi * d, vcol: hi * dv,
+		qm: qm, km: km, vm: vm, grad: dqm != nil, dqm: dqm, dkm: dkm, dvm: dvm,
+		kbar: make([]float64, kk*d), vbar: make([]float64, kk*dv),
+		cnt: make([]int, kk), out: make([]float64, dv), gy: make([]float64, dv)}
+	for j, c := range e.lay.seg {
 		if c < 0 {
 			continue
 		}
-		for t, x := range k(j) {
-			kbar[c*d+t] += x / float64(lay.total[c])
+		for t, x := range e.k(j) {
+			e.kbar[c*d+t] += x / float64(e.lay.total[c])
 		}
-		for t, x := range v(j) {
-			vbar[c*dv+t] += x / float64(lay.total[c])
+		for t, x := range e.v(j) {
+			e.vbar[c*dv+t] += x / float64(e.lay.total[c])
 		}
 	}
-	grad := dqm != nil
-	var dkbar, dvbar []float64
-	if grad {
-		dkbar = make([]float64, kk*d)
+	if e.grad {
+		e.dkbar = make([]float64, kk*d)
 	}
 	if dvm != nil {
-		dvbar = make([]float64, kk*dv)
+		e.dvbar = make([]float64, kk*dv)
 	}
-	type entry struct {
-		key, val []float64
-		j, c     int // key index (exact) or segment (pooled, j = −1)
-		s        float64
+	return e
+}
+
+func (e *lpHead) q(i int) []float64 {
+	hd := e.p.h * e.p.d
+	return e.qm[i*hd+e.col : i*hd+e.col+e.p.d]
+}
+
+func (e *lpHead) k(j int) []float64 {
+	hd := e.p.h * e.p.d
+	return e.km[j*hd+e.col : j*hd+e.col+e.p.d]
+}
+
+func (e *lpHead) v(j int) []float64 {
+	hdv := e.p.h * e.p.dv
+	return e.vm[j*hdv+e.vcol : j*hdv+e.vcol+e.p.dv]
+}
+
+func (e *lpHead) y(i int) []float64 {
+	s, dv := e.p.s, e.p.dv
+	return e.p.y[(e.bh*s+i)*dv : (e.bh*s+i+1)*dv]
+}
+
+// gather lists the entries query i attends: the exact keys of its block
+// and both neighbours, the sinks, then the mean of every segment with
+// keys left outside those blocks. It reports whether there is any.
+func (e *lpHead) gather(i int) bool {
+	s, d, dv, blk := e.p.s, e.p.d, e.p.dv, e.p.Attrs.Block
+	e.es = e.es[:0]
+	lo, hi, B := 0, 0, 0
+	if blk > 0 {
+		B = i / blk
+		lo, hi = max(0, (B-1)*blk), min(s, (B+2)*blk)
 	}
-	var es []entry
-	cnt := make([]int, kk)
-	out := make([]float64, dv)
-	var loss float64
-	for i := 0; i < s; i++ {
-		if !p.valid[bi*s+i] {
-			continue
+	for j := lo; j < hi; j++ {
+		if e.lay.seg[j] >= 0 {
+			e.es = append(e.es, lpEntry{key: e.k(j), val: e.v(j), j: j, c: -1})
 		}
-		es = es[:0]
-		lo, hi := 0, 0
-		B := 0
+	}
+	for _, j := range e.lay.sinks {
+		e.es = append(e.es, lpEntry{key: e.k(j), val: e.v(j), j: j, c: -1})
+	}
+	e.nExact = len(e.es)
+	for c := range e.cnt {
+		e.cnt[c] = e.lay.total[c]
 		if blk > 0 {
-			B = i / blk
-			lo, hi = max(0, (B-1)*blk), min(s, (B+2)*blk)
-		}
-		for j := lo; j < hi; j++ {
-			if lay.seg[j] >= 0 {
-				es = append(es, entry{key: k(j), val: v(j), j: j, c: -1})
+			for bb := max(0, B-1); bb <= min(len(e.lay.block)-1, B+1); bb++ {
+				e.cnt[c] -= e.lay.block[bb][c]
 			}
 		}
-		for _, j := range lay.sinks {
-			es = append(es, entry{key: k(j), val: v(j), j: j, c: -1})
+		if e.cnt[c] > 0 {
+			e.es = append(e.es, lpEntry{key: e.kbar[c*d : (c+1)*d], val: e.vbar[c*dv : (c+1)*dv], j: -1, c: c})
 		}
-		nExact := len(es)
-		for c := range cnt {
-			cnt[c] = lay.total[c]
-			if blk > 0 {
-				for bb := max(0, B-1); bb <= min(len(lay.block)-1, B+1); bb++ {
-					cnt[c] -= lay.block[bb][c]
-				}
-			}
-			if cnt[c] > 0 {
-				es = append(es, entry{key: kbar[c*d : (c+1)*d], val: vbar[c*dv : (c+1)*dv], j: -1, c: c})
-			}
+	}
+	return len(e.es) > 0
+}
+
+// attend scores query i's entries (a mean's score raised by the log of
+// the keys it stands for), turns the scores into softmax weights and sets
+// the output.
+func (e *lpHead) attend(i int) {
+	qi := e.q(i)
+	top := math.Inf(-1)
+	for x := range e.es {
+		var dot float64
+		for t, a := range e.es[x].key {
+			dot += qi[t] * a
 		}
-		if len(es) == 0 {
+		e.es[x].s = e.p.scale * dot
+		if x >= e.nExact {
+			e.es[x].s += math.Log(float64(e.cnt[e.es[x].c]))
+		}
+		top = max(top, e.es[x].s)
+	}
+	var den float64
+	for x := range e.es {
+		e.es[x].s = math.Exp(e.es[x].s - top)
+		den += e.es[x].s
+	}
+	clear(e.out)
+	for x := range e.es {
+		e.es[x].s /= den // now p_e
+		for t, a := range e.es[x].val {
+			e.out[t] += e.es[x].s * a
+		}
+	}
+}
+
+// residual adds query i's squared error to the loss and sets the output
+// gradient (of the loss divided by norm).
+func (e *lpHead) residual(i int, norm float64) {
+	yi := e.y(i)
+	for t := range e.out {
+		diff := e.out[t] - yi[t]
+		e.loss += diff * diff
+		e.gy[t] = 2 * diff / norm
+	}
+}
+
+// backward adds query i's gradients: to its query, to each exact key
+// (value) or segment mean it attends, as the head's comment derives.
+func (e *lpHead) backward(i int) {
+	d, dv, hd, hdv := e.p.d, e.p.dv, e.p.h*e.p.d, e.p.h*e.p.dv
+	qi := e.q(i)
+	var gout float64
+	for t := range e.out {
+		gout += e.gy[t] * e.out[t]
+	}
+	dq := e.dqm[i*hd+e.col : i*hd+e.col+d]
+	for _, en := range e.es {
+		var gv float64
+		for t, a := range en.val {
+			gv += e.gy[t] * a
+		}
+		ds := en.s * (gv - gout) * e.p.scale
+		for t := range dq {
+			dq[t] += ds * en.key[t]
+		}
+		dkey := en.grad(e.dkm, hd, e.col, d, e.dkbar)
+		for t := range dkey {
+			dkey[t] += ds * qi[t]
+		}
+		if e.dvm == nil {
 			continue
 		}
-		qi := q(i)
-		top := math.Inf(-1)
-		for x := range es {
-			var dot float64
-			for t, a := range es[x].key {
-				dot += qi[t] * a
-			}
-			es[x].s = p.scale * dot
-			if x >= nExact {
-				es[x].s += math.Log(float64(cnt[es[x].c]))
-			}
-			top = max(top, es[x].s)
+		dval := en.grad(e.dvm, hdv, e.vcol, dv, e.dvbar)
+		for t := range dval {
+			dval[t] += en.s * e.gy[t]
 		}
-		var den float64
-		for x := range es {
-			es[x].s = math.Exp(es[x].s - top)
-			den += es[x].s
-		}
-		clear(out)
-		for x := range es {
-			es[x].s /= den // now p_e
-			for t, a := range es[x].val {
-				out[t] += es[x].s * a
-			}
-		}
-		gy := make([]float64, dv)
-		for t := range out {
-			diff := out[t] - y(i)[t]
-			loss += diff * diff
-			gy[t] = 2 * diff / norm
-		}
-		if !grad {
+	}
+}
+
+// scatterMeans passes each segment mean's key (and value) gradient back
+// to the keys (values) it averages, divided by their number.
+func (e *lpHead) scatterMeans() {
+	d, dv, hd, hdv := e.p.d, e.p.dv, e.p.h*e.p.d, e.p.h*e.p.dv
+	for j, c := range e.lay.seg {
+		if c < 0 {
 			continue
 		}
-		var gout float64
-		for t := range out {
-			gout += gy[t] * out[t]
+		dk := e.dkm[j*hd+e.col : j*hd+e.col+d]
+		for t := range dk {
+			dk[t] += e.dkbar[c*d+t] / float64(e.lay.total[c])
 		}
-		dq := dqm[i*hd+col : i*hd+col+d]
-		for _, e := range es {
-			var gv float64
-			for t, a := range e.val {
-				gv += gy[t] * a
-			}
-			ds := e.s * (gv - gout) * p.scale
-			for t := range dq {
-				dq[t] += ds * e.key[t]
-			}
-			var dkey []float64
-			if e.j >= 0 {
-				dkey = dkm[e.j*hd+col : e.j*hd+col+d]
-			} else {
-				dkey = dkbar[e.c*d : (e.c+1)*d]
-			}
-			for t := range dkey {
-				dkey[t] += ds * qi[t]
-			}
-			if dvm != nil {
-				var dval []float64
-				if e.j >= 0 {
-					dval = dvm[e.j*hdv+vcol : e.j*hdv+vcol+dv]
-				} else {
-					dval = dvbar[e.c*dv : (e.c+1)*dv]
-				}
-				for t := range dval {
-					dval[t] += e.s * gy[t]
-				}
+		if e.dvm != nil {
+			dval := e.dvm[j*hdv+e.vcol : j*hdv+e.vcol+dv]
+			for t := range dval {
+				dval[t] += e.dvbar[c*dv+t] / float64(e.lay.total[c])
 			}
 		}
 	}
-	if grad {
-		// Each pooled key's and value's gradient goes back to the tokens it
-		// averages; the two loops differ only in buffers and widths, and stay
-		// inline in this per-(row, head) inner loop.
-		for j, c := range lay.seg {
-			if c < 0 {
-				continue
-			}
-			dk := dkm[j*hd+col : j*hd+col+d]
-			for t := range dk {
-				dk[t] += dkbar[c*d+t] / float64(lay.total[c])
-			}
-			if dvm != nil {
-				dval := dvm[j*hdv+vcol : j*hdv+vcol+dv]
-				for t := range dval {
-					dval[t] += dvbar[c*dv+t] / float64(lay.total[c])
-				}
-			}
-		}
-	}
-	return loss
 }

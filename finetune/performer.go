@@ -87,18 +87,8 @@ func performer(original, converted *onnxpb.ModelProto, feed map[string]*onnx.Ten
 	projs := make([]layerProj, len(nodes))
 	seen := map[string]int{}
 	for i, ln := range nodes {
-		n := ln.node
-		if k := onnx.AttrString(n, "kernel", string(ops.KernelPositive)); k != string(ops.KernelPositive) {
-			return nil, nil, fmt.Errorf("finetune: node %s: kernel %q, only %q can be fitted", n.GetName(), k, ops.KernelPositive)
-		}
-		if onnx.AttrInt(n, "causal", 0) != 0 {
-			return nil, nil, fmt.Errorf("finetune: node %s: causal Performer is not supported by the fit (it has no causal masking)", n.GetName())
-		}
-		if onnx.AttrInt(n, "center", 0) != 0 || onnx.AttrString(n, "features", string(ops.FeaturesFavorPlus)) != string(ops.FeaturesFavorPlus) || len(n.Input) > 5 {
-			return nil, nil, fmt.Errorf("finetune: node %s: only plain FAVOR+ nodes can be fitted (no gradients yet through centring, the balance or FAVOR++/FAVOR# features; convert with --center=false --features-kind favor+ to fine-tune)", n.GetName())
-		}
-		if _, ok := inits[n.Input[3]]; !ok {
-			return nil, nil, fmt.Errorf("finetune: node %s: Omega %q is not an initializer", n.GetName(), n.Input[3])
+		if err := checkPerformerNode(ln.node, inits); err != nil {
+			return nil, nil, err
 		}
 		q, k, err := qkProjections(facts, ix, inits, ln, seen)
 		if err != nil {
@@ -106,60 +96,18 @@ func performer(original, converted *onnxpb.ModelProto, feed map[string]*onnx.Ten
 		}
 		projs[i] = layerProj{q, k}
 	}
-	ref, err := captureTargets(original, feed, nodes, opt)
-	if err != nil {
-		return nil, nil, err
-	}
-	rep := &Report{Op: ops.PerformerOp, Steps: opt.Steps, LR: opt.LR}
-	train, held, err := splitFor(&opt, rep, targetRows(ref, nodes))
+	ref, rep, train, held, err := startLayers(original, feed, nodes, &opt, ops.PerformerOp)
 	if err != nil {
 		return nil, nil, err
 	}
 	prog := opt.reporter(shared, len(nodes))
 	for i, ln := range nodes {
-		n, pr := ln.node, projs[i]
-		got, bias, err := captureLayer(out, inits, feed, opt, ln, 4, n.Input[0], n.Input[1], n.Input[2], pr.q.x, pr.k.x)
+		pr := projs[i]
+		p, err := capturePerformer(out, inits, feed, opt, ln, pr.q, pr.k, ref[ln.target], rep.Rows)
 		if err != nil {
 			return nil, nil, err
 		}
-		// Epsilon stays 0: the op's positive, bidirectional kernel (the
-		// only one the loop above lets through) is the plain ratio (its
-		// mixture form needs no epsilon; see ops.PerformerAttention): fit
-		// the function the converted model computes.
-		p := &performerProblem{
-			XQ: got[pr.q.x], XK: got[pr.k.x], V: got[n.Input[2]], Bias: bias, Y: ref[ln.target],
-			Scale: float64(onnx.AttrFloat(n, "scale", 0)),
-		}
-		if p.Omega, err = floatInitializer(out, inits, ln.layer, n.Input[3]); err != nil {
-			return nil, nil, err
-		}
-		if p.WQ, p.BQ, err = projectionTensors(out, inits, ln.layer, pr.q); err != nil {
-			return nil, nil, err
-		}
-		if p.WK, p.BK, err = projectionTensors(out, inits, ln.layer, pr.k); err != nil {
-			return nil, nil, err
-		}
-		if err := p.init(); err != nil {
-			return nil, nil, fmt.Errorf("finetune: layer %d (%s): %w", ln.layer, n.GetName(), err)
-		}
-		// The projections must reproduce the captured Q and K.
-		for _, c := range []struct {
-			name string
-			w    []float64
-			b    []float64
-		}{{n.Input[0], p.wq, p.bq}, {n.Input[1], p.wk, p.bk}} {
-			x := p.xq
-			if c.name == n.Input[1] {
-				x = p.xk
-			}
-			if e := splitError(x, c.w, c.b, got[c.name], p.b, p.h, p.s, p.d, p.dm); !(e < 1e-3) {
-				return nil, nil, fmt.Errorf("finetune: layer %d (%s): %q is not the head split of its projection (relative error %.3g)", ln.layer, n.GetName(), c.name, e)
-			}
-		}
-		if p.b != rep.Rows {
-			return nil, nil, fmt.Errorf("finetune: layer %d (%s): %d batch rows, the calibration has %d", ln.layer, n.GetName(), p.b, rep.Rows)
-		}
-		rep.Layers = append(rep.Layers, layerReport(ln.layer, n.GetName(), p.Fit(opt, train, held), len(held) > 0))
+		rep.Layers = append(rep.Layers, layerReport(ln.layer, ln.node.GetName(), p.Fit(opt, train, held), len(held) > 0))
 		reportLayer(prog, rep.Op, rep.Layers[len(rep.Layers)-1], len(held) > 0)
 		wq, bq, wk, bk := p.Params()
 		if err := storeParams(out, inits, ln.layer, []namedParam{{pr.q.w, wq}, {pr.q.b, bq}, {pr.k.w, wk}, {pr.k.b, bk}}); err != nil {
@@ -167,6 +115,62 @@ func performer(original, converted *onnxpb.ModelProto, feed map[string]*onnx.Ten
 		}
 	}
 	return out, rep, nil
+}
+
+// checkPerformerNode checks that the fit can train node n: a
+// bidirectional, plain FAVOR+ node with the positive kernel whose ω is an
+// initializer.
+func checkPerformerNode(n *onnxpb.NodeProto, inits map[string]int) error {
+	if k := onnx.AttrString(n, "kernel", string(ops.KernelPositive)); k != string(ops.KernelPositive) {
+		return fmt.Errorf("finetune: node %s: kernel %q, only %q can be fitted", n.GetName(), k, ops.KernelPositive)
+	}
+	if onnx.AttrInt(n, "causal", 0) != 0 {
+		return fmt.Errorf("finetune: node %s: causal Performer is not supported by the fit (it has no causal masking)", n.GetName())
+	}
+	if onnx.AttrInt(n, "center", 0) != 0 || onnx.AttrString(n, "features", string(ops.FeaturesFavorPlus)) != string(ops.FeaturesFavorPlus) || len(n.Input) > 5 {
+		return fmt.Errorf("finetune: node %s: only plain FAVOR+ nodes can be fitted (no gradients yet through centring, the balance or FAVOR++/FAVOR# features; convert with --center=false --features-kind favor+ to fine-tune)", n.GetName())
+	}
+	if _, ok := inits[n.Input[3]]; !ok {
+		return fmt.Errorf("finetune: node %s: Omega %q is not an initializer", n.GetName(), n.Input[3])
+	}
+	return nil
+}
+
+// capturePerformer runs out on feed for the fit of ln (projections q and
+// k, target y) and returns the layer's problem, checked: the projections
+// reproduce the captured Q and K, over the calibration's rows rows.
+func capturePerformer(out *onnxpb.ModelProto, inits map[string]int, feed map[string]*onnx.Tensor, opt Options, ln targetNode, q, k projection, y *onnx.Tensor, rows int) (*performerProblem, error) {
+	n := ln.node
+	got, bias, err := captureLayer(out, inits, feed, opt, ln, 4, n.Input[0], n.Input[1], n.Input[2], q.x, k.x)
+	if err != nil {
+		return nil, err
+	}
+	// Epsilon stays 0: the op's positive, bidirectional kernel (the only
+	// one checkPerformerNode lets through) is the plain ratio (its mixture
+	// form needs no epsilon; see ops.PerformerAttention): fit the function
+	// the converted model computes.
+	p := &performerProblem{
+		XQ: got[q.x], XK: got[k.x], V: got[n.Input[2]], Bias: bias, Y: y,
+		Scale: float64(onnx.AttrFloat(n, "scale", 0)),
+	}
+	if p.Omega, err = floatInitializer(out, inits, ln.layer, n.Input[3]); err != nil {
+		return nil, err
+	}
+	if p.WQ, p.BQ, err = projectionTensors(out, inits, ln.layer, q); err != nil {
+		return nil, err
+	}
+	if p.WK, p.BK, err = projectionTensors(out, inits, ln.layer, k); err != nil {
+		return nil, err
+	}
+	if err := p.init(); err != nil {
+		return nil, fmt.Errorf("finetune: layer %d (%s): %w", ln.layer, n.GetName(), err)
+	}
+	// The projections must reproduce the captured Q and K.
+	checks := []splitCheck{{n.Input[0], p.xq, p.wq, p.bq, p.d}, {n.Input[1], p.xk, p.wk, p.bk, p.d}}
+	if err := checkCaptured(ln, got, checks, p.b, p.h, p.s, p.dm, rows); err != nil {
+		return nil, err
+	}
+	return p, nil
 }
 
 // captureTargets runs the original model once and returns the core
@@ -235,7 +239,7 @@ func matchTargets(original, converted *onnxpb.ModelProto, op string, minInputs i
 	cix := onnx.NewIndex(converted.Graph)
 	var nodes []targetNode
 	for _, n := range converted.Graph.Node {
-		if n.GetDomain() != ops.Domain || n.GetOpType() != op {
+		if !fitsAs(n, op) {
 			continue
 		}
 		if len(n.Input) < minInputs || len(n.Output) != 1 {
@@ -300,11 +304,8 @@ func (p *performerProblem) init() error {
 		return fmt.Errorf("projection weight %v, want [Dm, H·D]", p.WQ.Shape)
 	}
 	p.dm = p.WQ.Shape[0]
-	// The layer inputs may be [B,S,Dm] or flattened to [B·S,Dm].
-	for _, x := range []*onnx.Tensor{p.XQ, p.XK} {
-		if len(x.Shape) < 2 || x.Shape[len(x.Shape)-1] != p.dm || x.Len() != p.b*p.s*p.dm {
-			return fmt.Errorf("layer input %v, want [%d,%d,%d] or [%d,%d]", x.Shape, p.b, p.s, p.dm, p.b*p.s, p.dm)
-		}
+	if err := checkLayerInputs([]*onnx.Tensor{p.XQ, p.XK}, p.b, p.s, p.dm); err != nil {
+		return err
 	}
 	if len(p.Omega.Shape) != 3 {
 		return fmt.Errorf("omega shape %v, want [H or 1, M, D]", p.Omega.Shape)
@@ -319,10 +320,8 @@ func (p *performerProblem) init() error {
 			return fmt.Errorf("projection weight %v, want [%d, %d]", w.Shape, p.dm, hd)
 		}
 	}
-	for _, b := range []*onnx.Tensor{p.BQ, p.BK} {
-		if b != nil && (b.DType != onnx.Float || b.Len() != hd) {
-			return fmt.Errorf("projection bias %v, want [%d]", b.Shape, hd)
-		}
+	if err := checkBiases([]*onnx.Tensor{p.BQ, p.BK}, hd); err != nil {
+		return err
 	}
 	if p.Scale == 0 {
 		p.Scale = 1 / math.Sqrt(float64(p.d))
@@ -332,13 +331,8 @@ func (p *performerProblem) init() error {
 	}
 	p.xq, p.xk, p.wq, p.wk = f64(p.XQ), f64(p.XK), f64(p.WQ), f64(p.WK)
 	p.v, p.y, p.om = f64(p.V), f64(p.Y), f64(p.Omega)
-	p.bq, p.bk = make([]float64, hd), make([]float64, hd)
-	if p.BQ != nil {
-		p.bq, p.hasBQ = f64(p.BQ), true
-	}
-	if p.BK != nil {
-		p.bk, p.hasBK = f64(p.BK), true
-	}
+	p.bq, p.hasBQ = biasValues(p.BQ, hd)
+	p.bk, p.hasBK = biasValues(p.BK, hd)
 	if p.valid, p.keyBias, err = keyMask(p.Bias, p.b, p.s); err != nil {
 		return err
 	}
@@ -415,24 +409,50 @@ func (p *performerProblem) newScratch() *perfScratch {
 // and, when dqm is non-nil, the gradient with respect to the head's
 // columns of the merged projections (row r of the selection).
 func (p *performerProblem) head(sc *perfScratch, bi, hi int, qm, km, dqm, dkm []float64, r int, norm float64) float64 {
-	impl := blas64.Implementation()
-	s, d, m, dv, hd := p.s, p.d, p.m, p.dv, p.h*p.d
-	rs := math.Sqrt(p.Scale)
 	om := p.om
 	if p.ho > 1 {
-		om = p.om[hi*m*d : (hi+1)*m*d]
+		om = p.om[hi*p.m*p.d : (hi+1)*p.m*p.d]
 	}
-	// x̃ = √scale · x for the head's columns.
+	p.scaledHead(sc, hi, qm, km)
+	bh := bi*p.h + hi
+	p.queryFeatures(sc, bh, om)
+	p.keyFeatures(sc, bi, bh, om)
+	loss := p.headForward(sc, bi, bh, norm)
+	if dqm == nil {
+		return loss
+	}
+	p.headBackward(sc, bi, bh, om)
+	s, d, hd := p.s, p.d, p.h*p.d
+	for i := 0; i < s; i++ {
+		row := (r*s + i) * hd
+		for c := 0; c < d; c++ {
+			dqm[row+hi*d+c] = sc.dq[i*d+c]
+			dkm[row+hi*d+c] = sc.dk[i*d+c]
+		}
+	}
+	return loss
+}
+
+// scaledHead sets sc.q and sc.k to x̃ = √scale · x for the columns of head
+// hi of the merged Q and K.
+func (p *performerProblem) scaledHead(sc *perfScratch, hi int, qm, km []float64) {
+	s, d, hd := p.s, p.d, p.h*p.d
+	rs := math.Sqrt(p.Scale)
 	for i := 0; i < s; i++ {
 		for c := 0; c < d; c++ {
 			sc.q[i*d+c] = rs * qm[i*hd+hi*d+c]
 			sc.k[i*d+c] = rs * km[i*hd+hi*d+c]
 		}
 	}
+}
+
+// queryFeatures sets sc.uq to the query features φ(q) = exp(u − h −
+// max)/√M, u = Ω·q̃ and h = ‖q̃‖²/2, with each row's own maximum (recorded
+// in maxQ, or read from it with FixedMaxima).
+func (p *performerProblem) queryFeatures(sc *perfScratch, bh int, om []float64) {
+	s, d, m := p.s, p.d, p.m
 	invSqrtM := 1 / math.Sqrt(float64(m))
-	bh := bi*p.h + hi
-	// Query features φ(q) = exp(u − h − max)/√M (per-row maximum).
-	impl.Dgemm(blas.NoTrans, blas.Trans, s, m, d, 1, sc.q, d, om, d, 0, sc.uq, m)
+	blas64.Implementation().Dgemm(blas.NoTrans, blas.Trans, s, m, d, 1, sc.q, d, om, d, 0, sc.uq, m)
 	for i := 0; i < s; i++ {
 		var hq float64
 		for _, x := range sc.q[i*d : (i+1)*d] {
@@ -453,9 +473,15 @@ func (p *performerProblem) head(sc *perfScratch, bi, hi int, qm, km, dqm, dkm []
 			row[f] = math.Exp(u-hq-top) * invSqrtM
 		}
 	}
-	// Key features φ(k) = exp(u − h + b − max)/√M, one maximum over the
-	// valid keys; padded keys are zero.
-	impl.Dgemm(blas.NoTrans, blas.Trans, s, m, d, 1, sc.k, d, om, d, 0, sc.uk, m)
+}
+
+// keyFeatures sets sc.uk to the key features φ(k) = exp(u − h + b −
+// max)/√M with one maximum over the valid keys (recorded in maxK, or read
+// from it with FixedMaxima); padded keys are zero.
+func (p *performerProblem) keyFeatures(sc *perfScratch, bi, bh int, om []float64) {
+	s, d, m := p.s, p.d, p.m
+	invSqrtM := 1 / math.Sqrt(float64(m))
+	blas64.Implementation().Dgemm(blas.NoTrans, blas.Trans, s, m, d, 1, sc.k, d, om, d, 0, sc.uk, m)
 	top := math.Inf(-1)
 	for j := 0; j < s; j++ {
 		row := sc.uk[j*m : (j+1)*m]
@@ -487,10 +513,18 @@ func (p *performerProblem) head(sc *perfScratch, bi, hi int, qm, km, dqm, dkm []
 			row[f] = math.Exp(u-top) * invSqrtM
 		}
 	}
+}
+
+// headForward computes the head's output from the features, kv = φ(K)ᵀV,
+// ks = φ(K)ᵀ1, num = φ(Q)·kv and den = φ(Q)·ks + ε, and returns its
+// squared error over the valid queries; it leaves the gradients of the
+// loss divided by norm with respect to num and den in sc.dnum and sc.dden.
+func (p *performerProblem) headForward(sc *perfScratch, bi, bh int, norm float64) float64 {
+	impl := blas64.Implementation()
+	s, m, dv := p.s, p.m, p.dv
 	phiQ, phiK := sc.uq, sc.uk
 	v := p.v[bh*s*dv : (bh+1)*s*dv]
 	y := p.y[bh*s*dv : (bh+1)*s*dv]
-	// kv = φ(K)ᵀV, ks = φ(K)ᵀ1, num = φ(Q)·kv, den = φ(Q)·ks + ε.
 	impl.Dgemm(blas.Trans, blas.NoTrans, m, dv, s, 1, phiK, m, v, dv, 0, sc.kv, dv)
 	clear(sc.ks)
 	for j := 0; j < s; j++ {
@@ -526,10 +560,19 @@ func (p *performerProblem) head(sc *perfScratch, bi, hi int, qm, km, dqm, dkm []
 		}
 		sc.dden[i] = dd
 	}
-	if dqm == nil {
-		return loss
-	}
-	// dφ(Q) = dnum·kvᵀ + dden ⊗ ks (into uq's place after use: use dq path).
+	return loss
+}
+
+// headBackward takes sc.dnum and sc.dden back to the scaled queries and
+// keys and leaves the gradients with respect to the head's unscaled Q and
+// K in sc.dq and sc.dk.
+func (p *performerProblem) headBackward(sc *perfScratch, bi, bh int, om []float64) {
+	impl := blas64.Implementation()
+	s, d, m, dv := p.s, p.d, p.m, p.dv
+	rs := math.Sqrt(p.Scale)
+	phiQ, phiK := sc.uq, sc.uk
+	v := p.v[bh*s*dv : (bh+1)*s*dv]
+	// dφ(Q) = dnum·kvᵀ + dden ⊗ ks.
 	dphiQ := make([]float64, s*m)
 	impl.Dgemm(blas.NoTrans, blas.Trans, s, m, dv, 1, sc.dnum, dv, sc.kv, dv, 0, dphiQ, m)
 	for i := 0; i < s; i++ {
@@ -575,14 +618,6 @@ func (p *performerProblem) head(sc *perfScratch, bi, hi int, qm, km, dqm, dkm []
 	}
 	back(dphiQ, phiQ, sc.q, sc.dq, false)
 	back(dphiK, phiK, sc.k, sc.dk, true)
-	for i := 0; i < s; i++ {
-		row := (r*s + i) * hd
-		for c := 0; c < d; c++ {
-			dqm[row+hi*d+c] = sc.dq[i*d+c]
-			dkm[row+hi*d+c] = sc.dk[i*d+c]
-		}
-	}
-	return loss
 }
 
 // Fit runs the shared training loop (fitAdamTrace) on the Q/K projection

@@ -140,7 +140,7 @@ func TestPerformerGradient(t *testing.T) {
 func TestPerformerFitTiny(t *testing.T) {
 	orig, calib, held := tinyFitSetup(t, 16, 24)
 	cfg := models.TinyConfig()
-	conv, _, err := convert.ToPerformer(orig, convert.PerformerOptions{Features: 32, Seed: 4})
+	conv, _, err := convert.ToPerformer(orig, convert.PerformerOptions{Features: 32, Seed: 4, FeatureMap: ops.FeaturesFavorPlus, Center: convert.CenterOff})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,7 +183,7 @@ func TestPerformerRefusesCausal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	conv, _, err := convert.ToPerformer(orig, convert.PerformerOptions{Features: 8, Seed: 4})
+	conv, _, err := convert.ToPerformer(orig, convert.PerformerOptions{Features: 8, Seed: 4, FeatureMap: ops.FeaturesFavorPlus, Center: convert.CenterOff})
 	if err != nil {
 		t.Fatal(err)
 	}

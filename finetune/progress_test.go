@@ -17,7 +17,7 @@ import (
 func TestFitProgress(t *testing.T) {
 	orig, calib, _ := tinyFitSetup(t, 4, 24)
 	cfg := models.TinyConfig()
-	lin, _, err := convert.ToLinformer(orig, convert.LinformerOptions{K: 8, MaxLen: 32, Seed: 4})
+	lin, _, err := convert.ToLinformer(orig, convert.LinformerOptions{Init: "gaussian", K: 8, MaxLen: 32, Seed: 4})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -230,3 +230,74 @@ func storeParams(m *onnxpb.ModelProto, inits map[string]int, layer int, params [
 	}
 	return nil
 }
+
+// startLayers is what every fit does between finding its nodes and
+// fitting them: it captures the targets of nodes on the original model
+// and starts the report of op with the row split of those targets' batch
+// (opt's defaults already resolved).
+func startLayers(original *onnxpb.ModelProto, feed map[string]*onnx.Tensor, nodes []targetNode, opt *Options, op string) (ref map[string]*onnx.Tensor, rep *Report, train, held []int, err error) {
+	if ref, err = captureTargets(original, feed, nodes, *opt); err != nil {
+		return nil, nil, nil, nil, err
+	}
+	rep = &Report{Op: op, Steps: opt.Steps, LR: opt.LR}
+	if train, held, err = splitFor(opt, rep, targetRows(ref, nodes)); err != nil {
+		return nil, nil, nil, nil, err
+	}
+	return ref, rep, train, held, nil
+}
+
+// splitCheck is a captured input of a node (name) and the projection
+// heads(x·w + b), of head size d, it must be.
+type splitCheck struct {
+	name    string
+	x, w, b []float64
+	d       int
+}
+
+// checkCaptured checks that the projections of the fit of ln reproduce
+// the values the run captured (got), split into h heads of nb rows of s
+// positions from width dm, and that those nb rows are the calibration's
+// rows.
+func checkCaptured(ln targetNode, got map[string]*onnx.Tensor, checks []splitCheck, nb, h, s, dm, rows int) error {
+	n := ln.node
+	for _, c := range checks {
+		if e := splitError(c.x, c.w, c.b, got[c.name], nb, h, s, c.d, dm); !(e < 1e-3) {
+			return fmt.Errorf("finetune: layer %d (%s): %q is not the head split of its projection (relative error %.3g)", ln.layer, n.GetName(), c.name, e)
+		}
+	}
+	if nb != rows {
+		return fmt.Errorf("finetune: layer %d (%s): %d batch rows, the calibration has %d", ln.layer, n.GetName(), nb, rows)
+	}
+	return nil
+}
+
+// checkLayerInputs checks that every layer input of a projection holds b
+// rows of s positions of width dm: [b,s,dm] or flattened to [b·s,dm].
+func checkLayerInputs(xs []*onnx.Tensor, b, s, dm int) error {
+	for _, x := range xs {
+		if len(x.Shape) < 2 || x.Shape[len(x.Shape)-1] != dm || x.Len() != b*s*dm {
+			return fmt.Errorf("layer input %v, want [%d,%d,%d] or [%d,%d]", x.Shape, b, s, dm, b*s, dm)
+		}
+	}
+	return nil
+}
+
+// checkBiases checks that every projection bias given (not nil) is a
+// float32 vector of n values.
+func checkBiases(bs []*onnx.Tensor, n int) error {
+	for _, b := range bs {
+		if b != nil && (b.DType != onnx.Float || b.Len() != n) {
+			return fmt.Errorf("projection bias %v, want [%d]", b.Shape, n)
+		}
+	}
+	return nil
+}
+
+// biasValues returns a projection bias in float64 and whether the layer
+// has one; a layer without one gets n zeros (fitted, but never stored).
+func biasValues(b *onnx.Tensor, n int) ([]float64, bool) {
+	if b == nil {
+		return make([]float64, n), false
+	}
+	return f64(b), true
+}

@@ -113,8 +113,9 @@ func (o *TransferOptions) defaults() error {
 
 // TransferLayer is the transfer of one HedgehogAttention node: the
 // relative error of its attention output (√(Σ‖out − y‖²/Σ‖y‖²) against the
-// exact softmax attention on the same inputs) before and after, on
-// training and held-out rows, and the Adam steps its heads took (mean).
+// exact softmax attention on the same inputs) before (the maps as given,
+// before any search or step) and after, on training and held-out rows,
+// and the Adam steps its heads took (mean).
 type TransferLayer struct {
 	Layer       int     `json:"layer"`
 	Node        string  `json:"node"`
@@ -193,87 +194,23 @@ func Transfer(converted *onnxpb.ModelProto, cal *Calibration, o TransferOptions)
 	if o.TeacherBatch == 0 {
 		o.TeacherBatch = max(1, 8*512*512/(cal.SeqLen*cal.SeqLen))
 	}
-	held := o.HeldOut
-	if held == nil {
-		held = cal.HoldOut(0.25)
-	}
-	if held != nil && len(held) != cal.Rows {
-		return nil, nil, fmt.Errorf("finetune: %d held-out marks for %d calibration rows", len(held), cal.Rows)
-	}
-	var train, heldRows []int
-	for r := 0; r < cal.Rows; r++ {
-		if held != nil && held[r] {
-			heldRows = append(heldRows, r)
-		} else {
-			train = append(train, r)
-		}
-	}
-	if len(train) == 0 {
-		return nil, nil, fmt.Errorf("finetune: every calibration row is held out")
+	held, train, heldRows, err := transferRows(cal, o.HeldOut)
+	if err != nil {
+		return nil, nil, err
 	}
 	out := onnx.CloneShared(converted)
-	var nodes []*onnxpb.NodeProto
-	for _, n := range out.Graph.Node {
-		if n.GetDomain() == ops.Domain && n.GetOpType() == ops.HedgehogOp {
-			nodes = append(nodes, n)
-		}
-	}
-	if len(nodes) == 0 {
-		return nil, nil, fmt.Errorf("finetune: the converted model has no %s nodes (convert it with ToHedgehog first)", ops.HedgehogOp)
+	nodes, attrs, err := hedgehogNodes(out)
+	if err != nil {
+		return nil, nil, err
 	}
 	teacher, err := exactTeacher(out, cal.SeqLen)
 	if err != nil {
 		return nil, nil, err
 	}
-	inits := initializerIndex(out.Graph)
 	rep := &TransferReport{Objective: o.Objective, Rows: cal.Rows, HeldRows: len(heldRows), SeqLen: cal.SeqLen, Steps: o.Steps, LR: o.LR, Windows: o.Windows}
 	rep.Tokens, rep.HeldTokens = countTokens(cal, held)
-	prog := progress.New(o.Progress, "transfer: layer", len(nodes))
-	attrs := make([]ops.HedgehogAttrs, len(nodes))
-	for li, n := range nodes {
-		if len(n.Input) != 10 || len(n.Output) != 1 {
-			return nil, nil, fmt.Errorf("finetune: node %s: %d inputs, want 10 (Q, K, V, key_bias and the maps' six parameters)", n.GetName(), len(n.Input))
-		}
-		a, err := ops.ParseHedgehogAttrs(n)
-		if err != nil {
-			return nil, nil, fmt.Errorf("finetune: node %s: %w", n.GetName(), err)
-		}
-		if a.Causal {
-			return nil, nil, fmt.Errorf("finetune: node %s: causal %s is not trained yet", n.GetName(), ops.HedgehogOp)
-		}
-		attrs[li] = a
-	}
-	// Layers are captured in groups that fit the memory budget: one
-	// teacher pass per group (a pass costs a full forward of every row).
-	per := int64(cal.Rows) * int64(cal.SeqLen) * layerRowBytes(out, nodes[0])
-	if per > o.MaxCapture {
-		fit := o.MaxCapture / max(1, per/int64(cal.Rows))
-		return nil, nil, fmt.Errorf("finetune: %d calibration rows of %d tokens need %d MiB per layer, more than the %d MiB capture budget; use at most %d rows (--max-windows)",
-			cal.Rows, cal.SeqLen, per>>20, o.MaxCapture>>20, fit)
-	}
-	group := len(nodes)
-	if per > 0 {
-		group = int(max(1, min(int64(len(nodes)), o.MaxCapture/per)))
-	}
-	for g0 := 0; g0 < len(nodes); g0 += group {
-		g1 := min(len(nodes), g0+group)
-		layers, err := captureLayers(teacher, cal, nodes[g0:g1], attrs[g0:g1], inits, out, o)
-		if err != nil {
-			return nil, nil, err
-		}
-		for gi, heads := range layers {
-			li, n := g0+gi, nodes[g0+gi]
-			l := trainLayer(heads, li, n, o, train, heldRows)
-			if len(heldRows) == 0 {
-				l.HeldBefore, l.HeldAfter = math.NaN(), math.NaN()
-			}
-			rep.Layers = append(rep.Layers, l)
-			prog.Step("%s (%s): rel err train %.4f → %.4f, held-out %.4f → %.4f", ops.HedgehogOp, n.GetName(), l.TrainBefore, l.TrainAfter, l.HeldBefore, l.HeldAfter)
-			if err := storeHeads(out, inits, n, heads); err != nil {
-				return nil, nil, err
-			}
-			layers[gi] = nil // free the captured values
-		}
+	if rep.Layers, err = transferLayers(teacher, out, cal, nodes, attrs, o, train, heldRows); err != nil {
+		return nil, nil, err
 	}
 	if len(heldRows) > 0 && o.Steps > 0 {
 		// Each head was kept at its best held-out attention error, but
@@ -293,6 +230,107 @@ func Transfer(converted *onnxpb.ModelProto, cal *Calibration, o TransferOptions)
 	}
 	rep.Seconds = time.Since(start).Seconds()
 	return out, rep, nil
+}
+
+// transferRows returns the held-out marks of the calibration rows (marks
+// given, else every fourth document held out) and the rows to train on
+// and held out.
+func transferRows(cal *Calibration, marks []bool) (held []bool, train, heldRows []int, err error) {
+	held = marks
+	if held == nil {
+		held = cal.HoldOut(0.25)
+	}
+	if held != nil && len(held) != cal.Rows {
+		return nil, nil, nil, fmt.Errorf("finetune: %d held-out marks for %d calibration rows", len(held), cal.Rows)
+	}
+	for r := 0; r < cal.Rows; r++ {
+		if held != nil && held[r] {
+			heldRows = append(heldRows, r)
+		} else {
+			train = append(train, r)
+		}
+	}
+	if len(train) == 0 {
+		return nil, nil, nil, fmt.Errorf("finetune: every calibration row is held out")
+	}
+	return held, train, heldRows, nil
+}
+
+// hedgehogNodes returns the HedgehogAttention nodes of m, each checked to
+// be one Transfer trains, and their attributes.
+func hedgehogNodes(m *onnxpb.ModelProto) ([]*onnxpb.NodeProto, []ops.HedgehogAttrs, error) {
+	var nodes []*onnxpb.NodeProto
+	var attrs []ops.HedgehogAttrs
+	for _, n := range m.Graph.Node {
+		if n.GetDomain() != ops.Domain || n.GetOpType() != ops.HedgehogOp {
+			continue
+		}
+		if len(n.Input) != 10 || len(n.Output) != 1 {
+			return nil, nil, fmt.Errorf("finetune: node %s: %d inputs, want 10 (Q, K, V, key_bias and the maps' six parameters)", n.GetName(), len(n.Input))
+		}
+		a, err := ops.ParseHedgehogAttrs(n)
+		if err != nil {
+			return nil, nil, fmt.Errorf("finetune: node %s: %w", n.GetName(), err)
+		}
+		if a.Causal {
+			return nil, nil, fmt.Errorf("finetune: node %s: causal %s is not trained yet", n.GetName(), ops.HedgehogOp)
+		}
+		nodes, attrs = append(nodes, n), append(attrs, a)
+	}
+	if len(nodes) == 0 {
+		return nil, nil, fmt.Errorf("finetune: the converted model has no %s nodes (convert it with ToHedgehog first)", ops.HedgehogOp)
+	}
+	return nodes, attrs, nil
+}
+
+// captureGroup is the number of layers captured together within the
+// capture budget: one teacher pass for each group (a pass costs a full
+// forward of every row).
+func captureGroup(m *onnxpb.ModelProto, cal *Calibration, nodes []*onnxpb.NodeProto, budget int64) (int, error) {
+	per := int64(cal.Rows) * int64(cal.SeqLen) * layerRowBytes(m, nodes[0])
+	if per > budget {
+		fit := budget / max(1, per/int64(cal.Rows))
+		return 0, fmt.Errorf("finetune: %d calibration rows of %d tokens need %d MiB per layer, more than the %d MiB capture budget; use at most %d rows (--max-windows)",
+			cal.Rows, cal.SeqLen, per>>20, budget>>20, fit)
+	}
+	if per == 0 {
+		return len(nodes), nil
+	}
+	return int(max(1, min(int64(len(nodes)), budget/per))), nil
+}
+
+// transferLayers captures the layers' inputs from the teacher, group by
+// group, trains each layer's heads and stores them in out, and returns
+// the layers' reports (held-out errors NaN without held-out rows).
+func transferLayers(teacher, out *onnxpb.ModelProto, cal *Calibration, nodes []*onnxpb.NodeProto, attrs []ops.HedgehogAttrs, o TransferOptions, train, heldRows []int) ([]TransferLayer, error) {
+	group, err := captureGroup(out, cal, nodes, o.MaxCapture)
+	if err != nil {
+		return nil, err
+	}
+	inits := initializerIndex(out.Graph)
+	prog := progress.New(o.Progress, "transfer: layer", len(nodes))
+	var reports []TransferLayer
+	for g0 := 0; g0 < len(nodes); g0 += group {
+		g1 := min(len(nodes), g0+group)
+		layers, err := captureLayers(teacher, cal, nodes[g0:g1], attrs[g0:g1], inits, out, o)
+		if err != nil {
+			return nil, err
+		}
+		for gi, heads := range layers {
+			li, n := g0+gi, nodes[g0+gi]
+			l := trainLayer(heads, li, n, o, train, heldRows)
+			if len(heldRows) == 0 {
+				l.HeldBefore, l.HeldAfter = math.NaN(), math.NaN()
+			}
+			reports = append(reports, l)
+			prog.Step("%s (%s): rel err train %.4f → %.4f, held-out %.4f → %.4f", ops.HedgehogOp, n.GetName(), l.TrainBefore, l.TrainAfter, l.HeldBefore, l.HeldAfter)
+			if err := storeHeads(out, inits, n, heads); err != nil {
+				return nil, err
+			}
+			layers[gi] = nil // free the captured values
+		}
+	}
+	return reports, nil
 }
 
 // trainLayer trains the heads of one layer in parallel (Threads at once)

@@ -680,44 +680,35 @@ type hhFit struct {
 	steps                                          int
 }
 
-// fit trains the head by Adam on mini-batches of train rows, keeping the
-// parameters of the lowest error on the held-out rows (on the training
-// evaluation rows when none are held out) among the start and the
-// checkpoints, and stopping after patience checkpoints without
-// improvement (0: never).
+// fit trains the head by Adam on mini-batches of train rows (the shared
+// loop, adamLoop), after the far field's mass is searched (searchMass),
+// keeping the parameters of the lowest error on the held-out rows (on the
+// training evaluation rows when none are held out) among the start and
+// the checkpoints, and stopping after patience checkpoints without
+// improvement (0: never). Its errors before are those of the head as
+// given, before the search.
 func (h *hhHead) fit(o TransferOptions, train, held []int, rng *rand.Rand) hhFit {
 	sc := h.newScratch()
 	g := h.newGrads()
-	params := h.params()
-	ad := newAdam(params, o.LR)
 	trainEval := spread(train, o.EvalRows)
 	heldEval := spread(held, o.EvalRows)
 	guard := heldEval
 	if len(guard) == 0 {
 		guard = trainEval
 	}
+	guardErr := func() float64 {
+		sq, _ := h.loss(guard, sc)
+		return sq
+	}
 	var r hhFit
-	h.searchMass(spread(train, 8), sc)
 	r.trainBefore[0], r.trainBefore[1] = h.loss(trainEval, sc)
 	r.heldBefore[0], r.heldBefore[1] = h.loss(heldEval, sc)
-	bestSq, _ := h.loss(guard, sc)
-	best := snapshot(params)
-	since := 0
-	for t := 1; t <= o.Steps; t++ {
-		rows := pick(rng, train, o.Windows)
-		h.grad(rows, g, sc, rng)
-		ad.step(g.list())
-		r.steps = t
-		if t%o.CheckEvery == 0 || t == o.Steps {
-			sq, _ := h.loss(guard, sc)
-			if sq < bestSq {
-				bestSq, best, since = sq, snapshot(params), 0
-			} else if since++; o.Patience > 0 && since >= o.Patience {
-				break
-			}
-		}
-	}
-	restore(params, best)
+	h.searchMass(spread(train, 8), sc)
+	loop := adamLoop{steps: o.Steps, every: o.CheckEvery, patience: o.Patience, lr: o.LR}
+	r.steps, _, _ = loop.run(h.params(), g.list(), guardErr(),
+		func() []int { return pick(rng, train, o.Windows) },
+		func(rows []int) { h.grad(rows, g, sc, rng) },
+		guardErr)
 	r.trainAfter[0], r.trainAfter[1] = h.loss(trainEval, sc)
 	r.heldAfter[0], r.heldAfter[1] = h.loss(heldEval, sc)
 	return r

@@ -278,6 +278,7 @@ func TestTransferTinyBERT(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, l := range rep.Layers {
+				t.Logf("layer %d: train %.4f → %.4f, held-out %.4f → %.4f", l.Layer, l.TrainBefore, l.TrainAfter, l.HeldBefore, l.HeldAfter)
 				if !(l.HeldAfter <= l.HeldBefore) || !(l.TrainAfter < l.TrainBefore) {
 					t.Errorf("layer %d: train %.4f → %.4f, held-out %.4f → %.4f", l.Layer, l.TrainBefore, l.TrainAfter, l.HeldBefore, l.HeldAfter)
 				}

@@ -11,6 +11,7 @@ import (
 	"github.com/linearize/linearize/models"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
+	"github.com/linearize/linearize/ops"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -30,12 +31,12 @@ func nativeFuzzSessions(tb testing.TB) []infer.Session {
 			fuzzSessions.err = err
 			return
 		}
-		p, _, err := convert.ToPerformer(m, convert.PerformerOptions{Features: 4, Seed: 1})
+		p, _, err := convert.ToPerformer(m, convert.PerformerOptions{Features: 4, Seed: 1, FeatureMap: ops.FeaturesFavorPlus, Center: convert.CenterOff})
 		if err != nil {
 			fuzzSessions.err = err
 			return
 		}
-		l, _, err := convert.ToLinformer(m, convert.LinformerOptions{K: 4, MaxLen: 16, Seed: 1})
+		l, _, err := convert.ToLinformer(m, convert.LinformerOptions{Init: "gaussian", K: 4, MaxLen: 16, Seed: 1})
 		if err != nil {
 			fuzzSessions.err = err
 			return

@@ -211,6 +211,13 @@ func precisionTolerance(dt onnx.DataType, tol float64) float64 {
 // checkNode recomputes n with its Go kernel and fills c.Diff; it returns a
 // reason when that is impossible.
 func checkNode(n *onnxpb.NodeProto, opset int64, opt ValidateOptions, ix *onnx.Index, got map[string]*onnx.Tensor, c *OpCheck) string {
+	if n.GetDomain() == ops.Domain {
+		// The node against its op's schema: inputs, attribute names,
+		// types and ranges.
+		if err := ops.CheckNode(n); err != nil {
+			return err.Error()
+		}
+	}
 	k, err := ops.Lookup(n.GetDomain(), n.GetOpType(), opset)
 	if err != nil {
 		return err.Error()

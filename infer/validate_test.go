@@ -75,11 +75,11 @@ func tinyConversions(t *testing.T, cfg models.Config, linMaxLen int) (base, perf
 	if err != nil {
 		t.Fatal(err)
 	}
-	perf, _, err = convert.ToPerformer(base, convert.PerformerOptions{Features: 32, Seed: 3})
+	perf, _, err = convert.ToPerformer(base, convert.PerformerOptions{Features: 32, Seed: 3, FeatureMap: ops.FeaturesFavorPlus, Center: convert.CenterOff})
 	if err != nil {
 		t.Fatal(err)
 	}
-	lin, _, err = convert.ToLinformer(base, convert.LinformerOptions{K: 16, MaxLen: linMaxLen, Seed: 3})
+	lin, _, err = convert.ToLinformer(base, convert.LinformerOptions{Init: "gaussian", K: 16, MaxLen: linMaxLen, Seed: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,7 +168,7 @@ func TestValidateRealModel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	perf, _, err := convert.ToPerformer(m, convert.PerformerOptions{Features: 64, Seed: 1})
+	perf, _, err := convert.ToPerformer(m, convert.PerformerOptions{Features: 64, Seed: 1, FeatureMap: ops.FeaturesFavorPlus, Center: convert.CenterOff})
 	if err != nil {
 		t.Fatal(err)
 	}

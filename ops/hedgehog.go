@@ -7,7 +7,6 @@ import (
 	"github.com/linearize/linearize/internal/gemm"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
-	"google.golang.org/protobuf/proto"
 )
 
 // HedgehogAttention (domain ai.linearize, version 1) is linear attention
@@ -121,69 +120,50 @@ type HedgehogParams struct {
 	KWeight, KBias, KNorm *onnx.Tensor
 }
 
+// hedgehogSchema is HedgehogAttention's schema.
+var hedgehogSchema = newSchema(OpSchema{
+	Op: HedgehogOp, Doc: hedgehogDoc, File: "ops/hedgehog.go",
+	Inputs: []InputSchema{
+		{Name: "Q", Doc: "queries [B,H,S,D] (self-attention: the keys' positions)"},
+		{Name: "K", Doc: "keys [B,H,S,D]"},
+		{Name: "V", Doc: "values [B,H,S,Dv]"},
+		keyBiasInput,
+		{Name: "q_weight", Doc: "query map W [H,D,F]"},
+		{Name: "q_bias", Doc: "query map biases [H,2F]"},
+		{Name: "q_norm", Doc: "query map norm weight ν [H]"},
+		{Name: "k_weight", Doc: "key map W [H,D,F]"},
+		{Name: "k_bias", Doc: "key map biases [H,2F]"},
+		{Name: "k_norm", Doc: "key map norm weight ν [H]"},
+	},
+	Output: "[B,H,S,Dv]",
+}, func(a *HedgehogAttrs) *int { return &a.Threads },
+	scaleField(scaleDoc, func(a *HedgehogAttrs) *float32 { return &a.Scale }),
+	intField(AttrSchema{Name: "block", Default: int64(0), Min: 0, Max: MaxLocalBlock,
+		Doc: "b: block length of the exact local window; 0: pure linear attention"}, func(a *HedgehogAttrs) *int { return &a.Block }),
+	intField(AttrSchema{Name: "reach", Default: int64(DefaultHedgehogReach), Min: 0, Max: MaxReach,
+		Doc: "r: blocks on each side of the query's (before it only when causal) in the exact window"}, func(a *HedgehogAttrs) *int { return &a.Reach }),
+	flagField(AttrSchema{Name: "causal", Doc: "query i sees keys j ≤ i"}, func(a *HedgehogAttrs) *bool { return &a.Causal }),
+)
+
 // HedgehogInputNames returns the op's input names in order: Q, K, V,
 // key_bias, q_weight, q_bias, q_norm, k_weight, k_bias, k_norm (the
 // function's signature; nodes pass their own values in this order).
-func HedgehogInputNames() []string {
-	return []string{"Q", "K", "V", "key_bias", "q_weight", "q_bias", "q_norm", "k_weight", "k_bias", "k_norm"}
-}
+func HedgehogInputNames() []string { return hedgehogSchema.InputNames(-1) }
 
-func (a HedgehogAttrs) check() error {
-	if a.Block < 0 || a.Block > MaxLocalBlock {
-		return fmt.Errorf("ops: %s: block %d, want 0..%d", HedgehogOp, a.Block, MaxLocalBlock)
-	}
-	if a.Reach < 0 || a.Reach > MaxReach {
-		return fmt.Errorf("ops: %s: reach %d, want 0..%d", HedgehogOp, a.Reach, MaxReach)
-	}
-	if math.IsNaN(float64(a.Scale)) || math.IsInf(float64(a.Scale), 0) {
-		return fmt.Errorf("ops: %s: scale %g must be finite", HedgehogOp, a.Scale)
-	}
-	return nil
-}
+func (a HedgehogAttrs) check() error { return hedgehogSchema.check(&a) }
 
 // ParseHedgehogAttrs reads the attributes of a HedgehogAttention node
 // (reach defaults to DefaultHedgehogReach, block and causal to 0).
 func ParseHedgehogAttrs(n *onnxpb.NodeProto) (HedgehogAttrs, error) {
-	var a HedgehogAttrs
-	a.Scale = onnx.AttrFloat(n, "scale", 0)
-	blk := onnx.AttrInt(n, "block", 0)
-	if blk < 0 || blk > MaxLocalBlock {
-		return a, fmt.Errorf("ops: %s: block %d, want 0..%d", HedgehogOp, blk, MaxLocalBlock)
-	}
-	r := onnx.AttrInt(n, "reach", DefaultHedgehogReach)
-	if r < 0 || r > MaxReach {
-		return a, fmt.Errorf("ops: %s: reach %d, want 0..%d", HedgehogOp, r, MaxReach)
-	}
-	c := onnx.AttrInt(n, "causal", 0)
-	if c != 0 && c != 1 {
-		return a, fmt.Errorf("ops: %s: causal %d, want 0 or 1", HedgehogOp, c)
-	}
-	a.Block, a.Reach, a.Causal = int(blk), int(r), c == 1
-	return a, a.check()
+	return hedgehogSchema.parse(n)
 }
 
 // NewHedgehogNode returns a HedgehogAttention node reading inputs (in the
-// order of HedgehogInputNames) and writing output, with every attribute
-// set explicitly as given (Scale must not be zero; Reach is written as
-// is).
+// order of HedgehogInputNames) and writing output, with the attributes of
+// a that differ from their defaults (Scale is always written and must not
+// be zero; Reach is literal: 0 is written, DefaultHedgehogReach is not).
 func NewHedgehogNode(name string, inputs []string, output string, a HedgehogAttrs) *onnxpb.NodeProto {
-	causal := int64(0)
-	if a.Causal {
-		causal = 1
-	}
-	return &onnxpb.NodeProto{
-		Name:   proto.String(name),
-		OpType: proto.String(HedgehogOp),
-		Domain: proto.String(Domain),
-		Input:  append([]string(nil), inputs...),
-		Output: []string{output},
-		Attribute: []*onnxpb.AttributeProto{
-			attrFloat("scale", a.Scale),
-			attrInt("block", int64(a.Block)),
-			attrInt("reach", int64(a.Reach)),
-			attrInt("causal", causal),
-		},
-	}
+	return hedgehogSchema.node(name, inputs, output, &a)
 }
 
 func init() {
@@ -191,16 +171,9 @@ func init() {
 }
 
 func hedgehogKernel(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
-	if len(in) != 10 {
-		return nil, fmt.Errorf("ops: %s%s: got %d inputs, want 10 (Q, K, V, key_bias, q_weight, q_bias, q_norm, k_weight, k_bias, k_norm)", HedgehogOp, nodeName(ctx), len(in))
-	}
-	var a HedgehogAttrs
-	if ctx != nil && ctx.Node != nil {
-		var err error
-		if a, err = ParseHedgehogAttrs(ctx.Node); err != nil {
-			return nil, fmt.Errorf("%w (%s)", err, nodeName(ctx)[1:])
-		}
-		a.Threads = ctx.Threads
+	a, in, err := hedgehogSchema.call(ctx, in)
+	if err != nil {
+		return nil, err
 	}
 	p := HedgehogParams{QWeight: in[4], QBias: in[5], QNorm: in[6], KWeight: in[7], KBias: in[8], KNorm: in[9]}
 	out, err := Hedgehog(in[0], in[1], in[2], in[3], p, a)
@@ -299,11 +272,10 @@ func Hedgehog(q, k, v, bias *onnx.Tensor, p HedgehogParams, a HedgehogAttrs) (*o
 	if err := a.check(); err != nil {
 		return nil, err
 	}
-	b, h, sk, d, dv, err := selfAttnDims(op, q, k, v)
+	b, h, n, d, dv, err := selfAttnDims(op, q, k, v)
 	if err != nil {
 		return nil, err
 	}
-	n := sk
 	f, err := p.check(h, d)
 	if err != nil {
 		return nil, err
@@ -312,27 +284,43 @@ func Hedgehog(q, k, v, bias *onnx.Tensor, p HedgehogParams, a HedgehogAttrs) (*o
 	if err != nil {
 		return nil, err
 	}
-	f2, dv1 := 2*f, dv+1
-	blk, r := a.Block, a.Reach
-	nb := 1
-	if blk > 0 {
-		nb = (n + blk - 1) / blk
+	g := hhGeom{n: n, d: d, dv: dv, f: f, f2: 2 * f, dv1: dv + 1, blk: a.Block, r: a.Reach, causal: a.Causal, nb: 1}
+	if g.blk > 0 {
+		g.nb = (n + g.blk - 1) / g.blk
+		g.rows = min(g.blk, n)
+		g.width = min(n, (2*g.r+1)*g.blk)
 	}
-	rows, width := 0, 0 // the near score block
-	if blk > 0 {
-		rows = min(blk, n)
-		width = min(n, (2*r+1)*blk)
-	}
-	if !fits(n, f2) || !fits(nb, f2, dv1) || !fits(rows, width) {
-		return nil, fmt.Errorf("ops: %s: %d tokens, %d features, block %d and reach %d would exceed %d elements per buffer", op, n, f2, blk, r, maxElements)
+	if !fits(n, g.f2) || !fits(g.nb, g.f2, g.dv1) || !fits(g.rows, g.width) {
+		return nil, fmt.Errorf("ops: %s: %d tokens, %d features, block %d and reach %d would exceed %d elements per buffer", op, n, g.f2, g.blk, g.r, maxElements)
 	}
 	out := make([]float32, b*h*n*dv)
 	if n == 0 {
 		return onnx.NewFloat([]int{b, h, n, dv}, out), nil
 	}
-	scale := resolveScale(a.Scale, d)
+	g.scale = resolveScale(a.Scale, d)
+	brel := relativeBiases(mask, b, n)
+	qd, kd, vd := q.Floats(), k.Floats(), v.Floats()
+	parallelWith(b*h, a.Threads, func() func(int) {
+		w := newHHHead(g)
+		return func(bh int) {
+			bi, hi := bh/h, bh%h
+			w.br = brel[bi]
+			w.qh, w.kh, w.vh = qd[bh*n*d:(bh+1)*n*d], kd[bh*n*d:(bh+1)*n*d], vd[bh*n*dv:(bh+1)*n*dv]
+			w.features(p, hi)
+			oh := out[bh*n*dv : (bh+1)*n*dv]
+			if g.blk == 0 {
+				w.linear(oh)
+			} else {
+				w.blocked(oh)
+			}
+		}
+	})
+	return onnx.NewFloat([]int{b, h, n, dv}, out), nil
+}
 
-	// β'_j = β_j − max β per sequence, biases clamped to float32's range.
+// relativeBiases returns β'_j = β_j − max β per sequence, biases clamped
+// to float32's range.
+func relativeBiases(mask *keyMask, b, n int) [][]float64 {
 	brel := make([][]float64, b)
 	for bi := range brel {
 		row := make([]float64, n)
@@ -347,199 +335,230 @@ func Hedgehog(q, k, v, bias *onnx.Tensor, p HedgehogParams, a HedgehogAttrs) (*o
 		}
 		brel[bi] = row
 	}
+	return brel
+}
 
-	qd, kd, vd := q.Floats(), k.Floats(), v.Floats()
-	qw, qb, qn := p.QWeight.Floats(), p.QBias.Floats(), p.QNorm.Floats()
+// hhGeom are the sizes of one Hedgehog call.
+type hhGeom struct {
+	n, d, dv, f, f2, dv1 int
+	blk, r, nb           int
+	rows, width          int // the near score block
+	causal               bool
+	scale                float32
+}
+
+// hhHead is one worker's scratch for a (batch, head) of Hedgehog.
+type hhHead struct {
+	hhGeom
+	br         []float64 // β' of the sequence
+	qh, kh, vh []float32
+	proj       []float32
+	u          []float64 // query logits u_if
+	e          []float64 // key features exp(t_jf − T_f)
+	U          []float64 // row maxima of u
+	T          []float64 // column maxima of t
+	acc        []float64
+	far        []float64
+	st, suf    []float64 // per-block states and their exclusive suffix sums
+	pre        []float64
+	local      []float32
+	s          []float64
+}
+
+func newHHHead(g hhGeom) *hhHead {
+	w := &hhHead{hhGeom: g,
+		proj: make([]float32, g.n*g.f), u: make([]float64, g.n*g.f2), e: make([]float64, g.n*g.f2),
+		U: make([]float64, g.n), T: make([]float64, g.f2), acc: make([]float64, g.dv1), far: make([]float64, g.f2*g.dv1),
+	}
+	if g.blk > 0 {
+		w.st = make([]float64, g.nb*g.f2*g.dv1)
+		if !g.causal {
+			w.suf = make([]float64, g.nb*g.f2*g.dv1)
+		}
+		w.pre = make([]float64, g.f2*g.dv1)
+		w.local = make([]float32, g.rows*g.width)
+		w.s = make([]float64, g.width)
+	}
+	return w
+}
+
+// features computes the key features, stabilised per column, and the
+// query logits u = log φ_q + T with their row maxima U, for head hi.
+func (w *hhHead) features(p HedgehogParams, hi int) {
+	n, d, f, f2 := w.n, w.d, w.f, w.f2
 	kw, kb, kn := p.KWeight.Floats(), p.KBias.Floats(), p.KNorm.Floats()
-	parallelWith(b*h, a.Threads, func() func(int) {
-		proj := make([]float32, n*f)
-		u := make([]float64, n*f2) // query logits u_if
-		e := make([]float64, n*f2) // key features exp(t_jf − T_f)
-		U := make([]float64, n)
-		T := make([]float64, f2)
-		acc := make([]float64, dv1)
-		far := make([]float64, f2*dv1)
-		var st, suf, pre []float64
-		var local []float32
-		var s []float64
-		if blk > 0 {
-			st = make([]float64, nb*f2*dv1)
-			if !a.Causal {
-				suf = make([]float64, nb*f2*dv1)
-			}
-			pre = make([]float64, f2*dv1)
-			local = make([]float32, rows*width)
-			s = make([]float64, width)
+	gemm.Sgemm(false, false, n, f, d, 1, w.kh, d, kw[hi*d*f:(hi+1)*d*f], f, 0, w.proj, f, 1)
+	for c := range w.T {
+		w.T[c] = math.Inf(-1)
+	}
+	for j := 0; j < n; j++ {
+		t := w.e[j*f2 : (j+1)*f2]
+		hedgehogLogs(w.proj[j*f:(j+1)*f], sumSquares(w.kh[j*d:(j+1)*d]), kb[hi*f2:(hi+1)*f2], float64(kn[hi]), t)
+		for c := range t {
+			t[c] += w.br[j]
+			w.T[c] = max(w.T[c], t[c])
 		}
-		return func(bh int) {
-			bi, hi := bh/h, bh%h
-			br := brel[bi]
-			qh := qd[bh*n*d : (bh+1)*n*d]
-			kh := kd[bh*n*d : (bh+1)*n*d]
-			vh := vd[bh*n*dv : (bh+1)*n*dv]
-			oh := out[bh*n*dv : (bh+1)*n*dv]
+	}
+	for j := 0; j < n; j++ {
+		t := w.e[j*f2 : (j+1)*f2]
+		for c := range t {
+			t[c] = math.Exp(t[c] - w.T[c])
+		}
+	}
+	qw, qb, qn := p.QWeight.Floats(), p.QBias.Floats(), p.QNorm.Floats()
+	gemm.Sgemm(false, false, n, f, d, 1, w.qh, d, qw[hi*d*f:(hi+1)*d*f], f, 0, w.proj, f, 1)
+	for i := 0; i < n; i++ {
+		ui := w.u[i*f2 : (i+1)*f2]
+		hedgehogLogs(w.proj[i*f:(i+1)*f], sumSquares(w.qh[i*d:(i+1)*d]), qb[hi*f2:(hi+1)*f2], float64(qn[hi]), ui)
+		w.U[i] = math.Inf(-1)
+		for c := range ui {
+			ui[c] += w.T[c]
+			w.U[i] = max(w.U[i], ui[c])
+		}
+	}
+}
 
-			// Key features, stabilised per column.
-			gemm.Sgemm(false, false, n, f, d, 1, kh, d, kw[hi*d*f:(hi+1)*d*f], f, 0, proj, f, 1)
-			for c := range T {
-				T[c] = math.Inf(-1)
-			}
-			for j := 0; j < n; j++ {
-				t := e[j*f2 : (j+1)*f2]
-				hedgehogLogs(proj[j*f:(j+1)*f], sumSquares(kh[j*d:(j+1)*d]), kb[hi*f2:(hi+1)*f2], float64(kn[hi]), t)
-				for c := range t {
-					t[c] += br[j]
-					T[c] = max(T[c], t[c])
-				}
-			}
-			for j := 0; j < n; j++ {
-				t := e[j*f2 : (j+1)*f2]
-				for c := range t {
-					t[c] = math.Exp(t[c] - T[c])
-				}
-			}
-			// Query logits u = log φ_q + T and their row maxima U.
-			gemm.Sgemm(false, false, n, f, d, 1, qh, d, qw[hi*d*f:(hi+1)*d*f], f, 0, proj, f, 1)
-			for i := 0; i < n; i++ {
-				ui := u[i*f2 : (i+1)*f2]
-				hedgehogLogs(proj[i*f:(i+1)*f], sumSquares(qh[i*d:(i+1)*d]), qb[hi*f2:(hi+1)*f2], float64(qn[hi]), ui)
-				U[i] = math.Inf(-1)
-				for c := range ui {
-					ui[c] += T[c]
-					U[i] = max(U[i], ui[c])
-				}
-			}
-			// addKey adds key j's features ⊗ [v_j, 1] to a state.
-			addKey := func(state []float64, j int) {
-				vj := vh[j*dv : (j+1)*dv]
-				for c, w := range e[j*f2 : (j+1)*f2] {
-					if w == 0 {
-						continue
-					}
-					row := state[c*dv1 : (c+1)*dv1]
-					for t, x := range vj {
-						row[t] += w * float64(x)
-					}
-					row[dv] += w
-				}
-			}
-			// addFar adds Σ_f exp(u_if − M)·state[f] to acc.
-			addFar := func(state []float64, i int, m float64) {
-				for c, x := range u[i*f2 : (i+1)*f2] {
-					g := math.Exp(x - m)
-					if g == 0 {
-						continue
-					}
-					row := state[c*dv1 : (c+1)*dv1]
-					for t := range acc {
-						acc[t] += g * row[t]
-					}
-				}
-			}
-			finish := func(i int) {
-				o := oh[i*dv : (i+1)*dv]
-				if !(acc[dv] > 0) {
-					clear(o)
-					return
-				}
-				for t := range o {
-					o[t] = float32(acc[t] / acc[dv])
-				}
-			}
+// addKey adds key j's features ⊗ [v_j, 1] to a state.
+func (w *hhHead) addKey(state []float64, j int) {
+	dv, dv1 := w.dv, w.dv1
+	vj := w.vh[j*dv : (j+1)*dv]
+	for c, x := range w.e[j*w.f2 : (j+1)*w.f2] {
+		if x == 0 {
+			continue
+		}
+		row := state[c*dv1 : (c+1)*dv1]
+		for t, y := range vj {
+			row[t] += x * float64(y)
+		}
+		row[dv] += x
+	}
+}
 
-			if blk == 0 {
-				// Pure linear attention: one state of every key, or the
-				// running prefix when causal.
-				clear(far)
-				if !a.Causal {
-					for j := 0; j < n; j++ {
-						addKey(far, j)
-					}
-				}
-				for i := 0; i < n; i++ {
-					if a.Causal {
-						addKey(far, i)
-					}
-					clear(acc)
-					addFar(far, i, U[i])
-					finish(i)
-				}
-				return
-			}
+// addFar adds Σ_f exp(u_if − M)·state[f] to acc.
+func (w *hhHead) addFar(state []float64, i int, m float64) {
+	for c, x := range w.u[i*w.f2 : (i+1)*w.f2] {
+		g := math.Exp(x - m)
+		if g == 0 {
+			continue
+		}
+		row := state[c*w.dv1 : (c+1)*w.dv1]
+		for t := range w.acc {
+			w.acc[t] += g * row[t]
+		}
+	}
+}
 
-			// Per-block states and their exclusive suffix sums.
-			clear(st)
-			for j := 0; j < n; j++ {
-				addKey(st[(j/blk)*f2*dv1:(j/blk+1)*f2*dv1], j)
-			}
-			if !a.Causal {
-				sz := f2 * dv1
-				clear(suf[(nb-1)*sz:])
-				for c := nb - 2; c >= 0; c-- {
-					dst, next, add := suf[c*sz:(c+1)*sz], suf[(c+1)*sz:(c+2)*sz], st[(c+1)*sz:(c+2)*sz]
-					for t := range dst {
-						dst[t] = next[t] + add[t]
-					}
-				}
-			}
-			clear(pre)
-			sz := f2 * dv1
-			for B := 0; B < nb; B++ {
-				// pre = Σ_{c < B−r} st_c; far = pre + Σ_{c > B+r} st_c.
-				if c := B - r - 1; c >= 0 {
-					for t, x := range st[c*sz : (c+1)*sz] {
-						pre[t] += x
-					}
-				}
-				farAny := B-r > 0
-				copy(far, pre)
-				if !a.Causal && B+r < nb-1 {
-					farAny = true
-					for t, x := range suf[(B+r)*sz : (B+r+1)*sz] {
-						far[t] += x
-					}
-				}
-				i0, i1 := B*blk, min(n, (B+1)*blk)
-				lo, hi := max(0, (B-r)*blk), min(n, (B+r+1)*blk)
-				if a.Causal {
-					hi = i1
-				}
-				w := hi - lo
-				gemm.Sgemm(false, true, i1-i0, w, d, scale, qh[i0*d:], d, kh[lo*d:], d, 0, local, w, 1)
-				for i := i0; i < i1; i++ {
-					jEnd := hi
-					if a.Causal {
-						jEnd = i + 1
-					}
-					m := math.Inf(-1)
-					row := local[(i-i0)*w : (i-i0+1)*w]
-					for j := lo; j < jEnd; j++ {
-						s[j-lo] = float64(row[j-lo]) + br[j]
-						m = max(m, s[j-lo])
-					}
-					if farAny {
-						m = max(m, U[i])
-					}
-					clear(acc)
-					for j := lo; j < jEnd; j++ {
-						x := math.Exp(s[j-lo] - m)
-						if x == 0 {
-							continue
-						}
-						for t, y := range vh[j*dv : (j+1)*dv] {
-							acc[t] += x * float64(y)
-						}
-						acc[dv] += x
-					}
-					if farAny {
-						addFar(far, i, m)
-					}
-					finish(i)
-				}
+// finish writes acc's ratio into output row i (zeros for a zero
+// denominator).
+func (w *hhHead) finish(oh []float32, i int) {
+	o := oh[i*w.dv : (i+1)*w.dv]
+	if !(w.acc[w.dv] > 0) {
+		clear(o)
+		return
+	}
+	for t := range o {
+		o[t] = float32(w.acc[t] / w.acc[w.dv])
+	}
+}
+
+// linear is block 0: pure linear attention, one state of every key, or
+// the running prefix when causal.
+func (w *hhHead) linear(oh []float32) {
+	clear(w.far)
+	if !w.causal {
+		for j := 0; j < w.n; j++ {
+			w.addKey(w.far, j)
+		}
+	}
+	for i := 0; i < w.n; i++ {
+		if w.causal {
+			w.addKey(w.far, i)
+		}
+		clear(w.acc)
+		w.addFar(w.far, i, w.U[i])
+		w.finish(oh, i)
+	}
+}
+
+// blocked is block b > 0: per-block states, their exclusive suffix sums
+// and the running prefix give each block's far field; the near window is
+// exact.
+func (w *hhHead) blocked(oh []float32) {
+	nb, r, sz := w.nb, w.r, w.f2*w.dv1
+	clear(w.st)
+	for j := 0; j < w.n; j++ {
+		w.addKey(w.st[(j/w.blk)*sz:(j/w.blk+1)*sz], j)
+	}
+	if !w.causal {
+		clear(w.suf[(nb-1)*sz:])
+		for c := nb - 2; c >= 0; c-- {
+			dst, next, add := w.suf[c*sz:(c+1)*sz], w.suf[(c+1)*sz:(c+2)*sz], w.st[(c+1)*sz:(c+2)*sz]
+			for t := range dst {
+				dst[t] = next[t] + add[t]
 			}
 		}
-	})
-	return onnx.NewFloat([]int{b, h, n, dv}, out), nil
+	}
+	clear(w.pre)
+	for B := 0; B < nb; B++ {
+		// pre = Σ_{c < B−r} st_c; far = pre + Σ_{c > B+r} st_c.
+		if c := B - r - 1; c >= 0 {
+			for t, x := range w.st[c*sz : (c+1)*sz] {
+				w.pre[t] += x
+			}
+		}
+		farAny := B-r > 0
+		copy(w.far, w.pre)
+		if !w.causal && B+r < nb-1 {
+			farAny = true
+			for t, x := range w.suf[(B+r)*sz : (B+r+1)*sz] {
+				w.far[t] += x
+			}
+		}
+		w.block(oh, B, farAny)
+	}
+}
+
+// block computes the output rows of block B: exact weights in its window,
+// the far field from w.far when farAny.
+func (w *hhHead) block(oh []float32, B int, farAny bool) {
+	n, d, dv, blk, r := w.n, w.d, w.dv, w.blk, w.r
+	i0, i1 := B*blk, min(n, (B+1)*blk)
+	lo, hi := max(0, (B-r)*blk), min(n, (B+r+1)*blk)
+	if w.causal {
+		hi = i1
+	}
+	width := hi - lo
+	gemm.Sgemm(false, true, i1-i0, width, d, w.scale, w.qh[i0*d:], d, w.kh[lo*d:], d, 0, w.local, width, 1)
+	for i := i0; i < i1; i++ {
+		jEnd := hi
+		if w.causal {
+			jEnd = i + 1
+		}
+		m := math.Inf(-1)
+		row := w.local[(i-i0)*width : (i-i0+1)*width]
+		for j := lo; j < jEnd; j++ {
+			w.s[j-lo] = float64(row[j-lo]) + w.br[j]
+			m = max(m, w.s[j-lo])
+		}
+		if farAny {
+			m = max(m, w.U[i])
+		}
+		clear(w.acc)
+		for j := lo; j < jEnd; j++ {
+			x := math.Exp(w.s[j-lo] - m)
+			if x == 0 {
+				continue
+			}
+			for t, y := range w.vh[j*dv : (j+1)*dv] {
+				w.acc[t] += x * float64(y)
+			}
+			w.acc[dv] += x
+		}
+		if farAny {
+			w.addFar(w.far, i, m)
+		}
+		w.finish(oh, i)
+	}
 }
 
 // clampBias maps a key bias into float32's finite range (NaN and −Inf to
@@ -600,9 +619,7 @@ func HedgehogFunction(opset int64, a HedgehogAttrs) (*onnxpb.FunctionProto, erro
 	dV1 := b.op("Add", []string{b.op("Slice", []string{b.op("Shape", []string{"V"}), b.constInts(3), b.constInts(4)}), b.constInts(1)})
 
 	// Relative biases β' = clamp(β) − max β: [Bm,1,1,S].
-	bm := b.op("Slice", []string{b.op("Shape", []string{"key_bias"}), b.constInts(0), b.constInts(1)})
-	full := b.op("Concat", []string{bm, b.constInts(1, 1), sLen}, attrInt("axis", 0))
-	kb := b.op("Expand", []string{"key_bias", full})
+	kb := b.op("Expand", []string{"key_bias", b.biasShape(sLen)})
 	kb = b.op("Where", []string{b.op("Greater", []string{kb, lowest}), kb, lowest})
 	kb = b.op("Min", []string{kb, b.constFloat(math.MaxFloat32)})
 	brel := b.op("Sub", []string{kb, b.reduce("ReduceMax", kb, 3)})
@@ -639,8 +656,7 @@ func HedgehogFunction(opset int64, a HedgehogAttrs) (*onnxpb.FunctionProto, erro
 	b.op("Div", []string{num, safe})
 	b.rename("out")
 	doc := fmt.Sprintf("%s block=%d reach=%d causal=%t", hedgehogDoc, a.Block, a.Reach, a.Causal)
-	return b.function(HedgehogOp, doc, HedgehogInputNames(), []string{"out"},
-		[]string{"scale", "block", "reach", "causal"}, nil), nil
+	return hedgehogSchema.function(b, doc, len(hedgehogSchema.Inputs)), nil
 }
 
 // hedgehogBlocked emits the blocked body (b > 0, or causal b = 0 with
@@ -661,8 +677,7 @@ func hedgehogBlocked(b *fnBuilder, a HedgehogAttrs, sLen0, dV1, brel, e, u, rowM
 	nb := b.op("Reshape", []string{nbs, b.constInts(1)})
 	sLen := b.op("Reshape", []string{sLen0, b.constInts(1)})
 	padAmt := b.op("Reshape", []string{padAmt0, b.constInts(1)})
-	padS := b.op("Concat", []string{b.constInts(0, 0, 0, 0, 0, 0), padAmt, b.constInts(0)}, attrInt("axis", 0)) // axis 2 of rank 4
-	padLast := b.op("Concat", []string{b.constInts(0, 0, 0, 0, 0, 0, 0), padAmt}, attrInt("axis", 0))           // axis 3 of rank 4
+	padS, padLast := b.padSpecs(padAmt)
 	blockShape := b.op("Concat", []string{b.constInts(0, 0), nb, b.constInts(p, -1)}, attrInt("axis", 0))
 	blocks := func(x string) string { // [B,H,S,W] -> [B,H,nb,p,W], zero padded
 		return b.op("Reshape", []string{b.op("Pad", []string{x, padS}), blockShape})
@@ -683,28 +698,11 @@ func hedgehogBlocked(b *fnBuilder, a HedgehogAttrs, sLen0, dV1, brel, e, u, rowM
 	}
 	// window concatenates along axis 3 the blocks B−r..B+r (B−r..B when
 	// causal) of x, blocked along axis 2, zeros beyond the ends.
-	window := func(x string, rank int) string {
-		back := r
-		if a.Causal {
-			back = 0
-		}
-		if r == 0 && back == 0 {
-			return x
-		}
-		pads := make([]int64, 2*rank)
-		pads[2], pads[rank+2] = r, back
-		padded := b.op("Pad", []string{x, b.constInts(pads...)})
-		var parts []string
-		last := r + back
-		for s := int64(0); s <= last; s++ {
-			end := s - last
-			if end == 0 {
-				end = math.MaxInt64
-			}
-			parts = append(parts, b.op("Slice", []string{padded, b.constInts(s), b.constInts(end), b.constInts(2)}))
-		}
-		return b.op("Concat", parts, attrInt("axis", 3))
+	back := r
+	if a.Causal {
+		back = 0
 	}
+	window := func(x string, rank int) string { return b.window(x, rank, r, back) }
 	eb := blocks(e)                                                      // [B,H,nb,p,2F]
 	ebT := b.transpose(eb, 0, 1, 2, 4, 3)                                // [B,H,nb,2F,p]
 	vb := blocks(v1)                                                     // [B,H,nb,p,Dv+1]

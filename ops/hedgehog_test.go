@@ -11,6 +11,7 @@ import (
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
 	"github.com/linearize/linearize/ops"
+	"google.golang.org/protobuf/proto"
 )
 
 type hhCase struct {
@@ -593,11 +594,17 @@ func TestHedgehogErrors(t *testing.T) {
 		attr string
 		v    int64
 	}{{"block", -3}, {"block", ops.MaxLocalBlock + 1}, {"reach", -1}, {"reach", ops.MaxReach + 1}, {"causal", -1}} {
+		// Defaults are left off the node: set the attribute, adding it
+		// when absent.
 		n := ops.NewHedgehogNode("x", ops.HedgehogInputNames(), "out", ok)
+		set := false
 		for _, at := range n.Attribute {
 			if at.GetName() == c.attr {
-				*at.I = c.v
+				*at.I, set = c.v, true
 			}
+		}
+		if !set {
+			n.Attribute = append(n.Attribute, &onnxpb.AttributeProto{Name: proto.String(c.attr), Type: onnxpb.AttributeProto_INT.Enum(), I: proto.Int64(c.v)})
 		}
 		if _, err := ops.ParseHedgehogAttrs(n); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("%s %d", c.attr, c.v)) || !strings.HasPrefix(err.Error(), "ops: "+ops.HedgehogOp) {
 			t.Errorf("%s %d: %v", c.attr, c.v, err)

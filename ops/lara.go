@@ -7,7 +7,6 @@ import (
 	"github.com/linearize/linearize/internal/gemm"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
-	"google.golang.org/protobuf/proto"
 )
 
 // LaraAttention (domain ai.linearize, version 1) is LARA, the randomized
@@ -75,11 +74,28 @@ type LaraAttrs struct {
 	Threads int
 }
 
+// laraSchema is LaraAttention's schema.
+var laraSchema = newSchema(OpSchema{
+	Op: LaraOp, Doc: laraDoc, File: "ops/lara.go",
+	Inputs: []InputSchema{
+		{Name: "Q", Doc: "queries [B,H,S,D] (self-attention: the keys' positions)"},
+		{Name: "K", Doc: "keys [B,H,S,D]"},
+		{Name: "V", Doc: "values [B,H,S,Dv]"},
+		{Name: "Noise", Doc: "frozen proposal noise [H or 1,R,D], R = landmarks·samples"},
+		keyBiasInput,
+	},
+	Output: "[B,H,S,Dv]",
+}, func(a *LaraAttrs) *int { return &a.Threads },
+	scaleField(scaleDoc+"; must be positive", func(a *LaraAttrs) *float32 { return &a.Scale }),
+	intField(AttrSchema{Name: "landmarks", Required: true, Min: 1, Max: MaxLandmarks,
+		Doc: "C: landmarks (segment means of Q and K at run time), one Gaussian proposal centred at each"}, func(a *LaraAttrs) *int { return &a.Landmarks }),
+)
+
 func (a LaraAttrs) check() error {
-	if a.Landmarks < 1 || a.Landmarks > MaxLandmarks {
-		return fmt.Errorf("ops: %s: landmarks %d, want 1..%d", LaraOp, a.Landmarks, MaxLandmarks)
+	if err := laraSchema.check(&a); err != nil {
+		return err
 	}
-	if math.IsNaN(float64(a.Scale)) || math.IsInf(float64(a.Scale), 0) || a.Scale < 0 {
+	if a.Scale < 0 {
 		return fmt.Errorf("ops: %s: scale %g must be positive and finite", LaraOp, a.Scale)
 	}
 	return nil
@@ -89,21 +105,12 @@ func init() {
 	Register(Domain, LaraOp, 1, halfWidened(laraKernel))
 }
 
-// laraKernel has the shape of linformerKernel and localPooledKernel: each
-// reads its own attributes; the shared steps are attentionBias and
-// attentionOut.
 func laraKernel(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
-	bias, err := attentionBias(ctx, LaraOp, in, 4)
+	a, in, err := laraSchema.call(ctx, in)
 	if err != nil {
 		return nil, err
 	}
-	var a LaraAttrs
-	if ctx != nil && ctx.Node != nil {
-		a.Scale = onnx.AttrFloat(ctx.Node, "scale", 0)
-		a.Landmarks = int(onnx.AttrInt(ctx.Node, "landmarks", 0))
-		a.Threads = ctx.Threads
-	}
-	out, err := Lara(in[0], in[1], in[2], in[3], bias, a)
+	out, err := Lara(in[0], in[1], in[2], in[3], in[4], a)
 	return attentionOut(ctx, out, err)
 }
 
@@ -141,6 +148,29 @@ func newLaraLayout(mask *keyMask, bi, n, c int) laraLayout {
 	return lay
 }
 
+// checkNoise validates Noise [h or 1, R, d] for c landmarks and returns
+// R.
+func checkNoise(noise *onnx.Tensor, h, d, c int) (int, error) {
+	const op = LaraOp
+	if noise == nil {
+		return 0, fmt.Errorf("ops: %s: input Noise is missing", op)
+	}
+	if noise.DType != onnx.Float {
+		return 0, fmt.Errorf("ops: %s: Noise has type %s, want float32", op, onnx.TypeName(noise.DType))
+	}
+	ns := noise.Shape
+	if len(ns) != 3 || (ns[0] != 1 && ns[0] != h) || ns[2] != d || ns[1] < 1 {
+		return 0, fmt.Errorf("ops: %s: Noise shape %v, want [%d or 1, R, %d]", op, ns, h, d)
+	}
+	if len(noise.Floats()) != noise.Len() {
+		return 0, fmt.Errorf("ops: %s: Noise holds %d values for shape %v", op, len(noise.Floats()), ns)
+	}
+	if ns[1]%c != 0 {
+		return 0, fmt.Errorf("ops: %s: Noise has %d samples, not a multiple of landmarks %d", op, ns[1], c)
+	}
+	return ns[1], nil
+}
+
 // Lara computes LaraAttention in float32 with float64 normalisers and
 // landmark sums (see the op's definition above). bias may be nil (every key
 // valid).
@@ -149,29 +179,15 @@ func Lara(q, k, v, noise, bias *onnx.Tensor, a LaraAttrs) (*onnx.Tensor, error) 
 	if err := a.check(); err != nil {
 		return nil, err
 	}
-	b, h, sk, d, dv, err := selfAttnDims(op, q, k, v)
+	b, h, n, d, dv, err := selfAttnDims(op, q, k, v)
 	if err != nil {
 		return nil, err
 	}
-	n := sk
-	if noise == nil {
-		return nil, fmt.Errorf("ops: %s: input Noise is missing", op)
+	c := a.Landmarks
+	r, err := checkNoise(noise, h, d, c)
+	if err != nil {
+		return nil, err
 	}
-	if noise.DType != onnx.Float {
-		return nil, fmt.Errorf("ops: %s: Noise has type %s, want float32", op, onnx.TypeName(noise.DType))
-	}
-	ns := noise.Shape
-	if len(ns) != 3 || (ns[0] != 1 && ns[0] != h) || ns[2] != d || ns[1] < 1 {
-		return nil, fmt.Errorf("ops: %s: Noise shape %v, want [%d or 1, R, %d]", op, ns, h, d)
-	}
-	if len(noise.Floats()) != noise.Len() {
-		return nil, fmt.Errorf("ops: %s: Noise holds %d values for shape %v", op, len(noise.Floats()), ns)
-	}
-	c, r := a.Landmarks, ns[1]
-	if r%c != 0 {
-		return nil, fmt.Errorf("ops: %s: Noise has %d samples, not a multiple of landmarks %d", op, r, c)
-	}
-	per := r / c
 	if !fits(n, r) || !fits(n, c) || !fits(r, c) || !fits(r, d) {
 		return nil, fmt.Errorf("ops: %s: %d tokens, %d samples and %d landmarks would exceed %d elements per buffer", op, n, r, c, maxElements)
 	}
@@ -180,197 +196,227 @@ func Lara(q, k, v, noise, bias *onnx.Tensor, a LaraAttrs) (*onnx.Tensor, error) 
 		return nil, err
 	}
 	scale := resolveScale(a.Scale, d)
-	rs := float32(math.Sqrt(float64(scale)))
 	lays := make([]laraLayout, b)
 	for bi := range lays {
 		lays[bi] = newLaraLayout(mask, bi, n, c)
 	}
 	qd, kd, vd, ed := q.Floats(), k.Floats(), v.Floats(), noise.Floats()
 	out := make([]float32, b*h*n*dv)
-	invC := 1 / float64(c)
-
 	parallel(b*h, a.Threads, func(bh int) {
 		bi, hi := bh/h, bh%h
-		lay := &lays[bi]
-		m := len(lay.valid)
-		if m == 0 {
-			return // no valid key: zeros
+		p := laraHead{
+			lay: &lays[bi], n: n, d: d, dv: dv, c: c, r: r, per: r / c,
+			rs: float32(math.Sqrt(float64(scale))),
+			qh: qd[bh*n*d : (bh+1)*n*d], kh: kd[bh*n*d : (bh+1)*n*d], vh: vd[bh*n*dv : (bh+1)*n*dv],
+			eh: ed,
 		}
-		qh := qd[bh*n*d : (bh+1)*n*d]
-		kh := kd[bh*n*d : (bh+1)*n*d]
-		vh := vd[bh*n*dv : (bh+1)*n*dv]
-		oh := out[bh*n*dv : (bh+1)*n*dv]
-		eh := ed
-		if ns[0] > 1 {
-			eh = ed[hi*r*d : (hi+1)*r*d]
+		if noise.Shape[0] > 1 {
+			p.eh = ed[hi*r*d : (hi+1)*r*d]
 		}
-
-		// Scaled queries (every row), scaled valid keys and their values.
-		qs := make([]float32, n*d)
-		for i, x := range qh {
-			qs[i] = rs * x
+		if len(p.lay.valid) > 0 { // else no valid key: zeros
+			p.run(out[bh*n*dv : (bh+1)*n*dv])
 		}
-		ks := make([]float32, m*d)
-		vs := make([]float32, m*dv)
-		for jj, j := range lay.valid {
-			for t := 0; t < d; t++ {
-				ks[jj*d+t] = rs * kh[j*d+t]
-			}
-			copy(vs[jj*dv:(jj+1)*dv], vh[j*dv:(j+1)*dv])
-		}
-		// Landmarks: q̄, k̄ and μ = q̄ + k̄ (float64 sums).
-		qbar := make([]float32, c*d)
-		mu := make([]float32, c*d)
-		mu64 := make([]float64, c*d)
-		halfMu := make([]float64, c)
-		for g, mem := range lay.members {
-			for t := 0; t < d; t++ {
-				var sq, sk float64
-				for _, jj := range mem {
-					j := lay.valid[jj]
-					sq += float64(qs[j*d+t])
-					sk += float64(ks[jj*d+t])
-				}
-				inv := 1 / float64(len(mem))
-				qbar[g*d+t] = float32(sq * inv)
-				mu[g*d+t] = float32((sq + sk) * inv)
-				mu64[g*d+t] = float64(mu[g*d+t])
-			}
-			var s float64
-			for t := 0; t < d; t++ {
-				s += mu64[g*d+t] * mu64[g*d+t]
-			}
-			halfMu[g] = s / 2
-		}
-		// Samples ω_r = μ_c(r) + noise_r, their log proposal densities ℓ,
-		// own-proposal term and balance heuristic β.
-		omega := make([]float32, r*d)
-		for s := 0; s < r; s++ {
-			g := s / per
-			for t := 0; t < d; t++ {
-				omega[s*d+t] = mu[g*d+t] + eh[s*d+t]
-			}
-		}
-		lp := make([]float32, r*c)
-		gemm.Sgemm(false, true, r, c, d, 1, omega, d, mu, d, 0, lp, c, 1)
-		own := make([]float64, r)
-		beta := make([]float64, r)
-		for s := 0; s < r; s++ {
-			g := s / per
-			// ℓ_g(ω_s) recomputed in float64 for the own proposal.
-			var dot float64
-			for t := 0; t < d; t++ {
-				dot += float64(omega[s*d+t]) * mu64[g*d+t]
-			}
-			own[s] = dot - halfMu[g]
-			top := math.Inf(-1)
-			row := lp[s*c : (s+1)*c]
-			for g2 := range row {
-				top = max(top, float64(row[g2])-halfMu[g2])
-			}
-			var sum float64
-			for g2 := range row {
-				sum += math.Exp(float64(row[g2]) - halfMu[g2] - top)
-			}
-			beta[s] = math.Exp(own[s] - top - math.Log(sum))
-		}
-
-		// Key side: E[j,s] = exp(k̃_j·ω_s − ½‖k̃_j‖² + b_j − max_j), Z_s,
-		// f_s = Σ_j E[j,s]·v_j / Z_s.
-		kw := make([]float32, m*r)
-		gemm.Sgemm(false, true, m, r, d, 1, ks, d, omega, d, 0, kw, r, 1)
-		halfK := make([]float64, m)
-		for jj := 0; jj < m; jj++ {
-			var s float64
-			for t := 0; t < d; t++ {
-				x := float64(ks[jj*d+t])
-				s += x * x
-			}
-			halfK[jj] = s/2 - lay.bias[jj]
-		}
-		logZ := make([]float64, r)
-		zinv := make([]float32, r)
-		for s := 0; s < r; s++ {
-			top := math.Inf(-1)
-			for jj := 0; jj < m; jj++ {
-				top = max(top, float64(kw[jj*r+s])-halfK[jj])
-			}
-			var z float64
-			for jj := 0; jj < m; jj++ {
-				e := math.Exp(float64(kw[jj*r+s]) - halfK[jj] - top)
-				kw[jj*r+s] = float32(e)
-				z += e
-			}
-			logZ[s] = math.Log(z) + top
-			zinv[s] = float32(1 / z)
-		}
-		f := make([]float32, r*dv)
-		gemm.Sgemm(true, false, r, dv, m, 1, kw, r, vs, dv, 0, f, dv, 1)
-		for s := 0; s < r; s++ {
-			for t := 0; t < dv; t++ {
-				f[s*dv+t] *= zinv[s]
-			}
-		}
-		// Sample terms that do not depend on the query: log Z_s − ℓ_c(s)(ω_s).
-		bias := make([]float64, r)
-		for s := range bias {
-			bias[s] = logZ[s] - own[s]
-		}
-
-		// Query side: q̃_i·ω_s, τ_i = softmax_c(q̃_i·q̄_c), weights w.
-		qw := make([]float32, n*r)
-		gemm.Sgemm(false, true, n, r, d, 1, qs, d, omega, d, 0, qw, r, 1)
-		qt := make([]float32, n*c)
-		gemm.Sgemm(false, true, n, c, d, 1, qs, d, qbar, d, 0, qt, c, 1)
-		tau := make([]float64, c)
-		lw := make([]float64, r)
-		for i := 0; i < n; i++ {
-			trow := qt[i*c : (i+1)*c]
-			top := math.Inf(-1)
-			for _, x := range trow {
-				top = max(top, float64(x))
-			}
-			var sum float64
-			for g, x := range trow {
-				tau[g] = math.Exp(float64(x) - top)
-				sum += tau[g]
-			}
-			wrow := qw[i*r : (i+1)*r]
-			top = math.Inf(-1)
-			for s := range lw {
-				alpha := max(beta[s]+tau[s/per]/sum-invC, 1e-8)
-				lw[s] = math.Log(alpha) + float64(wrow[s]) + bias[s]
-				top = max(top, lw[s])
-			}
-			var den float64
-			for s := range lw {
-				lw[s] = math.Exp(lw[s] - top)
-				den += lw[s]
-			}
-			for s := range lw {
-				wrow[s] = float32(lw[s] / den)
-			}
-		}
-		gemm.Sgemm(false, false, n, dv, r, 1, qw, r, f, dv, 0, oh, dv, 1)
 	})
 	return onnx.NewFloat([]int{b, h, n, dv}, out), nil
 }
 
-// NewLaraNode returns a LaraAttention node reading inputs (Q, K, V, Noise,
-// key_bias) and writing output, with every attribute set explicitly (Scale
-// must not be zero).
-func NewLaraNode(name string, inputs []string, output string, a LaraAttrs) *onnxpb.NodeProto {
-	return &onnxpb.NodeProto{
-		Name:   proto.String(name),
-		OpType: proto.String(LaraOp),
-		Domain: proto.String(Domain),
-		Input:  append([]string(nil), inputs...),
-		Output: []string{output},
-		Attribute: []*onnxpb.AttributeProto{
-			attrFloat("scale", a.Scale),
-			attrInt("landmarks", int64(a.Landmarks)),
-		},
+// laraHead is one (batch, head) of LaraAttention with at least one valid
+// key.
+type laraHead struct {
+	lay                 *laraLayout
+	n, d, dv, c, r, per int
+	rs                  float32 // √scale
+	qh, kh, vh, eh      []float32
+	qs, ks, vs          []float32 // scaled queries (all), scaled valid keys, their values
+	qbar, mu            []float32 // landmarks q̄_c and μ_c [C, D]
+	mu64                []float64
+	halfMu              []float64 // ½‖μ_c‖²
+	omega               []float32 // samples [R, D]
+	own, beta           []float64 // ℓ_c(r)(ω_r), balance heuristic β_r
+	f                   []float32 // f_r [R, Dv]
+	sample              []float64 // log Z_r − ℓ_c(r)(ω_r)
+}
+
+func (p *laraHead) run(oh []float32) {
+	p.scaled()
+	p.landmarks()
+	p.samples()
+	p.keySide()
+	p.querySide(oh)
+}
+
+// scaled computes q̃ (every row), k̃ of the valid keys and their values.
+func (p *laraHead) scaled() {
+	n, d, dv, m := p.n, p.d, p.dv, len(p.lay.valid)
+	p.qs = make([]float32, n*d)
+	for i, x := range p.qh {
+		p.qs[i] = p.rs * x
 	}
+	p.ks = make([]float32, m*d)
+	p.vs = make([]float32, m*dv)
+	for jj, j := range p.lay.valid {
+		for t := 0; t < d; t++ {
+			p.ks[jj*d+t] = p.rs * p.kh[j*d+t]
+		}
+		copy(p.vs[jj*dv:(jj+1)*dv], p.vh[j*dv:(j+1)*dv])
+	}
+}
+
+// landmarks computes q̄, k̄ and μ = q̄ + k̄ (float64 sums) and ½‖μ‖².
+func (p *laraHead) landmarks() {
+	c, d := p.c, p.d
+	p.qbar = make([]float32, c*d)
+	p.mu = make([]float32, c*d)
+	p.mu64 = make([]float64, c*d)
+	p.halfMu = make([]float64, c)
+	for g, mem := range p.lay.members {
+		for t := 0; t < d; t++ {
+			var sq, sk float64
+			for _, jj := range mem {
+				j := p.lay.valid[jj]
+				sq += float64(p.qs[j*d+t])
+				sk += float64(p.ks[jj*d+t])
+			}
+			inv := 1 / float64(len(mem))
+			p.qbar[g*d+t] = float32(sq * inv)
+			p.mu[g*d+t] = float32((sq + sk) * inv)
+			p.mu64[g*d+t] = float64(p.mu[g*d+t])
+		}
+		var s float64
+		for t := 0; t < d; t++ {
+			s += p.mu64[g*d+t] * p.mu64[g*d+t]
+		}
+		p.halfMu[g] = s / 2
+	}
+}
+
+// samples computes ω_r = μ_c(r) + noise_r, their own-proposal term
+// ℓ_c(r)(ω_r) and the balance heuristic β.
+func (p *laraHead) samples() {
+	r, c, d, per := p.r, p.c, p.d, p.per
+	p.omega = make([]float32, r*d)
+	for s := 0; s < r; s++ {
+		g := s / per
+		for t := 0; t < d; t++ {
+			p.omega[s*d+t] = p.mu[g*d+t] + p.eh[s*d+t]
+		}
+	}
+	lp := make([]float32, r*c)
+	gemm.Sgemm(false, true, r, c, d, 1, p.omega, d, p.mu, d, 0, lp, c, 1)
+	p.own = make([]float64, r)
+	p.beta = make([]float64, r)
+	for s := 0; s < r; s++ {
+		g := s / per
+		// ℓ_g(ω_s) recomputed in float64 for the own proposal.
+		var dot float64
+		for t := 0; t < d; t++ {
+			dot += float64(p.omega[s*d+t]) * p.mu64[g*d+t]
+		}
+		p.own[s] = dot - p.halfMu[g]
+		top := math.Inf(-1)
+		row := lp[s*c : (s+1)*c]
+		for g2 := range row {
+			top = max(top, float64(row[g2])-p.halfMu[g2])
+		}
+		var sum float64
+		for g2 := range row {
+			sum += math.Exp(float64(row[g2]) - p.halfMu[g2] - top)
+		}
+		p.beta[s] = math.Exp(p.own[s] - top - math.Log(sum))
+	}
+}
+
+// keySide computes, per sample, E[j,s] = exp(k̃_j·ω_s − ½‖k̃_j‖² + b_j −
+// max_j), Z_s, f_s = Σ_j E[j,s]·v_j / Z_s and the sample term log Z_s −
+// ℓ_c(s)(ω_s).
+func (p *laraHead) keySide() {
+	r, d, dv, m := p.r, p.d, p.dv, len(p.lay.valid)
+	kw := make([]float32, m*r)
+	gemm.Sgemm(false, true, m, r, d, 1, p.ks, d, p.omega, d, 0, kw, r, 1)
+	halfK := make([]float64, m)
+	for jj := 0; jj < m; jj++ {
+		halfK[jj] = sumSquares(p.ks[jj*d:(jj+1)*d])/2 - p.lay.bias[jj]
+	}
+	logZ := make([]float64, r)
+	zinv := make([]float32, r)
+	for s := 0; s < r; s++ {
+		top := math.Inf(-1)
+		for jj := 0; jj < m; jj++ {
+			top = max(top, float64(kw[jj*r+s])-halfK[jj])
+		}
+		var z float64
+		for jj := 0; jj < m; jj++ {
+			e := math.Exp(float64(kw[jj*r+s]) - halfK[jj] - top)
+			kw[jj*r+s] = float32(e)
+			z += e
+		}
+		logZ[s] = math.Log(z) + top
+		zinv[s] = float32(1 / z)
+	}
+	p.f = make([]float32, r*dv)
+	gemm.Sgemm(true, false, r, dv, m, 1, kw, r, p.vs, dv, 0, p.f, dv, 1)
+	for s := 0; s < r; s++ {
+		for t := 0; t < dv; t++ {
+			p.f[s*dv+t] *= zinv[s]
+		}
+	}
+	p.sample = make([]float64, r)
+	for s := range p.sample {
+		p.sample[s] = logZ[s] - p.own[s]
+	}
+}
+
+// querySide computes q̃_i·ω_s, τ_i = softmax_c(q̃_i·q̄_c), the normalised
+// weights w and out = w·f into oh.
+func (p *laraHead) querySide(oh []float32) {
+	n, r, c, d, dv := p.n, p.r, p.c, p.d, p.dv
+	invC := 1 / float64(c)
+	qw := make([]float32, n*r)
+	gemm.Sgemm(false, true, n, r, d, 1, p.qs, d, p.omega, d, 0, qw, r, 1)
+	qt := make([]float32, n*c)
+	gemm.Sgemm(false, true, n, c, d, 1, p.qs, d, p.qbar, d, 0, qt, c, 1)
+	tau := make([]float64, c)
+	lw := make([]float64, r)
+	for i := 0; i < n; i++ {
+		sum := expShifted(qt[i*c:(i+1)*c], tau)
+		wrow := qw[i*r : (i+1)*r]
+		top := math.Inf(-1)
+		for s := range lw {
+			alpha := max(p.beta[s]+tau[s/p.per]/sum-invC, 1e-8)
+			lw[s] = math.Log(alpha) + float64(wrow[s]) + p.sample[s]
+			top = max(top, lw[s])
+		}
+		var den float64
+		for s := range lw {
+			lw[s] = math.Exp(lw[s] - top)
+			den += lw[s]
+		}
+		for s := range lw {
+			wrow[s] = float32(lw[s] / den)
+		}
+	}
+	gemm.Sgemm(false, false, n, dv, r, 1, qw, r, p.f, dv, 0, oh, dv, 1)
+}
+
+// expShifted sets e[g] = exp(x_g − max x) and returns Σ e.
+func expShifted(x []float32, e []float64) float64 {
+	top := math.Inf(-1)
+	for _, v := range x {
+		top = max(top, float64(v))
+	}
+	var sum float64
+	for g, v := range x {
+		e[g] = math.Exp(float64(v) - top)
+		sum += e[g]
+	}
+	return sum
+}
+
+// NewLaraNode returns a LaraAttention node reading inputs (Q, K, V, Noise,
+// key_bias) and writing output, with the attributes of a (Scale must not
+// be zero).
+func NewLaraNode(name string, inputs []string, output string, a LaraAttrs) *onnxpb.NodeProto {
+	return laraSchema.node(name, inputs, output, &a)
 }
 
 // LaraFunction returns the FunctionProto that defines LaraAttention with
@@ -406,9 +452,7 @@ func LaraFunction(opset int64, a LaraAttrs) (*onnxpb.FunctionProto, error) {
 	shapeK := b.op("Shape", []string{"K"})
 	sLen := b.op("Slice", []string{shapeK, b.constInts(2), b.constInts(3)})
 	dK := b.op("Slice", []string{shapeK, b.constInts(3), b.constInts(4)})
-	bm := b.op("Slice", []string{b.op("Shape", []string{"key_bias"}), b.constInts(0), b.constInts(1)})
-	full := b.op("Concat", []string{bm, b.constInts(1, 1), sLen}, attrInt("axis", 0))
-	biasFull := b.op("Expand", []string{"key_bias", full})
+	biasFull := b.op("Expand", []string{"key_bias", b.biasShape(sLen)})
 	valid := b.op("Greater", []string{biasFull, b.constFloat(maskThreshold)})
 	validT := b.transpose(valid, 0, 1, 3, 2)
 	validF := b.op("Cast", []string{valid}, castFloat())
@@ -483,9 +527,7 @@ func LaraFunction(opset int64, a LaraAttrs) (*onnxpb.FunctionProto, error) {
 	w := b.op("Exp", []string{b.op("Sub", []string{lw, b.reduce("ReduceMax", lw, 3)})})
 	b.op("Div", []string{b.op("MatMul", []string{w, f}), b.reduce("ReduceSum", w, 3)})
 	b.rename("out")
-	return b.function(LaraOp, laraDoc,
-		[]string{"Q", "K", "V", "Noise", "key_bias"}, []string{"out"},
-		[]string{"scale", "landmarks"}, nil), nil
+	return laraSchema.function(b, laraDoc, len(laraSchema.Inputs)), nil
 }
 
 // unsqueeze inserts a size-1 axis at axis (attribute before opset 13, input

@@ -32,11 +32,17 @@ func ExampleImportFunction() {
 	}
 	f := m.Functions[0]
 	fmt.Println(f.GetDomain(), f.GetName(), f.Input, f.Attribute)
+	var defaults []string // attributes with a default, which nodes may leave off
+	for _, a := range f.AttributeProto {
+		defaults = append(defaults, a.GetName())
+	}
+	fmt.Println("defaults:", defaults, "node attributes:", len(node.Attribute))
 	for _, op := range m.OpsetImport {
 		fmt.Printf("import %q v%d\n", op.GetDomain(), op.GetVersion())
 	}
 	// Output:
-	// ai.linearize PerformerAttention [Q K V Omega key_bias] [scale kernel]
+	// ai.linearize PerformerAttention [Q K V Omega key_bias] [scale]
+	// defaults: [kernel epsilon center features causal chunk] node attributes: 1
 	// import "" v17
 	// import "ai.linearize" v1
 }

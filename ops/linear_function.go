@@ -1,36 +1,40 @@
 package ops
 
-// This file holds what PerformerAttention and LinformerAttention share: the
-// domain, the attribute handling of the Go kernels, and a small builder for
-// the ONNX FunctionProtos that define the ops in terms of standard ops.
+// This file holds what the custom ops share: the domain, the contract
+// with the converters, the key mask and shape checks of the Go kernels, and
+// a small builder for the ONNX FunctionProtos that define the ops in terms
+// of standard ops (each op's signature is its schema, schema.go).
 //
 // How a converter uses the ops (the contract with package convert):
 //
 //   - Import the domain: opset_import {domain "ai.linearize", version 1}
 //     (ImportFunction does this).
 //   - Add one function definition per op type to ModelProto.functions,
-//     built for the model's default-domain opset: PerformerFunction(kernel,
-//     opset) and LinformerFunction(opset). The function body imports the
-//     default domain at exactly that version, so the model and the function
-//     agree; opsets 11 to 23 are supported.
-//   - The node (NewPerformerNode / NewLinformerNode) always has five or six
-//     inputs: key_bias is always passed. When the graph has no padding mask
-//     the converter passes a zero [1,1,1,1] float initializer. Model-local
-//     functions cannot test whether an optional input is present, so the
-//     function body requires it; the Go kernels accept a nil bias.
+//     built for the model's default-domain opset (PerformerFunctionFor,
+//     LinformerFunctionFor, LocalPooledFunction, HedgehogFunction,
+//     LaraFunction). The function body imports the default domain at
+//     exactly that version, so the model and the function agree; opsets 11
+//     to 23 are supported.
+//   - The node (NewPerformerNode and the others) passes key_bias always.
+//     When the graph has no padding mask the converter passes a zero
+//     [1,1,1,1] float initializer. Model-local functions cannot test
+//     whether an optional input is present, so the function body requires
+//     it; the Go kernels accept a nil bias. An input a body does not read
+//     may be "" (E and F of the pooled Linformer).
 //   - scale is always set on the node (the function declares it without a
-//     default, because the default 1/√D depends on the input shape).
-//     epsilon has the default 1e-6 in both the kernel and the function.
-//   - The kernel attribute ("positive" or "trig") selects the function body
-//     at conversion time: the function added to the model is built for one
-//     kernel, so one model uses one Performer kernel throughout. The node
-//     still carries the attribute, which the Go kernel reads and the
-//     function declares (and ignores). The same holds for Performer's
-//     variant attributes center and features and for its optional
-//     balance_q, balance_k, derf_a inputs (PerformerFunctionFor builds the
-//     body of one PerformerVariant; its input list is exactly the inputs
-//     the variant's nodes pass, since a model-local function cannot test
-//     for an absent input either).
+//     default, because the default 1/√D depends on the input shape). The
+//     other attributes are left off the node at their defaults, which the
+//     function declares (attribute_proto) and the Go kernel reads from the
+//     schema.
+//   - Attributes that select a body (Performer's kernel, center and
+//     features; the blocks, segments and sinks of LocalPooledAttention and
+//     of the pooled Linformer; Hedgehog's block, reach and causal) are
+//     built into the function at conversion time, so one model uses one
+//     configuration of each op throughout. The node still carries them for
+//     the Go kernel, and the function declares (and ignores) them. The same
+//     holds for Performer's optional balance_q, balance_k, derf_a inputs
+//     (PerformerFunctionFor builds the body of one PerformerVariant; its
+//     input list is exactly the inputs the variant's nodes pass).
 
 import (
 	"fmt"
@@ -203,6 +207,55 @@ func (b *fnBuilder) function(name, doc string, inputs, outputs, attrs []string, 
 	}
 }
 
+// biasShape returns [Bm,1,1,S]: key_bias's batch extent and the key
+// length sLen ([1]).
+func (b *fnBuilder) biasShape(sLen string) string {
+	bm := b.op("Slice", []string{b.op("Shape", []string{"key_bias"}), b.constInts(0), b.constInts(1)})
+	return b.op("Concat", []string{bm, b.constInts(1, 1), sLen}, attrInt("axis", 0))
+}
+
+// padSpecs returns the Pad amounts that append padAmt ([1]) positions to
+// axis 2 (padS) and to axis 3 (padLast) of a rank-4 tensor.
+func (b *fnBuilder) padSpecs(padAmt string) (padS, padLast string) {
+	padS = b.op("Concat", []string{b.constInts(0, 0, 0, 0, 0, 0), padAmt, b.constInts(0)}, attrInt("axis", 0))
+	padLast = b.op("Concat", []string{b.constInts(0, 0, 0, 0, 0, 0, 0), padAmt}, attrInt("axis", 0))
+	return padS, padLast
+}
+
+// shiftedBlocks returns the before+after+1 copies of x (rank rank,
+// blocked along axis) in which block B holds x's block B−before+s, for
+// s = 0..before+after, zeros beyond the ends.
+func (b *fnBuilder) shiftedBlocks(x string, rank int, axis, before, after int64) []string {
+	last := before + after
+	if last == 0 {
+		return []string{x}
+	}
+	pads := make([]int64, 2*rank)
+	pads[axis], pads[int64(rank)+axis] = before, after
+	padded := b.op("Pad", []string{x, b.constInts(pads...)})
+	ax := b.constInts(axis)
+	var out []string
+	for s := int64(0); s <= last; s++ {
+		end := s - last
+		if end == 0 {
+			end = math.MaxInt64
+		}
+		out = append(out, b.op("Slice", []string{padded, b.constInts(s), b.constInts(end), ax}))
+	}
+	return out
+}
+
+// window concatenates along axis 3 the blocks B−before..B+after of x
+// (rank rank, blocked along axis 2), zeros beyond the ends: the keys a
+// block of queries sees.
+func (b *fnBuilder) window(x string, rank int, before, after int64) string {
+	parts := b.shiftedBlocks(x, rank, 2, before, after)
+	if len(parts) == 1 {
+		return parts[0]
+	}
+	return b.op("Concat", parts, attrInt("axis", 3))
+}
+
 func checkOpset(op string, opset int64) error {
 	if opset < MinFunctionOpset || opset > MaxFunctionOpset {
 		return fmt.Errorf("ops: %s function body: default-domain opset %d is not supported (want %d..%d)", op, opset, MinFunctionOpset, MaxFunctionOpset)
@@ -331,18 +384,6 @@ func nodeName(ctx *Context) string {
 		return ""
 	}
 	return " node " + strconv.Quote(ctx.Node.GetName())
-}
-
-// attentionBias checks a custom attention node's input count, want inputs
-// and an optional key_bias, and returns that bias (nil when absent).
-func attentionBias(ctx *Context, op string, in []*onnx.Tensor, want int) (*onnx.Tensor, error) {
-	if len(in) < want || len(in) > want+1 {
-		return nil, fmt.Errorf("ops: %s%s: got %d inputs, want %d or %d", op, nodeName(ctx), len(in), want, want+1)
-	}
-	if len(in) == want+1 {
-		return in[want], nil
-	}
-	return nil, nil
 }
 
 // attentionOut is a custom attention kernel's result, its error naming the

@@ -147,7 +147,7 @@ func oneNodeModel(t *testing.T, node *onnxpb.NodeProto, fn *onnxpb.FunctionProto
 	g := &onnxpb.GraphProto{Name: proto.String("one_node"), Node: []*onnxpb.NodeProto{node}}
 	seen := map[string]bool{}
 	for _, name := range node.Input {
-		if seen[name] {
+		if seen[name] || name == "" { // "": an absent optional input
 			continue
 		}
 		seen[name] = true

@@ -7,51 +7,127 @@ import (
 	"github.com/linearize/linearize/internal/gemm"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
-	"google.golang.org/protobuf/proto"
 )
 
-// LinformerAttention (domain ai.linearize, version 1) attends to k learned
-// (or random) mixtures of the keys and values.
+// LinformerAttention (domain ai.linearize, version 1) attends to k
+// mixtures of the keys and values: frozen projections E, F given as
+// inputs, or, in the pooled mode, the means of k contiguous segments of
+// each sequence's valid keys computed at run time.
 //
 // Inputs: Q [B,H,Sq,D], K [B,H,Sk,D], V [B,H,Sk,Dv], E [H or 1,k,N],
-// F [H or 1,k,N] (F may be the same initializer as E), key_bias [B or
-// 1,1,1,Sk or 1] (optional in the Go kernel, always passed to the function
-// body). Output [B,H,Sq,Dv]. Attribute scale (default 1/√D in the Go
-// kernel; the converter always sets it).
+// F [H or 1,k,N] (F may be the same initializer as E; both absent in the
+// pooled mode), key_bias [B or 1,1,1,Sk or 1] (optional in the Go kernel,
+// always passed to the function body). Output [B,H,Sq,Dv]. Attributes:
+// scale (default 1/√D in the Go kernel; the converter always sets it),
+// segments (0: E and F given; k ≥ 1: the pooled mode) and sinks (pooled
+// mode only).
 //
-// With Es = E[:, :, :Sk] and Fs = F[:, :, :Sk] (Sk ≤ N; Sk > N is an
-// error), keys and values whose bias is ≤ −1e4 (or −Inf, NaN) zeroed, and
-// the bias otherwise not applied:
+// With E and F, Es = E[:, :, :Sk] and Fs = F[:, :, :Sk] (Sk ≤ N; Sk > N is
+// an error), keys and values whose bias is ≤ −1e4 (or −Inf, NaN) zeroed,
+// and the bias otherwise not applied:
 //
 //	Kp = Es·K, Vp = Fs·V, out = softmax(scale·Q·Kpᵀ)·Vp.
 //
 // The function body cannot raise a readable error for Sk > N: onnxruntime
 // then fails with a MatMul shape mismatch inside the function.
-const linformerDoc = "LinformerAttention: low-rank projected attention (see github.com/linearize/linearize/ops)."
+//
+// The pooled mode (segments = k ≥ 1, E and F absent) is
+// LocalPooledAttention without local blocks: the sinks (the first and/or
+// last valid key) are kept exact, the other m valid keys fall into k
+// contiguous segments (rank r in ⌊r·k/m⌋, so the segments follow each
+// sequence's actual length), and each segment c scores as the pooled key
+// k̄_c with scale·q·k̄_c + log |S_c|, weighing the mean value v̄_c, in one
+// softmax with the sinks. It has no maximum length, and its queries may be
+// another sequence than its keys. The Go kernel and the function body are
+// LocalPooledAttention's with Block 0.
+const linformerDoc = "LinformerAttention: low-rank projected attention, frozen E/F or run-time segment means (see github.com/linearize/linearize/ops)."
 
 // LinformerAttrs are the attributes of LinformerAttention. A zero Scale
 // selects 1/√D.
 type LinformerAttrs struct {
 	Scale float32
+	// Segments is k of the pooled mode (E and F absent); 0 is the mode
+	// with E and F.
+	Segments int
+	// SinkFirst and SinkLast keep the first and the last valid key exact
+	// (pooled mode only).
+	SinkFirst, SinkLast bool
 	// Threads bounds the goroutines the Go kernel uses (not an attribute).
 	Threads int
+}
+
+// Pooled reports whether a selects the pooled mode.
+func (a LinformerAttrs) Pooled() bool { return a.Segments > 0 }
+
+// Sinks returns the sinks attribute value.
+func (a LinformerAttrs) Sinks() string { return sinksValue(a.SinkFirst, a.SinkLast) }
+
+// pooled is the LocalPooledAttention the pooled mode computes.
+func (a LinformerAttrs) pooled() LocalPooledAttrs {
+	return LocalPooledAttrs{Scale: a.Scale, Segments: a.Segments, SinkFirst: a.SinkFirst, SinkLast: a.SinkLast, Threads: a.Threads}
+}
+
+// linformerSchema is LinformerAttention's schema.
+var linformerSchema = newSchema(OpSchema{
+	Op: LinformerOp, Doc: linformerDoc, File: "ops/linformer.go",
+	Inputs: []InputSchema{
+		{Name: "Q", Doc: "queries [B,H,Sq,D]"},
+		{Name: "K", Doc: "keys [B,H,Sk,D]"},
+		{Name: "V", Doc: "values [B,H,Sk,Dv]"},
+		{Name: "E", Optional: true, Doc: "key projection [H or 1,k,N], N ≥ Sk (absent in the pooled mode)"},
+		{Name: "F", Optional: true, Doc: "value projection [H or 1,k,N], may be E (absent in the pooled mode)"},
+		keyBiasInput,
+	},
+	Output: "[B,H,Sq,Dv]",
+}, func(a *LinformerAttrs) *int { return &a.Threads },
+	scaleField(scaleDoc, func(a *LinformerAttrs) *float32 { return &a.Scale }),
+	intField(AttrSchema{Name: "segments", Default: int64(0), Min: 0, Max: MaxSegments,
+		Doc: "0: E and F are inputs; k ≥ 1: the pooled mode (E, F absent), where " + segmentsDoc}, func(a *LinformerAttrs) *int { return &a.Segments }),
+	sinksField("pooled mode: "+sinksDoc, func(a *LinformerAttrs) (*bool, *bool) { return &a.SinkFirst, &a.SinkLast }),
+)
+
+func (a LinformerAttrs) check() error {
+	if err := linformerSchema.check(&a); err != nil {
+		return err
+	}
+	if !a.Pooled() && (a.SinkFirst || a.SinkLast) {
+		return fmt.Errorf("ops: %s: sinks %q need the pooled mode (segments ≥ 1)", LinformerOp, a.Sinks())
+	}
+	return nil
 }
 
 func init() {
 	Register(Domain, LinformerOp, 1, halfWidened(linformerKernel))
 }
 
+// IsPooledLinformer reports whether n is a LinformerAttention node in the
+// pooled mode (segments ≥ 1).
+func IsPooledLinformer(n *onnxpb.NodeProto) bool {
+	return n.GetDomain() == Domain && n.GetOpType() == LinformerOp && onnx.AttrInt(n, "segments", 0) > 0
+}
+
+// PooledAttrs returns the LocalPooledAttention node n computes and the
+// index of its key_bias input: a LocalPooledAttention node's attributes,
+// or for a pooled LinformerAttention node its LocalPooledAttention
+// without local blocks (the fine-tuner fits both alike).
+func PooledAttrs(n *onnxpb.NodeProto) (a LocalPooledAttrs, keyBias int, err error) {
+	switch {
+	case n.GetDomain() == Domain && n.GetOpType() == LocalPooledOp:
+		a, err = ParseLocalPooledAttrs(n)
+		return a, 3, err
+	case IsPooledLinformer(n):
+		la, err := linformerSchema.parse(n)
+		return la.pooled(), 5, err
+	}
+	return a, 0, fmt.Errorf("ops: node %q (%s) is neither %s nor a pooled %s", n.GetName(), n.GetOpType(), LocalPooledOp, LinformerOp)
+}
+
 func linformerKernel(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
-	bias, err := attentionBias(ctx, LinformerOp, in, 5)
+	a, in, err := linformerSchema.call(ctx, in)
 	if err != nil {
 		return nil, err
 	}
-	var a LinformerAttrs
-	if ctx != nil && ctx.Node != nil {
-		a.Scale = onnx.AttrFloat(ctx.Node, "scale", 0)
-		a.Threads = ctx.Threads
-	}
-	out, err := Linformer(in[0], in[1], in[2], in[3], in[4], bias, a)
+	out, err := Linformer(in[0], in[1], in[2], in[3], in[4], in[5], a)
 	return attentionOut(ctx, out, err)
 }
 
@@ -67,9 +143,19 @@ func checkProjection(name string, t *onnx.Tensor, h int) (hp, k, n int, err erro
 }
 
 // Linformer computes LinformerAttention in float32 (see the op's
-// definition above). bias may be nil.
+// definition above; the pooled mode with float64 sums). bias may be nil,
+// and e and f are nil in the pooled mode.
 func Linformer(q, k, v, e, f, bias *onnx.Tensor, a LinformerAttrs) (*onnx.Tensor, error) {
 	const op = LinformerOp
+	if err := a.check(); err != nil {
+		return nil, err
+	}
+	if a.Pooled() {
+		if e != nil || f != nil {
+			return nil, fmt.Errorf("ops: %s: segments %d selects the pooled mode: E and F must be absent", op, a.Segments)
+		}
+		return localPooled(op, q, k, v, bias, a.pooled())
+	}
 	b, h, sq, sk, d, dv, err := attnDims(op, q, k, v)
 	if err != nil {
 		return nil, err
@@ -152,17 +238,11 @@ func softmaxRow(x []float32) {
 }
 
 // NewLinformerNode returns a LinformerAttention node reading inputs (Q, K,
-// V, E, F, key_bias) and writing output, with scale set explicitly (it must
-// not be zero).
+// V, E, F, key_bias; E and F "" in the pooled mode) and writing output,
+// with the attributes of a that differ from their defaults (Scale is
+// always written and must not be zero).
 func NewLinformerNode(name string, inputs []string, output string, a LinformerAttrs) *onnxpb.NodeProto {
-	return &onnxpb.NodeProto{
-		Name:      proto.String(name),
-		OpType:    proto.String(LinformerOp),
-		Domain:    proto.String(Domain),
-		Input:     append([]string(nil), inputs...),
-		Output:    []string{output},
-		Attribute: []*onnxpb.AttributeProto{attrFloat("scale", a.Scale)},
-	}
+	return linformerSchema.node(name, inputs, output, &a)
 }
 
 // LinformerFunction returns the FunctionProto that defines
@@ -191,7 +271,30 @@ func LinformerFunction(opset int64) (*onnxpb.FunctionProto, error) {
 	p := b.op("Softmax", []string{scores}, attrInt("axis", -1))
 	b.op("MatMul", []string{p, vp})
 	b.rename("out")
-	return b.function(LinformerOp, linformerDoc,
-		[]string{"Q", "K", "V", "E", "F", "key_bias"}, []string{"out"},
-		[]string{"scale"}, nil), nil
+	return linformerSchema.function(b, linformerDoc, len(linformerSchema.Inputs)), nil
+}
+
+// LinformerFunctionFor returns the FunctionProto that defines
+// LinformerAttention for nodes with the attributes a at opset (11..23):
+// LinformerFunction's body with E and F, or in the pooled mode
+// LocalPooledAttention's body without local blocks (segments and sinks of
+// a built in; E and F declared and unused, so that nodes pass "" for
+// them). Its inputs are Q, K, V, E, F, key_bias.
+func LinformerFunctionFor(opset int64, a LinformerAttrs) (*onnxpb.FunctionProto, error) {
+	if !a.Pooled() {
+		if err := a.check(); err != nil {
+			return nil, err
+		}
+		return LinformerFunction(opset)
+	}
+	if err := checkOpset(LinformerOp, opset); err != nil {
+		return nil, err
+	}
+	if err := a.check(); err != nil {
+		return nil, err
+	}
+	b := &fnBuilder{opset: opset}
+	b.localPooledBody(a.pooled())
+	doc := fmt.Sprintf("%s segments=%d sinks=%s", linformerDoc, a.Segments, a.Sinks())
+	return linformerSchema.function(b, doc, len(linformerSchema.Inputs)), nil
 }

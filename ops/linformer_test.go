@@ -295,3 +295,242 @@ func TestLinearKernelsRejectBadInputs(t *testing.T) {
 		}
 	}
 }
+
+// pooledLinformerRef evaluates LinformerAttention's pooled mode in float64
+// from its definition, for queries from any sequence: per (batch, head),
+// the sinks (first and/or last valid key) exact, the other m valid keys in
+// k contiguous segments by rank (⌊r·k/m⌋), each segment one key k̄_c
+// scoring scale·q·k̄_c + log |S_c| and weighing v̄_c; one softmax.
+func pooledLinformerRef(q, k, v, bias *onnx.Tensor, a ops.LinformerAttrs) []float64 {
+	b, h, sq, d := q.Shape[0], q.Shape[1], q.Shape[2], q.Shape[3]
+	sk, dv := k.Shape[2], v.Shape[3]
+	qd, kd, vd := widen(q.Floats()), widen(k.Floats()), widen(v.Floats())
+	out := make([]float64, b*h*sq*dv)
+	for bi := 0; bi < b; bi++ {
+		var valid []int
+		for j := 0; j < sk; j++ {
+			if bias == nil || bias.Floats()[(bi%bias.Shape[0])*bias.Shape[3]+j%bias.Shape[3]] > -1e4 {
+				valid = append(valid, j)
+			}
+		}
+		var sinks, rest []int
+		for i, j := range valid {
+			first, last := i == 0, i == len(valid)-1
+			if (a.SinkFirst && first) || (a.SinkLast && last) {
+				sinks = append(sinks, j)
+			} else {
+				rest = append(rest, j)
+			}
+		}
+		segs := make([][]int, a.Segments)
+		for r, j := range rest {
+			c := r * a.Segments / len(rest)
+			segs[c] = append(segs[c], j)
+		}
+		for hi := 0; hi < h; hi++ {
+			bh := bi*h + hi
+			key := func(j, t int) float64 { return kd[(bh*sk+j)*d+t] }
+			val := func(j, t int) float64 { return vd[(bh*sk+j)*dv+t] }
+			for i := 0; i < sq; i++ {
+				var logits []float64
+				var values [][]float64
+				dot := func(kv func(t int) float64) float64 {
+					var s float64
+					for t := 0; t < d; t++ {
+						s += qd[(bh*sq+i)*d+t] * kv(t)
+					}
+					return float64(a.Scale) * s
+				}
+				for _, j := range sinks {
+					logits = append(logits, dot(func(t int) float64 { return key(j, t) }))
+					vj := make([]float64, dv)
+					for t := range vj {
+						vj[t] = val(j, t)
+					}
+					values = append(values, vj)
+				}
+				for _, seg := range segs {
+					if len(seg) == 0 {
+						continue
+					}
+					mean := func(x func(j, t int) float64, t int) float64 {
+						var s float64
+						for _, j := range seg {
+							s += x(j, t)
+						}
+						return s / float64(len(seg))
+					}
+					logits = append(logits, dot(func(t int) float64 { return mean(key, t) })+math.Log(float64(len(seg))))
+					vc := make([]float64, dv)
+					for t := range vc {
+						vc[t] = mean(val, t)
+					}
+					values = append(values, vc)
+				}
+				if len(logits) == 0 {
+					continue // no valid key: zeros
+				}
+				softmaxMix(out[(bh*sq+i)*dv:(bh*sq+i+1)*dv], logits, func(j, c int) float64 { return values[j][c] })
+			}
+		}
+	}
+	return out
+}
+
+// pooledCases are pooled-mode calls: every sinks setting, padding, k
+// below, at and above the valid keys, and cross-attention (Sq ≠ Sk).
+func pooledCases() []struct {
+	name   string
+	sq, sk int
+	a      ops.LinformerAttrs
+	bias   string
+} {
+	var cs []struct {
+		name   string
+		sq, sk int
+		a      ops.LinformerAttrs
+		bias   string
+	}
+	for _, sk := range [][2]bool{{false, false}, {true, false}, {false, true}, {true, true}} {
+		for _, seg := range []int{1, 3, 20} {
+			for _, x := range []struct {
+				sq   int
+				bias string
+			}{{11, "pad"}, {11, "none"}, {5, "inf"}, {11, "one"}} {
+				a := ops.LinformerAttrs{Scale: 0.45, Segments: seg, SinkFirst: sk[0], SinkLast: sk[1]}
+				cs = append(cs, struct {
+					name   string
+					sq, sk int
+					a      ops.LinformerAttrs
+					bias   string
+				}{fmt.Sprintf("k%d/sinks=%s/bias=%s/Sq=%d", seg, a.Sinks(), x.bias, x.sq), x.sq, 11, a, x.bias})
+			}
+		}
+	}
+	return cs
+}
+
+// The pooled mode computes exactly LocalPooledAttention without local
+// blocks (the same numbers, through the ops' own nodes and kernels), and
+// both match the float64 definition, also with queries from another
+// sequence than the keys.
+func TestLinformerPooledMatchesDefinition(t *testing.T) {
+	lin, err := ops.Lookup(ops.Domain, ops.LinformerOp, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lp, err := ops.Lookup(ops.Domain, ops.LocalPooledOp, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range pooledCases() {
+		rng := rand.New(rand.NewPCG(uint64(c.sq), 41))
+		q := randTensor(rng, 1, 2, 2, c.sq, 4)
+		k, v := randTensor(rng, 1, 2, 2, c.sk, 4), randTensor(rng, 1, 2, 2, c.sk, 3)
+		bias := caseBias(c.bias, c.sk)
+		got, err := ops.Linformer(q, k, v, nil, nil, bias, c.a)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if d := maxDiff(t, got.Floats(), pooledLinformerRef(q, k, v, bias, c.a)); d > 1e-5 {
+			t.Errorf("%s: kernel differs from the definition by %.3g", c.name, d)
+		}
+		if c.sq != c.sk {
+			continue // LocalPooledAttention is self-attention
+		}
+		node := ops.NewLinformerNode("lin", []string{"Q", "K", "V", "", "", "key_bias"}, "out", c.a)
+		viaNode, err := lin(&ops.Context{Node: node}, []*onnx.Tensor{q, k, v, nil, nil, bias})
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		la := ops.LocalPooledAttrs{Scale: c.a.Scale, Segments: c.a.Segments, SinkFirst: c.a.SinkFirst, SinkLast: c.a.SinkLast}
+		want, err := lp(&ops.Context{Node: ops.NewLocalPooledNode("lp", []string{"Q", "K", "V", "key_bias"}, "out", la)}, []*onnx.Tensor{q, k, v, bias})
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		checkClose(t, c.name+": pooled LinformerAttention vs LocalPooledAttention", viaNode[0], want[0], 0)
+		checkClose(t, c.name+": node vs Linformer", viaNode[0], got, 0)
+	}
+}
+
+// The pooled function body (LocalPooledAttention's without local blocks,
+// under LinformerAttention's name, E and F passed as "") in onnxruntime
+// matches the Go kernel at every supported opset tested, and gives what
+// LocalPooledAttention's body gives on the same inputs.
+func TestLinformerPooledFunctionMatchesKernel(t *testing.T) {
+	requireORT(t)
+	for _, opset := range []int64{11, 13, 17, 18} {
+		for i, c := range pooledCases() {
+			if opset != 17 && i%3 != 0 {
+				continue // every case at opset 17, a third at the others
+			}
+			t.Run(fmt.Sprintf("opset%d/%s", opset, c.name), func(t *testing.T) {
+				rng := rand.New(rand.NewPCG(uint64(i), 43))
+				q := randTensor(rng, 1, 2, 2, c.sq, 4)
+				k, v := randTensor(rng, 1, 2, 2, c.sk, 4), randTensor(rng, 1, 2, 2, c.sk, 3)
+				bias := caseBias(c.bias, c.sk)
+				if bias == nil {
+					bias = onnx.NewFloat([]int{1, 1, 1, 1}, []float32{0})
+				}
+				want, err := ops.Linformer(q, k, v, nil, nil, bias, c.a)
+				if err != nil {
+					t.Fatal(err)
+				}
+				fn, err := ops.LinformerFunctionFor(opset, c.a)
+				if err != nil {
+					t.Fatal(err)
+				}
+				in := map[string]*onnx.Tensor{"Q": q, "K": k, "V": v, "key_bias": bias}
+				node := ops.NewLinformerNode("lin", []string{"Q", "K", "V", "", "", "key_bias"}, "out", c.a)
+				got := runORT(t, oneNodeModel(t, node, fn, opset, in), in)
+				t.Logf("relative error %.2g", checkClose(t, "onnxruntime vs Go kernel", got, want, 1e-4))
+				if c.sq != c.sk {
+					return
+				}
+				la := ops.LocalPooledAttrs{Scale: c.a.Scale, Segments: c.a.Segments, SinkFirst: c.a.SinkFirst, SinkLast: c.a.SinkLast}
+				lfn, err := ops.LocalPooledFunction(opset, la)
+				if err != nil {
+					t.Fatal(err)
+				}
+				lnode := ops.NewLocalPooledNode("lp", []string{"Q", "K", "V", "key_bias"}, "out", la)
+				checkClose(t, "LinformerAttention body vs LocalPooledAttention body", got, runORT(t, oneNodeModel(t, lnode, lfn, opset, in), in), 1e-6)
+			})
+		}
+	}
+}
+
+// The pooled mode refuses E and F, sinks belong to it, and the node's
+// attributes round-trip.
+func TestLinformerPooledErrors(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 5))
+	q, k, v := randQKV(rng, 1, 1, 2, 6, 4, 3)
+	e := randTensor(rng, 0.5, 1, 3, 6)
+	for _, c := range []struct {
+		name string
+		e    *onnx.Tensor
+		a    ops.LinformerAttrs
+		want string
+	}{
+		{"E in the pooled mode", e, ops.LinformerAttrs{Segments: 2}, "E and F must be absent"},
+		{"sinks without segments", e, ops.LinformerAttrs{SinkFirst: true}, "pooled mode"},
+		{"huge segments", nil, ops.LinformerAttrs{Segments: ops.MaxSegments + 1}, "segments"},
+		{"no E nor segments", nil, ops.LinformerAttrs{}, "E must be float32"},
+	} {
+		_, err := ops.Linformer(q, k, v, c.e, c.e, nil, c.a)
+		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.HasPrefix(err.Error(), "ops: "+ops.LinformerOp+": ") {
+			t.Errorf("%s: error %v, want one naming %s and mentioning %q", c.name, err, ops.LinformerOp, c.want)
+		}
+	}
+	a := ops.LinformerAttrs{Scale: 0.5, Segments: 7, SinkLast: true}
+	n := ops.NewLinformerNode("lin", []string{"Q", "K", "V", "", "", "key_bias"}, "out", a)
+	if !ops.IsPooledLinformer(n) {
+		t.Error("IsPooledLinformer: false for a pooled node")
+	}
+	lp, bias, err := ops.PooledAttrs(n)
+	if err != nil || bias != 5 || lp.Block != 0 || lp.Segments != 7 || !lp.SinkLast || lp.SinkFirst || lp.Scale != 0.5 {
+		t.Errorf("PooledAttrs = %+v, %d, %v; want segments 7, sinks last, key_bias input 5", lp, bias, err)
+	}
+	if ops.IsPooledLinformer(ops.NewLinformerNode("lin", []string{"Q", "K", "V", "E", "F", "key_bias"}, "out", ops.LinformerAttrs{Scale: 0.5})) {
+		t.Error("IsPooledLinformer: true for a node with E and F")
+	}
+}

@@ -3,12 +3,12 @@ package ops
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/linearize/linearize/internal/gemm"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
-	"google.golang.org/protobuf/proto"
 )
 
 // LocalPooledAttention (domain ai.linearize, version 1) attends exactly to
@@ -61,7 +61,8 @@ type LocalPooledAttrs struct {
 	// Scale multiplies q·k; zero selects 1/√D.
 	Scale float32
 	// Block is b, the length of the local blocks; 0 disables the local
-	// part (only sinks and segments: a run-time pooled Linformer).
+	// part (only sinks and segments: what LinformerAttention's pooled
+	// mode computes).
 	Block int
 	// Segments is k, the number of pooled segments (≥ 1; 0 drops the
 	// pooled far field, which needs Block > 0).
@@ -81,17 +82,7 @@ type LocalPooledAttrs struct {
 
 // Sinks returns the sinks attribute value: "none", "first", "last" or
 // "first,last".
-func (a LocalPooledAttrs) Sinks() string {
-	switch {
-	case a.SinkFirst && a.SinkLast:
-		return "first,last"
-	case a.SinkFirst:
-		return "first"
-	case a.SinkLast:
-		return "last"
-	}
-	return "none"
-}
+func (a LocalPooledAttrs) Sinks() string { return sinksValue(a.SinkFirst, a.SinkLast) }
 
 // ParseSinks reads a sinks value ("none", "first", "last", "first,last" or
 // "last,first"; "" means none).
@@ -146,49 +137,58 @@ func (a LocalPooledAttrs) farBias(h int) float64 {
 	return float64(a.FarBias[h])
 }
 
+// Attribute docs shared with LinformerAttention's pooled mode.
+const (
+	segmentsDoc = "the valid non-sink keys fall into k contiguous segments (rank r of m in ⌊r·k/m⌋), each scored by its mean key with a log-count correction"
+	sinksDoc    = "keys kept exact for every query: the first and/or last valid key"
+)
+
+// localPooledSchema is LocalPooledAttention's schema.
+var localPooledSchema = newSchema(OpSchema{
+	Op: LocalPooledOp, Doc: localPooledDoc, File: "ops/localpooled.go",
+	Inputs: []InputSchema{
+		{Name: "Q", Doc: "queries [B,H,S,D] (self-attention: the keys' positions)"},
+		{Name: "K", Doc: "keys [B,H,S,D]"},
+		{Name: "V", Doc: "values [B,H,S,Dv]"},
+		keyBiasInput,
+	},
+	Output: "[B,H,S,Dv]",
+}, func(a *LocalPooledAttrs) *int { return &a.Threads },
+	scaleField(scaleDoc, func(a *LocalPooledAttrs) *float32 { return &a.Scale }),
+	intField(AttrSchema{Name: "block", Default: int64(0), Min: 0, Max: MaxLocalBlock,
+		Doc: "b: a query attends exactly to the keys of its block of b positions and of reach blocks on each side; 0: no local part"}, func(a *LocalPooledAttrs) *int { return &a.Block }),
+	intField(AttrSchema{Name: "segments", Default: int64(0), Min: 0, Max: MaxSegments,
+		Doc: "k: " + segmentsDoc + "; 0 (only with a block): no pooled far field"}, func(a *LocalPooledAttrs) *int { return &a.Segments }),
+	sinksField(sinksDoc, func(a *LocalPooledAttrs) (*bool, *bool) { return &a.SinkFirst, &a.SinkLast }),
+	field[LocalPooledAttrs]{
+		AttrSchema: AttrSchema{Name: "reach", Type: AttrInt, Default: int64(1), Min: 0, Max: MaxReach,
+			Doc: "r: blocks on each side of the query's block attended exactly (0: the block alone)"},
+		get: func(a *LocalPooledAttrs) any { return int64(a.reach()) },
+		set: func(a *LocalPooledAttrs, v any) {
+			a.Reach = int(v.(int64))
+			if a.Reach == 0 {
+				a.Reach = NoReach
+			}
+		},
+	},
+	floatsField(AttrSchema{Name: "far_bias", Doc: "β added to every pooled score: one value, or one per head (absent: 0)"}, func(a *LocalPooledAttrs) *[]float32 { return &a.FarBias }),
+)
+
 // ParseLocalPooledAttrs reads the attributes of a LocalPooledAttention
 // node (the Go kernel and the fine-tuner read them the same way).
 func ParseLocalPooledAttrs(n *onnxpb.NodeProto) (LocalPooledAttrs, error) {
-	var a LocalPooledAttrs
-	a.Scale = onnx.AttrFloat(n, "scale", 0)
-	a.Block = int(onnx.AttrInt(n, "block", 0))
-	a.Segments = int(onnx.AttrInt(n, "segments", 0))
-	switch r := onnx.AttrInt(n, "reach", 1); {
-	case r == 0:
-		a.Reach = NoReach
-	case r < 0 || r > MaxReach:
-		return a, fmt.Errorf("ops: %s: reach %d, want 0..%d", LocalPooledOp, r, MaxReach)
-	default:
-		a.Reach = int(r)
-	}
-	if at := onnx.Attr(n, "far_bias"); at != nil {
-		a.FarBias = append([]float32(nil), at.Floats...)
-	}
-	var err error
-	a.SinkFirst, a.SinkLast, err = ParseSinks(onnx.AttrString(n, "sinks", "none"))
-	return a, err
+	return localPooledSchema.parse(n)
 }
 
 func (a LocalPooledAttrs) check() error {
-	if a.Block < 0 || a.Block > MaxLocalBlock {
-		return fmt.Errorf("ops: %s: block %d, want 0..%d", LocalPooledOp, a.Block, MaxLocalBlock)
+	if err := localPooledSchema.check(&a); err != nil {
+		return err
 	}
-	if a.Segments < 0 || a.Segments > MaxSegments || (a.Segments == 0 && a.Block == 0) {
+	if a.Segments == 0 && a.Block == 0 {
 		return fmt.Errorf("ops: %s: segments %d, want 1..%d (0 only with a block)", LocalPooledOp, a.Segments, MaxSegments)
-	}
-	if math.IsNaN(float64(a.Scale)) || math.IsInf(float64(a.Scale), 0) {
-		return fmt.Errorf("ops: %s: scale %g must be finite", LocalPooledOp, a.Scale)
-	}
-	if a.Reach < NoReach || a.Reach > MaxReach {
-		return fmt.Errorf("ops: %s: reach %d, want 0..%d", LocalPooledOp, a.Reach, MaxReach)
 	}
 	if len(a.FarBias) > MaxSegments {
 		return fmt.Errorf("ops: %s: %d far_bias values, want one or one per head", LocalPooledOp, len(a.FarBias))
-	}
-	for _, f := range a.FarBias {
-		if math.IsNaN(float64(f)) || math.IsInf(float64(f), 0) {
-			return fmt.Errorf("ops: %s: far_bias %g must be finite", LocalPooledOp, f)
-		}
 	}
 	return nil
 }
@@ -198,264 +198,290 @@ func init() {
 }
 
 func localPooledKernel(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
-	bias, err := attentionBias(ctx, LocalPooledOp, in, 3)
+	a, in, err := localPooledSchema.call(ctx, in)
 	if err != nil {
 		return nil, err
 	}
-	var a LocalPooledAttrs
-	if ctx != nil && ctx.Node != nil {
-		if a, err = ParseLocalPooledAttrs(ctx.Node); err != nil {
-			return nil, fmt.Errorf("%w (%s)", err, nodeName(ctx))
-		}
-		a.Threads = ctx.Threads
-	}
-	out, err := LocalPooled(in[0], in[1], in[2], bias, a)
+	out, err := LocalPooled(in[0], in[1], in[2], in[3], a)
 	return attentionOut(ctx, out, err)
 }
 
 // LocalPooled computes LocalPooledAttention in float32 with float64 sums
 // (see the op's definition above). bias may be nil (every key valid).
 func LocalPooled(q, k, v, bias *onnx.Tensor, a LocalPooledAttrs) (*onnx.Tensor, error) {
-	const op = LocalPooledOp
 	if err := a.check(); err != nil {
 		return nil, err
 	}
-	b, h, sk, d, dv, err := selfAttnDims(op, q, k, v)
+	return localPooled(LocalPooledOp, q, k, v, bias, a)
+}
+
+// localPooled computes a checked LocalPooledAttention for op: the op
+// itself, or LinformerAttention's pooled mode (Block 0), whose queries may
+// be another sequence than its keys.
+func localPooled(op string, q, k, v, bias *onnx.Tensor, a LocalPooledAttrs) (*onnx.Tensor, error) {
+	b, h, sq, n, d, dv, err := attnDims(op, q, k, v)
 	if err != nil {
 		return nil, err
+	}
+	if sq != n && (op == LocalPooledOp || a.Block > 0) {
+		return nil, fmt.Errorf("ops: %s: %d queries and %d keys: the op is self-attention (the same positions)", op, sq, n)
 	}
 	if len(a.FarBias) > 1 && len(a.FarBias) != h {
 		return nil, fmt.Errorf("ops: %s: %d far_bias values for %d heads, want one or one per head", op, len(a.FarBias), h)
 	}
-	n := sk // attnDims bounded the output [b, h, n, dv]
 	mask, err := newKeyMask(op, bias, b, n)
 	if err != nil {
 		return nil, err
 	}
 	scale := resolveScale(a.Scale, d)
-	kk, blk, r := a.Segments, a.Block, a.reach()
-	nb := 1
-	if blk > 0 {
-		nb = (n + blk - 1) / blk
+	lays := make([]lpLayout, b)
+	for bi := range lays {
+		lays[bi] = newLPLayout(mask, bi, n, a)
 	}
 	qd, kd, vd := q.Floats(), k.Floats(), v.Floats()
-	out := make([]float32, b*h*n*dv)
-
-	// The layout of keys (validity, sinks, segments) depends on the batch
-	// only; compute it once per sequence.
-	type layout struct {
-		sinks []int   // sink positions, in order first, last
-		seg   []int   // segment of each key, −1 for sinks and padding
-		total []int   // keys per segment
-		block [][]int // [block][segment] non-sink keys of the segment in the block
-	}
-	lays := make([]layout, b)
-	for bi := range lays {
-		lay := &lays[bi]
-		// finetune/localpooled.go's newLayout repeats this loop (this one is
-		// unexported and reads the op's mask); a finetune test checks both agree.
-		first, last := -1, -1
-		for j := 0; j < n; j++ {
-			if _, ok := mask.at(bi, j); ok {
-				if first < 0 {
-					first = j
-				}
-				last = j
-			}
-		}
-		if a.SinkFirst && first >= 0 {
-			lay.sinks = append(lay.sinks, first)
-		}
-		if a.SinkLast && last >= 0 && !(a.SinkFirst && last == first) {
-			lay.sinks = append(lay.sinks, last)
-		}
-		lay.seg = make([]int, n)
-		m := 0
-		for j := 0; j < n; j++ {
-			lay.seg[j] = -1
-			if _, ok := mask.at(bi, j); ok && !isSink(lay.sinks, j) {
-				m++
-			}
-		}
-		lay.total = make([]int, kk)
-		r := 0
-		for j := 0; j < n; j++ {
-			if _, ok := mask.at(bi, j); ok && !isSink(lay.sinks, j) {
-				c := 0 // with no segments, 0 only marks a valid non-sink key
-				if kk > 0 {
-					c = r * kk / m
-					lay.total[c]++
-				}
-				lay.seg[j] = c
-				r++
-			}
-		}
-		if blk > 0 {
-			lay.block = make([][]int, nb)
-			for B := range lay.block {
-				lay.block[B] = make([]int, kk)
-			}
-			for j, c := range lay.seg {
-				if c >= 0 && kk > 0 {
-					lay.block[j/blk][c]++
-				}
-			}
-		}
-	}
-
+	out := make([]float32, b*h*sq*dv)
 	parallel(b*h, a.Threads, func(bh int) {
-		bi := bh / h
-		beta := a.farBias(bh % h)
-		lay := &lays[bi]
-		kh := kd[bh*n*d : (bh+1)*n*d]
-		vh := vd[bh*n*dv : (bh+1)*n*dv]
-		qh := qd[bh*n*d : (bh+1)*n*d]
-		oh := out[bh*n*dv : (bh+1)*n*dv]
-
-		// Segment means.
-		ksum := make([]float64, kk*d)
-		vsum := make([]float64, kk*dv)
-		for j, c := range lay.seg {
-			if c < 0 || kk == 0 {
-				continue
-			}
-			for t := 0; t < d; t++ {
-				ksum[c*d+t] += float64(kh[j*d+t])
-			}
-			for t := 0; t < dv; t++ {
-				vsum[c*dv+t] += float64(vh[j*dv+t])
-			}
+		p := lpHead{
+			a: &a, lay: &lays[bh/h], beta: a.farBias(bh % h), scale: scale, sq: sq, n: n, d: d, dv: dv,
+			qh: qd[bh*sq*d : (bh+1)*sq*d], kh: kd[bh*n*d : (bh+1)*n*d], vh: vd[bh*n*dv : (bh+1)*n*dv],
 		}
-		kbar := make([]float32, kk*d)
-		vbar := make([]float32, kk*dv)
-		for c, cnt := range lay.total {
-			if cnt == 0 {
-				continue
-			}
-			inv := 1 / float64(cnt)
-			for t := 0; t < d; t++ {
-				kbar[c*d+t] = float32(ksum[c*d+t] * inv)
-			}
-			for t := 0; t < dv; t++ {
-				vbar[c*dv+t] = float32(vsum[c*dv+t] * inv)
-			}
-		}
-		// Pooled scores of every query: scale·Q·K̄ᵀ [n, k].
-		pooled := make([]float32, n*kk)
-		if kk > 0 {
-			gemm.Sgemm(false, true, n, kk, d, scale, qh, d, kbar, d, 0, pooled, kk, 1)
-		}
-
-		ns := len(lay.sinks)
-		cnt := make([]int, kk)
-		w := (2*r + 1) * blk
-		local := make([]float32, max(blk, 1)*w)
-		sinkS := make([]float64, ns)
-		acc := make([]float64, dv)
-		for B := 0; B < nb; B++ {
-			i0, i1 := 0, n
-			lo, hi := 0, 0
-			if blk > 0 {
-				i0, i1 = B*blk, min(n, (B+1)*blk)
-				lo, hi = max(0, (B-r)*blk), min(n, (B+r+1)*blk)
-			}
-			for c := range cnt {
-				cnt[c] = lay.total[c]
-				if blk > 0 {
-					for bb := max(0, B-r); bb <= min(nb-1, B+r); bb++ {
-						cnt[c] -= lay.block[bb][c]
-					}
-				}
-			}
-			if hi > lo {
-				gemm.Sgemm(false, true, i1-i0, hi-lo, d, scale, qh[i0*d:], d, kh[lo*d:], d, 0, local, hi-lo, 1)
-			}
-			for i := i0; i < i1; i++ {
-				row := local[(i-i0)*(hi-lo) : (i-i0+1)*(hi-lo)]
-				top := math.Inf(-1)
-				for j := lo; j < hi; j++ {
-					if lay.seg[j] >= 0 {
-						top = max(top, float64(row[j-lo]))
-					}
-				}
-				for s, j := range lay.sinks {
-					var dot float64
-					for t := 0; t < d; t++ {
-						dot += float64(qh[i*d+t]) * float64(kh[j*d+t])
-					}
-					sinkS[s] = float64(scale) * dot
-					top = max(top, sinkS[s])
-				}
-				prow := pooled[i*kk : (i+1)*kk]
-				for c := range cnt {
-					if cnt[c] > 0 {
-						top = max(top, float64(prow[c])+math.Log(float64(cnt[c]))+beta)
-					}
-				}
-				if math.IsInf(top, -1) {
-					continue // no valid key: zeros
-				}
-				clear(acc)
-				var den float64
-				add := func(e float64, val []float32) {
-					den += e
-					for t := range acc {
-						acc[t] += e * float64(val[t])
-					}
-				}
-				for j := lo; j < hi; j++ {
-					if lay.seg[j] >= 0 {
-						add(math.Exp(float64(row[j-lo])-top), vh[j*dv:(j+1)*dv])
-					}
-				}
-				for s, j := range lay.sinks {
-					add(math.Exp(sinkS[s]-top), vh[j*dv:(j+1)*dv])
-				}
-				for c := range cnt {
-					if cnt[c] > 0 {
-						add(math.Exp(float64(prow[c])+math.Log(float64(cnt[c]))+beta-top), vbar[c*dv:(c+1)*dv])
-					}
-				}
-				for t := range acc {
-					oh[i*dv+t] = float32(acc[t] / den)
-				}
-			}
-		}
+		p.run(out[bh*sq*dv : (bh+1)*sq*dv])
 	})
-	return onnx.NewFloat([]int{b, h, n, dv}, out), nil
+	return onnx.NewFloat([]int{b, h, sq, dv}, out), nil
 }
 
-func isSink(sinks []int, j int) bool {
-	for _, s := range sinks {
-		if s == j {
-			return true
+// lpLayout is what one sequence's keys decide (validity, sinks,
+// segments); it depends on the batch row only.
+type lpLayout struct {
+	sinks []int   // sink positions, in order first, last
+	seg   []int   // segment of each key, −1 for sinks and padding
+	total []int   // keys per segment
+	block [][]int // [block][segment] non-sink keys of the segment in the block
+}
+
+// newLPLayout lays out the keys of batch row bi. finetune/localpooled.go's
+// newLayout repeats it (this one reads the op's mask); a finetune test
+// checks both agree.
+func newLPLayout(mask *keyMask, bi, n int, a LocalPooledAttrs) lpLayout {
+	var lay lpLayout
+	first, last := validEnds(mask, bi, n)
+	if a.SinkFirst && first >= 0 {
+		lay.sinks = append(lay.sinks, first)
+	}
+	if a.SinkLast && last >= 0 && !(a.SinkFirst && last == first) {
+		lay.sinks = append(lay.sinks, last)
+	}
+	kk := a.Segments
+	lay.seg = make([]int, n)
+	m := 0
+	for j := 0; j < n; j++ {
+		lay.seg[j] = -1
+		if _, ok := mask.at(bi, j); ok && !slices.Contains(lay.sinks, j) {
+			m++
 		}
 	}
-	return false
+	lay.total = make([]int, kk)
+	r := 0
+	for j := 0; j < n; j++ {
+		if _, ok := mask.at(bi, j); ok && !slices.Contains(lay.sinks, j) {
+			c := 0 // with no segments, 0 only marks a valid non-sink key
+			if kk > 0 {
+				c = r * kk / m
+				lay.total[c]++
+			}
+			lay.seg[j] = c
+			r++
+		}
+	}
+	if blk := a.Block; blk > 0 && kk > 0 {
+		lay.block = make([][]int, (n+blk-1)/blk)
+		for B := range lay.block {
+			lay.block[B] = make([]int, kk)
+		}
+		for j, c := range lay.seg {
+			if c >= 0 {
+				lay.block[j/blk][c]++
+			}
+		}
+	}
+	return lay
+}
+
+// validEnds returns the first and the last valid key of batch row bi (−1
+// when there is none).
+func validEnds(mask *keyMask, bi, n int) (first, last int) {
+	first, last = -1, -1
+	for j := 0; j < n; j++ {
+		if _, ok := mask.at(bi, j); ok {
+			if first < 0 {
+				first = j
+			}
+			last = j
+		}
+	}
+	return first, last
+}
+
+// farCounts sets cnt[c] to the keys of segment c outside the blocks within
+// r of block B (all of them without blocks).
+func (lay *lpLayout) farCounts(B, r int, cnt []int) {
+	copy(cnt, lay.total)
+	if lay.block == nil {
+		return
+	}
+	for bb := max(0, B-r); bb <= min(len(lay.block)-1, B+r); bb++ {
+		for c := range cnt {
+			cnt[c] -= lay.block[bb][c]
+		}
+	}
+}
+
+// lpHead is one (batch, head) of LocalPooledAttention: its queries
+// (sq rows), keys and values (n rows), layout and scratch.
+type lpHead struct {
+	a                *LocalPooledAttrs
+	lay              *lpLayout
+	beta             float64
+	scale            float32
+	sq, n, d, dv     int
+	qh, kh, vh       []float32
+	kbar, vbar       []float32 // segment means [k, D], [k, Dv]
+	pooled           []float32 // scale·Q·K̄ᵀ [sq, k]
+	cnt              []int     // far keys per segment of the current block
+	sinkS, acc       []float64
+	local            []float32 // exact scores of the current block
+	lo, hi           int       // the keys of the current block's window
+	blocks, blk, rch int
+}
+
+// run writes the head's output [sq, Dv] into oh.
+func (p *lpHead) run(oh []float32) {
+	kk := p.a.Segments
+	p.blk, p.rch = p.a.Block, p.a.reach()
+	p.segmentMeans()
+	p.pooled = make([]float32, p.sq*kk)
+	if kk > 0 {
+		gemm.Sgemm(false, true, p.sq, kk, p.d, p.scale, p.qh, p.d, p.kbar, p.d, 0, p.pooled, kk, 1)
+	}
+	p.cnt = make([]int, kk)
+	p.sinkS = make([]float64, len(p.lay.sinks))
+	p.acc = make([]float64, p.dv)
+	p.blocks = 1
+	if p.blk > 0 {
+		p.blocks = (p.n + p.blk - 1) / p.blk
+		p.local = make([]float32, p.blk*(2*p.rch+1)*p.blk)
+	}
+	for B := 0; B < p.blocks; B++ {
+		i0, i1 := 0, p.sq
+		p.lo, p.hi = 0, 0
+		if p.blk > 0 {
+			i0, i1 = B*p.blk, min(p.n, (B+1)*p.blk)
+			p.lo, p.hi = max(0, (B-p.rch)*p.blk), min(p.n, (B+p.rch+1)*p.blk)
+		}
+		p.lay.farCounts(B, p.rch, p.cnt)
+		w := p.hi - p.lo
+		if w > 0 {
+			gemm.Sgemm(false, true, i1-i0, w, p.d, p.scale, p.qh[i0*p.d:], p.d, p.kh[p.lo*p.d:], p.d, 0, p.local, w, 1)
+		}
+		for i := i0; i < i1; i++ {
+			p.row(i, p.local[(i-i0)*w:(i-i0+1)*w], oh[i*p.dv:(i+1)*p.dv])
+		}
+	}
+}
+
+// segmentMeans computes k̄ and v̄ of every segment (float64 sums).
+func (p *lpHead) segmentMeans() {
+	kk, d, dv := p.a.Segments, p.d, p.dv
+	ksum := make([]float64, kk*d)
+	vsum := make([]float64, kk*dv)
+	for j, c := range p.lay.seg {
+		if c < 0 || kk == 0 {
+			continue
+		}
+		for t := 0; t < d; t++ {
+			ksum[c*d+t] += float64(p.kh[j*d+t])
+		}
+		for t := 0; t < dv; t++ {
+			vsum[c*dv+t] += float64(p.vh[j*dv+t])
+		}
+	}
+	p.kbar = make([]float32, kk*d)
+	p.vbar = make([]float32, kk*dv)
+	for c, cnt := range p.lay.total {
+		if cnt == 0 {
+			continue
+		}
+		inv := 1 / float64(cnt)
+		for t := 0; t < d; t++ {
+			p.kbar[c*d+t] = float32(ksum[c*d+t] * inv)
+		}
+		for t := 0; t < dv; t++ {
+			p.vbar[c*dv+t] = float32(vsum[c*dv+t] * inv)
+		}
+	}
+}
+
+// row computes query i's output o from its exact scores row (keys
+// p.lo..p.hi), the sinks and the far segments: one softmax (o stays zero
+// without any valid key).
+func (p *lpHead) row(i int, row []float32, o []float32) {
+	lay, d, kk := p.lay, p.d, p.a.Segments
+	top := math.Inf(-1)
+	for j := p.lo; j < p.hi; j++ {
+		if lay.seg[j] >= 0 {
+			top = max(top, float64(row[j-p.lo]))
+		}
+	}
+	for s, j := range lay.sinks {
+		var dot float64
+		for t := 0; t < d; t++ {
+			dot += float64(p.qh[i*d+t]) * float64(p.kh[j*d+t])
+		}
+		p.sinkS[s] = float64(p.scale) * dot
+		top = max(top, p.sinkS[s])
+	}
+	prow := p.pooled[i*kk : (i+1)*kk]
+	for c, n := range p.cnt {
+		if n > 0 {
+			top = max(top, float64(prow[c])+math.Log(float64(n))+p.beta)
+		}
+	}
+	if math.IsInf(top, -1) {
+		return // no valid key: zeros
+	}
+	acc, dv := p.acc, p.dv
+	clear(acc)
+	var den float64
+	add := func(e float64, val []float32) {
+		den += e
+		for t := range acc {
+			acc[t] += e * float64(val[t])
+		}
+	}
+	for j := p.lo; j < p.hi; j++ {
+		if lay.seg[j] >= 0 {
+			add(math.Exp(float64(row[j-p.lo])-top), p.vh[j*dv:(j+1)*dv])
+		}
+	}
+	for s, j := range lay.sinks {
+		add(math.Exp(p.sinkS[s]-top), p.vh[j*dv:(j+1)*dv])
+	}
+	for c, n := range p.cnt {
+		if n > 0 {
+			add(math.Exp(float64(prow[c])+math.Log(float64(n))+p.beta-top), p.vbar[c*dv:(c+1)*dv])
+		}
+	}
+	for t := range acc {
+		o[t] = float32(acc[t] / den)
+	}
 }
 
 // NewLocalPooledNode returns a LocalPooledAttention node reading inputs
-// (Q, K, V, key_bias) and writing output, with every attribute set
-// explicitly (Scale must not be zero).
+// (Q, K, V, key_bias) and writing output, with the attributes of a that
+// differ from their defaults (Scale is always written and must not be
+// zero).
 func NewLocalPooledNode(name string, inputs []string, output string, a LocalPooledAttrs) *onnxpb.NodeProto {
-	n := &onnxpb.NodeProto{
-		Name:   proto.String(name),
-		OpType: proto.String(LocalPooledOp),
-		Domain: proto.String(Domain),
-		Input:  append([]string(nil), inputs...),
-		Output: []string{output},
-		Attribute: []*onnxpb.AttributeProto{
-			attrFloat("scale", a.Scale),
-			attrInt("block", int64(a.Block)),
-			attrInt("segments", int64(a.Segments)),
-			attrString("sinks", a.Sinks()),
-			attrInt("reach", int64(a.reach())),
-		},
-	}
-	if len(a.FarBias) > 0 {
-		n.Attribute = append(n.Attribute, &onnxpb.AttributeProto{Name: proto.String("far_bias"), Type: onnxpb.AttributeProto_FLOATS.Enum(), Floats: append([]float32(nil), a.FarBias...)})
-	}
-	return n
+	return localPooledSchema.node(name, inputs, output, &a)
 }
 
 // LocalPooledFunction returns the FunctionProto that defines
@@ -481,198 +507,183 @@ func LocalPooledFunction(opset int64, a LocalPooledAttrs) (*onnxpb.FunctionProto
 		return nil, err
 	}
 	b := &fnBuilder{opset: opset}
-	kk, blk, r := int64(a.Segments), int64(a.Block), int64(a.reach())
+	b.localPooledBody(a)
+	return localPooledSchema.function(b, localPooledDoc, len(localPooledSchema.Inputs)), nil
+}
+
+// scoredPart is one part of a joint softmax: scores and the values they
+// weigh.
+type scoredPart struct{ scores, values string }
+
+// lpBody holds what the parts of the local-pooled body share.
+type lpBody struct {
+	*fnBuilder
+	a                 LocalPooledAttrs
+	qs                string // scale·Q
+	masked, zero, one string
+	sLen, dK, dV      string // S, D, Dv as [1]
+	km, vm            string // K, V with padded rows zeroed
+	nsF               string // [Bm,1,1,S]: 1 for the non-sink valid keys
+	sinkRows          []string
+	onehot, total     string // segments (see segments)
+	kbarT, vbar       string
+	ks, vs, sinkBias  string // sinks' keys, values and [Bm,1,1,ns] bias
+	padS, padLast     string // blocked form (Block > 0)
+}
+
+// localPooledBody emits the body of LocalPooledAttention with the
+// attributes a (also LinformerAttention's pooled mode, Block 0), reading
+// Q, K, V and key_bias and writing out.
+func (b *fnBuilder) localPooledBody(a LocalPooledAttrs) {
+	p := &lpBody{fnBuilder: b, a: a}
 	// The scale multiplies Q once ([S,D]) instead of every score tensor
 	// ([S,3b], [S,k], [S,sinks]): one pass over the smallest operand.
-	scale := b.constFloatAttr("scale")
-	qs := b.op("Mul", []string{"Q", scale})
-	masked := b.constFloat(-1e30)
-	zero := b.constFloat(0)
-	one := b.constFloat(1)
-	axis3 := b.constScalarInt(3)
+	p.qs = b.op("Mul", []string{"Q", b.constFloatAttr("scale")})
+	p.masked = b.constFloat(-1e30)
+	p.zero = b.constFloat(0)
+	p.one = b.constFloat(1)
+	p.keys()
+	if a.Segments > 0 {
+		p.onehot, p.total, p.kbarT, p.vbar = b.segments(a.Segments, p.nsF, p.km, p.vm)
+	}
+	p.sinks()
+	if a.Block == 0 {
+		parts := []scoredPart{{b.op("Add", []string{b.op("MatMul", []string{p.qs, p.kbarT}), p.logCount(p.total, 4)}), p.vbar}}
+		if p.ks != "" {
+			ss := b.op("Add", []string{b.op("MatMul", []string{p.qs, b.transpose(p.ks, 0, 1, 3, 2)}), p.sinkBias})
+			parts = append(parts, scoredPart{ss, p.vs})
+		}
+		b.op("Identity", []string{b.jointSoftmax(parts, 3)})
+	} else {
+		flat := b.op("Reshape", []string{p.blocked(), b.op("Concat", []string{b.constInts(0, 0, -1), p.dV}, attrInt("axis", 0))})
+		b.op("Slice", []string{flat, b.constInts(0), p.sLen, b.constInts(2)})
+	}
+	b.rename("out")
+}
 
-	// Validity over the full key axis: [Bm,1,1,S].
+// keys emits the key validity, the masked K and V, the sinks' rows and the
+// non-sink valid keys nsF.
+func (p *lpBody) keys() {
+	b := p.fnBuilder
 	shapeK := b.op("Shape", []string{"K"})
-	sLen := b.op("Slice", []string{shapeK, b.constInts(2), b.constInts(3)})
-	dK := b.op("Slice", []string{shapeK, b.constInts(3), b.constInts(4)})
-	dV := b.op("Slice", []string{b.op("Shape", []string{"V"}), b.constInts(3), b.constInts(4)})
-	bm := b.op("Slice", []string{b.op("Shape", []string{"key_bias"}), b.constInts(0), b.constInts(1)})
-	full := b.op("Concat", []string{bm, b.constInts(1, 1), sLen}, attrInt("axis", 0))
-	valid := b.op("Expand", []string{b.op("Greater", []string{"key_bias", b.constFloat(maskThreshold)}), full})
-	validT := b.transpose(valid, 0, 1, 3, 2) // [Bm,1,S,1]
-	km := b.op("Where", []string{validT, "K", zero})
-	vm := b.op("Where", []string{validT, "V", zero})
-	pos := b.op("CumSum", []string{b.op("Expand", []string{one, full}), axis3}, attrInt("exclusive", 1))
-
-	// Sinks.
-	var sinkRows []string
+	p.sLen = b.op("Slice", []string{shapeK, b.constInts(2), b.constInts(3)})
+	p.dK = b.op("Slice", []string{shapeK, b.constInts(3), b.constInts(4)})
+	p.dV = b.op("Slice", []string{b.op("Shape", []string{"V"}), b.constInts(3), b.constInts(4)})
+	full := b.biasShape(p.sLen)
+	valid := b.op("Expand", []string{b.op("Greater", []string{"key_bias", b.constFloat(maskThreshold)}), full}) // [Bm,1,1,S]
+	validT := b.transpose(valid, 0, 1, 3, 2)                                                                    // [Bm,1,S,1]
+	p.km = b.op("Where", []string{validT, "K", p.zero})
+	p.vm = b.op("Where", []string{validT, "V", p.zero})
+	pos := b.op("CumSum", []string{b.op("Expand", []string{p.one, full}), b.constScalarInt(3)}, attrInt("exclusive", 1))
 	var isFirst string
-	if a.SinkFirst {
+	if p.a.SinkFirst {
 		first := b.reduce("ReduceMin", b.op("Where", []string{valid, pos, b.constFloat(1e9)}), 3)
 		isFirst = b.op("And", []string{b.op("Equal", []string{pos, first}), valid})
-		sinkRows = append(sinkRows, isFirst)
+		p.sinkRows = append(p.sinkRows, isFirst)
 	}
-	if a.SinkLast {
+	if p.a.SinkLast {
 		last := b.reduce("ReduceMax", b.op("Where", []string{valid, pos, b.constFloat(-1)}), 3)
 		isLast := b.op("And", []string{b.op("Equal", []string{pos, last}), valid})
 		if isFirst != "" {
 			isLast = b.op("And", []string{isLast, b.op("Not", []string{isFirst})})
 		}
-		sinkRows = append(sinkRows, isLast)
+		p.sinkRows = append(p.sinkRows, isLast)
 	}
 	ns := valid
-	for _, r := range sinkRows {
+	for _, r := range p.sinkRows {
 		ns = b.op("And", []string{ns, b.op("Not", []string{r})})
 	}
-	nsF := b.op("Cast", []string{ns}, castFloat()) // [Bm,1,1,S]
+	p.nsF = b.op("Cast", []string{ns}, castFloat())
+}
 
-	// Segments: rank among the non-sink valid keys, segment ⌊r·k/m⌋,
-	// one-hot [Bm,1,S,k] and means [B,H,k,D] (none when k = 0).
-	var onehot, total, kbarT, vbar string
-	if kk > 0 {
-		onehot, total, kbarT, vbar = b.segments(a.Segments, nsF, km, vm)
+// sinks emits the sinks' keys [B,H,ns,D], values [B,H,ns,Dv] and bias
+// [Bm,1,1,ns] (0 where the sink exists, masked where not).
+func (p *lpBody) sinks() {
+	if len(p.sinkRows) == 0 {
+		return
 	}
-	// logCount is log cnt (+ β) where cnt > 0, else the masked score;
-	// β broadcasts over heads along axis 1 of a rank-rank score tensor.
-	logCount := func(cnt string, rank int) string {
-		lc := b.op("Log", []string{b.op("Max", []string{cnt, one})})
-		switch len(a.FarBias) {
-		case 0:
-		case 1:
-			lc = b.op("Add", []string{lc, b.constFloat(a.FarBias[0])})
-		default:
-			shape := make([]int, rank)
-			for i := range shape {
-				shape[i] = 1
-			}
-			shape[1] = len(a.FarBias)
-			lc = b.op("Add", []string{lc, b.constFloatTensor(shape, a.FarBias)})
-		}
-		return b.op("Where", []string{b.op("Greater", []string{cnt, b.constFloat(0.5)}), lc, masked})
+	b := p.fnBuilder
+	var rows []string
+	for _, r := range p.sinkRows {
+		rows = append(rows, b.op("Cast", []string{r}, castFloat()))
 	}
-
-	var ks, vs, sinkBias string
-	if len(sinkRows) > 0 {
-		var rows []string
-		for _, r := range sinkRows {
-			rows = append(rows, b.op("Cast", []string{r}, castFloat()))
-		}
-		sr := rows[0]
-		if len(rows) > 1 {
-			sr = b.op("Concat", rows, attrInt("axis", 2)) // [Bm,1,ns,S]
-		}
-		ks = b.op("MatMul", []string{sr, km}) // [B,H,ns,D]
-		vs = b.op("MatMul", []string{sr, vm}) // [B,H,ns,Dv]
-		present := b.op("Greater", []string{b.transpose(b.reduce("ReduceSum", sr, 3), 0, 1, 3, 2), b.constFloat(0.5)})
-		sinkBias = b.op("Where", []string{present, zero, masked}) // [Bm,1,1,ns]
+	sr := rows[0]
+	if len(rows) > 1 {
+		sr = b.op("Concat", rows, attrInt("axis", 2)) // [Bm,1,ns,S]
 	}
+	p.ks = b.op("MatMul", []string{sr, p.km})
+	p.vs = b.op("MatMul", []string{sr, p.vm})
+	present := b.op("Greater", []string{b.transpose(b.reduce("ReduceSum", sr, 3), 0, 1, 3, 2), b.constFloat(0.5)})
+	p.sinkBias = b.op("Where", []string{present, p.zero, p.masked})
+}
 
-	var parts []struct{ scores, values string }
-	var anyValid string // with the local part alone: 1 where a block has a valid key
-	axis := int64(3)    // the score axis
-	if blk == 0 {
-		sp := b.op("Add", []string{b.op("MatMul", []string{qs, kbarT}), logCount(total, 4)})
-		parts = append(parts, struct{ scores, values string }{sp, vbar})
-		if ks != "" {
-			ss := b.op("Add", []string{b.op("MatMul", []string{qs, b.transpose(ks, 0, 1, 3, 2)}), sinkBias})
-			parts = append(parts, struct{ scores, values string }{ss, vs})
+// logCount is log cnt (+ β) where cnt > 0, else the masked score; β
+// broadcasts over heads along axis 1 of a rank-rank score tensor.
+func (p *lpBody) logCount(cnt string, rank int) string {
+	b := p.fnBuilder
+	lc := b.op("Log", []string{b.op("Max", []string{cnt, p.one})})
+	switch len(p.a.FarBias) {
+	case 0:
+	case 1:
+		lc = b.op("Add", []string{lc, b.constFloat(p.a.FarBias[0])})
+	default:
+		shape := make([]int, rank)
+		for i := range shape {
+			shape[i] = 1
 		}
-	} else {
-		axis = 4
-		// Pad S up to a multiple of b.
-		bConst := b.constInts(blk)
-		nb := b.op("Div", []string{b.op("Add", []string{sLen, b.constInts(blk - 1)}), bConst})
-		padAmt := b.op("Sub", []string{b.op("Mul", []string{nb, bConst}), sLen})
-		padS := b.op("Concat", []string{b.constInts(0, 0, 0, 0, 0, 0), padAmt, b.constInts(0)}, attrInt("axis", 0)) // axis 2 of rank 4
-		padLast := b.op("Concat", []string{b.constInts(0, 0, 0, 0, 0, 0, 0), padAmt}, attrInt("axis", 0))           // axis 3 of rank 4
-		blocks := func(x, width string) string {                                                                    // [.., P, W] -> [.., nb, b, W]
-			return b.op("Reshape", []string{x, b.op("Concat", []string{b.constInts(0, 0, -1, blk), width}, attrInt("axis", 0))})
-		}
-		// shifted returns the 2r+1 copies of x (padded by r zeros on both
-		// ends of axis) shifted by −r..r blocks along axis.
-		shifted := func(x string, rank int, axis int64) []string {
-			if r == 0 {
-				return []string{x}
-			}
-			pads := make([]int64, 2*rank)
-			pads[axis], pads[rank+int(axis)] = r, r
-			p := b.op("Pad", []string{x, b.constInts(pads...)})
-			ax := b.constInts(axis)
-			var out []string
-			for s := int64(0); s <= 2*r; s++ {
-				end := s - 2*r
-				if end == 0 {
-					end = math.MaxInt64
-				}
-				out = append(out, b.op("Slice", []string{p, b.constInts(s), b.constInts(end), ax}))
-			}
-			return out
-		}
-		// window concatenates, along axis, the blocks within r of each
-		// block of x (blocked along axis-1), with zeros beyond the ends.
-		window := func(x string, rank int, axis int64) string {
-			parts := shifted(x, rank, axis-1)
-			if len(parts) == 1 {
-				return parts[0]
-			}
-			return b.op("Concat", parts, attrInt("axis", axis))
-		}
-		qb := blocks(b.op("Pad", []string{qs, padS}), dK)                                                 // [B,H,nb,b,D]
-		kwin := window(blocks(b.op("Pad", []string{km, padS}), dK), 5, 3)                                 // [B,H,nb,3b,D]
-		vwin := window(blocks(b.op("Pad", []string{vm, padS}), dV), 5, 3)                                 // [B,H,nb,3b,Dv]
-		nsb := b.op("Reshape", []string{b.op("Pad", []string{nsF, padLast}), b.constInts(0, 0, -1, blk)}) // [Bm,1,nb,b]
-		nswin := b.op("Reshape", []string{window(nsb, 4, 3), b.constInts(0, 0, 0, 1, -1)})                // [Bm,1,nb,1,3b]
-		localBias := b.op("Where", []string{b.op("Greater", []string{nswin, b.constFloat(0.5)}), zero, masked})
-		if kk == 0 && len(sinkRows) == 0 {
-			anyValid = b.reduce("ReduceMax", nswin, 4) // [Bm,1,nb,1,1]
-		}
-		sl := b.op("Add", []string{b.op("MatMul", []string{qb, b.transpose(kwin, 0, 1, 2, 4, 3)}), localBias})
-		parts = append(parts, struct{ scores, values string }{sl, vwin})
-
-		// cnt per query block: total minus the segment's keys in the
-		// window (no pooled part when k = 0).
-		if kk > 0 {
-			ob := b.reduce("ReduceSum", b.op("Reshape", []string{b.op("Pad", []string{onehot, padS}), b.constInts(0, 0, -1, blk, kk)}), 3) // [Bm,1,nb,1,k]
-			obr := b.op("Reshape", []string{ob, b.constInts(0, 0, 0, -1)})                                                                 // [Bm,1,nb,k]
-			w := sumOf(b, shifted(obr, 4, 2))
-			cnt := b.op("Sub", []string{total, w})                                                                               // [Bm,1,nb,k]
-			logc := b.op("Reshape", []string{logCount(cnt, 4), b.constInts(0, 0, 0, 1, -1)})                                     // [B',H',nb,1,k]
-			kbar5 := b.op("Reshape", []string{kbarT, b.constInts(0, 0, 1, -1, kk)})                                              // [B,H,1,D,k]
-			vbar5 := b.op("Reshape", []string{vbar, b.op("Concat", []string{b.constInts(0, 0, 1, kk), dV}, attrInt("axis", 0))}) // [B,H,1,k,Dv]
-			sp := b.op("Add", []string{b.op("MatMul", []string{qb, kbar5}), logc})
-			parts = append(parts, struct{ scores, values string }{sp, vbar5})
-		}
-		if ks != "" {
-			nsk := int64(len(sinkRows))
-			ks5 := b.op("Reshape", []string{b.transpose(ks, 0, 1, 3, 2), b.constInts(0, 0, 1, -1, nsk)})
-			vs5 := b.op("Reshape", []string{vs, b.op("Concat", []string{b.constInts(0, 0, 1, nsk), dV}, attrInt("axis", 0))})
-			sb5 := b.op("Reshape", []string{sinkBias, b.constInts(0, 0, 1, 1, nsk)})
-			ss := b.op("Add", []string{b.op("MatMul", []string{qb, ks5}), sb5})
-			parts = append(parts, struct{ scores, values string }{ss, vs5})
-		}
+		shape[1] = len(p.a.FarBias)
+		lc = b.op("Add", []string{lc, b.constFloatTensor(shape, p.a.FarBias)})
 	}
+	return b.op("Where", []string{b.op("Greater", []string{cnt, b.constFloat(0.5)}), lc, p.masked})
+}
 
-	var res string
-	if anyValid != "" {
+// blocked emits the body with local blocks: S padded to nb·b positions,
+// queries [B,H,nb,b,D], each block's window of 2r+1 blocks of keys, the
+// far segments counted per block, and returns [B,H,nb,b,Dv].
+func (p *lpBody) blocked() string {
+	b := p.fnBuilder
+	kk, blk, r := int64(p.a.Segments), int64(p.a.Block), int64(p.a.reach())
+	bConst := b.constInts(blk)
+	nb := b.op("Div", []string{b.op("Add", []string{p.sLen, b.constInts(blk - 1)}), bConst})
+	p.padS, p.padLast = b.padSpecs(b.op("Sub", []string{b.op("Mul", []string{nb, bConst}), p.sLen}))
+	blocks := func(x, width string) string { // [.., P, W] -> [.., nb, b, W]
+		return b.op("Reshape", []string{x, b.op("Concat", []string{b.constInts(0, 0, -1, blk), width}, attrInt("axis", 0))})
+	}
+	qb := blocks(b.op("Pad", []string{p.qs, p.padS}), p.dK)                                               // [B,H,nb,b,D]
+	kwin := b.window(blocks(b.op("Pad", []string{p.km, p.padS}), p.dK), 5, r, r)                          // [B,H,nb,(2r+1)b,D]
+	vwin := b.window(blocks(b.op("Pad", []string{p.vm, p.padS}), p.dV), 5, r, r)                          // [B,H,nb,(2r+1)b,Dv]
+	nsb := b.op("Reshape", []string{b.op("Pad", []string{p.nsF, p.padLast}), b.constInts(0, 0, -1, blk)}) // [Bm,1,nb,b]
+	nswin := b.op("Reshape", []string{b.window(nsb, 4, r, r), b.constInts(0, 0, 0, 1, -1)})               // [Bm,1,nb,1,(2r+1)b]
+	localBias := b.op("Where", []string{b.op("Greater", []string{nswin, b.constFloat(0.5)}), p.zero, p.masked})
+	sl := b.op("Add", []string{b.op("MatMul", []string{qb, b.transpose(kwin, 0, 1, 2, 4, 3)}), localBias})
+	if kk == 0 && p.ks == "" {
 		// The local part alone (convert long's default): onnxruntime's
 		// Softmax in one pass over the scores; a block without any valid
 		// key gives zeros.
-		pr := b.op("Softmax", []string{parts[0].scores}, attrInt("axis", axis))
-		res = b.op("Mul", []string{b.op("MatMul", []string{pr, parts[0].values}), anyValid})
-	} else {
-		res = b.jointSoftmax(parts, axis)
+		anyValid := b.reduce("ReduceMax", nswin, 4) // [Bm,1,nb,1,1]
+		pr := b.op("Softmax", []string{sl}, attrInt("axis", 4))
+		return b.op("Mul", []string{b.op("MatMul", []string{pr, vwin}), anyValid})
 	}
-	if blk > 0 {
-
-		flat := b.op("Reshape", []string{res, b.op("Concat", []string{b.constInts(0, 0, -1), dV}, attrInt("axis", 0))})
-		b.op("Slice", []string{flat, b.constInts(0), sLen, b.constInts(2)})
-	} else {
-		b.op("Identity", []string{res})
+	parts := []scoredPart{{sl, vwin}}
+	if kk > 0 {
+		// cnt per query block: total minus the segment's keys in the
+		// window.
+		ob := b.reduce("ReduceSum", b.op("Reshape", []string{b.op("Pad", []string{p.onehot, p.padS}), b.constInts(0, 0, -1, blk, kk)}), 3) // [Bm,1,nb,1,k]
+		obr := b.op("Reshape", []string{ob, b.constInts(0, 0, 0, -1)})                                                                     // [Bm,1,nb,k]
+		cnt := b.op("Sub", []string{p.total, sumOf(b, b.shiftedBlocks(obr, 4, 2, r, r))})                                                  // [Bm,1,nb,k]
+		logc := b.op("Reshape", []string{p.logCount(cnt, 4), b.constInts(0, 0, 0, 1, -1)})                                                 // [B',H',nb,1,k]
+		kbar5 := b.op("Reshape", []string{p.kbarT, b.constInts(0, 0, 1, -1, kk)})                                                          // [B,H,1,D,k]
+		vbar5 := b.op("Reshape", []string{p.vbar, b.op("Concat", []string{b.constInts(0, 0, 1, kk), p.dV}, attrInt("axis", 0))})           // [B,H,1,k,Dv]
+		parts = append(parts, scoredPart{b.op("Add", []string{b.op("MatMul", []string{qb, kbar5}), logc}), vbar5})
 	}
-	b.rename("out")
-	return b.function(LocalPooledOp, localPooledDoc,
-		[]string{"Q", "K", "V", "key_bias"}, []string{"out"},
-		[]string{"scale", "block", "segments", "sinks"}, nil), nil
+	if p.ks != "" {
+		nsk := int64(len(p.sinkRows))
+		ks5 := b.op("Reshape", []string{b.transpose(p.ks, 0, 1, 3, 2), b.constInts(0, 0, 1, -1, nsk)})
+		vs5 := b.op("Reshape", []string{p.vs, b.op("Concat", []string{b.constInts(0, 0, 1, nsk), p.dV}, attrInt("axis", 0))})
+		sb5 := b.op("Reshape", []string{p.sinkBias, b.constInts(0, 0, 1, 1, nsk)})
+		parts = append(parts, scoredPart{b.op("Add", []string{b.op("MatMul", []string{qb, ks5}), sb5}), vs5})
+	}
+	return b.jointSoftmax(parts, 4)
 }
 
 // segments emits the pooled far field's pieces for k segments: the
@@ -703,7 +714,7 @@ func (b *fnBuilder) segments(k int, nsF, km, vm string) (onehot, total, kbarT, v
 // jointSoftmax emits one softmax over every part's scores along axis (a
 // shared maximum floored at −1e29, exps, sums) weighing each part's
 // values, and returns the output.
-func (b *fnBuilder) jointSoftmax(parts []struct{ scores, values string }, axis int64) string {
+func (b *fnBuilder) jointSoftmax(parts []scoredPart, axis int64) string {
 	maxes := []string{b.constFloat(-1e29)}
 	for _, pt := range parts {
 		maxes = append(maxes, b.reduce("ReduceMax", pt.scores, axis))

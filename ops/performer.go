@@ -168,6 +168,35 @@ type PerformerInputs struct {
 
 const defaultEpsilon = 1e-6
 
+// performerSchema is PerformerAttention's schema.
+var performerSchema = newSchema(OpSchema{
+	Op: PerformerOp, Doc: performerDoc, File: "ops/performer.go",
+	Inputs: []InputSchema{
+		{Name: "Q", Doc: "queries [B,H,Sq,D]"},
+		{Name: "K", Doc: "keys [B,H,Sk,D]"},
+		{Name: "V", Doc: "values [B,H,Sk,Dv]"},
+		{Name: "Omega", Doc: "random features ω [H or 1,M,D], frozen at conversion"},
+		keyBiasInput,
+		{Name: "balance_q", Optional: true, Doc: "T [H or 1,D,D]: queries become q·T (with balance_k)"},
+		{Name: "balance_k", Optional: true, Doc: "T⁻ᵀ [H or 1,D,D]: keys become k·T⁻ᵀ (with balance_q)"},
+		{Name: "derf_a", Optional: true, Doc: "DERF parameters a [H or 1,1,D], each below 1/4 (features sderf and aderf)"},
+	},
+	Output: "[B,H,Sq,Dv]",
+}, func(a *PerformerAttrs) *int { return &a.Threads },
+	scaleField(scaleDoc, func(a *PerformerAttrs) *float32 { return &a.Scale }),
+	zeroIsDefault(stringField(AttrSchema{Name: "kernel", Default: string(KernelPositive), Values: []string{string(KernelPositive), string(KernelTrig)},
+		Doc: "softmax-kernel estimator: positive (exp features) or trig (sin/cos)"}, func(a *PerformerAttrs) *PerformerKernel { return &a.Kernel })),
+	zeroIsDefault(floatField(AttrSchema{Name: "epsilon", Default: float32(defaultEpsilon),
+		Doc: "denominator guard of the trig kernel and the causal op (unused by the positive kernel)"}, func(a *PerformerAttrs) *float32 { return &a.Epsilon })),
+	flagField(AttrSchema{Name: "center", Doc: "centre queries and keys over the valid tokens (exact)"}, func(a *PerformerAttrs) *bool { return &a.Center }),
+	zeroIsDefault(stringField(AttrSchema{Name: "features", Default: string(FeaturesFavorPlus),
+		Values: []string{string(FeaturesFavorPlus), string(FeaturesFavorPP), string(FeaturesSDERF), string(FeaturesADERF)},
+		Doc:    "positive kernel's feature map"}, func(a *PerformerAttrs) *FeatureMap { return &a.Features })),
+	flagField(AttrSchema{Name: "causal", Doc: "query i sees keys j ≤ i (prefix sums)"}, func(a *PerformerAttrs) *bool { return &a.Causal }),
+	zeroIsDefault(intField(AttrSchema{Name: "chunk", Default: int64(DefaultChunk), Min: 1, Max: MaxChunk,
+		Doc: "chunk length of the causal function body"}, func(a *PerformerAttrs) *int { return &a.Chunk })),
+)
+
 // balanceTol bounds |balance_q·balance_kᵀ − I| (and, for sderf,
 // |balance_q − balance_k|): far above float32 rounding of a fitted T and
 // its inverse, far below any mistake in wiring them.
@@ -188,31 +217,11 @@ func performerKernel(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
 
 // performerCall reads a node's inputs and attributes.
 func performerCall(ctx *Context, in []*onnx.Tensor) (PerformerInputs, PerformerAttrs, error) {
-	var a PerformerAttrs
-	if len(in) < 4 || len(in) > 8 {
-		return PerformerInputs{}, a, fmt.Errorf("ops: %s%s: got %d inputs, want 4 to 8", PerformerOp, nodeName(ctx), len(in))
+	a, in, err := performerSchema.call(ctx, in)
+	if err != nil {
+		return PerformerInputs{}, a, err
 	}
-	if ctx != nil && ctx.Node != nil {
-		a.Scale = onnx.AttrFloat(ctx.Node, "scale", 0)
-		a.Kernel = PerformerKernel(onnx.AttrString(ctx.Node, "kernel", string(KernelPositive)))
-		a.Epsilon = onnx.AttrFloat(ctx.Node, "epsilon", defaultEpsilon)
-		a.Center = onnx.AttrInt(ctx.Node, "center", 0) != 0
-		a.Features = FeatureMap(onnx.AttrString(ctx.Node, "features", string(FeaturesFavorPlus)))
-		a.Causal = onnx.AttrInt(ctx.Node, "causal", 0) != 0
-		chunk := onnx.AttrInt(ctx.Node, "chunk", DefaultChunk)
-		if chunk < 1 || chunk > MaxChunk {
-			return PerformerInputs{}, a, fmt.Errorf("ops: %s%s: chunk %d must be in 1..%d", PerformerOp, nodeName(ctx), chunk, MaxChunk)
-		}
-		a.Chunk = int(chunk)
-		a.Threads = ctx.Threads
-	}
-	opt := func(i int) *onnx.Tensor {
-		if i < len(in) {
-			return in[i]
-		}
-		return nil
-	}
-	return PerformerInputs{Q: in[0], K: in[1], V: in[2], Omega: in[3], Bias: opt(4), BalanceQ: opt(5), BalanceK: opt(6), DerfA: opt(7)}, a, nil
+	return PerformerInputs{Q: in[0], K: in[1], V: in[2], Omega: in[3], Bias: in[4], BalanceQ: in[5], BalanceK: in[6], DerfA: in[7]}, a, nil
 }
 
 // Performer computes PerformerAttention in float32 (see the op's
@@ -488,7 +497,6 @@ func checkVariant(in PerformerInputs, a PerformerAttrs, kernel PerformerKernel, 
 		return nil, fmt.Errorf("ops: %s: features %q, want %q, %q, %q or %q", op, feat, FeaturesFavorPlus, FeaturesFavorPP, FeaturesSDERF, FeaturesADERF)
 	}
 	balance := in.BalanceQ != nil || in.BalanceK != nil
-	derf := feat == FeaturesSDERF || feat == FeaturesADERF
 	if !a.Center && !balance && feat == FeaturesFavorPlus && in.DerfA == nil {
 		return nil, nil
 	}
@@ -497,60 +505,87 @@ func checkVariant(in PerformerInputs, a PerformerAttrs, kernel PerformerKernel, 
 	}
 	v := &variant{center: a.Center, features: feat}
 	if balance {
-		if in.BalanceQ == nil || in.BalanceK == nil {
-			return nil, fmt.Errorf("ops: %s: balance_q and balance_k go together", op)
-		}
-		for _, t := range []*onnx.Tensor{in.BalanceQ, in.BalanceK} {
-			if t.DType != onnx.Float || len(t.Shape) != 3 || (t.Shape[0] != 1 && t.Shape[0] != h) || t.Shape[1] != d || t.Shape[2] != d || len(t.Floats()) != t.Len() {
-				return nil, fmt.Errorf("ops: %s: balance must be float32 [%d or 1, %d, %d], got %v", op, h, d, d, t)
-			}
-		}
-		if in.BalanceQ.Shape[0] != in.BalanceK.Shape[0] {
-			return nil, fmt.Errorf("ops: %s: balance_q %v and balance_k %v have different head extents", op, in.BalanceQ.Shape, in.BalanceK.Shape)
-		}
-		v.tq, v.tk, v.ht = in.BalanceQ.Floats(), in.BalanceK.Floats(), in.BalanceQ.Shape[0]
-		for hi := 0; hi < v.ht; hi++ {
-			tq, tk := v.tq[hi*d*d:(hi+1)*d*d], v.tk[hi*d*d:(hi+1)*d*d]
-			var worst, asym float64
-			for r := 0; r < d; r++ {
-				for c := 0; c < d; c++ {
-					var s float64
-					for x := 0; x < d; x++ {
-						s += float64(tq[r*d+x]) * float64(tk[c*d+x])
-					}
-					if r == c {
-						s--
-					}
-					worst = math.Max(worst, math.Abs(s))
-					asym = math.Max(asym, math.Abs(float64(tq[r*d+c]-tk[r*d+c])))
-				}
-			}
-			if !(worst <= balanceTol) {
-				return nil, fmt.Errorf("ops: %s: balance_k is not balance_q⁻ᵀ in head %d (max |T_q·T_kᵀ − I| = %.3g)", op, hi, worst)
-			}
-			if feat == FeaturesSDERF && !(asym <= balanceTol) {
-				return nil, fmt.Errorf("ops: %s: features %q is symmetric: balance_q must equal balance_k (an orthogonal matrix), head %d differs by %.3g", op, feat, hi, asym)
-			}
+		if err := v.checkBalance(in.BalanceQ, in.BalanceK, h, d); err != nil {
+			return nil, err
 		}
 	}
-	if derf {
-		if !balance {
-			return nil, fmt.Errorf("ops: %s: features %q needs balance_q and balance_k (derf_a is given in their basis)", op, feat)
-		}
-		t := in.DerfA
-		if t == nil || t.DType != onnx.Float || len(t.Shape) != 3 || (t.Shape[0] != 1 && t.Shape[0] != h) || t.Shape[1] != 1 || t.Shape[2] != d || len(t.Floats()) != t.Len() {
-			return nil, fmt.Errorf("ops: %s: features %q needs derf_a float32 [%d or 1, 1, %d], got %v", op, feat, h, d, t)
-		}
-		for _, x := range t.Floats() {
-			if !(x < 0.25) || math.IsInf(float64(x), 0) {
-				return nil, fmt.Errorf("ops: %s: derf_a holds %g, want finite values below 1/4", op, x)
-			}
-		}
-		v.derfA, v.ha = t.Floats(), t.Shape[0]
-	} else if in.DerfA != nil {
-		return nil, fmt.Errorf("ops: %s: derf_a is an input of features %q and %q only, not %q", op, FeaturesSDERF, FeaturesADERF, feat)
+	if err := v.checkDerf(in.DerfA, balance, h, d); err != nil {
+		return nil, err
 	}
 	return v, nil
+}
+
+// checkBalance validates balance_q = T and balance_k = T⁻ᵀ ([H or 1, d,
+// d], T·balance_kᵀ = I, and for sderf balance_q = balance_k) and keeps them.
+func (v *variant) checkBalance(tq, tk *onnx.Tensor, h, d int) error {
+	const op = PerformerOp
+	if tq == nil || tk == nil {
+		return fmt.Errorf("ops: %s: balance_q and balance_k go together", op)
+	}
+	for _, t := range []*onnx.Tensor{tq, tk} {
+		if t.DType != onnx.Float || len(t.Shape) != 3 || (t.Shape[0] != 1 && t.Shape[0] != h) || t.Shape[1] != d || t.Shape[2] != d || len(t.Floats()) != t.Len() {
+			return fmt.Errorf("ops: %s: balance must be float32 [%d or 1, %d, %d], got %v", op, h, d, d, t)
+		}
+	}
+	if tq.Shape[0] != tk.Shape[0] {
+		return fmt.Errorf("ops: %s: balance_q %v and balance_k %v have different head extents", op, tq.Shape, tk.Shape)
+	}
+	v.tq, v.tk, v.ht = tq.Floats(), tk.Floats(), tq.Shape[0]
+	for hi := 0; hi < v.ht; hi++ {
+		worst, asym := inverseTransposeError(v.tq[hi*d*d:(hi+1)*d*d], v.tk[hi*d*d:(hi+1)*d*d], d)
+		if !(worst <= balanceTol) {
+			return fmt.Errorf("ops: %s: balance_k is not balance_q⁻ᵀ in head %d (max |T_q·T_kᵀ − I| = %.3g)", op, hi, worst)
+		}
+		if v.features == FeaturesSDERF && !(asym <= balanceTol) {
+			return fmt.Errorf("ops: %s: features %q is symmetric: balance_q must equal balance_k (an orthogonal matrix), head %d differs by %.3g", op, v.features, hi, asym)
+		}
+	}
+	return nil
+}
+
+// inverseTransposeError returns max |tq·tkᵀ − I| and max |tq − tk| of two
+// d×d matrices.
+func inverseTransposeError(tq, tk []float32, d int) (worst, asym float64) {
+	for r := 0; r < d; r++ {
+		for c := 0; c < d; c++ {
+			var s float64
+			for x := 0; x < d; x++ {
+				s += float64(tq[r*d+x]) * float64(tk[c*d+x])
+			}
+			if r == c {
+				s--
+			}
+			worst = math.Max(worst, math.Abs(s))
+			asym = math.Max(asym, math.Abs(float64(tq[r*d+c]-tk[r*d+c])))
+		}
+	}
+	return worst, asym
+}
+
+// checkDerf validates derf_a (present exactly for sderf and aderf, which
+// also need the balance) and keeps it.
+func (v *variant) checkDerf(t *onnx.Tensor, balance bool, h, d int) error {
+	const op = PerformerOp
+	feat := v.features
+	if feat != FeaturesSDERF && feat != FeaturesADERF {
+		if t != nil {
+			return fmt.Errorf("ops: %s: derf_a is an input of features %q and %q only, not %q", op, FeaturesSDERF, FeaturesADERF, feat)
+		}
+		return nil
+	}
+	if !balance {
+		return fmt.Errorf("ops: %s: features %q needs balance_q and balance_k (derf_a is given in their basis)", op, feat)
+	}
+	if t == nil || t.DType != onnx.Float || len(t.Shape) != 3 || (t.Shape[0] != 1 && t.Shape[0] != h) || t.Shape[1] != 1 || t.Shape[2] != d || len(t.Floats()) != t.Len() {
+		return fmt.Errorf("ops: %s: features %q needs derf_a float32 [%d or 1, 1, %d], got %v", op, feat, h, d, t)
+	}
+	for _, x := range t.Floats() {
+		if !(x < 0.25) || math.IsInf(float64(x), 0) {
+			return fmt.Errorf("ops: %s: derf_a holds %g, want finite values below 1/4", op, x)
+		}
+	}
+	v.derfA, v.ha = t.Floats(), t.Shape[0]
+	return nil
 }
 
 // transformed is one (batch, head) after the exact transformations: x
@@ -931,45 +966,11 @@ func expNeg(x float32) float32 {
 }
 
 // NewPerformerNode returns a PerformerAttention node reading inputs (Q, K,
-// V, Omega, key_bias) and writing output, with the attributes set
-// explicitly (scale resolved by the caller; it must not be zero).
+// V, Omega, key_bias and the variant's further inputs) and writing
+// output, with the attributes of a that differ from their defaults (scale,
+// resolved by the caller, is always written; it must not be zero).
 func NewPerformerNode(name string, inputs []string, output string, a PerformerAttrs) *onnxpb.NodeProto {
-	kernel := a.Kernel
-	if kernel == "" {
-		kernel = KernelPositive
-	}
-	eps := a.Epsilon
-	if eps == 0 {
-		eps = defaultEpsilon
-	}
-	n := &onnxpb.NodeProto{
-		Name:   proto.String(name),
-		OpType: proto.String(PerformerOp),
-		Domain: proto.String(Domain),
-		Input:  append([]string(nil), inputs...),
-		Output: []string{output},
-		Attribute: []*onnxpb.AttributeProto{
-			attrFloat("scale", a.Scale),
-			attrString("kernel", string(kernel)),
-			attrFloat("epsilon", eps),
-		},
-	}
-	// The variant attributes are written only when they differ from the
-	// defaults, so plain FAVOR+ nodes stay as they were.
-	if a.Center {
-		n.Attribute = append(n.Attribute, attrInt("center", 1))
-	}
-	if a.Features != "" && a.Features != FeaturesFavorPlus {
-		n.Attribute = append(n.Attribute, attrString("features", string(a.Features)))
-	}
-	if a.Causal {
-		chunk := a.Chunk
-		if chunk == 0 {
-			chunk = DefaultChunk
-		}
-		n.Attribute = append(n.Attribute, attrInt("causal", 1), attrInt("chunk", int64(chunk)))
-	}
-	return n
+	return performerSchema.node(name, inputs, output, &a)
 }
 
 // PerformerFunction returns the FunctionProto that defines
@@ -1081,10 +1082,7 @@ func PerformerFunctionFor(v PerformerVariant, opset int64) (*onnxpb.FunctionProt
 	den = b.op("Add", []string{b.op("Relu", []string{den}), epsM})
 	b.op("Div", []string{num, den})
 	b.rename("out")
-	return b.function(PerformerOp, performerDoc+" kernel="+string(kernel),
-		[]string{"Q", "K", "V", "Omega", "key_bias"}, []string{"out"},
-		[]string{"scale", "kernel"},
-		[]*onnxpb.AttributeProto{attrFloat("epsilon", defaultEpsilon)}), nil
+	return performerSchema.function(b, performerDoc+" kernel="+string(kernel), 5), nil
 }
 
 // performerPositiveFunction builds the positive body (plain FAVOR+ and
@@ -1272,15 +1270,10 @@ func performerPositiveFunction(v PerformerVariant, kernel PerformerKernel, feat 
 	b.op("MatMul", []string{alpha, mu})
 	b.rename("out")
 	if plain {
-		return b.function(op, performerDoc+" kernel="+string(kernel),
-			[]string{"Q", "K", "V", "Omega", "key_bias"}, []string{"out"},
-			[]string{"scale", "kernel"},
-			[]*onnxpb.AttributeProto{attrFloat("epsilon", defaultEpsilon)}), nil
+		return performerSchema.function(b, performerDoc+" kernel="+string(kernel), len(inputs)), nil
 	}
 	doc := fmt.Sprintf("%s kernel=%s center=%v balance=%v features=%s", performerDoc, kernel, v.Center, v.Balance, feat)
-	return b.function(op, doc, inputs, []string{"out"},
-		[]string{"scale", "kernel", "center", "features"},
-		[]*onnxpb.AttributeProto{attrFloat("epsilon", defaultEpsilon)}), nil
+	return performerSchema.function(b, doc, len(inputs)), nil
 }
 
 // PerformerExactFunction returns a FunctionProto with PerformerAttention's
@@ -1302,8 +1295,5 @@ func PerformerExactFunction(opset int64) (*onnxpb.FunctionProto, error) {
 	p := b.op("Softmax", []string{b.op("Add", []string{scores, "key_bias"})}, attrInt("axis", 3))
 	b.op("MatMul", []string{p, "V"})
 	b.rename("out")
-	return b.function(PerformerOp, "PerformerAttention computed exactly (softmax attention; calibration capture)",
-		[]string{"Q", "K", "V", "Omega", "key_bias"}, []string{"out"},
-		[]string{"scale", "kernel"},
-		[]*onnxpb.AttributeProto{attrFloat("epsilon", defaultEpsilon)}), nil
+	return performerSchema.function(b, "PerformerAttention computed exactly (softmax attention; calibration capture)", 5), nil
 }

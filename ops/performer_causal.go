@@ -279,9 +279,7 @@ func PerformerCausalFunction(chunk int, opset int64) (*onnxpb.FunctionProto, err
 	b.op("Div", []string{num, den})
 	b.rename("out")
 	doc := fmt.Sprintf("%s kernel=%s causal=1 chunk=%d", performerDoc, KernelPositive, chunk)
-	return b.function(op, doc, []string{"Q", "K", "V", "Omega", "key_bias"}, []string{"out"},
-		[]string{"scale", "kernel", "causal", "chunk"},
-		[]*onnxpb.AttributeProto{attrFloat("epsilon", defaultEpsilon)}), nil
+	return performerSchema.function(b, doc, 5), nil
 }
 
 // keyLogits writes the causal op's logits of one key, t_f = ω_f·k̃ −

@@ -24,8 +24,8 @@ func Floating(dt onnx.DataType) bool {
 }
 
 // TypedFunction returns fn for a model whose attention runs in dt: every
-// input is cast to float32 before the body and every output is cast to dt
-// after it. For float32, fn itself is returned. The function keeps its
+// input the body reads is cast to float32 before the body and every output
+// is cast to dt after it. For float32, fn itself is returned. The function keeps its
 // name, so a model holds one precision of each op.
 func TypedFunction(fn *onnxpb.FunctionProto, dt onnx.DataType) (*onnxpb.FunctionProto, error) {
 	if dt == onnx.Float {
@@ -35,9 +35,20 @@ func TypedFunction(fn *onnxpb.FunctionProto, dt onnx.DataType) (*onnxpb.Function
 		return nil, fmt.Errorf("ops: %s function body: element type %s is not supported (want float32, float16 or bfloat16)", fn.GetName(), onnx.TypeName(dt))
 	}
 	out := proto.Clone(fn).(*onnxpb.FunctionProto)
+	used := map[string]bool{}
+	for _, n := range out.Node {
+		for _, x := range n.Input {
+			used[x] = true
+		}
+	}
 	rename := map[string]string{}
 	var head []*onnxpb.NodeProto
 	for _, x := range out.Input {
+		if !used[x] {
+			// An input the body does not read (E and F of the pooled
+			// Linformer, which nodes pass as ""): nothing to cast.
+			continue
+		}
 		wide := x + "/float32"
 		rename[x] = wide
 		head = append(head, castNode(x, wide, onnx.Float))

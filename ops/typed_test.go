@@ -94,6 +94,19 @@ func halfCases(t *testing.T, dt onnx.DataType) []halfCase {
 		}
 		cases = append(cases, c)
 	}
+	// The pooled Linformer: E and F absent (""), which the typed body
+	// must not cast.
+	la := ops.LinformerAttrs{Scale: 0.3, Segments: 3, SinkFirst: true, SinkLast: true}
+	cases = append(cases, halfCase{
+		name: "linformer pooled",
+		node: ops.NewLinformerNode("lin", []string{"Q", "K", "V", "", "", "key_bias"}, "out", la),
+		fn:   func(opset int64) (*onnxpb.FunctionProto, error) { return ops.LinformerFunctionFor(opset, la) },
+		in:   map[string]*onnx.Tensor{"Q": q, "K": k, "V": v, "key_bias": bias},
+		half: []string{"Q", "K", "V", "key_bias"},
+		kernel: func(in map[string]*onnx.Tensor) (*onnx.Tensor, error) {
+			return ops.Linformer(in["Q"], in["K"], in["V"], nil, nil, in["key_bias"], la)
+		},
+	})
 	omega := randTensor(rng, 1, h, 16, d)
 	pa := ops.PerformerAttrs{Scale: 0.3, Kernel: "positive"}
 	cases = append(cases, halfCase{
@@ -121,6 +134,9 @@ func typedModel(t *testing.T, c halfCase, fn *onnxpb.FunctionProto, opset int64,
 	}
 	g := &onnxpb.GraphProto{Name: proto.String("typed"), Node: []*onnxpb.NodeProto{c.node}}
 	for _, name := range c.node.Input {
+		if name == "" { // an absent optional input
+			continue
+		}
 		x := feed[name]
 		dims := make([]onnx.Dim, len(x.Shape))
 		for i := range dims {

@@ -17,18 +17,60 @@ import (
 	"github.com/linearize/linearize/onnx"
 )
 
+// benchSizes are bench's flags that size the variants. Their defaults
+// are the conversions' own, and only the flags given are passed on, so
+// each variant is what the conversion command of its name writes by
+// default.
+type benchSizes struct {
+	features, k, block, segments, landmarks int
+}
+
+func (s *benchSizes) register(fs *flag.FlagSet) {
+	fs.IntVar(&s.features, "features", convert.DefaultPerformerFeatures, "Performer random features M (convert performer's default)")
+	fs.IntVar(&s.k, "k", benchrun.DefaultLinformerK, "Linformer projected length k (convert linformer's default)")
+	fs.IntVar(&s.block, "block", 64, "local+pooled block length b (convert local-pooled's default)")
+	fs.IntVar(&s.segments, "segments", 64, "local+pooled segments k (convert local-pooled's default)")
+	fs.IntVar(&s.landmarks, "landmarks", convert.DefaultLaraLandmarks, "LARA landmarks C (one sample each), for the lara variant (convert lara's default)")
+}
+
+// options returns the sizes of the flags given (0 for the others: the
+// conversion's default).
+func (s *benchSizes) options(fs *flag.FlagSet, o *benchrun.VariantOptions) error {
+	if s.features <= 0 || s.k <= 0 || s.block <= 0 || s.segments <= 0 || s.landmarks <= 0 {
+		return cli.UsageError("--features, --k, --block, --segments and --landmarks must be positive")
+	}
+	to := map[string]*int{"features": &o.Features, "k": &o.K, "block": &o.Block, "segments": &o.Segments, "landmarks": &o.Landmarks}
+	from := map[string]int{"features": s.features, "k": s.k, "block": s.block, "segments": s.segments, "landmarks": s.landmarks}
+	fs.Visit(func(fl *flag.Flag) {
+		if p, ok := to[fl.Name]; ok {
+			*p = from[fl.Name]
+		}
+	})
+	return nil
+}
+
+// benchForms parses --variants.
+func benchForms(list string) ([]convert.Form, error) {
+	var forms []convert.Form
+	for _, v := range strings.Split(list, ",") {
+		f := convert.Form(strings.TrimSpace(v))
+		if f != convert.Original && f != convert.Performer && f != convert.Linformer && f != convert.LocalPooled && f != convert.Lara {
+			return nil, cli.UsageError("--variants: unknown variant %q (want original, performer, linformer, local-pooled, lara)", v)
+		}
+		forms = append(forms, f)
+	}
+	return forms, nil
+}
+
 func runBench(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	variants := fs.String("variants", "original,performer,linformer,local-pooled", "comma-separated forms to run (also: lara)")
+	variants := fs.String("variants", "original,performer,linformer,local-pooled", "comma-separated forms to run (also: lara); each is what the conversion command of that name writes by default, sized by the flags below when given")
 	lengths := fs.String("lengths", "512,1024,2048,4096,8192,16384", "comma-separated sequence lengths (batch 1)")
-	features := fs.Int("features", 256, "Performer random features M")
-	k := fs.Int("k", 256, "Linformer projected length k (256 = --features, so that the Performer and Linformer cores cost the same; convert linformer's default is 128)")
-	block := fs.Int("block", 64, "local+pooled block length b")
-	segments := fs.Int("segments", 64, "local+pooled segments k")
-	landmarks := fs.Int("landmarks", convert.DefaultLaraLandmarks, "LARA landmarks C (one sample each), for the lara variant")
+	var sizes benchSizes
+	sizes.register(fs)
 	threads := fs.Int("threads", cli.BenchThreads, "onnxruntime intra-op threads per run (fixed, not the backend default, so timings compare across runs and machines)")
 	repeat := fs.Int("repeat", 3, "timed runs per (variant, length), each in its own process (hence fewer than bench-backends' 5); the median is reported")
-	seed := fs.Uint64("seed", cli.DefaultSeed, "seed of the Performer features and Linformer projections")
+	seed := fs.Uint64("seed", cli.DefaultSeed, "seed of the Performer features, Linformer projections and LARA noise")
 	asJSON := fs.Bool("json", false, "print the results as JSON instead of the table")
 	jsonOut := fs.String("json-out", "", "write the results as JSON to `FILE`")
 	plotOut := fs.String("plot", "", "write a PNG plot of time and memory against length to `FILE`")
@@ -47,48 +89,36 @@ func runBench(args []string, stdout io.Writer) error {
 			}
 		}
 	}
-	ls, err := cli.Ints("lengths", *lengths, cliutil.IntList{Min: 1})
-	if err != nil {
+	bo := benchrun.VariantOptions{Seed: *seed}
+	if bo.Lengths, err = cli.Ints("lengths", *lengths, cliutil.IntList{Min: 1}); err != nil {
 		return err
 	}
-	var forms []convert.Form
-	for _, v := range strings.Split(*variants, ",") {
-		f := convert.Form(strings.TrimSpace(v))
-		if f != convert.Original && f != convert.Performer && f != convert.Linformer && f != convert.LocalPooled && f != convert.Lara {
-			return cli.UsageError("--variants: unknown variant %q (want original, performer, linformer, local-pooled, lara)", v)
-		}
-		forms = append(forms, f)
+	if bo.Variants, err = benchForms(*variants); err != nil {
+		return err
 	}
-	if *features <= 0 || *k <= 0 || *block <= 0 || *segments <= 0 || *landmarks <= 0 || *threads <= 0 || *repeat <= 0 {
-		return cli.UsageError("--features, --k, --block, --segments, --landmarks, --threads and --repeat must be positive")
+	if err := sizes.options(fs, &bo); err != nil {
+		return err
+	}
+	if *threads <= 0 || *repeat <= 0 {
+		return cli.UsageError("--threads and --repeat must be positive")
 	}
 	weights, err := convert.ParseWeights(*costWeights)
 	if err != nil {
 		return cli.UsageError("--cost-weights: %v", err)
 	}
-	var baselines []benchrun.Baseline
 	for _, a := range baselineArgs {
 		b, err := benchrun.ParseBaseline(a)
 		if err != nil {
 			return cli.UsageError("--baseline: %v", err)
 		}
-		baselines = append(baselines, b)
+		bo.Baselines = append(bo.Baselines, b)
 	}
 	m, err := onnx.Load(path)
 	if err != nil {
 		return cli.BadInput(err)
 	}
-	res, err := benchrun.Run(benchrun.Options{
-		ModelPath: path,
-		Model:     m,
-		Bench: benchrun.VariantOptions{Variants: forms, Lengths: ls, Features: *features, K: *k, Block: *block, Segments: *segments, Seed: *seed,
-			Landmarks: *landmarks, Baselines: baselines},
-		Threads:  *threads,
-		Repeat:   *repeat,
-		Weights:  weights,
-		Fit:      *fit,
-		Progress: os.Stderr,
-	})
+	res, err := benchrun.Run(benchrun.Options{ModelPath: path, Model: m, Bench: bo, Threads: *threads, Repeat: *repeat,
+		Weights: weights, Fit: *fit, Progress: os.Stderr})
 	if errors.Is(err, benchrun.ErrBadBaseline) {
 		return cli.BadInput(fmt.Errorf("--baseline: %w", err))
 	}
@@ -98,28 +128,34 @@ func runBench(args []string, stdout io.Writer) error {
 	if err != nil {
 		return cli.RuntimeFailure(err)
 	}
+	return writeBench(stdout, res, *asJSON, *jsonOut, *plotOut)
+}
+
+// writeBench prints the table (or the JSON with --json) and writes the
+// files asked for.
+func writeBench(stdout io.Writer, res *benchrun.Result, asJSON bool, jsonOut, plotOut string) error {
 	b, err := json.MarshalIndent(res, "", "  ")
 	if err != nil {
 		return cli.RuntimeFailure(err)
 	}
 	wrote := stdout // "wrote FILE" lines: after the table, or on stderr beside --json
-	if *asJSON {
+	if asJSON {
 		fmt.Fprintf(stdout, "%s\n", b)
 		wrote = os.Stderr
 	} else {
 		benchrun.WriteTable(stdout, res)
 	}
-	if *jsonOut != "" {
-		if err := fsutil.WriteFileAtomic(*jsonOut, append(b, '\n')); err != nil {
+	if jsonOut != "" {
+		if err := fsutil.WriteFileAtomic(jsonOut, append(b, '\n')); err != nil {
 			return cli.RuntimeFailure(err)
 		}
-		fmt.Fprintf(wrote, "wrote %s\n", *jsonOut)
+		fmt.Fprintf(wrote, "wrote %s\n", jsonOut)
 	}
-	if *plotOut != "" {
-		if err := benchrun.Plot(res, *plotOut); err != nil {
+	if plotOut != "" {
+		if err := benchrun.Plot(res, plotOut); err != nil {
 			return cli.RuntimeFailure(err)
 		}
-		fmt.Fprintf(wrote, "wrote %s\n", *plotOut)
+		fmt.Fprintf(wrote, "wrote %s\n", plotOut)
 	}
 	return nil
 }

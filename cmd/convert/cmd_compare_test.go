@@ -26,7 +26,7 @@ func tinyModels(t *testing.T) (orig, same, lin string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, _, err := convert.ToLinformer(m, convert.LinformerOptions{K: 8, MaxLen: cfg.MaxPositions, Seed: 2})
+	l, _, err := convert.ToLinformer(m, convert.LinformerOptions{Init: "gaussian", K: 8, MaxLen: cfg.MaxPositions, Seed: 2})
 	if err != nil {
 		t.Fatal(err)
 	}

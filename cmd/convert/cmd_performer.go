@@ -18,17 +18,17 @@ import (
 func runPerformer(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("performer", flag.ContinueOnError)
 	var f rewriteFlags
-	var o convert.PerformerOptions
-	o.Features = 256
+	var o convert.PerformerOptions // its zero value is this command's default
+	o.Features = convert.DefaultPerformerFeatures
 	fs.Var(&intFlag{&o.Features, 1}, "features", "random features `M` per head")
 	cli.TypedVar(fs, &o.Omega, "omega", features.Orthogonal, "`KIND` of ω: orthogonal (blocks from QR of Gaussian matrices) or iid (Gaussian rows)")
 	cli.TypedVar(fs, &o.Norms, "norms", features.NormsChi, "row `NORMS` of ω: chi (sampled), sqrt-d (all √D) or qmc (χ_D quantiles, permuted)")
 	cli.TypedVar(fs, &o.Kernel, "kernel", ops.KernelPositive, "positive (FAVOR+) or trig")
 	fs.BoolVar(&o.PerHead, "per-head", false, "sample one ω per head instead of one per layer")
-	o.Chunk = 64
+	o.Chunk = ops.DefaultChunk
 	fs.Var(&intFlag{&o.Chunk, 1}, "chunk", "chunk length `C` of the causal Performer's function body (causal blocks of decoders are converted with causal=1: plain FAVOR+ with prefix sums, whatever --center and --features-kind say; the report notes it)")
-	fs.BoolVar(&o.Center, "center", true, "centre queries and keys over each sequence's valid tokens at run time (exact: the keys' mean cancels in the softmax, the queries' mean becomes a per-key bias); "+
-		"on by default for the positive kernel, --center=false for plain FAVOR+ (which convert finetune can fit)")
+	center := fs.Bool("center", true, "centre queries and keys over each sequence's valid tokens at run time (exact: the keys' mean cancels in the softmax, the queries' mean becomes a per-key bias); "+
+		"on by default for the positive kernel (off for --kernel trig, which cannot be centred), --center=false for plain FAVOR+ (which convert finetune can fit)")
 	cli.TypedVar(fs, &o.FeatureMap, "features-kind", "auto", "feature map of the positive kernel: favor+ (FAVOR+), favor++ (optimal positive features, A from each sequence at run time), "+
 		"sderf or aderf (FAVOR# dense-exponential features, symmetric or asymmetric; fitted on --calibration); "+
 		"auto: aderf with --calibration (and no --balance), favor++ otherwise, favor+ for --kernel trig")
@@ -44,18 +44,14 @@ func runPerformer(args []string, stdout io.Writer) error {
 	o.Seed, o.Layers, o.Positions = f.seed, layers, f.positions()
 	set := map[string]bool{}
 	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
-	if o.Kernel == "trig" && !set["center"] {
-		o.Center = false
+	if set["center"] { // unset: the library's automatic centring
+		o.Center = convert.CenterOff
+		if *center {
+			o.Center = convert.CenterOn
+		}
 	}
 	if o.FeatureMap == "auto" {
-		switch {
-		case o.Kernel == "trig":
-			o.FeatureMap = "favor+"
-		case *calib != "" && !o.Balance:
-			o.FeatureMap = "aderf"
-		default:
-			o.FeatureMap = "favor++"
-		}
+		o.FeatureMap = "" // the library's automatic feature map
 	}
 	if *weighting != features.WeightAttention && *weighting != features.WeightUniform {
 		return cli.UsageError("--calibration-weighting %q: want %s or %s", *weighting, features.WeightAttention, features.WeightUniform)
@@ -75,7 +71,7 @@ func runPerformer(args []string, stdout io.Writer) error {
 		if err != nil {
 			return calibrationError(err)
 		}
-		if o.Moments, err = finetune.PerformerMoments(m, feed.Tensors, finetune.MomentOptions{Center: o.Center, Weighting: *weighting}); err != nil {
+		if o.Moments, err = finetune.PerformerMoments(m, feed.Tensors, finetune.MomentOptions{NoCenter: !o.Centered(), Weighting: *weighting}); err != nil {
 			return cli.RuntimeFailure(err)
 		}
 	} else if o.NeedsMoments() {
@@ -84,9 +80,9 @@ func runPerformer(args []string, stdout io.Writer) error {
 	out, rep, err := convert.ToPerformer(m, o)
 	if err != nil {
 		return optionError(err, flagsOf("Features", "features", "Omega", "omega", "Norms", "norms", "Kernel", "kernel",
-			"Chunk", "chunk", "FeatureMap", "features-kind", "Balance", "balance", "Moments", "calibration"))
+			"Chunk", "chunk", "Center", "center", "FeatureMap", "features-kind", "Balance", "balance", "Moments", "calibration"))
 	}
-	if o.Kernel == "trig" {
+	if o.Kernel == ops.KernelTrig {
 		warnGuarded(out, f.positions().MaxPositions)
 	}
 	return finishRewrite(stdout, &f, in, out, rep)

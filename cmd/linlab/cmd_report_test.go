@@ -9,6 +9,7 @@ import (
 
 	"github.com/linearize/linearize/cmd/internal/cli"
 	"github.com/linearize/linearize/cmd/internal/realtable"
+	"github.com/linearize/linearize/convert"
 )
 
 func TestReportRealUsage(t *testing.T) {
@@ -129,7 +130,7 @@ func TestPerformerVariantList(t *testing.T) {
 	}
 	for i, w := range want {
 		g := got[i]
-		if g.Center != w.center || g.Balance != w.balance || string(g.FeatureMap) != w.feat || string(g.Norms) != w.norms {
+		if g.Center == convert.CenterAuto || g.Centered() != w.center || g.Balance != w.balance || string(g.FeatureMap) != w.feat || string(g.Norms) != w.norms {
 			t.Errorf("item %d: %+v, want %+v", i, g, w)
 		}
 	}

@@ -176,7 +176,7 @@ func TestBaselineKind(t *testing.T) {
 	if got := BaselineKind(orig); got != convert.Original {
 		t.Errorf("unfused BERT: kind %q, want original", got)
 	}
-	pm, _, err := convert.ToPerformer(orig, convert.PerformerOptions{Features: 8, Seed: 1})
+	pm, _, err := convert.ToPerformer(orig, convert.PerformerOptions{Features: 8, Seed: 1, FeatureMap: ops.FeaturesFavorPlus, Center: convert.CenterOff})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,7 +13,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime/debug"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -241,27 +240,8 @@ func Run(o Options) (*Result, error) {
 	if o.Model == nil {
 		return nil, errors.New("benchrun: no model")
 	}
-	if o.Threads <= 0 {
-		o.Threads = 2
-	}
-	if o.Repeat <= 0 {
-		o.Repeat = 3
-	}
-	if o.MemAvailable == nil {
-		o.MemAvailable = MemAvailable
-	}
-	if o.MemFraction <= 0 {
-		o.MemFraction = 0.8
-	}
-	if o.Timeout <= 0 {
-		o.Timeout = 20 * time.Minute
-	}
-	if len(o.Command) == 0 {
-		exe, err := os.Executable()
-		if err != nil {
-			return nil, fmt.Errorf("benchrun: %w", err)
-		}
-		o.Command = []string{exe}
+	if err := o.setDefaults(); err != nil {
+		return nil, err
 	}
 	logw := o.Progress // notes; the runs are steps of a progress.Reporter
 	if logw == nil {
@@ -280,8 +260,9 @@ func Run(o Options) (*Result, error) {
 	sort.Ints(lengths)
 	bo.Lengths = lengths
 
-	// Check the baselines before the slow conversions; only their kinds
-	// are kept (the children load them from their files).
+	// Check the baselines and the cost model before the slow
+	// conversions; only the baselines' kinds are kept (the children load
+	// them from their files).
 	baselines, _, err := LoadBaselines(o.Model, bo.Baselines)
 	if err != nil {
 		return nil, err
@@ -290,28 +271,19 @@ func Run(o Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	cm := convert.CostModel{Dims: dims, Features: bo.Features, K: bo.K, Block: bo.Block, Segments: bo.Segments, Sinks: 2, Weights: o.Weights}
-	if slices.Contains(bo.Variants, convert.Lara) {
-		cm.Landmarks, cm.Samples = bo.Landmarks, 1
-	}
-	if err := cm.Validate(); err != nil {
+	if err := bo.costModel(dims, o.Weights, nil).Validate(); err != nil {
 		return nil, err
 	}
 	fmt.Fprintf(logw, "bench: %d layers, hidden %d, %d heads, FFN %d; preparing %d variants\n", dims.Layers, dims.Hidden, dims.Heads, dims.FFN, len(bo.Variants))
-	variants, vnotes, err := Variants(o.Model, bo)
+	prep, err := Variants(o.Model, bo)
 	if err != nil {
 		return nil, err
 	}
-	if len(baselines) > 0 && dims.MaxPositions > 0 && dims.MaxPositions < lengths[len(lengths)-1] {
-		vnotes = append(vnotes, fmt.Sprintf("baselines run as given: only the original's position table (%d rows) was extended; build them from a model with at least %d positions", dims.MaxPositions, lengths[len(lengths)-1]))
+	cm := bo.costModel(dims, o.Weights, prep)
+	if err := cm.Validate(); err != nil {
+		return nil, err
 	}
-	for _, b := range baselines {
-		kind := string(b.Kind)
-		if kind == "" {
-			kind = "unknown attention: priced as the original for memory, nothing predicted"
-		}
-		vnotes = append(vnotes, fmt.Sprintf("baseline %s: %s (%s)", b.Name, b.Path, kind))
-	}
+	vnotes := append(prep.Notes, baselineNotes(baselines, dims, lengths[len(lengths)-1])...)
 	notes = append(notes, vnotes...)
 	for _, n := range vnotes {
 		fmt.Fprintf(logw, "bench: %s\n", n)
@@ -324,119 +296,16 @@ func Run(o Options) (*Result, error) {
 		}
 		defer os.RemoveAll(dir)
 	}
-	paths := map[convert.Form]string{}
-	for _, f := range bo.Variants {
-		p := filepath.Join(dir, string(f)+".onnx")
-		if err := onnx.Save(variants[f], p, onnx.SaveOptions{}); err != nil {
-			return nil, err
-		}
-		paths[f] = p
+	b, err := newBench(o, cm, bo.Variants, baselines, prep.Models, dir)
+	if err != nil {
+		return nil, err
 	}
-	variants = nil
-	// Every variant and baseline by its name, with the cost-model form
-	// that prices it ("" for a baseline of unknown kind).
-	all := append([]convert.Form(nil), bo.Variants...)
-	kind := map[convert.Form]convert.Form{}
-	isBaseline := map[convert.Form]bool{}
-	for _, f := range bo.Variants {
-		kind[f] = f
-	}
-	for _, b := range baselines {
-		all = append(all, convert.Form(b.Name))
-		kind[convert.Form(b.Name)] = b.Kind
-		isBaseline[convert.Form(b.Name)] = true
-		paths[convert.Form(b.Name)] = b.Path
-	}
-	// peakOf is the predicted peak used to skip runs; unknown baselines
-	// are priced as the original (the worst case).
-	peakOf := func(f convert.Form, n int) int64 {
-		if kind[f] == "" {
-			return cm.PeakBytes(convert.Original, n)
-		}
-		return cm.PeakBytes(kind[f], n)
-	}
-
-	res := &Result{Model: o.ModelPath, Threads: o.Threads, Features: bo.Features, K: bo.K, Repeat: o.Repeat,
-		Dims: dims, Notes: notes, Crossover: map[convert.Form]int{}, Baselines: baselines, Weights: o.Weights}
-	for _, f := range bo.Variants {
-		res.Crossover[f] = cm.Crossover(f)
-	}
-	if len(baselines) > 0 {
-		res.CrossoverVersus = map[string]map[convert.Form]int{}
-		for _, b := range baselines {
-			if b.Kind == "" {
-				continue
-			}
-			res.CrossoverVersus[b.Name] = map[convert.Form]int{}
-			for _, f := range bo.Variants {
-				if f != convert.Original {
-					res.CrossoverVersus[b.Name][f] = cm.CrossoverOver(b.Kind, f)
-				}
-			}
-		}
-	}
-	steps := progress.New(o.Progress, "bench: run", len(lengths)*o.Repeat*len(all))
+	prep.Models = nil // saved; the children load them
+	res := b.predicted(&Result{Model: o.ModelPath, Threads: o.Threads, Features: cm.Features, K: cm.K, Repeat: o.Repeat,
+		Dims: dims, Notes: notes, Baselines: baselines, Weights: o.Weights})
+	steps := progress.New(o.Progress, "bench: run", len(lengths)*o.Repeat*len(b.all))
 	for _, n := range lengths {
-		runs := map[convert.Form]*Measurement{}
-		var order []convert.Form
-		for _, f := range all {
-			r := &Measurement{Variant: f, Length: n, Status: "ok", PredictedPeakMB: float64(peakOf(f, n)) / (1 << 20)}
-			if kind[f] != "" {
-				r.PredictedSpeedup = cm.Speedup(kind[f], n)
-			}
-			r.Baseline = isBaseline[f]
-			for _, b := range baselines {
-				if convert.Form(b.Name) == f || b.Kind == "" || kind[f] == "" {
-					continue
-				}
-				if r.Versus == nil {
-					r.Versus = map[string]Ratio{}
-				}
-				r.Versus[b.Name] = Ratio{PredictedSpeedup: cm.SpeedupOver(b.Kind, kind[f], n)}
-			}
-			runs[f] = r
-			order = append(order, f)
-		}
-		for round := 0; round < o.Repeat; round++ {
-			for i := range order {
-				// Rotate the order every round so that no variant always
-				// runs first after a cooler or hotter predecessor.
-				f := order[(i+round)%len(order)]
-				r := runs[f]
-				if r.Status != "ok" {
-					continue
-				}
-				avail, err := o.MemAvailable()
-				if err == nil && float64(peakOf(f, n)) > o.MemFraction*float64(avail) {
-					r.Status = "skipped"
-					r.Reason = fmt.Sprintf("predicted peak %s exceeds %.0f%% of available memory %s", gib(peakOf(f, n)), 100*o.MemFraction, gib(avail))
-					steps.Step("%-9s n=%-6d skipped: %s", f, n, r.Reason)
-					steps.Drop(o.Repeat - round - 1)
-					continue
-				}
-				cr, rss, err := o.child(ChildSpec{Model: paths[f], Length: n, Threads: o.Threads, Runs: 1, Warmup: 2})
-				if err != nil {
-					r.Status = "failed"
-					r.Reason = err.Error()
-					steps.Step("%-9s n=%-6d round %d/%d failed: %v", f, n, round+1, o.Repeat, err)
-					steps.Drop(o.Repeat - round - 1)
-					continue
-				}
-				r.TimesMS = append(r.TimesMS, cr.TimesMS...)
-				r.CPUTimesMS = append(r.CPUTimesMS, cr.CPUTimesMS...)
-				r.PeakRSSMB = max(r.PeakRSSMB, float64(rss)/1024)
-				r.LoadPeakRSSMB = max(r.LoadPeakRSSMB, float64(cr.LoadPeakKB)/1024)
-				steps.Step("%-9s n=%-6d round %d/%d: %.1f ms (cpu %.1f ms), peak %.0f MiB", f, n, round+1, o.Repeat, cr.TimesMS[0], cr.CPUTimesMS[0], float64(rss)/1024)
-			}
-		}
-		for _, f := range all {
-			r := runs[f]
-			if r.Status == "ok" {
-				r.MedianMS = median(r.TimesMS)
-				r.MedianCPUMS = median(r.CPUTimesMS)
-			}
-			res.Runs = append(res.Runs, *r)
-		}
+		res.Runs = append(res.Runs, b.length(n, steps)...)
 	}
 	res.Summarize()
 	if o.Fit {
@@ -448,6 +317,193 @@ func Run(o Options) (*Result, error) {
 		}
 	}
 	return res, nil
+}
+
+// setDefaults fills in Run's defaults.
+func (o *Options) setDefaults() error {
+	if o.Threads <= 0 {
+		o.Threads = 2
+	}
+	if o.Repeat <= 0 {
+		o.Repeat = 3
+	}
+	if o.MemAvailable == nil {
+		o.MemAvailable = MemAvailable
+	}
+	if o.MemFraction <= 0 {
+		o.MemFraction = 0.8
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = 20 * time.Minute
+	}
+	if len(o.Command) == 0 {
+		exe, err := os.Executable()
+		if err != nil {
+			return fmt.Errorf("benchrun: %w", err)
+		}
+		o.Command = []string{exe}
+	}
+	return nil
+}
+
+// baselineNotes says what each baseline is, and that the baselines run as
+// given when only the original's position table was extended to longest.
+func baselineNotes(baselines []Baseline, dims convert.Dims, longest int) []string {
+	var notes []string
+	if len(baselines) > 0 && dims.MaxPositions > 0 && dims.MaxPositions < longest {
+		notes = append(notes, fmt.Sprintf("baselines run as given: only the original's position table (%d rows) was extended; build them from a model with at least %d positions", dims.MaxPositions, longest))
+	}
+	for _, b := range baselines {
+		kind := string(b.Kind)
+		if kind == "" {
+			kind = "unknown attention: priced as the original for memory, nothing predicted"
+		}
+		notes = append(notes, fmt.Sprintf("baseline %s: %s (%s)", b.Name, b.Path, kind))
+	}
+	return notes
+}
+
+// bench is one benchmark's runs: every variant and baseline by its name,
+// with the cost-model form that prices it ("" for a baseline of unknown
+// kind) and the file a child loads.
+type bench struct {
+	o          Options
+	cm         convert.CostModel
+	variants   []convert.Form
+	baselines  []Baseline
+	all        []convert.Form
+	kind       map[convert.Form]convert.Form
+	isBaseline map[convert.Form]bool
+	paths      map[convert.Form]string
+}
+
+// newBench saves the variant models in dir and indexes the variants and
+// baselines.
+func newBench(o Options, cm convert.CostModel, variants []convert.Form, baselines []Baseline, models map[convert.Form]*onnxpb.ModelProto, dir string) (*bench, error) {
+	b := &bench{o: o, cm: cm, variants: variants, baselines: baselines, all: append([]convert.Form(nil), variants...),
+		kind: map[convert.Form]convert.Form{}, isBaseline: map[convert.Form]bool{}, paths: map[convert.Form]string{}}
+	for _, f := range variants {
+		p := filepath.Join(dir, string(f)+".onnx")
+		if err := onnx.Save(models[f], p, onnx.SaveOptions{}); err != nil {
+			return nil, err
+		}
+		b.paths[f], b.kind[f] = p, f
+	}
+	for _, bl := range baselines {
+		f := convert.Form(bl.Name)
+		b.all = append(b.all, f)
+		b.kind[f], b.isBaseline[f], b.paths[f] = bl.Kind, true, bl.Path
+	}
+	return b, nil
+}
+
+// peakOf is the predicted peak used to skip runs; unknown baselines are
+// priced as the original (the worst case).
+func (b *bench) peakOf(f convert.Form, n int) int64 {
+	if b.kind[f] == "" {
+		return b.cm.PeakBytes(convert.Original, n)
+	}
+	return b.cm.PeakBytes(b.kind[f], n)
+}
+
+// predicted fills in res's predicted crossovers, against the original and
+// each baseline of known kind.
+func (b *bench) predicted(res *Result) *Result {
+	res.Crossover = map[convert.Form]int{}
+	for _, f := range b.variants {
+		res.Crossover[f] = b.cm.Crossover(f)
+	}
+	if len(b.baselines) == 0 {
+		return res
+	}
+	res.CrossoverVersus = map[string]map[convert.Form]int{}
+	for _, bl := range b.baselines {
+		if bl.Kind == "" {
+			continue
+		}
+		res.CrossoverVersus[bl.Name] = map[convert.Form]int{}
+		for _, f := range b.variants {
+			if f != convert.Original {
+				res.CrossoverVersus[bl.Name][f] = b.cm.CrossoverOver(bl.Kind, f)
+			}
+		}
+	}
+	return res
+}
+
+// measurement is the run of f at length n before timing: its predicted
+// peak, speedup over the original and over each baseline of known kind.
+func (b *bench) measurement(f convert.Form, n int) *Measurement {
+	r := &Measurement{Variant: f, Length: n, Status: "ok", PredictedPeakMB: float64(b.peakOf(f, n)) / (1 << 20), Baseline: b.isBaseline[f]}
+	if b.kind[f] == "" {
+		return r
+	}
+	r.PredictedSpeedup = b.cm.Speedup(b.kind[f], n)
+	for _, bl := range b.baselines {
+		if convert.Form(bl.Name) == f || bl.Kind == "" {
+			continue
+		}
+		if r.Versus == nil {
+			r.Versus = map[string]Ratio{}
+		}
+		r.Versus[bl.Name] = Ratio{PredictedSpeedup: b.cm.SpeedupOver(bl.Kind, b.kind[f], n)}
+	}
+	return r
+}
+
+// length runs every variant and baseline at length n, Repeat rounds, and
+// returns their measurements (in the order of b.all).
+func (b *bench) length(n int, steps *progress.Reporter) []Measurement {
+	runs := make([]*Measurement, len(b.all))
+	for i, f := range b.all {
+		runs[i] = b.measurement(f, n)
+	}
+	for round := 0; round < b.o.Repeat; round++ {
+		for i := range runs {
+			// Rotate the order every round so that no variant always
+			// runs first after a cooler or hotter predecessor.
+			b.time(runs[(i+round)%len(runs)], round, steps)
+		}
+	}
+	out := make([]Measurement, len(runs))
+	for i, r := range runs {
+		if r.Status == "ok" {
+			r.MedianMS = median(r.TimesMS)
+			r.MedianCPUMS = median(r.CPUTimesMS)
+		}
+		out[i] = *r
+	}
+	return out
+}
+
+// time runs round round of r in a child, unless r was skipped or failed
+// before or its predicted peak does not fit in the available memory.
+func (b *bench) time(r *Measurement, round int, steps *progress.Reporter) {
+	o, f, n := b.o, r.Variant, r.Length
+	if r.Status != "ok" {
+		return
+	}
+	avail, err := o.MemAvailable()
+	if err == nil && float64(b.peakOf(f, n)) > o.MemFraction*float64(avail) {
+		r.Status = "skipped"
+		r.Reason = fmt.Sprintf("predicted peak %s exceeds %.0f%% of available memory %s", gib(b.peakOf(f, n)), 100*o.MemFraction, gib(avail))
+		steps.Step("%-9s n=%-6d skipped: %s", f, n, r.Reason)
+		steps.Drop(o.Repeat - round - 1)
+		return
+	}
+	cr, rss, err := o.child(ChildSpec{Model: b.paths[f], Length: n, Threads: o.Threads, Runs: 1, Warmup: 2})
+	if err != nil {
+		r.Status = "failed"
+		r.Reason = err.Error()
+		steps.Step("%-9s n=%-6d round %d/%d failed: %v", f, n, round+1, o.Repeat, err)
+		steps.Drop(o.Repeat - round - 1)
+		return
+	}
+	r.TimesMS = append(r.TimesMS, cr.TimesMS...)
+	r.CPUTimesMS = append(r.CPUTimesMS, cr.CPUTimesMS...)
+	r.PeakRSSMB = max(r.PeakRSSMB, float64(rss)/1024)
+	r.LoadPeakRSSMB = max(r.LoadPeakRSSMB, float64(cr.LoadPeakKB)/1024)
+	steps.Step("%-9s n=%-6d round %d/%d: %.1f ms (cpu %.1f ms), peak %.0f MiB", f, n, round+1, o.Repeat, cr.TimesMS[0], cr.CPUTimesMS[0], float64(rss)/1024)
 }
 
 // child runs one child process and returns its result and peak RSS (kB).

@@ -3,6 +3,7 @@ package benchrun
 import (
 	"encoding/json"
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -276,7 +277,11 @@ func flashModel(t *testing.T, dir string) string {
 }
 
 // TestRunFlashBaseline: a baseline holding MultiHeadAttention without a
-// mask is priced as flash, and named "flash" it is still a baseline.
+// mask is priced as flash, and named "flash" it is still a baseline. The
+// linformer's predicted speedup over it is checked against the ratio of
+// the two runs' own predicted speedups over the original at the same
+// length (Work(flash)/Work(linformer) = (W₀/W_lin)/(W₀/W_flash)): pricing
+// the baseline as another kind, or at another length, fails it.
 func TestRunFlashBaseline(t *testing.T) {
 	path := tinyModel(t)
 	m, err := onnx.Load(path)
@@ -285,27 +290,51 @@ func TestRunFlashBaseline(t *testing.T) {
 	}
 	flash := flashModel(t, t.TempDir())
 	res, err := Run(Options{ModelPath: path, Model: m, Threads: 1, Repeat: 1, Weights: convert.Weights{Pass: 4},
-		Bench: VariantOptions{Variants: []convert.Form{convert.Linformer}, Lengths: []int{32}, K: 16,
+		Bench: VariantOptions{Variants: []convert.Form{convert.Linformer}, Lengths: []int{32, 96}, K: 16,
 			Baselines: []Baseline{{Name: "flash", Path: flash}}},
 		Command: []string{os.Args[0], "-test.run=^$"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res.Baselines) != 1 || res.Baselines[0].Kind != convert.Flash || len(res.Runs) != 2 {
+	if len(res.Baselines) != 1 || res.Baselines[0].Kind != convert.Flash || len(res.Runs) != 4 {
 		t.Fatalf("baselines %+v, runs %+v", res.Baselines, res.Runs)
 	}
-	cm := convert.CostModel{Dims: res.Dims, Features: 256, K: 16, Block: 64, Segments: 64, Sinks: 2, Weights: convert.Weights{Pass: 4}}
-	for _, r := range res.Runs {
+	type pair struct{ lin, flash *Measurement }
+	at := map[int]*pair{}
+	for i := range res.Runs {
+		r := &res.Runs[i]
+		if at[r.Length] == nil {
+			at[r.Length] = &pair{}
+		}
 		switch r.Variant {
 		case "flash":
 			if !r.Baseline || r.Status != "ok" {
 				t.Errorf("flash run %+v", r)
 			}
+			at[r.Length].flash = r
 		case convert.Linformer:
-			q := r.Versus["flash"]
-			if want := cm.SpeedupOver(convert.Flash, convert.Linformer, 32); q.PredictedSpeedup != want || q.Speedup <= 0 {
-				t.Errorf("linformer vs flash %+v, want predicted %v", q, want)
-			}
+			at[r.Length].lin = r
 		}
+	}
+	var ratios []float64
+	for _, n := range []int{32, 96} {
+		p := at[n]
+		if p == nil || p.lin == nil || p.flash == nil {
+			t.Fatalf("n=%d: runs %+v", n, res.Runs)
+		}
+		// Flash must be priced unlike the original, or a baseline priced
+		// as the original would pass.
+		if p.flash.PredictedSpeedup <= 0 || math.Abs(p.flash.PredictedSpeedup-1) < 1e-3 {
+			t.Fatalf("n=%d: flash's predicted speedup over the original %v: the check below would not tell the kinds apart", n, p.flash.PredictedSpeedup)
+		}
+		want := p.lin.PredictedSpeedup / p.flash.PredictedSpeedup
+		q := p.lin.Versus["flash"]
+		if math.Abs(q.PredictedSpeedup-want) > 1e-12*want || q.Speedup <= 0 {
+			t.Errorf("n=%d: linformer vs flash %+v, want predicted %v (= %v / %v)", n, q, want, p.lin.PredictedSpeedup, p.flash.PredictedSpeedup)
+		}
+		ratios = append(ratios, want)
+	}
+	if math.Abs(ratios[0]-ratios[1]) < 1e-3*ratios[1] {
+		t.Errorf("predicted speedups over flash %v do not depend on the length: the check would not catch another length", ratios)
 	}
 }

@@ -12,18 +12,16 @@ import (
 // performerTag describes the variant options of o ("" for plain FAVOR+):
 // "center+balance+favor+", "center+aderf", "favor++", ...
 func performerTag(o convert.PerformerOptions) string {
+	o = o.Resolved()
 	feat := o.FeatureMap
-	if feat == "" {
-		feat = ops.FeaturesFavorPlus
-	}
-	if !o.Center && !o.Balance && feat == ops.FeaturesFavorPlus {
+	if !o.Centered() && !o.Balance && feat == ops.FeaturesFavorPlus {
 		return ""
 	}
 	tag := string(feat)
 	if o.Balance {
 		tag = "balance+" + tag
 	}
-	if o.Center {
+	if o.Centered() {
 		tag = "center+" + tag
 	}
 	return tag
@@ -39,14 +37,14 @@ func (c momentCache) withMoments(original *onnxpb.ModelProto, v Variant, feed ma
 		return v, nil
 	}
 	o := *v.Performer
-	if c[o.Center] == nil {
-		mo, err := finetune.PerformerMoments(original, feed, finetune.MomentOptions{Center: o.Center, Backend: opt.Backend, Threads: opt.Threads})
+	if c[o.Centered()] == nil {
+		mo, err := finetune.PerformerMoments(original, feed, finetune.MomentOptions{NoCenter: !o.Centered(), Backend: opt.Backend, Threads: opt.Threads})
 		if err != nil {
 			return v, err
 		}
-		c[o.Center] = mo
+		c[o.Centered()] = mo
 	}
-	o.Moments = c[o.Center]
+	o.Moments = c[o.Centered()]
 	v.Performer = &o
 	return v, nil
 }

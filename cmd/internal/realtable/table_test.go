@@ -10,6 +10,7 @@ import (
 	"github.com/linearize/linearize/infer"
 	"github.com/linearize/linearize/models"
 	"github.com/linearize/linearize/onnx"
+	"github.com/linearize/linearize/ops"
 )
 
 func TestVariantNames(t *testing.T) {
@@ -17,8 +18,8 @@ func TestVariantNames(t *testing.T) {
 		v    Variant
 		want string
 	}{
-		{Variant{Performer: &convert.PerformerOptions{Features: 256}}, "Performer M=256 orthogonal chi, zero-shot"},
-		{Variant{Performer: &convert.PerformerOptions{Features: 64, Omega: "iid", Norms: "sqrt-d"}, Fit: true}, "Performer M=64 iid sqrt-d, fine-tuned"},
+		{Variant{Performer: &convert.PerformerOptions{Features: 256, FeatureMap: ops.FeaturesFavorPlus, Center: convert.CenterOff}}, "Performer M=256 orthogonal chi, zero-shot"},
+		{Variant{Performer: &convert.PerformerOptions{Features: 64, Omega: "iid", Norms: "sqrt-d", FeatureMap: ops.FeaturesFavorPlus, Center: convert.CenterOff}, Fit: true}, "Performer M=64 iid sqrt-d, fine-tuned"},
 		{Variant{Linformer: &convert.LinformerOptions{K: 128}}, "Linformer k=128, zero-shot"},
 		{Variant{LocalPooled: &convert.LocalPooledOptions{Block: 32, Segments: 32, Sinks: "first,last"}}, "Local+pooled b=32 k=32 sinks, zero-shot"},
 		{Variant{LocalPooled: &convert.LocalPooledOptions{}}, "Local+pooled b=64 k=64 sinks, zero-shot"},
@@ -87,8 +88,8 @@ func TestByLength(t *testing.T) {
 	var log strings.Builder
 	opt := Options{
 		Variants: []Variant{
-			{Linformer: &convert.LinformerOptions{K: 8, MaxLen: 64, Seed: 1}},
-			{Linformer: &convert.LinformerOptions{K: 8, MaxLen: 64, Seed: 1}, Fit: true},
+			{Linformer: &convert.LinformerOptions{Init: "gaussian", K: 8, MaxLen: 64, Seed: 1}},
+			{Linformer: &convert.LinformerOptions{Init: "gaussian", K: 8, MaxLen: 64, Seed: 1}, Fit: true},
 			{LocalPooled: &convert.LocalPooledOptions{NoLocal: true, Segments: 64, Sinks: "none"}},
 		},
 		Fit:      finetune.Options{Steps: 20, Batch: 2, Seed: 1},
