@@ -12,7 +12,6 @@ import (
 // differs.
 var defaultsDiffer = map[string]string{
 	"features":   "performer, bench and inspect --cost use M = 256 random features (linlab's features-error and report-real sweep a list); hedgehog and long --learned take F = the head size (0)",
-	"k":          "convert linformer converts with k = 128; bench and inspect --cost compare at k = 256 = --features, so that the Performer and Linformer cores cost the same",
 	"threads":    "bench times with a fixed 2 threads so that timings compare (as linlab's bench-backends does); elsewhere 0 is the backend's default",
 	"seq-len":    "the input flags' 0 means the model's length (texts) or 16, at most the model's position limit (random inputs); hedgehog cuts calibration documents into windows of 512, long --learned into windows of 2048 (several windows, so that the far field has something to learn)",
 	"steps":      "finetune fits 200 Adam steps per layer; hedgehog trains every head 300 steps, since its maps start far from the teacher",

@@ -33,8 +33,8 @@ const costWeightsHelp = "how the cost model prices work beyond MACs: default (fi
 func (c *costFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&c.on, "cost", false, "print the cost model: MACs of projections, attention core and FFN per layer and in total for original / Performer / Linformer, largest intermediate, crossover")
 	fs.StringVar(&c.seqLen, "lengths", "512,1024,2048,4096,8192,16384", "with --cost: comma-separated sequence lengths (K = 1024, e.g. 4K)")
-	fs.IntVar(&c.features, "features", 256, "with --cost: Performer random features M")
-	fs.IntVar(&c.k, "k", 256, "with --cost: Linformer projected length k (256 = --features, so that the Performer and Linformer cores cost the same; convert linformer's default is 128)")
+	fs.IntVar(&c.features, "features", convert.DefaultPerformerFeatures, "with --cost: Performer random features M (convert performer's default)")
+	fs.IntVar(&c.k, "k", convert.DefaultLinformerK, "with --cost: Linformer projected length k (convert linformer's default)")
 	fs.IntVar(&c.block, "block", 64, "with --cost: local+pooled block length b")
 	fs.IntVar(&c.segments, "segments", 64, "with --cost: local+pooled segments k")
 	fs.IntVar(&c.landmarks, "landmarks", convert.DefaultLaraLandmarks, "with --cost: LARA landmarks C (one sample each)")

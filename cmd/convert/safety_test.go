@@ -241,7 +241,7 @@ func TestRefusesMalformedModels(t *testing.T) {
 			return []string{"performer", model, "-o", out, "--features", "8"}
 		}},
 		{"linformer", func(model, out string) []string {
-			return []string{"linformer", model, "-o", out, "--k", "4", "--max-len", "16"}
+			return []string{"linformer", model, "-o", out, "--k", "4"}
 		}},
 		{"extend-positions", func(model, out string) []string {
 			return []string{"extend-positions", model, "-o", out, "--max-positions", "32"}
@@ -332,7 +332,7 @@ func TestOutputSafety(t *testing.T) {
 		args []string // -o is appended
 	}{
 		{"performer", []string{"performer", model, "--features", "8"}},
-		{"linformer", []string{"linformer", model, "--k", "4", "--max-len", "16"}},
+		{"linformer", []string{"linformer", model, "--k", "4"}},
 		{"extend-positions", []string{"extend-positions", model, "--max-positions", "32"}},
 	}
 	for _, w := range writers {
