@@ -15,11 +15,11 @@ import (
 )
 
 // TestFitCost fits the saved crossover run and checks another saved run
-// against the fit: the weights come first, then each result under its
-// role.
+// of the same bench options (the short run) against the fit: the weights
+// come first, then each result under its role.
 func TestFitCost(t *testing.T) {
 	docs := filepath.Join("..", "..", "docs")
-	fitted, checked := filepath.Join(docs, "bench-crossover.json"), filepath.Join(docs, "bench.json")
+	fitted, checked := filepath.Join(docs, "bench-crossover.json"), filepath.Join(docs, "bench-short.json")
 	code, out, errOut := runCLI("fit-cost", fitted, "--check", checked)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
