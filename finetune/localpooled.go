@@ -43,7 +43,11 @@ func localPooled(original, converted *onnxpb.ModelProto, feed map[string]*onnx.T
 			return nil, nil, err
 		}
 	}
-	ref, rep, train, held, err := startLayers(original, feed, nodes, &opt, ops.LocalPooledOp)
+	op := ops.LocalPooledOp // or LinformerAttention in its pooled mode, fitted alike
+	if len(nodes) > 0 {
+		op = nodes[0].node.GetOpType()
+	}
+	ref, rep, train, held, err := startLayers(original, feed, nodes, &opt, op)
 	if err != nil {
 		return nil, nil, err
 	}

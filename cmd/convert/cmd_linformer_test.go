@@ -52,7 +52,7 @@ func TestLinformerDefaultsCLI(t *testing.T) {
 	}
 	fit := filepath.Join(t.TempDir(), "fit.onnx")
 	code, stdout, errOut := runCLI("finetune", orig, out, "-o", fit, "--random-inputs", "--batch", "4", "--seq-len", "12", "--steps", "2")
-	if code != 0 || !strings.Contains(stdout, ops.LocalPooledOp) {
+	if code != 0 || !strings.Contains(stdout, "fitted "+ops.LinformerOp) {
 		t.Errorf("finetune: exit %d\n%s%s", code, stdout, errOut)
 	}
 	// Flags of the Gaussian projections are refused with the pooled mode.
