@@ -122,10 +122,11 @@ func ParseBytes(s string) (int64, error) {
 	return n << shift, nil
 }
 
-// tensorBytes returns the bytes of a tensor of type dt and shape, or -1
-// when they overflow an int64 or a dimension is negative. A string counts
-// as its header (16 bytes), an unknown type as 8.
-func tensorBytes(dt onnx.DataType, shape []int) int64 {
+// TensorBytes returns the bytes a tensor of type dt and shape takes, as
+// the tensor budget counts them, or -1 when they overflow an int64 or a
+// dimension is negative. A string counts as its header (16 bytes), an
+// unknown type as 8.
+func TensorBytes(dt onnx.DataType, shape []int) int64 {
 	n := onnx.NumElements(shape)
 	if n < 0 {
 		return -1
@@ -147,7 +148,7 @@ func tensorBytes(dt onnx.DataType, shape []int) int64 {
 // allocate (what names it: "output", "broadcast", ...) against
 // MaxTensorBytes.
 func (ctx *Context) budget(what string, dt onnx.DataType, shape []int) error {
-	b := tensorBytes(dt, shape)
+	b := TensorBytes(dt, shape)
 	if b >= 0 && b <= MaxTensorBytes() {
 		return nil
 	}

@@ -39,8 +39,10 @@ type qint interface {
 	~int8 | ~uint8 | ~int16 | ~uint16 | ~int32
 }
 
-// qRange returns the saturation range of a quantized type.
-func qRange(dt onnx.DataType) (lo, hi float64, ok bool) {
+// QuantRange returns the saturation range [lo, hi] of a quantized integer
+// type (int8, uint8, int16, uint16), as QuantizeLinear saturates to it;
+// ok is false for any other type.
+func QuantRange(dt onnx.DataType) (lo, hi float64, ok bool) {
 	switch dt {
 	case onnx.Int8:
 		return math.MinInt8, math.MaxInt8, true
@@ -332,7 +334,7 @@ func (ctx *Context) quantOutType(zp *onnx.Tensor) (onnx.DataType, error) {
 	if dt == onnx.Undefined {
 		dt = onnx.Uint8
 	}
-	if _, _, ok := qRange(dt); !ok {
+	if _, _, ok := QuantRange(dt); !ok {
 		return 0, ctx.errf("quantized type %s is not int8, uint8, int16 or uint16", onnx.TypeName(dt))
 	}
 	return dt, nil
@@ -372,7 +374,7 @@ func quantizeLinear(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
 		return nil, err
 	}
 	q := &quantizer{zp: zeroPoints(zp, len(sc)), sc: sc, prec: prec, l: l}
-	q.lo, q.hi, _ = qRange(dt)
+	q.lo, q.hi, _ = QuantRange(dt)
 	switch yd := y.Data.(type) {
 	case []int8:
 		quantT(yd, xs, q)
@@ -711,7 +713,7 @@ func qlinearMatMul(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
 		return nil, err
 	}
 	dt := yzp.DType
-	lo, hi, _ := qRange(dt)
+	lo, hi, _ := QuantRange(dt)
 	if dt != onnx.Int8 && dt != onnx.Uint8 {
 		return nil, ctx.errf("y_zero_point must be int8 or uint8, got %s", yzp)
 	}
