@@ -21,6 +21,13 @@ type Dims struct {
 	MaxPositions int `json:"max_positions"` // rows of the position table, 0 if none
 	// WeightBytes is the size of the model's initializers.
 	WeightBytes int64 `json:"weight_bytes"`
+	// WindowLayers of the Layers are sliding-window blocks of band
+	// ±Window (the larger side): every conversion makes them
+	// WindowAttention, priced as the Windowed form. DenseLayers are blocks
+	// no conversion takes (refused), priced as the original.
+	WindowLayers int `json:"window_layers,omitempty"`
+	Window       int `json:"window,omitempty"`
+	DenseLayers  int `json:"dense_layers,omitempty"`
 }
 
 // Form is an attention form the cost model prices.
@@ -39,6 +46,10 @@ const (
 	// MultiHeadAttention with a mask): the original's MACs, the H·n·n
 	// scores materialised once and normalised in place.
 	Fused Form = "fused"
+	// Windowed is WindowAttention: exact attention to the band of each
+	// query, computed over blocks of b = Dims.Window (the 3b keys of the
+	// block and both neighbours, masked to the band).
+	Windowed Form = "window"
 	// Flash is onnxruntime's MultiHeadAttention without mask or bias,
 	// which its CPU kernel runs as flash attention: the original's MACs,
 	// scores computed block by block in cache, memory linear in n.
@@ -213,6 +224,12 @@ func (c CostModel) Layer(f Form, n int) LayerCost {
 		}
 		big(4*H*N*3*b, "local scores H·n·3b")
 		big(4*H*N*k, "pooled scores H·n·k")
+	case Windowed:
+		b := int64(max(c.Dims.Window, 1))
+		lc.Core = N * h * 6 * b
+		lc.Exps = H * N * 3 * b
+		lc.Elementwise = 26*N*h + 5*H*N*3*b
+		big(4*H*N*3*b, "window scores H·n·3b")
 	case Hedgehog:
 		b, F2 := int64(c.Block), 2*int64(c.MapFeatures)
 		lc.Core = N*h*(6*b+F2) + 2*N*H*F2*(D+1)
@@ -232,9 +249,36 @@ func (c CostModel) Layer(f Form, n int) LayerCost {
 	return lc
 }
 
-// Total returns the whole-model MACs of form f at length n (all layers).
+// layerMix is how many layers of each priced form a model converted to
+// form f has: the baselines price every layer as themselves; a
+// conversion prices the window layers as Windowed, the refused ones as the
+// original and the rest as f.
+func (c CostModel) layerMix(f Form) []formCount {
+	d := c.Dims
+	switch f {
+	case Original, Fused, Flash:
+		return []formCount{{f, d.Layers}}
+	case Windowed:
+		return []formCount{{Windowed, d.WindowLayers}, {Original, d.Layers - d.WindowLayers}}
+	}
+	return []formCount{{Windowed, d.WindowLayers}, {Original, d.DenseLayers}, {f, d.Layers - d.WindowLayers - d.DenseLayers}}
+}
+
+type formCount struct {
+	form  Form
+	count int
+}
+
+// Total returns the whole-model MACs of form f at length n (all layers,
+// each priced as what it becomes: see Dims.WindowLayers).
 func (c CostModel) Total(f Form, n int) int64 {
-	return int64(c.Dims.Layers) * c.Layer(f, n).Total
+	var t int64
+	for _, fc := range c.layerMix(f) {
+		if fc.count > 0 {
+			t += int64(fc.count) * c.Layer(fc.form, n).Total
+		}
+	}
+	return t
 }
 
 // Work is the whole-model cost of form f at length n in MAC-equivalents:
@@ -243,12 +287,22 @@ func (c CostModel) Total(f Form, n int) int64 {
 // per-token cost of onnxruntime's fused and flash kernels and the fixed
 // cost at their Weights.
 func (c CostModel) Work(f Form, n int) float64 {
+	var total float64
+	for _, fc := range c.layerMix(f) {
+		if fc.count > 0 {
+			total += float64(fc.count) * c.layerWork(fc.form, n)
+		}
+	}
+	return total
+}
+
+// layerWork is Work for one layer of form f.
+func (c CostModel) layerWork(f Form, n int) float64 {
 	lc := c.Layer(f, n)
 	w := c.Weights
-	per := float64(lc.Projections+lc.FFN) + w.core(f)*float64(lc.Core) +
+	return float64(lc.Projections+lc.FFN) + w.core(f)*float64(lc.Core) +
 		w.Pass*float64(lc.Elementwise) + w.Exp*float64(lc.Exps) +
 		w.token(f)*float64(n)*float64(c.Dims.Hidden) + w.Layer
-	return float64(c.Dims.Layers) * per
 }
 
 // Speedup is the predicted speedup of form f over the original at n.
@@ -268,10 +322,18 @@ func (c CostModel) SpeedupOver(base, f Form, n int) float64 {
 // probabilities), or one for the Fused form, whose kernel normalises the
 // scores in place.
 func (c CostModel) PeakBytes(f Form, n int) int64 {
-	if f == Fused {
-		return c.Dims.WeightBytes + fusedPeakFactor*c.Layer(f, n).Largest
+	var largest int64
+	for _, fc := range c.layerMix(f) {
+		if fc.count <= 0 {
+			continue
+		}
+		factor := int64(peakFactor)
+		if fc.form == Fused {
+			factor = fusedPeakFactor
+		}
+		largest = max(largest, factor*c.Layer(fc.form, n).Largest)
 	}
-	return c.Dims.WeightBytes + peakFactor*c.Layer(f, n).Largest
+	return c.Dims.WeightBytes + largest
 }
 
 // Crossover returns the smallest length n ≥ 1 at which form f costs less
@@ -286,7 +348,7 @@ func (c CostModel) Crossover(f Form) int {
 // less (Work) than the baseline form base, 0 when f is a baseline form
 // itself, or −1 when it never does below 2³⁰.
 func (c CostModel) CrossoverOver(base, f Form) int {
-	if f == Original || f == Fused || f == Flash {
+	if f == Original || f == Fused || f == Flash || f == Windowed && c.Dims.WindowLayers == 0 {
 		return 0
 	}
 	lo, hi := 1, 1
@@ -344,6 +406,18 @@ func ModelDims(m *onnxpb.ModelProto) (Dims, []string, error) {
 	}
 	b := det.Blocks[0]
 	d.Layers, d.Heads, d.HeadDim = len(det.Blocks), b.Heads, b.HeadDim
+	for _, o := range det.Blocks {
+		switch {
+		case o.Window != nil:
+			d.WindowLayers++
+			d.Window = max(d.Window, o.Window.Left, o.Window.Right)
+		case !o.Convertible && !o.Causal:
+			d.DenseLayers++
+		}
+	}
+	if d.WindowLayers > 0 || d.DenseLayers > 0 {
+		notes = append(notes, fmt.Sprintf("%d of %d blocks are sliding-window (band ±%d, priced as WindowAttention in every conversion) and %d are refused (priced dense)", d.WindowLayers, d.Layers, d.Window, d.DenseLayers))
+	}
 	for _, o := range det.Blocks[1:] {
 		if o.Heads != b.Heads || o.HeadDim != b.HeadDim {
 			notes = append(notes, fmt.Sprintf("block %d has %d heads of %d, block 0 %d of %d; layer 0's dimensions used", o.Layer, o.Heads, o.HeadDim, b.Heads, b.HeadDim))
@@ -423,6 +497,9 @@ func (c CostModel) WriteCostTable(w io.Writer, lengths []int) error {
 	} else {
 		fmt.Fprintln(w, "multiply-accumulates (MACs) per layer and for the model (k/M/G/T = 1e3/1e6/1e9/1e12); exps and elementwise ops not counted")
 	}
+	if d.WindowLayers > 0 || d.DenseLayers > 0 {
+		fmt.Fprintf(w, "%d of the %d layers are sliding-window (band ±%d): every conversion makes them WindowAttention (the window form's row); %d are refused and stay dense; the layer columns price a converted layer, the model column the whole mix\n", d.WindowLayers, d.Layers, d.Window, d.DenseLayers)
+	}
 	fmt.Fprintf(w, "%-8s %-12s %10s %10s %10s %10s %12s %9s  %s\n", "length", "form", "proj", "core", "ffn", "layer", "model", "speedup", "largest intermediate")
 	forms := c.Forms()
 	ls := append([]int(nil), lengths...)
@@ -481,7 +558,11 @@ func crossoverText(n int) string {
 // Linformer, local+pooled when Segments > 0, hedgehog when MapFeatures >
 // 0 and LARA when Landmarks > 0.
 func (c CostModel) Forms() []Form {
-	forms := []Form{Original, Performer, Linformer}
+	forms := []Form{Original}
+	if c.Dims.WindowLayers > 0 {
+		forms = append(forms, Windowed)
+	}
+	forms = append(forms, Performer, Linformer)
 	if c.Segments > 0 {
 		forms = append(forms, LocalPooled)
 	}

@@ -47,6 +47,9 @@ type Block struct {
 	// BiasValue names the value that carries the per-key bias or mask.
 	BiasValue string `json:"bias_value,omitempty"`
 	Causal    bool   `json:"causal"`
+	// Window is the band of keys of a sliding-window block (Bias
+	// BiasWindow): every conversion writes WindowAttention for it, exact.
+	Window *Window `json:"window,omitempty"`
 	// Cross: cross-attention, the queries projected from another sequence
 	// than the keys and values (a decoder reading the encoder, T5's
 	// EncDecAttention): the query and key lengths may differ. Performer
@@ -89,7 +92,7 @@ type Block struct {
 
 // selfAttentionOps attend within one sequence: their queries are the
 // keys' own positions (local blocks, segments and sinks over them).
-var selfAttentionOps = map[string]bool{ops.LocalPooledOp: true, ops.LaraOp: true, ops.HedgehogOp: true}
+var selfAttentionOps = map[string]bool{ops.LocalPooledOp: true, ops.LaraOp: true, ops.HedgehogOp: true, ops.WindowOp: true}
 
 // SelfAttentionOnly returns why op cannot replace block b, "" when it
 // can: a cross-attention block (Block.Cross) for an op that attends
@@ -190,7 +193,7 @@ func detect(m *onnxpb.ModelProto) (d *Detection, analysed *onnxpb.ModelProto, er
 		pos[n] = i
 	}
 	ix := onnx.NewIndex(g)
-	mt := &matcher{Facts: graphfacts.New(ix, onnx.OpsetVersion(analysed, ""))}
+	mt := &matcher{Facts: graphfacts.New(ix, onnx.OpsetVersion(analysed, "")), probe: newProber(analysed, ix)}
 	for _, n := range order {
 		if n.GetDomain() == ops.Domain {
 			d.Linear = append(d.Linear, LinearNode{Node: nodeName(n), Op: ops.Domain + ":" + n.GetOpType()})

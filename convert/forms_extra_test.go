@@ -211,7 +211,8 @@ func TestMatcherFormsExtra(t *testing.T) {
 		reason string // "" = convertible; else a substring of Reason
 	}{
 		// ModernBERT's local layers: a band |i−j| ≤ w added to the scores.
-		{extraForm{name: "sliding-window-band", bias: "band"}, "sliding-window (local) attention"},
+		// A band |i−j| ≤ w: a window block, exact as WindowAttention.
+		{extraForm{name: "sliding-window-band", bias: "band"}, "sliding-window attention (band ±1)"},
 		// Packed QKV projections split into Q, K, V.
 		{extraForm{name: "packed-qkv-split-last-axis", proj: "packed-last", bias: "mask"}, ""},
 		{extraForm{name: "packed-qkv-unbind-5d", proj: "packed-5d", bias: "mask"}, ""},
@@ -250,7 +251,14 @@ func TestMatcherFormsExtra(t *testing.T) {
 				if bl.Convertible || !strings.Contains(bl.Reason, c.reason) {
 					t.Fatalf("convertible %v reason %q, want a refusal with %q", bl.Convertible, bl.Reason, c.reason)
 				}
-				if _, _, err := ToPerformer(m, PerformerOptions{Features: 8, Seed: 1, FeatureMap: ops.FeaturesFavorPlus, Center: CenterOff}); err == nil {
+				_, rep, err := ToPerformer(m, PerformerOptions{Features: 8, Seed: 1, FeatureMap: ops.FeaturesFavorPlus, Center: CenterOff})
+				switch {
+				case bl.Window != nil:
+					// Every conversion writes WindowAttention for it.
+					if err != nil || len(rep.Converted) != 1 || rep.Converted[0].Op != ops.WindowOp {
+						t.Errorf("ToPerformer on a window block: %v, %+v", err, rep)
+					}
+				case err == nil:
 					t.Errorf("ToPerformer converted a refused block")
 				}
 				return

@@ -18,6 +18,9 @@ type matcher struct {
 	// core of linear attention (keys projected along the sequence, as in
 	// an inlined LinformerAttention): what that op is.
 	linear string
+	// probe evaluates length-only values (sliding-window bands); nil
+	// where the matcher reads a function body alone.
+	probe *prober
 }
 
 // biasTerm is one thing added to (or masking) the scores.

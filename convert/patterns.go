@@ -875,6 +875,12 @@ func checkBias(mt *matcher, c *coreMatch, b *Block) string {
 			b.Reason = fmt.Sprintf("per-key mask subtracted from the scores by %s %s: the ops take a key bias that is added, and the rewrite does not negate it", bt.node.GetOpType(), nodeName(bt.node))
 		}
 	}
+	if (b.Bias == BiasPerQueryKey || b.Bias == BiasCausal) && b.Convertible {
+		mt.readWindow(c, b)
+		if b.Window != nil {
+			return ""
+		}
+	}
 	switch b.Bias {
 	case BiasCausal:
 		b.causalOnly = b.Convertible // the causal Performer may take it (causal.go)

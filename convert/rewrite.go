@@ -53,6 +53,9 @@ type Report struct {
 	Options   ReportOptions `json:"options"`
 	// Positions reports the position-table extension, if any.
 	Positions *ExtendReport `json:"positions,omitempty"`
+	// Window is the band of the sliding-window blocks converted into
+	// WindowAttention, if any.
+	Window *Window `json:"window,omitempty"`
 	// Notes say what the conversion decided beyond the options (such as
 	// converting causal blocks with the causal Performer).
 	Notes []string `json:"notes,omitempty"`
@@ -71,6 +74,10 @@ type BlockReport struct {
 	// Causal: the block is causal (a decoder's); converted ones use the
 	// causal Performer (causal=1).
 	Causal bool `json:"causal,omitempty"`
+	// Window: a sliding-window block, converted exactly into
+	// WindowAttention (Op) whatever the conversion's own op.
+	Window *Window `json:"window,omitempty"`
+	Op     string  `json:"op,omitempty"`
 }
 
 // Bounds on the options, so that a mistyped flag is an error rather than
@@ -105,6 +112,9 @@ type rewriter struct {
 	dtype, fnType onnx.DataType
 	// insert maps a node to the nodes that replace it (in order).
 	insert map[*onnxpb.NodeProto][]*onnxpb.NodeProto
+	// win is the window plan: sliding-window blocks become
+	// WindowAttention in every conversion (window.go).
+	win windowPlan
 }
 
 func (rw *rewriter) run(m0 *onnxpb.ModelProto) (out *onnxpb.ModelProto, rep *Report, err error) {
@@ -162,8 +172,15 @@ func (rw *rewriter) run(m0 *onnxpb.ModelProto) (out *onnxpb.ModelProto, rep *Rep
 	if len(rw.report.Converted) == 0 {
 		return nil, &rw.report, nothingConverted(det, rw.report.Skipped)
 	}
-	if err := rw.importFunction(m); err != nil {
-		return nil, nil, err
+	if rw.mainConverted() {
+		if err := rw.importFunction(m, rw.function, rw.fnType); err != nil {
+			return nil, nil, err
+		}
+	}
+	if rw.win.used {
+		if err := rw.importFunction(m, rw.win.function, rw.win.fnType); err != nil {
+			return nil, nil, err
+		}
 	}
 	return m, &rw.report, nil
 }
@@ -172,6 +189,12 @@ func (rw *rewriter) run(m0 *onnxpb.ModelProto) (out *onnxpb.ModelProto, rep *Rep
 func (rw *rewriter) skipReason(b *Block, want map[int]bool) string {
 	if len(want) > 0 && !want[b.Layer] {
 		return "not selected by --layers"
+	}
+	if b.Window != nil {
+		return rw.win.skipReason(rw, b)
+	}
+	if rw.core == nil {
+		return rw.win.globalReason(b)
 	}
 	if !b.Convertible && !rw.causal.converts(b) {
 		return rw.causal.reason(b)
@@ -192,11 +215,17 @@ func (rw *rewriter) convertBlocks(det *Detection, want map[int]bool) error {
 			rw.report.Skipped = append(rw.report.Skipped, br)
 			continue
 		}
+		if b.Window != nil {
+			br.Window, br.Op = b.Window, ops.WindowOp
+		}
 		var node *onnxpb.NodeProto
 		var err error
-		if b.core != nil {
-			node, err = rw.rewriteCore(b)
-		} else {
+		switch {
+		case b.Window != nil:
+			node, err = rw.rewriteWindow(b)
+		case b.core != nil:
+			node, err = rw.rewriteCore(b, rw.op, rw.core)
+		default:
 			node, err = rw.rewriteFused(b)
 		}
 		if err != nil {
@@ -239,9 +268,12 @@ func (rw *rewriter) splice() {
 	rw.report.Converted = kept
 }
 
-// importFunction adds the op's function body to m, at an opset the
-// bodies can be built at (upgrading m's when it is older).
-func (rw *rewriter) importFunction(m *onnxpb.ModelProto) error {
+// importFunction adds an op's function body (function, typed dt) to m,
+// at an opset the bodies can be built at (upgrading m's when it is older).
+func (rw *rewriter) importFunction(m *onnxpb.ModelProto, function func(opset int64) (*onnxpb.FunctionProto, error), dt onnx.DataType) error {
+	if o := onnx.OpsetVersion(m, ""); o > rw.opset {
+		rw.opset = o // upgraded for an earlier function
+	}
 	fopset := rw.opset
 	if fopset < ops.MinFunctionOpset {
 		// onnxruntime runs a model-local function at the model's own
@@ -254,9 +286,9 @@ func (rw *rewriter) importFunction(m *onnxpb.ModelProto) error {
 	if fopset > ops.MaxFunctionOpset {
 		fopset = ops.MaxFunctionOpset
 	}
-	fn, err := rw.function(fopset)
+	fn, err := function(fopset)
 	if err == nil {
-		fn, err = ops.TypedFunction(fn, rw.fnType)
+		fn, err = ops.TypedFunction(fn, dt)
 	}
 	if err != nil {
 		return fmt.Errorf("convert: %w", err)
@@ -305,6 +337,20 @@ func (rw *rewriter) floatConst(base string, shape []int, v ...float32) string {
 // b is not converted: the ops take float32, float16 and bfloat16, and one
 // model holds one precision of each op's function.
 func (rw *rewriter) precision(b *Block) string {
+	dt, why := rw.blockType(b)
+	if why != "" {
+		return why
+	}
+	if rw.fnType != 0 && dt != rw.fnType {
+		return fmt.Sprintf("it computes in %s while the blocks converted before it compute in %s (a model holds one precision of each op)", onnx.TypeName(dt), onnx.TypeName(rw.fnType))
+	}
+	rw.dtype, rw.fnType = dt, dt
+	return ""
+}
+
+// blockType returns the element type b computes in, or why the linear
+// ops cannot take it.
+func (rw *rewriter) blockType(b *Block) (onnx.DataType, string) {
 	q := ""
 	switch {
 	case b.core != nil:
@@ -317,13 +363,9 @@ func (rw *rewriter) precision(b *Block) string {
 		dt = onnx.Float // nothing tells: the common case
 	}
 	if !ops.Floating(dt) {
-		return fmt.Sprintf("its queries are %s; the linear ops take float32, float16 or bfloat16", onnx.TypeName(dt))
+		return 0, fmt.Sprintf("its queries are %s; the linear ops take float32, float16 or bfloat16", onnx.TypeName(dt))
 	}
-	if rw.fnType != 0 && dt != rw.fnType {
-		return fmt.Sprintf("it computes in %s while the blocks converted before it compute in %s (a model holds one precision of each op)", onnx.TypeName(dt), onnx.TypeName(rw.fnType))
-	}
-	rw.dtype, rw.fnType = dt, dt
-	return ""
+	return dt, ""
 }
 
 // narrow returns a float32 tensor t in dt (float32, float16 or bfloat16),
@@ -393,8 +435,8 @@ func (rw *rewriter) toBHSD(v string, perm []int, base string, out *[]*onnxpb.Nod
 	return n.Output[0]
 }
 
-// rewriteCore replaces an unfused core.
-func (rw *rewriter) rewriteCore(b *Block) (*onnxpb.NodeProto, error) {
+// rewriteCore replaces an unfused core by the node core builds for op.
+func (rw *rewriter) rewriteCore(b *Block, op string, core func(b *Block, q, k, v, bias string) (*onnxpb.NodeProto, error)) (*onnxpb.NodeProto, error) {
 	c := b.core
 	base := fmt.Sprintf("linearize/layer%d", b.Layer)
 	var pre []*onnxpb.NodeProto
@@ -412,7 +454,7 @@ func (rw *rewriter) rewriteCore(b *Block) (*onnxpb.NodeProto, error) {
 		// evenly, √scale on each side), so the factor is taken back out
 		// of the operand; the exact ops take the operand as it is with
 		// the rest of the scale, which keeps their products bit for bit.
-		if rw.op == ops.PerformerOp {
+		if op == ops.PerformerOp {
 			unscale := func(x string, f float64, name string) string {
 				if f == 1 {
 					return x
@@ -428,7 +470,7 @@ func (rw *rewriter) rewriteCore(b *Block) (*onnxpb.NodeProto, error) {
 			b = &bc
 		}
 	}
-	node, err := rw.core(b, q, k, v, bias)
+	node, err := core(b, q, k, v, bias)
 	if err != nil {
 		return nil, err
 	}
@@ -674,6 +716,9 @@ func (r *Report) Text() string {
 		causal := ""
 		if b.Causal {
 			causal = "  causal: causal=1 (prefix sums)"
+		}
+		if b.Window != nil {
+			causal = fmt.Sprintf("  window %s: %s, exact", b.Window, b.Op)
 		}
 		fmt.Fprintf(&sb, "  converted %2d  %s  heads %d × %d  scale %.6g  bias %s%s\n", b.Layer, b.Form, b.Heads, b.HeadDim, b.Scale, b.Bias, causal)
 	}

@@ -37,6 +37,14 @@ import (
 //     ⌊i/b⌋+r, plus the sinks (b = 0: the sinks only); r = 1 (the
 //     default) is the block and both neighbours, r = 0 the block alone
 //     (aligned windows, as `convert long` uses);
+//   - with a band (window_left L ≥ 0 and window_right R ≥ 0, set
+//     together), the exact set of query i keeps only the keys j with
+//     −L ≤ j − i ≤ R; the band is the exact local part alone (segments 0,
+//     sinks none) and lies inside the blocks (b·r ≥ max(L, R)), so the op
+//     is softmax(scale·q·kᵀ + band)·v over the valid keys, band 0 inside
+//     and −∞ outside: the sliding-window attention of ModernBERT's local
+//     layers (L = R = 64) or of a causal window (R = 0), exactly, in
+//     O(S·(2r+1)·b); a query with no valid key in its band gives zeros;
 //   - cnt_ic is the number of keys of segment c outside that exact set;
 //   - the scores are scale·q_i·k_j for j in the exact set and
 //     scale·q_i·k̄_c + log cnt_ic + β_h for each segment with cnt_ic > 0,
@@ -51,7 +59,7 @@ import (
 // Cost per query: ((2r+1)·b + sinks + k)·(D + Dv) multiply-adds, plus k·(D + Dv)
 // per key for the means; memory is linear in S. A sequence with no valid
 // key gives zeros.
-const localPooledDoc = "LocalPooledAttention: exact block-local and sink attention plus segment-mean pooled keys in one softmax (see github.com/linearize/linearize/ops)."
+const localPooledDoc = "LocalPooledAttention: exact block-local and sink attention plus segment-mean pooled keys in one softmax, or exact sliding-window attention in a query-centred band (see github.com/linearize/linearize/ops)."
 
 // LocalPooledOp is the op type of LocalPooledAttention.
 const LocalPooledOp = "LocalPooledAttention"
@@ -76,6 +84,16 @@ type LocalPooledAttrs struct {
 	// FarBias is β, added to every pooled score: one value for all heads
 	// or one per head; nil is 0.
 	FarBias []float32
+	// Band selects the query-centred band: query i attends exactly to the
+	// valid keys j of its blocks with −WindowLeft ≤ j − i ≤ WindowRight
+	// (attributes window_left and window_right; both 0..MaxLocalBlock,
+	// WindowRight 0 is a causal window). It needs Segments 0, no sinks and
+	// Block·reach ≥ max(WindowLeft, WindowRight). Without Band the two
+	// widths are not written (the attributes keep their default NoWindow)
+	// and must be 0 or NoWindow (ParseLocalPooledAttrs reads a node
+	// without a band as Band false, both widths NoWindow).
+	Band                    bool
+	WindowLeft, WindowRight int
 	// Threads bounds the goroutines the Go kernel uses (not an attribute).
 	Threads int
 }
@@ -114,6 +132,10 @@ const (
 
 // NoReach is the LocalPooledAttrs.Reach that selects r = 0.
 const NoReach = -1
+
+// NoWindow is the value of window_left and window_right (their default)
+// on a node without a band.
+const NoWindow = -1
 
 // reach resolves Reach: 0 → 1 (the default), NoReach → 0.
 func (a LocalPooledAttrs) reach() int {
@@ -172,7 +194,29 @@ var localPooledSchema = newSchema(OpSchema{
 		},
 	},
 	floatsField(AttrSchema{Name: "far_bias", Doc: "β added to every pooled score: one value, or one per head (absent: 0)"}, func(a *LocalPooledAttrs) *[]float32 { return &a.FarBias }),
+	windowField("window_left", "L: with window_right, a query-centred band: query i attends only to keys j with −L ≤ j − i ≤ R (exact sliding-window attention; needs segments 0, sinks none and block·reach ≥ max(L, R)); −1: no band", func(a *LocalPooledAttrs) *int { return &a.WindowLeft }),
+	windowField("window_right", "R: the band's right width (0: a causal window); set with window_left; −1: no band", func(a *LocalPooledAttrs) *int { return &a.WindowRight }),
 )
+
+// windowField binds window_left or window_right: written only with a
+// band; a value ≥ 0 read from a node selects the band.
+func windowField(name, doc string, p func(*LocalPooledAttrs) *int) field[LocalPooledAttrs] {
+	return field[LocalPooledAttrs]{
+		AttrSchema: AttrSchema{Name: name, Type: AttrInt, Default: int64(NoWindow), Min: NoWindow, Max: MaxLocalBlock, Doc: doc},
+		get: func(a *LocalPooledAttrs) any {
+			if !a.Band {
+				return int64(NoWindow)
+			}
+			return int64(*p(a))
+		},
+		set: func(a *LocalPooledAttrs, v any) {
+			*p(a) = int(v.(int64))
+			if *p(a) >= 0 {
+				a.Band = true
+			}
+		},
+	}
+}
 
 // ParseLocalPooledAttrs reads the attributes of a LocalPooledAttention
 // node (the Go kernel and the fine-tuner read them the same way).
@@ -189,6 +233,28 @@ func (a LocalPooledAttrs) check() error {
 	}
 	if len(a.FarBias) > MaxSegments {
 		return fmt.Errorf("ops: %s: %d far_bias values, want one or one per head", LocalPooledOp, len(a.FarBias))
+	}
+	return a.checkBand()
+}
+
+// checkBand checks the band's widths against the other attributes.
+func (a LocalPooledAttrs) checkBand() error {
+	L, R := a.WindowLeft, a.WindowRight
+	if !a.Band {
+		if (L != 0 && L != NoWindow) || (R != 0 && R != NoWindow) {
+			return fmt.Errorf("ops: %s: window_left %d and window_right %d without Band (set Band to use a band)", LocalPooledOp, L, R)
+		}
+		return nil
+	}
+	switch {
+	case L < 0 || R < 0:
+		return fmt.Errorf("ops: %s: window_left %d and window_right %d: a band needs both, each 0..%d", LocalPooledOp, L, R, MaxLocalBlock)
+	case a.Segments > 0:
+		return fmt.Errorf("ops: %s: a band (window_left %d, window_right %d) is the exact local part alone: segments %d, want 0", LocalPooledOp, L, R, a.Segments)
+	case a.SinkFirst || a.SinkLast:
+		return fmt.Errorf("ops: %s: a band (window_left %d, window_right %d) is the exact local part alone: sinks %q, want none", LocalPooledOp, L, R, a.Sinks())
+	case a.Block*a.reach() < max(L, R):
+		return fmt.Errorf("ops: %s: block %d × reach %d = %d does not cover the band (window_left %d, window_right %d): want block·reach ≥ %d", LocalPooledOp, a.Block, a.reach(), a.Block*a.reach(), L, R, max(L, R))
 	}
 	return nil
 }
@@ -426,8 +492,13 @@ func (p *lpHead) segmentMeans() {
 // without any valid key).
 func (p *lpHead) row(i int, row []float32, o []float32) {
 	lay, d, kk := p.lay, p.d, p.a.Segments
+	// The exact keys: the window of blocks, narrowed to the band.
+	lo, hi := p.lo, p.hi
+	if p.a.Band {
+		lo, hi = max(lo, i-p.a.WindowLeft), min(hi, i+p.a.WindowRight+1)
+	}
 	top := math.Inf(-1)
-	for j := p.lo; j < p.hi; j++ {
+	for j := lo; j < hi; j++ {
 		if lay.seg[j] >= 0 {
 			top = max(top, float64(row[j-p.lo]))
 		}
@@ -458,7 +529,7 @@ func (p *lpHead) row(i int, row []float32, o []float32) {
 			acc[t] += e * float64(val[t])
 		}
 	}
-	for j := p.lo; j < p.hi; j++ {
+	for j := lo; j < hi; j++ {
 		if lay.seg[j] >= 0 {
 			add(math.Exp(float64(row[j-p.lo])-top), p.vh[j*dv:(j+1)*dv])
 		}
@@ -486,10 +557,10 @@ func NewLocalPooledNode(name string, inputs []string, output string, a LocalPool
 
 // LocalPooledFunction returns the FunctionProto that defines
 // LocalPooledAttention with standard ops of the default domain at opset
-// (11..23). Block, Segments, Reach, FarBias and the sinks of a are built
-// into the body (as
-// Performer's kernel is): the function serves nodes with those attributes,
-// which the node still carries for the Go kernel. Its inputs are Q, K, V,
+// (11..23). Block, Segments, Reach, FarBias, the sinks and the band
+// (WindowLeft, WindowRight) of a are built into the body (as Performer's
+// kernel is): the function serves nodes with those attributes, which the
+// node still carries for the Go kernel. Its inputs are Q, K, V,
 // key_bias (all required) and its attribute scale is read from the node.
 //
 // The body keeps memory linear in S: queries are reshaped into blocks of b,
@@ -499,6 +570,9 @@ func NewLocalPooledNode(name string, inputs []string, output string, a LocalPool
 // per-block counts cnt from block sums of the one-hot. Masked entries score
 // −1e30 and the softmax maximum is floored at −1e29, so a row without any
 // valid entry divides zero by 1e-30 and gives zeros, as the Go kernel does.
+// A band masks the window's scores with a [b,(2r+1)b] mask of j − i built
+// by Range (no [S,S] tensor) and zeroes each query without a valid key in
+// its band.
 func LocalPooledFunction(opset int64, a LocalPooledAttrs) (*onnxpb.FunctionProto, error) {
 	if err := checkOpset(LocalPooledOp, opset); err != nil {
 		return nil, err
@@ -654,13 +728,21 @@ func (p *lpBody) blocked() string {
 	vwin := b.window(blocks(b.op("Pad", []string{p.vm, p.padS}), p.dV), 5, r, r)                          // [B,H,nb,(2r+1)b,Dv]
 	nsb := b.op("Reshape", []string{b.op("Pad", []string{p.nsF, p.padLast}), b.constInts(0, 0, -1, blk)}) // [Bm,1,nb,b]
 	nswin := b.op("Reshape", []string{b.window(nsb, 4, r, r), b.constInts(0, 0, 0, 1, -1)})               // [Bm,1,nb,1,(2r+1)b]
-	localBias := b.op("Where", []string{b.op("Greater", []string{nswin, b.constFloat(0.5)}), p.zero, p.masked})
+	// valid is 1 for the keys each query may see: the valid non-sink keys
+	// of its window ([Bm,1,nb,1,(2r+1)b]) or, with a band (segments 0 and
+	// no sinks, which check requires), those of them inside the band
+	// ([Bm,1,nb,b,(2r+1)b]).
+	valid := nswin
+	if p.a.Band {
+		valid = b.op("Mul", []string{nswin, b.op("Cast", []string{p.band(blk, r)}, castFloat())})
+	}
+	localBias := b.op("Where", []string{b.op("Greater", []string{valid, b.constFloat(0.5)}), p.zero, p.masked})
 	sl := b.op("Add", []string{b.op("MatMul", []string{qb, b.transpose(kwin, 0, 1, 2, 4, 3)}), localBias})
 	if kk == 0 && p.ks == "" {
-		// The local part alone (convert long's default): onnxruntime's
-		// Softmax in one pass over the scores; a block without any valid
-		// key gives zeros.
-		anyValid := b.reduce("ReduceMax", nswin, 4) // [Bm,1,nb,1,1]
+		// The local part alone (convert long's default, and the band):
+		// onnxruntime's Softmax in one pass over the scores; a block
+		// (with a band, a query) without any valid key gives zeros.
+		anyValid := b.reduce("ReduceMax", valid, 4) // [Bm,1,nb,1 or b,1]
 		pr := b.op("Softmax", []string{sl}, attrInt("axis", 4))
 		return b.op("Mul", []string{b.op("MatMul", []string{pr, vwin}), anyValid})
 	}
@@ -684,6 +766,24 @@ func (p *lpBody) blocked() string {
 		parts = append(parts, scoredPart{b.op("Add", []string{b.op("MatMul", []string{qb, ks5}), sb5}), vs5})
 	}
 	return b.jointSoftmax(parts, 4)
+}
+
+// band emits the [b,(2r+1)b] bool mask of the band: true where key
+// offset q in the window of blocks B−r..B+r and query offset p in block B
+// have −L ≤ j − i = (q − r·b) − p ≤ R. It is built with Range at run time
+// rather than stored: a constant would hold b²(2r+1) values (200 MB for a
+// 4096-key window).
+func (p *lpBody) band(blk, r int64) string {
+	b := p.fnBuilder
+	rng := func(start, limit int64) string {
+		return b.op("Range", []string{b.constScalarInt(start), b.constScalarInt(limit), b.constScalarInt(1)})
+	}
+	qOff := rng(-r*blk, (r+1)*blk)                                     // [(2r+1)b]: j − (block start)
+	pOff := b.op("Reshape", []string{rng(0, blk), b.constInts(-1, 1)}) // [b,1]: i − (block start)
+	diff := b.op("Sub", []string{qOff, pOff})                          // [b,(2r+1)b]: j − i
+	left := b.op("Greater", []string{diff, b.constScalarInt(-int64(p.a.WindowLeft) - 1)})
+	right := b.op("Less", []string{diff, b.constScalarInt(int64(p.a.WindowRight) + 1)})
+	return b.op("And", []string{left, right})
 }
 
 // segments emits the pooled far field's pieces for k segments: the

@@ -338,6 +338,7 @@ func TestLocalPooledPaddingInvariance(t *testing.T) {
 		{Scale: 0.4, Block: 4, Segments: 3, SinkFirst: true, SinkLast: true},
 		{Scale: 0.4, Block: 0, Segments: 4, SinkFirst: true, SinkLast: true},
 		{Scale: 0.4, Block: 3, Segments: 2},
+		{Scale: 0.4, Block: 3, Band: true, WindowLeft: 2, WindowRight: 3},
 	} {
 		for _, masked := range []float32{-1e4, float32(math.Inf(-1))} {
 			rng := rand.New(rand.NewPCG(17, 17))

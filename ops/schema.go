@@ -252,7 +252,7 @@ func (s *schema[A]) checkAttrs(n *onnxpb.NodeProto) error {
 var schemas []binding
 
 // referenceOrder is the order of Schemas and of the op reference.
-var referenceOrder = []string{PerformerOp, LinformerOp, LocalPooledOp, HedgehogOp, LaraOp}
+var referenceOrder = []string{PerformerOp, LinformerOp, LocalPooledOp, HedgehogOp, LaraOp, WindowOp}
 
 // keyBiasInput is every op's key_bias input.
 var keyBiasInput = InputSchema{Name: "key_bias", Optional: true,

@@ -78,6 +78,7 @@ func halfCases(t *testing.T, dt onnx.DataType) []halfCase {
 	}{
 		{"local+pooled block covers S", ops.LocalPooledAttrs{Scale: 0.3, Block: s, Segments: 2}, true},
 		{"local+pooled block 3", ops.LocalPooledAttrs{Scale: 0.3, Block: 3, Segments: 2, SinkFirst: true}, false},
+		{"local band L=3 R=2", ops.LocalPooledAttrs{Scale: 0.3, Block: 4, Band: true, WindowLeft: 3, WindowRight: 2}, true},
 	} {
 		c := halfCase{
 			name: lp.name,
@@ -89,7 +90,10 @@ func halfCases(t *testing.T, dt onnx.DataType) []halfCase {
 				return ops.LocalPooled(in["Q"], in["K"], in["V"], in["key_bias"], lp.a)
 			},
 		}
-		if lp.exact {
+		switch {
+		case lp.exact && lp.a.Band:
+			c.exact = func() []float64 { return DenseBandAttention(q, k, v, bias, 0.3, lp.a.WindowLeft, lp.a.WindowRight) }
+		case lp.exact:
 			c.exact = func() []float64 { return exactAttention(q, k, v, bias, 0.3) }
 		}
 		cases = append(cases, c)

@@ -54,8 +54,10 @@ func benchForms(list string) ([]convert.Form, error) {
 	var forms []convert.Form
 	for _, v := range strings.Split(list, ",") {
 		f := convert.Form(strings.TrimSpace(v))
-		if f != convert.Original && f != convert.Performer && f != convert.Linformer && f != convert.LocalPooled && f != convert.Lara {
-			return nil, cli.UsageError("--variants: unknown variant %q (want original, performer, linformer, local-pooled, lara)", v)
+		switch f {
+		case convert.Original, convert.Windowed, convert.Performer, convert.Linformer, convert.LocalPooled, convert.Hedgehog, convert.Lara:
+		default:
+			return nil, cli.UsageError("--variants: unknown variant %q (want original, window, performer, linformer, local-pooled, hedgehog, lara)", v)
 		}
 		forms = append(forms, f)
 	}
@@ -64,7 +66,7 @@ func benchForms(list string) ([]convert.Form, error) {
 
 func runBench(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	variants := fs.String("variants", "original,performer,linformer,local-pooled", "comma-separated forms to run (also: lara); each is what the conversion command of that name writes by default, sized by the flags below when given")
+	variants := fs.String("variants", "original,performer,linformer,local-pooled", "comma-separated forms to run (also: window, hedgehog, lara; window converts only the sliding-window blocks, which every other form converts too); each is what the conversion command of that name writes by default, sized by the flags below when given")
 	lengths := fs.String("lengths", "512,1024,2048,4096,8192,16384", "comma-separated sequence lengths (batch 1)")
 	var sizes benchSizes
 	sizes.register(fs)

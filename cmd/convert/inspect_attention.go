@@ -60,7 +60,10 @@ func printAttention(w io.Writer, r *inspectReport) {
 	}
 	for _, b := range s.Attention {
 		conv := "convertible"
-		if !b.Convertible {
+		switch {
+		case b.Window != nil:
+			conv = "window " + b.Window.String() + ", exact (WindowAttention)"
+		case !b.Convertible:
 			conv = "not convertible"
 		}
 		fmt.Fprintf(w, "  %2d  %-40s heads %d × %d  scale %.6g  bias %s  %s\n", b.Layer, b.Form, b.Heads, b.HeadDim, b.Scale, b.Bias, conv)

@@ -24,6 +24,8 @@ import (
 var commands = []*cli.Command{
 	{Name: "inspect", Usage: "MODEL [flags]", Run: runInspect, Rewrites: true,
 		Summary: "describe a model: IR version, opsets, producer, inputs/outputs, op histogram, initializers"},
+	{Name: "window", Usage: "MODEL -o OUT [flags]", Run: runWindow, Rewrites: true,
+		Summary: "rewrite every sliding-window attention block (a mask confining each query to a band of keys around it, as ModernBERT's local layers) into WindowAttention: the same output at linear cost; global blocks unchanged (every other conversion also does this)"},
 	{Name: "performer", Usage: "MODEL -o OUT [flags]", Run: runPerformer, Rewrites: true,
 		Summary: "rewrite every convertible attention block into a PerformerAttention op (random-feature attention with frozen ω: by default exact centring + FAVOR++ features, or FAVOR# ADERF fitted on --calibration; plain FAVOR+ on request; causal blocks of decoders with the causal Performer, plain FAVOR+ with prefix sums) that runs in stock onnxruntime"},
 	{Name: "linformer", Usage: "MODEL -o OUT [flags]", Run: runLinformer, Rewrites: true,

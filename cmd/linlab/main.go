@@ -25,7 +25,7 @@ var commands = []*cli.Command{
 	{Name: "fit-cost", Usage: "BENCH.json... [flags]", Run: runFitCost,
 		Summary: "fit the cost model's weights (convert.Weights) to the time ratios of convert bench --json-out results, all of one model and options, and print the crossovers they predict beside the measured ones; results after --check are only compared with the fit, not fitted"},
 	{Name: "build-model", Usage: "-o OUT [flags]", Run: runBuildModel,
-		Summary: "write a BERT-style model with seeded random weights (no download needed)"},
+		Summary: "write a BERT-style or ModernBERT-shaped (RoPE, sliding-window and global layers) model with seeded random weights (no download needed)"},
 }
 
 func init() {

@@ -209,13 +209,23 @@ func BaselineKind(m *onnxpb.ModelProto) convert.Form {
 	if d.AlreadyConverted() {
 		// A converted model (onnxruntime's offline optimizer may have
 		// inlined its ops): priced as its linear form when it has one.
+		// Window blocks are WindowAttention in every conversion: the
+		// model's form is its other op, or window alone.
 		var form convert.Form
+		window := false
 		for _, l := range d.Linear {
 			f := linearForm(l.Op)
+			if f == convert.Windowed {
+				window = true
+				continue
+			}
 			if f == "" || (form != "" && f != form) {
 				return ""
 			}
 			form = f
+		}
+		if form == "" && window {
+			form = convert.Windowed
 		}
 		return form
 	}
@@ -236,6 +246,10 @@ func linearForm(op string) convert.Form {
 		return convert.Linformer
 	case strings.HasSuffix(op, ops.LocalPooledOp):
 		return convert.LocalPooled
+	case strings.HasSuffix(op, ops.WindowOp):
+		return convert.Windowed
+	case strings.HasSuffix(op, ops.HedgehogOp):
+		return convert.Hedgehog
 	case strings.HasSuffix(op, ops.LaraOp):
 		return convert.Lara
 	}

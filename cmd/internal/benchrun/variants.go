@@ -101,8 +101,14 @@ func (o VariantOptions) convert(base *onnxpb.ModelProto, f convert.Form) (*onnxp
 		return convert.ToLocalPooled(base, convert.LocalPooledOptions{Block: o.Block, Segments: o.Segments})
 	case convert.Lara:
 		return convert.ToLARA(base, convert.LaraOptions{Landmarks: o.Landmarks, Seed: o.Seed})
+	case convert.Hedgehog:
+		// Untrained maps: training changes the maps' values, not the
+		// work (what a benchmark measures).
+		return convert.ToHedgehog(base, convert.HedgehogOptions{Block: o.Block, Seed: o.Seed})
+	case convert.Windowed:
+		return convert.ToWindow(base, convert.WindowOptions{})
 	}
-	return nil, nil, fmt.Errorf("unknown variant %q (want original, performer, linformer, local-pooled or lara)", f)
+	return nil, nil, fmt.Errorf("unknown variant %q (want original, window, performer, linformer, local-pooled, hedgehog or lara)", f)
 }
 
 // sized reports whether o sets a size of the variant f.
@@ -138,6 +144,10 @@ func sizes(f convert.Form, ro convert.ReportOptions) string {
 		return fmt.Sprintf("b = %d, k = %d, sinks %s", ro.Block, ro.Segments, ro.Sinks)
 	case convert.Lara:
 		return fmt.Sprintf("C = %d, %d sample(s) each", ro.Landmarks, ro.Samples)
+	case convert.Hedgehog:
+		return fmt.Sprintf("b = %d, untrained maps", ro.Block)
+	case convert.Windowed:
+		return "window blocks only"
 	}
 	return ""
 }
@@ -195,6 +205,12 @@ func (o VariantOptions) costModel(dims convert.Dims, w convert.Weights, p *Prepa
 	}
 	if rep := p.Reports[convert.Lara]; rep != nil {
 		cm.Landmarks, cm.Samples = rep.Options.Landmarks, rep.Options.Samples
+	}
+	if rep := p.Reports[convert.Hedgehog]; rep != nil {
+		cm.MapFeatures = rep.Options.Features
+		if cm.MapFeatures == 0 {
+			cm.MapFeatures = dims.HeadDim
+		}
 	}
 	return cm
 }

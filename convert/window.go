@@ -1,0 +1,660 @@
+package convert
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/linearize/linearize/onnx"
+	"github.com/linearize/linearize/onnx/onnxpb"
+	"github.com/linearize/linearize/ops"
+)
+
+// Sliding-window (local) attention: ModernBERT's local layers, Mistral-
+// style causal windows. Exporters write them as dense n×n attention whose
+// mask confines each query i to a band of keys, −L ≤ j − i ≤ R, combined
+// with the padding mask. Attention restricted to the band is exact at
+// O(n·(L+R)) cost, so such blocks are rewritten into WindowAttention
+// (whatever conversion is asked for: the global blocks get the chosen op).
+//
+// How a band is read (readWindow): the mask term is split into factors —
+// through Where(cond, 0, min) or Where(cond, scores, min), And (Or under
+// a masked polarity), Not, Expand, boolean Casts, and Add of additive
+// terms — and every factor is either per key (the padding mask, kept as
+// the op's key bias) or depends on the sequence length only (constants,
+// Shape, Range, ...). The length-only factors are then evaluated by the
+// ops' own kernels at two probe lengths (graph inputs filled with ones
+// and zeros: length-only values do not read them), and the result must
+// be exactly the band −L ≤ j − i ≤ R at both, with the same L and R, not
+// wider than the probe. What is read is thus what the graph computes,
+// however the exporter built it (Range/Sub/Abs/LessOrEqual, a constant
+// band, a causal triangle cut at a distance).
+
+// Window is the band of keys a sliding-window block attends to: query i
+// sees key j when −Left ≤ j − i ≤ Right (Right 0: a causal window).
+type Window struct {
+	Left  int `json:"left"`
+	Right int `json:"right"`
+}
+
+// String writes the band as ±w, or −L..+R.
+func (w Window) String() string {
+	if w.Left == w.Right {
+		return fmt.Sprintf("±%d", w.Left)
+	}
+	return fmt.Sprintf("−%d..+%d", w.Left, w.Right)
+}
+
+// BiasWindow: the scores are masked to a band of keys around each query
+// (and maybe by a per-key padding mask, Block.BiasValue): a
+// sliding-window block, converted exactly by WindowAttention.
+const BiasWindow BiasKind = "window"
+
+// Probe lengths for reading a band: the first at which the band is
+// narrower than half the length is verified at that length plus
+// bandProbeStep.
+var bandProbeLengths = []int{129, 513, 2049}
+
+const bandProbeStep = 37
+
+// maxProbeElems bounds any tensor the probe evaluates (a band mask is
+// S² booleans; the values it depends on are the model's first layers at
+// the probe length).
+const maxProbeElems = 1 << 25
+
+// bandFactor is one factor of a mask condition: value v read with
+// polarity keep (true: v true keeps the score; false: v true masks it).
+type bandFactor struct {
+	v    string
+	keep bool
+}
+
+// bandSplit is a mask term read as band ∧ per-key mask.
+type bandSplit struct {
+	band []bandFactor // length-only factors
+	// additive: length-only values added to the scores (0 in the band,
+	// ≤ maskThreshold outside).
+	additive []string
+	// key is the per-key part as a bias term for coreBias, if any.
+	key    *biasTerm
+	window Window
+}
+
+// readWindow looks for a band among the bias terms of a block Detect
+// refused for a per-query-key or causal bias. When every such term is a
+// band (with, at most, one per-key factor each), the block becomes a
+// window block: b.Window is set, the terms are replaced by their per-key
+// parts, and the block's reason says how it converts.
+func (mt *matcher) readWindow(c *coreMatch, b *Block) {
+	if c.folded || c.single || b.Cross {
+		return
+	}
+	var keys []biasTerm
+	var win *Window
+	for i := range c.biases {
+		bt := &c.biases[i]
+		if bt.kind != BiasPerQueryKey && bt.kind != BiasCausal {
+			keys = append(keys, *bt)
+			continue
+		}
+		sp, ok := mt.splitBand(bt)
+		if !ok {
+			return
+		}
+		w, ok := mt.probeBand(sp)
+		if !ok {
+			return
+		}
+		if win == nil {
+			win = &w
+		} else {
+			// Two bands: their intersection.
+			win.Left, win.Right = min(win.Left, w.Left), min(win.Right, w.Right)
+		}
+		if sp.key != nil {
+			keys = append(keys, *sp.key)
+		}
+	}
+	if win == nil {
+		return
+	}
+	c.biases = keys
+	b.Window = win
+	b.Bias, b.BiasValue, b.BiasFactor, b.Causal, b.causalOnly = BiasWindow, "", 0, false, false
+	for _, bt := range keys {
+		if bt.kind == BiasPerKey && b.BiasValue == "" {
+			b.BiasValue, b.BiasFactor = bt.value, bt.factor
+		}
+	}
+	b.Convertible = false
+	b.Reason = fmt.Sprintf("sliding-window attention (band %s): exact as WindowAttention, which every conversion writes for it (convert window converts these blocks alone)", win)
+	c.form = append(c.form, "window")
+}
+
+// splitBand reads bias term bt as length-only band factors and at most one
+// per-key factor.
+func (mt *matcher) splitBand(bt *biasTerm) (*bandSplit, bool) {
+	sp := &bandSplit{}
+	if bt.where {
+		// Where(cond, scores, fill) keeps the scores where cond holds.
+		var keyF []bandFactor
+		if !mt.condFactors(bt.value, bt.scoresOnTrue, &sp.band, &keyF, 0) || len(keyF) > 1 {
+			return nil, false
+		}
+		if len(keyF) == 1 {
+			if keyF[0].keep != bt.scoresOnTrue {
+				return nil, false // the key factor's polarity is flipped: not rebuilt
+			}
+			k := *bt
+			k.kind, k.value, k.keyValue = BiasPerKey, keyF[0].v, keyF[0].v
+			sp.key = &k
+		}
+		return sp, len(sp.band) > 0
+	}
+	if !mt.additiveBand(bt, bt.value, sp, 0) || sp.key != nil && sp.key.kind != BiasPerKey {
+		return nil, false
+	}
+	return sp, len(sp.band)+len(sp.additive) > 0
+}
+
+// additiveBand reads the additive value v (a sum of terms) into sp.
+func (mt *matcher) additiveBand(bt *biasTerm, v string, sp *bandSplit, depth int) bool {
+	if depth > 8 {
+		return false
+	}
+	if mt.ConstDerived(v) {
+		sp.additive = append(sp.additive, v)
+		return true
+	}
+	n := mt.Ix.Producer[v]
+	if n == nil || !defaultDomain(n) {
+		return false
+	}
+	switch n.GetOpType() {
+	case "Add":
+		return mt.additiveBand(bt, inp(n, 0), sp, depth+1) && mt.additiveBand(bt, inp(n, 1), sp, depth+1)
+	case "Where":
+		// Where(cond, a, b) of scalars: cond keeps where a is the larger.
+		a, okA := mt.Scalar(inp(n, 1))
+		z, okB := mt.Scalar(inp(n, 2))
+		if !okA || !okB {
+			break
+		}
+		var keep bool
+		switch {
+		case a > maskThreshold && z <= maskThreshold:
+			keep = true
+		case z > maskThreshold && a <= maskThreshold:
+			keep = false
+		default:
+			return false
+		}
+		var keyF []bandFactor
+		if !mt.condFactors(inp(n, 0), keep, &sp.band, &keyF, 0) || len(keyF) > 1 {
+			return false
+		}
+		if len(keyF) == 1 {
+			if sp.key != nil || keyF[0].keep != keep {
+				return false
+			}
+			k := *bt
+			k.kind, k.value, k.keyValue, k.rebuildWhere, k.where = BiasPerKey, keyF[0].v, keyF[0].v, n, false
+			sp.key = &k
+		}
+		return true
+	}
+	if sp.key == nil && mt.isPerKey(v) {
+		k := *bt
+		k.kind, k.value, k.keyValue = BiasPerKey, v, v
+		if !queryFree(mt.Units(v)) {
+			k.sliceKey = true
+		}
+		sp.key = &k
+		return true
+	}
+	return false
+}
+
+// condFactors splits the boolean condition v, read with polarity keep,
+// into length-only factors (band) and per-key ones (key). Under keep
+// polarity a conjunction keeps when every factor does; under the masked
+// polarity a disjunction masks when any factor does.
+func (mt *matcher) condFactors(v string, keep bool, band, key *[]bandFactor, depth int) bool {
+	if depth > 16 {
+		return false
+	}
+	if mt.ConstDerived(v) {
+		*band = append(*band, bandFactor{v, keep})
+		return true
+	}
+	n := mt.Ix.Producer[v]
+	if n != nil && defaultDomain(n) {
+		switch n.GetOpType() {
+		case "Expand", "Identity":
+			return mt.condFactors(inp(n, 0), keep, band, key, depth+1)
+		case "Cast":
+			if onnx.AttrInt(n, "to", 0) == int64(onnx.Bool) && mt.boolValued(inp(n, 0)) {
+				return mt.condFactors(inp(n, 0), keep, band, key, depth+1)
+			}
+		case "Not":
+			return mt.condFactors(inp(n, 0), !keep, band, key, depth+1)
+		case "And", "Or":
+			if (n.GetOpType() == "And") == keep {
+				return mt.condFactors(inp(n, 0), keep, band, key, depth+1) && mt.condFactors(inp(n, 1), keep, band, key, depth+1)
+			}
+		}
+	}
+	if mt.isPerKey(v) {
+		*key = append(*key, bandFactor{v, keep})
+		return true
+	}
+	return false
+}
+
+// boolValued reports whether v holds booleans (a comparison, a logical op
+// or a boolean Cast): casting it to bool changes nothing.
+func (mt *matcher) boolValued(v string) bool {
+	n := mt.Ix.Producer[v]
+	if n == nil {
+		return false
+	}
+	switch n.GetOpType() {
+	case "And", "Or", "Not", "Xor", "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "IsNaN", "IsInf":
+		return true
+	case "Cast":
+		return onnx.AttrInt(n, "to", 0) == int64(onnx.Bool)
+	}
+	return false
+}
+
+// probeBand evaluates the length-only parts of sp at the probe lengths
+// and reads the band they keep.
+func (mt *matcher) probeBand(sp *bandSplit) (Window, bool) {
+	for _, s := range bandProbeLengths {
+		keep, ok := mt.bandKeep(sp, s)
+		if !ok {
+			return Window{}, false
+		}
+		w, masked, ok := readBand(keep, s)
+		if !ok {
+			return Window{}, false
+		}
+		if !masked || 2*max(w.Left, w.Right) >= s {
+			continue // wider than this probe: try a longer one
+		}
+		s2 := s + bandProbeStep
+		keep2, ok := mt.bandKeep(sp, s2)
+		if !ok {
+			return Window{}, false
+		}
+		w2, _, ok := readBand(keep2, s2)
+		if !ok || w2 != w {
+			return Window{}, false
+		}
+		return w, true
+	}
+	return Window{}, false
+}
+
+// bandKeep evaluates sp's length-only factors at length s and returns the
+// [s,s] matrix of the scores they keep.
+func (mt *matcher) bandKeep(sp *bandSplit, s int) ([]bool, bool) {
+	if mt.probe == nil {
+		return nil, false
+	}
+	keep := make([]bool, s*s)
+	for i := range keep {
+		keep[i] = true
+	}
+	and := func(v string, f func(x float64) bool) bool {
+		t, err := mt.probe.eval(v, s)
+		if err != nil {
+			return false
+		}
+		vals, err := t.AsFloat64s()
+		if err != nil {
+			return false
+		}
+		r := len(t.Shape)
+		for i := 0; i < r-2; i++ {
+			if t.Shape[i] != 1 {
+				return false // differs by batch or head: not one band
+			}
+		}
+		rows, cols := 1, 1
+		if r >= 2 {
+			rows = t.Shape[r-2]
+		}
+		if r >= 1 {
+			cols = t.Shape[r-1]
+		}
+		if rows != 1 && rows != s || cols != 1 && cols != s {
+			return false
+		}
+		for i := 0; i < s; i++ {
+			for j := 0; j < s; j++ {
+				x := vals[(i%rows)*cols+j%cols]
+				if !f(x) {
+					keep[i*s+j] = false
+				}
+			}
+		}
+		return true
+	}
+	for _, bf := range sp.band {
+		want := bf.keep
+		if !and(bf.v, func(x float64) bool { return (x != 0) == want }) {
+			return nil, false
+		}
+	}
+	for _, v := range sp.additive {
+		inside := true
+		if !and(v, func(x float64) bool {
+			if x > maskThreshold && x != 0 {
+				inside = false // a kept score is shifted: not a pure band
+			}
+			return x > maskThreshold
+		}) || !inside {
+			return nil, false
+		}
+	}
+	return keep, true
+}
+
+// readBand reads keep ([s,s]) as the band −L ≤ j − i ≤ R: masked reports
+// whether anything is masked; ok is false when keep is no such band.
+func readBand(keep []bool, s int) (w Window, masked, ok bool) {
+	w = Window{Left: -1, Right: -1}
+	for i := 0; i < s; i++ {
+		for j := 0; j < s; j++ {
+			if !keep[i*s+j] {
+				masked = true
+				continue
+			}
+			if i-j > w.Left {
+				w.Left = i - j
+			}
+			if j-i > w.Right {
+				w.Right = j - i
+			}
+		}
+	}
+	if w.Left < 0 || w.Right < 0 {
+		return w, masked, false
+	}
+	for i := 0; i < s; i++ {
+		for j := 0; j < s; j++ {
+			if keep[i*s+j] != (j-i >= -w.Left && j-i <= w.Right) {
+				return w, masked, false
+			}
+		}
+	}
+	return w, masked, true
+}
+
+// prober evaluates values of a graph that depend on the sequence length
+// only, at a given length, with the native kernels.
+type prober struct {
+	m     *onnxpb.ModelProto
+	ix    *onnx.Index
+	cache map[int]map[string]*onnx.Tensor
+	feeds map[int]map[string]*onnx.Tensor
+}
+
+func newProber(m *onnxpb.ModelProto, ix *onnx.Index) *prober {
+	return &prober{m: m, ix: ix, cache: map[int]map[string]*onnx.Tensor{}, feeds: map[int]map[string]*onnx.Tensor{}}
+}
+
+// eval computes value v at sequence length s.
+func (p *prober) eval(v string, s int) (t *onnx.Tensor, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			t, err = nil, fmt.Errorf("convert: probing %q: %v", v, r)
+		}
+	}()
+	if p.cache[s] == nil {
+		p.cache[s] = map[string]*onnx.Tensor{}
+		f, err := p.inputs(s)
+		if err != nil {
+			return nil, err
+		}
+		p.feeds[s] = f
+	}
+	return p.value(v, s, 0)
+}
+
+func (p *prober) value(v string, s, depth int) (*onnx.Tensor, error) {
+	vals := p.cache[s]
+	if t, ok := vals[v]; ok {
+		return t, nil
+	}
+	if t, ok := p.feeds[s][v]; ok {
+		return t, nil
+	}
+	if t, ok := constant(p.ix, v); ok {
+		return t, nil
+	}
+	if depth > 4096 {
+		return nil, fmt.Errorf("convert: probing %q: too deep", v)
+	}
+	n := p.ix.Producer[v]
+	if n == nil {
+		return nil, fmt.Errorf("convert: probing: %q has no value", v)
+	}
+	in := make([]*onnx.Tensor, len(n.Input))
+	for i, x := range n.Input {
+		if x == "" {
+			continue
+		}
+		t, err := p.value(x, s, depth+1)
+		if err != nil {
+			return nil, err
+		}
+		in[i] = t
+	}
+	k, err := ops.Lookup(n.GetDomain(), n.GetOpType(), onnx.OpsetVersion(p.m, n.GetDomain()))
+	if err != nil {
+		return nil, err
+	}
+	out, err := k(&ops.Context{Node: n, Opset: onnx.OpsetVersion(p.m, n.GetDomain())}, in)
+	if err != nil {
+		return nil, err
+	}
+	for i, o := range n.Output {
+		if i < len(out) && o != "" {
+			if out[i] != nil && out[i].Len() > maxProbeElems {
+				return nil, fmt.Errorf("convert: probing: %q has %d elements", o, out[i].Len())
+			}
+			vals[o] = out[i]
+		}
+	}
+	t, ok := vals[v]
+	if !ok || t == nil {
+		return nil, fmt.Errorf("convert: probing: %q not computed", v)
+	}
+	return t, nil
+}
+
+// inputs fills the graph inputs for length s: the first symbolic dim of
+// an input of rank ≥ 2 is the batch (1), the other symbolic dims s; masks
+// are ones, everything else zeros.
+func (p *prober) inputs(s int) (map[string]*onnx.Tensor, error) {
+	feeds := map[string]*onnx.Tensor{}
+	for _, vi := range p.ix.Graph.GetInput() {
+		name := vi.GetName()
+		if !p.ix.GraphInputs[name] {
+			continue
+		}
+		tt := vi.GetType().GetTensorType()
+		if tt == nil || tt.GetShape() == nil {
+			return nil, fmt.Errorf("convert: probing: input %q has no shape", name)
+		}
+		dims := tt.GetShape().GetDim()
+		shape := make([]int, len(dims))
+		n := 1
+		for i, d := range dims {
+			switch {
+			case d.GetDimParam() == "" && d.GetDimValue() > 0:
+				shape[i] = int(d.GetDimValue())
+			case i == 0 && len(dims) >= 2:
+				shape[i] = 1
+			default:
+				shape[i] = s
+			}
+			n *= shape[i]
+		}
+		if n > maxProbeElems {
+			return nil, fmt.Errorf("convert: probing: input %q of %d elements", name, n)
+		}
+		dt := onnx.DataType(tt.GetElemType())
+		one := strings.Contains(strings.ToLower(name), "mask")
+		t, err := filledTensor(dt, shape, n, one)
+		if err != nil {
+			return nil, fmt.Errorf("convert: probing: input %q: %w", name, err)
+		}
+		feeds[name] = t
+	}
+	return feeds, nil
+}
+
+func filledTensor(dt onnx.DataType, shape []int, n int, one bool) (*onnx.Tensor, error) {
+	switch dt {
+	case onnx.Int64:
+		d := make([]int64, n)
+		if one {
+			for i := range d {
+				d[i] = 1
+			}
+		}
+		return onnx.NewInt64(shape, d), nil
+	case onnx.Int32:
+		d := make([]int32, n)
+		if one {
+			for i := range d {
+				d[i] = 1
+			}
+		}
+		return &onnx.Tensor{DType: dt, Shape: shape, Data: d}, nil
+	case onnx.Float:
+		d := make([]float32, n)
+		if one {
+			for i := range d {
+				d[i] = 1
+			}
+		}
+		return onnx.NewFloat(shape, d), nil
+	case onnx.Bool:
+		d := make([]bool, n)
+		if one {
+			for i := range d {
+				d[i] = true
+			}
+		}
+		return &onnx.Tensor{DType: dt, Shape: shape, Data: d}, nil
+	}
+	return nil, fmt.Errorf("element type %s", onnx.TypeName(dt))
+}
+
+// windowPlan is what a conversion does with sliding-window blocks: each
+// becomes a WindowAttention node (exact). A model holds one
+// WindowAttention function body, built for one band and one precision:
+// the first window block converted sets them, and a block with another
+// band or precision is skipped with the reason.
+type windowPlan struct {
+	// off keeps window blocks as they are (dense).
+	off    bool
+	used   bool
+	band   Window
+	fnType onnx.DataType
+	// alone: the conversion is convert window itself (global blocks are
+	// left as they are).
+	alone bool
+}
+
+// skipReason says why window block b is not converted ("" when it is).
+func (p *windowPlan) skipReason(rw *rewriter, b *Block) string {
+	if p.off {
+		return "sliding-window block kept dense (window blocks not converted)"
+	}
+	if b.core == nil {
+		return "sliding-window block in a fused node: not converted"
+	}
+	dt, why := rw.blockType(b)
+	if why != "" {
+		return why
+	}
+	if p.used && (*b.Window != p.band || dt != p.fnType) {
+		return fmt.Sprintf("window %s in %s while the window blocks converted before it have %s in %s (a model holds one WindowAttention body)", b.Window, onnx.TypeName(dt), p.band, onnx.TypeName(p.fnType))
+	}
+	return ""
+}
+
+// globalReason is why convert window leaves block b as it is.
+func (p *windowPlan) globalReason(b *Block) string {
+	if !b.Convertible {
+		return b.Reason
+	}
+	return "global attention: convert window converts the sliding-window blocks alone (local-pooled, hedgehog, performer, linformer and lara convert both)"
+}
+
+// function is the WindowAttention body of the plan's band.
+func (p *windowPlan) function(opset int64) (*onnxpb.FunctionProto, error) {
+	return ops.WindowFunction(opset, p.band.attrs(0))
+}
+
+func (w Window) attrs(scale float64) ops.WindowAttrs {
+	return ops.WindowAttrs{Scale: float32(scale), Left: w.Left, Right: w.Right}
+}
+
+// rewriteWindow replaces window block b by a WindowAttention node.
+func (rw *rewriter) rewriteWindow(b *Block) (*onnxpb.NodeProto, error) {
+	dt, _ := rw.blockType(b)
+	saved := rw.dtype
+	rw.dtype = dt
+	defer func() { rw.dtype = saved }()
+	node, err := rw.rewriteCore(b, ops.WindowOp, func(b *Block, q, k, v, bias string) (*onnxpb.NodeProto, error) {
+		return ops.NewWindowNode(rw.names.Name(fmt.Sprintf("linearize/layer%d/WindowAttention", b.Layer)),
+			[]string{q, k, v, bias}, rw.names.Name(fmt.Sprintf("linearize/layer%d/attn", b.Layer)), b.Window.attrs(b.Scale)), nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if !rw.win.used {
+		rw.win.used, rw.win.band, rw.win.fnType = true, *b.Window, dt
+		rw.report.Window = b.Window
+	}
+	return node, nil
+}
+
+// mainConverted reports whether any block was converted into the
+// conversion's own op (not WindowAttention).
+func (rw *rewriter) mainConverted() bool {
+	for _, br := range rw.report.Converted {
+		if br.Op == "" {
+			return true
+		}
+	}
+	return false
+}
+
+// WindowOptions configures ToWindow.
+type WindowOptions struct {
+	// Layers selects blocks by their Detect layer index; nil means all.
+	Layers []int
+	// Positions, when MaxPositions > 0, first grows the absolute position
+	// table (ExtendPositions).
+	Positions ExtendOptions
+}
+
+// ToWindow returns a copy of m in which every sliding-window attention
+// block (Block.Window: a mask that confines each query to a band of keys
+// around it) is a WindowAttention node, and nothing else changes. The
+// converted model computes the original's output to float rounding, at a
+// cost linear in the sequence length for those blocks. The global blocks
+// are left as they are; every other conversion (ToLocalPooled,
+// ToPerformer, ...) converts the window blocks the same way and the
+// global ones with its own op. m is not modified.
+func ToWindow(m *onnxpb.ModelProto, o WindowOptions) (*onnxpb.ModelProto, *Report, error) {
+	rw := &rewriter{op: ops.WindowOp, layers: o.Layers, positions: o.Positions}
+	rw.win.alone = true
+	return rw.run(m)
+}
