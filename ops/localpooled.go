@@ -21,7 +21,8 @@ import (
 // Attributes: scale (float), block b ≥ 0, segments k ≥ 0 (0: no pooled
 // far field, only with b > 0), sinks ("none",
 // "first", "last" or "first,last"), reach r ≥ 0 (default 1), far_bias
-// (floats, one or one per head; default 0).
+// (floats, one or one per head; default 0), window_left and window_right
+// (the band, below), alibi (floats, one slope per head; absent: none).
 //
 // For one sequence and head, with the valid keys those whose bias is above
 // −1e4 (the bias decides validity only; its value is otherwise not
@@ -51,6 +52,22 @@ import (
 //     where β_h is head h's far_bias (a gate on the far field: negative
 //     values weigh the pooled keys less than the keys they stand for); one
 //     softmax over all of them weighs v_j and v̄_c.
+//
+// ALiBi (jina-embeddings-v2, MPT, BLOOM: a per-head linear distance
+// bias, here symmetric as bidirectional encoders use it) with slopes m_h:
+//
+//   - each exact score (local keys or band, and sinks) of query i and key
+//     j gets −m_h·|i − j|, i and j the sequence positions (0-based,
+//     padding included: the bias is by position index, as the original
+//     model computes it), so a band with alibi is exactly the dense ALiBi
+//     attention restricted to the band;
+//   - each pooled score gets −m_h·|i − p̄_c|, p̄_c the mean position of
+//     all the keys of segment c (as k̄_c is the mean of all its keys):
+//     the bias at the segment's mean distance. This approximates the far
+//     field's ALiBi (e^(−m·|i−j|) averaged over a segment is not
+//     e^(−m·|i−p̄|)); it is exact when every segment holds one key, so with
+//     k at least the non-sink valid keys the op is exact dense ALiBi
+//     attention.
 //
 // A segment with cnt_ic keys scores as cnt_ic copies of its mean key would,
 // so a distant region weighs as many keys as it stands for. When the
@@ -94,6 +111,11 @@ type LocalPooledAttrs struct {
 	// without a band as Band false, both widths NoWindow).
 	Band                    bool
 	WindowLeft, WindowRight int
+	// Alibi holds ALiBi's slopes m_h, one per head (attribute alibi; nil:
+	// no ALiBi): each score of query i is lowered by m_h·|i − j|, j the
+	// key's position (a pooled segment's: the mean position p̄_c of its
+	// keys). Each slope is finite, 0..MaxAlibiSlope.
+	Alibi []float32
 	// Threads bounds the goroutines the Go kernel uses (not an attribute).
 	Threads int
 }
@@ -130,6 +152,12 @@ const (
 	MaxReach      = 64
 )
 
+// MaxAlibiSlope bounds an ALiBi slope. Models' slopes are below 1 (the
+// geometric 2^(−8(h+1)/H)); the bound keeps every biased score far above
+// the function body's mask (−1e30) for any sequence the ops can hold.
+// Negative slopes, which would favour distant keys, are refused.
+const MaxAlibiSlope = 1e4
+
 // NoReach is the LocalPooledAttrs.Reach that selects r = 0.
 const NoReach = -1
 
@@ -157,6 +185,14 @@ func (a LocalPooledAttrs) farBias(h int) float64 {
 		return float64(a.FarBias[0])
 	}
 	return float64(a.FarBias[h])
+}
+
+// alibiSlope returns m of head h (0 without ALiBi).
+func (a LocalPooledAttrs) alibiSlope(h int) float64 {
+	if len(a.Alibi) == 0 {
+		return 0
+	}
+	return float64(a.Alibi[h])
 }
 
 // Attribute docs shared with LinformerAttention's pooled mode.
@@ -196,7 +232,29 @@ var localPooledSchema = newSchema(OpSchema{
 	floatsField(AttrSchema{Name: "far_bias", Doc: "β added to every pooled score: one value, or one per head (absent: 0)"}, func(a *LocalPooledAttrs) *[]float32 { return &a.FarBias }),
 	windowField("window_left", "L: with window_right, a query-centred band: query i attends only to keys j with −L ≤ j − i ≤ R (exact sliding-window attention; needs segments 0, sinks none and block·reach ≥ max(L, R)); −1: no band", func(a *LocalPooledAttrs) *int { return &a.WindowLeft }),
 	windowField("window_right", "R: the band's right width (0: a causal window); set with window_left; −1: no band", func(a *LocalPooledAttrs) *int { return &a.WindowRight }),
+	floatsField(AttrSchema{Name: "alibi", Doc: alibiDoc}, func(a *LocalPooledAttrs) *[]float32 { return &a.Alibi }),
 )
+
+// alibiSlopesDoc begins the alibi attribute's doc of LocalPooledAttention
+// (alibiDoc) and WindowAttention.
+const alibiSlopesDoc = "ALiBi slopes m_h, one per head, each 0..1e4 (absent: no ALiBi)"
+
+// alibiDoc is LocalPooledAttention's alibi attribute.
+const alibiDoc = alibiSlopesDoc + ": every exact score of query i gets −m_h·abs(i − j) (j the key's position, padding included); a pooled segment's score gets −m_h·abs(i − p̄_c), p̄_c the mean position of its keys (an approximation, exact for one-key segments)"
+
+// checkAlibi checks the ALiBi slopes of op (the count against the heads
+// is checked with the input, localPooled).
+func checkAlibi(op string, slopes []float32) error {
+	if len(slopes) > MaxSegments {
+		return fmt.Errorf("ops: %s: %d alibi slopes, want one per head", op, len(slopes))
+	}
+	for h, m := range slopes {
+		if !(m >= 0 && m <= MaxAlibiSlope) { // NaN fails both
+			return fmt.Errorf("ops: %s: alibi slope %g of head %d, want a finite value 0..%g", op, m, h, float64(MaxAlibiSlope))
+		}
+	}
+	return nil
+}
 
 // windowField binds window_left or window_right: written only with a
 // band; a value ≥ 0 read from a node selects the band.
@@ -233,6 +291,9 @@ func (a LocalPooledAttrs) check() error {
 	}
 	if len(a.FarBias) > MaxSegments {
 		return fmt.Errorf("ops: %s: %d far_bias values, want one or one per head", LocalPooledOp, len(a.FarBias))
+	}
+	if err := checkAlibi(LocalPooledOp, a.Alibi); err != nil {
+		return err
 	}
 	return a.checkBand()
 }
@@ -295,6 +356,12 @@ func localPooled(op string, q, k, v, bias *onnx.Tensor, a LocalPooledAttrs) (*on
 	if len(a.FarBias) > 1 && len(a.FarBias) != h {
 		return nil, fmt.Errorf("ops: %s: %d far_bias values for %d heads, want one or one per head", op, len(a.FarBias), h)
 	}
+	if len(a.Alibi) > 0 && len(a.Alibi) != h {
+		return nil, fmt.Errorf("ops: %s: %d alibi slopes for %d heads, want one per head", op, len(a.Alibi), h)
+	}
+	if len(a.Alibi) > 0 && sq != n {
+		return nil, fmt.Errorf("ops: %s: alibi needs self-attention (%d queries, %d keys)", op, sq, n)
+	}
 	mask, err := newKeyMask(op, bias, b, n)
 	if err != nil {
 		return nil, err
@@ -308,7 +375,7 @@ func localPooled(op string, q, k, v, bias *onnx.Tensor, a LocalPooledAttrs) (*on
 	out := make([]float32, b*h*sq*dv)
 	parallel(b*h, a.Threads, func(bh int) {
 		p := lpHead{
-			a: &a, lay: &lays[bh/h], beta: a.farBias(bh % h), scale: scale, sq: sq, n: n, d: d, dv: dv,
+			a: &a, lay: &lays[bh/h], beta: a.farBias(bh % h), slope: a.alibiSlope(bh % h), scale: scale, sq: sq, n: n, d: d, dv: dv,
 			qh: qd[bh*sq*d : (bh+1)*sq*d], kh: kd[bh*n*d : (bh+1)*n*d], vh: vd[bh*n*dv : (bh+1)*n*dv],
 		}
 		p.run(out[bh*sq*dv : (bh+1)*sq*dv])
@@ -323,6 +390,9 @@ type lpLayout struct {
 	seg   []int   // segment of each key, −1 for sinks and padding
 	total []int   // keys per segment
 	block [][]int // [block][segment] non-sink keys of the segment in the block
+	// pos is the mean position p̄_c of each segment's keys (ALiBi's
+	// distance to a segment; 0 for an empty segment).
+	pos []float64
 }
 
 // newLPLayout lays out the keys of batch row bi. finetune/localpooled.go's
@@ -357,6 +427,17 @@ func newLPLayout(mask *keyMask, bi, n int, a LocalPooledAttrs) lpLayout {
 			}
 			lay.seg[j] = c
 			r++
+		}
+	}
+	lay.pos = make([]float64, kk)
+	for j, c := range lay.seg {
+		if c >= 0 && kk > 0 {
+			lay.pos[c] += float64(j)
+		}
+	}
+	for c, n := range lay.total {
+		if n > 0 {
+			lay.pos[c] /= float64(n)
 		}
 	}
 	if blk := a.Block; blk > 0 && kk > 0 {
@@ -407,7 +488,7 @@ func (lay *lpLayout) farCounts(B, r int, cnt []int) {
 type lpHead struct {
 	a                *LocalPooledAttrs
 	lay              *lpLayout
-	beta             float64
+	beta, slope      float64 // far_bias β and ALiBi slope m of the head
 	scale            float32
 	sq, n, d, dv     int
 	qh, kh, vh       []float32
@@ -489,7 +570,8 @@ func (p *lpHead) segmentMeans() {
 
 // row computes query i's output o from its exact scores row (keys
 // p.lo..p.hi), the sinks and the far segments: one softmax (o stays zero
-// without any valid key).
+// without any valid key). With ALiBi every score is lowered by
+// m·|i − j|, a segment's by m·|i − p̄_c|.
 func (p *lpHead) row(i int, row []float32, o []float32) {
 	lay, d, kk := p.lay, p.d, p.a.Segments
 	// The exact keys: the window of blocks, narrowed to the band.
@@ -497,10 +579,16 @@ func (p *lpHead) row(i int, row []float32, o []float32) {
 	if p.a.Band {
 		lo, hi = max(lo, i-p.a.WindowLeft), min(hi, i+p.a.WindowRight+1)
 	}
+	m, fi := p.slope, float64(i)
+	exact := func(j int) float64 { return float64(row[j-p.lo]) - m*math.Abs(fi-float64(j)) }
+	prow := p.pooled[i*kk : (i+1)*kk]
+	far := func(c, n int) float64 {
+		return float64(prow[c]) + math.Log(float64(n)) + p.beta - m*math.Abs(fi-lay.pos[c])
+	}
 	top := math.Inf(-1)
 	for j := lo; j < hi; j++ {
 		if lay.seg[j] >= 0 {
-			top = max(top, float64(row[j-p.lo]))
+			top = max(top, exact(j))
 		}
 	}
 	for s, j := range lay.sinks {
@@ -508,13 +596,12 @@ func (p *lpHead) row(i int, row []float32, o []float32) {
 		for t := 0; t < d; t++ {
 			dot += float64(p.qh[i*d+t]) * float64(p.kh[j*d+t])
 		}
-		p.sinkS[s] = float64(p.scale) * dot
+		p.sinkS[s] = float64(p.scale)*dot - m*math.Abs(fi-float64(j))
 		top = max(top, p.sinkS[s])
 	}
-	prow := p.pooled[i*kk : (i+1)*kk]
 	for c, n := range p.cnt {
 		if n > 0 {
-			top = max(top, float64(prow[c])+math.Log(float64(n))+p.beta)
+			top = max(top, far(c, n))
 		}
 	}
 	if math.IsInf(top, -1) {
@@ -531,7 +618,7 @@ func (p *lpHead) row(i int, row []float32, o []float32) {
 	}
 	for j := lo; j < hi; j++ {
 		if lay.seg[j] >= 0 {
-			add(math.Exp(float64(row[j-p.lo])-top), p.vh[j*dv:(j+1)*dv])
+			add(math.Exp(exact(j)-top), p.vh[j*dv:(j+1)*dv])
 		}
 	}
 	for s, j := range lay.sinks {
@@ -539,7 +626,7 @@ func (p *lpHead) row(i int, row []float32, o []float32) {
 	}
 	for c, n := range p.cnt {
 		if n > 0 {
-			add(math.Exp(float64(prow[c])+math.Log(float64(n))+p.beta-top), p.vbar[c*dv:(c+1)*dv])
+			add(math.Exp(far(c, n)-top), p.vbar[c*dv:(c+1)*dv])
 		}
 	}
 	for t := range acc {
@@ -557,11 +644,13 @@ func NewLocalPooledNode(name string, inputs []string, output string, a LocalPool
 
 // LocalPooledFunction returns the FunctionProto that defines
 // LocalPooledAttention with standard ops of the default domain at opset
-// (11..23). Block, Segments, Reach, FarBias, the sinks and the band
-// (WindowLeft, WindowRight) of a are built into the body (as Performer's
-// kernel is): the function serves nodes with those attributes, which the
-// node still carries for the Go kernel. Its inputs are Q, K, V,
-// key_bias (all required) and its attribute scale is read from the node.
+// (11..23). Block, Segments, Reach, FarBias, the sinks, the band
+// (WindowLeft, WindowRight) and the ALiBi slopes (Alibi, a [1,H,1,1,1]
+// constant: the body serves H heads, as with per-head far_bias) of a are
+// built into the body (as Performer's kernel is): the function serves
+// nodes with those attributes, which the node still carries for the Go
+// kernel. Its inputs are Q, K, V, key_bias (all required) and its
+// attribute scale is read from the node.
 //
 // The body keeps memory linear in S: queries are reshaped into blocks of b,
 // the keys each block sees are its block and both neighbours concatenated
@@ -572,7 +661,15 @@ func NewLocalPooledNode(name string, inputs []string, output string, a LocalPool
 // valid entry divides zero by 1e-30 and gives zeros, as the Go kernel does.
 // A band masks the window's scores with a [b,(2r+1)b] mask of j − i built
 // by Range (no [S,S] tensor) and zeroes each query without a valid key in
-// its band.
+// its band. ALiBi adds −m_h·|j − i| from the same [b,(2r+1)b] offsets to
+// the window's scores; the segments' mean positions p̄ come at run time
+// from the one-hot segment matrix (positions·one-hot / count, [k]) and
+// the sinks' from their one-hot rows, each against the query positions
+// ([nb,b,k] and [nb,b,sinks] distances, or [S,k] and [S,sinks] without
+// blocks). The body adds the bias in float32 where the Go kernel adds it
+// in float64: a query whose every key is Δ positions away or more (one
+// far past a long padding run, whose output is discarded) keeps about
+// 6e-8·m·Δ relative precision in its weights.
 func LocalPooledFunction(opset int64, a LocalPooledAttrs) (*onnxpb.FunctionProto, error) {
 	if err := checkOpset(LocalPooledOp, opset); err != nil {
 		return nil, err
@@ -603,6 +700,11 @@ type lpBody struct {
 	kbarT, vbar       string
 	ks, vs, sinkBias  string // sinks' keys, values and [Bm,1,1,ns] bias
 	padS, padLast     string // blocked form (Block > 0)
+	// ALiBi: pos [Bm,1,1,S] is each key's position (float), sinkPos
+	// [Bm,1,ns,1] the sinks' positions and pbar [Bm,1,1,k] the segments'
+	// mean positions (with Alibi only).
+	pos, sinkPos, pbar string
+	diff               string // band and ALiBi: [b,(2r+1)b] int64 j − i
 }
 
 // localPooledBody emits the body of LocalPooledAttention with the
@@ -619,12 +721,31 @@ func (b *fnBuilder) localPooledBody(a LocalPooledAttrs) {
 	p.keys()
 	if a.Segments > 0 {
 		p.onehot, p.total, p.kbarT, p.vbar = b.segments(a.Segments, p.nsF, p.km, p.vm)
+		if len(a.Alibi) > 0 {
+			// p̄_c = Σ_j onehot_jc·j / |c| ([Bm,1,1,k]; 0 when empty).
+			p.pbar = b.op("Div", []string{b.op("MatMul", []string{p.pos, p.onehot}), b.op("Max", []string{p.total, p.one})})
+		}
 	}
 	p.sinks()
 	if a.Block == 0 {
-		parts := []scoredPart{{b.op("Add", []string{b.op("MatMul", []string{p.qs, p.kbarT}), p.logCount(p.total, 4)}), p.vbar}}
+		// Without blocks (LinformerAttention's pooled mode, which has no
+		// ALiBi, or LocalPooledAttention's segments and sinks alone, whose
+		// queries are the keys' positions): scores [B,H,S,k] and
+		// [B,H,S,ns].
+		var qpos string
+		if len(a.Alibi) > 0 {
+			qpos = b.transpose(p.pos, 0, 1, 3, 2) // [Bm,1,S,1]
+		}
+		ps := b.op("Add", []string{b.op("MatMul", []string{p.qs, p.kbarT}), p.logCount(p.total, 4)})
+		if p.pbar != "" {
+			ps = b.op("Add", []string{ps, p.alibiBias(qpos, p.pbar, 4)})
+		}
+		parts := []scoredPart{{ps, p.vbar}}
 		if p.ks != "" {
 			ss := b.op("Add", []string{b.op("MatMul", []string{p.qs, b.transpose(p.ks, 0, 1, 3, 2)}), p.sinkBias})
+			if p.sinkPos != "" {
+				ss = b.op("Add", []string{ss, p.alibiBias(qpos, b.transpose(p.sinkPos, 0, 1, 3, 2), 4)})
+			}
 			parts = append(parts, scoredPart{ss, p.vs})
 		}
 		b.op("Identity", []string{b.jointSoftmax(parts, 3)})
@@ -649,6 +770,7 @@ func (p *lpBody) keys() {
 	p.km = b.op("Where", []string{validT, "K", p.zero})
 	p.vm = b.op("Where", []string{validT, "V", p.zero})
 	pos := b.op("CumSum", []string{b.op("Expand", []string{p.one, full}), b.constScalarInt(3)}, attrInt("exclusive", 1))
+	p.pos = pos
 	var isFirst string
 	if p.a.SinkFirst {
 		first := b.reduce("ReduceMin", b.op("Where", []string{valid, pos, b.constFloat(1e9)}), 3)
@@ -687,6 +809,9 @@ func (p *lpBody) sinks() {
 	}
 	p.ks = b.op("MatMul", []string{sr, p.km})
 	p.vs = b.op("MatMul", []string{sr, p.vm})
+	if len(p.a.Alibi) > 0 {
+		p.sinkPos = b.op("MatMul", []string{sr, b.transpose(p.pos, 0, 1, 3, 2)}) // [Bm,1,ns,1]
+	}
 	present := b.op("Greater", []string{b.transpose(b.reduce("ReduceSum", sr, 3), 0, 1, 3, 2), b.constFloat(0.5)})
 	p.sinkBias = b.op("Where", []string{present, p.zero, p.masked})
 }
@@ -738,6 +863,15 @@ func (p *lpBody) blocked() string {
 	}
 	localBias := b.op("Where", []string{b.op("Greater", []string{valid, b.constFloat(0.5)}), p.zero, p.masked})
 	sl := b.op("Add", []string{b.op("MatMul", []string{qb, b.transpose(kwin, 0, 1, 2, 4, 3)}), localBias})
+	// ALiBi: the window's distances |j − i| depend on the offsets alone
+	// ([b,(2r+1)b], as the band), the sinks' and the segments' on the
+	// query's position qpos [Bm,1,nb,b,1] (padded queries: 0, discarded).
+	var qpos string
+	if len(p.a.Alibi) > 0 {
+		dist := b.op("Abs", []string{b.op("Cast", []string{p.offsets(blk, r)}, castFloat())})
+		sl = b.op("Add", []string{sl, b.op("Mul", []string{dist, p.negSlopes(5)})})
+		qpos = b.op("Reshape", []string{b.op("Pad", []string{p.pos, p.padLast}), b.constInts(0, 0, -1, blk, 1)})
+	}
 	if kk == 0 && p.ks == "" {
 		// The local part alone (convert long's default, and the band):
 		// onnxruntime's Softmax in one pass over the scores; a block
@@ -756,14 +890,22 @@ func (p *lpBody) blocked() string {
 		logc := b.op("Reshape", []string{p.logCount(cnt, 4), b.constInts(0, 0, 0, 1, -1)})                                                 // [B',H',nb,1,k]
 		kbar5 := b.op("Reshape", []string{p.kbarT, b.constInts(0, 0, 1, -1, kk)})                                                          // [B,H,1,D,k]
 		vbar5 := b.op("Reshape", []string{p.vbar, b.op("Concat", []string{b.constInts(0, 0, 1, kk), p.dV}, attrInt("axis", 0))})           // [B,H,1,k,Dv]
-		parts = append(parts, scoredPart{b.op("Add", []string{b.op("MatMul", []string{qb, kbar5}), logc}), vbar5})
+		ps := b.op("Add", []string{b.op("MatMul", []string{qb, kbar5}), logc})
+		if qpos != "" {
+			ps = b.op("Add", []string{ps, p.alibiBias(qpos, b.op("Reshape", []string{p.pbar, b.constInts(0, 0, 1, 1, kk)}), 5)})
+		}
+		parts = append(parts, scoredPart{ps, vbar5})
 	}
 	if p.ks != "" {
 		nsk := int64(len(p.sinkRows))
 		ks5 := b.op("Reshape", []string{b.transpose(p.ks, 0, 1, 3, 2), b.constInts(0, 0, 1, -1, nsk)})
 		vs5 := b.op("Reshape", []string{p.vs, b.op("Concat", []string{b.constInts(0, 0, 1, nsk), p.dV}, attrInt("axis", 0))})
 		sb5 := b.op("Reshape", []string{p.sinkBias, b.constInts(0, 0, 1, 1, nsk)})
-		parts = append(parts, scoredPart{b.op("Add", []string{b.op("MatMul", []string{qb, ks5}), sb5}), vs5})
+		ss := b.op("Add", []string{b.op("MatMul", []string{qb, ks5}), sb5})
+		if qpos != "" {
+			ss = b.op("Add", []string{ss, p.alibiBias(qpos, b.op("Reshape", []string{p.sinkPos, b.constInts(0, 0, 1, 1, nsk)}), 5)})
+		}
+		parts = append(parts, scoredPart{ss, vs5})
 	}
 	return b.jointSoftmax(parts, 4)
 }
@@ -775,15 +917,50 @@ func (p *lpBody) blocked() string {
 // 4096-key window).
 func (p *lpBody) band(blk, r int64) string {
 	b := p.fnBuilder
+	diff := p.offsets(blk, r)
+	left := b.op("Greater", []string{diff, b.constScalarInt(-int64(p.a.WindowLeft) - 1)})
+	right := b.op("Less", []string{diff, b.constScalarInt(int64(p.a.WindowRight) + 1)})
+	return b.op("And", []string{left, right})
+}
+
+// offsets emits (once) the [b,(2r+1)b] int64 j − i of key offset q in
+// the window of blocks B−r..B+r and query offset p in block B:
+// (q − r·b) − p, whatever B.
+func (p *lpBody) offsets(blk, r int64) string {
+	if p.diff != "" {
+		return p.diff
+	}
+	b := p.fnBuilder
 	rng := func(start, limit int64) string {
 		return b.op("Range", []string{b.constScalarInt(start), b.constScalarInt(limit), b.constScalarInt(1)})
 	}
 	qOff := rng(-r*blk, (r+1)*blk)                                     // [(2r+1)b]: j − (block start)
 	pOff := b.op("Reshape", []string{rng(0, blk), b.constInts(-1, 1)}) // [b,1]: i − (block start)
-	diff := b.op("Sub", []string{qOff, pOff})                          // [b,(2r+1)b]: j − i
-	left := b.op("Greater", []string{diff, b.constScalarInt(-int64(p.a.WindowLeft) - 1)})
-	right := b.op("Less", []string{diff, b.constScalarInt(int64(p.a.WindowRight) + 1)})
-	return b.op("And", []string{left, right})
+	p.diff = b.op("Sub", []string{qOff, pOff})                         // [b,(2r+1)b]: j − i
+	return p.diff
+}
+
+// negSlopes emits −m as a [1,H,1,…] float constant of rank rank.
+func (p *lpBody) negSlopes(rank int) string {
+	shape := make([]int, rank)
+	for i := range shape {
+		shape[i] = 1
+	}
+	shape[1] = len(p.a.Alibi)
+	neg := make([]float32, len(p.a.Alibi))
+	for h, m := range p.a.Alibi {
+		neg[h] = -m
+	}
+	return p.constFloatTensor(shape, neg)
+}
+
+// alibiBias emits −m_h·|qpos − kpos| of rank rank: the query positions
+// qpos ([..,1] in the last axis) against the key positions kpos ([..,1,n]
+// in the last two), heads along axis 1.
+func (p *lpBody) alibiBias(qpos, kpos string, rank int) string {
+	b := p.fnBuilder
+	dist := b.op("Abs", []string{b.op("Sub", []string{qpos, kpos})})
+	return b.op("Mul", []string{dist, p.negSlopes(rank)})
 }
 
 // segments emits the pooled far field's pieces for k segments: the

@@ -103,7 +103,9 @@ func caseBias(kind string, s int) *onnx.Tensor {
 // localPooledRef evaluates the op's definition directly in float64, key by
 // key: the exact set of every query is listed explicitly and every
 // segment's mean and outside count are recounted per query (no blocks, no
-// running sums, no matrix products).
+// running sums, no matrix products). With ALiBi (a.Alibi) an exact score
+// of query i and key j gets −m_h·|i − j| and a segment's −m_h·|i − p̄_c|,
+// p̄_c the mean position of all its keys.
 func localPooledRef(q, k, v, bias *onnx.Tensor, a ops.LocalPooledAttrs) []float64 {
 	b, h, n, d := q.Shape[0], q.Shape[1], q.Shape[2], q.Shape[3]
 	dv := v.Shape[3]
@@ -125,6 +127,10 @@ func localPooledRef(q, k, v, bias *onnx.Tensor, a ops.LocalPooledAttrs) []float6
 			beta = float64(a.FarBias[0])
 		case h:
 			beta = float64(a.FarBias[bh%h])
+		}
+		var m float64
+		if len(a.Alibi) > 0 {
+			m = float64(a.Alibi[bh%h])
 		}
 		valid := func(j int) bool {
 			if bias == nil {
@@ -187,18 +193,19 @@ func localPooledRef(q, k, v, bias *onnx.Tensor, a ops.LocalPooledAttrs) []float6
 			var values [][]float64
 			for j := range n {
 				if exact[j] {
-					scores = append(scores, scale*dot(i, kd[(bh*n+j)*d:(bh*n+j+1)*d]))
+					scores = append(scores, scale*dot(i, kd[(bh*n+j)*d:(bh*n+j+1)*d])-m*math.Abs(float64(i-j)))
 					values = append(values, vd[(bh*n+j)*dv:(bh*n+j+1)*dv])
 				}
 			}
 			for c := 0; c < a.Segments; c++ {
 				kbar, vbar := make([]float64, d), make([]float64, dv)
-				members, outside := 0, 0
+				members, outside, posSum := 0, 0, 0
 				for _, j := range rest {
 					if segOf[j] != c {
 						continue
 					}
 					members++
+					posSum += j
 					if !exact[j] {
 						outside++
 					}
@@ -218,7 +225,8 @@ func localPooledRef(q, k, v, bias *onnx.Tensor, a ops.LocalPooledAttrs) []float6
 				for t := range vbar {
 					vbar[t] /= float64(members)
 				}
-				scores = append(scores, scale*dot(i, kbar)+math.Log(float64(outside))+beta)
+				pbar := float64(posSum) / float64(members)
+				scores = append(scores, scale*dot(i, kbar)+math.Log(float64(outside))+beta-m*math.Abs(float64(i)-pbar))
 				values = append(values, vbar)
 			}
 			if len(scores) == 0 {

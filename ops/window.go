@@ -19,6 +19,15 @@ import (
 // LocalPooledAttention). Output [B,H,S,Dv]; a query without a valid key
 // in its band gives zeros.
 //
+// With alibi (ALiBi slopes m_h, one per head: jina-embeddings-v2, MPT,
+// BLOOM) every score of head h is lowered by m_h·|i − j|, i and j the
+// positions (padding included),
+//
+//	out_i = Σ_j softmax_j(scale·q_i·k_j − m_h·|i − j|)·v_j over the band,
+//
+// exactly the dense ALiBi attention restricted to the band (a band with
+// L, R ≥ S − 1 is global ALiBi attention).
+//
 // It is LocalPooledAttention's band mode (blocks of b = max(L, R, 1),
 // reach 1, no segments, no sinks) under a name of its own, so that a
 // model can hold it beside a LocalPooledAttention (or any other op) of
@@ -34,6 +43,9 @@ type WindowAttrs struct {
 	Scale float32
 	// Left and Right are the band's widths L and R (≥ 0).
 	Left, Right int
+	// Alibi holds ALiBi's slopes, one per head (nil: no ALiBi); see
+	// LocalPooledAttrs.Alibi.
+	Alibi []float32
 	// Threads bounds the goroutines the Go kernel uses (not an attribute).
 	Threads int
 }
@@ -53,16 +65,20 @@ var windowSchema = newSchema(OpSchema{
 		Doc: "L: query i attends to keys j ≥ i − L"}, func(a *WindowAttrs) *int { return &a.Left }),
 	intField(AttrSchema{Name: "window_right", Required: true, Min: 0, Max: MaxLocalBlock,
 		Doc: "R: query i attends to keys j ≤ i + R (0: a causal window)"}, func(a *WindowAttrs) *int { return &a.Right }),
+	floatsField(AttrSchema{Name: "alibi", Doc: alibiSlopesDoc + ": every score of query i gets −m_h·abs(i − j) (the positions, padding included): dense ALiBi attention restricted to the band"}, func(a *WindowAttrs) *[]float32 { return &a.Alibi }),
 )
 
 // localPooled returns the LocalPooledAttention band mode that computes a.
 func (a WindowAttrs) localPooled() LocalPooledAttrs {
 	return LocalPooledAttrs{Scale: a.Scale, Block: max(a.Left, a.Right, 1), Reach: 1,
-		Band: true, WindowLeft: a.Left, WindowRight: a.Right, Threads: a.Threads}
+		Band: true, WindowLeft: a.Left, WindowRight: a.Right, Alibi: a.Alibi, Threads: a.Threads}
 }
 
 func (a WindowAttrs) check() error {
 	if err := windowSchema.check(&a); err != nil {
+		return err
+	}
+	if err := checkAlibi(WindowOp, a.Alibi); err != nil {
 		return err
 	}
 	return a.localPooled().check()
@@ -102,9 +118,10 @@ func NewWindowNode(name string, inputs []string, output string, a WindowAttrs) *
 }
 
 // WindowFunction returns the FunctionProto that defines WindowAttention
-// with standard ops at opset (11..23). The band of a is built into the
-// body (the body of LocalPooledAttention's band mode): the function
-// serves nodes with those widths; scale is read from the node.
+// with standard ops at opset (11..23). The band and the ALiBi slopes of a
+// are built into the body (the body of LocalPooledAttention's band mode):
+// the function serves nodes with those widths and slopes (and as many
+// heads); scale is read from the node.
 func WindowFunction(opset int64, a WindowAttrs) (*onnxpb.FunctionProto, error) {
 	if err := checkOpset(WindowOp, opset); err != nil {
 		return nil, err
