@@ -50,6 +50,9 @@ type Block struct {
 	// Window is the band of keys of a sliding-window block (Bias
 	// BiasWindow): every conversion writes WindowAttention for it, exact.
 	Window *Window `json:"window,omitempty"`
+	// Alibi are the per-head slopes m_h of an ALiBi bias −m_h·|i − j|
+	// read from the graph (with or without a window).
+	Alibi []float32 `json:"alibi,omitempty"`
 	// Cross: cross-attention, the queries projected from another sequence
 	// than the keys and values (a decoder reading the encoder, T5's
 	// EncDecAttention): the query and key lengths may differ. Performer

@@ -49,7 +49,7 @@ func (f extraForm) build() *onnxpb.ModelProto {
 	b := &gb{g: &onnxpb.GraphProto{Name: proto.String(f.name)}, rng: rand.New(rand.NewPCG(5, 6))}
 	dyn := []onnx.Dim{{Value: -1, Param: "batch"}, {Value: -1, Param: "seq"}}
 	b.g.Input = append(b.g.Input, onnx.MakeValueInfo("x", onnx.Float, append(dyn, onnx.Dim{Value: fHid})))
-	if f.bias == "mask" || f.bias == "sub-mask" {
+	if f.bias == "mask" || f.bias == "sub-mask" || f.bias == "alibi-mask" {
 		b.g.Input = append(b.g.Input, onnx.MakeValueInfo("mask", onnx.Int64, dyn))
 	}
 	if f.query == "cross" {
@@ -171,6 +171,23 @@ func (f extraForm) build() *onnxpb.ModelProto {
 		i, j := seqRange()
 		far := b.node("Greater", []string{b.node("Abs", []string{b.node("Sub", []string{i, j})}), b.init("window", onnx.NewInt64([]int{}, []int64{1}))})
 		s = b.node("Add", []string{s, b.node("Where", []string{far, b.scalar(-math.MaxFloat32), b.scalar(0)})})
+	case "alibi", "alibi-band", "alibi-mask":
+		// jina-embeddings-v2: −m_h·|i−j| per head, slopes 2^(−8(h+1)/H).
+		i, j := seqRange()
+		dist := b.node("Cast", []string{b.node("Abs", []string{b.node("Sub", []string{i, j})})}, ints0("to", int64(onnx.Float)))
+		m := make([]float32, fH)
+		for h := range m {
+			m[h] = float32(math.Pow(2, -8*float64(h+1)/fH))
+		}
+		bias := b.node("Mul", []string{b.init("neg_slopes", onnx.NewFloat([]int{1, fH, 1, 1}, negated(m))), dist})
+		switch f.bias {
+		case "alibi-band":
+			far := b.node("Greater", []string{b.node("Abs", []string{b.node("Sub", []string{i, j})}), b.init("window", onnx.NewInt64([]int{}, []int64{1}))})
+			bias = b.node("Add", []string{bias, b.node("Where", []string{far, b.scalar(-math.MaxFloat32), b.scalar(0)})})
+		case "alibi-mask":
+			bias = b.node("Add", []string{bias, keyMask(-10000)})
+		}
+		s = b.node("Add", []string{s, bias})
 	case "bucket":
 		s = b.node("Add", []string{s, bucket()})
 	case "gated":
@@ -222,8 +239,10 @@ func TestMatcherFormsExtra(t *testing.T) {
 		// Funnel: the mask subtracted; a constant subtracted is a shift.
 		{extraForm{name: "mask-subtracted", bias: "sub-mask"}, "subtracted from the scores"},
 		{extraForm{name: "constant-subtracted", bias: "sub-const"}, ""},
-		// DeBERTa: heads folded into the batch, with and without c2p.
-		{extraForm{name: "folded-heads-bmm", folded: true}, "heads folded into the batch"},
+		// DeBERTa: heads folded into the batch, with and without c2p;
+		// without, the output is unfolded by a view [B,H,S,D] and the
+		// block converts over the operands viewed so.
+		{extraForm{name: "folded-heads-bmm", folded: true}, ""},
 		{extraForm{name: "folded-heads-c2p", folded: true, bias: "c2p"}, "disentangled attention"},
 		// T5-style learned buckets; WavLM's gated version of them.
 		{extraForm{name: "relative-bucket-bias", bias: "bucket"}, "relative position bias"},
@@ -330,4 +349,12 @@ func TestExplainFurthestExtra(t *testing.T) {
 	} {
 		t.Run(c.f.name, func(t *testing.T) { checkExplainFurthest(t, c.f.build(), c.want) })
 	}
+}
+
+func negated(m []float32) []float32 {
+	out := make([]float32, len(m))
+	for i, x := range m {
+		out[i] = -x
+	}
+	return out
 }

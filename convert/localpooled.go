@@ -81,12 +81,17 @@ func ToLocalPooled(m *onnxpb.ModelProto, o LocalPooledOptions) (*onnxpb.ModelPro
 func localPooledRewriter(a ops.LocalPooledAttrs, layers []int, positions ExtendOptions) *rewriter {
 	rw := &rewriter{op: ops.LocalPooledOp, layers: layers, positions: positions}
 	rw.report.Options = ReportOptions{Block: a.Block, Segments: a.Segments, Sinks: a.Sinks()}
+	rw.alibi.ok = true
 	rw.core = func(b *Block, q, k, v, bias string) (*onnxpb.NodeProto, error) {
 		na := a
-		na.Scale = float32(b.Scale)
+		na.Scale, na.Alibi = float32(b.Scale), b.Alibi
 		return ops.NewLocalPooledNode(rw.names.Name(fmt.Sprintf("linearize/layer%d/LocalPooledAttention", b.Layer)),
 			[]string{q, k, v, bias}, rw.names.Name(fmt.Sprintf("linearize/layer%d/attn", b.Layer)), na), nil
 	}
-	rw.function = func(opset int64) (*onnxpb.FunctionProto, error) { return ops.LocalPooledFunction(opset, a) }
+	rw.function = func(opset int64) (*onnxpb.FunctionProto, error) {
+		fa := a
+		fa.Alibi = rw.alibi.slopes
+		return ops.LocalPooledFunction(opset, fa)
+	}
 	return rw
 }

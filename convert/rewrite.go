@@ -3,6 +3,7 @@ package convert
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/linearize/linearize/features"
@@ -115,6 +116,8 @@ type rewriter struct {
 	// win is the window plan: sliding-window blocks become
 	// WindowAttention in every conversion (window.go).
 	win windowPlan
+	// alibi is the ALiBi plan of an op that keeps it.
+	alibi alibiPlan
 }
 
 func (rw *rewriter) run(m0 *onnxpb.ModelProto) (out *onnxpb.ModelProto, rep *Report, err error) {
@@ -196,13 +199,44 @@ func (rw *rewriter) skipReason(b *Block, want map[int]bool) string {
 	if rw.core == nil {
 		return rw.win.globalReason(b)
 	}
-	if !b.Convertible && !rw.causal.converts(b) {
+	switch {
+	case b.Alibi != nil:
+		if !rw.alibi.ok {
+			return b.Reason
+		}
+	case !b.Convertible && !rw.causal.converts(b):
 		return rw.causal.reason(b)
 	}
 	if why := rw.precision(b); why != "" {
 		return why
 	}
-	return SelfAttentionOnly(rw.op, b)
+	if why := SelfAttentionOnly(rw.op, b); why != "" {
+		return why
+	}
+	return rw.alibi.admit(rw.op, b)
+}
+
+// alibiPlan is what a conversion whose op keeps ALiBi (local-pooled)
+// does with ALiBi blocks: their slopes are built into the op's one
+// function body, so the blocks converted share one set of slopes (or
+// none): the first converted block sets it.
+type alibiPlan struct {
+	ok     bool // the op keeps ALiBi
+	set    bool
+	slopes []float32
+}
+
+// admit says why block b cannot share the op's body ("" when it can),
+// and records the first block's slopes.
+func (p *alibiPlan) admit(op string, b *Block) string {
+	if !p.ok {
+		return ""
+	}
+	if p.set && !slices.Equal(p.slopes, b.Alibi) {
+		return fmt.Sprintf("ALiBi slopes %s differ from the blocks converted before it (%s): a model holds one %s body", slopesText(b.Alibi), slopesText(p.slopes), op)
+	}
+	p.set, p.slopes = true, b.Alibi
+	return ""
 }
 
 // convertBlocks rewrites every selected convertible block of det and

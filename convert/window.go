@@ -2,6 +2,8 @@ package convert
 
 import (
 	"fmt"
+	"math"
+	"slices"
 	"strings"
 
 	"github.com/linearize/linearize/onnx"
@@ -49,6 +51,11 @@ func (w Window) String() string {
 // sliding-window block, converted exactly by WindowAttention.
 const BiasWindow BiasKind = "window"
 
+// BiasAlibi: an ALiBi bias −m_h·|i − j| (Block.Alibi) and maybe a per-key
+// padding mask, with no window: global ALiBi attention
+// (jina-embeddings-v2), which local-pooled converts keeping the bias.
+const BiasAlibi BiasKind = "alibi"
+
 // Probe lengths for reading a band: the first at which the band is
 // narrower than half the length is verified at that length plus
 // bandProbeStep.
@@ -77,6 +84,9 @@ type bandSplit struct {
 	// key is the per-key part as a bias term for coreBias, if any.
 	key    *biasTerm
 	window Window
+	// alibi are the slopes m_h of an additive −m_h·|i − j| found among
+	// the length-only values (probeBand), nil if none.
+	alibi []float32
 }
 
 // readWindow looks for a band among the bias terms of a block Detect
@@ -90,6 +100,7 @@ func (mt *matcher) readWindow(c *coreMatch, b *Block) {
 	}
 	var keys []biasTerm
 	var win *Window
+	var alibi []float32
 	for i := range c.biases {
 		bt := &c.biases[i]
 		if bt.kind != BiasPerQueryKey && bt.kind != BiasCausal {
@@ -100,13 +111,18 @@ func (mt *matcher) readWindow(c *coreMatch, b *Block) {
 		if !ok {
 			return
 		}
-		w, ok := mt.probeBand(sp)
-		if !ok {
+		w, banded, ok := mt.probeBand(sp)
+		if !ok || sp.alibi != nil && alibi != nil && !slices.Equal(sp.alibi, alibi) {
 			return
 		}
-		if win == nil {
+		if sp.alibi != nil {
+			alibi = sp.alibi
+		}
+		switch {
+		case !banded:
+		case win == nil:
 			win = &w
-		} else {
+		default:
 			// Two bands: their intersection.
 			win.Left, win.Right = min(win.Left, w.Left), min(win.Right, w.Right)
 		}
@@ -114,11 +130,27 @@ func (mt *matcher) readWindow(c *coreMatch, b *Block) {
 			keys = append(keys, *sp.key)
 		}
 	}
+	if win == nil && alibi == nil {
+		return
+	}
 	if win == nil {
+		// Global ALiBi attention (jina-embeddings-v2).
+		c.biases = keys
+		b.Alibi = alibi
+		b.Bias, b.BiasValue, b.BiasFactor = BiasAlibi, "", 0
+		for _, bt := range keys {
+			if bt.kind == BiasPerKey && b.BiasValue == "" {
+				b.BiasValue, b.BiasFactor = bt.value, bt.factor
+			}
+		}
+		b.Convertible = false
+		b.Reason = fmt.Sprintf("ALiBi bias −m_h·|i−j| (slopes %s): local-pooled keeps it (exact in the local blocks, at each segment's mean distance beyond); the other conversions do not", slopesText(alibi))
+		c.form = append(c.form, "alibi")
 		return
 	}
 	c.biases = keys
 	b.Window = win
+	b.Alibi = alibi
 	b.Bias, b.BiasValue, b.BiasFactor, b.Causal, b.causalOnly = BiasWindow, "", 0, false, false
 	for _, bt := range keys {
 		if bt.kind == BiasPerKey && b.BiasValue == "" {
@@ -267,39 +299,52 @@ func (mt *matcher) boolValued(v string) bool {
 }
 
 // probeBand evaluates the length-only parts of sp at the probe lengths
-// and reads the band they keep.
-func (mt *matcher) probeBand(sp *bandSplit) (Window, bool) {
-	for _, s := range bandProbeLengths {
-		keep, ok := mt.bandKeep(sp, s)
+// and reads the band they keep (banded false: they mask nothing, which
+// is only a reading when they carry ALiBi, sp.alibi) and the ALiBi
+// slopes among them.
+func (mt *matcher) probeBand(sp *bandSplit) (w Window, banded, ok bool) {
+	for i, s := range bandProbeLengths {
+		keep, slopes, ok := mt.bandKeep(sp, s)
 		if !ok {
-			return Window{}, false
+			return Window{}, false, false
 		}
 		w, masked, ok := readBand(keep, s)
 		if !ok {
-			return Window{}, false
+			return Window{}, false, false
 		}
-		if !masked || 2*max(w.Left, w.Right) >= s {
+		wide := !masked || 2*max(w.Left, w.Right) >= s
+		if wide && (slopes == nil || i+1 < len(bandProbeLengths) && masked) {
 			continue // wider than this probe: try a longer one
 		}
 		s2 := s + bandProbeStep
-		keep2, ok := mt.bandKeep(sp, s2)
-		if !ok {
-			return Window{}, false
+		keep2, slopes2, ok := mt.bandKeep(sp, s2)
+		if !ok || !slices.Equal(slopes, slopes2) {
+			return Window{}, false, false
 		}
-		w2, _, ok := readBand(keep2, s2)
+		w2, masked2, ok := readBand(keep2, s2)
+		if wide {
+			// Global ALiBi: nothing masked at either length.
+			if masked || masked2 {
+				return Window{}, false, false
+			}
+			sp.alibi = slopes
+			return Window{}, false, true
+		}
 		if !ok || w2 != w {
-			return Window{}, false
+			return Window{}, false, false
 		}
-		return w, true
+		sp.alibi = slopes
+		return w, true, true
 	}
-	return Window{}, false
+	return Window{}, false, false
 }
 
 // bandKeep evaluates sp's length-only factors at length s and returns the
-// [s,s] matrix of the scores they keep.
-func (mt *matcher) bandKeep(sp *bandSplit, s int) ([]bool, bool) {
+// [s,s] matrix of the scores they keep, and the ALiBi slopes of an
+// additive value that is −m_h·|i − j| where it keeps (nil if none).
+func (mt *matcher) bandKeep(sp *bandSplit, s int) ([]bool, []float32, bool) {
 	if mt.probe == nil {
-		return nil, false
+		return nil, nil, false
 	}
 	keep := make([]bool, s*s)
 	for i := range keep {
@@ -343,10 +388,21 @@ func (mt *matcher) bandKeep(sp *bandSplit, s int) ([]bool, bool) {
 	for _, bf := range sp.band {
 		want := bf.keep
 		if !and(bf.v, func(x float64) bool { return (x != 0) == want }) {
-			return nil, false
+			return nil, nil, false
 		}
 	}
+	var slopes []float32
 	for _, v := range sp.additive {
+		if sl, kept, ok := mt.probeAlibi(v, s); ok {
+			if slopes != nil {
+				return nil, nil, false // two ALiBi terms
+			}
+			slopes = sl
+			for i := range keep {
+				keep[i] = keep[i] && kept[i]
+			}
+			continue
+		}
 		inside := true
 		if !and(v, func(x float64) bool {
 			if x > maskThreshold && x != 0 {
@@ -354,10 +410,76 @@ func (mt *matcher) bandKeep(sp *bandSplit, s int) ([]bool, bool) {
 			}
 			return x > maskThreshold
 		}) || !inside {
-			return nil, false
+			return nil, nil, false
 		}
 	}
-	return keep, true
+	return keep, slopes, true
+}
+
+// probeAlibi evaluates v at length s and reads it as an ALiBi bias: per
+// head h, −m_h·|i − j| (up to float32 rounding) where it is above
+// maskThreshold, the same masked pattern for every head, some slope
+// nonzero. It returns the slopes and the kept [s,s] pattern.
+func (mt *matcher) probeAlibi(v string, s int) ([]float32, []bool, bool) {
+	t, err := mt.probe.eval(v, s)
+	if err != nil {
+		return nil, nil, false
+	}
+	vals, err := t.AsFloat64s()
+	if err != nil || s < 2 {
+		return nil, nil, false
+	}
+	r := len(t.Shape)
+	if r < 2 || t.Shape[r-1] != s || t.Shape[r-2] != s {
+		return nil, nil, false
+	}
+	heads := 1
+	if r >= 3 {
+		heads = t.Shape[r-3]
+	}
+	for i := 0; i < r-3; i++ {
+		if t.Shape[i] != 1 {
+			return nil, nil, false
+		}
+	}
+	slopes := make([]float32, heads)
+	keep := make([]bool, s*s)
+	nonzero := false
+	for h := 0; h < heads; h++ {
+		m := vals[h*s*s+1] // i = 0, j = 1: −m
+		if !(m > maskThreshold) {
+			return nil, nil, false
+		}
+		m = -m
+		if m != 0 {
+			nonzero = true
+		}
+		slopes[h] = float32(m)
+		for i := 0; i < s; i++ {
+			for j := 0; j < s; j++ {
+				x := vals[(h*s+i)*s+j]
+				kept := x > maskThreshold
+				if h == 0 {
+					keep[i*s+j] = kept
+				} else if keep[i*s+j] != kept {
+					return nil, nil, false
+				}
+				want := -m * math.Abs(float64(i-j))
+				if kept && math.Abs(x-want) > 1e-5*(1+math.Abs(want)) {
+					return nil, nil, false
+				}
+			}
+		}
+	}
+	return slopes, keep, nonzero
+}
+
+// slopesText writes ALiBi slopes briefly.
+func slopesText(m []float32) string {
+	if len(m) <= 3 {
+		return fmt.Sprint(m)
+	}
+	return fmt.Sprintf("[%g %g … %g]", m[0], m[1], m[len(m)-1])
 }
 
 // readBand reads keep ([s,s]) as the band −L ≤ j − i ≤ R: masked reports
@@ -564,6 +686,7 @@ type windowPlan struct {
 	off    bool
 	used   bool
 	band   Window
+	alibi  []float32
 	fnType onnx.DataType
 	// alone: the conversion is convert window itself (global blocks are
 	// left as they are).
@@ -582,8 +705,8 @@ func (p *windowPlan) skipReason(rw *rewriter, b *Block) string {
 	if why != "" {
 		return why
 	}
-	if p.used && (*b.Window != p.band || dt != p.fnType) {
-		return fmt.Sprintf("window %s in %s while the window blocks converted before it have %s in %s (a model holds one WindowAttention body)", b.Window, onnx.TypeName(dt), p.band, onnx.TypeName(p.fnType))
+	if p.used && (*b.Window != p.band || dt != p.fnType || !slices.Equal(b.Alibi, p.alibi)) {
+		return fmt.Sprintf("window %s in %s (ALiBi %v) while the window blocks converted before it have %s in %s (ALiBi %v): a model holds one WindowAttention body", b.Window, onnx.TypeName(dt), b.Alibi != nil, p.band, onnx.TypeName(p.fnType), p.alibi != nil)
 	}
 	return ""
 }
@@ -598,11 +721,11 @@ func (p *windowPlan) globalReason(b *Block) string {
 
 // function is the WindowAttention body of the plan's band.
 func (p *windowPlan) function(opset int64) (*onnxpb.FunctionProto, error) {
-	return ops.WindowFunction(opset, p.band.attrs(0))
+	return ops.WindowFunction(opset, p.band.attrs(0, p.alibi))
 }
 
-func (w Window) attrs(scale float64) ops.WindowAttrs {
-	return ops.WindowAttrs{Scale: float32(scale), Left: w.Left, Right: w.Right}
+func (w Window) attrs(scale float64, alibi []float32) ops.WindowAttrs {
+	return ops.WindowAttrs{Scale: float32(scale), Left: w.Left, Right: w.Right, Alibi: alibi}
 }
 
 // rewriteWindow replaces window block b by a WindowAttention node.
@@ -613,13 +736,13 @@ func (rw *rewriter) rewriteWindow(b *Block) (*onnxpb.NodeProto, error) {
 	defer func() { rw.dtype = saved }()
 	node, err := rw.rewriteCore(b, ops.WindowOp, func(b *Block, q, k, v, bias string) (*onnxpb.NodeProto, error) {
 		return ops.NewWindowNode(rw.names.Name(fmt.Sprintf("linearize/layer%d/WindowAttention", b.Layer)),
-			[]string{q, k, v, bias}, rw.names.Name(fmt.Sprintf("linearize/layer%d/attn", b.Layer)), b.Window.attrs(b.Scale)), nil
+			[]string{q, k, v, bias}, rw.names.Name(fmt.Sprintf("linearize/layer%d/attn", b.Layer)), b.Window.attrs(b.Scale, b.Alibi)), nil
 	})
 	if err != nil {
 		return nil, err
 	}
 	if !rw.win.used {
-		rw.win.used, rw.win.band, rw.win.fnType = true, *b.Window, dt
+		rw.win.used, rw.win.band, rw.win.fnType, rw.win.alibi = true, *b.Window, dt, b.Alibi
 		rw.report.Window = b.Window
 	}
 	return node, nil

@@ -1,8 +1,11 @@
 package convert
 
 import (
+	"errors"
 	"math"
+	"math/rand/v2"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/linearize/linearize/infer"
@@ -170,4 +173,89 @@ func ownConverted(rep *Report) int {
 		}
 	}
 	return n
+}
+
+// TestAlibiForms: an ALiBi bias −m_h·|i−j| (jina-embeddings-v2) is read
+// with its slopes; local-pooled converts it keeping the bias (exact when
+// every far key is a segment of its own), the conversions without ALiBi
+// skip it with the reason, and ALiBi inside a band converts exactly as
+// WindowAttention.
+func TestAlibiForms(t *testing.T) {
+	needORT(t)
+	want := make([]float32, fH)
+	for h := range want {
+		want[h] = float32(math.Pow(2, -8*float64(h+1)/fH))
+	}
+	const seq = 9
+	for _, c := range []struct {
+		bias   string
+		window bool
+	}{{"alibi", false}, {"alibi-mask", false}, {"alibi-band", true}} {
+		t.Run(c.bias, func(t *testing.T) {
+			m := extraForm{name: c.bias, bias: c.bias}.build()
+			d, err := Detect(m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.Count() != 1 {
+				t.Fatalf("%d blocks\n%s", d.Count(), d.Explain())
+			}
+			b := d.Blocks[0]
+			if len(b.Alibi) != fH {
+				t.Fatalf("slopes %v, want %v (%s)", b.Alibi, want, b.Reason)
+			}
+			for h := range want {
+				if math.Abs(float64(b.Alibi[h]-want[h])) > 1e-6*float64(want[h]) {
+					t.Errorf("slope %d: %g, want %g", h, b.Alibi[h], want[h])
+				}
+			}
+			if (b.Window != nil) != c.window {
+				t.Fatalf("window %v, want a window: %v", b.Window, c.window)
+			}
+			in := extraInputs(seq, c.bias == "alibi-mask")
+			orig := runORT(t, m, in)
+			var cm *onnxpb.ModelProto
+			if c.window {
+				cm, _, err = ToWindow(m, WindowOptions{})
+			} else {
+				// Every far key its own segment: exact.
+				cm, _, err = ToLocalPooled(m, LocalPooledOptions{Block: 2, Segments: seq, Sinks: "none"})
+				if _, _, perr := ToPerformer(m, PerformerOptions{Features: 8, Seed: 1}); !errors.Is(perr, ErrNothingConverted) || !strings.Contains(perr.Error(), "ALiBi") {
+					t.Errorf("performer on an ALiBi block: %v, want nothing converted, saying ALiBi", perr)
+				}
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			for name, w := range orig {
+				got := runORT(t, cm, in)[name]
+				if c.bias == "alibi-mask" {
+					got, w = realTokens(got, in["mask"]), realTokens(w, in["mask"])
+				}
+				checkExact(t, c.bias, got, w)
+			}
+			validateORT(t, c.bias+": ", cm, in, 1)
+		})
+	}
+}
+
+// extraInputs are inputs of an extraForm model at length seq: x seeded,
+// and a mask whose second row pads its last 3 tokens.
+func extraInputs(seq int, withMask bool) map[string]*onnx.Tensor {
+	rng := rand.New(rand.NewPCG(9, 10))
+	x := make([]float32, fB*seq*fHid)
+	for i := range x {
+		x[i] = float32(rng.NormFloat64())
+	}
+	in := map[string]*onnx.Tensor{"x": onnx.NewFloat([]int{fB, seq, fHid}, x)}
+	if withMask {
+		mask := make([]int64, fB*seq)
+		for i := range mask {
+			if i < seq || i%seq < seq-3 {
+				mask[i] = 1
+			}
+		}
+		in["mask"] = onnx.NewInt64([]int{fB, seq}, mask)
+	}
+	return in
 }

@@ -63,6 +63,11 @@ func printAttention(w io.Writer, r *inspectReport) {
 		switch {
 		case b.Window != nil:
 			conv = "window " + b.Window.String() + ", exact (WindowAttention)"
+			if b.Alibi != nil {
+				conv += " with ALiBi"
+			}
+		case b.Alibi != nil:
+			conv = "ALiBi: local-pooled only"
 		case !b.Convertible:
 			conv = "not convertible"
 		}
