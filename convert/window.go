@@ -552,6 +552,17 @@ func (p *prober) value(v string, s, depth int) (*onnx.Tensor, error) {
 	if t, ok := p.feeds[s][v]; ok {
 		return t, nil
 	}
+	if tp := p.ix.Initializers[v]; tp != nil {
+		n := int64(1)
+		for _, d := range tp.Dims {
+			n *= d
+			if n > maxProbeElems || d < 0 {
+				// A table of the model's longest length (an ALiBi or
+				// band buffer sliced to S): not decoded here.
+				return nil, fmt.Errorf("convert: probing: initializer %q of %v is larger than the probe reads", v, tp.Dims)
+			}
+		}
+	}
 	if t, ok := constant(p.ix, v); ok {
 		return t, nil
 	}
