@@ -171,6 +171,24 @@ func (f extraForm) build() *onnxpb.ModelProto {
 		i, j := seqRange()
 		far := b.node("Greater", []string{b.node("Abs", []string{b.node("Sub", []string{i, j})}), b.init("window", onnx.NewInt64([]int{}, []int64{1}))})
 		s = b.node("Add", []string{s, b.node("Where", []string{far, b.scalar(-math.MaxFloat32), b.scalar(0)})})
+	case "causal-window":
+		// Mistral-style: j ≤ i and i − j < 3, from Range comparisons.
+		i, j := seqRange()
+		keep := b.node("And", []string{b.node("LessOrEqual", []string{j, i}),
+			b.node("Less", []string{b.node("Sub", []string{i, j}), b.init("w3", onnx.NewInt64([]int{}, []int64{3}))})})
+		s = b.node("Add", []string{s, b.node("Where", []string{keep, b.scalar(0), b.scalar(-math.MaxFloat32)})})
+	case "band-const":
+		// A band ±1 stored as a constant [9,9] (a fixed-length export).
+		const n = 9
+		d := make([]float32, n*n)
+		for i := 0; i < n; i++ {
+			for j := 0; j < n; j++ {
+				if i-j > 1 || j-i > 1 {
+					d[i*n+j] = -math.MaxFloat32
+				}
+			}
+		}
+		s = b.node("Add", []string{s, b.init("band_table", onnx.NewFloat([]int{n, n}, d))})
 	case "alibi", "alibi-band", "alibi-mask":
 		// jina-embeddings-v2: −m_h·|i−j| per head, slopes 2^(−8(h+1)/H).
 		i, j := seqRange()

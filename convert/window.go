@@ -303,6 +303,19 @@ func (mt *matcher) boolValued(v string) bool {
 // is only a reading when they carry ALiBi, sp.alibi) and the ALiBi
 // slopes among them.
 func (mt *matcher) probeBand(sp *bandSplit) (w Window, banded, ok bool) {
+	if s0 := mt.fixedBandLength(sp); s0 > 0 {
+		// A band given as a constant [S0,S0]: the model runs at S0 only.
+		keep, slopes, ok := mt.bandKeep(sp, s0)
+		if !ok {
+			return Window{}, false, false
+		}
+		w, masked, ok := readBand(keep, s0)
+		if !ok || !masked && slopes == nil {
+			return Window{}, false, false
+		}
+		sp.alibi = slopes
+		return w, masked, true
+	}
 	for i, s := range bandProbeLengths {
 		keep, slopes, ok := mt.bandKeep(sp, s)
 		if !ok {
@@ -337,6 +350,29 @@ func (mt *matcher) probeBand(sp *bandSplit) (w Window, banded, ok bool) {
 		return w, true, true
 	}
 	return Window{}, false, false
+}
+
+// fixedBandLength returns S0 when a length-only value of sp is a
+// constant whose last two dims are [S0,S0] (S0 > 1): a band or ALiBi
+// table of a fixed-length export; 0 otherwise.
+func (mt *matcher) fixedBandLength(sp *bandSplit) int {
+	vals := slices.Clone(sp.additive)
+	for _, bf := range sp.band {
+		vals = append(vals, bf.v)
+	}
+	for _, v := range vals {
+		d := mt.Dims(v)
+		if _, isConst := constant(mt.Ix, v); !isConst && mt.Ix.Initializers[v] == nil {
+			continue
+		}
+		if tp := mt.Ix.Initializers[v]; tp != nil {
+			d = tp.Dims
+		}
+		if r := len(d); r >= 2 && d[r-1] == d[r-2] && d[r-1] > 1 {
+			return int(d[r-1])
+		}
+	}
+	return 0
 }
 
 // bandKeep evaluates sp's length-only factors at length s and returns the

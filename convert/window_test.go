@@ -259,3 +259,36 @@ func extraInputs(seq int, withMask bool) map[string]*onnx.Tensor {
 	}
 	return in
 }
+
+// TestWindowConstantBand: a band stored as a constant [S0,S0] (a
+// fixed-length export) is read at S0, and a causal window (Mistral-style
+// Range comparisons) as −2..+0; both convert exactly.
+func TestWindowConstantBand(t *testing.T) {
+	needORT(t)
+	for _, c := range []struct {
+		bias string
+		want Window
+	}{
+		{"band-const", Window{Left: 1, Right: 1}},
+		{"causal-window", Window{Left: 2, Right: 0}},
+	} {
+		t.Run(c.bias, func(t *testing.T) {
+			m := extraForm{name: c.bias, bias: c.bias}.build()
+			d, err := Detect(m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.Count() != 1 || d.Blocks[0].Window == nil || *d.Blocks[0].Window != c.want || d.Blocks[0].Causal {
+				t.Fatalf("want one window %s block\n%s", c.want, d.Explain())
+			}
+			wm, _, err := ToWindow(m, WindowOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			in := extraInputs(9, false)
+			for name, w := range runORT(t, m, in) {
+				checkExact(t, c.bias, runORT(t, wm, in)[name], w)
+			}
+		})
+	}
+}
