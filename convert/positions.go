@@ -534,7 +534,9 @@ func setDeclaredRows(g *onnxpb.GraphProto, name string, rows int) {
 // the two rows RoBERTa-style models keep before the first position when
 // their ids come from a CumSum over the mask (padding_idx+1 numbering).
 // It returns 0 and no error when m has no absolute position table
-// (relative or rotary positions set no limit of their own).
+// (relative or rotary positions set no limit of their own); ContextLimit
+// then reads the limit from the configuration beside the model or its
+// doc string.
 func PositionLimit(m *onnxpb.ModelProto) (int, error) {
 	if m == nil || m.Graph == nil {
 		return 0, errors.New("convert: position limit: no graph")

@@ -3,6 +3,7 @@ package embed
 import (
 	"errors"
 	"fmt"
+	"math"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -21,7 +22,11 @@ type Mode string
 // The reading modes.
 const (
 	// Auto is Long for a model written by `convert long` (its
-	// metadata_props have the key "linearize.window"), else Chunk.
+	// metadata_props have the key "linearize.window") and, when no Window
+	// is given, for a long-context model: one whose own limit
+	// (convert.ContextLimit) is above LongContext tokens, such as
+	// ModernBERT or an encoder whose table was extended. Otherwise it is
+	// Chunk.
 	Auto Mode = ""
 	// Truncate reads [CLS], the first Window−2 wordpieces and [SEP] in one
 	// pass.
@@ -34,6 +39,11 @@ const (
 	// [CLS] tokens [SEP]. A text longer than the model admits is an error.
 	Long Mode = "long"
 )
+
+// LongContext is the limit, in tokens, above which a model is a
+// long-context model that Auto mode reads whole (Long): 512, the
+// positions of BERT and of most encoders read in chunks.
+const LongContext = 512
 
 // Pooling is how the last hidden state of one pass becomes one vector.
 type Pooling string
@@ -74,6 +84,63 @@ type backendError struct{ err error }
 func (b backendError) Error() string   { return b.err.Error() }
 func (b backendError) Unwrap() []error { return []error{b.err, ErrBackend} }
 
+// ErrNonFinite is matched by errors.Is when a text's vector holds a NaN
+// or an Inf (the model's output is not finite: NaN or Inf weights, an
+// overflow in float16). Embed returns a *NonFiniteError for it: a vector
+// that is not finite is never returned.
+var ErrNonFinite = errors.New("embed: vector is not finite")
+
+// NonFiniteError is the error of a text whose vector holds NaN or Inf
+// values: Index is the text's index in the call, NaN and Inf count the
+// values. Text, when set, names the text in the message (Evaluate sets
+// it to the system and the document).
+type NonFiniteError struct {
+	Index, NaN, Inf int
+	Text            string
+}
+
+func (e *NonFiniteError) Error() string {
+	what := e.Text
+	if what == "" {
+		what = "text " + strconv.Itoa(e.Index+1)
+	}
+	return fmt.Sprintf("embed: %s: its vector has %s (the model's output is not finite)", what, e.Values())
+}
+
+// Values words the counts: "12 NaN and 3 Inf values".
+func (e *NonFiniteError) Values() string {
+	var n []string
+	if e.NaN > 0 {
+		n = append(n, strconv.Itoa(e.NaN)+" NaN")
+	}
+	if e.Inf > 0 {
+		n = append(n, strconv.Itoa(e.Inf)+" Inf")
+	}
+	return strings.Join(n, " and ") + " values"
+}
+
+func (e *NonFiniteError) Is(target error) bool { return target == ErrNonFinite }
+
+// checkFinite returns a *NonFiniteError for the first vector of vecs
+// that holds a NaN or an Inf.
+func checkFinite(vecs [][]float32) error {
+	for i, v := range vecs {
+		nan, inf := 0, 0
+		for _, x := range v {
+			switch f := float64(x); {
+			case math.IsNaN(f):
+				nan++
+			case math.IsInf(f, 0):
+				inf++
+			}
+		}
+		if nan+inf > 0 {
+			return &NonFiniteError{Index: i, NaN: nan, Inf: inf}
+		}
+	}
+	return nil
+}
+
 // DefaultBatch is the number of texts or chunks per run when
 // Options.Batch is 0.
 const DefaultBatch = 8
@@ -95,8 +162,15 @@ type Options struct {
 	MaxTokens int
 	// Window is the tokens per pass in Truncate and Chunk mode, [CLS] and
 	// [SEP] included. 0: the metadata "linearize.window" when present, else
-	// the model's position limit (convert.PositionLimit), else 512.
+	// the model's limit (convert.ContextLimit: its position table, else
+	// the config.json beside it, else its doc string), else 512; in the
+	// last two cases at most MaxWindow when that is set.
 	Window int
+	// MaxWindow, when positive and Window is 0, bounds the default window
+	// (evaluate reads its truncate and chunk baselines in windows of at
+	// most 512 tokens, whatever the model's limit). It does not make Auto
+	// mode Chunk.
+	MaxWindow int
 	// Batch is the number of texts (Truncate) or chunks (Chunk) per run;
 	// 0 means DefaultBatch. Long mode runs one text at a time.
 	Batch int
@@ -123,6 +197,8 @@ type Embedder struct {
 	maxTokens int
 	window    int
 	limit     int
+	limitSrc  string // where limit comes from, for messages
+	limitKind convert.LimitKind
 	longModel bool // written by `convert long` (MetaWindow present)
 	batch     int
 	dim       int
@@ -159,7 +235,7 @@ func Open(modelPath string, o Options) (*Embedder, error) {
 	if err := e.readMarkers(); err != nil {
 		return nil, err
 	}
-	if err := e.readLengths(m, o.Window, o.Mode); err != nil {
+	if err := e.readLengths(m, o.Window, o.MaxWindow, o.Mode); err != nil {
 		return nil, err
 	}
 	if err := e.choosePooling(o.Pooling); err != nil {
@@ -193,11 +269,14 @@ func (o Options) check() error {
 	default:
 		return fmt.Errorf("embed: pooling %q: want mean, cls or max", o.Pooling)
 	}
-	if o.MaxTokens < 0 || o.Window < 0 || o.Batch < 0 || o.Threads < 0 {
-		return fmt.Errorf("embed: MaxTokens, Window, Batch and Threads must be non-negative")
+	if o.MaxTokens < 0 || o.Window < 0 || o.MaxWindow < 0 || o.Batch < 0 || o.Threads < 0 {
+		return fmt.Errorf("embed: MaxTokens, Window, MaxWindow, Batch and Threads must be non-negative")
 	}
 	if o.Window > 0 && o.Window < 3 {
 		return fmt.Errorf("embed: window %d is too small: [CLS], [SEP] and at least one wordpiece need 3", o.Window)
+	}
+	if o.MaxWindow > 0 && o.MaxWindow < 3 {
+		return fmt.Errorf("embed: max window %d is too small: [CLS], [SEP] and at least one wordpiece need 3", o.MaxWindow)
 	}
 	return nil
 }
@@ -214,25 +293,29 @@ func (e *Embedder) readMarkers() error {
 	return nil
 }
 
-// readLengths sets the longest input the model admits, the window (the
-// option, else what a long model's metadata says, else the limit, else
-// 512) and the mode (Auto: Long for a model written by `convert long`,
-// else Chunk).
-func (e *Embedder) readLengths(m *onnxpb.ModelProto, window int, mode Mode) error {
+// readLengths sets the longest input the model admits (convert.
+// ContextLimit, or a long model's metadata), the window (the option, else
+// what a long model's metadata says, else the limit bounded by
+// maxWindow, else 512) and the mode (Auto: Long for a model written by
+// `convert long`, or, when no window is given, for a model whose limit is
+// above LongContext; else Chunk).
+func (e *Embedder) readLengths(m *onnxpb.ModelProto, window, maxWindow int, mode Mode) error {
 	metaWindow, isLong, err := metadataWindow(m)
 	if err != nil {
 		return fmt.Errorf("embed: %s: %w", e.path, err)
 	}
 	e.longModel = isLong
-	if e.limit, err = convert.PositionLimit(m); err != nil {
+	lim, err := convert.ContextLimit(m, e.path)
+	if err != nil {
 		return fmt.Errorf("embed: %s: %w", e.path, err)
 	}
+	e.limit, e.limitSrc, e.limitKind = lim.Tokens, lim.Source, lim.Kind
 	if isLong {
 		// A model written by `convert long` says how long an input it reads.
 		if n, ok, err := metadataInt(m, MetaMaxLength, 3); err != nil {
 			return fmt.Errorf("embed: %s: %w", e.path, err)
 		} else if ok {
-			e.limit = n
+			e.limit, e.limitSrc, e.limitKind = n, "metadata "+MetaMaxLength+" of a model written by convert long", convert.LimitTable
 		}
 	}
 	switch {
@@ -242,18 +325,24 @@ func (e *Embedder) readLengths(m *onnxpb.ModelProto, window int, mode Mode) erro
 		e.window = metaWindow
 	case e.limit > 0:
 		e.window = e.limit
+		if maxWindow > 0 {
+			e.window = min(e.window, maxWindow)
+		}
 	default:
 		e.window = 512
+		if maxWindow > 0 {
+			e.window = min(e.window, maxWindow)
+		}
 	}
 	e.mode = mode
 	if e.mode == Auto {
 		e.mode = Chunk
-		if isLong {
+		if isLong || window == 0 && e.limit > LongContext {
 			e.mode = Long
 		}
 	}
 	if e.mode != Long && e.limit > 0 && e.window > e.limit {
-		return fmt.Errorf("embed: window %d is longer than model %s admits (%d tokens)", e.window, e.path, e.limit)
+		return fmt.Errorf("embed: window %d is longer than model %s admits (%d tokens); the limit is from %s", e.window, e.path, e.limit, e.limitSrc)
 	}
 	return nil
 }
@@ -381,9 +470,18 @@ func (e *Embedder) Window() int { return e.window }
 
 // Limit is the most tokens per pass the model admits, [CLS] and [SEP]
 // included: the metadata "linearize.max_length" of a model written by
-// `convert long`, else convert.PositionLimit; 0 when it sets none (no
-// absolute position table).
+// `convert long`, else convert.ContextLimit (its position table, else
+// the config.json beside it, else its doc string); 0 when none says it.
 func (e *Embedder) Limit() int { return e.limit }
+
+// ContextLimit is Limit with where it comes from (Source: "config.json
+// beside the model (m/config.json): max_position_embeddings 8192"), as
+// convert.ContextLimit gives it; for a model written by `convert long`
+// with the metadata "linearize.max_length", that value (Kind
+// convert.LimitTable: the model's table was grown to it).
+func (e *Embedder) ContextLimit() convert.Limit {
+	return convert.Limit{Tokens: e.limit, Kind: e.limitKind, Source: e.limitSrc}
+}
 
 // Tokenizer is the model's tokenizer.
 func (e *Embedder) Tokenizer() *tokenize.WordPiece { return e.tok }
@@ -398,6 +496,9 @@ func (e *Embedder) String() string {
 	lim := "none"
 	if e.limit > 0 {
 		lim = strconv.Itoa(e.limit)
+		if e.limitSrc != "" {
+			lim += " (" + e.limitSrc + ")"
+		}
 	}
 	s := fmt.Sprintf("%s: mode %s, pooling %s (%s), window %d, limit %s, dim %d, %s",
 		e.path, e.mode, e.pooling, e.poolFrom, e.window, lim, e.dim, norm)
@@ -427,7 +528,9 @@ type pass struct {
 }
 
 // Embed returns one vector per text, each of Dim values. An empty text is
-// read as [CLS] [SEP].
+// read as [CLS] [SEP]. When a text's vector holds a NaN or an Inf, no
+// vector is returned and the error is a *NonFiniteError naming the first
+// such text (errors.Is ErrNonFinite).
 func (e *Embedder) Embed(texts []string) ([][]float32, error) {
 	if len(texts) == 0 {
 		return nil, nil
@@ -488,6 +591,9 @@ func (e *Embedder) Embed(texts []string) ([][]float32, error) {
 		}
 		out[i] = toFloat32(v)
 	}
+	if err := checkFinite(out); err != nil {
+		return nil, err
+	}
 	return out, nil
 }
 
@@ -520,12 +626,8 @@ func (e *Embedder) plan(texts []string) ([]pass, error) {
 				need = e.framedLen(len(toks))
 			}
 			if lim := e.longLimit(); lim > 0 && need > lim {
-				hint := "`convert long " + e.path + " -o OUT` makes a model that reads longer inputs"
-				if e.longModel {
-					hint = "it was written by `convert long`: convert the original again with a larger --max-length"
-				}
-				return nil, fmt.Errorf("embed: text %d has %d wordpieces (%d tokens with [CLS] and [SEP]), but model %s admits %d tokens per pass; %s, or cap the text with MaxTokens (--max-tokens)",
-					i, len(toks), need, e.path, lim, hint)
+				return nil, fmt.Errorf("embed: text %d has %d wordpieces (%d tokens with [CLS] and [SEP]), but model %s admits %d tokens per pass (%s); %s",
+					i, len(toks), need, e.path, lim, e.longLimitSource(), e.longHint())
 			}
 			if e.longModel {
 				passes = append(passes, e.framed(i, toks))
@@ -561,8 +663,31 @@ func (e *Embedder) framedLen(n int) int {
 	return n + 2*windows
 }
 
+// longHint says how to read a text longer than longLimit.
+func (e *Embedder) longHint() string {
+	switch {
+	case e.longModel:
+		return "it was written by `convert long`: convert the original again with a larger --max-length, or cap the text with MaxTokens (--max-tokens)"
+	case e.limit > 0 && e.fixedSeq > 0 && e.fixedSeq < e.limit:
+		return "cap the text with MaxTokens (--max-tokens), or read it in chunks (Chunk, --mode chunk)"
+	case e.limitKind == convert.LimitTable:
+		return "`convert long " + e.path + " -o OUT` makes a model that reads longer inputs, or cap the text with MaxTokens (--max-tokens)"
+	}
+	// A limit the model was trained for (config.json, doc string): no
+	// conversion lifts it.
+	return "cap the text with MaxTokens (--max-tokens), or read it in chunks (Chunk, --mode chunk)"
+}
+
+// longLimitSource says where longLimit comes from.
+func (e *Embedder) longLimitSource() string {
+	if e.fixedSeq > 0 && (e.limit == 0 || e.fixedSeq < e.limit) {
+		return "the sequence length its inputs declare"
+	}
+	return e.limitSrc
+}
+
 // longLimit is the most tokens one Long pass may have: the model's
-// position limit and any sequence length its inputs declare.
+// limit and any sequence length its inputs declare.
 func (e *Embedder) longLimit() int {
 	switch {
 	case e.limit > 0 && e.fixedSeq > 0:

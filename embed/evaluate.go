@@ -1,6 +1,7 @@
 package embed
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -212,6 +213,12 @@ func Evaluate(tok *tokenize.WordPiece, docs []Document, query Encoder, systems [
 	t0 := time.Now()
 	qv, err := embedAll(query, texts)
 	if err != nil {
+		var nf *NonFiniteError
+		if errors.As(err, &nf) && nf.Index < len(queries) {
+			named := *nf
+			named.Text = "the query encoder, the passage of document " + queries[nf.Index].DocID
+			return nil, &named
+		}
 		return nil, fmt.Errorf("embed: embedding the %d passages: %w", len(texts), err)
 	}
 	r.QuerySeconds = time.Since(t0).Seconds()
@@ -248,7 +255,9 @@ func Evaluate(tok *tokenize.WordPiece, docs []Document, query Encoder, systems [
 	return r, nil
 }
 
-// embedAll embeds texts and checks the encoder's answer.
+// embedAll embeds texts and checks the encoder's answer: one vector per
+// text, all of one length, all finite (a *NonFiniteError otherwise, as
+// Embedder.Embed gives).
 func embedAll(e Encoder, texts []string) ([][]float32, error) {
 	v, err := e.Embed(texts)
 	if err != nil {
@@ -261,6 +270,9 @@ func embedAll(e Encoder, texts []string) ([][]float32, error) {
 		if len(x) == 0 || len(x) != len(v[0]) {
 			return nil, fmt.Errorf("embed: vectors of %d and %d dimensions", len(v[0]), len(x))
 		}
+	}
+	if err := checkFinite(v); err != nil {
+		return nil, err
 	}
 	return v, nil
 }
@@ -303,6 +315,13 @@ func embedDocs(s System, docs []Document, o EvalOptions) ([][]float32, float64, 
 		v, err := embedAll(s.Encoder, texts)
 		secs += time.Since(t0).Seconds()
 		if err != nil {
+			var nf *NonFiniteError
+			if errors.As(err, &nf) && nf.Index < len(batch) {
+				named := *nf
+				named.Index += at
+				named.Text = "system " + s.Name + ", document " + batch[nf.Index].ID
+				return nil, 0, &named
+			}
 			return nil, 0, fmt.Errorf("embed: system %s, documents %d–%d (%s…): %w", s.Name, at+1, at+len(batch), batch[0].ID, err)
 		}
 		if len(out) > 0 && len(v[0]) != len(out[0]) {

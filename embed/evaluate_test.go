@@ -419,3 +419,29 @@ func TestEvalDefaults(t *testing.T) {
 		}
 	}
 }
+
+// TestEvalRefusesNonFinite: a vector with a NaN or an Inf, from any
+// encoder, stops the evaluation (ErrNonFinite) naming the system and the
+// document, or the query's document, instead of ranking by NaN.
+func TestEvalRefusesNonFinite(t *testing.T) {
+	fx := newRankFixture(t)
+	nan := float32(math.NaN())
+	poisoned := func(bad string) fakeEncoder {
+		return func(s string) []float32 {
+			if strings.Contains(s, bad) {
+				return []float32{nan, 1, float32(math.Inf(1))}
+			}
+			return fx.docVec(s)
+		}
+	}
+	docs := fx.docs
+	_, err := Evaluate(fx.tok, docs, fx.query, []System{{Name: "ok", Encoder: fx.docVec}, {Name: "bad", Encoder: poisoned(docs[1].ID)}}, fx.o)
+	if !errors.Is(err, ErrNonFinite) || !strings.Contains(err.Error(), "system bad, document "+docs[1].ID+": its vector has 1 NaN and 1 Inf values") {
+		t.Errorf("a document's NaN vector: %v", err)
+	}
+	query := fakeEncoder(func(s string) []float32 { return []float32{nan, nan, nan} })
+	_, err = Evaluate(fx.tok, docs, query, []System{{Name: "ok", Encoder: fx.docVec}}, fx.o)
+	if !errors.Is(err, ErrNonFinite) || !strings.Contains(err.Error(), "the query encoder, the passage of document ") {
+		t.Errorf("a passage's NaN vector: %v", err)
+	}
+}

@@ -3,6 +3,7 @@ package infer
 import (
 	"fmt"
 	"math"
+	"strings"
 
 	"github.com/linearize/linearize/onnx"
 )
@@ -28,12 +29,58 @@ type Diff struct {
 	Cosine float64 `json:"cosine"`
 	// NaNMismatch counts elements that are NaN in exactly one tensor.
 	NaNMismatch int `json:"nan_mismatch,omitempty"`
+	// NaN and Inf count the non-finite elements of a, RefNaN and RefInf
+	// those of the reference b. The figures above are taken over the
+	// elements finite in both (so they stay finite, and JSON can hold
+	// them); any non-finite element fails OK, even where both tensors
+	// hold the same NaN or Inf: a non-finite result never agrees.
+	NaN    int `json:"nan,omitempty"`
+	Inf    int `json:"inf,omitempty"`
+	RefNaN int `json:"ref_nan,omitempty"`
+	RefInf int `json:"ref_inf,omitempty"`
 }
 
 // OK reports whether the tensors agree within tol relative to the
-// reference's scale.
+// reference's scale, every element of both being finite.
 func (d Diff) OK(tol float64) bool {
-	return d.Mismatch == "" && d.NaNMismatch == 0 && d.Scaled <= tol
+	return d.Mismatch == "" && !d.HasNonFinite() && d.Scaled <= tol
+}
+
+// HasNonFinite reports whether either tensor holds a NaN or an Inf.
+func (d Diff) HasNonFinite() bool {
+	return d.NaN+d.Inf+d.RefNaN+d.RefInf+d.NaNMismatch > 0
+}
+
+// NonFinite says which tensor holds how many NaN and Inf values, naming
+// them a and b ("non-finite: 12 NaN in the converted output; 3 Inf in the
+// reference"), or returns "" when every element of both is finite.
+func (d Diff) NonFinite(a, b string) string {
+	return NonFiniteText(d.NaN, d.Inf, a, d.RefNaN, d.RefInf, b)
+}
+
+// NonFiniteText words counts of NaN and Inf values in two tensors named
+// a and b as Diff.NonFinite does; "" when all four are 0.
+func NonFiniteText(nan, inf int, a string, refNaN, refInf int, b string) string {
+	var parts []string
+	for _, side := range []struct {
+		nan, inf int
+		name     string
+	}{{nan, inf, a}, {refNaN, refInf, b}} {
+		var n []string
+		if side.nan > 0 {
+			n = append(n, fmt.Sprintf("%d NaN", side.nan))
+		}
+		if side.inf > 0 {
+			n = append(n, fmt.Sprintf("%d Inf", side.inf))
+		}
+		if len(n) > 0 {
+			parts = append(parts, strings.Join(n, " and ")+" in "+side.name)
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "non-finite: " + strings.Join(parts, "; ")
 }
 
 func (d Diff) String() string {
@@ -43,6 +90,9 @@ func (d Diff) String() string {
 	s := fmt.Sprintf("max abs %.3g, max rel %.3g, mean abs %.3g, scaled %.3g, cosine %.6f", d.MaxAbs, d.MaxRel, d.MeanAbs, d.Scaled, d.Cosine)
 	if d.NaNMismatch > 0 {
 		s += fmt.Sprintf(", %d NaN mismatches", d.NaNMismatch)
+	}
+	if nf := d.NonFinite("the tensor", "the reference"); nf != "" {
+		s += ", " + nf
 	}
 	return s
 }
@@ -74,21 +124,22 @@ func CompareTensors(a, b *onnx.Tensor) Diff {
 	}
 	d := Diff{N: len(x)}
 	var sum, dot, nx, ny float64
+	finite := 0
 	for i := range x {
 		xi, yi := x[i], y[i]
 		xn, yn := math.IsNaN(xi), math.IsNaN(yi)
-		if xn || yn {
+		xInf, yInf := math.IsInf(xi, 0), math.IsInf(yi, 0)
+		if xn || yn || xInf || yInf {
 			if xn != yn {
 				d.NaNMismatch++
 			}
+			d.NaN += b2i(xn)
+			d.Inf += b2i(xInf)
+			d.RefNaN += b2i(yn)
+			d.RefInf += b2i(yInf)
 			continue
 		}
-		if math.IsInf(xi, 0) || math.IsInf(yi, 0) {
-			if xi != yi {
-				d.MaxAbs, d.MaxRel = math.Inf(1), math.Inf(1)
-			}
-			continue
-		}
+		finite++
 		e := math.Abs(xi - yi)
 		sum += e
 		d.MaxAbs = max(d.MaxAbs, e)
@@ -100,8 +151,8 @@ func CompareTensors(a, b *onnx.Tensor) Diff {
 		nx += xi * xi
 		ny += yi * yi
 	}
-	if d.N > 0 {
-		d.MeanAbs = sum / float64(d.N)
+	if finite > 0 {
+		d.MeanAbs = sum / float64(finite)
 	}
 	d.Scaled = d.MaxAbs
 	if d.Scale >= 1e-12 {
@@ -116,6 +167,13 @@ func CompareTensors(a, b *onnx.Tensor) Diff {
 		d.Cosine = dot / math.Sqrt(nx*ny)
 	}
 	return d
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // OutputDiff is the comparison of one output of two sessions.

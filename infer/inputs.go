@@ -389,7 +389,8 @@ type FeedSpec struct {
 	// positive, else DefaultFeedMaxLen).
 	MaxLen int
 	// Limit, when positive, is the longest sequence the model admits (the
-	// rows of its absolute position table; see convert.PositionLimit):
+	// rows of its absolute position table, else the length its
+	// configuration states; see convert.ContextLimit):
 	// Build refuses a SeqLen above it (ErrFeedValue) and texts or input
 	// files that make longer sequences, and random inputs default to at
 	// most Limit tokens. Those errors match ErrTooLong.

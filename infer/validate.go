@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/linearize/linearize/onnx"
@@ -256,13 +257,55 @@ func checkNode(n *onnxpb.NodeProto, opset int64, opt ValidateOptions, ix *onnx.I
 	}
 	// The Go kernel is the reference.
 	c.Diff = CompareTensors(got[c.Output], outs[0])
-	for _, x := range []float64{c.Diff.MaxAbs, c.Diff.MeanAbs, c.Diff.MaxRel, c.Diff.Scale, c.Diff.Scaled, c.Diff.Cosine} {
-		if math.IsNaN(x) || math.IsInf(x, 0) {
-			c.Diff = Diff{Mismatch: "non-finite values (Inf or NaN) in the outputs", NaNMismatch: c.Diff.NaNMismatch}
-			break
+	if nf := c.Diff.NonFinite("the "+opt.Backend+" output (function body)", "the Go kernel's"); nf != "" {
+		// A NaN on both sides is no agreement: fail, and say whether the
+		// node was fed non-finite values (NaN or Inf weights upstream).
+		nan, inf := 0, 0
+		for _, t := range in {
+			n, i := CountNonFinite(t)
+			nan, inf = nan+n, inf+i
 		}
+		if nan+inf > 0 {
+			nf += "; " + strings.TrimPrefix(NonFiniteText(nan, inf, "its inputs", 0, 0, ""), "non-finite: ")
+		}
+		return nf
 	}
 	return ""
+}
+
+// CountNonFinite counts the NaN and the infinite elements of a
+// floating-point tensor (0, 0 for other types and nil).
+func CountNonFinite(t *onnx.Tensor) (nan, inf int) {
+	if t == nil {
+		return 0, 0
+	}
+	count := func(x float64) {
+		switch {
+		case math.IsNaN(x):
+			nan++
+		case math.IsInf(x, 0):
+			inf++
+		}
+	}
+	switch d := t.Data.(type) {
+	case []float32:
+		for _, x := range d {
+			count(float64(x))
+		}
+	case []float64:
+		for _, x := range d {
+			count(x)
+		}
+	case []uint16:
+		if t.DType == onnx.Float16 || t.DType == onnx.BFloat16 {
+			if v, err := t.AsFloat64s(); err == nil {
+				for _, x := range v {
+					count(x)
+				}
+			}
+		}
+	}
+	return nan, inf
 }
 
 // WriteTable prints one line per checked node.

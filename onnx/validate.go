@@ -3,6 +3,7 @@ package onnx
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 
 	"github.com/linearize/linearize/onnx/onnxpb"
@@ -45,6 +46,18 @@ func (e *ValidationError) Is(target error) bool { return target == ErrInvalid }
 //     Load does) and matches its declared type and shape, dimensions
 //     are non-negative and the element count is bounded (checked without
 //     allocating from the declared size);
+//   - the main graph has outputs;
+//   - integers held in a wider field fit their type (int32_data of a
+//     uint8 tensor in 0..255, ...);
+//   - the constant scales and zero points (initializers, Constant nodes)
+//     of quantizing nodes (QuantizeLinear, DequantizeLinear,
+//     MatMulInteger, ConvInteger, QLinearMatMul, QLinearConv, and
+//     com.microsoft's QLinear*, DynamicQuantizeMatMul,
+//     MatMulIntegerToFloat, QAttention, QGemm) are sound: every scale
+//     finite and positive, every zero point inside its type and of the
+//     quantized value's type, scale and zero point of one shape, and a
+//     1-D one as long as the axis it quantizes where the value's
+//     dimensions are known;
 //   - every domain used by a node is imported (opset_import), is a
 //     model-local function's domain, or is one onnxruntime resolves by
 //     itself (com.microsoft, ai.onnx.ml);
@@ -76,6 +89,9 @@ func Validate(m *onnxpb.ModelProto) error {
 	v.imported = imported
 	v.functions = functions
 	v.opset = opset
+	if len(m.Graph.Output) == 0 {
+		v.add("graph", "no outputs: nothing the model computes can be read")
+	}
 	v.graph(m.Graph, "graph", nil)
 	v.outputsUnique(m.Graph, "graph")
 	for _, f := range m.Functions {
@@ -208,6 +224,7 @@ func (v *validator) graph(g *onnxpb.GraphProto, where string, outer scope) {
 	if outer == nil {
 		outer = scope{}
 	}
+	v.quant(g) // first: its problems name the node
 	inits := map[string]bool{}
 	for _, t := range g.Initializer {
 		v.tensor(t)
@@ -384,5 +401,344 @@ func (v *validator) tensor(t *onnxpb.TensorProto) {
 	}
 	if int64(have) != n {
 		v.add(w, fmt.Sprintf("%d values, shape %v needs %d", have, t.GetDims(), n))
+		return
 	}
+	// A narrow type's values held in a wider field must fit it: decoding
+	// would wrap them silently (300 in a uint8 tensor reads as 44).
+	if rng, ok := narrowRanges[dt]; ok {
+		if at, val, bad := outOfRange(t, rng); bad {
+			v.add(w, fmt.Sprintf("value %d at index %d is outside %s (%d..%d)", val, at, TypeName(dt), rng[0], rng[1]))
+		}
+	}
+	if dt == Uint32 {
+		for i, x := range t.Uint64Data {
+			if x > math.MaxUint32 {
+				v.add(w, fmt.Sprintf("value %d at index %d is outside uint32", x, i))
+				break
+			}
+		}
+	}
+}
+
+// narrowRanges are the ranges of the types int32_data holds in a wider
+// integer (float16 and bfloat16 as their bits).
+var narrowRanges = map[DataType][2]int64{
+	Int8: {-128, 127}, Uint8: {0, 255}, Int16: {-32768, 32767}, Uint16: {0, 65535},
+	Float16: {0, 65535}, BFloat16: {0, 65535},
+}
+
+// quantParams names, for one operand of a quantizing op, the inputs
+// holding the operand, its scale and its zero point (−1: none), and the
+// axis of the operand a 1-D scale or zero point runs along (perAxis;
+// nil: scalars only, or a layout not checked).
+type quantParams struct {
+	data, scale, zp int
+	perAxis         func(n *onnxpb.NodeProto, rank int) int
+	// output: the quantized value is the op's first output (its type
+	// is the zero point's); data, if any, is the float input it is
+	// computed from (whose dims the axis indexes).
+	output bool
+}
+
+// attrAxis is the axis attribute (default 1) as Q/DQ read it.
+func attrAxis(n *onnxpb.NodeProto, rank int) int {
+	axis := int64(1)
+	for _, a := range n.Attribute {
+		if a.GetName() == "axis" {
+			axis = a.GetI()
+		}
+		if a.GetName() == "block_size" && a.GetI() > 0 {
+			return -1 // blocked: the scale has the operand's rank
+		}
+	}
+	if axis < 0 {
+		axis += int64(rank)
+	}
+	if axis < 0 || axis >= int64(rank) {
+		return -1
+	}
+	return int(axis)
+}
+
+func rowsAxis(_ *onnxpb.NodeProto, rank int) int {
+	if rank < 2 {
+		return -1
+	}
+	return rank - 2
+}
+
+func colsAxis(_ *onnxpb.NodeProto, rank int) int { return rank - 1 }
+
+func firstAxis(_ *onnxpb.NodeProto, rank int) int {
+	if rank < 1 {
+		return -1
+	}
+	return 0
+}
+
+// quantOps are the ops whose scales and zero points Validate checks
+// where they are constants (initializers or Constant nodes), by domain
+// ("" or com.microsoft) and op type.
+var quantOps = map[string][]quantParams{
+	"QuantizeLinear":   {{data: 0, scale: 1, zp: 2, perAxis: attrAxis, output: true}},
+	"DequantizeLinear": {{data: 0, scale: 1, zp: 2, perAxis: attrAxis}},
+	"MatMulInteger":    {{data: 0, scale: -1, zp: 2, perAxis: rowsAxis}, {data: 1, scale: -1, zp: 3, perAxis: colsAxis}},
+	"ConvInteger":      {{data: 0, scale: -1, zp: 2}, {data: 1, scale: -1, zp: 3, perAxis: firstAxis}},
+	"QLinearMatMul": {{data: 0, scale: 1, zp: 2, perAxis: rowsAxis}, {data: 3, scale: 4, zp: 5, perAxis: colsAxis},
+		{data: -1, scale: 6, zp: 7, output: true}},
+	"QLinearConv": {{data: 0, scale: 1, zp: 2}, {data: 3, scale: 4, zp: 5, perAxis: firstAxis},
+		{data: -1, scale: 6, zp: 7, output: true}},
+	// com.microsoft
+	"QLinearAdd":               {{data: 0, scale: 1, zp: 2}, {data: 3, scale: 4, zp: 5}, {data: -1, scale: 6, zp: 7, output: true}},
+	"QLinearMul":               {{data: 0, scale: 1, zp: 2}, {data: 3, scale: 4, zp: 5}, {data: -1, scale: 6, zp: 7, output: true}},
+	"QLinearSigmoid":           {{data: 0, scale: 1, zp: 2}, {data: -1, scale: 3, zp: 4, output: true}},
+	"QLinearLeakyRelu":         {{data: 0, scale: 1, zp: 2}, {data: -1, scale: 3, zp: 4, output: true}},
+	"QLinearSoftmax":           {{data: 0, scale: 1, zp: 2}, {data: -1, scale: 3, zp: 4, output: true}},
+	"QLinearGlobalAveragePool": {{data: 0, scale: 1, zp: 2}, {data: -1, scale: 3, zp: 4, output: true}},
+	"QLinearAveragePool":       {{data: 0, scale: 1, zp: 2}, {data: -1, scale: 3, zp: 4, output: true}},
+	"QLinearReduceMean":        {{data: 0, scale: 1, zp: 2}, {data: -1, scale: 3, zp: 4, output: true}},
+	"DynamicQuantizeMatMul":    {{data: 1, scale: 2, zp: 3, perAxis: colsAxis}},
+	"MatMulIntegerToFloat":     {{data: 0, scale: 2, zp: 4}, {data: 1, scale: 3, zp: 5, perAxis: colsAxis}},
+	"QAttention":               {{data: 0, scale: 3, zp: 6}, {data: 1, scale: 4, zp: 7}},
+	"QGemm":                    {{data: 0, scale: 1, zp: 2}, {data: 3, scale: 4, zp: 5}, {data: -1, scale: 7, zp: 8, output: true}},
+}
+
+// quantOnlyMicrosoft are the quantOps that exist only in com.microsoft.
+var quantOnlyMicrosoft = map[string]bool{
+	"QLinearAdd": true, "QLinearMul": true, "QLinearSigmoid": true, "QLinearLeakyRelu": true, "QLinearSoftmax": true,
+	"QLinearGlobalAveragePool": true, "QLinearAveragePool": true, "QLinearReduceMean": true,
+	"DynamicQuantizeMatMul": true, "MatMulIntegerToFloat": true, "QAttention": true, "QGemm": true,
+}
+
+// zeroPointTypes are the element types a zero point (and a quantized
+// operand) may have, with their ranges.
+var zeroPointTypes = map[DataType][2]int64{
+	Int8: {-128, 127}, Uint8: {0, 255}, Int16: {-32768, 32767}, Uint16: {0, 65535},
+	Int32: {math.MinInt32, math.MaxInt32},
+}
+
+// valueFacts are what a graph says of a value: its element type and
+// dimensions (−1: unknown), and its constant tensor if it has one.
+type valueFacts struct {
+	dtype DataType
+	dims  []int64
+	known bool // dtype and dims are declared
+	konst *onnxpb.TensorProto
+}
+
+// graphFacts collects the declared types and shapes of g's values and
+// its constants (initializers, Constant nodes).
+func graphFacts(g *onnxpb.GraphProto) map[string]*valueFacts {
+	facts := map[string]*valueFacts{}
+	fromInfo := func(vi *onnxpb.ValueInfoProto) {
+		tt := vi.GetType().GetTensorType()
+		if tt == nil || tt.GetShape() == nil {
+			return
+		}
+		f := &valueFacts{dtype: DataType(tt.GetElemType()), known: true}
+		for _, d := range tt.GetShape().GetDim() {
+			if dv, ok := d.GetValue().(*onnxpb.TensorShapeProto_Dimension_DimValue); ok && dv.DimValue > 0 {
+				f.dims = append(f.dims, dv.DimValue)
+			} else {
+				f.dims = append(f.dims, -1)
+			}
+		}
+		facts[vi.GetName()] = f
+	}
+	for _, list := range [][]*onnxpb.ValueInfoProto{g.Input, g.ValueInfo, g.Output} {
+		for _, vi := range list {
+			fromInfo(vi)
+		}
+	}
+	konst := func(name string, t *onnxpb.TensorProto) {
+		if name == "" || t == nil {
+			return
+		}
+		facts[name] = &valueFacts{dtype: DataType(t.GetDataType()), dims: t.GetDims(), known: true, konst: t}
+	}
+	for _, t := range g.Initializer {
+		konst(t.GetName(), t)
+	}
+	for _, n := range g.Node {
+		if n.GetOpType() != "Constant" || (n.GetDomain() != "" && n.GetDomain() != "ai.onnx") || len(n.Output) != 1 {
+			continue
+		}
+		for _, a := range n.Attribute {
+			switch a.GetName() {
+			case "value":
+				konst(n.Output[0], a.GetT())
+			case "value_float":
+				konst(n.Output[0], &onnxpb.TensorProto{DataType: proto32(int32(Float)), FloatData: []float32{a.GetF()}})
+			case "value_floats":
+				konst(n.Output[0], &onnxpb.TensorProto{DataType: proto32(int32(Float)), Dims: []int64{int64(len(a.GetFloats()))}, FloatData: a.GetFloats()})
+			case "value_int":
+				konst(n.Output[0], &onnxpb.TensorProto{DataType: proto32(int32(Int64)), Int64Data: []int64{a.GetI()}})
+			}
+		}
+	}
+	return facts
+}
+
+func proto32(v int32) *int32 { return &v }
+
+// quant checks the constant scales and zero points of g's quantizing
+// nodes: scales finite and positive, zero points inside their type and
+// of the quantized operand's type, and 1-D scales and zero points as
+// long as the axis they quantize.
+func (v *validator) quant(g *onnxpb.GraphProto) {
+	var facts map[string]*valueFacts
+	for _, n := range g.Node {
+		params, ok := quantOps[n.GetOpType()]
+		if !ok {
+			continue
+		}
+		d := n.GetDomain()
+		if d == "ai.onnx" {
+			d = ""
+		}
+		if d != "com.microsoft" && (d != "" || quantOnlyMicrosoft[n.GetOpType()]) {
+			continue
+		}
+		if facts == nil {
+			facts = graphFacts(g)
+		}
+		for _, p := range params {
+			v.quantOperand(n, p, facts)
+		}
+	}
+}
+
+// input returns the facts of node input i (nil when absent or unknown).
+func input(n *onnxpb.NodeProto, i int, facts map[string]*valueFacts) (string, *valueFacts) {
+	if i < 0 || i >= len(n.Input) || n.Input[i] == "" {
+		return "", nil
+	}
+	return n.Input[i], facts[n.Input[i]]
+}
+
+func (v *validator) quantOperand(n *onnxpb.NodeProto, p quantParams, facts map[string]*valueFacts) {
+	w := nodeWhere(n)
+	dataName, data := input(n, p.data, facts)
+	scaleName, scale := input(n, p.scale, facts)
+	zpName, zp := input(n, p.zp, facts)
+	// The quantized operand's element type: the data's, else (an
+	// output) the output_dtype attribute's.
+	var qtype DataType
+	if data != nil && data.known && !p.output {
+		qtype = data.dtype
+	}
+	if p.output {
+		if len(n.Output) > 0 {
+			if out := facts[n.Output[0]]; out != nil && out.known {
+				qtype = out.dtype
+			}
+		}
+		for _, a := range n.Attribute {
+			if a.GetName() == "output_dtype" && a.GetI() != 0 {
+				qtype = DataType(a.GetI())
+			}
+		}
+	}
+	// The quantized axis's length, when the operand's dims are known.
+	axisLen := int64(-1)
+	if data != nil && data.known && p.perAxis != nil {
+		if ax := p.perAxis(n, len(data.dims)); ax >= 0 && ax < len(data.dims) {
+			axisLen = data.dims[ax]
+		}
+	}
+	checkLen := func(what, name string, t *onnxpb.TensorProto) {
+		if len(t.GetDims()) != 1 || t.GetDims()[0] == 1 || axisLen < 0 {
+			return
+		}
+		if t.GetDims()[0] != axisLen {
+			v.add(w, fmt.Sprintf("%s %q has %d values for an axis of %d (input %q)", what, name, t.GetDims()[0], axisLen, dataName))
+		}
+	}
+	if scale != nil && scale.konst != nil {
+		v.quantScale(w, scaleName, scale.konst)
+		checkLen("scale", scaleName, scale.konst)
+	}
+	if zp == nil || zp.konst == nil {
+		return
+	}
+	t := zp.konst
+	dt := DataType(t.GetDataType())
+	rng, ok := zeroPointTypes[dt]
+	if !ok {
+		if ElemSize(dt) > 0 { // other types are refused as unsupported
+			v.add(w, fmt.Sprintf("zero point %q is %s, not a type a zero point may have (int8, uint8, int16, uint16, int32)", zpName, TypeName(dt)))
+		}
+		return
+	}
+	if qtype != Undefined && qtype != dt {
+		v.add(w, fmt.Sprintf("zero point %q is %s but the quantized value %s is %s", zpName, TypeName(dt), quantName(n, dataName, p), TypeName(qtype)))
+	}
+	if at, val, bad := outOfRange(t, rng); bad {
+		v.add(w, fmt.Sprintf("zero point %q value %d at index %d is outside %s (%d..%d)", zpName, val, at, TypeName(dt), rng[0], rng[1]))
+	}
+	checkLen("zero point", zpName, t)
+	// One zero point per scale: a scalar and a one-value vector are both
+	// per-tensor (exporters pair them), more values must match in shape.
+	if scale != nil && scale.konst != nil {
+		sd, zd := scale.konst.GetDims(), t.GetDims()
+		if ns, nz := numel(sd), numel(zd); ns != nz || ns > 1 && fmt.Sprint(sd) != fmt.Sprint(zd) {
+			v.add(w, fmt.Sprintf("zero point %q has shape %v, its scale %q %v", zpName, zd, scaleName, sd))
+		}
+	}
+}
+
+// numel is the element count of valid dims (Validate bounds them).
+func numel(dims []int64) int64 {
+	n := int64(1)
+	for _, d := range dims {
+		n *= d
+	}
+	return n
+}
+
+func quantName(n *onnxpb.NodeProto, dataName string, p quantParams) string {
+	if p.output && len(n.Output) > 0 {
+		return fmt.Sprintf("%q (the output)", n.Output[0])
+	}
+	return fmt.Sprintf("%q", dataName)
+}
+
+// quantScale checks a constant scale: floating point, every value finite
+// and positive.
+func (v *validator) quantScale(w, name string, t *onnxpb.TensorProto) {
+	switch DataType(t.GetDataType()) {
+	case Float, Float16, BFloat16, Double:
+	default:
+		v.add(w, fmt.Sprintf("scale %q is %s, not floating point", name, TypeName(DataType(t.GetDataType()))))
+		return
+	}
+	x, err := DecodeTensor(t)
+	if err != nil {
+		return // the tensor's own check says why
+	}
+	vals, err := x.AsFloat64s()
+	if err != nil {
+		return
+	}
+	for i, s := range vals {
+		if !(s > 0) || math.IsInf(s, 0) {
+			v.add(w, fmt.Sprintf("scale %q value %.7g at index %d is not a finite positive number", name, s, i))
+			return
+		}
+	}
+}
+
+// outOfRange finds a value of an integer tensor outside rng. Values in
+// raw_data fit their type by construction; those in int32_data need
+// not (300 in a uint8 tensor), and DecodeTensor would wrap them.
+func outOfRange(t *onnxpb.TensorProto, rng [2]int64) (at int, val int64, bad bool) {
+	if t.RawData != nil {
+		return 0, 0, false
+	}
+	for i, x := range t.Int32Data {
+		if int64(x) < rng[0] || int64(x) > rng[1] {
+			return i, int64(x), true
+		}
+	}
+	return 0, 0, false
 }

@@ -68,7 +68,26 @@ func runCompare(args []string, stdout io.Writer) error {
 		return cli.RuntimeFailure(err)
 	}
 	mc.Inputs = in.Description
-	if *asJSON {
+	if err := writeComparison(stdout, mc, in, *asJSON); err != nil {
+		return err
+	}
+	// A NaN or Inf in any value compared is a failure, never an
+	// agreement (even the same NaN in both models).
+	if bad := mc.NonFinite(); len(bad) > 0 {
+		more := ""
+		if len(bad) > 3 {
+			more = fmt.Sprintf("; and %d more", len(bad)-3)
+			bad = bad[:3]
+		}
+		return cli.RuntimeFailure(fmt.Errorf("%d compared values are not finite, which is no agreement: %s%s", len(mc.NonFinite()), strings.Join(bad, "; "), more))
+	}
+	return nil
+}
+
+// writeComparison prints mc as JSON or as tables (with the side-by-side
+// table for three models or more).
+func writeComparison(stdout io.Writer, mc *infer.ModelComparison, in *infer.Feed, asJSON bool) error {
+	if asJSON {
 		return mc.WriteJSON(stdout)
 	}
 	if err := mc.WriteTable(stdout); err != nil {
@@ -77,7 +96,7 @@ func runCompare(args []string, stdout io.Writer) error {
 	if note := fullyMaskedNote(in); note != "" {
 		fmt.Fprintln(stdout, note)
 	}
-	if len(models) < 3 {
+	if len(mc.Models) < 3 {
 		return nil
 	}
 	return writeSideBySide(stdout, mc)
@@ -123,6 +142,8 @@ func writeSideBySide(w io.Writer, mc *infer.ModelComparison) error {
 					fmt.Fprint(tw, "-\t")
 				case r.Mismatch != "":
 					fmt.Fprint(tw, "mismatch\t")
+				case r.NonFinite != "":
+					fmt.Fprint(tw, "non-finite\t")
 				case !pooled:
 					fmt.Fprintf(tw, "%.4g\t", r.RelErr)
 				case r.PooledCosMean != nil:

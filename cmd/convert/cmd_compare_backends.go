@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/linearize/linearize/cmd/internal/cli"
@@ -25,7 +26,10 @@ type backendsReport struct {
 type backendsOutputEntry struct {
 	Shape []int `json:"shape"`
 	infer.OutputDiff
-	OK bool `json:"ok"`
+	// NonFinite says how many NaN and Inf values either backend gave
+	// (then the output fails whatever the figures, which leave them out).
+	NonFinite string `json:"non_finite,omitempty"`
+	OK        bool   `json:"ok"`
 }
 
 func runCompareBackends(args []string, stdout io.Writer) error {
@@ -60,10 +64,14 @@ func runCompareBackends(args []string, stdout io.Writer) error {
 		return cli.RuntimeFailure(err)
 	}
 	rep := backendsReport{Model: path, Inputs: in.Description, Reference: "ort", Tolerance: *tol, Agree: true}
+	var nonFinite []string
 	for _, d := range diffs {
-		e := backendsOutputEntry{OutputDiff: d, OK: d.OK(*tol)}
+		e := backendsOutputEntry{OutputDiff: d, OK: d.OK(*tol), NonFinite: d.NonFinite("native", "onnxruntime")}
 		if t := outs[d.Name]; t != nil {
 			e.Shape = t.Shape
+		}
+		if e.NonFinite != "" {
+			nonFinite = append(nonFinite, d.Name+": "+e.NonFinite)
 		}
 		rep.Agree = rep.Agree && e.OK
 		rep.Outputs = append(rep.Outputs, e)
@@ -81,8 +89,8 @@ func runCompareBackends(args []string, stdout io.Writer) error {
 		tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 		fmt.Fprintf(tw, "output\tshape\tmax abs\tmax rel\tmean abs\tscaled\tcosine\tagree (scaled ≤ %g)\n", *tol)
 		for _, e := range rep.Outputs {
-			if e.Mismatch != "" {
-				fmt.Fprintf(tw, "%s\t%v\t%s\t\t\t\t\tno\n", e.Name, e.Shape, e.Mismatch)
+			if e.Mismatch != "" || e.NonFinite != "" {
+				fmt.Fprintf(tw, "%s\t%v\t%s%s\t\t\t\t\tno\n", e.Name, e.Shape, e.Mismatch, e.NonFinite)
 				continue
 			}
 			ok := "yes"
@@ -92,6 +100,9 @@ func runCompareBackends(args []string, stdout io.Writer) error {
 			fmt.Fprintf(tw, "%s\t%v\t%.3g\t%.3g\t%.3g\t%.3g\t%.6f\t%s\n", e.Name, e.Shape, e.MaxAbs, e.MaxRel, e.MeanAbs, e.Scaled, e.Cosine, ok)
 		}
 		tw.Flush()
+	}
+	if len(nonFinite) > 0 {
+		return cli.RuntimeFailure(fmt.Errorf("%s: %d of %d outputs are not finite, which is no agreement: %s", path, len(nonFinite), len(rep.Outputs), strings.Join(nonFinite, ", ")))
 	}
 	if !rep.Agree {
 		return cli.RuntimeFailure(fmt.Errorf("compare-backends: the backends disagree beyond --tolerance %g on %s", *tol, path))

@@ -44,11 +44,11 @@ func runEmbed(args []string, stdout io.Writer) error {
 	docs := fs.String("docs", "", "embed every *.txt and *.md file in `DIR`, sorted (id: the file name)")
 	jsonl := fs.String("jsonl", "", "a `FILE` of JSON lines {\"id\": ..., \"text\": ...}")
 	out := fs.String("o", "", "`OUT`.npy (float32 [N, dim], ids in OUT.ids.txt) or OUT.jsonl, one {\"id\", \"embedding\"} per line (required)")
-	mode := fs.String("mode", "auto", "read long texts in `MODE`: truncate (first window), chunk (mean over windows), long (one pass), auto (long for a convert long model, else chunk)")
+	mode := fs.String("mode", "auto", "read long texts in `MODE`: truncate (first window), chunk (mean over windows), long (one pass, up to the model's limit), auto (long for a convert long model or, without --window, a model whose own limit is above 512 tokens; else chunk)")
 	pooling := fs.String("pooling", "auto", "pool hidden states by `KIND`: mean, cls, max, or auto (the model's sentence-transformers files, else mean)")
 	raw := fs.Bool("raw", false, "do not L2-normalise the vectors")
 	maxTokens := fs.Int("max-tokens", 0, "read at most `N` wordpieces of each text, in every mode (0: all; truncate reads one window)")
-	window := fs.Int("window", 0, "tokens `W` per pass in truncate and chunk mode, [CLS] and [SEP] included (default: the model's window or position limit, else 512)")
+	window := fs.Int("window", 0, "tokens `W` per pass in truncate and chunk mode, [CLS] and [SEP] included (default: the model's window, else its limit: its position table's rows, else max_position_embeddings in the config.json beside it or its doc string; else 512)")
 	batch := fs.Int("batch", embed.DefaultBatch, "`B` texts or chunks per run, at most 4096 tokens of them (long mode: 1)")
 	threads := fs.Int("threads", 0, "intra-op threads (0: backend default)")
 	backend := fs.String("backend", infer.DefaultBackend, "runtime backend: "+strings.Join(infer.Backends(), " or "))
@@ -99,7 +99,12 @@ func runEmbed(args []string, stdout io.Writer) error {
 	if !npy && !strings.HasSuffix(*out, ".jsonl") {
 		return cli.UsageError("-o %s: want a path ending in .npy or .jsonl", *out)
 	}
-	if err := cli.CheckOutput(path, *out, false); err != nil {
+	outputs := []namedFile{{"-o", *out}}
+	if npy {
+		outputs = append(outputs, namedFile{"the ids file of -o", embedIDsPath(*out)})
+	}
+	inputs := []namedFile{{"MODEL", path}, {"--text-file", *textFile}, {"--jsonl", *jsonl}, {"--vocab", *vocab}}
+	if err := checkOutputs(outputs, inputs); err != nil {
 		return err
 	}
 
@@ -118,6 +123,15 @@ func runEmbed(args []string, stdout io.Writer) error {
 	}
 	if err != nil {
 		return cli.BadInput(err)
+	}
+	if *docs != "" {
+		// The documents read are inputs too (an ids file ends in .txt).
+		for _, d := range list {
+			inputs = append(inputs, namedFile{"--docs", filepath.Join(*docs, d.id)})
+		}
+		if err := checkNotInputs(outputs, inputs); err != nil {
+			return err
+		}
 	}
 
 	e, err := embed.Open(path, o)
@@ -140,6 +154,13 @@ func runEmbed(args []string, stdout io.Writer) error {
 			batchTexts[i] = list[lo+i].text
 		}
 		v, err := e.Embed(batchTexts)
+		var nf *embed.NonFiniteError
+		if errors.As(err, &nf) && nf.Index < len(batchTexts) {
+			// Nothing is written: a vector of NaN would poison every
+			// search over the file without a word.
+			return cli.RuntimeFailure(fmt.Errorf("document %s: its vector has %s (the model's output is not finite); nothing written, %s left as it was",
+				list[lo+nf.Index].id, nf.Values(), *out))
+		}
 		if err != nil {
 			return embedError(fmt.Errorf("documents %s–%s: %w", list[lo].id, list[hi-1].id, err))
 		}
@@ -162,10 +183,11 @@ func runEmbed(args []string, stdout io.Writer) error {
 }
 
 // embedError gives an error of package embed its exit code: a backend
-// failure is a runtime failure; anything else is bad input (the model,
-// its files or the texts do not fit the flags).
+// failure or a vector that is not finite is a runtime failure; anything
+// else is bad input (the model, its files or the texts do not fit the
+// flags).
 func embedError(err error) error {
-	if errors.Is(err, embed.ErrBackend) {
+	if errors.Is(err, embed.ErrBackend) || errors.Is(err, embed.ErrNonFinite) {
 		return cli.RuntimeFailure(oneLine(err))
 	}
 	return cli.BadInput(err)
@@ -335,9 +357,9 @@ func jsonID(raw json.RawMessage) (string, error) {
 }
 
 // writeEmbedNPY writes the vectors as a float32 [N, dim] .npy file and
-// the ids, one per line, to OUT without .npy plus ".ids.txt". Each file is
-// written whole or not at all; when the ids cannot be written the .npy
-// just written is removed.
+// the ids, one per line, to OUT without .npy plus ".ids.txt", as one
+// set (fsutil.WriteSet): whatever fails or stops the write, both files
+// are the old ones or both the new ones.
 func writeEmbedNPY(out string, list []embedDoc, vecs [][]float32, dim int) error {
 	data := make([]float32, 0, len(vecs)*dim)
 	for _, v := range vecs {
@@ -348,15 +370,10 @@ func writeEmbedNPY(out string, list []embedDoc, vecs [][]float32, dim int) error
 		ids.WriteString(d.id)
 		ids.WriteByte('\n')
 	}
-	if err := onnx.WriteNPY(out, onnx.NewFloat([]int{len(vecs), dim}, data)); err != nil {
-		return err
-	}
-	idsPath := embedIDsPath(out)
-	if err := fsutil.WriteFileAtomic(idsPath, []byte(ids.String())); err != nil {
-		os.Remove(out)
-		return err
-	}
-	return nil
+	t := onnx.NewFloat([]int{len(vecs), dim}, data)
+	return fsutil.WriteSet(
+		fsutil.SetFile{Path: out, Fill: func(w io.Writer) error { return onnx.EncodeNPY(w, t) }},
+		fsutil.FileBytes(embedIDsPath(out), []byte(ids.String())))
 }
 
 // embedIDsPath is the ids file beside an .npy output.

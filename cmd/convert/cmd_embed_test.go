@@ -4,14 +4,17 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 
 	"github.com/linearize/linearize/embed"
+	"github.com/linearize/linearize/internal/fsutil"
 	"github.com/linearize/linearize/onnx"
 )
 
@@ -260,5 +263,196 @@ func TestEmbedTotalBound(t *testing.T) {
 		if code != exitBadInput || !strings.Contains(stderr, "more than 100 bytes of documents") {
 			t.Errorf("%v: exit %d, %q; want exit 2 naming the bound", src, code, stderr)
 		}
+	}
+}
+
+// TestEmbedRefusesNonFinite: a document whose vector is not finite (a
+// NaN row of the word embeddings: the token "horse") stops embed with
+// exit 3 naming the document, and no output is written, in either
+// format: the earlier output stays as it was.
+func TestEmbedRefusesNonFinite(t *testing.T) {
+	path, dir := embedModel(t)
+	quietEmbed(t)
+	m, err := onnx.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	poison(t, m, "embeddings.word_embeddings.weight", float32(math.NaN()), 11) // "horse"
+	bad := filepath.Join(dir, "nan.onnx")
+	if err := onnx.Save(m, bad, onnx.SaveOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	in := filepath.Join(dir, "docs.jsonl")
+	if err := os.WriteFile(in, []byte(`{"id": "a", "text": "the man is eating food."}`+"\n"+`{"id": "b", "text": "horses"}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, out := range []string{"vecs.npy", "vecs.jsonl"} {
+		out = filepath.Join(dir, out)
+		// An earlier output, which a refused run must leave alone.
+		if code, _, stderr := runCLI("embed", path, "--jsonl", in, "-o", out, "--backend", "native"); code != exitOK {
+			t.Fatalf("the finite model: exit %d: %s", code, stderr)
+		}
+		before := map[string]string{}
+		for _, n := range folderNames(t, dir) {
+			b, _ := os.ReadFile(filepath.Join(dir, n))
+			before[n] = string(b)
+		}
+		for _, src := range [][]string{{"--jsonl", in}, {"--text", "horses"}} {
+			code, stdout, stderr := runCLI(append([]string{"embed", bad, "-o", out, "--backend", "native"}, src...)...)
+			want := "document b: its vector has 64 NaN values"
+			if src[0] == "--text" {
+				want = "document text-1: its vector has 64 NaN values"
+			}
+			if code != exitRuntime || !strings.Contains(stderr, want) || !strings.Contains(stderr, "nothing written") || stdout != "" {
+				t.Errorf("%s %v: exit %d, stdout %q, stderr %q; want %d and %q", filepath.Base(out), src, code, stdout, stderr, exitRuntime, want)
+			}
+			after := map[string]string{}
+			for _, n := range folderNames(t, dir) {
+				b, _ := os.ReadFile(filepath.Join(dir, n))
+				after[n] = string(b)
+			}
+			if fmt.Sprint(after) != fmt.Sprint(before) {
+				t.Errorf("%s %v: the folder changed from %v to %v", filepath.Base(out), src, keys(before), keys(after))
+			}
+		}
+	}
+}
+
+func keys(m map[string]string) []string {
+	var ks []string
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}
+
+// folderState maps every file of dir to its content (a directory to
+// "dir").
+func folderState(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	s := map[string]string{}
+	for _, n := range folderNames(t, dir) {
+		p := filepath.Join(dir, n)
+		if st, err := os.Stat(p); err == nil && st.IsDir() {
+			s[n] = "dir"
+			continue
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s[n] = string(b)
+	}
+	return s
+}
+
+func sameFolder(a, b map[string]string) bool { return fmt.Sprint(a) == fmt.Sprint(b) }
+
+// TestEmbedOutputsAreOneSet: -o vecs.npy writes vecs.npy and
+// vecs.ids.txt as one set: a failure at any step of the write leaves
+// both old files and nothing else; an ids file that is a directory is
+// refused before any work, the old vectors kept.
+func TestEmbedOutputsAreOneSet(t *testing.T) {
+	path, dir := embedModel(t)
+	quietEmbed(t)
+	out := filepath.Join(dir, "vecs.npy")
+	embedArgs := []string{"embed", path, "--text", "the man", "--text", "horses", "-o", out, "--backend", "native"}
+	if code, _, stderr := runCLI(embedArgs...); code != exitOK {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	old := folderState(t, dir)
+	boom := errors.New("disk full")
+	defer func() { fsutil.CommitHook = nil }()
+	for _, at := range []struct {
+		step string
+		i    int
+	}{{"prepare", 0}, {"prepare", 1}, {"journal", -1}, {"backup", 0}, {"backup", 1}, {"replace", 0}, {"replace", 1}} {
+		reached := false
+		fsutil.CommitHook = func(step string, i int) error {
+			if step == at.step && i == at.i {
+				reached = true
+				return boom
+			}
+			return nil
+		}
+		code, _, stderr := runCLI(append(embedArgs[:len(embedArgs)-2:len(embedArgs)-2], "--text", "food", "--backend", "native")...)
+		if !reached || code != exitRuntime || !strings.Contains(stderr, "disk full") {
+			t.Errorf("failure at %s %d: reached %v, exit %d, stderr %q", at.step, at.i, reached, code, stderr)
+		}
+		if now := folderState(t, dir); !sameFolder(now, old) {
+			t.Errorf("failure at %s %d: the folder went from %q to %q", at.step, at.i, keys(old), keys(now))
+		}
+	}
+	fsutil.CommitHook = nil
+
+	// The ids file is a directory: refused before any work (it used to
+	// write vecs.npy, fail on the ids, and remove the old vectors).
+	ids := filepath.Join(dir, "vecs.ids.txt")
+	if err := os.Remove(ids); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(ids, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	old = folderState(t, dir)
+	code, stdout, stderr := runCLI(embedArgs...)
+	if code != exitBadInput || !strings.Contains(stderr, "the ids file of -o: output "+ids+" is a directory") || stdout != "" {
+		t.Errorf("ids file a directory: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	if now := folderState(t, dir); !sameFolder(now, old) {
+		t.Errorf("ids file a directory: the folder went from %q to %q", keys(old), keys(now))
+	}
+}
+
+// TestEmbedNeverWritesOverAnInput: an output of embed (-o, or the ids
+// file beside an .npy) that is an input (the model, --jsonl,
+// --text-file, --vocab, a --docs file), by its path, a symlink or a
+// hard link, is refused with exit 1 naming both, and nothing changes.
+func TestEmbedNeverWritesOverAnInput(t *testing.T) {
+	path, dir := embedModel(t)
+	quietEmbed(t)
+	jsonl := filepath.Join(dir, "docs.jsonl")
+	os.WriteFile(jsonl, []byte(`{"id": "a", "text": "the man"}`+"\n"), 0o644)
+	texts := filepath.Join(dir, "vecs.ids.txt") // the ids file of -o vecs.npy
+	os.WriteFile(texts, []byte("the man\nhorses\n"), 0o644)
+	docs := filepath.Join(dir, "docs")
+	os.Mkdir(docs, 0o755)
+	os.WriteFile(filepath.Join(docs, "a.txt"), []byte("the man"), 0o644)
+	os.WriteFile(filepath.Join(docs, "v.ids.txt"), []byte("horses"), 0o644)
+	modelLink := filepath.Join(dir, "model.npy")
+	jsonlLink := filepath.Join(dir, "link.jsonl")
+	jsonlHard := filepath.Join(dir, "hard.jsonl")
+	if err := os.Symlink(path, modelLink); err != nil {
+		t.Skip(err)
+	}
+	os.Symlink(jsonl, jsonlLink)
+	if err := os.Link(jsonl, jsonlHard); err != nil {
+		t.Skip(err)
+	}
+	before := folderState(t, dir)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--jsonl", jsonl, "-o", jsonl}, "-o " + jsonl + " is the input --jsonl " + jsonl},
+		{[]string{"--jsonl", jsonl, "-o", filepath.Join(dir, ".", "docs", "..", "docs.jsonl")}, "is the input --jsonl"},
+		{[]string{"--jsonl", jsonl, "-o", jsonlLink}, "is the input --jsonl"},
+		{[]string{"--jsonl", jsonl, "-o", jsonlHard}, "is the input --jsonl"},
+		{[]string{"--text", "x", "-o", modelLink}, "-o " + modelLink + " is the input MODEL " + path},
+		{[]string{"--text-file", texts, "-o", filepath.Join(dir, "vecs.npy")}, "the ids file of -o " + texts + " is the input --text-file"},
+		{[]string{"--text", "x", "--vocab", texts, "-o", filepath.Join(dir, "vecs.npy")}, "is the input --vocab"},
+		{[]string{"--docs", docs, "-o", filepath.Join(docs, "v.npy")}, "the ids file of -o " + filepath.Join(docs, "v.ids.txt") + " is the input --docs"},
+	} {
+		code, stdout, stderr := runCLI(append([]string{"embed", path, "--backend", "native"}, c.args...)...)
+		if code != exitUsage || !strings.Contains(stderr, c.want) || stdout != "" {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit %d and %q", c.args, code, stdout, stderr, exitUsage, c.want)
+		}
+	}
+	if after := folderState(t, dir); !sameFolder(after, before) {
+		t.Errorf("refused runs changed the folder: %q → %q", keys(before), keys(after))
+	}
+	if after, _ := os.ReadFile(filepath.Join(docs, "v.ids.txt")); string(after) != "horses" {
+		t.Errorf("a --docs file changed: %q", after)
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/linearize/linearize/cmd/internal/cli"
 	"github.com/linearize/linearize/cmd/internal/cliutil"
+	"github.com/linearize/linearize/convert"
 	"github.com/linearize/linearize/embed"
 	"github.com/linearize/linearize/infer"
 	"github.com/linearize/linearize/internal/fsutil"
@@ -22,7 +23,22 @@ import (
 type evalSystem struct {
 	name, path string
 	mode       embed.Mode
+	// baseline marks the original's truncate and chunk systems: they read
+	// windows of at most 512 tokens (embed.LongContext) whatever the
+	// original's limit, as chunk-and-mean is done.
+	baseline bool
+	// auto marks the original read whole when no flag named it: it runs
+	// only when the original is a long-context model (its limit above
+	// 512 tokens) that reads --max-tokens in one pass.
+	auto bool
 }
+
+// evalProgress receives evaluate's progress lines and notes, unless -q
+// (tests replace it).
+var evalProgress io.Writer = os.Stderr
+
+// wholeSystem is the name of the original read whole, in one pass.
+const wholeSystem = "whole"
 
 // evalFlags are evaluate's flags.
 type evalFlags struct {
@@ -44,7 +60,7 @@ func (f *evalFlags) define(fs *flag.FlagSet) {
 	fs.Uint64Var(&f.seed, "seed", cli.DefaultSeed, "seed of the passages and the bootstrap")
 	fs.IntVar(&f.bootstrap, "bootstrap", 1000, "paired bootstrap resamples `B` over documents")
 	fs.StringVar(&f.reference, "reference", "", "the system `NAME` the others are compared with (default: chunk, else the first system)")
-	fs.StringVar(&f.systems, "systems", "", "`LIST` of the systems to run, in this order (default: truncate, chunk, then the models' systems)")
+	fs.StringVar(&f.systems, "systems", "", "`LIST` of the systems to run, in this order (default: truncate, chunk, whole when the original's own limit is above 512 tokens, then the models' systems)")
 	fs.IntVar(&f.limitDocs, "limit-docs", 0, "read only the first `N` documents (0: all)")
 	fs.StringVar(&f.pooling, "pooling", "auto", "`POOLING` of every model: mean, cls, max, or auto (each model's sentence-transformers files, else mean)")
 	fs.IntVar(&f.threads, "threads", 0, "intra-op threads (0: backend default)")
@@ -86,7 +102,7 @@ func (f *evalFlags) evaluate(original string, models []string, stdout io.Writer)
 		return err
 	}
 	o.Reference = f.reference
-	documents, err := f.documents(list)
+	documents, err := f.documents(original, list)
 	if err != nil {
 		return err
 	}
@@ -135,11 +151,14 @@ func (f *evalFlags) options() (embed.EvalOptions, embed.Options, error) {
 	return o, eo, nil
 }
 
-// systemList returns the systems: the original truncated and chunked,
-// then the models, or those --systems names in its order; --reference
-// must be one of them.
+// systemList returns the systems: the original truncated, chunked and
+// read whole (the last run only for a long-context original, see
+// dropWhole, unless --systems or --reference names it; left out when a
+// model's system takes its name), then the models, or those --systems
+// names in its order; --reference must be one of them.
 func (f *evalFlags) systemList(original string, models []string) ([]evalSystem, error) {
-	list := []evalSystem{{"truncate", original, embed.Truncate}, {"chunk", original, embed.Chunk}}
+	list := []evalSystem{{name: "truncate", path: original, mode: embed.Truncate, baseline: true},
+		{name: "chunk", path: original, mode: embed.Chunk, baseline: true}}
 	for _, arg := range models {
 		s, err := parseEvalSystem(arg)
 		if err != nil {
@@ -149,6 +168,10 @@ func (f *evalFlags) systemList(original string, models []string) ([]evalSystem, 
 			return nil, cli.UsageError("two systems are named %s (name them: NAME=%s)", s.name, arg)
 		}
 		list = append(list, s)
+	}
+	if !slices.ContainsFunc(list, func(s evalSystem) bool { return s.name == wholeSystem }) {
+		whole := evalSystem{name: wholeSystem, path: original, mode: embed.Long, auto: f.systems == "" && f.reference != wholeSystem}
+		list = slices.Insert(list, 2, whole)
 	}
 	if f.systems != "" {
 		var picked []evalSystem
@@ -174,19 +197,23 @@ func (f *evalFlags) systemList(original string, models []string) ([]evalSystem, 
 }
 
 // documents checks the inputs before any model is loaded (the systems'
-// models, the outputs' folders) and reads the documents.
-func (f *evalFlags) documents(list []evalSystem) ([]embed.Document, error) {
+// models; the outputs: their folders, and that none is an input) and
+// reads the documents.
+func (f *evalFlags) documents(original string, list []evalSystem) ([]embed.Document, error) {
 	for _, s := range list {
 		if _, err := os.Stat(s.path); err != nil {
 			return nil, cli.BadInput(fmt.Errorf("system %s: %w", s.name, err))
 		}
 	}
-	for _, out := range []struct{ flag, path string }{{"json-out", f.jsonOut}, {"md-out", f.mdOut}} {
-		if out.path != "" {
-			if err := cli.CheckOutput("", out.path, false); err != nil {
-				return nil, cli.BadInput(fmt.Errorf("--%s: %s", out.flag, strings.TrimPrefix(err.Error(), "onnx: ")))
-			}
+	outputs := f.outputs()
+	inputs := []namedFile{{"ORIGINAL", original}, {"--jsonl", f.jsonl}, {"--vocab", f.vocab}}
+	for _, s := range list {
+		if !slices.ContainsFunc(inputs, func(in namedFile) bool { return in.path == s.path }) {
+			inputs = append(inputs, namedFile{"model of system " + s.name, s.path})
 		}
+	}
+	if err := checkOutputs(outputs, inputs); err != nil {
+		return nil, err
 	}
 	var read []embedDoc
 	var err error
@@ -197,6 +224,14 @@ func (f *evalFlags) documents(list []evalSystem) ([]embed.Document, error) {
 	}
 	if err != nil {
 		return nil, cli.BadInput(err)
+	}
+	if f.docs != "" {
+		for _, d := range read {
+			inputs = append(inputs, namedFile{"--docs", filepath.Join(f.docs, d.id)})
+		}
+		if err := checkNotInputs(outputs, inputs); err != nil {
+			return nil, err
+		}
 	}
 	if f.limitDocs > 0 && len(read) > f.limitDocs {
 		read = read[:f.limitDocs]
@@ -214,14 +249,16 @@ func (f *evalFlags) documents(list []evalSystem) ([]embed.Document, error) {
 func (f *evalFlags) run(original string, list []evalSystem, documents []embed.Document, o embed.EvalOptions, eo embed.Options) (*embed.Report, error) {
 	qo := eo
 	qo.Mode = embed.Truncate
+	qo.MaxWindow = embed.LongContext
 	query, err := embed.Open(original, qo)
 	if err != nil {
 		return nil, embedError(err)
 	}
 	defer query.Close()
+	list = f.dropWhole(list, query.ContextLimit(), original)
 	if !f.quiet {
-		o.Progress = os.Stderr
-		fmt.Fprintf(os.Stderr, "queries: %s\n", query)
+		o.Progress = evalProgress
+		fmt.Fprintf(evalProgress, "queries: %s\n", query)
 	}
 	var systems []embed.System
 	for _, s := range list {
@@ -231,6 +268,9 @@ func (f *evalFlags) run(original string, list []evalSystem, documents []embed.Do
 		}
 		so := eo
 		so.Mode = s.mode
+		if s.baseline {
+			so.MaxWindow = embed.LongContext
+		}
 		systems = append(systems, embed.System{Name: s.name, Open: func() (embed.Encoder, error) { return f.open(s, so, o.Progress) }})
 	}
 	rep, err := embed.Evaluate(query.Tokenizer(), documents, query, systems, o)
@@ -248,6 +288,29 @@ func (f *evalFlags) run(original string, list []evalSystem, documents []embed.Do
 	return nil, embedError(err)
 }
 
+// dropWhole returns list without the original read whole when no flag
+// named that system and the original (whose limit is lim) is not a
+// long-context model, or cannot read --max-tokens in one pass (then a
+// note says so on stderr).
+func (f *evalFlags) dropWhole(list []evalSystem, lim convert.Limit, original string) []evalSystem {
+	return slices.DeleteFunc(list, func(s evalSystem) bool {
+		if !s.auto {
+			return false
+		}
+		if lim.Tokens <= embed.LongContext {
+			return true
+		}
+		if lim.Tokens < f.maxTokens+2 {
+			if !f.quiet {
+				fmt.Fprintf(evalProgress, "note: system %s (%s read whole) not run: it reads at most %d tokens in one pass (%s), fewer than --max-tokens %d and [CLS], [SEP]; --max-tokens %d runs it\n",
+					s.name, original, lim.Tokens, lim.Source, f.maxTokens, lim.Tokens-2)
+			}
+			return true
+		}
+		return false
+	})
+}
+
 // open opens the encoder of system s for its pass: a long model must read
 // --max-tokens and [CLS], [SEP] in one pass.
 func (f *evalFlags) open(s evalSystem, so embed.Options, progress io.Writer) (embed.Encoder, error) {
@@ -255,9 +318,13 @@ func (f *evalFlags) open(s evalSystem, so embed.Options, progress io.Writer) (em
 	if err != nil {
 		return nil, embedError(err)
 	}
-	if e.Mode() == embed.Long && e.Limit() > 0 && e.Limit() < f.maxTokens+2 {
+	if lim := e.ContextLimit(); e.Mode() == embed.Long && lim.Tokens > 0 && lim.Tokens < f.maxTokens+2 {
 		e.Close()
-		return nil, cli.BadInput(fmt.Errorf("%s reads at most %d tokens in one pass, fewer than --max-tokens %d and [CLS], [SEP]; lower --max-tokens or convert it with a larger --max-length", s.path, e.Limit(), f.maxTokens))
+		hint := "lower --max-tokens"
+		if lim.Kind == convert.LimitTable {
+			hint += " or convert it with a larger --max-length"
+		}
+		return nil, cli.BadInput(fmt.Errorf("%s reads at most %d tokens in one pass (%s), fewer than --max-tokens %d and [CLS], [SEP]; %s", s.path, lim.Tokens, lim.Source, f.maxTokens, hint))
 	}
 	if progress != nil {
 		fmt.Fprintf(progress, "system %s: %s\n", s.name, e)
@@ -282,23 +349,38 @@ func (f *evalFlags) write(rep *embed.Report, stdout io.Writer) error {
 	if err != nil {
 		return cli.RuntimeFailure(err)
 	}
+	// One set: the two reports are both the old ones or both this run's,
+	// whatever fails or stops the write.
+	var set []fsutil.SetFile
 	for _, out := range []struct {
 		path string
 		data []byte
 	}{{f.jsonOut, js}, {f.mdOut, []byte(md)}} {
-		if out.path == "" {
-			continue
+		if out.path != "" {
+			set = append(set, fsutil.FileBytes(out.path, out.data))
 		}
-		if err := fsutil.WriteFileAtomic(out.path, out.data); err != nil {
-			return cli.RuntimeFailure(err)
-		}
+	}
+	if err := fsutil.WriteSet(set...); err != nil {
+		return cli.RuntimeFailure(err)
 	}
 	return nil
 }
 
+// outputs are the files the flags ask evaluate to write.
+func (f *evalFlags) outputs() []namedFile {
+	var outs []namedFile
+	for _, o := range []namedFile{{"--json-out", f.jsonOut}, {"--md-out", f.mdOut}} {
+		if o.path != "" {
+			outs = append(outs, o)
+		}
+	}
+	return outs
+}
+
 // parseEvalSystem reads NAME=MODEL[:MODE] or MODEL[:MODE]; the name
 // defaults to the model's file name without its extension, the mode to
-// auto (long for a model written by convert long, else chunk).
+// auto (long for a model written by convert long or whose own limit is
+// above 512 tokens, else chunk; see embed.Auto).
 func parseEvalSystem(arg string) (evalSystem, error) {
 	var s evalSystem
 	path := arg

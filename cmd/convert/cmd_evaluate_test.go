@@ -2,13 +2,17 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/linearize/linearize/embed"
+	"github.com/linearize/linearize/internal/fsutil"
+	"github.com/linearize/linearize/onnx"
 )
 
 // evalFixture copies the tiny BERT (128 positions) into a folder with a
@@ -152,5 +156,111 @@ func TestEvaluateCLI(t *testing.T) {
 		if stdout != "" || strings.Count(strings.TrimSuffix(stderr, "\n"), "\n") != 0 {
 			t.Errorf("%v: stdout %q, stderr %q; want nothing and a one-line message", c.args[1:], stdout, stderr)
 		}
+	}
+}
+
+// TestEvaluateRefusesNonFinite: a system whose vectors are not finite
+// (NaN weights) fails the evaluation with exit 3 naming the system and
+// the document, instead of ranking by NaN cosines; no report is written.
+func TestEvaluateRefusesNonFinite(t *testing.T) {
+	model, docs := evalFixture(t, 4)
+	m, err := onnx.Load(model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	poison(t, m, "encoder.layer.0.attention.self.query.bias", float32(math.NaN()))
+	bad := filepath.Join(filepath.Dir(model), "bad.onnx")
+	if err := onnx.Save(m, bad, onnx.SaveOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "r.json")
+	code, stdout, stderr := runCLI("evaluate", model, "bad="+bad+":chunk", "--docs", docs, "--backend", "native", "--max-tokens", "256",
+		"--buckets", "0,64,128,256", "--bootstrap", "10", "--json-out", out, "-q")
+	if code != exitRuntime || !strings.Contains(stderr, "system bad, document doc00.txt: ") || !strings.Contains(stderr, "NaN values") || stdout != "" {
+		t.Errorf("exit %d, stdout %q, stderr %q; want %d naming the system and the document", code, stdout, stderr, exitRuntime)
+	}
+	if _, err := os.Stat(out); err == nil {
+		t.Errorf("a failed evaluation wrote %s", out)
+	}
+}
+
+// TestEvaluateReportsAreOneSet: --json-out and --md-out are written as
+// one set: a failure between the two renames leaves both old reports.
+func TestEvaluateReportsAreOneSet(t *testing.T) {
+	model, docs := evalFixture(t, 4)
+	out := t.TempDir()
+	jsonPath, mdPath := filepath.Join(out, "r.json"), filepath.Join(out, "r.md")
+	os.WriteFile(jsonPath, []byte("old json"), 0o644)
+	os.WriteFile(mdPath, []byte("old md"), 0o644)
+	old := folderState(t, out)
+	args := []string{"evaluate", model, "--docs", docs, "--backend", "native", "--max-tokens", "256",
+		"--buckets", "0,128,256", "--bootstrap", "10", "--json-out", jsonPath, "--md-out", mdPath, "-q"}
+	defer func() { fsutil.CommitHook = nil }()
+	fsutil.CommitHook = func(step string, i int) error {
+		if step == "replace" && i == 1 {
+			return errors.New("disk full")
+		}
+		return nil
+	}
+	code, _, stderr := runCLI(args...)
+	if code != exitRuntime || !strings.Contains(stderr, "disk full") {
+		t.Errorf("exit %d, stderr %q; want %d", code, stderr, exitRuntime)
+	}
+	if now := folderState(t, out); !sameFolder(now, old) {
+		t.Errorf("a failure between the renames left %q (json %.20q)", keys(now), now["r.json"])
+	}
+	fsutil.CommitHook = nil
+	if code, _, stderr := runCLI(args...); code != exitOK {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if now := folderState(t, out); len(now) != 2 || !strings.HasPrefix(now["r.json"], "{") || !strings.Contains(now["r.md"], "| chunk |") {
+		t.Errorf("the reports: %q", keys(now))
+	}
+}
+
+// TestEvaluateNeverWritesOverAnInput: --json-out or --md-out naming an
+// input (the original, a NAME=MODEL, a --docs file, --jsonl), by its
+// path, a symlink or a hard link, or both naming one file, is refused
+// with exit 1 naming the flag and the file, before any work.
+func TestEvaluateNeverWritesOverAnInput(t *testing.T) {
+	model, docs := evalFixture(t, 4)
+	dir := filepath.Dir(model)
+	other := filepath.Join(dir, "other.onnx")
+	b, _ := os.ReadFile(model)
+	os.WriteFile(other, b, 0o644)
+	jsonl := filepath.Join(dir, "docs.jsonl")
+	os.WriteFile(jsonl, []byte(`{"id": 1, "text": "the river"}`+"\n"), 0o644)
+	link, hard := filepath.Join(dir, "link.json"), filepath.Join(dir, "hard.json")
+	if err := os.Symlink(model, link); err != nil {
+		t.Skip(err)
+	}
+	if err := os.Link(model, hard); err != nil {
+		t.Skip(err)
+	}
+	before, docsBefore := folderState(t, dir), folderState(t, docs)
+	doc := filepath.Join(docs, "doc00.txt")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--docs", docs, "--json-out", model}, "--json-out " + model + " is the input ORIGINAL " + model},
+		{[]string{"--docs", docs, "--md-out", model}, "--md-out " + model + " is the input ORIGINAL"},
+		{[]string{"--docs", docs, "x=" + other, "--md-out", other}, "--md-out " + other + " is the input model of system x " + other},
+		{[]string{"--docs", docs, "--json-out", link}, "--json-out " + link + " is the input ORIGINAL"},
+		{[]string{"--docs", docs, "--json-out", hard}, "--json-out " + hard + " is the input ORIGINAL"},
+		{[]string{"--docs", docs, "--md-out", doc}, "--md-out " + doc + " is the input --docs " + doc},
+		{[]string{"--jsonl", jsonl, "--json-out", jsonl}, "--json-out " + jsonl + " is the input --jsonl"},
+		{[]string{"--docs", docs, "--json-out", filepath.Join(dir, "r"), "--md-out", filepath.Join(dir, ".", "r")}, "are the same file"},
+	} {
+		code, stdout, stderr := runCLI(append([]string{"evaluate", model, "--backend", "native", "--max-tokens", "256", "--buckets", "0,128,256", "-q"}, c.args...)...)
+		if code != exitUsage || !strings.Contains(stderr, c.want) || stdout != "" {
+			t.Errorf("%v: exit %d, stdout %.40q, stderr %q; want %d and %q", c.args, code, stdout, stderr, exitUsage, c.want)
+		}
+	}
+	if now := folderState(t, dir); !sameFolder(now, before) {
+		t.Errorf("refused runs changed the model's folder: %q → %q", keys(before), keys(now))
+	}
+	if now := folderState(t, docs); !sameFolder(now, docsBefore) {
+		t.Errorf("refused runs changed the documents: %q → %q", keys(docsBefore), keys(now))
 	}
 }

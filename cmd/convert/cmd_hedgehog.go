@@ -116,8 +116,14 @@ func (tf *transferFlags) train(out *onnxpb.ModelProto, path string, seed uint64)
 	if err != nil {
 		return nil, cli.BadInput(err)
 	}
-	if limit, err := convert.PositionLimit(out); err == nil && limit > 0 && tf.seqLen > limit {
-		return nil, cli.UsageError("--seq-len %d exceeds the model's %d positions", tf.seqLen, limit)
+	limit, err := convert.ContextLimit(out, path)
+	if err != nil {
+		return nil, cli.BadInput(err)
+	}
+	if limit.Tokens > 0 && tf.seqLen > limit.Tokens {
+		// The model does not fit the flag: bad input, as for every
+		// command that reads more tokens than the model's limit.
+		return nil, cli.BadInput(fmt.Errorf("--seq-len %d exceeds the model's limit of %d tokens (%s)", tf.seqLen, limit.Tokens, limit.Source))
 	}
 	cal, err := finetune.DocumentWindows(tok, infer.GraphInputs(out), docs, tf.seqLen, tf.frame, tf.maxWindows)
 	if err != nil {

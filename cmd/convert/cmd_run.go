@@ -38,6 +38,29 @@ func runRun(args []string, stdout io.Writer) error {
 		return cli.RuntimeFailure(oneLine(err))
 	}
 	defer sess.Close()
+	// The files --out-dir will hold, vetted before the run: none may be
+	// an input (run --input x=out/y.npy --out-dir out, with an output y).
+	bases := map[string]string{}
+	if *outDir != "" {
+		used := map[string]bool{}
+		var files []namedFile
+		for _, v := range sess.Outputs() {
+			bases[v.Name] = outputFileName(v.Name, used)
+			for _, ext := range []string{".npy", ".pb"} {
+				files = append(files, namedFile{"--out-dir (output " + v.Name + ")", filepath.Join(*outDir, bases[v.Name]+ext)})
+			}
+		}
+		inputs := []namedFile{{"MODEL", path}, {"--vocab", ff.spec.Vocab}}
+		for name, p := range ff.spec.Inputs {
+			inputs = append(inputs, namedFile{"--input " + name, p})
+		}
+		for _, p := range ff.textFiles {
+			inputs = append(inputs, namedFile{"--text-file", p})
+		}
+		if err := checkNotInputs(files, inputs); err != nil {
+			return err
+		}
+	}
 	for _, v := range sess.Inputs() {
 		t := feed[v.Name]
 		fmt.Fprintf(stdout, "input  %s %s\n", v.Name, t)
@@ -51,14 +74,13 @@ func runRun(args []string, stdout io.Writer) error {
 			return cli.RuntimeFailure(fmt.Errorf("--out-dir: %v", err))
 		}
 	}
-	used := map[string]bool{}
 	for _, v := range sess.Outputs() {
 		t := outs[v.Name]
 		fmt.Fprintf(stdout, "output %s %s %s\n", v.Name, t, tensorStats(t))
 		if *outDir == "" {
 			continue
 		}
-		base := outputFileName(v.Name, used)
+		base := bases[v.Name]
 		if t.DType != onnx.BFloat16 { // numpy has no bfloat16
 			if err := onnx.WriteNPY(filepath.Join(*outDir, base+".npy"), t); err != nil {
 				return cli.RuntimeFailure(err)
@@ -70,6 +92,50 @@ func runRun(args []string, stdout io.Writer) error {
 	}
 	if *outDir != "" {
 		fmt.Fprintf(stdout, "wrote %d outputs to %s\n", len(sess.Outputs()), *outDir)
+	}
+	return nil
+}
+
+// namedFile is a file a command reads or writes and the flag or
+// argument that names it ("MODEL", "--jsonl", "-o").
+type namedFile struct{ flag, path string }
+
+// checkOutputs vets the files a command will write, before any work:
+// none may be an input or another output (checkNotInputs), and each
+// must be writable as -o is (onnx.CheckSavePath: its folder exists, it
+// is no directory; bad input otherwise).
+func checkOutputs(outputs, inputs []namedFile) error {
+	if err := checkNotInputs(outputs, inputs); err != nil {
+		return err
+	}
+	for _, o := range outputs {
+		if err := onnx.CheckSavePath(o.path, onnx.SaveOptions{}); err != nil {
+			return cli.BadInput(fmt.Errorf("%s: %s", o.flag, strings.TrimPrefix(err.Error(), "onnx: ")))
+		}
+	}
+	return nil
+}
+
+// checkNotInputs refuses (a usage error, as -o naming the input is) an
+// output that is the same file as an input or as another output: the
+// same path, or one file reached through a symlink or a hard link
+// (onnx.CheckSavePath's test, which -o of every conversion passes). An
+// input is never written over.
+func checkNotInputs(outputs, inputs []namedFile) error {
+	same := func(a, b string) bool {
+		return errors.Is(onnx.CheckSavePath(a, onnx.SaveOptions{Input: b}), onnx.ErrOverwriteInput)
+	}
+	for i, o := range outputs {
+		for _, in := range inputs {
+			if in.path != "" && same(o.path, in.path) {
+				return cli.UsageError("%s %s is the input %s %s (the same file): an input is never written over; choose another path", o.flag, o.path, in.flag, in.path)
+			}
+		}
+		for _, prev := range outputs[:i] {
+			if same(o.path, prev.path) {
+				return cli.UsageError("%s %s and %s %s are the same file: choose two paths", prev.flag, prev.path, o.flag, o.path)
+			}
+		}
 	}
 	return nil
 }

@@ -182,3 +182,29 @@ func TestOutputFileName(t *testing.T) {
 		}
 	}
 }
+
+// TestRunNeverWritesOverAnInput: --out-dir files that would replace an
+// input (--input NAME=out/OUTPUT.npy, the model) are refused with exit
+// 1 before the run, naming the output and the input; nothing changes.
+func TestRunNeverWritesOverAnInput(t *testing.T) {
+	model := filepath.Join("..", "..", "testdata", "bert-tiny.onnx")
+	out := t.TempDir()
+	ids := onnx.NewInt64([]int{1, 4}, []int64{2, 5, 6, 3})
+	in := filepath.Join(out, "last_hidden_state.npy") // the name of an output
+	if err := onnx.WriteNPY(in, ids); err != nil {
+		t.Fatal(err)
+	}
+	before := folderState(t, out)
+	code, stdout, stderr := runCLI("run", model, "--backend", "native", "--input", "input_ids="+in, "--random-inputs", "--seq-len", "4", "--out-dir", out)
+	want := "--out-dir (output last_hidden_state) " + in + " is the input --input input_ids " + in
+	if code != exitUsage || !strings.Contains(stderr, want) || stdout != "" {
+		t.Errorf("exit %d, stdout %q, stderr %q; want %d and %q", code, stdout, stderr, exitUsage, want)
+	}
+	if now := folderState(t, out); !sameFolder(now, before) {
+		t.Errorf("the refused run changed the folder: %q → %q", keys(before), keys(now))
+	}
+	// Elsewhere the same run writes its outputs.
+	if code, _, stderr := runCLI("run", model, "--backend", "native", "--input", "input_ids="+in, "--random-inputs", "--seq-len", "4", "--out-dir", t.TempDir()); code != exitOK {
+		t.Errorf("exit %d: %s", code, stderr)
+	}
+}

@@ -64,6 +64,15 @@ func runValidate(args []string, stdout io.Writer) error {
 		}
 	}
 	if !v.OK() {
+		nonFinite := 0
+		for _, c := range v.Checks {
+			if c.Diff.HasNonFinite() {
+				nonFinite++
+			}
+		}
+		if nonFinite > 0 {
+			return cli.RuntimeFailure(fmt.Errorf("%d of %d converted ops fail, %d of them with NaN or Inf outputs (non-finite: no agreement)", v.Failed(), len(v.Checks), nonFinite))
+		}
 		return cli.RuntimeFailure(fmt.Errorf("%d of %d converted ops fail (disagree beyond tolerance %g, or the estimator's guard decided more than %g of the rows)", v.Failed(), len(v.Checks), *tol, *guarded))
 	}
 	return nil

@@ -69,6 +69,13 @@ func TestBadInputExitCodes(t *testing.T) {
 		{[]string{"lara", model, "-o", out, "--sigma", "0"}, exitUsage, "--sigma"},
 		{[]string{"lara", model}, exitUsage, "-o OUT"},
 		{[]string{"lara", missing, "-o", out}, exitBadInput, "missing.onnx"},
+		// -o naming a file another flag reads: never written over.
+		{[]string{"performer", model, "-o", texts, "--calibration", texts}, exitUsage, "never written over"},
+		{[]string{"hedgehog", model, "-o", texts, "--calibration", texts}, exitUsage, "never written over"},
+		{[]string{"window", model}, exitUsage, "-o OUT"},
+		{[]string{"window", model, "-o", out, "--seed", "1"}, exitUsage, "seed"},  // nothing is sampled
+		{[]string{"window", model, "-o", out}, exitBadInput, "nothing converted"}, // no sliding-window block
+		{[]string{"window", missing, "-o", out}, exitBadInput, "missing.onnx"},
 		{[]string{"long", model, "-o", out, "--max-length", "64"}, exitUsage, "--max-length"},
 		{[]string{"long", model, "-o", out, "--window", "100"}, exitUsage, "--window"},
 		{[]string{"long", model, "-o", out, "--segments", "0"}, exitUsage, "segments"},

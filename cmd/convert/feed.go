@@ -36,8 +36,8 @@ func addFeedFlags(fs *flag.FlagSet) *feedFlags {
 	fs.BoolVar(&f.spec.Random, "random-inputs", false, "make seeded random values for every input not given with --input (not with --text)")
 	f.spec.Batch = infer.DefaultFeedBatch
 	fs.Var(&intFlag{&f.spec.Batch, 1}, "batch", "batch size `B` of random inputs")
-	fs.Var(&intFlag{&f.spec.SeqLen, 1}, "seq-len", "sequence length `L`, at most the model's position limit: texts are padded or truncated to it, random inputs take it (default: for texts the model's fixed length, else the longest text up to --max-len; for random inputs "+strconv.Itoa(infer.DefaultFeedSeqLen)+" or the limit if shorter)")
-	fs.Var(&intFlag{&f.spec.MaxLen, 2}, "max-len", "at most `N` tokens per text when --seq-len is not given (default: the model's position limit, the rows of its position table; "+strconv.Itoa(infer.DefaultFeedMaxLen)+" without one); a text still longer than the limit is refused")
+	fs.Var(&intFlag{&f.spec.SeqLen, 1}, "seq-len", "sequence length `L`, at most the model's limit: texts are padded or truncated to it, random inputs take it (default: for texts the model's fixed length, else the longest text up to --max-len; for random inputs "+strconv.Itoa(infer.DefaultFeedSeqLen)+" or the limit if shorter)")
+	fs.Var(&intFlag{&f.spec.MaxLen, 2}, "max-len", "at most `N` tokens per text when --seq-len is not given (default: the model's limit: the rows of its position table, else max_position_embeddings in the config.json beside it or its doc string; "+strconv.Itoa(infer.DefaultFeedMaxLen)+" without one); a text still longer than the limit is refused")
 	fs.Uint64Var(&f.spec.Seed, "seed", cli.DefaultSeed, "seed of the random inputs")
 	return f
 }
@@ -51,22 +51,32 @@ func (f *feedFlags) build(m *onnxpb.ModelProto, path string) (*infer.Feed, error
 
 // buildFor makes inputs that every model of ms (read from paths) runs:
 // the tokenizer is the first model's, the sequence length is bounded by
-// the shortest position limit among them (convert.PositionLimit), which
-// is also the default --max-len.
+// the shortest limit among them (convert.ContextLimit: the position
+// table, else max_position_embeddings in the config.json beside the
+// model, else its doc string), which is also the default --max-len. A
+// model with no known limit bounds nothing (--max-len then defaults to
+// 512). A malformed config.json is bad input.
 func (f *feedFlags) buildFor(ms []*onnxpb.ModelProto, paths []string) (*infer.Feed, error) {
 	s := f.spec
 	s.Texts, s.TextFiles = f.texts, f.textFiles
 	limitPath := paths[0]
+	var limit convert.Limit
 	for i, m := range ms {
 		// A model whose position table cannot be told (several
-		// candidates) sets no limit: the runtime says what it says.
-		if n, err := convert.PositionLimit(m); err == nil && n > 0 && (s.Limit == 0 || n < s.Limit) {
-			s.Limit, limitPath = n, paths[i]
+		// candidates) and that says no limit otherwise sets none: the
+		// runtime says what it says.
+		l, err := convert.ContextLimit(m, paths[i])
+		if err != nil {
+			return nil, cli.BadInput(err)
+		}
+		if l.Tokens > 0 && (limit.Tokens == 0 || l.Tokens < limit.Tokens) {
+			limit, limitPath = l, paths[i]
 		}
 	}
+	s.Limit = limit.Tokens
 	feed, err := s.Build(ms[0], paths[0])
 	if err != nil {
-		return nil, feedError(err, limitPath)
+		return nil, feedError(err, limitPath, limit)
 	}
 	if feedBuilt != nil {
 		if err := feedBuilt(feed); err != nil {
@@ -101,9 +111,14 @@ var feedFlagNames = map[string]string{
 }
 
 // feedError words a infer.FeedError in flags and gives it its exit code;
-// model is the model whose position limit an input exceeds (see
-// infer.ErrTooLong), named in that error with the commands that lift it.
-func feedError(err error, model string) error {
+// model is the model whose limit an input exceeds (see infer.ErrTooLong)
+// and limit where that limit comes from, named in that error (with the
+// commands that lift a position table's limit). A sequence longer than
+// the limit is bad input (exit 2) whether texts, an input file or
+// --seq-len ask for it: the model does not fit the flags
+// (docs/reliability.md), as embed and evaluate say of a --window or
+// --max-tokens beyond it.
+func feedError(err error, model string, limit convert.Limit) error {
 	var fe *infer.FeedError
 	if !errors.As(err, &fe) {
 		return cli.BadInput(err)
@@ -123,12 +138,25 @@ func feedError(err error, model string) error {
 		msg = fe.Message()
 	}
 	if errors.Is(err, infer.ErrTooLong) {
-		msg += fmt.Sprintf(" (%s's position table); convert long %s -o OUT --max-length N reads longer inputs (or convert extend-positions)", model, model)
+		msg += tooLongHint(model, limit)
+		return cli.BadInput(errors.New(msg))
 	}
 	if errors.Is(err, infer.ErrFeedValue) || errors.Is(err, infer.ErrFeedConflict) {
 		return &cli.ExitError{Code: cli.ExitUsage, Err: errors.New(msg)}
 	}
 	return cli.BadInput(errors.New(msg))
+}
+
+// tooLongHint ends the message of an input longer than the limit of
+// model: where the limit comes from and, for a position table, the
+// commands that make a model that reads longer inputs. A limit stated by
+// a configuration or a doc string is the length the model was trained
+// for; no command lifts it.
+func tooLongHint(model string, limit convert.Limit) string {
+	if limit.Kind == convert.LimitTable || limit.Kind == convert.LimitNone {
+		return fmt.Sprintf(" (%s's position table); convert long %s -o OUT --max-length N reads longer inputs (or convert extend-positions)", model, model)
+	}
+	return fmt.Sprintf(" (%s's limit, from %s)", model, limit.Source)
 }
 
 // inputsFlag collects repeated NAME=FILE values.

@@ -34,10 +34,11 @@ func words(n int) string {
 
 // TestFeedPositionLimit: every command that takes the input flags checks
 // the sequence length against the model's position table before running:
-// a --text longer than it (with a --max-len that lets it through) and an
-// --input file are bad input (exit 2), a --seq-len over it is a usage
-// error (exit 1, before anything is allocated); each message names the
-// model, the limit and the commands that read longer inputs.
+// a --text longer than it (with a --max-len that lets it through), an
+// --input file and a --seq-len over it are bad input (exit 2: the model
+// does not fit the flags; the --seq-len before anything is allocated);
+// each message names the model, the limit and the commands that read
+// longer inputs.
 func TestFeedPositionLimit(t *testing.T) {
 	path, dir := feedModel(t)
 	limit := positionLimit(t, path)
@@ -56,9 +57,9 @@ func TestFeedPositionLimit(t *testing.T) {
 	}{
 		{"--text", []string{"--text", words(n), "--max-len", "4096"}, exitBadInput, []string{"--text:", strconv.Itoa(n+2) + " tokens"}},
 		{"--text-file", []string{"--text-file", textFile, "--max-len", "4096"}, exitBadInput, []string{"--text-file:", strconv.Itoa(n+2) + " tokens"}},
-		{"--text --seq-len", []string{"--text", "the man", "--seq-len", strconv.Itoa(n)}, exitUsage, []string{"--seq-len:"}},
+		{"--text --seq-len", []string{"--text", "the man", "--seq-len", strconv.Itoa(n)}, exitBadInput, []string{"--seq-len:"}},
 		{"--input", []string{"--input", "input_ids=" + ids, "--random-inputs"}, exitBadInput, []string{"--input input_ids:", strconv.Itoa(n) + " tokens"}},
-		{"huge --seq-len", []string{"--random-inputs", "--seq-len", "268435456"}, exitUsage, []string{"--seq-len:", "268435456 tokens"}},
+		{"huge --seq-len", []string{"--random-inputs", "--seq-len", "268435456"}, exitBadInput, []string{"--seq-len:", "268435456 tokens"}},
 	}
 	for _, c := range cases {
 		for name, pre := range feedCommands(path, dir) {

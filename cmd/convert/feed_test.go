@@ -165,7 +165,7 @@ func TestFeedUsageDocumented(t *testing.T) {
 			}
 			blocks = append(blocks, block)
 		})
-		for _, want := range []string{"(default 1)", "(default: the model's position limit", "; 512 without one)", "for random inputs 16"} {
+		for _, want := range []string{"(default 1)", "(default: the model's limit: the rows of its position table, else max_position_embeddings in the config.json beside it", "; 512 without one)", "for random inputs 16"} {
 			if !strings.Contains(out, want) {
 				t.Errorf("%s --help lacks %q", name, want)
 			}

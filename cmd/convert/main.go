@@ -54,7 +54,7 @@ var commands = []*cli.Command{
 		Summary: "embed texts or documents, one vector each with the model's own pooling; long ones truncated, chunked or read whole"},
 	{Name: "evaluate", Usage: "ORIGINAL [NAME=MODEL[:MODE] ...] (--docs DIR | --jsonl F) [flags]", Run: runEvaluate,
 		Summary: "long-document retrieval test: passages taken out of long documents, by position bucket, retrieved by the original model " +
-			"truncated and chunked and by other models; MRR, recall@1, bootstrap intervals, time and memory"},
+			"truncated and chunked (and read whole, when its own limit is longer than 512 tokens) and by other models; MRR, recall@1, bootstrap intervals, time and memory"},
 	{Name: "bench", Usage: "MODEL [flags]", Run: runBench,
 		Summary: "time and measure peak memory of the original, Performer, Linformer and local+pooled forms of a model over sequence lengths, beside any baseline models"},
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"os"
 
 	"github.com/linearize/linearize/cmd/internal/cli"
 	"github.com/linearize/linearize/cmd/internal/cliutil"
@@ -91,6 +92,20 @@ func loadForRewrite(fs *flag.FlagSet, f *rewriteFlags, args []string, stdout io.
 		return nil, "", nil, err
 	}
 	if err := cli.CheckOutput(path, f.out, f.overwrite); err != nil {
+		return nil, "", nil, err
+	}
+	// The files the other flags read (--calibration, --vocab, ...) are
+	// inputs too: -o never writes over one of them.
+	var others []namedFile
+	fs.Visit(func(fl *flag.Flag) {
+		if fl.Name == "o" {
+			return
+		}
+		if st, err := os.Stat(fl.Value.String()); err == nil && st.Mode().IsRegular() {
+			others = append(others, namedFile{"--" + fl.Name, fl.Value.String()})
+		}
+	})
+	if err := checkNotInputs([]namedFile{{"-o", f.out}}, others); err != nil {
 		return nil, "", nil, err
 	}
 	m, err := onnx.Load(path)

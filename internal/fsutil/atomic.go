@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 )
 
 // WriteFileAtomic writes data to a temporary file beside path and renames it
@@ -47,6 +48,24 @@ var temps = struct {
 // handler calls AbortWrites to remove the temporary files of writes in
 // progress before the process exits.
 func WriteAtomic(path string, fill func(io.Writer) error) error {
+	return awaitExit(writeAtomic(path, fill))
+}
+
+// abortGrace is how long a write that AbortWrites stopped waits before
+// it returns ErrAborted: the signal handler that called AbortWrites ends
+// the process meanwhile, with the signal's exit code rather than the
+// write error's (tests shorten it).
+var abortGrace = 2 * time.Second
+
+// awaitExit returns err, after abortGrace when it is ErrAborted.
+func awaitExit(err error) error {
+	if errors.Is(err, ErrAborted) {
+		time.Sleep(abortGrace)
+	}
+	return err
+}
+
+func writeAtomic(path string, fill func(io.Writer) error) error {
 	RemoveStaleTemps(path)
 	f, err := createTemp(path)
 	if err != nil {
@@ -116,9 +135,12 @@ func createTemp(path string) (*os.File, error) {
 
 // AbortWrites removes the temporary file of every write in progress and
 // makes every write fail from then on (ErrAborted), so that none renames a
-// file into place or leaves one behind. A signal handler calls it just
-// before the process exits. It returns the paths it removed.
+// file into place or leaves one behind. A WriteSet commit in progress
+// rolls back to the old files first (AbortWrites waits for it). A signal
+// handler calls it just before the process exits. It returns the paths
+// it removed.
 func AbortWrites() []string {
+	abortRequested.Store(true) // a WriteSet commit rolls back, then unlocks
 	temps.Lock()
 	defer temps.Unlock()
 	temps.aborted = true
@@ -160,26 +182,32 @@ var hostTag = sync.OnceValue(func() string {
 
 // RemoveStaleTemps removes the temporary files of path (named as
 // TempName names them) that were left by processes of this host that no
-// longer run, and returns their paths. It never touches the file of a
-// live process (this one included), of another host, or a file whose
-// name does not carry a PID (as earlier versions named them: nothing
-// tells whether their writer still runs). Errors are ignored: the write
-// that calls it goes on either way.
+// longer run, and returns their paths. Before that it completes the
+// WriteSet commits such processes left unfinished in path's folder and
+// removes the old files they set aside (see WriteSet). It
+// never touches the file of a live process (this one included), of
+// another host, or a file whose name does not carry a PID (as earlier
+// versions named them: nothing tells whether their writer still runs).
+// Errors are ignored: the write that calls it goes on either way.
 func RemoveStaleTemps(path string) []string {
 	dir := filepath.Dir(path)
+	recoverSets(dir) // before its temporary files and backups are judged
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return nil
 	}
-	prefix := "." + filepath.Base(path) + ".tmp-"
 	var removed []string
 	for _, e := range entries {
 		name := e.Name()
-		if !strings.HasPrefix(name, prefix) || !e.Type().IsRegular() {
+		if !e.Type().IsRegular() {
+			continue
+		}
+		prefix := "." + filepath.Base(path) + ".tmp-"
+		if !strings.HasPrefix(name, prefix) {
 			continue
 		}
 		pid, host, ok := parseOwner(name[len(prefix):])
-		if !ok || host != hostTag() || pid == os.Getpid() || processAlive(pid) {
+		if !ok || !ownerGone(pid, host) {
 			continue
 		}
 		p := filepath.Join(dir, name)

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 )
 
 // deadPID returns the PID of a process that has ended (and been reaped).
@@ -91,7 +92,10 @@ func TestAbortWrites(t *testing.T) {
 		temps.Lock()
 		temps.aborted = false
 		temps.Unlock()
+		abortRequested.Store(false)
+		abortGrace = 2 * time.Second
 	}()
+	abortGrace = 0
 	dir := t.TempDir()
 	p := filepath.Join(dir, "out.onnx")
 	reached := make(chan string)
