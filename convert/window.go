@@ -82,8 +82,7 @@ type bandSplit struct {
 	// ≤ maskThreshold outside).
 	additive []string
 	// key is the per-key part as a bias term for coreBias, if any.
-	key    *biasTerm
-	window Window
+	key *biasTerm
 	// alibi are the slopes m_h of an additive −m_h·|i − j| found among
 	// the length-only values (probeBand), nil if none.
 	alibi []float32

@@ -107,13 +107,13 @@ func TestWriteSet(t *testing.T) {
 			t.Errorf("missing=%v: %v, want %v", missing, got, want)
 		}
 	}
-	paths, old, files := setFixture(t, false, false)
+	paths, _, files := setFixture(t, false, false)
 	if err := WriteSet(files[0], files[0]); err == nil || !strings.Contains(err.Error(), "named twice") {
 		t.Errorf("a path named twice: %v", err)
 	}
 	sub := filepath.Join(filepath.Dir(paths[0]), "sub")
 	os.Mkdir(sub, 0o755)
-	old = readSet(t, paths)
+	old := readSet(t, paths)
 	if err := WriteSet(files[0], FileBytes(sub, nil)); err == nil || !strings.Contains(err.Error(), "is a directory") {
 		t.Errorf("a directory: %v", err)
 	}
