@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"sort"
 
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
@@ -317,21 +316,8 @@ func BERT(cfg Config) (*onnxpb.ModelProto, error) {
 	pd := dense("/pooler/dense", first, pw, pb)
 	g.nodeOut("Tanh", "/pooler/activation/Tanh", []string{pd}, []string{"pooler_output"})
 
-	if w.err != nil {
-		return nil, w.err
-	}
-	if g.err != nil {
-		return nil, g.err
-	}
-	var unused []string
-	for name := range cfg.Weights {
-		if !w.used[name] {
-			unused = append(unused, name)
-		}
-	}
-	if len(unused) > 0 {
-		sort.Strings(unused)
-		return nil, fmt.Errorf("models: %d supplied weights are not BERT parameters, e.g. %q", len(unused), unused[0])
+	if err := w.done(g, "BERT"); err != nil {
+		return nil, err
 	}
 
 	batchSeq := []onnx.Dim{{Value: -1, Param: "batch_size"}, {Value: -1, Param: "sequence_length"}}

@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"sort"
 	"strconv"
 
 	"github.com/linearize/linearize/onnx"
@@ -169,6 +170,28 @@ type weights struct {
 	given map[string]*onnx.Tensor
 	used  map[string]bool
 	err   error
+}
+
+// done returns the first error of the build, or an error naming a
+// supplied weight that no parameter of family took.
+func (w *weights) done(g *graph, family string) error {
+	if w.err != nil {
+		return w.err
+	}
+	if g.err != nil {
+		return g.err
+	}
+	var unused []string
+	for name := range w.given {
+		if !w.used[name] {
+			unused = append(unused, name)
+		}
+	}
+	if len(unused) > 0 {
+		sort.Strings(unused)
+		return fmt.Errorf("models: %d supplied weights are not %s parameters, e.g. %q", len(unused), family, unused[0])
+	}
+	return nil
 }
 
 func (w *weights) fail(err error) {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"sort"
 
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
@@ -505,21 +504,8 @@ func ModernBERT(cfg ModernBERTConfig) (*onnxpb.ModelProto, error) {
 	}
 	newScope(g, "/final_norm/").layerNorm(h, norm("final_norm.weight"), hidden, eps, "last_hidden_state")
 
-	if w.err != nil {
-		return nil, w.err
-	}
-	if g.err != nil {
-		return nil, g.err
-	}
-	var unused []string
-	for name := range cfg.Weights {
-		if !w.used[name] {
-			unused = append(unused, name)
-		}
-	}
-	if len(unused) > 0 {
-		sort.Strings(unused)
-		return nil, fmt.Errorf("models: %d supplied weights are not ModernBERT parameters, e.g. %q", len(unused), unused[0])
+	if err := w.done(g, "ModernBERT"); err != nil {
+		return nil, err
 	}
 
 	batchSeq := []onnx.Dim{{Value: -1, Param: "batch_size"}, {Value: -1, Param: "sequence_length"}}
