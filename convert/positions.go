@@ -398,6 +398,10 @@ func positionSource(ix *onnx.Index, v string, depth int) (string, string) {
 			return positionSource(ix, p.Input[0], depth+1)
 		}
 	case "Cast", "Unsqueeze", "Squeeze", "Reshape", "Expand", "Identity", "Add", "Mul", "Tile":
+		if p.GetOpType() == "Mul" && mulByZero(ix, p) {
+			// position_ids·0 (GTE's token_type_ids): zeros, no positions.
+			return "", ""
+		}
 		for _, in := range p.Input {
 			if in == "" {
 				continue
@@ -566,4 +570,27 @@ func positionLimit(ix *onnx.Index) (*posTable, int, int, error) {
 		limit -= 2
 	}
 	return pt, rows, limit, nil
+}
+
+// mulByZero reports whether Mul p has a constant input whose values are
+// all zero.
+func mulByZero(ix *onnx.Index, p *onnxpb.NodeProto) bool {
+	for _, in := range p.Input {
+		t, ok := ix.Constant(in)
+		if !ok {
+			continue
+		}
+		v, err := t.AsFloat64s()
+		if err != nil || len(v) == 0 {
+			continue
+		}
+		zero := true
+		for _, x := range v {
+			zero = zero && x == 0
+		}
+		if zero {
+			return true
+		}
+	}
+	return false
 }

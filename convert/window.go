@@ -56,12 +56,11 @@ const BiasWindow BiasKind = "window"
 // (jina-embeddings-v2), which local-pooled converts keeping the bias.
 const BiasAlibi BiasKind = "alibi"
 
-// Probe lengths for reading a band: the first at which the band is
-// narrower than half the length is verified at that length plus
-// bandProbeStep.
-var bandProbeLengths = []int{129, 513, 2049}
-
-const bandProbeStep = 37
+// Probe lengths for reading a band, in pairs: the first length at which
+// the band is narrower than half the length is verified at the second.
+// The short pair reads narrow bands and ALiBi in models whose graph runs
+// only up to a short length (a position or ALiBi buffer sliced to S).
+var bandProbePairs = [][2]int{{17, 23}, {129, 166}, {513, 550}, {2049, 2086}}
 
 // maxProbeElems bounds any tensor the probe evaluates (a band mask is
 // S² booleans; the values it depends on are the model's first layers at
@@ -315,9 +314,13 @@ func (mt *matcher) probeBand(sp *bandSplit) (w Window, banded, ok bool) {
 		sp.alibi = slopes
 		return w, masked, true
 	}
-	for i, s := range bandProbeLengths {
+	for i, pair := range bandProbePairs {
+		s := pair[0]
 		keep, slopes, ok := mt.bandKeep(sp, s)
 		if !ok {
+			if i == 0 {
+				continue // the graph may not run this short (a fixed minimum)
+			}
 			return Window{}, false, false
 		}
 		w, masked, ok := readBand(keep, s)
@@ -325,10 +328,10 @@ func (mt *matcher) probeBand(sp *bandSplit) (w Window, banded, ok bool) {
 			return Window{}, false, false
 		}
 		wide := !masked || 2*max(w.Left, w.Right) >= s
-		if wide && (slopes == nil || i+1 < len(bandProbeLengths) && masked) {
+		if wide && (slopes == nil || i+1 < len(bandProbePairs) && masked) {
 			continue // wider than this probe: try a longer one
 		}
-		s2 := s + bandProbeStep
+		s2 := pair[1]
 		keep2, slopes2, ok := mt.bandKeep(sp, s2)
 		if !ok || !slices.Equal(slopes, slopes2) {
 			return Window{}, false, false
