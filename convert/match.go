@@ -48,6 +48,22 @@ type biasTerm struct {
 	// [B,1,1,S] (liftRanks): 1 to 3 for single-head scores [B,Sq,Sk], 3
 	// for a mask [B,1,S] on [B,H,S,S] scores; 0 when it is rank 4.
 	keyRank int
+	// view: the rank of the scores the term is added to when a reshape
+	// of the scores was passed before it (state.view), 0 if none was.
+	view int
+}
+
+// foldedTerm reports whether bias term bt of folded core c is added to
+// the folded scores [B·H,Sq,Sk] (classifyFolded reads it), not to a
+// [B,H,Sq,Sk] view of them.
+func (c *coreMatch) foldedTerm(bt *biasTerm) bool {
+	switch {
+	case bt.view != 0:
+		return bt.view == 3
+	case c.first != 0:
+		return c.first == 3 // the softmax's scores
+	}
+	return true
 }
 
 // maskThreshold: the linear-attention ops treat a key whose bias is at or
@@ -81,8 +97,11 @@ type coreMatch struct {
 	form       []string
 	shapeUses  []*onnxpb.NodeProto
 	// folded: Q, K, V and the scores hold the heads folded into the
-	// batch, [B·H,S,D] (DeBERTa's bmm, torch's multi_head_attention).
+	// batch, [B·H,S,D] (DeBERTa's bmm, torch's multi_head_attention);
+	// first: the rank of the softmax's scores when a reshape of the
+	// scores makes them (state.first), 0 if none does.
 	folded bool
+	first  int
 	// single: one head and no head axis, Q, K, V [B,S,D] as projected
 	// (singlehead.go).
 	single bool
@@ -96,6 +115,10 @@ type state struct {
 	// folded: the walk passed a reshape between [B,H,S,S] and the
 	// [B·H,S,S] of a batched product (heads folded into the batch).
 	folded bool
+	// view: the rank of the scores below the last reshape of the scores
+	// the walk passed (3: folded, 4: viewed [B,H,S,S]), 0 before any;
+	// first: the rank the first one reshapes to (the softmax's).
+	view, first int
 }
 
 func (s state) with(n *onnxpb.NodeProto) state {
@@ -372,6 +395,14 @@ func (mt *matcher) checkLayout(name, v string, perm []int) (msg string, kperms [
 			return "", nil, forms
 		case "QuantizeLinear", "DequantizeLinear":
 			// A QDQ pair (quantize_static) keeps the layout.
+			v = inp(n, 0)
+			continue
+		case "Concat":
+			// torch.cat of one tensor (a TorchScript export's cache
+			// update with no past) passes it on.
+			if len(n.Input) != 1 {
+				return "", nil, forms
+			}
 			v = inp(n, 0)
 			continue
 		case "Reshape":

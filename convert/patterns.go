@@ -3,6 +3,7 @@ package convert
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/linearize/linearize/internal/graphfacts"
@@ -73,7 +74,7 @@ var scoreForms = []scoreForm{
 				continue
 			}
 			s2 := st.with(n)
-			s2.biases = append(append([]biasTerm{}, st.biases...), biasTerm{node: n, value: inp(n, 1-i), factor: st.scale})
+			s2.biases = append(append([]biasTerm{}, st.biases...), biasTerm{node: n, value: inp(n, 1-i), factor: st.scale, view: st.view})
 			rs = append(rs, reading{inp(n, i), s2})
 		}
 		return rs, ""
@@ -97,7 +98,7 @@ var scoreForms = []scoreForm{
 			return nil, "" // sub-const
 		}
 		s2 := st.with(n)
-		s2.biases = append(append([]biasTerm{}, st.biases...), biasTerm{node: n, value: inp(n, 1), factor: -st.scale})
+		s2.biases = append(append([]biasTerm{}, st.biases...), biasTerm{node: n, value: inp(n, 1), factor: -st.scale, view: st.view})
 		return []reading{{inp(n, 0), s2}}, ""
 	}},
 	// Where(cond, scores, fill) with a condition true (or false)
@@ -133,7 +134,7 @@ var scoreForms = []scoreForm{
 				continue
 			}
 			s2 := st.with(n)
-			s2.biases = append(append([]biasTerm{}, st.biases...), biasTerm{node: n, value: inp(n, 0), factor: st.scale, where: true, fill: fill, scoresOnTrue: i == 1})
+			s2.biases = append(append([]biasTerm{}, st.biases...), biasTerm{node: n, value: inp(n, 0), factor: st.scale, where: true, fill: fill, scoresOnTrue: i == 1, view: st.view})
 			rs = append(rs, reading{inp(n, i), s2})
 		}
 		if len(rs) == 0 {
@@ -176,13 +177,37 @@ var scoreForms = []scoreForm{
 	// batch below this reshape.
 	{"Reshape", formFolded, func(mt *matcher, n *onnxpb.NodeProto, st state) ([]reading, string) {
 		if len(mt.ShapeValue(inp(n, 1))) != 4 {
-			return nil, fmt.Sprintf("Reshape %s of the scores is not to [B,H,S,S]", nodeName(n))
+			if len(mt.ShapeValue(inp(n, 1))) == 3 {
+				return nil, "" // the next form's
+			}
+			return nil, fmt.Sprintf("Reshape %s of the scores is not to [B,H,S,S] or [B·H,S,S]", nodeName(n))
 		}
 		if d := mt.Dims(inp(n, 0)); d != nil && len(d) != 3 {
 			return nil, fmt.Sprintf("Reshape %s of the scores is from rank %d, not [B·H,S,S]", nodeName(n), len(d))
 		}
 		s2 := st.with(n)
-		s2.folded = true
+		s2.folded, s2.view = true, 3
+		if s2.first == 0 {
+			s2.first = 4
+		}
+		return []reading{{inp(n, 0), s2}}, ""
+	}},
+	// The scores viewed [B,H,S,S] for the mask and folded back to
+	// [B·H,S,S] for the softmax (fairseq's MultiheadAttention:
+	// w.view(B,H,T,S).masked_fill(...).view(B·H,T,S)): below this
+	// reshape the terms are added to the [B,H,S,S] view.
+	{"Reshape", formFolded, func(mt *matcher, n *onnxpb.NodeProto, st state) ([]reading, string) {
+		if len(mt.ShapeValue(inp(n, 1))) != 3 {
+			return nil, ""
+		}
+		if d := mt.Dims(inp(n, 0)); len(d) != 4 {
+			return nil, fmt.Sprintf("Reshape %s of the scores to rank 3 is not from [B,H,S,S]", nodeName(n))
+		}
+		s2 := st.with(n)
+		s2.folded, s2.view = true, 4
+		if s2.first == 0 {
+			s2.first = 3
+		}
 		return []reading{{inp(n, 0), s2}}, ""
 	}},
 	// DequantizeLinear(QuantizeLinear(scores)): the QDQ pair
@@ -216,7 +241,7 @@ var productForms = []productForm{
 	// operand (pre-scaled Q, the split √scale of SDPA exports) are part
 	// of the score scale.
 	{"MatMul", func(mt *matcher, n *onnxpb.NodeProto, st state) (*coreMatch, string) {
-		c := &coreMatch{qk: n, scale: st.scale, folded: st.folded}
+		c := &coreMatch{qk: n, scale: st.scale, folded: st.folded, first: st.first}
 		q, sq, qn := mt.stripScale(inp(n, 0))
 		k, sk, kn := mt.stripScale(inp(n, 1))
 		c.q, c.k = q, k
@@ -519,6 +544,7 @@ var coreChecks = []coreCheck{
 	{"self-attention", checkSelfAttention},
 	{"past-state", checkPastState},
 	{"one-key-bias", checkOneKeyBias},
+	{"folded-output", checkFoldedOutput},
 }
 
 // finish runs the core checks and returns the block, or why the
@@ -596,9 +622,10 @@ func checkLayouts(mt *matcher, c *coreMatch, b *Block) string {
 const formFolded = "folded-heads"
 
 // checkFolded: a product of rank-3 operands [B·H,S,D] (the heads folded
-// into the batch, as DeBERTa's bmm and torch's multi_head_attention_forward
-// write it) is found, and refused: the ops take [B,H,S,D] operands and the
-// rewrite does not unfold the heads.
+// into the batch, as DeBERTa's bmm, BLOOM, fairseq and torch's
+// multi_head_attention_forward write it) is found; K is read from Kᵀ
+// [B·H,D,S]. Its terms added to the folded scores are read by
+// classifyFolded, and checkFoldedOutput decides whether it converts.
 func checkFolded(mt *matcher, c *coreMatch, b *Block) string {
 	if mt.singleHead(c) {
 		c.single = true
@@ -622,9 +649,85 @@ func checkFolded(mt *matcher, c *coreMatch, b *Block) string {
 		}
 	}
 	c.form = append(c.form, formFolded)
-	b.Convertible = false
-	b.Reason = "heads folded into the batch ([B·H,S,D] operands of a batched MatMul): the linear-attention ops take [B,H,S,D] and the rewrite does not unfold them"
+	if c.qk.GetOpType() == "MatMul" {
+		c.kPerm = []int{0, 2, 1} // Kᵀ [B·H,D,S] → [B·H,S,D]
+	}
 	return ""
+}
+
+// reasonFolded refuses a folded core whose output is not unfolded.
+const reasonFolded = "heads folded into the batch ([B·H,S,D] operands of a batched MatMul) and the output [B·H,S,Dv] not unfolded by a reshape to [B,H,S,Dv] or a transpose to [S,B·H,Dv] that a reshape reads: the linear-attention ops take and give [B,H,S,D]"
+
+// checkFoldedOutput: a convertible core whose heads are folded into the
+// batch is rewritten as the op over the unfolded operands (liftRanks
+// views [B·H,S,D] as [B,H,S,D]); its output [B,H,S,Dv] replaces the node
+// that unfolds the product's [B·H,S,Dv] (unfoldedOutput), which joins
+// the core. A core whose output is not unfolded so is refused.
+func checkFoldedOutput(mt *matcher, c *coreMatch, b *Block) string {
+	if !c.folded || !b.Convertible {
+		return ""
+	}
+	ext, perm := mt.unfoldedOutput(c, b)
+	if ext == nil {
+		b.Convertible, b.Reason = false, reasonFolded
+		return ""
+	}
+	c.nodes = append(c.nodes, c.av)
+	c.av, c.outPerm = ext, perm
+	b.Output = ext.Output[0]
+	b.Nodes = append(b.Nodes, nodeName(ext))
+	return ""
+}
+
+// unfoldedOutput returns the one consumer of a folded core's product
+// [B·H,Sq,Dv] that unfolds it, and the perm that takes the op's
+// [B,H,Sq,Dv] to that consumer's output: a Reshape to [B,H,Sq,Dv]
+// (DeBERTa's, BLOOM's context.view(B,H,S,D)), nil perm; or the Transpose
+// [1,0,2] to [Sq,B·H,Dv] of torch's multi_head_attention_forward and
+// fairseq, read only by Reshapes (which see the same elements in
+// [Sq,B,H,Dv]), perm [2,0,1,3]. nil when there is none.
+func (mt *matcher) unfoldedOutput(c *coreMatch, b *Block) (*onnxpb.NodeProto, []int) {
+	o := c.av.Output[0]
+	cs := mt.Ix.Consumers[o]
+	if mt.Ix.GraphOutputs[o] || len(cs) != 1 || !defaultDomain(cs[0]) || len(cs[0].Output) != 1 || mt.Ix.GraphOutputs[cs[0].Output[0]] {
+		return nil, nil
+	}
+	n := cs[0]
+	switch n.GetOpType() {
+	case "Reshape":
+		s, d := mt.ShapeValue(inp(n, 1)), mt.Dims(n.Output[0])
+		if len(s) == 4 && len(d) == 4 && d[1] == int64(b.Heads) && (d[3] < 0 || d[3] == mt.valueWidth(c)) {
+			return n, nil
+		}
+	case "Transpose":
+		p := onnx.AttrInts(n, "perm")
+		if len(p) != 3 || p[0] != 1 || p[1] != 0 || p[2] != 2 {
+			return nil, nil
+		}
+		users := mt.Ix.Consumers[n.Output[0]]
+		if len(users) == 0 {
+			return nil, nil
+		}
+		for _, u := range users {
+			if u.GetOpType() != "Reshape" || !defaultDomain(u) || inp(u, 0) != n.Output[0] {
+				return nil, nil
+			}
+			s := mt.ShapeValue(inp(u, 1))
+			if s == nil || slices.Contains(s, 0) {
+				return nil, nil // a 0 would copy an axis of the rank-4 value
+			}
+		}
+		return n, []int{2, 0, 1, 3}
+	}
+	return nil, nil
+}
+
+// valueWidth is V's head size of a folded core ([B·H,S,Dv]), −1 unknown.
+func (mt *matcher) valueWidth(c *coreMatch) int64 {
+	if d := mt.Dims(c.v); len(d) == 3 && d[2] > 0 {
+		return d[2]
+	}
+	return -1
 }
 
 // checkScale: the score scale is every factor on the path, including one
@@ -844,9 +947,12 @@ func checkBias(mt *matcher, c *coreMatch, b *Block) string {
 		// A mask quantized and dequantized (quantize_static's QDQ pair)
 		// is read, and rebuilt by the rewrite, as the float mask.
 		bt.value = mt.FloatSource(bt.value)
-		if c.single {
+		switch {
+		case c.single:
 			bt.kind, bt.keyValue = mt.classifySingle(bt)
-		} else {
+		case c.folded && c.foldedTerm(bt):
+			bt.kind, bt.keyValue = mt.classifyFolded(bt)
+		default:
 			bt.kind, bt.keyValue = mt.classifyBias(bt)
 		}
 		if bt.kind == BiasPerKey && bt.keyRank == 3 && !c.single {
@@ -886,6 +992,15 @@ func checkBias(mt *matcher, c *coreMatch, b *Block) string {
 		b.causalOnly = b.Convertible // the causal Performer may take it (causal.go)
 		b.Convertible = false
 		b.Reason = reasonCausalMask
+		for _, bt := range c.biases {
+			if bt.kind == BiasPerQueryKey {
+				// A causal mask and a bias by query and key position
+				// (ALiBi): the causal Performer cannot take it either.
+				b.causalOnly = false
+				b.Reason = reasonCausalMask + "; also " + mt.queryKeyReason(c) + "bias depends on query and key position; only a per-key bias [B,1,1,S] is exact under linear attention"
+				break
+			}
+		}
 	case BiasPerQueryKey:
 		b.Convertible = false
 		b.Reason = "bias depends on query and key position; only a per-key bias [B,1,1,S] is exact under linear attention"
@@ -1076,9 +1191,49 @@ var queryKeyBiases = []queryKeyBias{
 				mt.biasReaches(inp(n, 1), func(r *onnxpb.NodeProto) bool { return r.GetOpType() == "Range" })
 		})
 	}, "relative position bias (a learned bias per relative-distance bucket, looked up from query and key positions): "},
+	// ALiBi (BLOOM, MPT, Falcon): per-head slopes m_h (a constant of
+	// several values) times token positions (a Range, or the cumulative
+	// sum of the padding mask), added to the scores: with the causal
+	// mask the softmax sees −m_h·(i−j).
+	{"alibi", func(mt *matcher, v string) bool {
+		return mt.biasReaches(v, func(n *onnxpb.NodeProto) bool {
+			if n.GetOpType() != "Mul" {
+				return false
+			}
+			for i := 0; i < 2; i++ {
+				if mt.slopes(inp(n, i)) && mt.biasReaches(inp(n, 1-i), func(p *onnxpb.NodeProto) bool {
+					return p.GetOpType() == "Range" || p.GetOpType() == "CumSum"
+				}) {
+					return true
+				}
+			}
+			return false
+		})
+	}, "ALiBi (attention with linear biases: a per-head linear distance bias −m_h·|i−j|, slopes m_h times token positions, added to the scores): "},
 	// ModernBERT's local layers: a band mask |i−j| ≤ w.
 	{"sliding-window", (*matcher).slidingWindow,
 		"sliding-window (local) attention: each query sees only the keys within a band |i−j| ≤ w of it; "},
+}
+
+// slopes reports whether v is a constant of several distinct positive
+// values (ALiBi's per-head slopes, 2^(−8h/H)).
+func (mt *matcher) slopes(v string) bool {
+	t, ok := constant(mt.Ix, v)
+	if !ok || t.Len() < 2 || t.Len() > 1024 {
+		return false
+	}
+	vals, err := t.AsFloat64s()
+	if err != nil {
+		return false
+	}
+	distinct := map[float64]bool{}
+	for _, x := range vals {
+		if !(x > 0) || math.IsInf(x, 0) {
+			return false
+		}
+		distinct[x] = true
+	}
+	return len(distinct) > 1
 }
 
 // queryKeyReason returns the text of the first queryKeyBiases row a
@@ -1152,11 +1307,11 @@ var biasForms = []biasForm{
 	{"causal", true, readCausal},
 	// DistilBERT: Where(Expand(Reshape(mask == 0)), min, scores): the
 	// Expand's input holds the per-key condition.
+	// XLM (TorchScript) casts the expanded condition to bool:
+	// Where(Cast(Expand(Reshape(mask == 0))), min, scores).
 	{"expanded-condition", true, func(mt *matcher, bt *biasTerm) (BiasKind, string, bool) {
-		if n := mt.Ix.Producer[bt.value]; n != nil && n.GetOpType() == "Expand" && defaultDomain(n) {
-			if x := inp(n, 0); mt.isPerKey(x) {
-				return BiasPerKey, x, true
-			}
+		if x := mt.unexpanded(bt.value, true); x != "" && mt.isPerKey(x) {
+			return BiasPerKey, x, true
 		}
 		return "", "", false
 	}},
@@ -1170,10 +1325,8 @@ var biasForms = []biasForm{
 	// Expand to [B,H,S,S]): the unexpanded value is the key bias, so the
 	// rewrite does not keep the scores alive for their shape.
 	{"expanded-per-key", false, func(mt *matcher, bt *biasTerm) (BiasKind, string, bool) {
-		if n := mt.Ix.Producer[bt.value]; n != nil && n.GetOpType() == "Expand" && defaultDomain(n) {
-			if x := inp(n, 0); mt.isPerKey(x) {
-				return BiasPerKey, x, true
-			}
+		if x := mt.unexpanded(bt.value, false); x != "" && mt.isPerKey(x) {
+			return BiasPerKey, x, true
 		}
 		return "", "", false
 	}},
@@ -1212,6 +1365,66 @@ var biasForms = []biasForm{
 		}
 		return "", "", false
 	}},
+}
+
+// unexpanded returns x when v is Expand(x) (for a condition, through a
+// Cast to bool of a bool x, as the rewrite rebuilds the Where on x), ""
+// otherwise.
+func (mt *matcher) unexpanded(v string, cond bool) string {
+	n := mt.Ix.Producer[v]
+	cast := false
+	if cond && n != nil && n.GetOpType() == "Cast" && defaultDomain(n) && onnx.AttrInt(n, "to", 0) == int64(onnx.Bool) {
+		n, cast = mt.Ix.Producer[inp(n, 0)], true
+	}
+	if n == nil || n.GetOpType() != "Expand" || !defaultDomain(n) {
+		return ""
+	}
+	x := inp(n, 0)
+	if cast && newElemTypes(mt.Ix).of(x) != onnx.Bool {
+		return ""
+	}
+	return x
+}
+
+// classifyFolded reads a bias term added to scores whose heads are folded
+// into the batch, [B·H,Sq,Sk]: a causal mask; a per-key one when it is a
+// [B,1,1,S] value expanded over the heads and folded the same way
+// (torch's multi_head_attention_forward: key_padding_mask.view(B,1,1,S)
+// .expand(-1,H,-1,-1).reshape(B·H,1,S), scalar factors allowed, which
+// the term's factor takes); anything else depends on the head, or on
+// query and key position.
+func (mt *matcher) classifyFolded(bt *biasTerm) (BiasKind, string) {
+	if mt.causal(bt.value) {
+		return BiasCausal, ""
+	}
+	v, f, _ := mt.stripScale(bt.value)
+	for i := 0; i < 4; i++ {
+		n := mt.Ix.Producer[v]
+		if n == nil || !defaultDomain(n) {
+			break
+		}
+		if op := n.GetOpType(); op == "Identity" || graphfacts.FloatCast(n) {
+			v = inp(n, 0)
+			continue
+		}
+		break
+	}
+	r := mt.Ix.Producer[v]
+	if r == nil || r.GetOpType() != "Reshape" || !defaultDomain(r) || len(mt.ShapeValue(inp(r, 1))) != 3 {
+		return BiasPerQueryKey, ""
+	}
+	x := mt.unexpanded(inp(r, 0), false)
+	if x == "" || !mt.isPerKey(x) {
+		return BiasPerQueryKey, ""
+	}
+	// The reshape folds the batch and head axes of [B,H,q,S] together:
+	// its query axis is the value's.
+	d, out := mt.Dims(inp(r, 0)), mt.Dims(r.Output[0])
+	if len(d) != 4 || len(out) != 3 || !(out[1] == 1 || d[2] > 0 && out[1] == d[2]) {
+		return BiasPerQueryKey, ""
+	}
+	bt.factor *= f
+	return BiasPerKey, x
 }
 
 func readRank3PerKey(mt *matcher, bt *biasTerm) (BiasKind, string, bool) {

@@ -77,8 +77,11 @@ func (mt *matcher) classifySingle(bt *biasTerm) (BiasKind, string) {
 }
 
 // liftRanks gives the op the [B,1,S,D] operands of a single-head core,
-// and the [B,1,1,Sk] key bias of a core whose per-key bias has a lower
-// rank (single-head scores, or a [B,1,S] mask: keyRank) (rewriteCore).
+// the [B,H,S,D] operands of a core whose heads are folded into the batch
+// ([B·H,S,D] viewed so; its output replaces the node that unfolds the
+// product, checkFoldedOutput), and the [B,1,1,Sk] key bias of a core
+// whose per-key bias has a lower rank (single-head scores, or a [B,1,S]
+// mask: keyRank) (rewriteCore).
 func (rw *rewriter) liftRanks(b *Block, q, k, v, bias, base string, out *[]*onnxpb.NodeProto) (string, string, string, string) {
 	lift := func(x, name string, axes ...int64) string {
 		n := rw.unsqueeze(x, base+"/"+name, axes...)
@@ -87,6 +90,21 @@ func (rw *rewriter) liftRanks(b *Block, q, k, v, bias, base string, out *[]*onnx
 	}
 	if b.core.single {
 		q, k, v = lift(q, "q", 1), lift(k, "k", 1), lift(v, "v", 1)
+	}
+	if b.core.folded {
+		// [B·H,S,D] viewed [B,H,S,D]: Reshape to (−1, H, S, D), the
+		// sizes S and D read from the operand.
+		heads := rw.intsConst(fmt.Sprintf("folded_heads_%d", b.Heads), -1, int64(b.Heads))
+		unfold := func(x, name string) string {
+			base := base + "/" + name + "_unfold"
+			shp := rw.node("Shape", base, []string{x})
+			sd := rw.node("Slice", base, []string{shp.Output[0], rw.intsConst("one1", 1), rw.intsConst("three1", 3), rw.intsConst("zero1", 0)})
+			cat := rw.node("Concat", base, []string{heads, sd.Output[0]}, intAttr("axis", 0))
+			r := rw.node("Reshape", base, []string{x, cat.Output[0]})
+			*out = append(*out, shp, sd, cat, r)
+			return r.Output[0]
+		}
+		q, k, v = unfold(q, "q"), unfold(k, "k"), unfold(v, "v")
 	}
 	for _, bt := range b.core.biases {
 		if bt.kind != BiasPerKey {

@@ -121,6 +121,18 @@ func reciprocalFold(f *Facts, n *onnxpb.NodeProto, _ string, get fold, depth int
 	return 0, false
 }
 
+// floorFold is ⌊a⌋ or ⌈a⌉ (paddle2onnx writes C // H as
+// Cast(Floor(Div(Cast(C), H)))).
+func floorFold(f *Facts, n *onnxpb.NodeProto, _ string, get fold, depth int) (float64, bool) {
+	if a, ok := get.input(f, n, 0, depth); ok {
+		if n.GetOpType() == "Ceil" {
+			return math.Ceil(a), true
+		}
+		return math.Floor(a), true
+	}
+	return 0, false
+}
+
 // negFold is −a.
 func negFold(f *Facts, n *onnxpb.NodeProto, _ string, get fold, depth int) (float64, bool) {
 	if a, ok := get.input(f, n, 0, depth); ok {

@@ -119,7 +119,8 @@ var unaryOps = []string{"Identity", "Cast", "Dropout", "Softmax", "LogSoftmax", 
 
 func init() {
 	// Dims.
-	register("", opRules{dims: (*Facts).broadcastDims}, "Mul", "Div", "Add", "Sub", "Pow")
+	register("", opRules{dims: (*Facts).broadcastDims}, "Mul", "Div", "Add", "Sub", "Pow", "Where")
+	register("", opRules{dims: (*Facts).expandDims}, "Expand")
 	register("", opRules{dims: (*Facts).firstDims}, unaryOps...)
 	register("", opRules{dims: (*Facts).gatherDims}, "Gather")
 	register("", opRules{dims: (*Facts).shapeDims}, "Shape")
@@ -131,6 +132,8 @@ func init() {
 	register("", opRules{dims: (*Facts).einsumDims}, "Einsum")
 	register("", opRules{dims: (*Facts).splitOutDims}, "Split")
 	register("", opRules{dims: (*Facts).squeezeDims}, "Squeeze", "Unsqueeze")
+	register("", opRules{dims: (*Facts).concatDims}, "Concat")
+	register("", opRules{dims: (*Facts).convDims}, "Conv")
 
 	// Units and Broadcast.
 	register("", opRules{units: (*Facts).varyingUnits}, "Range", "Shape", "NonZero")
@@ -153,6 +156,7 @@ func init() {
 	register("", opRules{scalar: sqrtFold}, "Sqrt")
 	register("", opRules{scalar: reciprocalFold}, "Reciprocal")
 	register("", opRules{scalar: negFold}, "Neg")
+	register("", opRules{scalar: floorFold}, "Floor", "Ceil")
 	register("", opRules{scalar: castFold}, "Cast")
 	register("", opRules{scalar: firstFold}, "Identity", "Reshape", "Unsqueeze", "Squeeze", "Expand")
 	register("", opRules{scalar: arithmeticFold}, "Mul", "Div", "Add", "Sub", "Pow")

@@ -151,6 +151,80 @@ func (f *Facts) firstDims(n *onnxpb.NodeProto, v string, _ []int64, depth int) (
 	return d, f.rankGuessed(Input(n, 0))
 }
 
+// convDims is the shape of a Conv's output [N, M, spatial...]: the batch
+// of the input, the output channels of a constant weight [M, C/g, k...],
+// the spatial sizes of the input when every kernel size, stride and
+// dilation is 1 and nothing is padded (else unknown).
+func (f *Facts) convDims(n *onnxpb.NodeProto, _ string, _ []int64, depth int) ([]int64, bool) {
+	in := f.dims(Input(n, 0), depth+1)
+	if len(in) < 3 || f.rankGuessed(Input(n, 0)) {
+		return nil, false
+	}
+	out := make([]int64, len(in))
+	for i := range out {
+		out[i] = -1
+	}
+	out[0] = in[0]
+	w, ok := Constant(f.Ix, Input(n, 1))
+	if ok && len(w.Shape) == len(in) {
+		out[1] = int64(w.Shape[0])
+	}
+	unit := ok && len(w.Shape) == len(in) && onnx.AttrString(n, "auto_pad", "NOTSET") != "SAME_UPPER" && onnx.AttrString(n, "auto_pad", "NOTSET") != "SAME_LOWER"
+	for i := 2; unit && i < len(w.Shape); i++ {
+		unit = w.Shape[i] == 1
+	}
+	for _, a := range []string{"strides", "dilations", "pads"} {
+		for _, x := range onnx.AttrInts(n, a) {
+			if a == "pads" && x != 0 || a != "pads" && x != 1 {
+				unit = false
+			}
+		}
+	}
+	if unit {
+		copy(out[2:], in[2:])
+	}
+	return out, false
+}
+
+// concatDims is the shape of a Concat's output: its inputs' (of one rank)
+// with the sizes along the axis added; one input passes its dims on
+// (torch.cat of a one-element list, as a TorchScript export writes a
+// cache update with no past).
+func (f *Facts) concatDims(n *onnxpb.NodeProto, _ string, _ []int64, depth int) ([]int64, bool) {
+	if len(n.Input) == 1 {
+		return f.dims(Input(n, 0), depth+1), f.rankGuessed(Input(n, 0))
+	}
+	var out []int64
+	for i, in := range n.Input {
+		d := f.dims(in, depth+1)
+		if d == nil || f.rankGuessed(in) || i > 0 && len(d) != len(out) {
+			return nil, false
+		}
+		if i == 0 {
+			out = append([]int64(nil), d...)
+			continue
+		}
+		axis := onnx.AttrInt(n, "axis", 0)
+		if axis < 0 {
+			axis += int64(len(d))
+		}
+		if axis < 0 || axis >= int64(len(d)) {
+			return nil, false
+		}
+		for j := range d {
+			switch {
+			case int64(j) == axis && out[j] > 0 && d[j] > 0:
+				out[j] += d[j]
+			case int64(j) == axis:
+				out[j] = -1
+			case out[j] <= 0:
+				out[j] = d[j]
+			}
+		}
+	}
+	return out, false
+}
+
 // gatherDims is data[..., idx, ...]: the indices' dims replace the axis.
 func (f *Facts) gatherDims(n *onnxpb.NodeProto, _ string, _ []int64, depth int) ([]int64, bool) {
 	data, idx := f.dims(Input(n, 0), depth+1), f.dims(Input(n, 1), depth+1)
@@ -309,6 +383,22 @@ func (f *Facts) broadcastDims(n *onnxpb.NodeProto, _ string, _ []int64, depth in
 		}
 		ins = append(ins, d)
 	}
+	return broadcastOf(ins, suffix)
+}
+
+// expandDims is the shape of an Expand's output: its input broadcast
+// against the shape's entries (a 1 keeps the input's size).
+func (f *Facts) expandDims(n *onnxpb.NodeProto, _ string, _ []int64, depth int) ([]int64, bool) {
+	in, s := f.dims(Input(n, 0), depth+1), f.shapeValue(Input(n, 1), depth+1)
+	if in == nil || s == nil || f.rankGuessed(Input(n, 0)) {
+		return nil, false
+	}
+	return broadcastOf([][]int64{in, s}, false)
+}
+
+// broadcastOf is the broadcast of the known dims ins (−1 unknown); with
+// suffix, some input's rank is not known.
+func broadcastOf(ins [][]int64, suffix bool) (out []int64, _ bool) {
 	if len(ins) == 0 {
 		return nil, false
 	}
@@ -574,6 +664,15 @@ func (f *Facts) shapeValueLen(v string, depth int, expand bool) (s []int64, exac
 	switch n.GetOpType() {
 	case "Cast", "Identity":
 		return f.shapeValueLen(Input(n, 0), depth+1, expand)
+	case "Reshape", "Squeeze", "Unsqueeze":
+		// A shape flattened or viewed as one axis (torch's
+		// shape.view(-1) before an Expand): the same entries.
+		if d := f.dims(n.Output[0], depth+1); len(d) == 1 {
+			return f.shapeValueLen(Input(n, 0), depth+1, expand)
+		}
+		return nil, false
+	case "Where":
+		return f.expandShapeValue(n, depth, expand)
 	case "Concat":
 		var out []int64
 		exact = true
@@ -604,12 +703,82 @@ func (f *Facts) shapeValueLen(v string, depth int, expand bool) (s []int64, exac
 				if sd := f.dims(src, depth+1); axis >= 0 && axis < len(sd) && sd[axis] > 0 {
 					d = sd[axis]
 				}
+			} else if c, ok := f.scalar(in, depth+1); ok && c == math.Trunc(c) && c >= -1 && c < 1<<40 {
+				// A size computed from known sizes and constants
+				// (repeat_kv's num_key_value_heads·n_rep as
+				// Mul(x.size(1), n_rep)).
+				d = int64(c)
 			}
 			out = append(out, d)
 		}
 		return out, exact
 	}
 	return nil, false
+}
+
+// expandShapeValue reads the shape torch's TorchScript exporter gives an
+// Expand, Where(Equal(s, −1), ones, s): the entries of s, with those equal
+// to the compared constant (−1, "keep this size") replaced by the other
+// branch's uniform value (1, which Expand broadcasts the same way).
+func (f *Facts) expandShapeValue(n *onnxpb.NodeProto, depth int, expand bool) ([]int64, bool) {
+	eq := f.Ix.Producer[Input(n, 0)]
+	if eq == nil || eq.GetOpType() != "Equal" || !DefaultDomain(eq) || len(n.Input) != 3 {
+		return nil, false
+	}
+	for sel := 1; sel <= 2; sel++ {
+		s := Input(n, sel)
+		var c float64
+		var ok bool
+		switch {
+		case f.sameInts(s, Input(eq, 0)):
+			c, ok = f.uniform(Input(eq, 1), depth+1)
+		case f.sameInts(s, Input(eq, 1)):
+			c, ok = f.uniform(Input(eq, 0), depth+1)
+		}
+		if !ok {
+			continue
+		}
+		other, ok := f.uniform(Input(n, 3-sel), depth+1)
+		if !ok {
+			continue
+		}
+		vals, exact := f.shapeValueLen(s, depth+1, expand)
+		if vals == nil {
+			return nil, false
+		}
+		// An entry of s takes the other branch where the condition holds
+		// (s the false branch) or fails (s the true branch); an unknown
+		// entry (−1 of a dynamic piece) stays unknown.
+		_, literal := Ints(f.Ix, s) // every entry known, −1 included
+		out := append([]int64(nil), vals...)
+		for i, x := range out {
+			if (x >= 0 || literal) && (x == int64(c)) == (sel == 2) {
+				out[i] = int64(other)
+			}
+		}
+		return out, exact
+	}
+	return nil, false
+}
+
+// sameInts reports whether a and b are one value, or constants of equal
+// integer entries (the TorchScript exporter writes the shape compared
+// and the shape selected as two Constant nodes).
+func (f *Facts) sameInts(a, b string) bool {
+	if a == b {
+		return true
+	}
+	x, ok1 := Ints(f.Ix, a)
+	y, ok2 := Ints(f.Ix, b)
+	if !ok1 || !ok2 || len(x) != len(y) {
+		return false
+	}
+	for i := range x {
+		if x[i] != y[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // unsqueezedScalar reports whether v is Unsqueeze(x) with one axis of an
@@ -642,8 +811,19 @@ func (f *Facts) sizeOf(v string, depth int) (src string, axis int, ok bool) {
 		case "Unsqueeze", "Squeeze", "Cast", "Identity":
 			v = Input(n, 0)
 			continue
+		case "Reshape":
+			// A size viewed as a scalar or one element (paddle2onnx's
+			// stack of shape pieces: Reshape(size, []) then Unsqueeze).
+			if s := f.shapeValue(Input(n, 1), depth+1); len(s) > 1 || len(s) == 1 && s[0] != 1 && s[0] != -1 {
+				return "", 0, false
+			}
+			v = Input(n, 0)
+			continue
 		case "Gather", "Slice":
 			sh := f.Ix.Producer[Input(n, 0)]
+			for sh != nil && sh.GetOpType() == "Identity" && DefaultDomain(sh) {
+				sh = f.Ix.Producer[Input(sh, 0)]
+			}
 			idx, isInt := Ints(f.Ix, Input(n, 1))
 			if n.GetOpType() == "Slice" {
 				// Shape(x)[i:i+1] (x.size(-1) is written Shape[-1:]).
@@ -748,6 +928,12 @@ func (f *Facts) solveReshape(n *onnxpb.NodeProto, out, in []int64, depth int) {
 	if !ok {
 		return
 	}
+	// An entry that is a size of the input (Shape(x)[a]) is its size.
+	for i, a := range copied {
+		if out[i] <= 0 && a >= 0 && a < len(in) && in[a] > 0 {
+			out[i] = in[a]
+		}
+	}
 	unknown := -1
 	for i, x := range out {
 		if _, ok := copied[i]; ok || x > 0 {
@@ -818,6 +1004,46 @@ func (f *Facts) solveReshape(n *onnxpb.NodeProto, out, in []int64, depth int) {
 // the axes a..b−1 of Shape(x)[a:b], a piece of several entries) and which
 // are the literal −1. ok is false when the target is neither a constant
 // nor a Concat of such pieces and constants adding up to r entries.
+// sameLeadingAxis reports whether axis of src is axis of v: v is src, or
+// a projection of it by a constant weight [in, out] (x·W, with a constant
+// bias or factor) that keeps every axis but the last. transformers 5
+// splits the heads by view(*hidden_states.shape[:-1], -1, D), reading
+// the sizes from the projection's input.
+func (f *Facts) sameLeadingAxis(src, v string, axis int) bool {
+	for i := 0; i < 6; i++ {
+		if v == src {
+			return true
+		}
+		n := f.Ix.Producer[v]
+		if n == nil || !DefaultDomain(n) {
+			return false
+		}
+		switch n.GetOpType() {
+		case "Cast", "Identity":
+			v = Input(n, 0)
+		case "Add", "Mul", "Sub", "Div":
+			switch {
+			case f.constDerived(Input(n, 1), 0) && !f.constDerived(Input(n, 0), 0):
+				v = Input(n, 0)
+			case f.constDerived(Input(n, 0), 0) && !f.constDerived(Input(n, 1), 0) && n.GetOpType() != "Div" && n.GetOpType() != "Sub":
+				v = Input(n, 1)
+			default:
+				return false
+			}
+		case "MatMul":
+			w := f.dims(Input(n, 1), 0)
+			x := f.dims(Input(n, 0), 0)
+			if len(w) != 2 || !f.constDerived(Input(n, 1), 0) || axis < 0 || len(x) < 2 || axis >= len(x)-1 {
+				return false
+			}
+			v = Input(n, 0)
+		default:
+			return false
+		}
+	}
+	return false
+}
+
 func (f *Facts) reshapeCopies(n *onnxpb.NodeProto, r, depth int) (copied map[int]int, literal map[int]bool, ok bool) {
 	copied, literal = map[int]int{}, map[int]bool{}
 	add := func(at int, c []int64) {
@@ -844,7 +1070,7 @@ func (f *Facts) reshapeCopies(n *onnxpb.NodeProto, r, depth int) (copied map[int
 			continue
 		}
 		if src, axis, ok := f.sizeOf(piece, depth+1); ok {
-			if src == Input(n, 0) {
+			if f.sameLeadingAxis(src, Input(n, 0), axis) {
 				copied[at] = axis
 			}
 			at++
@@ -1260,7 +1486,7 @@ func (f *Facts) projectionWalk(v string) (p Projection, reshaped, ok bool) {
 			return p, reshaped, false
 		}
 		switch n.GetOpType() {
-		case "Reshape", "Squeeze", "Split", "Slice", "Gather":
+		case "Reshape", "Squeeze", "Unsqueeze", "Split", "Slice", "Gather":
 			reshaped = true
 		}
 		next, end, ok := f.projectionStep(n, &p)
@@ -1276,7 +1502,11 @@ func (f *Facts) projectionWalk(v string) (p Projection, reshaped, ok bool) {
 // to go on from, or end with whether p is now the projection.
 func (f *Facts) projectionStep(n *onnxpb.NodeProto, p *Projection) (next string, end, ok bool) {
 	switch op := n.GetOpType(); {
-	case op == "Transpose" || op == "Reshape" || op == "Identity" || op == "Squeeze" || FloatCast(n) || isQuantizer(n):
+	case op == "Transpose" || op == "Reshape" || op == "Identity" || op == "Squeeze" || op == "Unsqueeze" || FloatCast(n) || isQuantizer(n):
+		return Input(n, 0), false, false
+	case op == "Concat" && len(n.Input) == 1:
+		// torch.cat of one tensor (a TorchScript export's key/value
+		// cache update with no past).
 		return Input(n, 0), false, false
 	case op == "Split" || (op == "Slice" || op == "Gather") && f.constSliceArgs(n):
 		// A part of a packed projection: split, sliced or gathered
@@ -1295,6 +1525,13 @@ func (f *Facts) projectionStep(n *onnxpb.NodeProto, p *Projection) (next string,
 	case op == "Add":
 		if x := f.RotaryInput(n); x != "" {
 			return x, false, false
+		}
+		for i := 0; i < 2; i++ {
+			// x + 0: paddle's scale op (x·s + bias, bias 0) as
+			// paddle2onnx writes it.
+			if z, ok := f.Uniform(Input(n, 1-i)); ok && z == 0 && f.oneElement(Input(n, 1-i)) {
+				return Input(n, i), false, false
+			}
 		}
 		c0, c1 := f.ConstDerived(Input(n, 0)), f.ConstDerived(Input(n, 1))
 		if p.Bias != "" || c0 == c1 {
