@@ -606,11 +606,11 @@ func (e *Embedder) plan(texts []string) ([]pass, error) {
 		ids = append(ids, body...)
 		return pass{i, append(ids, e.sep)}
 	}
+	keep := e.keep()
 	for i, s := range texts {
-		toks := e.tok.IDs(s)
-		if e.maxTokens > 0 && len(toks) > e.maxTokens {
-			toks = toks[:e.maxTokens]
-		}
+		// Only the wordpieces kept are tokenized: a text of any length
+		// read in Truncate mode or with MaxTokens costs what they do.
+		toks := e.tok.IDsLimit(s, keep)
 		switch e.mode {
 		case Truncate:
 			passes = append(passes, frame(i, toks[:min(len(toks), e.window-2)]))
@@ -637,6 +637,18 @@ func (e *Embedder) plan(texts []string) ([]pass, error) {
 		}
 	}
 	return passes, nil
+}
+
+// keep is how many wordpieces of a text plan reads (0: all): MaxTokens,
+// and in Truncate mode at most a window's. Chunk and Long mode without
+// MaxTokens read the whole text (Long mode to say how long a text it
+// refuses is).
+func (e *Embedder) keep() int {
+	n := e.maxTokens
+	if e.mode == Truncate && (n == 0 || n > e.window-2) {
+		n = e.window - 2
+	}
+	return n
 }
 
 // framed is the one Long pass of a model written by `convert long`: the

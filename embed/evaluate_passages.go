@@ -147,7 +147,10 @@ func Passages(tok *tokenize.WordPiece, docs []Document, o EvalOptions) ([]Query,
 	var kept []Document
 	longest, longestID := -1, ""
 	for _, d := range docs {
-		spans := tok.Spans(d.Text)
+		// Words past MaxTokens are never read (nor past MinTokens, to
+		// tell a short document): a document of any length costs what
+		// its first wordpieces do.
+		spans := tok.SpansLimit(d.Text, max(o.MaxTokens, o.MinTokens))
 		total := 0
 		for _, s := range spans {
 			total += s.Pieces

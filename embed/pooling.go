@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/linearize/linearize/internal/fsutil"
 )
 
 // maxConfigBytes bounds the sentence-transformers JSON files read (real
@@ -135,7 +137,7 @@ func readPoolingConfig(p string) (Pooling, error) {
 // readBounded reads a small file, refusing one over maxConfigBytes.
 // Errors name the file; a missing file matches os.ErrNotExist.
 func readBounded(p string) ([]byte, error) {
-	f, err := os.Open(p)
+	f, err := fsutil.Open(p) // a FIFO without a writer is announced
 	if err != nil {
 		return nil, fmt.Errorf("embed: %w", err)
 	}

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/linearize/linearize/internal/fsutil"
+	"github.com/linearize/linearize/internal/rusage"
 	"github.com/linearize/linearize/onnx/onnxpb"
 	"google.golang.org/protobuf/proto"
 )
@@ -25,13 +26,27 @@ const MaxModelBytes = 2 << 30
 // model.
 const MaxExternalBytes = 64 << 30
 
+// ModelBound is the largest model file Load reads: MaxModelBytes, or
+// half the memory the process may use (rusage.ReadBound) when that is
+// less.
+func ModelBound() int64 { return rusage.ReadBound(MaxModelBytes) }
+
+// tooLargeHint adds to an error of a model file past its bound what
+// to do about it.
+func tooLargeHint(err error) error {
+	if errors.Is(err, fsutil.ErrTooLarge) {
+		return fmt.Errorf("%w (a model over 2 GiB keeps its weights in external data)", err)
+	}
+	return err
+}
+
 // Load reads the model at path. Tensors stored as external data are read
 // into raw_data; their locations must resolve, after following symbolic
 // links, to regular files inside the model's folder. The model is then
 // checked with Validate, so every caller works only on well-formed graphs.
 // Errors name the file and the tensor or node at fault.
 func Load(path string) (*onnxpb.ModelProto, error) {
-	f, err := os.Open(path)
+	f, err := fsutil.Open(path) // a FIFO without a writer is announced
 	if err != nil {
 		return nil, fmt.Errorf("onnx: %w", err)
 	}
@@ -43,24 +58,26 @@ func Load(path string) (*onnxpb.ModelProto, error) {
 	if st.IsDir() {
 		return nil, fmt.Errorf("onnx: %s is a directory, not a model file", path)
 	}
-	// A pipe or a device has no size to trust (a FIFO's is 0): it is read
-	// to its end, at most one byte past MaxModelBytes, and decoded from
-	// memory.
+	// The file is read into memory: it may take MaxModelBytes, or half
+	// the memory the process may use when that is less (ModelBound). A
+	// regular file is checked before any byte is read; a pipe or a device
+	// has no size to trust (a FIFO's is 0) and is read in pieces, refused
+	// as soon as it passes the bound (/dev/zero costs the bound, not the
+	// process), and decoded from memory.
 	var r io.Reader = f
 	var data []byte
 	size := st.Size()
 	if !st.Mode().IsRegular() {
-		if data, err = io.ReadAll(io.LimitReader(f, MaxModelBytes+1)); err != nil {
-			return nil, fmt.Errorf("onnx: reading %s: %w", path, err)
+		if data, err = fsutil.ReadAll(f, path, st, MaxModelBytes); err != nil {
+			return nil, fmt.Errorf("onnx: %w", tooLargeHint(err))
 		}
 		size, r = int64(len(data)), bytes.NewReader(data)
 	}
 	if size > MaxModelBytes {
-		what := fmt.Sprintf("%d bytes is", size)
-		if data != nil {
-			what = "more than that is"
-		}
-		return nil, fmt.Errorf("onnx: %s: %s larger than a protobuf model can be (%d); keep weights in external data", path, what, int64(MaxModelBytes))
+		return nil, fmt.Errorf("onnx: %s: %d bytes is larger than a protobuf model can be (%d); keep weights in external data", path, size, int64(MaxModelBytes))
+	}
+	if b := ModelBound(); size > b {
+		return nil, fmt.Errorf("onnx: %w", tooLargeHint(&fsutil.TooLargeError{Path: path, Size: size, Bound: b, What: rusage.Bound(MaxModelBytes)}))
 	}
 	// Weights are decoded one tensor at a time (see decodeStream); a file
 	// the streaming reader does not take apart is decoded whole, which
@@ -71,7 +88,7 @@ func Load(path string) (*onnxpb.ModelProto, error) {
 	} else {
 		if data == nil {
 			if _, err = f.Seek(0, io.SeekStart); err == nil {
-				data, err = io.ReadAll(io.LimitReader(f, MaxModelBytes+1))
+				data, err = fsutil.ReadAll(f, path, st, MaxModelBytes)
 			}
 			if err != nil {
 				return nil, fmt.Errorf("onnx: reading %s: %w", path, err)
@@ -251,7 +268,8 @@ func resolveInside(dir, rel string) (string, error) {
 // capped at its own length. Nothing in the module writes into a tensor's
 // raw_data (decoding copies it, CloneShared shares it too). So the bytes
 // read are bounded by the files' sizes, whatever the tensors claim, and
-// their total is checked against MaxExternalBytes before any is read.
+// their total is checked against MaxExternalBytes, and half the memory
+// the process may use (rusage.ReadBound), before any is read.
 func loadExternal(m *onnxpb.ModelProto, dir string) error {
 	refs := &externalRefs{dir: dir, byFile: map[string][]externalRef{}, sizes: map[string]int64{}}
 	if err := forEachModelTensor(m, refs.add); err != nil {
@@ -260,6 +278,9 @@ func loadExternal(m *onnxpb.ModelProto, dir string) error {
 	spans, total := refs.spans()
 	if total > MaxExternalBytes {
 		return fmt.Errorf("external data of %d distinct bytes exceeds %d bytes", total, int64(MaxExternalBytes))
+	}
+	if b := rusage.ReadBound(MaxExternalBytes); total > b {
+		return fmt.Errorf("external data of %d distinct bytes exceeds the bound on it, %s; nothing was read", total, rusage.Bound(MaxExternalBytes))
 	}
 	return readSpans(spans)
 }

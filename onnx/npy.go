@@ -5,11 +5,11 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
-	"os"
 	"regexp"
 	"strconv"
 	"strings"
 
+	"github.com/linearize/linearize/internal/fsutil"
 	"github.com/linearize/linearize/onnx/onnxpb"
 	"google.golang.org/protobuf/proto"
 )
@@ -25,7 +25,7 @@ var npyHeader = regexp.MustCompile(`'descr'\s*:\s*'([<>|=])([a-z][0-9]+)'\s*,\s*
 // ReadNPY reads a tensor from a NumPy .npy file (format 1.0–3.0,
 // little-endian or single-byte types, C order).
 func ReadNPY(path string) (*Tensor, error) {
-	data, err := os.ReadFile(path)
+	data, err := fsutil.ReadFile(path, MaxModelBytes) // a pipe or /dev/zero is read to the bound, no further
 	if err != nil {
 		return nil, fmt.Errorf("onnx: %w", err)
 	}
@@ -148,7 +148,7 @@ func EncodeNPY(w io.Writer, t *Tensor) error {
 // ReadTensorFile reads a tensor from a .npy file or a serialized
 // TensorProto (.pb, the ONNX test-data format), chosen by content.
 func ReadTensorFile(path string) (*Tensor, error) {
-	data, err := os.ReadFile(path)
+	data, err := fsutil.ReadFile(path, MaxModelBytes) // a pipe or /dev/zero is read to the bound, no further
 	if err != nil {
 		return nil, fmt.Errorf("onnx: %w", err)
 	}
@@ -173,7 +173,7 @@ func ReadTensorFile(path string) (*Tensor, error) {
 // ReadTensorProtoFile reads a serialized TensorProto and also returns its
 // name (the ONNX test-data files name the input they feed).
 func ReadTensorProtoFile(path string) (string, *Tensor, error) {
-	data, err := os.ReadFile(path)
+	data, err := fsutil.ReadFile(path, MaxModelBytes) // a pipe or /dev/zero is read to the bound, no further
 	if err != nil {
 		return "", nil, fmt.Errorf("onnx: %w", err)
 	}

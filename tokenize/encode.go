@@ -4,16 +4,16 @@ import "fmt"
 
 // Encode returns the ids of [CLS] text [SEP], truncating the text's tokens
 // so that the result has at most maxLen ids (maxLen ≤ 0: no limit; the
-// smallest useful maxLen is 2).
+// smallest useful maxLen is 2). Only the text's first maxLen−2
+// wordpieces are tokenized (IDsLimit): a long text costs no more than a
+// short one.
 func (t *WordPiece) Encode(text string, maxLen int) []int64 {
-	body := t.IDs(text)
-	if maxLen > 0 {
-		if maxLen < 2 {
-			maxLen = 2
-		}
-		if len(body) > maxLen-2 {
-			body = body[:maxLen-2]
-		}
+	var body []int64
+	switch {
+	case maxLen <= 0:
+		body = t.IDs(text)
+	case maxLen > 2:
+		body = t.IDsLimit(text, maxLen-2)
 	}
 	ids := make([]int64, 0, len(body)+2)
 	ids = append(ids, t.cls)

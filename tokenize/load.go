@@ -10,6 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/linearize/linearize/internal/fsutil"
 )
 
 // maxFile bounds the tokenizer files read (the largest real ones are a
@@ -100,19 +102,9 @@ func configBeside(vocab string) Options {
 }
 
 func readBounded(path string) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxFile+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(data) > maxFile {
-		return nil, fmt.Errorf("%s: larger than %d bytes", path, maxFile)
-	}
-	return data, nil
+	// At most maxFile bytes, and no more than the process may hold; a
+	// FIFO without a writer is announced, a device read to the bound.
+	return fsutil.ReadFile(path, maxFile)
 }
 
 // LoadVocab reads a vocab.txt (one token per line, the line number is the

@@ -17,19 +17,28 @@ type Span struct {
 // Tokenize(text): the pieces of the spans sum to len(Tokenize(text)), and
 // the first k spans' pieces are the text's first wordpieces. Callers use
 // it to map wordpiece positions back to text offsets.
-func (t *WordPiece) Spans(text string) []Span {
+func (t *WordPiece) Spans(text string) []Span { return t.SpansLimit(text, 0) }
+
+// SpansLimit is Spans up to the first span whose pieces take the total
+// past n wordpieces, that span included (n ≤ 0: all spans). The pieces of
+// that last span are counted only until they pass n. Like IDsLimit, it
+// reads no further into the text, so a huge text costs what its first n
+// wordpieces do.
+func (t *WordPiece) SpansLimit(text string, n int) []Span {
 	var out []Span
-	start := -1
-	flush := func(end int) {
-		n := 0
-		t.each(text[start:end], func(string, int64) { n++ })
-		out = append(out, Span{Start: start, End: end, Pieces: n})
+	start, total := -1, 0
+	flush := func(end int) bool {
+		k := 0
+		t.each(text[start:end], func(string, int64) bool { k++; return n <= 0 || total+k <= n })
+		out = append(out, Span{Start: start, End: end, Pieces: k})
 		start = -1
+		total += k
+		return n <= 0 || total <= n
 	}
 	for i, r := range text {
 		if isSpace(r) {
-			if start >= 0 {
-				flush(i)
+			if start >= 0 && !flush(i) {
+				return out
 			}
 			continue
 		}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 
 	"golang.org/x/text/unicode/norm"
 )
@@ -123,46 +124,110 @@ func (t *WordPiece) PadID() int64 { return t.pad }
 // the reference tokenizers do.
 func (t *WordPiece) Tokenize(text string) []string {
 	var out []string
-	t.each(text, func(tok string, _ int64) { out = append(out, tok) })
+	t.each(text, func(tok string, _ int64) bool { out = append(out, tok); return true })
 	return out
 }
 
 // IDs returns the ids of Tokenize(text).
-func (t *WordPiece) IDs(text string) []int64 {
+func (t *WordPiece) IDs(text string) []int64 { return t.IDsLimit(text, 0) }
+
+// IDsLimit returns the ids of the first n wordpieces of Tokenize(text)
+// (n ≤ 0: all of them). It reads only as much of the text as those n
+// need: a text of any length with a small n takes time and memory
+// bounded by n and the longest word (at most MaxWordChars characters are
+// kept of a word; a longer one is [UNK]), never by the text's length.
+func (t *WordPiece) IDsLimit(text string, n int) []int64 {
 	var out []int64
-	t.each(text, func(_ string, id int64) { out = append(out, id) })
+	if n > 0 {
+		out = make([]int64, 0, min(n, 1024))
+	}
+	t.each(text, func(_ string, id int64) bool {
+		out = append(out, id)
+		return n <= 0 || len(out) < n
+	})
 	return out
 }
 
-func (t *WordPiece) each(text string, emit func(string, int64)) {
-	for len(text) > 0 {
-		// Find the earliest special token; the text before it is ordinary.
+// streamChunk is how many bytes of text each step of each reads (tests
+// make it small to cut the text at every place).
+var streamChunk = 4 << 10
+
+// each calls emit with every wordpiece of text in order, until emit
+// returns false. The text is read in pieces of streamChunk bytes, so
+// stopping early leaves the rest of the text unread: what it allocates is
+// bounded by the pieces emitted, not by the text.
+func (t *WordPiece) each(text string, emit func(string, int64) bool) {
+	longest := 0
+	for _, s := range t.special {
+		longest = max(longest, len(s))
+	}
+	s := stream{t: t, emit: emit}
+	for pos := 0; pos < len(text) && !s.stop; {
+		end := min(pos+streamChunk, len(text))
+		for end < len(text) && !utf8.RuneStart(text[end]) {
+			end++
+		}
+		// The earliest special token starting before end, the longest
+		// at the same place; the search looks only far enough past end to
+		// see a token that starts before it.
+		window := text[pos:min(len(text), end+longest)]
 		at, which := -1, ""
-		for _, s := range t.special {
-			if i := strings.Index(text, s); i >= 0 && (at < 0 || i < at || (i == at && len(s) > len(which))) {
-				at, which = i, s
+		for _, sp := range t.special {
+			if i := strings.Index(window, sp); i >= 0 && pos+i < end && (at < 0 || pos+i < at || (pos+i == at && len(sp) > len(which))) {
+				at, which = pos+i, sp
 			}
 		}
-		plain := text
-		if at >= 0 {
-			plain = text[:at]
-		}
-		for _, w := range t.words(plain) {
-			t.wordPiece(w, emit)
-		}
 		if at < 0 {
+			s.write(text[pos:end])
+			pos = end
+			continue
+		}
+		s.write(text[pos:at])
+		s.flush()
+		if s.stop || !emit(which, t.vocab[which]) {
 			return
 		}
-		emit(which, t.vocab[which])
-		text = text[at+len(which):]
+		pos = at + len(which)
 	}
+	s.flush()
 }
 
-// words normalises text and splits it on whitespace and punctuation.
-func (t *WordPiece) words(text string) []string {
-	var b strings.Builder
-	for _, r := range text {
-		if t.opt.CleanText {
+// stream turns a stretch of text without special tokens into wordpieces
+// as it is written, piece by piece: it normalises the text (clean, CJK
+// spacing, NFD and accent stripping, lower case: the steps of the
+// reference, in its order) and splits it into words on whitespace and
+// punctuation. Writing the text in any pieces gives the wordpieces of
+// the whole: cleaned text waits for the next NFD boundary, and a word
+// for its end.
+type stream struct {
+	t    *WordPiece
+	emit func(string, int64) bool
+	stop bool // emit returned false
+
+	clean []byte // cleaned text not yet normalised (after the last NFD boundary)
+	nfd   []byte // scratch for its normalised form
+	word  []byte // the word so far, at most MaxWordChars characters of it
+	runes int    // characters of the word so far, counted past MaxWordChars
+}
+
+// write adds text (cut at a character boundary) to the stream.
+func (s *stream) write(text string) {
+	if s.stop || text == "" {
+		return
+	}
+	o := &s.t.opt
+	for i, r := range text {
+		if r < utf8.RuneSelf { // the common case, without table lookups
+			switch c := text[i]; {
+			case o.CleanText && (c == '\t' || c == '\n' || c == '\r'):
+				c = ' '
+				fallthrough
+			case c >= ' ' && c != 0x7f || !o.CleanText:
+				s.clean = append(s.clean, c)
+			}
+			continue
+		}
+		if o.CleanText {
 			if r == 0 || r == 0xfffd || isControl(r) {
 				continue
 			}
@@ -170,69 +235,146 @@ func (t *WordPiece) words(text string) []string {
 				r = ' '
 			}
 		}
-		if t.opt.ChineseChars && isCJK(r) {
-			b.WriteByte(' ')
-			b.WriteRune(r)
-			b.WriteByte(' ')
+		if o.ChineseChars && isCJK(r) {
+			s.clean = append(s.clean, ' ')
+			s.clean = utf8.AppendRune(s.clean, r)
+			s.clean = append(s.clean, ' ')
 			continue
 		}
-		b.WriteRune(r)
+		s.clean = utf8.AppendRune(s.clean, r)
 	}
-	s := b.String()
-	if t.opt.StripAccents {
-		b.Reset()
-		for _, r := range norm.NFD.String(s) {
-			if !unicode.Is(unicode.Mn, r) {
-				b.WriteRune(r)
-			}
+	if !o.StripAccents {
+		s.feed(s.clean)
+		s.clean = s.clean[:0]
+		return
+	}
+	// Normalise up to the last boundary: what follows may still combine
+	// with the next piece. A run without a boundary (thousands of
+	// combining marks) is normalised as it stands once it is long.
+	cut := norm.NFD.LastBoundary(s.clean)
+	if cut <= 0 {
+		if len(s.clean) < 4*streamChunk+64 {
+			return
 		}
-		s = b.String()
+		cut = len(s.clean)
 	}
-	if t.opt.Lower {
-		b.Reset()
-		for _, r := range s {
+	s.normalise(s.clean[:cut])
+	s.clean = s.clean[:copy(s.clean, s.clean[cut:])]
+}
+
+// flush ends the stretch: what waits is normalised and the last word
+// ends.
+func (s *stream) flush() {
+	if len(s.clean) > 0 && !s.stop {
+		if s.t.opt.StripAccents {
+			s.normalise(s.clean)
+		} else {
+			s.feed(s.clean)
+		}
+	}
+	s.clean = s.clean[:0]
+	s.endWord()
+}
+
+// normalise feeds the NFD form of b without its combining marks.
+func (s *stream) normalise(b []byte) {
+	s.nfd = norm.NFD.Append(s.nfd[:0], b...)
+	s.feed(s.nfd)
+}
+
+// feed splits normalised text (whole characters) into words, lower-
+// casing and stripping accents as the options say.
+func (s *stream) feed(b []byte) {
+	o := &s.t.opt
+	for len(b) > 0 && !s.stop {
+		if c := b[0]; c < utf8.RuneSelf { // no accents, no tables
+			b = b[1:]
+			if o.Lower && 'A' <= c && c <= 'Z' {
+				c += 'a' - 'A'
+			}
+			s.split(rune(c))
+			continue
+		}
+		r, size := utf8.DecodeRune(b)
+		b = b[size:]
+		if o.StripAccents && unicode.Is(unicode.Mn, r) {
+			continue
+		}
+		if o.Lower {
 			if r == 'İ' { // the one unconditional multi-rune lower-case mapping
-				b.WriteString("i\u0307")
+				s.split('i')
+				s.split('\u0307')
 				continue
 			}
-			b.WriteRune(unicode.ToLower(r))
+			r = unicode.ToLower(r)
 		}
-		s = b.String()
+		s.split(r)
 	}
-	var words []string
-	start := -1
-	for i, r := range s {
+}
+
+// split adds one normalised character to the words.
+func (s *stream) split(r rune) {
+	if r < utf8.RuneSelf && asciiLetter[r] {
+		s.runes++
 		switch {
-		case isSpace(r):
-			if start >= 0 {
-				words = append(words, s[start:i])
-				start = -1
-			}
-		case isPunct(r):
-			if start >= 0 {
-				words = append(words, s[start:i])
-				start = -1
-			}
-			words = append(words, string(r))
-		default:
-			if start < 0 {
-				start = i
-			}
+		case s.runes <= s.t.opt.MaxWordChars:
+			s.word = append(s.word, byte(r))
+		case s.runes == s.t.opt.MaxWordChars+1:
+			s.stop = !s.emit(s.t.opt.Unknown, s.t.unk)
+		}
+		return
+	}
+	switch {
+	case isSpace(r):
+		s.endWord()
+	case isPunct(r):
+		s.endWord()
+		if !s.stop {
+			var b [utf8.UTFMax]byte
+			s.stop = !s.t.wordPiece(string(b[:utf8.EncodeRune(b[:], r)]), s.emit)
+		}
+	default:
+		s.runes++
+		switch {
+		case s.runes <= s.t.opt.MaxWordChars:
+			s.word = utf8.AppendRune(s.word, r)
+		case s.runes == s.t.opt.MaxWordChars+1:
+			// The word is [UNK] whatever follows: say so now, so that a
+			// limit reached here reads no more of it.
+			s.stop = !s.emit(s.t.opt.Unknown, s.t.unk)
 		}
 	}
-	if start >= 0 {
-		words = append(words, s[start:])
+}
+
+// asciiLetter marks the ASCII characters that are part of a word (not
+// space, punctuation or a control character).
+var asciiLetter = func() (a [utf8.RuneSelf]bool) {
+	for r := range rune(utf8.RuneSelf) {
+		a[r] = !isSpace(r) && !isPunct(r) && !isControl(r)
 	}
-	return words
+	return a
+}()
+
+// endWord emits the wordpieces of the word so far (one longer than
+// MaxWordChars was emitted as [UNK] when it grew past it).
+func (s *stream) endWord() {
+	if s.runes == 0 || s.stop {
+		s.word, s.runes = s.word[:0], 0
+		return
+	}
+	if s.runes <= s.t.opt.MaxWordChars { // a longer one was [UNK] already
+		s.stop = !s.t.wordPiece(string(s.word), s.emit)
+	}
+	s.word, s.runes = s.word[:0], 0
 }
 
 // wordPiece splits one word greedily into the longest vocabulary entries,
 // left to right; a word that cannot be split becomes the unknown token.
-func (t *WordPiece) wordPiece(word string, emit func(string, int64)) {
+// It returns false when emit did.
+func (t *WordPiece) wordPiece(word string, emit func(string, int64) bool) bool {
 	runes := []rune(word)
 	if len(runes) > t.opt.MaxWordChars {
-		emit(t.opt.Unknown, t.unk)
-		return
+		return emit(t.opt.Unknown, t.unk)
 	}
 	type piece struct {
 		tok string
@@ -254,14 +396,16 @@ func (t *WordPiece) wordPiece(word string, emit func(string, int64)) {
 			}
 		}
 		if !found {
-			emit(t.opt.Unknown, t.unk)
-			return
+			return emit(t.opt.Unknown, t.unk)
 		}
 		start = end
 	}
 	for _, p := range pieces {
-		emit(p.tok, p.id)
+		if !emit(p.tok, p.id) {
+			return false
+		}
 	}
+	return true
 }
 
 // isSpace follows the reference: \t, \n, \r and Unicode White_Space.
@@ -287,16 +431,12 @@ func isControl(r rune) bool {
 }
 
 func assigned(r rune) bool {
-	if r < 0x80 {
-		return true
-	}
-	for _, tab := range unicode.Categories {
-		if unicode.Is(tab, r) {
-			return true
-		}
-	}
-	return false
+	return r < 0x80 || unicode.In(r, assignedTables...)
 }
+
+// assignedTables are the major categories, whose union is every assigned
+// character (unicode.Categories' tables, seven lookups instead of forty).
+var assignedTables = []*unicode.RangeTable{unicode.L, unicode.M, unicode.N, unicode.P, unicode.S, unicode.Z, unicode.C}
 
 // isPunct: every ASCII non-alphanumeric printable character (so $ + < = > ^
 // ` | ~ count) and the Unicode punctuation categories.

@@ -26,11 +26,11 @@ type benchSizes struct {
 }
 
 func (s *benchSizes) register(fs *flag.FlagSet) {
-	fs.IntVar(&s.features, "features", convert.DefaultPerformerFeatures, "Performer random features M (convert performer's default)")
-	fs.IntVar(&s.k, "k", benchrun.DefaultLinformerK, "Linformer projected length k (convert linformer's default)")
-	fs.IntVar(&s.block, "block", 64, "local+pooled block length b (convert local-pooled's default)")
-	fs.IntVar(&s.segments, "segments", 64, "local+pooled segments k (convert local-pooled's default)")
-	fs.IntVar(&s.landmarks, "landmarks", convert.DefaultLaraLandmarks, "LARA landmarks C (one sample each), for the lara variant (convert lara's default)")
+	fs.IntVar(&s.features, "features", convert.DefaultPerformerFeatures, "Performer random features M (convert performer's default)"+atMost(maxSizeFlag))
+	fs.IntVar(&s.k, "k", benchrun.DefaultLinformerK, "Linformer projected length k (convert linformer's default)"+atMost(maxSizeFlag))
+	fs.IntVar(&s.block, "block", 64, "local+pooled block length b (convert local-pooled's default)"+atMost(maxSizeFlag))
+	fs.IntVar(&s.segments, "segments", 64, "local+pooled segments k (convert local-pooled's default)"+atMost(maxSizeFlag))
+	fs.IntVar(&s.landmarks, "landmarks", convert.DefaultLaraLandmarks, "LARA landmarks C (one sample each), for the lara variant (convert lara's default)"+atMost(maxSizeFlag))
 }
 
 // options returns the sizes of the flags given (0 for the others: the
@@ -38,6 +38,10 @@ func (s *benchSizes) register(fs *flag.FlagSet) {
 func (s *benchSizes) options(fs *flag.FlagSet, o *benchrun.VariantOptions) error {
 	if s.features <= 0 || s.k <= 0 || s.block <= 0 || s.segments <= 0 || s.landmarks <= 0 {
 		return cli.UsageError("--features, --k, --block, --segments and --landmarks must be positive")
+	}
+	if err := checkCounts(count{"features", s.features, maxSizeFlag}, count{"k", s.k, maxSizeFlag}, count{"block", s.block, maxSizeFlag},
+		count{"segments", s.segments, maxSizeFlag}, count{"landmarks", s.landmarks, maxSizeFlag}); err != nil {
+		return err
 	}
 	to := map[string]*int{"features": &o.Features, "k": &o.K, "block": &o.Block, "segments": &o.Segments, "landmarks": &o.Landmarks}
 	from := map[string]int{"features": s.features, "k": s.k, "block": s.block, "segments": s.segments, "landmarks": s.landmarks}
@@ -71,7 +75,7 @@ func runBench(args []string, stdout io.Writer) error {
 	var sizes benchSizes
 	sizes.register(fs)
 	threads := fs.Int("threads", cli.BenchThreads, "onnxruntime intra-op threads per run (fixed, not the backend default, so timings compare across runs and machines)")
-	repeat := fs.Int("repeat", 3, "timed runs per (variant, length), each in its own process (hence fewer than bench-backends' 5); the median is reported")
+	repeat := fs.Int("repeat", 3, "timed runs per (variant, length), each in its own process (hence fewer than bench-backends' 5); the median is reported"+atMost(maxRepeat))
 	seed := fs.Uint64("seed", cli.DefaultSeed, "seed of the Performer features, Linformer projections and LARA noise")
 	asJSON := fs.Bool("json", false, "print the results as JSON instead of the table")
 	jsonOut := fs.String("json-out", "", "write the results as JSON to `FILE`")
@@ -103,6 +107,9 @@ func runBench(args []string, stdout io.Writer) error {
 	}
 	if *threads <= 0 || *repeat <= 0 {
 		return cli.UsageError("--threads and --repeat must be positive")
+	}
+	if err := checkCounts(count{"repeat", *repeat, maxRepeat}); err != nil {
+		return err
 	}
 	weights, err := convert.ParseWeights(*costWeights)
 	if err != nil {

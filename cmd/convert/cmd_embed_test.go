@@ -260,7 +260,7 @@ func TestEmbedTotalBound(t *testing.T) {
 	for _, src := range [][]string{{"--docs", dir}, {"--jsonl", jf}} {
 		args := append([]string{"embed", model, "-o", out, "--backend", "native"}, src...)
 		code, _, stderr := runCLI(args...)
-		if code != exitBadInput || !strings.Contains(stderr, "more than 100 bytes of documents") {
+		if code != exitBadInput || !strings.Contains(stderr, "100 bytes") {
 			t.Errorf("%v: exit %d, %q; want exit 2 naming the bound", src, code, stderr)
 		}
 	}

@@ -53,15 +53,15 @@ type evalFlags struct {
 func (f *evalFlags) define(fs *flag.FlagSet) {
 	fs.StringVar(&f.docs, "docs", "", "read every *.txt and *.md file in `DIR` as a document (id: the file name)")
 	fs.StringVar(&f.jsonl, "jsonl", "", "a `FILE` of JSON lines {\"id\": ..., \"text\": ...}, one document each")
-	fs.IntVar(&f.maxTokens, "max-tokens", 4096, "cut every document to its first `N` wordpieces before anything else; every system reads the same text")
-	fs.IntVar(&f.minTokens, "min-tokens", 0, "skip documents of fewer than `N` wordpieces (0: the last bucket edge, so that a document fills every bucket)")
+	fs.IntVar(&f.maxTokens, "max-tokens", 4096, "cut every document to its first `N` wordpieces before anything else; every system reads the same text"+atMost(maxTokensFlag))
+	fs.IntVar(&f.minTokens, "min-tokens", 0, "skip documents of fewer than `N` wordpieces (0: the last bucket edge, so that a document fills every bucket)"+atMost(maxTokensFlag))
 	fs.StringVar(&f.buckets, "buckets", "", "`LIST` of bucket edges in wordpieces, by the passage's position (default: 0,512,1K,2K,… up to --max-tokens)")
-	fs.IntVar(&f.perBucket, "per-bucket", 1, "passages `K` drawn per document and bucket")
+	fs.IntVar(&f.perBucket, "per-bucket", 1, "passages `K` drawn per document and bucket"+atMost(maxPerBucket))
 	fs.Uint64Var(&f.seed, "seed", cli.DefaultSeed, "seed of the passages and the bootstrap")
-	fs.IntVar(&f.bootstrap, "bootstrap", 1000, "paired bootstrap resamples `B` over documents")
+	fs.IntVar(&f.bootstrap, "bootstrap", 1000, "paired bootstrap resamples `B` over documents"+atMost(maxBootstrap))
 	fs.StringVar(&f.reference, "reference", "", "the system `NAME` the others are compared with (default: chunk, else the first system)")
 	fs.StringVar(&f.systems, "systems", "", "`LIST` of the systems to run, in this order (default: truncate, chunk, whole when the original's own limit is above 512 tokens, then the models' systems)")
-	fs.IntVar(&f.limitDocs, "limit-docs", 0, "read only the first `N` documents (0: all)")
+	fs.IntVar(&f.limitDocs, "limit-docs", 0, "read only the first `N` documents (0: all)"+atMost(maxDocs))
 	fs.StringVar(&f.pooling, "pooling", "auto", "`POOLING` of every model: mean, cls, max, or auto (each model's sentence-transformers files, else mean)")
 	fs.IntVar(&f.threads, "threads", 0, "intra-op threads (0: backend default)")
 	fs.StringVar(&f.backend, "backend", infer.DefaultBackend, "runtime backend: "+strings.Join(infer.Backends(), " or "))
@@ -131,6 +131,10 @@ func (f *evalFlags) options() (embed.EvalOptions, embed.Options, error) {
 		return o, eo, cli.UsageError("--limit-docs must be non-negative")
 	case (f.docs == "") == (f.jsonl == ""):
 		return o, eo, cli.UsageError("give the documents with one of --docs or --jsonl")
+	}
+	if err := checkCounts(count{"max-tokens", f.maxTokens, maxTokensFlag}, count{"min-tokens", f.minTokens, maxTokensFlag},
+		count{"per-bucket", f.perBucket, maxPerBucket}, count{"bootstrap", f.bootstrap, maxBootstrap}, count{"limit-docs", f.limitDocs, maxDocs}); err != nil {
+		return o, eo, err
 	}
 	if f.buckets != "" {
 		var err error

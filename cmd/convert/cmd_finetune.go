@@ -22,13 +22,13 @@ func runFinetune(args []string, stdout io.Writer) error {
 	ff := addFeedFlags(fs)
 	out := fs.String("o", "", "path of the output model `OUT` (required; must differ from both inputs)")
 	var opt finetune.Options
-	fs.IntVar(&opt.Steps, "steps", 200, "Adam steps per layer")
+	fs.IntVar(&opt.Steps, "steps", 200, "Adam steps per layer"+atMost(maxSteps))
 	fs.Float64Var(&opt.LR, "lr", 0, "Adam learning rate (0: 0.01 for Linformer, 0.0005 for Performer)")
-	fs.IntVar(&opt.Batch, "minibatch", 0, "calibration rows per Adam step, drawn with --seed from those trained on (0: all)")
+	fs.IntVar(&opt.Batch, "minibatch", 0, "calibration rows per Adam step, drawn with --seed from those trained on (0: all)"+atMost(maxMinibatch))
 	backend := fs.String("backend", infer.DefaultBackend, "runtime backend that captures values: "+strings.Join(infer.Backends(), " or "))
 	fs.IntVar(&opt.Threads, "threads", 0, "intra-op threads (0: backend default)")
 	heldOut := fs.Float64("held-out", finetune.DefaultHeldOutFraction, "`FRACTION` of the calibration documents (one per text; rows of --random-inputs) held out, drawn with --seed: no layer may end worse on them, and the fine-tuned parameters are written only if the model beats the converted one on them (0: an unguarded fit)")
-	patience := fs.Int("patience", finetune.DefaultPatience, "checkpoints (every "+strconv.Itoa(finetune.CheckpointEvery)+" steps) without a lower held-out error before a layer stops (0: never stop early)")
+	patience := fs.Int("patience", finetune.DefaultPatience, "checkpoints (every "+strconv.Itoa(finetune.CheckpointEvery)+" steps) without a lower held-out error before a layer stops (0: never stop early)"+atMost(maxPatience))
 	asJSON := fs.Bool("json", false, "print the per-layer report as JSON")
 	pos, err := cli.ParseFlags(fs, args, stdout)
 	if err != nil {
@@ -42,6 +42,9 @@ func runFinetune(args []string, stdout io.Writer) error {
 	}
 	if opt.Steps < 0 || opt.LR < 0 || opt.Batch < 0 || opt.Threads < 0 || *patience < 0 {
 		return cli.UsageError("--steps, --lr, --minibatch, --threads and --patience must be non-negative")
+	}
+	if err := checkCounts(count{"steps", opt.Steps, maxSteps}, count{"minibatch", opt.Batch, maxMinibatch}, count{"patience", *patience, maxPatience}); err != nil {
+		return err
 	}
 	if !(*heldOut >= 0 && *heldOut < 1) {
 		return cli.UsageError("--held-out %g: want a fraction in [0, 1)", *heldOut)

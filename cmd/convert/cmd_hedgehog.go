@@ -22,7 +22,7 @@ func runHedgehog(args []string, stdout io.Writer) error {
 	o.Block = 64
 	fs.Var(&intFlag{&o.Features, 0}, "features", "`F`: each head's map has 2F features (0: the head size)")
 	fs.Var(&intFlag{&o.Block, 1}, "block", "block length `B`: each query sees its block and --reach blocks on either side exactly")
-	reach := fs.Int("reach", 1, "blocks `R` on either side seen exactly (0: the block alone)")
+	reach := fs.Int("reach", 1, "blocks `R` on either side seen exactly (0: the block alone)"+atMost(maxReach))
 	fs.BoolVar(&o.Linear, "linear", false, "no exact part: pure linear attention, a state of fixed size per head")
 	var tf transferFlags
 	tf.register(fs, 512, "required unless --steps 0")
@@ -35,6 +35,9 @@ func runHedgehog(args []string, stdout io.Writer) error {
 	}
 	if *reach < 0 {
 		return cli.UsageError("--reach %d must not be negative", *reach)
+	}
+	if err := checkCounts(count{"reach", *reach, maxReach}); err != nil {
+		return err
 	}
 	o.Reach = *reach
 	if o.Reach == 0 {
@@ -66,11 +69,11 @@ type transferFlags struct {
 func (tf *transferFlags) register(fs *flag.FlagSet, seqLen int, when string) {
 	fs.StringVar(&tf.calib, "calibration", "", "`PATH` of calibration documents: a file with one document per line, or a folder of *.txt/*.md files (one document each); "+when)
 	fs.StringVar(&tf.vocab, "vocab", "", "tokenizer `PATH` (default: found beside the model)")
-	fs.IntVar(&tf.seqLen, "seq-len", seqLen, "calibration window `L` in tokens: documents are cut into windows of L tokens")
-	fs.IntVar(&tf.maxWindows, "max-windows", 0, "use at most `N` windows, taken evenly across documents (0: all)")
-	fs.IntVar(&tf.t.Steps, "steps", 300, "Adam steps per head (0: no training, the maps stay as drawn)")
+	fs.IntVar(&tf.seqLen, "seq-len", seqLen, "calibration window `L` in tokens: documents are cut into windows of L tokens"+atMost(maxWindowFlag))
+	fs.IntVar(&tf.maxWindows, "max-windows", 0, "use at most `N` windows, taken evenly across documents (0: all)"+atMost(maxWindowsTotal))
+	fs.IntVar(&tf.t.Steps, "steps", 300, "Adam steps per head (0: no training, the maps stay as drawn)"+atMost(maxSteps))
 	fs.Float64Var(&tf.t.LR, "lr", 0.01, "Adam learning rate")
-	fs.IntVar(&tf.t.Windows, "windows", 8, "calibration windows per Adam step")
+	fs.IntVar(&tf.t.Windows, "windows", 8, "calibration windows per Adam step"+atMost(maxWindowsStep))
 	fs.StringVar(&tf.objective, "objective", string(finetune.ObjectiveOutput), "what training minimises: output (each head's attention output against exact attention) or weights (cross-entropy of the attention weights)")
 	fs.Float64Var(&tf.heldOut, "held-out", 0.25, "fraction of the documents held out to choose the parameters and stop early (0: none)")
 	fs.IntVar(&tf.t.Threads, "threads", 0, "heads trained at once and teacher threads (0: 2)")
@@ -85,6 +88,10 @@ func (tf *transferFlags) check() error {
 	}
 	if tf.seqLen < 3 {
 		return cli.UsageError("--seq-len %d: want at least 3", tf.seqLen)
+	}
+	if err := checkCounts(count{"steps", t.Steps, maxSteps}, count{"windows", t.Windows, maxWindowsStep},
+		count{"max-windows", tf.maxWindows, maxWindowsTotal}, count{"seq-len", tf.seqLen, maxWindowFlag}); err != nil {
+		return err
 	}
 	if !(tf.heldOut >= 0 && tf.heldOut < 1) {
 		return cli.UsageError("--held-out %g: want a fraction in [0, 1)", tf.heldOut)

@@ -35,7 +35,7 @@ func runPerformer(args []string, stdout io.Writer) error {
 	fs.BoolVar(&o.Balance, "balance", false, "add a per-head linear balance of queries and keys (q·T, k·T⁻ᵀ: exact) fitted on --calibration, for favor+ and favor++")
 	calib := fs.String("calibration", "", "`FILE` of calibration texts, one per line, run through the original model to fit --balance, sderf and aderf")
 	weighting := fs.String("calibration-weighting", "attention", "which query–key pairs the fit weighs: attention (the original attention weights) or uniform")
-	calibLen := fs.Int("calibration-max-len", 512, "longest tokenized calibration text (when not given, at most the model's position limit)")
+	calibLen := fs.Int("calibration-max-len", 512, "longest tokenized calibration text (when not given, at most the model's position limit)"+atMost(maxWindowFlag))
 	vocab := fs.String("vocab", "", "tokenizer `PATH` for --calibration: a folder, tokenizer.json or vocab.txt (default: found beside the model)")
 	m, in, layers, err := loadForRewrite(fs, &f, args, stdout)
 	if err != nil {
@@ -59,6 +59,9 @@ func runPerformer(args []string, stdout io.Writer) error {
 	if *calib != "" {
 		if *calibLen < 2 {
 			return cli.UsageError("--calibration-max-len must be at least 2")
+		}
+		if err := checkCounts(count{"calibration-max-len", *calibLen, maxWindowFlag}); err != nil {
+			return err
 		}
 		spec := infer.FeedSpec{TextFiles: []string{*calib}, Vocab: *vocab, MaxLen: *calibLen}
 		if n, err := convert.PositionLimit(m); err == nil && n > 0 {

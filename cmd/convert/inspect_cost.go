@@ -33,11 +33,11 @@ const costWeightsHelp = "how the cost model prices work beyond MACs: default (fi
 func (c *costFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&c.on, "cost", false, "print the cost model: MACs of projections, attention core and FFN per layer and in total for original / Performer / Linformer, largest intermediate, crossover")
 	fs.StringVar(&c.seqLen, "lengths", "512,1024,2048,4096,8192,16384", "with --cost: comma-separated sequence lengths (K = 1024, e.g. 4K)")
-	fs.IntVar(&c.features, "features", convert.DefaultPerformerFeatures, "with --cost: Performer random features M (convert performer's default)")
-	fs.IntVar(&c.k, "k", convert.DefaultLinformerK, "with --cost: Linformer projected length k (convert linformer's default)")
-	fs.IntVar(&c.block, "block", 64, "with --cost: local+pooled block length b")
-	fs.IntVar(&c.segments, "segments", 64, "with --cost: local+pooled segments k")
-	fs.IntVar(&c.landmarks, "landmarks", convert.DefaultLaraLandmarks, "with --cost: LARA landmarks C (one sample each)")
+	fs.IntVar(&c.features, "features", convert.DefaultPerformerFeatures, "with --cost: Performer random features M (convert performer's default)"+atMost(maxSizeFlag))
+	fs.IntVar(&c.k, "k", convert.DefaultLinformerK, "with --cost: Linformer projected length k (convert linformer's default)"+atMost(maxSizeFlag))
+	fs.IntVar(&c.block, "block", 64, "with --cost: local+pooled block length b"+atMost(maxSizeFlag))
+	fs.IntVar(&c.segments, "segments", 64, "with --cost: local+pooled segments k"+atMost(maxSizeFlag))
+	fs.IntVar(&c.landmarks, "landmarks", convert.DefaultLaraLandmarks, "with --cost: LARA landmarks C (one sample each)"+atMost(maxSizeFlag))
 	fs.IntVar(&c.mapFeatures, "map-features", 0, "with --cost: hedgehog features F per map (2F per head; 0: the head size), with the window of --block")
 	fs.StringVar(&c.sinks, "sinks", "first,last", "with --cost: local+pooled sink tokens: first,last, first, last or none")
 	fs.StringVar(&c.weights, "cost-weights", "default", "with --cost: "+costWeightsHelp)
@@ -74,6 +74,10 @@ func buildCost(m *onnxpb.ModelProto, f costFlags) (*costReport, error) {
 	}
 	if f.features <= 0 || f.k <= 0 || f.block <= 0 || f.segments <= 0 || f.landmarks <= 0 {
 		return nil, cli.UsageError("--features, --k, --block, --segments and --landmarks must be positive")
+	}
+	if err := checkCounts(count{"features", f.features, maxSizeFlag}, count{"k", f.k, maxSizeFlag}, count{"block", f.block, maxSizeFlag},
+		count{"segments", f.segments, maxSizeFlag}, count{"landmarks", f.landmarks, maxSizeFlag}); err != nil {
+		return nil, err
 	}
 	if f.mapFeatures < 0 || f.mapFeatures > convert.MaxHedgehogFeatures {
 		return nil, cli.UsageError("--map-features %d: want 1..%d (0: the head size)", f.mapFeatures, convert.MaxHedgehogFeatures)

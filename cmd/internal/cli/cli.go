@@ -130,6 +130,13 @@ func Run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "%s %s: %v\n", Name, c.Name, err)
 		return ExitUsage
 	}
+	// Opening a named pipe waits for a writer: say so on stderr rather
+	// than hang in silence.
+	prevWait := fsutil.WaitingForWriter
+	fsutil.WaitingForWriter = func(path string) {
+		fmt.Fprintf(stderr, "%s %s: waiting for a writer on the named pipe %s (it is read once a program opens it for writing; Ctrl-C stops)\n", Name, c.Name, path)
+	}
+	defer func() { fsutil.WaitingForWriter = prevWait }()
 	inName, inSize := largestFile(args[1:])
 	boundMemory(c, inSize)
 	start := time.Now()
