@@ -132,3 +132,87 @@ func instantiate(n *onnxpb.NodeProto, f *onnxpb.FunctionProto, prefix string) ([
 	}
 	return onnx.Instantiate(n, f, prefix)
 }
+
+// Inline returns a copy of m, a model converted by this package, in which
+// every node of the custom ops (domain ops.Domain) is replaced by its
+// function's body (onnx.InlineFunctions): the result holds standard ops
+// only, with neither the ops' model-local functions nor the import of
+// their domain, for runtimes and tools without model-local functions. It
+// computes what m computes: onnxruntime inlines the same bodies when it
+// loads m (a body built for a lower opset than the model's, above 23,
+// runs at the model's opset there as here). The ir_version is kept. A
+// model without such a node is an error, as is one whose custom node has
+// no function, sits inside a subgraph or another function, or whose body
+// would write a value the graph already names. m is not modified; the
+// copy shares initializer bytes with m.
+func Inline(m *onnxpb.ModelProto) (*onnxpb.ModelProto, error) {
+	if m.GetGraph() == nil {
+		return nil, fmt.Errorf("convert: inline: model has no graph")
+	}
+	defined := map[string]bool{}
+	for _, f := range m.Functions {
+		if f.GetDomain() == ops.Domain {
+			defined[f.GetName()] = true
+		}
+	}
+	calls := 0
+	for _, n := range m.Graph.Node {
+		if n.GetDomain() != ops.Domain {
+			continue
+		}
+		if !defined[n.GetOpType()] {
+			return nil, fmt.Errorf("convert: inline: node %s: the model defines no function %s.%s", nodeName(n), ops.Domain, n.GetOpType())
+		}
+		calls++
+	}
+	if calls == 0 {
+		return nil, fmt.Errorf("convert: inline: the model has no %s node to inline", ops.Domain)
+	}
+	out, err := onnx.InlineFunctions(m, ops.Domain)
+	if err != nil {
+		return nil, fmt.Errorf("convert: inline: %w", err)
+	}
+	var left []string
+	var walk func(nodes []*onnxpb.NodeProto)
+	walk = func(nodes []*onnxpb.NodeProto) {
+		for _, n := range nodes {
+			if n.GetDomain() == ops.Domain {
+				left = append(left, nodeName(n))
+			}
+			for _, a := range n.Attribute {
+				if a.G != nil {
+					walk(a.G.Node)
+				}
+				for _, g := range a.Graphs {
+					walk(g.Node)
+				}
+			}
+		}
+	}
+	walk(out.Graph.Node)
+	for _, f := range out.Functions {
+		walk(f.Node)
+	}
+	if len(left) > 0 {
+		return nil, fmt.Errorf("convert: inline: %s nodes inside subgraphs or other functions are not inlined: %v", ops.Domain, left)
+	}
+	seen := map[string]bool{}
+	for _, in := range out.Graph.Input {
+		seen[in.GetName()] = true
+	}
+	for _, t := range out.Graph.Initializer {
+		seen[t.GetName()] = true
+	}
+	for _, n := range out.Graph.Node {
+		for _, o := range n.Output {
+			if o == "" {
+				continue
+			}
+			if seen[o] {
+				return nil, fmt.Errorf("convert: inline: value %q is written twice once the bodies are inlined (node %s)", o, nodeName(n))
+			}
+			seen[o] = true
+		}
+	}
+	return out, nil
+}

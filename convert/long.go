@@ -196,12 +196,19 @@ func periodicTable(m *onnxpb.ModelProto, name string, offset, w int) (*onnxpb.Mo
 	if err != nil {
 		return nil, fmt.Errorf("convert: long: table %s: %w", name, err)
 	}
-	if len(t.Shape) != 2 || t.DType != onnx.Float {
-		return nil, fmt.Errorf("convert: long: table %s is %s %v, want a 2-D float32 table", name, onnx.TypeName(t.DType), t.Shape)
+	if len(t.Shape) != 2 || !ops.Floating(t.DType) {
+		return nil, fmt.Errorf("convert: long: table %s is %s %v, want a 2-D float32, float16 or bfloat16 table", name, onnx.TypeName(t.DType), t.Shape)
+	}
+	// A float16 or bfloat16 table (a published half-precision model's) is
+	// tiled as float32 and stored back in its type: copied rows come back
+	// bit for bit.
+	vals, err := tableFloats(t)
+	if err != nil {
+		return nil, fmt.Errorf("convert: long: table %s: %w", name, err)
 	}
 	rows, hidden := t.Shape[0], t.Shape[1]
-	tiled := ExtendTable(t.Floats()[:(offset+w)*hidden], offset+w, hidden, rows, offset, "copy")
-	nt, err := onnx.EncodeTensor(name, onnx.NewFloat([]int{rows, hidden}, tiled))
+	tiled := ExtendTable(vals[:(offset+w)*hidden], offset+w, hidden, rows, offset, "copy")
+	nt, err := onnx.EncodeTensor(name, tableOfType(onnx.NewFloat([]int{rows, hidden}, tiled), t.DType))
 	if err != nil {
 		return nil, fmt.Errorf("convert: long: %w", err)
 	}

@@ -742,7 +742,13 @@ func keyBias(m *onnxpb.ModelProto, inits map[string]int, got map[string]*onnx.Te
 		return nil, nil
 	}
 	if _, isInit := inits[name]; isInit {
-		return floatInitializer(m, inits, layer, name)
+		// A half-precision model's zero bias is a float16 constant: it is
+		// read as floats (keyMask reads any float type).
+		t, err := onnx.DecodeTensor(m.Graph.Initializer[inits[name]])
+		if err != nil || !ops.Floating(t.DType) {
+			return nil, fmt.Errorf("finetune: layer %d: %q: want a float initializer (%v)", layer, name, err)
+		}
+		return t, nil
 	}
 	return got[name], nil
 }

@@ -423,7 +423,11 @@ func maskOf(cal *Calibration) []int64 {
 // exactTeacher returns a copy of m whose HedgehogAttention nodes attend
 // exactly to every key: each becomes a LocalPooledAttention node over the
 // same Q, K, V and key bias with one block of seqLen positions and no
-// pooled part, which is softmax attention (the original model's).
+// pooled part, which is softmax attention (the original model's). The
+// teacher's function is built as HedgehogAttention's is in m: at the
+// same default-domain opset and for the same element type (a float16 or
+// bfloat16 model's attention widens its inputs and computes in float32,
+// ops.TypedFunction).
 func exactTeacher(m *onnxpb.ModelProto, seqLen int) (*onnxpb.ModelProto, error) {
 	t := onnx.CloneShared(m)
 	exact := ops.LocalPooledAttrs{Block: seqLen, Reach: ops.NoReach}
@@ -439,18 +443,50 @@ func exactTeacher(m *onnxpb.ModelProto, seqLen int) (*onnxpb.ModelProto, error) 
 		t.Graph.Node[i] = ops.NewLocalPooledNode(n.GetName(), n.Input[:4], n.Output[0], a)
 	}
 	var fns []*onnxpb.FunctionProto
+	opset, dt := onnx.OpsetVersion(t, ""), onnx.Float
 	for _, f := range t.Functions {
+		if f.GetDomain() == ops.Domain && f.GetName() == ops.HedgehogOp {
+			dt = ops.FunctionType(f)
+			for _, o := range f.OpsetImport {
+				if o.GetDomain() == "" {
+					opset = o.GetVersion()
+				}
+			}
+		}
 		if f.GetDomain() == ops.Domain && (f.GetName() == ops.HedgehogOp || f.GetName() == ops.LocalPooledOp) {
 			continue
 		}
 		fns = append(fns, f)
 	}
-	fn, err := ops.LocalPooledFunction(onnx.OpsetVersion(t, ""), exact)
+	fn, err := ops.LocalPooledFunction(opset, exact)
+	if err == nil {
+		fn, err = ops.TypedFunction(fn, dt)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("finetune: teacher: %w", err)
 	}
 	t.Functions = append(fns, fn)
 	return t, nil
+}
+
+// wideFloat returns t as float32: float16 and bfloat16 values widened (a
+// half-precision model's captured values), float32 as it is.
+func wideFloat(t *onnx.Tensor) (*onnx.Tensor, error) {
+	if t == nil || t.DType == onnx.Float {
+		return t, nil
+	}
+	if t.DType != onnx.Float16 && t.DType != onnx.BFloat16 {
+		return nil, fmt.Errorf("value of type %s, want float32, float16 or bfloat16", onnx.TypeName(t.DType))
+	}
+	x, err := t.AsFloat64s()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]float32, len(x))
+	for i, v := range x {
+		out[i] = float32(v)
+	}
+	return onnx.NewFloat(t.Shape, out), nil
 }
 
 // captureLayers runs the teacher over the calibration rows, TeacherBatch
@@ -489,6 +525,14 @@ func captureLayers(teacher *onnxpb.ModelProto, cal *Calibration, nodes []*onnxpb
 			if n.Input[3] != "" {
 				if bias, err = keyBias(out, inits, got, -1, n.Input[3]); err != nil {
 					return nil, err
+				}
+			}
+			// A half-precision model's values are widened here once: the
+			// heads train in float32 (and float64) whatever the model's
+			// precision.
+			for _, name := range []string{n.Input[0], n.Input[1], n.Input[2], n.Output[0]} {
+				if got[name], err = wideFloat(got[name]); err != nil {
+					return nil, fmt.Errorf("finetune: node %s: %s: %w", n.GetName(), name, err)
 				}
 			}
 			if layers[i] == nil {

@@ -10,7 +10,8 @@ import (
 
 // How a converter adds PerformerAttention to a model at default-domain
 // opset 17: the node (always with a key_bias input), the function that
-// defines it, and the domain import.
+// defines it, and the domain import; the function's attribute defaults
+// raise the model to IR version 9.
 func ExampleImportFunction() {
 	m := &onnxpb.ModelProto{
 		IrVersion:   proto.Int64(8),
@@ -40,9 +41,11 @@ func ExampleImportFunction() {
 	for _, op := range m.OpsetImport {
 		fmt.Printf("import %q v%d\n", op.GetDomain(), op.GetVersion())
 	}
+	fmt.Println("ir_version", m.GetIrVersion())
 	// Output:
 	// ai.linearize PerformerAttention [Q K V Omega key_bias] [scale]
 	// defaults: [kernel epsilon center features causal chunk] node attributes: 1
 	// import "" v17
 	// import "ai.linearize" v1
+	// ir_version 9
 }

@@ -22,10 +22,14 @@ package ops
 //     it; the Go kernels accept a nil bias. An input a body does not read
 //     may be "" (E and F of the pooled Linformer).
 //   - scale is always set on the node (the function declares it without a
-//     default, because the default 1/√D depends on the input shape). The
-//     other attributes are left off the node at their defaults, which the
-//     function declares (attribute_proto) and the Go kernel reads from the
-//     schema.
+//     default, because the default 1/√D depends on the input shape), as
+//     are the required attributes (LARA's landmarks, WindowAttention's
+//     widths). The other attributes are left off the node at their
+//     defaults, which the function declares (attribute_proto) and the Go
+//     kernel reads from the schema; a list attribute without a default
+//     (far_bias, alibi) is declared with an empty list, which the body
+//     never reads. Attribute defaults need IR version 9: ImportFunction
+//     raises a model's ir_version to FunctionIRVersion.
 //   - Attributes that select a body (Performer's kernel, center and
 //     features; the blocks, segments and sinks of LocalPooledAttention and
 //     of the pooled Linformer; Hedgehog's block, reach and causal) are
@@ -68,10 +72,19 @@ const (
 // padding and contributes exactly zero.
 const maskThreshold = -1e4
 
+// FunctionIRVersion is the lowest IR version of a model whose functions
+// declare attribute defaults (FunctionProto.attribute_proto, IR 9).
+const FunctionIRVersion = 9
+
 // ImportFunction adds fn to m.Functions unless a function with the same
 // domain, name and overload is already there (then it returns an error if
-// the two differ), and makes m import fn's domain at DomainVersion.
+// the two differ), and makes m import fn's domain at DomainVersion. A
+// model below FunctionIRVersion is raised to it when fn declares attribute
+// defaults, which every op's function does.
 func ImportFunction(m *onnxpb.ModelProto, fn *onnxpb.FunctionProto) error {
+	if len(fn.AttributeProto) > 0 && m.GetIrVersion() < FunctionIRVersion {
+		m.IrVersion = proto.Int64(FunctionIRVersion)
+	}
 	dup := false
 	for _, f := range m.Functions {
 		if f.GetDomain() == fn.GetDomain() && f.GetName() == fn.GetName() && f.GetOverload() == fn.GetOverload() {

@@ -378,15 +378,24 @@ func (s *schema[A]) call(ctx *Context, in []*onnx.Tensor) (A, []*onnx.Tensor, er
 
 // function wraps the body b built into a FunctionProto of the op with the
 // first inputs inputs of the schema, its output "out" and every attribute:
-// those with a default as attribute_proto, the others by name.
+// those with a default as attribute_proto; a list without one (far_bias,
+// alibi: absent means none) as attribute_proto too, an empty list the body
+// never reads (the values it serves are built into it); the others by
+// name: scale and the required ones, which every node carries. So every
+// attribute a body declares is either defaulted or set by every node, as
+// onnx's reference evaluator needs (it looks up each declared attribute),
+// and the file needs IR version 9 (ImportFunction raises it).
 func (s *schema[A]) function(b *fnBuilder, doc string, inputs int) *onnxpb.FunctionProto {
 	var names []string
 	var defaults []*onnxpb.AttributeProto
 	for i := range s.Attrs {
 		at := &s.Attrs[i]
-		if at.Default != nil {
+		switch {
+		case at.Default != nil:
 			defaults = append(defaults, at.proto(at.Default))
-		} else {
+		case at.Type == AttrFloats && !at.Required:
+			defaults = append(defaults, at.proto([]float32{}))
+		default:
 			names = append(names, at.Name)
 		}
 	}

@@ -58,6 +58,8 @@ func (a *AttrSchema) defaultText() string {
 	switch {
 	case a.Required:
 		return "required"
+	case a.Default == nil && a.Type == AttrFloats:
+		return "[] (none)" // the function's attribute_proto (schema.function)
 	case a.Default == nil:
 		return "—"
 	}

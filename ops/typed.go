@@ -70,6 +70,23 @@ func TypedFunction(fn *onnxpb.FunctionProto, dt onnx.DataType) (*onnxpb.Function
 	return out, nil
 }
 
+// FunctionType returns the element type TypedFunction built fn for: the
+// type its last node, a Cast writing its first output, narrows to;
+// float32 for a body that ends otherwise (built for float32).
+func FunctionType(fn *onnxpb.FunctionProto) onnx.DataType {
+	if len(fn.GetNode()) == 0 || len(fn.GetOutput()) == 0 {
+		return onnx.Float
+	}
+	last := fn.Node[len(fn.Node)-1]
+	if last.GetOpType() != "Cast" || last.GetDomain() != "" || len(last.Output) != 1 || last.Output[0] != fn.Output[0] {
+		return onnx.Float
+	}
+	if dt := onnx.DataType(onnx.AttrInt(last, "to", int64(onnx.Float))); Floating(dt) {
+		return dt
+	}
+	return onnx.Float
+}
+
 func castNode(from, to string, dt onnx.DataType) *onnxpb.NodeProto {
 	return &onnxpb.NodeProto{
 		OpType: proto.String("Cast"), Input: []string{from}, Output: []string{to},

@@ -33,6 +33,7 @@ func runLong(args []string, stdout io.Writer) error {
 	layers := fs.String("layers", "", "`LIST` of block indices to convert (default: all)")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	overwrite := fs.Bool("overwrite", false, "allow -o to be the input model")
+	inline := fs.Bool("inline", false, inlineUsage)
 	path, err := cli.ParseModelArg(fs, args, stdout)
 	if err != nil {
 		return err
@@ -85,5 +86,5 @@ func runLong(args []string, stdout io.Writer) error {
 	if !*asJSON {
 		fmt.Fprintf(stdout, "reads up to %d tokens in windows of %s\n", o.MaxLength, convert.Meta(res, convert.MetaWindow))
 	}
-	return finishRewrite(stdout, &rewriteFlags{out: *out, json: *asJSON, overwrite: *overwrite}, path, res, rep)
+	return finishRewrite(stdout, &rewriteFlags{out: *out, json: *asJSON, overwrite: *overwrite, inline: *inline}, path, res, rep)
 }

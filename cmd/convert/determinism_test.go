@@ -25,6 +25,7 @@ func TestWritersDeterministic(t *testing.T) {
 		{"linformer", "--init", "gaussian", "--k", "8", "--max-len", "64", "--seed", "3"},
 		{"local-pooled"},
 		{"local-pooled", "--block", "16", "--segments", "8"},
+		{"local-pooled", "--inline"},
 		{"lara", "--landmarks", "8", "--seed", "3"},
 		{"long", "--max-length", "1024"},
 		{"extend-positions", "--max-positions", "1024"},

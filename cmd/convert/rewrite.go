@@ -16,13 +16,17 @@ import (
 )
 
 // rewriteFlags are the flags the rewriting commands (performer,
-// linformer, local-pooled, lara) share.
+// linformer, local-pooled, lara, hedgehog, window; long has its own but
+// shares -o, --json, --overwrite and --inline) share.
 type rewriteFlags struct {
-	out, layers, posMethod string
-	seed                   uint64
-	json, overwrite        bool
-	maxPos, posOffset      int
+	out, layers, posMethod  string
+	seed                    uint64
+	json, overwrite, inline bool
+	maxPos, posOffset       int
 }
+
+// inlineUsage is the help of --inline.
+const inlineUsage = "write the ops' function bodies into the graph (convert.Inline): standard ops only, no ai.linearize nodes or model-local functions, for runtimes and tools without model-local functions; the Go kernels (convert validate, the native backend's fast path) then no longer see the ops"
 
 // seedUsage is the help of --seed of the rewriting commands that sample
 // parameters; local-pooled samples nothing and has no --seed.
@@ -41,6 +45,7 @@ func (f *rewriteFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.layers, "layers", "", "`LIST` of block indices to convert, as convert inspect numbers them: comma-separated, ranges like 0-5 (default: all)")
 	fs.BoolVar(&f.json, "json", false, "print the report as JSON")
 	fs.BoolVar(&f.overwrite, "overwrite", false, "allow -o to be the input model")
+	fs.BoolVar(&f.inline, "inline", false, inlineUsage)
 	addPositionFlags(fs, &f.maxPos, &f.posMethod, &f.posOffset, "first grow the position table to `N` rows (see extend-positions)")
 }
 
@@ -115,8 +120,17 @@ func loadForRewrite(fs *flag.FlagSet, f *rewriteFlags, args []string, stdout io.
 	return m, path, layers, nil
 }
 
-// finishRewrite saves the model and prints the report.
+// finishRewrite inlines the ops' bodies with --inline, saves the model
+// and prints the report.
 func finishRewrite(stdout io.Writer, f *rewriteFlags, in string, m *onnxpb.ModelProto, rep *convert.Report) error {
+	if f.inline {
+		inl, err := convert.Inline(m)
+		if err != nil {
+			return err
+		}
+		m = inl
+		rep.Notes = append(rep.Notes, "--inline: the ops' function bodies are written into the graph (standard ops only)")
+	}
 	w := stdout
 	if f.json {
 		w = stderrNotes // stdout is the JSON report only
