@@ -6,10 +6,11 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 
+	"github.com/linearize/linearize/internal/graphfacts"
+	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
 	"github.com/linearize/linearize/ops"
 )
@@ -19,10 +20,11 @@ import (
 // long position table (issue 30, item 5): testdata/fixtures/longctx,
 // written by gen_longctx.py node by node in the forms a TorchScript export
 // of that code writes, each checked there against a numpy reference.
-// manifest.json says what a correct reading of each file is. Where the
-// matcher does not read a file that way yet, the test pins what it reads
-// now (longctxGaps, each with the cause): a matcher fix then fails the pin,
-// which is to be replaced by the manifest's reading.
+// manifest.json says what a correct reading of each file is, and the
+// tests check every file against it. (NomicBERT's was pinned as a gap
+// until graphfacts' copy rules, CopyOf, let the walk back from q, k and v
+// pass torch.stack's Concat and apply_rotary_emb's Concat with an empty
+// tail: its projections are now proved.)
 
 const longctxDir = "../testdata/fixtures/longctx"
 
@@ -69,31 +71,6 @@ func longctxFixtures(t *testing.T) []longctxEntry {
 	return man.Files
 }
 
-// Gaps between the manifest's reading and the matcher's, pinned.
-const (
-	// gapProjections (nomic_bert.onnx): the blocks are found, convertible
-	// and convert exactly, but their Q, K and V projections are not proved
-	// (Block.QProj, KProj, VProj nil) and the rotary embedding is not seen
-	// (no "rotary" in Block.Form). ProjectionOf walks back from the core's
-	// q (Transpose ← Gather(axis 2)) and stops at the Concat of
-	// torch.stack((q_rot, k_rot, qkv[:, :, 2]), dim=2) (three Unsqueeze
-	// inputs), which NomicBertRotaryEmbedding.forward returns and the
-	// attention re-selects with qkv[:, :, 0]; behind it, apply_rotary_emb's
-	// Concat(rotated x[..., :ro_dim], x[..., ro_dim:]) (an empty tail when
-	// rotary_emb_fraction is 1) is a second multi-input Concat. From the
-	// rotary Add inward the walk succeeds (RotaryInput, then Slice, Gather
-	// axis 2, Reshape, the Wqkv MatMul). Correct reading: each of q, k, v
-	// a part (Packed) of encoder.layers.i.attn.Wqkv, q and k rotated.
-	gapProjections = "projections"
-)
-
-var longctxGaps = map[string][]string{
-	"nomic_bert.onnx": {gapProjections},
-}
-
-// hasGap reports whether the file's pinned gaps include gap.
-func hasGap(file, gap string) bool { return slices.Contains(longctxGaps[file], gap) }
-
 // TestLongCtxDetect: every block of every long-context fixture is found
 // with the manifest's heads, head size and scale; the RoPE and absolute
 // families' blocks are per-key and convertible, the jina-v2 blocks carry
@@ -101,7 +78,8 @@ func hasGap(file, gap string) bool { return slices.Contains(longctxGaps[file], g
 func TestLongCtxDetect(t *testing.T) {
 	for _, f := range longctxFixtures(t) {
 		t.Run(f.File, func(t *testing.T) {
-			d, err := Detect(loadModel(t, filepath.Join(longctxDir, f.File)))
+			m := loadModel(t, filepath.Join(longctxDir, f.File))
+			d, err := Detect(m)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -121,7 +99,7 @@ func TestLongCtxDetect(t *testing.T) {
 				}
 				switch f.Bias {
 				case "per-key":
-					checkLongCtxPerKey(t, f, b)
+					checkLongCtxPerKey(t, f, m, b)
 				case "alibi":
 					checkLongCtxAlibi(t, f, b)
 				default:
@@ -135,8 +113,9 @@ func TestLongCtxDetect(t *testing.T) {
 	}
 }
 
-// checkLongCtxPerKey checks a block whose only bias is the padding mask.
-func checkLongCtxPerKey(t *testing.T, f longctxEntry, b *Block) {
+// checkLongCtxPerKey checks a block of m whose only bias is the padding
+// mask, and the projections its Q, K and V are read from.
+func checkLongCtxPerKey(t *testing.T, f longctxEntry, m *onnxpb.ModelProto, b *Block) {
 	t.Helper()
 	if !b.Convertible || b.Bias != BiasPerKey || b.BiasValue == "" || b.Alibi != nil {
 		t.Errorf("block %d: convertible %v bias %s (%q) alibi %v (%s), want a convertible per-key block", b.Layer, b.Convertible, b.Bias, b.BiasValue, b.Alibi, b.Reason)
@@ -144,27 +123,58 @@ func checkLongCtxPerKey(t *testing.T, f longctxEntry, b *Block) {
 	if b.Merged == "" || b.Merged == b.Output {
 		t.Errorf("block %d: merged output %q not proved", b.Layer, b.Merged)
 	}
-	if hasGap(f.File, gapProjections) {
-		// Pinned (see gapProjections): replace by the checks below when
-		// the walk reads torch.stack and apply_rotary_emb's Concat.
-		if b.QProj != nil || b.KProj != nil || b.VProj != nil || strings.Contains(b.Form, "rotary") {
-			t.Errorf("block %d: projections %+v %+v %+v, form %q: the pinned gap (NomicBERT's stacked rotary q/k unproved) is closed; update the pin to the manifest's reading", b.Layer, b.QProj, b.KProj, b.VProj, b.Form)
-		}
-		return
-	}
 	if b.QProj == nil || b.KProj == nil || b.VProj == nil {
 		t.Fatalf("block %d: projections %+v %+v %+v not proved", b.Layer, b.QProj, b.KProj, b.VProj)
 	}
 	if f.Position == "rope" {
-		// GTE's packed qkv_proj, split: q, k and v are parts of one
-		// projection, q and k read after the rotation.
-		if !b.QProj.Packed || b.QProj.Weight != b.KProj.Weight || b.KProj.Weight != b.VProj.Weight {
+		// GTE's packed qkv_proj, split, and NomicBERT's Wqkv, viewed
+		// [B,S,3,H,D], gathered, rotated and stacked again: q, k and v
+		// are parts of one projection [W, 3W], q and k read after the
+		// rotation, v not.
+		if !b.QProj.Packed || !b.KProj.Packed || !b.VProj.Packed || b.QProj.Weight != b.KProj.Weight || b.KProj.Weight != b.VProj.Weight {
 			t.Errorf("block %d: projections %+v %+v %+v, want parts of one packed projection", b.Layer, b.QProj, b.KProj, b.VProj)
+		}
+		fa := graphfacts.New(onnx.NewIndex(m.Graph), onnx.OpsetVersion(m, ""))
+		w := int64(f.Heads * f.HeadDim)
+		if d := fa.Dims(b.QProj.Weight); len(d) != 2 || d[0] != w || d[1] != 3*w {
+			t.Errorf("block %d: packed weight %s is %v, want [%d %d]", b.Layer, b.QProj.Weight, d, w, 3*w)
+		}
+		for _, x := range []struct {
+			name, v string
+			want    bool
+		}{{"q", b.Q, true}, {"k", b.K, true}, {"v", b.V, false}} {
+			if got := rotatedOperand(fa, x.v); got != x.want {
+				t.Errorf("block %d: %s (%s) rotated %v, want %v", b.Layer, x.name, x.v, got, x.want)
+			}
 		}
 		if !strings.Contains(b.Form, "rotary") {
 			t.Errorf("block %d: form %q lacks rotary", b.Layer, b.Form)
 		}
 	}
+}
+
+// rotatedOperand reports whether v, an operand of an attention core
+// followed back through Transposes and copies (graphfacts.CopyOf), is
+// the output of a rotary embedding.
+func rotatedOperand(fa *graphfacts.Facts, v string) bool {
+	for i := 0; i < graphfacts.MaxDepth; i++ {
+		if x := fa.CopyOf(v); x != "" {
+			v = x
+			continue
+		}
+		n := fa.Ix.Producer[v]
+		switch {
+		case n == nil:
+			return false
+		case n.GetOpType() == "Transpose":
+			v = graphfacts.Input(n, 0)
+		case n.GetOpType() == "Add":
+			return fa.RotaryInput(n) != ""
+		default:
+			return false
+		}
+	}
+	return false
 }
 
 // checkLongCtxAlibi checks a jina-v2 block: ALiBi with the manifest's

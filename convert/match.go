@@ -350,12 +350,13 @@ func (mt *matcher) matchV(c *coreMatch, p string) string {
 }
 
 // checkLayout follows v back through Transposes (and scalar scales,
-// rotary embeddings, and the key/value heads repeated for grouped-query
-// attention, which keep the [B,H,S,D] layout) to a rank-4 Reshape (the
-// head split, [B,S,H,D]) and checks that v, taken to [B,H,S,D] by perm,
-// is that split transposed by [0,2,1,3]. When no head split is found the
-// layout cannot be checked and is accepted. The split's layout is read by
-// the headSplits table; forms name it and what was passed for Block.Form.
+// rotary embeddings, the key/value heads repeated for grouped-query
+// attention and copies of one input (CopyOf), which keep the [B,H,S,D]
+// layout) to a rank-4 Reshape (the head split, [B,S,H,D]) and checks that
+// v, taken to [B,H,S,D] by perm, is that split transposed by [0,2,1,3].
+// When no head split is found the layout cannot be checked and is
+// accepted. The split's layout is read by the headSplits table; forms
+// name it and what was passed for Block.Form.
 func (mt *matcher) checkLayout(name, v string, perm []int) (msg string, kperms []string, forms []string) {
 	comp := []int{0, 1, 2, 3} // v axis i = current value's axis comp[i]
 	var seen, compact []string
@@ -366,6 +367,14 @@ func (mt *matcher) checkLayout(name, v string, perm []int) (msg string, kperms [
 		}
 		if x, form := mt.layoutKeeping(n); x != "" {
 			v, forms = x, append(forms, form)
+			continue
+		}
+		if x := mt.CopyOf(v); x != "" {
+			// A copy of one input keeps its layout: torch.cat of one
+			// tensor (a TorchScript export's cache update with no past),
+			// a tensor of a torch.stack selected again, a Concat whose
+			// other inputs are empty (graphfacts' copy rules).
+			v = x
 			continue
 		}
 		switch n.GetOpType() {
@@ -395,14 +404,6 @@ func (mt *matcher) checkLayout(name, v string, perm []int) (msg string, kperms [
 			return "", nil, forms
 		case "QuantizeLinear", "DequantizeLinear":
 			// A QDQ pair (quantize_static) keeps the layout.
-			v = inp(n, 0)
-			continue
-		case "Concat":
-			// torch.cat of one tensor (a TorchScript export's cache
-			// update with no past) passes it on.
-			if len(n.Input) != 1 {
-				return "", nil, forms
-			}
 			v = inp(n, 0)
 			continue
 		case "Reshape":

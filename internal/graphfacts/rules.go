@@ -11,7 +11,11 @@ import "github.com/linearize/linearize/onnx/onnxpb"
 //
 // The walks that read a shape tensor's entries or follow one chain of ops
 // to a projection (ShapeValue, PreScale, ProjectionOf, RotaryInput,
-// sizeOf, ...) keep their own short lists of the ops they pass.
+// sizeOf, ...) keep their own short lists of the ops they pass. Where an
+// op passes one input's values on unchanged only given what is proved of
+// the node (a Gather selecting one tensor of a torch.stack, a Concat
+// whose other inputs are empty), its copy rule says which input (CopyOf),
+// and the walks to a projection follow it.
 
 // dimsRule derives the dims of output v of n (provedDims): −1 where not
 // proved, nil if not even the rank is; with suffix only the trailing axes
@@ -34,6 +38,10 @@ type foldRule func(f *Facts, n *onnxpb.NodeProto, v string, get fold, depth int)
 // of n (projWidth), −1 if unknown.
 type widthRule func(f *Facts, n *onnxpb.NodeProto, v string, depth int) int64
 
+// copyRule returns the input of n whose values output v of n is, element
+// for element and axis for axis (CopyOf), or "" when none is proved.
+type copyRule func(f *Facts, n *onnxpb.NodeProto, v string, depth int) string
+
 // opRules are the rules of one op type; nil: the fact is unknown through
 // the op.
 type opRules struct {
@@ -42,6 +50,7 @@ type opRules struct {
 	scalar  foldRule
 	uniform foldRule
 	width   widthRule
+	copies  copyRule
 }
 
 var rules = map[string]*opRules{} // "domain:op"
@@ -99,6 +108,9 @@ func register(domain string, r opRules, ops ...string) {
 		if r.width != nil {
 			e.width = r.width
 		}
+		if r.copies != nil {
+			e.copies = r.copies
+		}
 	}
 }
 
@@ -115,7 +127,7 @@ var (
 // unaryOps are the default-domain ops whose output 0 has input 0's
 // shape.
 var unaryOps = []string{"Identity", "Cast", "Dropout", "Softmax", "LogSoftmax", "Erf", "Tanh", "Relu", "Sigmoid", "Gelu",
-	"Neg", "Sqrt", "Exp", "Log", "Abs", "Reciprocal", "Not", "LayerNormalization", "SimplifiedLayerNormalization"}
+	"Neg", "Sqrt", "Exp", "Log", "Abs", "Reciprocal", "Not", "LayerNormalization", "SimplifiedLayerNormalization", "Cos", "Sin"}
 
 func init() {
 	// Dims.
@@ -179,6 +191,10 @@ func init() {
 	register("", opRules{width: (*Facts).einsumWidth}, "Einsum")
 	register("", opRules{width: (*Facts).convWidth}, "Conv")
 	register("", opRules{width: (*Facts).productWidth}, "MatMul", "Gemm")
+
+	// Copies (copies.go).
+	register("", opRules{copies: (*Facts).stackCopy}, "Gather")
+	register("", opRules{copies: (*Facts).concatCopy}, "Concat")
 
 	// The quantized forms and onnxruntime's fusions (quant.go).
 	quantizer := opRules{dims: (*Facts).quantizerDims, scalar: (*Facts).quantizeFold, width: (*Facts).quantizedWidth}

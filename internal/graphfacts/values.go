@@ -213,7 +213,7 @@ func (f *Facts) concatDims(n *onnxpb.NodeProto, _ string, _ []int64, depth int) 
 		}
 		for j := range d {
 			switch {
-			case int64(j) == axis && out[j] > 0 && d[j] > 0:
+			case int64(j) == axis && out[j] >= 0 && d[j] >= 0:
 				out[j] += d[j]
 			case int64(j) == axis:
 				out[j] = -1
@@ -289,11 +289,12 @@ func (f *Facts) sliceDims(n *onnxpb.NodeProto, _ string, _ []int64, depth int) (
 	if in == nil {
 		return nil, false
 	}
-	return f.slicedDims(n, in), false
+	return f.slicedDims(n, in, depth), false
 }
 
-// slicedDims is sliceDims of an input with dims in.
-func (f *Facts) slicedDims(n *onnxpb.NodeProto, in []int64) []int64 {
+// slicedDims is sliceDims of an input with dims in; a start or end may be
+// folded from sizes and constants (sliceBound).
+func (f *Facts) slicedDims(n *onnxpb.NodeProto, in []int64, depth int) []int64 {
 	r := int64(len(in))
 	out := append([]int64(nil), in...)
 	var starts, ends, axes, steps []int64
@@ -302,11 +303,12 @@ func (f *Facts) slicedDims(n *onnxpb.NodeProto, in []int64) []int64 {
 		starts, ends, axes = onnx.AttrInts(n, "starts"), onnx.AttrInts(n, "ends"), onnx.AttrInts(n, "axes")
 		okS, okE = starts != nil, ends != nil
 	} else {
-		starts, okS = Ints(f.Ix, Input(n, 1))
-		ends, okE = Ints(f.Ix, Input(n, 2))
 		if Input(n, 3) != "" {
 			axes, okA = Ints(f.Ix, Input(n, 3))
 		}
+		one := okA && len(axes) == 1
+		starts, okS = f.sliceBound(Input(n, 1), one, depth)
+		ends, okE = f.sliceBound(Input(n, 2), one, depth)
 		if Input(n, 4) != "" {
 			var okSt bool
 			if steps, okSt = Ints(f.Ix, Input(n, 4)); !okSt {
@@ -361,6 +363,23 @@ func (f *Facts) slicedDims(n *onnxpb.NodeProto, in []int64) []int64 {
 		}
 	}
 	return out
+}
+
+// sliceBound reads a Slice's starts or ends: a constant or, when the
+// Slice cuts one axis (one, a constant axes of one entry, so the bound has
+// one entry too), a value folded from sizes and constants (x[...,
+// ro_dim:] with ro_dim = 2·cos.size(−1), NomicBERT's apply_rotary_emb).
+func (f *Facts) sliceBound(v string, one bool, depth int) ([]int64, bool) {
+	if s, ok := Ints(f.Ix, v); ok {
+		return s, true
+	}
+	if !one {
+		return nil, false
+	}
+	if c, ok := f.scalar(v, depth+1); ok && c == math.Trunc(c) && math.Abs(c) < 1<<53 {
+		return []int64{int64(c)}, true
+	}
+	return nil, false
 }
 
 // broadcastDims is the shape of an elementwise op's output: its inputs'
@@ -527,7 +546,9 @@ func (f *Facts) reshapeDims(n *onnxpb.NodeProto, _ string, declared []int64, dep
 }
 
 // einsumDims is the shape of a projection by an Einsum with a constant
-// weight (keras/tf2onnx "abc,cde->abde"): sizes from the weight's letters.
+// weight (keras/tf2onnx "abc,cde->abde"): sizes from the weight's letters
+// (an initializer's or a Constant's: NomicBERT's outer product "i,j->ij"
+// of positions and the constant inverse frequencies).
 func (f *Facts) einsumDims(n *onnxpb.NodeProto, _ string, _ []int64, _ int) ([]int64, bool) {
 	a, b, out, ok := EinsumEq(n)
 	if !ok {
@@ -535,9 +556,17 @@ func (f *Facts) einsumDims(n *onnxpb.NodeProto, _ string, _ []int64, _ int) ([]i
 	}
 	size := map[rune]int64{}
 	for i, eq := range []string{a, b} {
-		if t, ok := f.Ix.Initializers[Input(n, i)]; ok && len(t.Dims) == len(eq) {
+		var dims []int64
+		if t, ok := f.Ix.Initializers[Input(n, i)]; ok {
+			dims = t.Dims
+		} else if t, ok := Constant(f.Ix, Input(n, i)); ok {
+			for _, x := range t.Shape {
+				dims = append(dims, int64(x))
+			}
+		}
+		if len(dims) == len(eq) {
 			for j, r := range eq {
-				size[r] = t.Dims[j]
+				size[r] = dims[j]
 			}
 		}
 	}
@@ -1299,12 +1328,16 @@ func (f *Facts) weightDims(v string) []int64 {
 
 // PreScale returns the product of the constant factors applied to v on
 // its way from its projection: back through the head split (Transpose,
-// Reshape), float Casts, Mul/Div by scalars, constant biases and rotary
-// embeddings (x·cos + rotate_half(x)·sin, linear in x), stopping at
-// anything else.
+// Reshape), float Casts, Mul/Div by scalars, constant biases, rotary
+// embeddings (x·cos + rotate_half(x)·sin, linear in x) and copies
+// (CopyOf), stopping at anything else.
 func (f *Facts) PreScale(v string) float64 {
 	scale := 1.0
 	for i := 0; i < MaxDepth; i++ {
+		if x := f.CopyOf(v); x != "" {
+			v = x
+			continue
+		}
 		n := f.Ix.Producer[v]
 		if n == nil || !DefaultDomain(n) {
 			break
@@ -1456,10 +1489,12 @@ type Projection struct {
 }
 
 // ProjectionOf walks back from v through the head split (Transpose,
-// Reshape), Identity, float Casts, Mul/Div by scalars, rotary embeddings
-// and quantizers to an Add of a constant bias and a MatMul, Gemm or Einsum
-// by a constant weight, or a quantized product (quant.go): the projection
-// v is computed from. ok is false when v does not come from one.
+// Reshape), Identity, float Casts, Mul/Div by scalars, rotary embeddings,
+// copies (CopyOf: a torch.stack's tensor selected again, a Concat whose
+// other inputs are empty) and quantizers to an Add of a constant bias and
+// a MatMul, Gemm or Einsum by a constant weight, or a quantized product
+// (quant.go): the projection v is computed from. ok is false when v does
+// not come from one.
 func (f *Facts) ProjectionOf(v string) (p Projection, ok bool) {
 	p, _, ok = f.projectionWalk(v)
 	return p, ok
@@ -1477,6 +1512,11 @@ func (f *Facts) Unsplit(v string) bool {
 // Reshape, Squeeze, Split or Slice.
 func (f *Facts) projectionWalk(v string) (p Projection, reshaped, ok bool) {
 	for i := 0; i < MaxDepth; i++ {
+		if x := f.CopyOf(v); x != "" {
+			// A copy of one input (CopyOf): the values pass unchanged.
+			v = x
+			continue
+		}
 		n := f.Ix.Producer[v]
 		if IsQuantizedMatMul(n) {
 			p, ok = f.quantProjection(n, p)
@@ -1503,10 +1543,6 @@ func (f *Facts) projectionWalk(v string) (p Projection, reshaped, ok bool) {
 func (f *Facts) projectionStep(n *onnxpb.NodeProto, p *Projection) (next string, end, ok bool) {
 	switch op := n.GetOpType(); {
 	case op == "Transpose" || op == "Reshape" || op == "Identity" || op == "Squeeze" || op == "Unsqueeze" || FloatCast(n) || isQuantizer(n):
-		return Input(n, 0), false, false
-	case op == "Concat" && len(n.Input) == 1:
-		// torch.cat of one tensor (a TorchScript export's key/value
-		// cache update with no past).
 		return Input(n, 0), false, false
 	case op == "Split" || (op == "Slice" || op == "Gather") && f.constSliceArgs(n):
 		// A part of a packed projection: split, sliced or gathered
