@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/linearize/linearize/infer"
-	"github.com/linearize/linearize/internal/testenv"
+	"github.com/linearize/linearize/infer/infertest"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
 	"github.com/linearize/linearize/ops"
@@ -247,7 +247,7 @@ func TestCausalFusedUnidirectional(t *testing.T) {
 	if len(rep.Converted) != 1 || !rep.Converted[0].Causal || len(performerNodes(pm)) != 1 || onnx.AttrInt(performerNodes(pm)[0], "causal", 0) != 1 {
 		t.Fatalf("report %+v", rep)
 	}
-	if !testenv.ORT(t) {
+	if !infertest.ORT(t) {
 		return
 	}
 	s, err := infer.NewORTSession(pm, infer.Options{Threads: 1})

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/linearize/linearize/infer"
-	"github.com/linearize/linearize/internal/testenv"
+	"github.com/linearize/linearize/infer/infertest"
 	"github.com/linearize/linearize/ops"
 )
 
@@ -91,7 +91,7 @@ func TestExportedForms(t *testing.T) {
 // operands viewed [B,H,S,D]: Linformer with k = S and E = F = I gives the
 // original's outputs, and no Softmax is left.
 func TestFoldedHeadsConvertExact(t *testing.T) {
-	if !testenv.ORT(t) {
+	if !infertest.ORT(t) {
 		return
 	}
 	const seq = 6 // the key length torch fixed in the MHA export

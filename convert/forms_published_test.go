@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"github.com/linearize/linearize/infer"
-	"github.com/linearize/linearize/internal/testenv"
+	"github.com/linearize/linearize/infer/infertest"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
 	"github.com/linearize/linearize/ops"
@@ -177,7 +177,7 @@ func checkFormBlock(t *testing.T, e formEntry, b *Block) {
 //     and the self-attention ops refuse it with a reason that says so;
 //   - the Performer conversion runs to finite outputs in both.
 func TestFormsConvert(t *testing.T) {
-	if !testenv.ORT(t) {
+	if !infertest.ORT(t) {
 		return
 	}
 	const seq = 6

@@ -9,7 +9,7 @@ import (
 
 	"github.com/linearize/linearize/convert"
 	"github.com/linearize/linearize/infer"
-	"github.com/linearize/linearize/internal/testenv"
+	"github.com/linearize/linearize/infer/infertest"
 	"github.com/linearize/linearize/models"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
@@ -114,7 +114,7 @@ func TestLongNoFarIsWindowedOriginal(t *testing.T) {
 	const windows = 3
 	m := longBERT(t, 16)
 	backends := []string{"native"}
-	if testenv.ORT(t) {
+	if infertest.ORT(t) {
 		backends = append(backends, "ort")
 	}
 	for _, w := range []int{16, 8} {
@@ -195,7 +195,7 @@ func TestLongORTMatchesNative(t *testing.T) {
 	if lim, err := convert.PositionLimit(long); err != nil || lim != 96 {
 		t.Errorf("PositionLimit of the long model: %d, %v; want 96", lim, err)
 	}
-	if !testenv.ORT(t) {
+	if !infertest.ORT(t) {
 		return
 	}
 	ids := randIDs(9, 2, 70)

@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"github.com/linearize/linearize/infer"
-	"github.com/linearize/linearize/internal/testenv"
+	"github.com/linearize/linearize/infer/infertest"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
 )
@@ -318,7 +318,7 @@ func checkSameOutputs(t *testing.T, label string, got, want map[string]*onnx.Ten
 // finite.
 func checkPublishedConvert(t *testing.T, e publishedEntry, m *onnxpb.ModelProto, seq int) {
 	t.Helper()
-	ort := testenv.ORT(t)
+	ort := infertest.ORT(t)
 	in := e.feedsFor(seq, 21)
 	var want map[string]*onnx.Tensor
 	if ort {
@@ -369,7 +369,7 @@ func TestPublishedConvert(t *testing.T) {
 // reach the op.
 func checkPublishedExact(t *testing.T, e publishedEntry, m *onnxpb.ModelProto, seq int) {
 	t.Helper()
-	if !testenv.ORT(t) {
+	if !infertest.ORT(t) {
 		return
 	}
 	d, err := Detect(m)

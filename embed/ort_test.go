@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/linearize/linearize/internal/testenv"
+	testenv "github.com/linearize/linearize/infer/infertest"
 )
 
 // TestBackendsAgree: onnxruntime and the native backend give the same

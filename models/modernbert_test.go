@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"github.com/linearize/linearize/infer"
-	"github.com/linearize/linearize/internal/testenv"
+	"github.com/linearize/linearize/infer/infertest"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
 )
@@ -219,7 +219,7 @@ func refModernBERT(cfg ModernBERTConfig, ws map[string]*onnx.Tensor, ids, mask [
 
 func openModernBERT(t *testing.T, m *onnxpb.ModelProto) infer.Session {
 	t.Helper()
-	if !testenv.ORT(t) {
+	if !infertest.ORT(t) {
 		t.Skip("onnxruntime not available")
 	}
 	s, err := infer.Open("ort", m, infer.Options{Threads: 1})

@@ -215,6 +215,23 @@ func ElemSize(dt DataType) int {
 	return 0
 }
 
+// QuantRange returns the saturation range [lo, hi] of a quantized integer
+// type (int8, uint8, int16, uint16), as QuantizeLinear saturates to it;
+// ok is false for any other type.
+func QuantRange(dt DataType) (lo, hi float64, ok bool) {
+	switch dt {
+	case Int8:
+		return math.MinInt8, math.MaxInt8, true
+	case Uint8:
+		return 0, math.MaxUint8, true
+	case Int16:
+		return math.MinInt16, math.MaxInt16, true
+	case Uint16:
+		return 0, math.MaxUint16, true
+	}
+	return 0, 0, false
+}
+
 // TypeName returns the numpy-style name of dt ("float32", "int64", ...).
 func TypeName(dt DataType) string {
 	switch dt {

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/linearize/linearize/internal/testenv"
+	"github.com/linearize/linearize/infer/infertest"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
 	"github.com/linearize/linearize/ops"
@@ -289,7 +289,7 @@ func TestConvTransposeBadInputs(t *testing.T) {
 // the documentation's padding rules for explicit pads, output_shape and
 // auto_pad.
 func TestConvTransposeMatchesORT(t *testing.T) {
-	if !testenv.ORT(t) {
+	if !infertest.ORT(t) {
 		return
 	}
 	rng := rand.New(rand.NewPCG(204, 7))

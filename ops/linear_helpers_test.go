@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/linearize/linearize/infer"
-	"github.com/linearize/linearize/internal/testenv"
+	"github.com/linearize/linearize/infer/infertest"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
 	"github.com/linearize/linearize/ops"
@@ -242,7 +242,7 @@ func poisonPadding(x *onnx.Tensor, s int) {
 // only logs.
 func checkPaddedBody(t *testing.T, what string, node *onnxpb.NodeProto, fn *onnxpb.FunctionProto, in map[string]*onnx.Tensor, s int, short *onnx.Tensor, tol float64) {
 	t.Helper()
-	if !testenv.ORT(t) { // logs the part left out, or fails where CI requires onnxruntime
+	if !infertest.ORT(t) { // logs the part left out, or fails where CI requires onnxruntime
 		return
 	}
 	got := runORT(t, oneNodeModel(t, node, fn, 17, in), in)

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/linearize/linearize/infer"
-	"github.com/linearize/linearize/internal/testenv"
+	"github.com/linearize/linearize/infer/infertest"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
 	"github.com/linearize/linearize/ops"
@@ -263,7 +263,7 @@ func TestPerformerCausalExact(t *testing.T) {
 	q, k, v, omega, bias := c.inputs(3)
 	node := ops.NewPerformerNode("perf", []string{"Q", "K", "V", "Omega", "key_bias"}, "out", c.attrs())
 	var sess infer.Session
-	if testenv.ORT(t) {
+	if infertest.ORT(t) {
 		fn, err := ops.PerformerFunctionFor(ops.PerformerVariant{Causal: true, Chunk: c.chunk}, 17)
 		if err != nil {
 			t.Fatal(err)
@@ -363,7 +363,7 @@ func TestPerformerCausalPaddedKeys(t *testing.T) {
 	if e := relErr(t, b.Floats(), causalRef(q, k, v, omega, bias, 0.3)); e > 1e-4 {
 		t.Errorf("Go kernel vs formula without the padded keys: %.3g", e)
 	}
-	if !testenv.ORT(t) {
+	if !infertest.ORT(t) {
 		return
 	}
 	fn, err := ops.PerformerFunctionFor(ops.PerformerVariant{Causal: true, Chunk: c.chunk}, 17)
@@ -391,7 +391,7 @@ func TestPerformerCausalLargeNormsFinite(t *testing.T) {
 		t.Fatal(err)
 	}
 	maxDiff(t, got.Floats(), make([]float64, got.Len())) // fails on NaN/Inf
-	if !testenv.ORT(t) {
+	if !infertest.ORT(t) {
 		return
 	}
 	fn, err := ops.PerformerFunctionFor(ops.PerformerVariant{Causal: true, Chunk: c.chunk}, 17)

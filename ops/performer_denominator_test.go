@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/linearize/linearize/infer"
-	"github.com/linearize/linearize/internal/testenv"
+	"github.com/linearize/linearize/infer/infertest"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/ops"
 )
@@ -156,7 +156,7 @@ func TestPerformerLargeNormsMatchEstimator(t *testing.T) {
 		t.Logf("%s: worst row error %.2g of the row's scale", what, worst)
 	}
 	check("Go kernel", got.Floats())
-	if !testenv.ORT(t) {
+	if !infertest.ORT(t) {
 		return
 	}
 	fn, err := ops.PerformerFunction(ops.KernelPositive, 17)
@@ -171,7 +171,7 @@ func TestPerformerLargeNormsMatchEstimator(t *testing.T) {
 // The variants at norms ×10 (and a shared mean ×10) match their float64
 // estimator row by row too, in the kernel and in onnxruntime.
 func TestPerformerVariantLargeNormsMatchEstimator(t *testing.T) {
-	ort := testenv.ORT(t)
+	ort := infertest.ORT(t)
 	for _, c := range variantCases() {
 		if c.bias != "pad" || c.sq != 0 {
 			continue
@@ -314,7 +314,7 @@ func TestPerformerGuardedRows(t *testing.T) {
 				t.Fatalf("batch without valid keys: output %d is %g, want 0", i, x)
 			}
 		}
-		if !testenv.ORT(t) {
+		if !infertest.ORT(t) {
 			return
 		}
 		fn, err := ops.PerformerFunction(ops.KernelPositive, 17)

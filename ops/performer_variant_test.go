@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/linearize/linearize/infer"
-	"github.com/linearize/linearize/internal/testenv"
+	"github.com/linearize/linearize/infer/infertest"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
 	"github.com/linearize/linearize/ops"
@@ -679,7 +679,7 @@ func (c variantCase) bodyModel(t *testing.T, in ops.PerformerInputs, opset int64
 // The function body of every variant, run by onnxruntime and by the
 // native backend with the body inlined, agrees with the Go kernel.
 func TestPerformerVariantFunctionMatchesKernel(t *testing.T) {
-	ort := testenv.ORT(t)
+	ort := infertest.ORT(t)
 	for _, opset := range []int64{11, 13, 17, 18} {
 		for _, c := range variantCases() {
 			t.Run(fmt.Sprintf("opset%d/%s", opset, c.name), func(t *testing.T) {
@@ -716,7 +716,7 @@ func runNative(t *testing.T, m *onnxpb.ModelProto, inputs map[string]*onnx.Tenso
 // tokens' outputs unchanged for every variant, in the kernel and in
 // onnxruntime.
 func TestPerformerVariantPaddingInvariance(t *testing.T) {
-	ort := testenv.ORT(t)
+	ort := infertest.ORT(t)
 	for _, c := range variantCases() {
 		if c.bias != "none" {
 			continue
@@ -800,7 +800,7 @@ func TestPerformerVariantLargeNormsFinite(t *testing.T) {
 				t.Fatal(err)
 			}
 			maxDiff(t, got.Floats(), make([]float64, got.Len())) // fails on NaN/Inf
-			if !testenv.ORT(t) {
+			if !infertest.ORT(t) {
 				return
 			}
 			model, feed := c.bodyModel(t, in, 17)

@@ -39,23 +39,6 @@ type qint interface {
 	~int8 | ~uint8 | ~int16 | ~uint16 | ~int32
 }
 
-// QuantRange returns the saturation range [lo, hi] of a quantized integer
-// type (int8, uint8, int16, uint16), as QuantizeLinear saturates to it;
-// ok is false for any other type.
-func QuantRange(dt onnx.DataType) (lo, hi float64, ok bool) {
-	switch dt {
-	case onnx.Int8:
-		return math.MinInt8, math.MaxInt8, true
-	case onnx.Uint8:
-		return 0, math.MaxUint8, true
-	case onnx.Int16:
-		return math.MinInt16, math.MaxInt16, true
-	case onnx.Uint16:
-		return 0, math.MaxUint16, true
-	}
-	return 0, 0, false
-}
-
 // opsetAtLeast reports whether the node's default-domain opset is v or
 // later (an unknown opset, 0, counts as the newest).
 func (ctx *Context) opsetAtLeast(v int64) bool {
@@ -334,7 +317,7 @@ func (ctx *Context) quantOutType(zp *onnx.Tensor) (onnx.DataType, error) {
 	if dt == onnx.Undefined {
 		dt = onnx.Uint8
 	}
-	if _, _, ok := QuantRange(dt); !ok {
+	if _, _, ok := onnx.QuantRange(dt); !ok {
 		return 0, ctx.errf("quantized type %s is not int8, uint8, int16 or uint16", onnx.TypeName(dt))
 	}
 	return dt, nil
@@ -374,7 +357,7 @@ func quantizeLinear(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
 		return nil, err
 	}
 	q := &quantizer{zp: zeroPoints(zp, len(sc)), sc: sc, prec: prec, l: l}
-	q.lo, q.hi, _ = QuantRange(dt)
+	q.lo, q.hi, _ = onnx.QuantRange(dt)
 	switch yd := y.Data.(type) {
 	case []int8:
 		quantT(yd, xs, q)
@@ -713,7 +696,7 @@ func qlinearMatMul(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
 		return nil, err
 	}
 	dt := yzp.DType
-	lo, hi, _ := QuantRange(dt)
+	lo, hi, _ := onnx.QuantRange(dt)
 	if dt != onnx.Int8 && dt != onnx.Uint8 {
 		return nil, ctx.errf("y_zero_point must be int8 or uint8, got %s", yzp)
 	}

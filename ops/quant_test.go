@@ -10,7 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/linearize/linearize/infer"
-	"github.com/linearize/linearize/internal/testenv"
+	"github.com/linearize/linearize/infer/infertest"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
 	"github.com/linearize/linearize/ops"
@@ -1041,7 +1041,7 @@ func qtTrim(in []*onnx.Tensor) []*onnx.Tensor {
 // integer outputs must be identical, float outputs agree within tol of the
 // output's magnitude.
 func TestQuantKernelsMatchORT(t *testing.T) {
-	if !testenv.ORT(t) {
+	if !infertest.ORT(t) {
 		return
 	}
 	for _, c := range qxCases() {

@@ -6,10 +6,10 @@ import (
 )
 
 // The op reference in docs/ops.md is generated from the schemas: go
-// generate ./ops runs internal/cmd/opdoc, which replaces the text between
+// generate ./ops runs cmd/internal/opdoc, which replaces the text between
 // the two markers by Reference(), and a test fails when the file is stale.
 const (
-	ReferenceBegin = "<!-- op reference: generated from the schemas in ops/ by `go generate ./ops` (internal/cmd/opdoc); do not edit -->"
+	ReferenceBegin = "<!-- op reference: generated from the schemas in ops/ by `go generate ./ops` (cmd/internal/opdoc); do not edit -->"
 	ReferenceEnd   = "<!-- end of the generated op reference -->"
 )
 

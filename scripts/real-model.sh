@@ -61,8 +61,8 @@ fi
 
 # 3. Build the ONNX model with the project's Go code.
 onnx="$out/minilm.onnx"
-log "building testdata/real/minilm.onnx from safetensors (go run ./internal/cmd/realmodel)"
-go run ./internal/cmd/realmodel -dir "$out/minilm" -o "$onnx"
+log "building testdata/real/minilm.onnx from safetensors (go run ./cmd/internal/realmodel)"
+go run ./cmd/internal/realmodel -dir "$out/minilm" -o "$onnx"
 log "ready: $out/minilm (tokenizer, weights), $onnx"
 
 # 4. Long real English documents for report-real --docs (python3.X-doc).

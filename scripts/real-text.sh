@@ -11,7 +11,7 @@
 # python3.X-doc that the distribution's python3-doc depends on (override with
 # DOC_PKG=python3.11-doc) and installs it with apt-get when it is missing.
 #
-# The project's Go program internal/cmd/doctext strips the markup (code
+# The project's Go program cmd/internal/doctext strips the markup (code
 # blocks, directives, tables, comments, heading underlines, roles such as
 # :func:`x` → x, inline literals, links, substitutions) and keeps paragraphs
 # of prose; each source file becomes one document, one line, paragraphs
@@ -85,10 +85,10 @@ pkgver=$(dpkg-query -W -f='${Version}' "$pkg")
 
 # 3. Strip the markup with the project's Go code and write the two sets.
 mkdir -p "$out"
-log "extracting prose from $src ($pkg $pkgver) (go run ./internal/cmd/doctext)"
+log "extracting prose from $src ($pkg $pkgver) (go run ./cmd/internal/doctext)"
 vocab=()
 [ -f "$root/testdata/real/minilm/tokenizer.json" ] && vocab=(-vocab "$root/testdata/real/minilm" -min-tokens 512)
-go run ./internal/cmd/doctext -src "$src" -o "$out" \
+go run ./cmd/internal/doctext -src "$src" -o "$out" \
   -heldout "$HELDOUT" -calibration "$CALIBRATION" -min-words "$MIN_WORDS" \
   -heldout-dirs tutorial,faq,howto,whatsnew "${vocab[@]}"
 {
@@ -104,9 +104,9 @@ go run ./internal/cmd/doctext -src "$src" -o "$out" \
 # tuning set from the calibration folders, held-out set from the held-out
 # folders.
 if [ ${#vocab[@]} -gt 0 ]; then
-  log "long documents into testdata/real/longdocs (go run ./internal/cmd/doctext -long-out)"
+  log "long documents into testdata/real/longdocs (go run ./cmd/internal/doctext -long-out)"
   rm -rf "$root/testdata/real/longdocs"
-  go run ./internal/cmd/doctext -src "$src" -long-out "$root/testdata/real/longdocs" \
+  go run ./cmd/internal/doctext -src "$src" -long-out "$root/testdata/real/longdocs" \
     -heldout-dirs tutorial,faq,howto,whatsnew -vocab "$root/testdata/real/minilm"
 fi
 log "ready: $out/heldout.txt, $out/calibration.txt"

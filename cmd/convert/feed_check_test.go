@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/linearize/linearize/infer"
-	"github.com/linearize/linearize/internal/testenv"
+	"github.com/linearize/linearize/infer/infertest"
 	"github.com/linearize/linearize/onnx"
 )
 
@@ -41,7 +41,7 @@ func TestRunRefusesBadTokenData(t *testing.T) {
 		{"token type past the table", ids8, mask8, file("types2", 8, 2), exitBadInput, "token_type_ids", "token type 2"},
 	}
 	for _, backend := range []string{"native", "ort"} {
-		if backend == "ort" && !testenv.ORT(t) {
+		if backend == "ort" && !infertest.ORT(t) {
 			continue
 		}
 		for _, c := range cases {

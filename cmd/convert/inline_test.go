@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/linearize/linearize/infer"
-	"github.com/linearize/linearize/internal/testenv"
+	"github.com/linearize/linearize/infer/infertest"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
 )
@@ -60,7 +60,7 @@ func TestInlineFlag(t *testing.T) {
 					t.Error("inlined model imports ai.linearize")
 				}
 			}
-			if !testenv.ORT(t) {
+			if !infertest.ORT(t) {
 				return
 			}
 			f, err := onnx.Load(fn)

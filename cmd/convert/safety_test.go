@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/linearize/linearize/internal/testenv"
+	"github.com/linearize/linearize/infer/infertest"
 	"github.com/linearize/linearize/models"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
@@ -481,7 +481,7 @@ func TestRunRefusesAbsurdDeclaredInputs(t *testing.T) {
 		p := filepath.Join(t.TempDir(), "huge.onnx")
 		writeModel(t, m, p)
 		for _, backend := range []string{"native", "ort"} {
-			if backend == "ort" && !testenv.ORT(t) {
+			if backend == "ort" && !infertest.ORT(t) {
 				continue
 			}
 			code, _, stderr := safeRun(t, "run", p, "--backend", backend, "--random-inputs")

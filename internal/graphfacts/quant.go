@@ -5,7 +5,6 @@ import (
 
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
-	"github.com/linearize/linearize/ops"
 )
 
 // Quantized projections. onnxruntime's quantization tools replace a
@@ -232,7 +231,7 @@ func (f *Facts) shapeKeepingDims(n *onnxpb.NodeProto, v string, _ []int64, depth
 // it folds n of a scalar with a scalar scale and zero point (a constant
 // quantized as quantize_static writes it,
 // DequantizeLinear(QuantizeLinear(c))): q = saturate(round(x/s) + zp) in
-// the zero point's type (uint8 when absent; ops.QuantRange), rounding
+// the zero point's type (uint8 when absent; onnx.QuantRange), rounding
 // half to even, and x = (q − zp)·s.
 func (f *Facts) quantizeFold(n *onnxpb.NodeProto, name string, _ fold, depth int) (float64, bool) {
 	if n.GetOpType() == "DynamicQuantizeLinear" || len(n.Output) == 0 || n.Output[0] != name {
@@ -251,7 +250,7 @@ func (f *Facts) quantizeFold(n *onnxpb.NodeProto, name string, _ fold, depth int
 			return 0, false
 		}
 		zp = v
-		if lo, hi, ok = ops.QuantRange(t.DType); !ok {
+		if lo, hi, ok = onnx.QuantRange(t.DType); !ok {
 			return 0, false
 		}
 	}

@@ -5,7 +5,7 @@
 // is missing makes its tests skip on a developer's machine, but in CI every
 // such component is installed and a skip means something is broken.
 //
-//	go test -json ./... | go run ./internal/cmd/skipaudit -allow .ci/allowed-skips
+//	go test -json ./... | go run ./cmd/internal/skipaudit -allow .ci/allowed-skips
 //
 // The allow file lists one Go regular expression per line, matched against
 // "package/TestName" (blank lines and lines starting with # are ignored);

@@ -1,7 +1,8 @@
-// Package testenv tells tests whether optional components are installed,
-// and makes their absence fail instead of pass quietly where CI requires
-// them.
-package testenv
+// Package infertest tells tests whether onnxruntime is installed, and
+// makes its absence fail instead of pass quietly where CI requires it. It
+// sits above infer (it asks infer whether the library loads), so only
+// tests import it.
+package infertest
 
 import (
 	"os"

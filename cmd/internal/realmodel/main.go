@@ -2,7 +2,7 @@
 // Hugging Face folder (config.json + model.safetensors) with models.BERT.
 // scripts/real-model.sh runs it; it is not part of the product CLI.
 //
-//	go run ./internal/cmd/realmodel -dir testdata/real/minilm -o testdata/real/minilm.onnx
+//	go run ./cmd/internal/realmodel -dir testdata/real/minilm -o testdata/real/minilm.onnx
 package main
 
 import (

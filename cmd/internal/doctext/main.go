@@ -5,7 +5,7 @@
 // real text. scripts/real-text.sh runs it; it is not part of the product
 // CLI.
 //
-//	go run ./internal/cmd/doctext -src /usr/share/doc/python3.11/html/_sources -o testdata/real/docs
+//	go run ./cmd/internal/doctext -src /usr/share/doc/python3.11/html/_sources -o testdata/real/docs
 //
 // Markup is stripped by Prose (rst.go). Held-out documents come from the
 // top-level folders named by -heldout-dirs, calibration documents from every
@@ -29,7 +29,7 @@ import (
 	"github.com/linearize/linearize/tokenize"
 )
 
-// The flag lists here, in internal/cmd/realmodel and in cmd/convert match in
+// The flag lists here, in cmd/internal/realmodel and in cmd/convert match in
 // form only; these tools are not part of the CLI and do not share its flags.
 func main() {
 	src := flag.String("src", "", "root of the reStructuredText sources (…/html/_sources)")
