@@ -477,6 +477,28 @@ func Save(m *onnxpb.ModelProto, path string, opts SaveOptions) error {
 	return writeAtomic(path, func(w io.Writer) error { return encodeStream(w, m) })
 }
 
+// SaveWith writes m to path as Save does, together with the files extra,
+// as one set (fsutil.WriteSet): after a failure or a signal at any point,
+// either the old files or the new ones are in place (a model and its
+// tokenizer folder are replaced together). A model written with external
+// data is saved first and extra after it.
+func SaveWith(m *onnxpb.ModelProto, path string, opts SaveOptions, extra ...fsutil.SetFile) error {
+	if len(extra) == 0 {
+		return Save(m, path, opts)
+	}
+	if err := CheckSavePath(path, opts); err != nil {
+		return err
+	}
+	if size := proto.Size(m); opts.ExternalData || size > MaxModelBytes-(1<<20) {
+		if err := saveExternal(m, path, opts); err != nil {
+			return err
+		}
+		return fsutil.WriteSet(extra...)
+	}
+	model := fsutil.SetFile{Path: path, Fill: func(w io.Writer) error { return encodeStream(w, m) }}
+	return fsutil.WriteSet(append([]fsutil.SetFile{model}, extra...)...)
+}
+
 // ErrOverwriteInput is matched by errors.Is when Save or CheckSavePath
 // refuses to replace the model's own input file.
 var ErrOverwriteInput = errors.New("onnx: refusing to overwrite the input model")

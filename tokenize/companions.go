@@ -52,27 +52,41 @@ func modelDirs(modelPath string) []string {
 // when inModel has no tokenizer or outModel already has one. It returns
 // the paths written.
 //
-// Only regular files of at most 64 MiB are copied; a symbolic link is
-// followed only when it resolves inside the folder it is read from. Each
-// file is written atomically (a temporary file renamed into place). A
-// file that cannot be copied does not stop the others: the error lists
-// every one, next to the paths that were written.
+// The files are written as one set (fsutil.WriteSet): an interruption
+// leaves all of them or none. See CompanionSet for what is copied.
 func CopyCompanions(inModel, outModel string) (copied []string, err error) {
+	files, paths, err := CompanionSet(inModel, outModel)
+	if werr := fsutil.WriteSet(files...); werr != nil {
+		return nil, fmt.Errorf("tokenize: copying the tokenizer files of %s: %w", inModel, werr)
+	}
+	return paths, err
+}
+
+// CompanionSet returns the companion files CopyCompanions would write,
+// as files of a set for fsutil.WriteSet (their folders made), and their
+// paths; a command writes them in one set with the model (onnx.SaveWith)
+// so that the model and its tokenizer are replaced together.
+//
+// Only regular files of at most 64 MiB are copied; a symbolic link is
+// followed only when it resolves inside the folder it is read from. A
+// file that cannot be read does not stop the others: the error lists
+// every one, beside the files returned.
+func CompanionSet(inModel, outModel string) (files []fsutil.SetFile, paths []string, err error) {
 	src := CompanionDir(inModel)
 	if src == "" || CompanionDir(outModel) != "" {
-		return nil, nil
+		return nil, nil, nil
 	}
 	ext := filepath.Ext(outModel)
 	if ext == "" {
-		return nil, fmt.Errorf("tokenize: %s has no extension, so no folder named like it can hold its tokenizer", outModel)
+		return nil, nil, fmt.Errorf("tokenize: %s has no extension, so no folder named like it can hold its tokenizer", outModel)
 	}
 	dst := strings.TrimSuffix(outModel, ext)
 	if fi, err := os.Stat(dst); err == nil && !fi.IsDir() {
-		return nil, fmt.Errorf("tokenize: %s is a file, not a folder for the tokenizer of %s", dst, outModel)
+		return nil, nil, fmt.Errorf("tokenize: %s is a file, not a folder for the tokenizer of %s", dst, outModel)
 	}
 	root, err := filepath.EvalSymlinks(src)
 	if err != nil {
-		return nil, fmt.Errorf("tokenize: %w", err)
+		return nil, nil, fmt.Errorf("tokenize: %w", err)
 	}
 	var errs []error
 	for _, name := range Companions {
@@ -89,16 +103,13 @@ func CopyCompanions(inModel, outModel string) (copied []string, err error) {
 			errs = append(errs, err)
 			continue
 		}
-		if err := fsutil.WriteFileAtomic(to, data); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		copied = append(copied, to)
+		files = append(files, fsutil.FileBytes(to, data))
+		paths = append(paths, to)
 	}
 	if len(errs) > 0 {
-		return copied, fmt.Errorf("tokenize: copying the tokenizer files of %s: %w", inModel, errors.Join(errs...))
+		return files, paths, fmt.Errorf("tokenize: copying the tokenizer files of %s: %w", inModel, errors.Join(errs...))
 	}
-	return copied, nil
+	return files, paths, nil
 }
 
 // readCompanion reads file name of folder root (symbolic links resolved):

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/linearize/linearize/cmd/internal/cli"
+	"github.com/linearize/linearize/internal/fsutil"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
 	"github.com/linearize/linearize/tokenize"
@@ -25,13 +26,18 @@ var stderrNotes io.Writer = os.Stderr
 // on stdout; a file it cannot copy is a warning on stderr, not an error:
 // the model is written. A failed write is a runtime failure (exit 3).
 func saveModel(stdout io.Writer, m *onnxpb.ModelProto, out, in string, overwrite bool) error {
-	if err := onnx.Save(m, out, onnx.SaveOptions{Input: in, Overwrite: overwrite}); err != nil {
-		return cli.RuntimeFailure(err)
+	var files []fsutil.SetFile
+	var copied []string
+	var err error
+	if in != "" {
+		// The model and its tokenizer files are one set: an interruption
+		// leaves the old pair or the new one, never a model beside a
+		// partial folder.
+		files, copied, err = tokenize.CompanionSet(in, out)
 	}
-	if in == "" {
-		return nil
+	if serr := onnx.SaveWith(m, out, onnx.SaveOptions{Input: in, Overwrite: overwrite}, files...); serr != nil {
+		return cli.RuntimeFailure(serr)
 	}
-	copied, err := tokenize.CopyCompanions(in, out)
 	if len(copied) > 0 {
 		fmt.Fprintf(stdout, "copied tokenizer files to %s\n", strings.TrimSuffix(out, filepath.Ext(out)))
 	}

@@ -2,10 +2,14 @@ package main
 
 import (
 	"bytes"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/linearize/linearize/internal/fsutil"
 )
 
 // TestSaveModelCopiesTokenizer: a model written to another folder by a
@@ -89,5 +93,53 @@ func TestSaveModelCopiesTokenizer(t *testing.T) {
 	}
 	if w := warned.String(); !strings.Contains(w, "warning") || !strings.Contains(w, "p.onnx") || strings.Count(w, "\n") != 1 {
 		t.Errorf("warning %q, want one line naming p.onnx", w)
+	}
+}
+
+// TestSaveModelAndTokenizerAreOneSet: a conversion that fails or is
+// stopped while writing leaves no model beside a partial tokenizer
+// folder: at each step of the write, a failure leaves nothing new (or, on
+// a re-run over an earlier output, the earlier model and folder), and a
+// run after it writes the whole set.
+func TestSaveModelAndTokenizerAreOneSet(t *testing.T) {
+	path, _ := feedModel(t) // vocab.txt beside bert.onnx
+	t.Cleanup(func() { fsutil.CommitHook = nil })
+	failed := map[string]bool{}
+	for _, step := range []string{"prepare", "journal", "backup", "replace"} {
+		for _, i := range []int{-1, 0, 1} {
+			out := filepath.Join(t.TempDir(), "lp.onnx")
+			vocab := filepath.Join(strings.TrimSuffix(out, ".onnx"), "vocab.txt")
+			fsutil.CommitHook = func(s string, j int) error {
+				if s == step && j == i {
+					return errors.New("injected")
+				}
+				return nil
+			}
+			code, _, _ := runCLI("local-pooled", path, "-o", out)
+			fsutil.CommitHook = nil
+			_, errModel := os.Stat(out)
+			_, errVocab := os.Stat(vocab)
+			if code == 0 {
+				// The hook did not fire at this step (no such file index).
+				if errModel != nil || errVocab != nil {
+					t.Errorf("%s/%d: exit 0 without the model (%v) or its vocab (%v)", step, i, errModel, errVocab)
+				}
+				continue
+			}
+			failed[fmt.Sprintf("%s/%d", step, i)] = true
+			if errModel == nil || errVocab == nil {
+				t.Errorf("%s/%d: a failed write left the model (%v) or the vocab (%v)", step, i, errModel, errVocab)
+			}
+			if code, _, errOut := runCLI("local-pooled", path, "-o", out); code != 0 {
+				t.Fatalf("%s/%d: the run after the failure: exit %d: %s", step, i, code, errOut)
+			}
+			if _, err := os.Stat(vocab); err != nil {
+				t.Errorf("%s/%d: the run after the failure left no vocab: %v", step, i, err)
+			}
+		}
+	}
+	// File 0 is the model, file 1 a tokenizer file: both in one set.
+	if !failed["prepare/1"] || !failed["replace/1"] || !failed["replace/0"] {
+		t.Errorf("injected failures that reached the write: %v; want the model (0) and its tokenizer (1) written as one set", failed)
 	}
 }
