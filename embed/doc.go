@@ -7,9 +7,13 @@
 // same text:
 //
 //   - Truncate: [CLS], the first Window−2 wordpieces, [SEP]; one pass.
-//   - Chunk: the wordpieces cut into consecutive chunks of Window−2, each
-//     run as [CLS] chunk [SEP]; the mean of the L2-normalised chunk
-//     embeddings (the usual chunk-and-average workaround).
+//   - Chunk: the wordpieces cut into chunks of Window−2 (consecutive, or
+//     overlapping by Overlap), each run as [CLS] chunk [SEP]; the mean of
+//     the L2-normalised chunk embeddings weighted by their wordpieces (the
+//     usual chunk-and-average workaround, without a short tail weighing
+//     as much as a full chunk).
+//   - Chunks: the same chunks, one vector each (EmbedChunks), for a
+//     document scored by its best chunk (System.MaxSim in Evaluate).
 //   - Long: the whole text in one pass, for a model that reads long inputs
 //     (written by `convert long`); a model whose position table is too
 //     short for the text is an error, never a silent truncation.
@@ -18,4 +22,10 @@
 // opens an inference session (package infer, onnxruntime or pure Go);
 // Embedder.Embed then embeds texts in batches. Cosine compares two
 // vectors.
+//
+// PartWriter writes the vectors of a corpus of any size as a folder of
+// parts with a manifest (Manifest), committed part by part, so that a
+// run resumes after its last finished part; ShardOf splits a corpus by
+// id; VerifyParts checks folders (the shards of one run) belong together
+// and Verified.Merge joins them.
 package embed

@@ -31,10 +31,16 @@ const (
 	// Truncate reads [CLS], the first Window−2 wordpieces and [SEP] in one
 	// pass.
 	Truncate Mode = "truncate"
-	// Chunk cuts the text's wordpieces into consecutive chunks of Window−2,
-	// runs each as [CLS] chunk [SEP], and returns the mean of the
-	// L2-normalised chunk embeddings (normalised again unless Raw).
+	// Chunk cuts the text's wordpieces into consecutive chunks of Window−2
+	// (overlapping by Overlap), runs each as [CLS] chunk [SEP], and
+	// returns the mean of the L2-normalised chunk embeddings weighted by
+	// their wordpieces (normalised again unless Raw): a 15-wordpiece tail
+	// counts 15/510 of a full chunk, not as much as one.
 	Chunk Mode = "chunk"
+	// Chunks cuts the text as Chunk does but keeps one vector per chunk
+	// (EmbedChunks; Embed refuses it): for late interaction, a document
+	// scored by its best chunk (maxsim).
+	Chunks Mode = "chunks"
 	// Long reads the whole text (up to MaxTokens) in one pass:
 	// [CLS] tokens [SEP]. A text longer than the model admits is an error.
 	Long Mode = "long"
@@ -171,6 +177,10 @@ type Options struct {
 	// most 512 tokens, whatever the model's limit). It does not make Auto
 	// mode Chunk.
 	MaxWindow int
+	// Overlap is the wordpieces each chunk of Chunk and Chunks mode
+	// shares with the one before it (0: consecutive chunks); it must be
+	// below Window−2.
+	Overlap int
 	// Batch is the number of texts (Truncate) or chunks (Chunk) per run;
 	// 0 means DefaultBatch. Long mode runs one text at a time.
 	Batch int
@@ -196,6 +206,7 @@ type Embedder struct {
 	normalise bool
 	maxTokens int
 	window    int
+	overlap   int
 	limit     int
 	limitSrc  string // where limit comes from, for messages
 	limitKind convert.LimitKind
@@ -228,7 +239,7 @@ func Open(modelPath string, o Options) (*Embedder, error) {
 	if err != nil {
 		return nil, fmt.Errorf("embed: %s: %w", modelPath, err)
 	}
-	e := &Embedder{path: modelPath, tok: tok, normalise: !o.Raw, maxTokens: o.MaxTokens, batch: o.Batch}
+	e := &Embedder{path: modelPath, tok: tok, normalise: !o.Raw, maxTokens: o.MaxTokens, batch: o.Batch, overlap: o.Overlap}
 	if e.batch == 0 {
 		e.batch = DefaultBatch
 	}
@@ -260,17 +271,20 @@ func Open(modelPath string, o Options) (*Embedder, error) {
 // check validates the options Open reads before loading anything.
 func (o Options) check() error {
 	switch o.Mode {
-	case Auto, Truncate, Chunk, Long:
+	case Auto, Truncate, Chunk, Chunks, Long:
 	default:
-		return fmt.Errorf("embed: mode %q: want truncate, chunk or long", o.Mode)
+		return fmt.Errorf("embed: mode %q: want truncate, chunk, chunks or long", o.Mode)
 	}
 	switch o.Pooling {
 	case PoolAuto, PoolMean, PoolCLS, PoolMax:
 	default:
 		return fmt.Errorf("embed: pooling %q: want mean, cls or max", o.Pooling)
 	}
-	if o.MaxTokens < 0 || o.Window < 0 || o.MaxWindow < 0 || o.Batch < 0 || o.Threads < 0 {
-		return fmt.Errorf("embed: MaxTokens, Window, MaxWindow, Batch and Threads must be non-negative")
+	if o.MaxTokens < 0 || o.Window < 0 || o.MaxWindow < 0 || o.Batch < 0 || o.Threads < 0 || o.Overlap < 0 {
+		return fmt.Errorf("embed: MaxTokens, Window, MaxWindow, Batch, Threads and Overlap must be non-negative")
+	}
+	if o.Overlap > 0 && o.Mode != Chunk && o.Mode != Chunks {
+		return fmt.Errorf("embed: an overlap of %d wordpieces needs chunk or chunks mode", o.Overlap)
 	}
 	if o.Window > 0 && o.Window < 3 {
 		return fmt.Errorf("embed: window %d is too small: [CLS], [SEP] and at least one wordpiece need 3", o.Window)
@@ -343,6 +357,9 @@ func (e *Embedder) readLengths(m *onnxpb.ModelProto, window, maxWindow int, mode
 	}
 	if e.mode != Long && e.limit > 0 && e.window > e.limit {
 		return fmt.Errorf("embed: window %d is longer than model %s admits (%d tokens); the limit is from %s", e.window, e.path, e.limit, e.limitSrc)
+	}
+	if e.overlap > 0 && e.overlap >= e.window-2 {
+		return fmt.Errorf("embed: an overlap of %d wordpieces leaves no new wordpiece in a window of %d tokens (%d wordpieces with [CLS] and [SEP])", e.overlap, e.window, e.window-2)
 	}
 	return nil
 }
@@ -468,6 +485,18 @@ func (e *Embedder) Dim() int { return e.dim }
 // [SEP] included.
 func (e *Embedder) Window() int { return e.window }
 
+// Overlap is the wordpieces consecutive chunks share (Chunk, Chunks).
+func (e *Embedder) Overlap() int { return e.overlap }
+
+// Normalised reports whether vectors are L2-normalised (not Raw).
+func (e *Embedder) Normalised() bool { return e.normalise }
+
+// MaxTokens is the wordpieces of a text read at most (0: all).
+func (e *Embedder) MaxTokens() int { return e.maxTokens }
+
+// Output is the model output pooled.
+func (e *Embedder) Output() string { return e.output }
+
 // Limit is the most tokens per pass the model admits, [CLS] and [SEP]
 // included: the metadata "linearize.max_length" of a model written by
 // `convert long`, else convert.ContextLimit (its position table, else
@@ -502,6 +531,9 @@ func (e *Embedder) String() string {
 	}
 	s := fmt.Sprintf("%s: mode %s, pooling %s (%s), window %d, limit %s, dim %d, %s",
 		e.path, e.mode, e.pooling, e.poolFrom, e.window, lim, e.dim, norm)
+	if e.overlap > 0 {
+		s += fmt.Sprintf(", overlap %d", e.overlap)
+	}
 	if e.maxTokens > 0 {
 		s += fmt.Sprintf(", max tokens %d", e.maxTokens)
 	}
@@ -527,6 +559,10 @@ type pass struct {
 	ids  []int64
 }
 
+// weight is the pass's wordpieces ([CLS] and [SEP] left out): a chunk's
+// weight in Chunk mode's mean.
+func (p pass) weight() float64 { return float64(max(1, len(p.ids)-2)) }
+
 // Embed returns one vector per text, each of Dim values. An empty text is
 // read as [CLS] [SEP]. When a text's vector holds a NaN or an Inf, no
 // vector is returned and the error is a *NonFiniteError naming the first
@@ -535,17 +571,96 @@ func (e *Embedder) Embed(texts []string) ([][]float32, error) {
 	if len(texts) == 0 {
 		return nil, nil
 	}
+	if e.mode == Chunks {
+		return nil, errors.New("embed: chunks mode gives one vector per chunk: use EmbedChunks")
+	}
 	passes, err := e.plan(texts)
 	if err != nil {
 		return nil, err
 	}
+	sums := make([][]float64, len(texts))
+	weights := make([]float64, len(texts))
+	err = e.runPasses(passes, func(p pass, v []float64) {
+		w := 1.0
+		if e.mode == Chunk {
+			// Each chunk's unit vector counts by its wordpieces.
+			normalise(v)
+			w = p.weight()
+			for k := range v {
+				v[k] *= w
+			}
+		}
+		if sums[p.text] == nil {
+			sums[p.text] = v
+		} else {
+			for k, x := range v {
+				sums[p.text][k] += x
+			}
+		}
+		weights[p.text] += w
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([][]float32, len(texts))
+	for i, v := range sums {
+		if weights[i] != 1 {
+			for k := range v {
+				v[k] /= weights[i]
+			}
+		}
+		if e.normalise {
+			normalise(v)
+		}
+		out[i] = toFloat32(v)
+	}
+	if err := checkFinite(out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// EmbedChunks returns, per text, one vector per chunk in order (Chunk
+// mode's chunks: Window−2 wordpieces each, overlapping by Overlap), each
+// L2-normalised unless Raw; Truncate gives one chunk, Long one pass.
+// When a chunk's vector holds a NaN or an Inf the error is a
+// *NonFiniteError naming its text.
+func (e *Embedder) EmbedChunks(texts []string) ([][][]float32, error) {
+	if len(texts) == 0 {
+		return nil, nil
+	}
+	passes, err := e.plan(texts)
+	if err != nil {
+		return nil, err
+	}
+	out := make([][][]float32, len(texts))
+	err = e.runPasses(passes, func(p pass, v []float64) {
+		if e.normalise {
+			normalise(v)
+		}
+		out[p.text] = append(out[p.text], toFloat32(v))
+	})
+	if err != nil {
+		return nil, err
+	}
+	for i, vs := range out {
+		if err := checkFinite(vs); err != nil {
+			nf := err.(*NonFiniteError)
+			nf.Index = i
+			return nil, nf
+		}
+	}
+	return out, nil
+}
+
+// runPasses runs the passes in batches and hands each pass's pooled
+// vector to use, in order.
+func (e *Embedder) runPasses(passes []pass, use func(p pass, v []float64)) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.sess == nil {
-		return nil, errors.New("embed: Embed after Close")
+		return errors.New("embed: Embed after Close")
 	}
-	sums := make([][]float64, len(texts))
-	counts := make([]int, len(texts))
 	// Rows per run: Batch, but no more than maxBatchTokens tokens of
 	// windows (a model read in chunks of thousands of tokens runs one at a
 	// time: eight full-attention rows of 4K tokens need over 24 GB), and
@@ -562,39 +677,13 @@ func (e *Embedder) Embed(texts []string) ([][]float32, error) {
 		}
 		vecs, err := e.runPass(rows)
 		if err != nil {
-			return nil, fmt.Errorf("%w (texts %d–%d)", err, group[0].text, group[len(group)-1].text)
+			return fmt.Errorf("%w (texts %d–%d)", err, group[0].text, group[len(group)-1].text)
 		}
 		for i, p := range group {
-			v := vecs[i]
-			if e.mode == Chunk {
-				normalise(v)
-			}
-			if sums[p.text] == nil {
-				sums[p.text] = v
-			} else {
-				for k, x := range v {
-					sums[p.text][k] += x
-				}
-			}
-			counts[p.text]++
+			use(p, vecs[i])
 		}
 	}
-	out := make([][]float32, len(texts))
-	for i, v := range sums {
-		if counts[i] > 1 {
-			for k := range v {
-				v[k] /= float64(counts[i])
-			}
-		}
-		if e.normalise {
-			normalise(v)
-		}
-		out[i] = toFloat32(v)
-	}
-	if err := checkFinite(out); err != nil {
-		return nil, err
-	}
-	return out, nil
+	return nil
 }
 
 // plan tokenizes the texts and cuts them into passes as the mode says.
@@ -614,11 +703,15 @@ func (e *Embedder) plan(texts []string) ([]pass, error) {
 		switch e.mode {
 		case Truncate:
 			passes = append(passes, frame(i, toks[:min(len(toks), e.window-2)]))
-		case Chunk:
+		case Chunk, Chunks:
 			n := e.window - 2
-			passes = append(passes, frame(i, toks[:min(len(toks), n)]))
-			for lo := n; lo < len(toks); lo += n {
-				passes = append(passes, frame(i, toks[lo:min(lo+n, len(toks))]))
+			stride := n - e.overlap
+			for lo := 0; ; lo += stride {
+				hi := min(lo+n, len(toks))
+				passes = append(passes, frame(i, toks[lo:hi]))
+				if hi == len(toks) {
+					break
+				}
 			}
 		case Long:
 			need := len(toks) + 2

@@ -197,8 +197,9 @@ func TestPoolingMatchesDirectRun(t *testing.T) {
 }
 
 // TestChunkIsMeanOfTruncatedChunks: a text of exactly two chunks embeds
-// as normalise(mean(normalise(chunk 1), normalise(chunk 2))), each chunk
-// embedded alone in Truncate mode.
+// as normalise((8·normalise(chunk 1) + 5·normalise(chunk 2))/13): the
+// chunks' unit vectors weighted by their wordpieces, each chunk embedded
+// alone in Truncate mode.
 func TestChunkIsMeanOfTruncatedChunks(t *testing.T) {
 	path := modelDir(t)
 	const window = 10 // 8 wordpieces per chunk
@@ -210,11 +211,13 @@ func TestChunkIsMeanOfTruncatedChunks(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// Each chunk's unit vector weighs its wordpieces: 8 and 5.
 		want := make([]float64, len(parts[0]))
-		for _, p := range parts {
+		for i, p := range parts {
+			w := []float64{8, 5}[i] / 13
 			u := unit(toF64(p))
 			for k := range want {
-				want[k] += u[k] / 2
+				want[k] += w * u[k]
 			}
 		}
 		want = unit(want)

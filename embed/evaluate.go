@@ -20,10 +20,20 @@ type Encoder interface {
 	Embed(texts []string) ([][]float32, error)
 }
 
+// A ChunkEncoder turns texts into several vectors each, one per chunk
+// (*Embedder is one: EmbedChunks).
+type ChunkEncoder interface {
+	EmbedChunks(texts []string) ([][][]float32, error)
+}
+
 // A System is an encoder under evaluation, by name.
 type System struct {
 	Name    string
 	Encoder Encoder
+	// MaxSim scores a document by its best chunk: the largest cosine of
+	// the query with any of the vectors the encoder's EmbedChunks gives
+	// (the encoder must be a ChunkEncoder).
+	MaxSim bool
 	// Open, used when Encoder is nil, opens the encoder just before the
 	// system's pass; Evaluate closes it after the pass when it has a
 	// Close() error method. So only one opened system is in memory at a
@@ -116,6 +126,9 @@ type SystemResult struct {
 	// system had embedded the documents: the peak so far, including the
 	// systems before it (0: unknown on this system).
 	PeakRSS int64 `json:"peak_rss_bytes"`
+	// VectorsPerDoc is the vectors stored per document: 1, or a MaxSim
+	// system's chunks on average (its storage cost).
+	VectorsPerDoc float64 `json:"vectors_per_doc"`
 	// Ranks are the ranks of each passage's document (Report.Passages).
 	Ranks []int `json:"ranks"`
 }
@@ -233,15 +246,20 @@ func Evaluate(tok *tokenize.WordPiece, docs []Document, query Encoder, systems [
 		if err != nil {
 			return nil, err
 		}
-		if len(dv[0]) != len(qv[0]) {
-			return nil, fmt.Errorf("embed: system %s gives %d-dimensional vectors, the query encoder %d", s.Name, len(dv[0]), len(qv[0]))
+		if len(dv[0][0]) != len(qv[0]) {
+			return nil, fmt.Errorf("embed: system %s gives %d-dimensional vectors, the query encoder %d", s.Name, len(dv[0][0]), len(qv[0]))
 		}
 		ranks := rankOwn(qv, dv, queries)
 		rr[si] = make([]float64, len(ranks))
 		for i, k := range ranks {
 			rr[si][i] = 1 / float64(k)
 		}
-		res := SystemResult{Name: s.Name, Seconds: secs, SecondsPerDoc: secs / float64(len(kept)), PeakRSS: rusage.PeakRSS(), Ranks: ranks}
+		nvec := 0
+		for _, vs := range dv {
+			nvec += len(vs)
+		}
+		res := SystemResult{Name: s.Name, Seconds: secs, SecondsPerDoc: secs / float64(len(kept)), PeakRSS: rusage.PeakRSS(), Ranks: ranks,
+			VectorsPerDoc: float64(nvec) / float64(len(kept))}
 		res.All, res.Buckets = scores(rr[si], queries, len(r.Buckets))
 		r.Systems = append(r.Systems, res)
 	}
@@ -277,9 +295,10 @@ func embedAll(e Encoder, texts []string) ([][]float32, error) {
 	return v, nil
 }
 
-// embedSystem opens the system if needed, embeds the documents, and
-// closes what it opened.
-func embedSystem(s System, docs []Document, o EvalOptions) ([][]float32, float64, error) {
+// embedSystem opens the system if needed, embeds the documents (one
+// vector each, or a MaxSim system's vectors per chunk), and closes what
+// it opened.
+func embedSystem(s System, docs []Document, o EvalOptions) ([][][]float32, float64, error) {
 	if s.Encoder != nil {
 		return embedDocs(s, docs, o)
 	}
@@ -301,10 +320,18 @@ func embedSystem(s System, docs []Document, o EvalOptions) ([][]float32, float64
 }
 
 // embedDocs embeds every document with one system, o.Batch at a time,
-// and returns the vectors and the seconds spent in the encoder.
-func embedDocs(s System, docs []Document, o EvalOptions) ([][]float32, float64, error) {
-	var out [][]float32
+// and returns the vectors (per document: one, or a MaxSim system's one
+// per chunk) and the seconds spent in the encoder.
+func embedDocs(s System, docs []Document, o EvalOptions) ([][][]float32, float64, error) {
+	var out [][][]float32
 	var secs float64
+	var ce ChunkEncoder
+	if s.MaxSim {
+		var ok bool
+		if ce, ok = s.Encoder.(ChunkEncoder); !ok {
+			return nil, 0, fmt.Errorf("%w: system %s scores by its best chunk (MaxSim) but its encoder gives one vector per text", ErrEvalOption, s.Name)
+		}
+	}
 	for at := 0; at < len(docs); at += o.Batch {
 		batch := docs[at:min(at+o.Batch, len(docs))]
 		texts := make([]string, len(batch))
@@ -312,7 +339,17 @@ func embedDocs(s System, docs []Document, o EvalOptions) ([][]float32, float64, 
 			texts[i] = d.Text
 		}
 		t0 := time.Now()
-		v, err := embedAll(s.Encoder, texts)
+		var v [][][]float32
+		var err error
+		if ce != nil {
+			v, err = embedChunksAll(ce, texts)
+		} else {
+			var one [][]float32
+			one, err = embedAll(s.Encoder, texts)
+			for _, x := range one {
+				v = append(v, [][]float32{x})
+			}
+		}
 		secs += time.Since(t0).Seconds()
 		if err != nil {
 			var nf *NonFiniteError
@@ -324,8 +361,8 @@ func embedDocs(s System, docs []Document, o EvalOptions) ([][]float32, float64, 
 			}
 			return nil, 0, fmt.Errorf("embed: system %s, documents %d–%d (%s…): %w", s.Name, at+1, at+len(batch), batch[0].ID, err)
 		}
-		if len(out) > 0 && len(v[0]) != len(out[0]) {
-			return nil, 0, fmt.Errorf("embed: system %s gives vectors of %d and %d dimensions", s.Name, len(out[0]), len(v[0]))
+		if len(out) > 0 && len(v[0][0]) != len(out[0][0]) {
+			return nil, 0, fmt.Errorf("embed: system %s gives vectors of %d and %d dimensions", s.Name, len(out[0][0]), len(v[0][0]))
 		}
 		out = append(out, v...)
 		if o.Progress != nil {
@@ -335,16 +372,55 @@ func embedDocs(s System, docs []Document, o EvalOptions) ([][]float32, float64, 
 	return out, secs, nil
 }
 
-// rankOwn ranks the documents by cosine with each query: the rank of a
-// query's own document is 1 + the number of other documents whose cosine
-// is at least as high.
-func rankOwn(qv, dv [][]float32, queries []Query) []int {
+// embedChunksAll embeds texts with a ChunkEncoder and checks its answer
+// as embedAll does: at least one vector per text, all of one length,
+// all finite.
+func embedChunksAll(e ChunkEncoder, texts []string) ([][][]float32, error) {
+	v, err := e.EmbedChunks(texts)
+	if err != nil {
+		return nil, err
+	}
+	if len(v) != len(texts) {
+		return nil, fmt.Errorf("embed: vectors of %d texts for %d texts", len(v), len(texts))
+	}
+	for i, vs := range v {
+		if len(vs) == 0 {
+			return nil, fmt.Errorf("embed: no vector for text %d", i+1)
+		}
+		for _, x := range vs {
+			if len(x) == 0 || len(x) != len(v[0][0]) {
+				return nil, fmt.Errorf("embed: vectors of %d and %d dimensions", len(v[0][0]), len(x))
+			}
+		}
+		if err := checkFinite(vs); err != nil {
+			nf := err.(*NonFiniteError)
+			nf.Index = i
+			return nil, nf
+		}
+	}
+	return v, nil
+}
+
+// maxCosine is the largest cosine of q with any of vs (maxsim; for one
+// vector, its cosine).
+func maxCosine(q []float32, vs [][]float32) float64 {
+	best := math.Inf(-1)
+	for _, v := range vs {
+		best = max(best, Cosine(q, v))
+	}
+	return best
+}
+
+// rankOwn ranks the documents by cosine with each query (a document of
+// several vectors by its best one): the rank of a query's own document
+// is 1 + the number of other documents whose score is at least as high.
+func rankOwn(qv [][]float32, dv [][][]float32, queries []Query) []int {
 	out := make([]int, len(queries))
 	for i, q := range queries {
-		own := Cosine(qv[i], dv[q.Doc])
+		own := maxCosine(qv[i], dv[q.Doc])
 		rank := 1
 		for d := range dv {
-			if d != q.Doc && Cosine(qv[i], dv[d]) >= own {
+			if d != q.Doc && maxCosine(qv[i], dv[d]) >= own {
 				rank++
 			}
 		}
@@ -508,7 +584,7 @@ func (r *Report) Markdown() string {
 	for _, bk := range r.Buckets {
 		head = append(head, fmt.Sprintf("MRR %s (%d)", bk.Label(), bk.Queries))
 	}
-	head = append(head, "ΔMRR vs "+r.Reference+" [95% CI]", "s/doc", "peak RSS")
+	head = append(head, "ΔMRR vs "+r.Reference+" [95% CI]", "s/doc", "vectors/doc", "peak RSS")
 	row(&b, head)
 	row(&b, dashes(len(head)))
 	for _, s := range r.Systems {
@@ -516,7 +592,7 @@ func (r *Report) Markdown() string {
 		for _, sc := range s.Buckets {
 			cells = append(cells, scoreCell(sc, sc.MRR))
 		}
-		cells = append(cells, deltaCell(s.Delta), fmt.Sprintf("%.3f", s.SecondsPerDoc), rssCell(s.PeakRSS))
+		cells = append(cells, deltaCell(s.Delta), fmt.Sprintf("%.3f", s.SecondsPerDoc), fmt.Sprintf("%.1f", s.VectorsPerDoc), rssCell(s.PeakRSS))
 		row(&b, cells)
 	}
 	b.WriteString("\n")

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -10,7 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"sort"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"time"
@@ -21,14 +20,13 @@ import (
 	"github.com/linearize/linearize/infer"
 	"github.com/linearize/linearize/internal/fsutil"
 	"github.com/linearize/linearize/internal/progress"
-	"github.com/linearize/linearize/internal/rusage"
-	"github.com/linearize/linearize/internal/textfile"
 	"github.com/linearize/linearize/onnx"
 )
 
 // embedMaxDoc bounds one document (a --docs file or a JSON line), and
-// embedMaxTotal all the documents of one command, which are read before
-// any is embedded.
+// embedMaxTotal all the documents of a command that reads them all
+// before it works (evaluate, calibration); embed streams its documents
+// and has no total bound.
 var embedMaxDoc = 64 << 20 // tests lower it
 
 var embedMaxTotal int64 = 1 << 30 // tests lower it
@@ -72,105 +70,228 @@ func checkUTF8(d *embedDoc, raw, where string) {
 	}
 }
 
+// embedFlags are embed's flags.
+type embedFlags struct {
+	texts                             cli.MultiFlag
+	textFile, docs, jsonl, out, mode  string
+	pooling, backend, vocab, shard    string
+	raw, skipBad                      bool
+	maxTokens, window, batch, threads int
+	overlap, partSize                 int
+}
+
+// embedDefaultPartSize is the documents per part of a folder output.
+const embedDefaultPartSize = 1000
+
 func runEmbed(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("embed", flag.ContinueOnError)
-	var texts cli.MultiFlag
-	fs.Var(&texts, "text", "a `TEXT` to embed (repeatable; ids text-1, text-2, ...)")
-	textFile := fs.String("text-file", "", "a `FILE` with one text per line (ids: line numbers; blank lines skipped)")
-	docs := fs.String("docs", "", "embed every *.txt and *.md file in `DIR`, sorted (id: the file name)")
-	jsonl := fs.String("jsonl", "", "a `FILE` of JSON lines {\"id\": ..., \"text\": ...}")
-	out := fs.String("o", "", "`OUT`.npy (float32 [N, dim], ids in OUT.ids.txt) or OUT.jsonl, one {\"id\", \"embedding\"} per line (required)")
-	mode := fs.String("mode", "auto", "read long texts in `MODE`: truncate (first window), chunk (mean over windows), long (one pass, up to the model's limit), auto (long for a convert long model or, without --window, a model whose own limit is above 512 tokens; else chunk)")
-	pooling := fs.String("pooling", "auto", "pool hidden states by `KIND`: mean, cls, max, or auto (the model's sentence-transformers files, else mean)")
-	raw := fs.Bool("raw", false, "do not L2-normalise the vectors")
-	maxTokens := fs.Int("max-tokens", 0, "read at most `N` wordpieces of each text, in every mode (0: all; truncate reads one window)"+atMost(maxTokensFlag))
-	window := fs.Int("window", 0, "tokens `W` per pass in truncate and chunk mode, [CLS] and [SEP] included (default: the model's window, else its limit: its position table's rows, else max_position_embeddings in the config.json beside it or its doc string; else 512)"+atMost(maxWindowFlag))
-	batch := fs.Int("batch", embed.DefaultBatch, "`B` texts or chunks per run, at most 4096 tokens of them (long mode: 1)"+atMost(maxBatchFlag))
-	threads := fs.Int("threads", 0, "intra-op threads (0: backend default)")
-	backend := fs.String("backend", infer.DefaultBackend, "runtime backend: "+strings.Join(infer.Backends(), " or "))
-	vocab := fs.String("vocab", "", "tokenizer `PATH`: a folder, tokenizer.json or vocab.txt (default: found beside the model)")
-	skipBad := fs.Bool("skip-bad-docs", false, "skip documents that are empty (no wordpieces) or not UTF-8, and count them in the summary (default: refuse them, exit 2, naming each)")
+	var f embedFlags
+	fs.Var(&f.texts, "text", "a `TEXT` to embed (repeatable; ids text-1, text-2, ...)")
+	fs.StringVar(&f.textFile, "text-file", "", "a `FILE` with one text per line (ids: line numbers; blank lines skipped; - is stdin)")
+	fs.StringVar(&f.docs, "docs", "", "embed every *.txt and *.md file in `DIR`, sorted (id: the file name)")
+	fs.StringVar(&f.jsonl, "jsonl", "", "a `FILE` of JSON lines {\"id\": ..., \"text\": ...} (- is stdin)")
+	fs.StringVar(&f.out, "o", "", "`OUT`: OUT.npy (float32 [N, dim], ids in OUT.ids.txt) or OUT.jsonl, one {\"id\", \"embedding\"} per line, written at the end; or a folder DIR/ (a path ending in / or a folder that exists) of parts part-00000.npy + part-00000.ids.txt … of --part-size documents each, written as they are made, and manifest.json; a re-run with the same flags resumes it (required)")
+	fs.StringVar(&f.mode, "mode", "auto", "read long texts in `MODE`: truncate (first window), chunk (mean over windows, weighted by their wordpieces), chunks (one vector per window, ids DOCID#K), long (one pass, up to the model's limit), auto (long for a convert long model or, without --window, a model whose own limit is above 512 tokens; else chunk)")
+	fs.StringVar(&f.pooling, "pooling", "auto", "pool hidden states by `KIND`: mean, cls, max, or auto (the model's sentence-transformers files, else mean)")
+	fs.BoolVar(&f.raw, "raw", false, "do not L2-normalise the vectors")
+	fs.IntVar(&f.maxTokens, "max-tokens", 0, "read at most `N` wordpieces of each text, in every mode (0: all; truncate reads one window)"+atMost(maxTokensFlag))
+	fs.IntVar(&f.window, "window", 0, "tokens `W` per pass in truncate and chunk mode, [CLS] and [SEP] included (default: the model's window, else its limit: its position table's rows, else max_position_embeddings in the config.json beside it or its doc string; else 512)"+atMost(maxWindowFlag))
+	fs.IntVar(&f.overlap, "chunk-overlap", 0, "wordpieces `K` each window of chunk and chunks mode shares with the one before (0: none; below the window's wordpieces)")
+	fs.IntVar(&f.batch, "batch", embed.DefaultBatch, "`B` texts or chunks per run, at most 4096 tokens of them (long mode: 1)"+atMost(maxBatchFlag))
+	fs.IntVar(&f.threads, "threads", 0, "intra-op threads (0: backend default)")
+	fs.StringVar(&f.backend, "backend", infer.DefaultBackend, "runtime backend: "+strings.Join(infer.Backends(), " or "))
+	fs.StringVar(&f.vocab, "vocab", "", "tokenizer `PATH`: a folder, tokenizer.json or vocab.txt (default: found beside the model)")
+	fs.BoolVar(&f.skipBad, "skip-bad-docs", false, "skip documents that are empty (no wordpieces) or not UTF-8, and count them in the summary (default: refuse them, exit 2, naming each)")
+	fs.IntVar(&f.partSize, "part-size", embedDefaultPartSize, "documents `N` per part of a folder output"+atMost(maxDocs))
+	fs.StringVar(&f.shard, "shard", "", "embed only shard `I/N` of the documents: those whose id hashes to I mod N (FNV-1a); N runs with 0/N … N-1/N split a corpus with no coordination (embed-merge joins them); folder output only")
 	path, err := cli.ParseModelArg(fs, args, stdout)
 	if err != nil {
 		return err
 	}
-	if err := checkBackend(*backend); err != nil {
-		return err
+	return f.run(path, stdout)
+}
+
+// options checks the flags and returns the embedder's options.
+func (f *embedFlags) options() (embed.Options, error) {
+	o := embed.Options{Raw: f.raw, MaxTokens: f.maxTokens, Window: f.window, Batch: f.batch, Backend: f.backend, Threads: f.threads, Vocab: f.vocab, Overlap: f.overlap}
+	if err := checkBackend(f.backend); err != nil {
+		return o, err
 	}
-	o := embed.Options{Raw: *raw, MaxTokens: *maxTokens, Window: *window, Batch: *batch, Backend: *backend, Threads: *threads, Vocab: *vocab}
-	switch m := embed.Mode(*mode); m {
+	switch m := embed.Mode(f.mode); m {
 	case "auto":
-	case embed.Truncate, embed.Chunk, embed.Long:
+	case embed.Truncate, embed.Chunk, embed.Chunks, embed.Long:
 		o.Mode = m
 	default:
-		return cli.UsageError("--mode %q: want auto, truncate, chunk or long", *mode)
+		return o, cli.UsageError("--mode %q: want auto, truncate, chunk, chunks or long", f.mode)
 	}
-	switch p := embed.Pooling(*pooling); p {
+	switch p := embed.Pooling(f.pooling); p {
 	case "auto":
 	case embed.PoolMean, embed.PoolCLS, embed.PoolMax:
 		o.Pooling = p
 	default:
-		return cli.UsageError("--pooling %q: want auto, mean, cls or max", *pooling)
+		return o, cli.UsageError("--pooling %q: want auto, mean, cls or max", f.pooling)
 	}
 	switch {
-	case *maxTokens < 0:
-		return cli.UsageError("--max-tokens must be non-negative")
-	case *window != 0 && *window < 3:
-		return cli.UsageError("--window %d: want at least 3 ([CLS], a wordpiece, [SEP])", *window)
-	case *batch < 1:
-		return cli.UsageError("--batch must be at least 1")
+	case f.maxTokens < 0:
+		return o, cli.UsageError("--max-tokens must be non-negative")
+	case f.window != 0 && f.window < 3:
+		return o, cli.UsageError("--window %d: want at least 3 ([CLS], a wordpiece, [SEP])", f.window)
+	case f.batch < 1:
+		return o, cli.UsageError("--batch must be at least 1")
+	case f.overlap < 0:
+		return o, cli.UsageError("--chunk-overlap must be non-negative")
+	case f.overlap > 0 && o.Mode != embed.Chunk && o.Mode != embed.Chunks:
+		return o, cli.UsageError("--chunk-overlap needs --mode chunk or chunks")
+	case f.overlap > 0 && f.window > 0 && f.overlap >= f.window-2:
+		return o, cli.UsageError("--chunk-overlap %d: want fewer than the window's %d wordpieces", f.overlap, f.window-2)
+	case f.partSize < 1:
+		return o, cli.UsageError("--part-size must be at least 1")
 	}
-	if err := checkCounts(count{"max-tokens", *maxTokens, maxTokensFlag}, count{"window", *window, maxWindowFlag}, count{"batch", *batch, maxBatchFlag}); err != nil {
-		return err
+	if err := checkCounts(count{"max-tokens", f.maxTokens, maxTokensFlag}, count{"window", f.window, maxWindowFlag}, count{"batch", f.batch, maxBatchFlag},
+		count{"chunk-overlap", f.overlap, maxWindowFlag}, count{"part-size", f.partSize, maxDocs}); err != nil {
+		return o, err
 	}
-	sources := 0
-	for _, set := range []bool{len(texts) > 0, *textFile != "", *docs != "", *jsonl != ""} {
+	return o, nil
+}
+
+// isFolderOut reports whether -o names a folder of parts: a path ending
+// in a separator, or a folder that exists.
+func isFolderOut(out string) bool {
+	if strings.HasSuffix(out, "/") || strings.HasSuffix(out, string(filepath.Separator)) {
+		return true
+	}
+	st, err := os.Stat(out)
+	return err == nil && st.IsDir()
+}
+
+// source returns the one input the flags name.
+func (f *embedFlags) source() (docSource, error) {
+	n := 0
+	for _, set := range []bool{len(f.texts) > 0, f.textFile != "", f.docs != "", f.jsonl != ""} {
 		if set {
-			sources++
+			n++
 		}
 	}
-	if sources != 1 {
-		return cli.UsageError("give the texts with one of --text, --text-file, --docs or --jsonl")
+	if n != 1 {
+		return docSource{}, cli.UsageError("give the texts with one of --text, --text-file, --docs or --jsonl")
 	}
-	if *out == "" {
+	switch {
+	case len(f.texts) > 0:
+		return textsSource(f.texts), nil
+	case f.textFile != "":
+		return textLinesSource("--text-file", f.textFile, 0), nil
+	case f.docs != "":
+		src, err := docsDirSource("--docs", f.docs, 0)
+		if err != nil {
+			return src, cli.BadInput(err)
+		}
+		return src, nil
+	}
+	return jsonlSource(f.jsonl, 0), nil
+}
+
+// embedSink receives the vectors of each document in order: a single
+// file written at the end, or a folder of parts written as they fill.
+type embedSink interface {
+	add(rec int64, docID string, ids []string, vecs [][]float32) error
+	skip()
+	finish(dim int) error
+}
+
+// fileSink keeps the vectors for one .npy (and its ids) or .jsonl file,
+// written as one set at the end.
+type fileSink struct {
+	out  string
+	ids  []string
+	vecs [][]float32
+}
+
+func (s *fileSink) add(_ int64, _ string, ids []string, vecs [][]float32) error {
+	s.ids = append(s.ids, ids...)
+	s.vecs = append(s.vecs, vecs...)
+	return nil
+}
+
+func (s *fileSink) skip() {}
+
+func (s *fileSink) finish(dim int) error {
+	if strings.HasSuffix(s.out, ".npy") {
+		return writeEmbedNPY(s.out, s.ids, s.vecs, dim)
+	}
+	return writeEmbedJSONL(s.out, s.ids, s.vecs)
+}
+
+// partSink writes a folder of parts (embed.PartWriter).
+type partSink struct{ w *embed.PartWriter }
+
+func (s partSink) add(rec int64, docID string, ids []string, vecs [][]float32) error {
+	return s.w.Add(rec, docID, ids, vecs)
+}
+func (s partSink) skip()            { s.w.Skip() }
+func (s partSink) finish(int) error { return s.w.Finish() }
+
+// run embeds the documents of the flags' input with the model at path,
+// a batch at a time, and hands the vectors to the output as they come.
+func (f *embedFlags) run(path string, stdout io.Writer) error {
+	o, err := f.options()
+	if err != nil {
+		return err
+	}
+	src, err := f.source()
+	if err != nil {
+		return err
+	}
+	if f.out == "" {
 		return cli.UsageError("-o is required")
 	}
-	npy := strings.HasSuffix(*out, ".npy")
-	if !npy && !strings.HasSuffix(*out, ".jsonl") {
-		return cli.UsageError("-o %s: want a path ending in .npy or .jsonl", *out)
+	folder := isFolderOut(f.out)
+	npy := strings.HasSuffix(f.out, ".npy")
+	if !folder && !npy && !strings.HasSuffix(f.out, ".jsonl") {
+		return cli.UsageError("-o %s: want a path ending in .npy or .jsonl, or a folder (ending in /)", f.out)
 	}
-	outputs := []namedFile{{"-o", *out}}
-	if npy {
-		outputs = append(outputs, namedFile{"the ids file of -o", embedIDsPath(*out)})
-	}
-	inputs := []namedFile{{"MODEL", path}, {"--text-file", *textFile}, {"--jsonl", *jsonl}, {"--vocab", *vocab}}
-	if err := checkOutputs(outputs, inputs); err != nil {
-		return err
-	}
-
-	var list []embedDoc
-	switch {
-	case len(texts) > 0:
-		for i, s := range texts {
-			d := embedDoc{id: "text-" + strconv.Itoa(i+1), text: s}
-			checkUTF8(&d, s, "")
-			list = append(list, d)
+	var shardI, shardN int
+	if f.shard != "" {
+		if !folder {
+			return cli.UsageError("--shard needs a folder output (-o DIR/): embed-merge joins the shards")
 		}
-	case *textFile != "":
-		list, err = readTextLines("--text-file", *textFile)
-	case *docs != "":
-		list, err = readDocsDir("--docs", *docs)
-	default:
-		list, err = readJSONLDocs(*jsonl)
-	}
-	if err != nil {
-		return cli.BadInput(err)
-	}
-	if *docs != "" {
-		// The documents read are inputs too (an ids file ends in .txt).
-		for _, d := range list {
-			inputs = append(inputs, namedFile{"--docs", filepath.Join(*docs, d.id)})
+		if shardI, shardN, err = embed.ParseShard(f.shard); err != nil {
+			return cli.UsageError("--shard: %s", err)
 		}
+	}
+	inputs := []namedFile{{"MODEL", path}, {"--text-file", f.textFile}, {"--jsonl", f.jsonl}, {"--vocab", f.vocab}}
+	var outputs []namedFile
+	if folder {
+		dir := strings.TrimRight(f.out, `/\`)
+		if dir == "" {
+			dir = f.out
+		}
+		f.out = dir
+		if parent := filepath.Dir(dir); parent != "" {
+			if st, err := os.Stat(parent); err != nil || !st.IsDir() {
+				return cli.BadInput(fmt.Errorf("-o %s: the folder %s does not exist", f.out, parent))
+			}
+		}
+		if f.docs != "" && sameDir(f.docs, dir) {
+			return cli.UsageError("-o %s is the --docs folder: its parts would be read as documents; choose another folder", f.out)
+		}
+		outputs = []namedFile{{"-o", filepath.Join(dir, embed.ManifestName)}}
+		if err := checkNotInputs(outputs, inputs); err != nil {
+			return err
+		}
+	} else {
+		outputs = []namedFile{{"-o", f.out}}
+		if npy {
+			outputs = append(outputs, namedFile{"the ids file of -o", embedIDsPath(f.out)})
+		}
+		if err := checkOutputs(outputs, inputs); err != nil {
+			return err
+		}
+	}
+	// The documents read are inputs too (an ids file ends in .txt).
+	for _, p := range src.paths {
+		inputs = append(inputs, namedFile{"--docs", p})
+	}
+	if len(src.paths) > 0 {
 		if err := checkNotInputs(outputs, inputs); err != nil {
 			return err
 		}
@@ -181,96 +302,298 @@ func runEmbed(args []string, stdout io.Writer) error {
 		return embedError(err)
 	}
 	defer e.Close()
-	list, skipped, err := screenDocs(list, e, *skipBad)
-	if err != nil {
-		return err
-	}
-	start := time.Now() // embedding only, not loading the model
-	var took time.Duration
-	group := max(*batch, 8)
-	var pr *progress.Reporter
-	if len(list) > 1 {
-		pr = progress.New(embedProgress, "embed: batch", (len(list)+group-1)/group)
-	}
-	vecs := make([][]float32, 0, len(list))
-	for lo := 0; lo < len(list); lo += group {
-		hi := min(lo+group, len(list))
-		batchTexts := make([]string, hi-lo)
-		for i := range batchTexts {
-			batchTexts[i] = list[lo+i].text
+
+	var sink embedSink = &fileSink{out: f.out}
+	var skipTo int64
+	var lastID, resumed string
+	if folder {
+		head, err := f.manifest(path, src, e)
+		if err != nil {
+			return err
 		}
-		v, err := e.Embed(batchTexts)
+		w, err := embed.OpenParts(f.out, head)
+		var mm *embed.MismatchError
+		switch {
+		case errors.As(err, &mm):
+			return cli.BadInput(err)
+		case err != nil:
+			return cli.RuntimeFailure(err)
+		}
+		var complete bool
+		skipTo, lastID, complete = w.Resume()
+		m := w.Manifest()
+		if complete {
+			fmt.Fprintf(stdout, "%s is complete: %d documents (%d vectors) in %d parts; nothing to do\n", f.out, m.Documents, m.Vectors, len(m.Parts))
+			return nil
+		}
+		if len(m.Parts) > 0 {
+			resumed = fmt.Sprintf(", resumed after %d documents in %d parts", m.Documents, len(m.Parts))
+			fmt.Fprintf(embedProgress, "embed: %s holds %d finished parts (%d documents, input records 1–%d): resuming after them\n", f.out, len(m.Parts), m.Documents, skipTo)
+		}
+		sink = partSink{w}
+	}
+
+	start := time.Now() // embedding only, not loading the model
+	group := max(f.batch, 8)
+	var pr *progress.Reporter
+	if src.total > 1 {
+		pr = progress.New(embedProgress, "embed: batch", (src.total+group-1)/group)
+	} else if src.total == 0 {
+		pr = progress.New(embedProgress, "embed: batch", 0)
+	}
+	type item struct {
+		rec int64
+		d   embedDoc
+	}
+	var buf []item
+	var lastRec int64
+	pending, partFill := 0, 0 // documents to embed in buf; in the part being filled
+	tok := e.Tokenizer()
+	embedded, vectors, skippedBad := 0, 0, 0
+	counts := map[string]int{}
+	flush := func() error {
+		if len(buf) == 0 {
+			return nil
+		}
+		defer func() { buf = buf[:0] }()
+		var bad []string
+		var texts []string
+		for i := range buf {
+			d := &buf[i].d
+			if d.bad != "" {
+				bad = append(bad, fmt.Sprintf("document %s: %s", d.id, d.bad))
+				counts[strings.SplitN(d.bad, ":", 2)[0]]++
+				continue
+			}
+			texts = append(texts, d.text)
+		}
+		if len(bad) > 0 && !f.skipBad {
+			msg := strings.Join(bad[:min(len(bad), maxBadListed)], "; ")
+			if len(bad) > maxBadListed {
+				msg += fmt.Sprintf("; and %d more", len(bad)-maxBadListed)
+			}
+			return cli.BadInput(fmt.Errorf("%d of %d documents cannot be embedded (--skip-bad-docs skips them): %s%s", len(bad), len(buf), msg, f.keptNote(folder)))
+		}
+		for _, b := range bad {
+			fmt.Fprintf(embedProgress, "embed: skipped %s\n", b)
+		}
+		vecs, err := f.embedBatch(e, texts)
 		var nf *embed.NonFiniteError
-		if errors.As(err, &nf) && nf.Index < len(batchTexts) {
-			// Nothing is written: a vector of NaN would poison every
-			// search over the file without a word.
-			return cli.RuntimeFailure(fmt.Errorf("document %s: its vector has %s (the model's output is not finite); nothing written, %s left as it was",
-				list[lo+nf.Index].id, nf.Values(), *out))
+		if errors.As(err, &nf) && nf.Index < len(texts) {
+			k := 0
+			for _, it := range buf {
+				if it.d.bad == "" {
+					if k == nf.Index {
+						// Nothing of it is written: a vector of NaN would poison
+						// every search over the file without a word.
+						return cli.RuntimeFailure(fmt.Errorf("document %s: its vector has %s (the model's output is not finite); %s",
+							it.d.id, nf.Values(), f.notWritten(folder)))
+					}
+					k++
+				}
+			}
 		}
 		if err != nil {
-			return embedError(fmt.Errorf("documents %s–%s: %w", list[lo].id, list[hi-1].id, err))
+			return embedError(fmt.Errorf("documents %s–%s: %w", buf[0].d.id, buf[len(buf)-1].d.id, err))
 		}
-		vecs = append(vecs, v...)
-		pr.Step("documents %d–%d of %d", lo+1, hi, len(list))
+		k := 0
+		for _, it := range buf {
+			if it.d.bad != "" {
+				sink.skip()
+				skippedBad++
+				continue
+			}
+			ids := []string{it.d.id}
+			if e.Mode() == embed.Chunks {
+				ids = make([]string, len(vecs[k]))
+				for j := range ids {
+					ids[j] = it.d.id + "#" + strconv.Itoa(j)
+				}
+			}
+			if err := sink.add(it.rec, it.d.id, ids, vecs[k]); err != nil {
+				return cli.RuntimeFailure(err)
+			}
+			embedded++
+			vectors += len(ids)
+			k++
+			partFill = (partFill + 1) % f.partSize
+		}
+		pr.Step("documents %d–%d, %d embedded", buf[0].rec, buf[len(buf)-1].rec, embedded)
+		return nil
 	}
-	took = time.Since(start)
-
-	if npy {
-		err = writeEmbedNPY(*out, list, vecs, e.Dim())
-	} else {
-		err = writeEmbedJSONL(*out, list, vecs)
+	err = src.each(skipTo, func(rec int64, d embedDoc) error {
+		lastRec = rec
+		if rec <= skipTo {
+			if rec == skipTo && d.id != lastID {
+				return cli.BadInput(fmt.Errorf("%s: input record %d is document %s, but the last finished part of %s ends with document %s there: the input changed since those parts were made (use another folder, or the input they were made from)",
+					src.what, rec, d.id, f.out, lastID))
+			}
+			return nil
+		}
+		if shardN > 0 && embed.ShardOf(d.id, shardN) != shardI {
+			return nil
+		}
+		// Screened as it comes: a document with no wordpieces (blank, or
+		// only characters the tokenizer drops) would get the vector of
+		// [CLS] [SEP] and rank like any other.
+		if d.bad == "" && len(tok.IDsLimit(d.text, 1)) == 0 {
+			d.bad = badEmpty + ": no wordpieces (blank, or only characters the tokenizer drops); its vector would be that of [CLS] [SEP]"
+		}
+		buf = append(buf, item{rec, d})
+		if d.bad == "" {
+			pending++
+		}
+		// A batch never spans two parts of a folder: every part is
+		// embedded in the same batches whether the run began with it or
+		// resumed there, so a resumed folder is byte for byte the one an
+		// uninterrupted run writes.
+		if pending == group || folder && partFill+pending == f.partSize {
+			pending = 0
+			return flush()
+		}
+		return nil
+	})
+	if err == nil && lastRec < skipTo {
+		err = cli.BadInput(fmt.Errorf("%s has %d documents, but the finished parts of %s cover %d: the input changed since they were made", src.what, lastRec, f.out, skipTo))
+	}
+	if err == nil {
+		err = flush()
 	}
 	if err != nil {
+		var ee *cli.ExitError
+		if errors.As(err, &ee) {
+			return err
+		}
+		return cli.BadInput(err)
+	}
+	if embedded == 0 && resumed == "" {
+		if skippedBad > 0 {
+			return cli.BadInput(fmt.Errorf("all %d documents are bad (%s); nothing to embed", skippedBad, badCounts(counts)))
+		}
+		if !folder {
+			return cli.BadInput(fmt.Errorf("%s: no documents", src.what))
+		}
+	}
+	took := time.Since(start)
+	if err := sink.finish(e.Dim()); err != nil {
 		return cli.RuntimeFailure(err)
 	}
-	fmt.Fprintf(stdout, "embedded %d documents%s (mode %s, pooling %s, window %d, dim %d) in %.2f s (%.3f s each, loading excluded) → %s\n",
-		len(list), skipped, e.Mode(), e.Pooling(), e.Window(), e.Dim(), took.Seconds(), took.Seconds()/float64(len(list)), *out)
+	skipped := ""
+	if skippedBad > 0 {
+		skipped = fmt.Sprintf(", skipped %d bad (%s)", skippedBad, badCounts(counts))
+	}
+	if f.shard != "" {
+		skipped += fmt.Sprintf(", shard %s", f.shard)
+	}
+	if vectors != embedded {
+		skipped += fmt.Sprintf(", %d vectors", vectors)
+	}
+	fmt.Fprintf(stdout, "embedded %d documents%s%s (mode %s, pooling %s, window %d, dim %d) in %.2f s (%.3f s each, loading excluded) → %s\n",
+		embedded, skipped, resumed, e.Mode(), e.Pooling(), e.Window(), e.Dim(), took.Seconds(), took.Seconds()/float64(max(embedded, 1)), f.out)
 	return nil
+}
+
+// embedBatch embeds texts: one vector each, or one per chunk in chunks
+// mode.
+func (f *embedFlags) embedBatch(e *embed.Embedder, texts []string) ([][][]float32, error) {
+	if len(texts) == 0 {
+		return nil, nil
+	}
+	if e.Mode() == embed.Chunks {
+		return e.EmbedChunks(texts)
+	}
+	v, err := e.Embed(texts)
+	if err != nil {
+		return nil, err
+	}
+	out := make([][][]float32, len(v))
+	for i := range v {
+		out[i] = [][]float32{v[i]}
+	}
+	return out, nil
+}
+
+// notWritten says what a failed run leaves: nothing of a file output;
+// the finished parts of a folder.
+func (f *embedFlags) notWritten(folder bool) string {
+	if folder {
+		return "its part is not written; the finished parts of " + f.out + " are kept"
+	}
+	return "nothing written, " + f.out + " left as it was"
+}
+
+// keptNote adds, for a folder output, that the finished parts stay.
+func (f *embedFlags) keptNote(folder bool) string {
+	if folder {
+		return " (the finished parts of " + f.out + " are kept: fix the input and run again to resume)"
+	}
+	return ""
+}
+
+// manifest is the head of a folder output's manifest: the tool, the
+// model's and tokenizer files' SHA-256 and the settings (as resolved by
+// the embedder).
+func (f *embedFlags) manifest(path string, src docSource, e *embed.Embedder) (embed.Manifest, error) {
+	var m embed.Manifest
+	sum, err := embed.FileSHA256(path)
+	if err != nil {
+		return m, cli.BadInput(err)
+	}
+	tok, err := embed.TokenizerFiles(f.vocab, path)
+	if err != nil {
+		return m, cli.BadInput(err)
+	}
+	backend := f.backend
+	if backend == "" {
+		backend = infer.DefaultBackend
+	}
+	m = embed.Manifest{Tool: toolVersion(), Model: embed.FileSum{File: filepath.Base(path), SHA256: sum}, Tokenizer: tok,
+		Settings: embed.Settings{Input: src.what, Mode: e.Mode(), Pooling: e.Pooling(), Normalised: e.Normalised(), MaxTokens: e.MaxTokens(),
+			Window: e.Window(), Overlap: e.Overlap(), Output: e.Output(), Dim: e.Dim(), Backend: backend, SkipBad: f.skipBad,
+			PartSize: f.partSize, Shard: f.shard}}
+	return m, nil
+}
+
+// toolVersion is the version the binary was built as: the module's
+// version, else its VCS revision (with "+dirty"), else "devel".
+func toolVersion() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "devel"
+	}
+	if v := bi.Main.Version; v != "" && v != "(devel)" {
+		return v
+	}
+	rev, dirty := "", false
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			dirty = s.Value == "true"
+		}
+	}
+	if rev == "" {
+		return "devel"
+	}
+	if dirty {
+		rev += "+dirty"
+	}
+	return rev
+}
+
+// sameDir reports whether a and b are one folder.
+func sameDir(a, b string) bool {
+	sa, err1 := os.Stat(a)
+	sb, err2 := os.Stat(b)
+	if err1 != nil || err2 != nil {
+		return filepath.Clean(a) == filepath.Clean(b)
+	}
+	return os.SameFile(sa, sb)
 }
 
 // maxBadListed bounds the bad documents a refusal names one by one.
 const maxBadListed = 10
-
-// screenDocs finds the documents that cannot be embedded: not UTF-8
-// (marked when read) or empty, with no wordpieces (blank, or only
-// characters the tokenizer drops), which would get the vector of
-// [CLS] [SEP] and rank like any other. Without skip they are refused
-// (exit 2), each named with its reason; with skip they are left out,
-// named on stderr, and counted in the summary words returned.
-func screenDocs(list []embedDoc, e *embed.Embedder, skip bool) ([]embedDoc, string, error) {
-	tok := e.Tokenizer()
-	var bad []string
-	counts := map[string]int{}
-	kept := list[:0:0]
-	for _, d := range list {
-		if d.bad == "" && len(tok.IDsLimit(d.text, 1)) == 0 {
-			d.bad = badEmpty + ": no wordpieces (blank, or only characters the tokenizer drops); its vector would be that of [CLS] [SEP]"
-		}
-		if d.bad == "" {
-			kept = append(kept, d)
-			continue
-		}
-		bad = append(bad, fmt.Sprintf("document %s: %s", d.id, d.bad))
-		counts[strings.SplitN(d.bad, ":", 2)[0]]++
-	}
-	if len(bad) == 0 {
-		return list, "", nil
-	}
-	if !skip {
-		msg := strings.Join(bad[:min(len(bad), maxBadListed)], "; ")
-		if len(bad) > maxBadListed {
-			msg += fmt.Sprintf("; and %d more", len(bad)-maxBadListed)
-		}
-		return nil, "", cli.BadInput(fmt.Errorf("%d of %d documents cannot be embedded (--skip-bad-docs skips them): %s", len(bad), len(list), msg))
-	}
-	for _, b := range bad {
-		fmt.Fprintf(embedProgress, "embed: skipped %s\n", b)
-	}
-	if len(kept) == 0 {
-		return nil, "", cli.BadInput(fmt.Errorf("all %d documents are bad (%s); nothing to embed", len(list), badCounts(counts)))
-	}
-	return kept, fmt.Sprintf(", skipped %d bad (%s)", len(bad), badCounts(counts)), nil
-}
 
 // badCounts words the bad documents by reason: "2 empty, 1 invalid UTF-8".
 func badCounts(counts map[string]int) string {
@@ -292,158 +615,6 @@ func embedError(err error) error {
 		return cli.RuntimeFailure(oneLine(err))
 	}
 	return cli.BadInput(err)
-}
-
-// readTextLines reads one text per line of the file path given with flag;
-// blank lines are skipped and the id is the line number.
-func readTextLines(flag, path string) ([]embedDoc, error) {
-	f, err := fsutil.Open(path) // a FIFO without a writer is announced
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", flag, err)
-	}
-	defer f.Close()
-	var list []embedDoc
-	err = eachLine(f, path, func(n int, line string) error {
-		if strings.TrimSpace(line) != "" {
-			d := embedDoc{id: strconv.Itoa(n), text: line}
-			checkUTF8(&d, line, "line "+strconv.Itoa(n))
-			list = append(list, d)
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	if len(list) == 0 {
-		return nil, fmt.Errorf("%s %s: no texts (one per line)", flag, path)
-	}
-	return list, nil
-}
-
-// eachLine calls fn with every line of r (numbered from 1, without its
-// "\r\n" or "\n"); lines are at most embedMaxDoc bytes, and all of them
-// at most embedMaxTotal, or half the memory the process may use when
-// that is less (rusage.ReadBound). An error names the file, the line and
-// the bound.
-func eachLine(r io.Reader, path string, fn func(n int, line string) error) error {
-	lr := fsutil.LimitReader(r, path, embedMaxTotal)
-	sc := bufio.NewScanner(lr)
-	sc.Buffer(make([]byte, 0, min(64<<10, embedMaxDoc)), embedMaxDoc)
-	n := 1
-	for ; sc.Scan(); n++ {
-		if err := fn(n, strings.TrimSuffix(sc.Text(), "\r")); err != nil {
-			if lr.Exceeded() != nil {
-				break // the line was cut at the bound: say that instead
-			}
-			return err
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return textfile.ScanError(path, n, embedMaxDoc, err)
-	}
-	return nil
-}
-
-// readDocsDir reads every *.txt and *.md regular file of dir, sorted by
-// name; the id is the file name.
-func readDocsDir(flag, dir string) ([]embedDoc, error) {
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", flag, err)
-	}
-	var names []string
-	for _, de := range ents {
-		ext := strings.ToLower(filepath.Ext(de.Name()))
-		if (ext == ".txt" || ext == ".md") && !de.IsDir() {
-			names = append(names, de.Name())
-		}
-	}
-	sort.Strings(names)
-	if len(names) == 0 {
-		return nil, fmt.Errorf("%s %s: no *.txt or *.md files", flag, dir)
-	}
-	list := make([]embedDoc, 0, len(names))
-	var total int64
-	bound := rusage.ReadBound(embedMaxTotal)
-	for _, name := range names {
-		if strings.ContainsAny(name, "\r\n") {
-			return nil, fmt.Errorf("%s %s: file name %q has a line break (ids are written one per line)", flag, dir, name)
-		}
-		p := filepath.Join(dir, name)
-		st, err := os.Stat(p)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", flag, err)
-		}
-		if !st.Mode().IsRegular() {
-			continue
-		}
-		if st.Size() > int64(embedMaxDoc) {
-			return nil, fmt.Errorf("%s: %s: larger than %d bytes", flag, p, embedMaxDoc)
-		}
-		if total += st.Size(); total > bound {
-			return nil, fmt.Errorf("%s %s: more than %s of documents; embed the folder in parts", flag, dir, rusage.Bound(embedMaxTotal))
-		}
-		data, err := fsutil.ReadFile(p, int64(embedMaxDoc))
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", flag, err)
-		}
-		d := embedDoc{id: name, text: string(data)}
-		checkUTF8(&d, d.text, "the file")
-		list = append(list, d)
-	}
-	return list, nil
-}
-
-// readJSONLDocs reads one {"id": ..., "text": ...} object per line (blank
-// lines skipped); an id may be a string or a number and must be unique.
-func readJSONLDocs(path string) ([]embedDoc, error) {
-	f, err := fsutil.Open(path) // a FIFO without a writer is announced
-	if err != nil {
-		return nil, fmt.Errorf("--jsonl: %w", err)
-	}
-	defer f.Close()
-	var list []embedDoc
-	var total int64
-	seen := map[string]int{}
-	err = eachLine(f, path, func(n int, line string) error {
-		if strings.TrimSpace(line) == "" {
-			return nil
-		}
-		var rec struct {
-			ID   json.RawMessage `json:"id"`
-			Text *string         `json:"text"`
-		}
-		if err := decodeJSONLine(line, &rec); err != nil {
-			return fmt.Errorf("%s:%d: %w", path, n, err)
-		}
-		id, err := jsonID(rec.ID)
-		if err != nil {
-			return fmt.Errorf("%s:%d: %w", path, n, err)
-		}
-		if rec.Text == nil {
-			return fmt.Errorf("%s:%d: no \"text\" string", path, n)
-		}
-		if prev, dup := seen[id]; dup {
-			return fmt.Errorf("%s:%d: id %q was already used on line %d", path, n, id, prev)
-		}
-		seen[id] = n
-		if total += int64(len(*rec.Text)); total > embedMaxTotal {
-			return fmt.Errorf("%s:%d: more than %d bytes of documents; embed the file in parts", path, n, embedMaxTotal)
-		}
-		d := embedDoc{id: id, text: *rec.Text}
-		// encoding/json reads a byte that is not UTF-8 as U+FFFD without
-		// a word: look at the line as it was.
-		checkUTF8(&d, line, "line "+strconv.Itoa(n))
-		list = append(list, d)
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	if len(list) == 0 {
-		return nil, fmt.Errorf("--jsonl %s: no documents", path)
-	}
-	return list, nil
 }
 
 // decodeJSONLine decodes the one JSON object of line into v: anything
@@ -514,14 +685,14 @@ func jsonID(raw json.RawMessage) (string, error) {
 // the ids, one per line, to OUT without .npy plus ".ids.txt", as one
 // set (fsutil.WriteSet): whatever fails or stops the write, both files
 // are the old ones or both the new ones.
-func writeEmbedNPY(out string, list []embedDoc, vecs [][]float32, dim int) error {
+func writeEmbedNPY(out string, list []string, vecs [][]float32, dim int) error {
 	data := make([]float32, 0, len(vecs)*dim)
 	for _, v := range vecs {
 		data = append(data, v...)
 	}
 	var ids strings.Builder
-	for _, d := range list {
-		ids.WriteString(d.id)
+	for _, id := range list {
+		ids.WriteString(id)
 		ids.WriteByte('\n')
 	}
 	t := onnx.NewFloat([]int{len(vecs), dim}, data)
@@ -534,15 +705,15 @@ func writeEmbedNPY(out string, list []embedDoc, vecs [][]float32, dim int) error
 func embedIDsPath(out string) string { return strings.TrimSuffix(out, ".npy") + ".ids.txt" }
 
 // writeEmbedJSONL writes one {"id", "embedding"} object per line.
-func writeEmbedJSONL(out string, list []embedDoc, vecs [][]float32) error {
+func writeEmbedJSONL(out string, list []string, vecs [][]float32) error {
 	return fsutil.WriteAtomic(out, func(w io.Writer) error {
 		enc := json.NewEncoder(w)
 		enc.SetEscapeHTML(false)
-		for i, d := range list {
+		for i, id := range list {
 			rec := struct {
 				ID        string    `json:"id"`
 				Embedding []float32 `json:"embedding"`
-			}{d.id, vecs[i]}
+			}{id, vecs[i]}
 			if err := enc.Encode(rec); err != nil {
 				return err
 			}

@@ -92,7 +92,7 @@ func TestEmbedNPY(t *testing.T) {
 			t.Errorf("summary %q does not say %q", stdout, want)
 		}
 	}
-	if !strings.Contains(prog.String(), "embed: batch 1/1: documents 1–3 of 3") {
+	if !strings.Contains(prog.String(), "embed: batch 1: documents 1–3, 3 embedded") {
 		t.Errorf("no progress on stderr: %q", prog)
 	}
 	got, err := onnx.ReadNPY(out)
@@ -238,10 +238,13 @@ func TestEmbedExitCodes(t *testing.T) {
 	}
 }
 
-// The documents of one command are bounded in total, in both readers.
+// embed streams its documents: a corpus past embedMaxTotal (the bound
+// of the commands that read every document first) is embedded, in both
+// readers; evaluate, which holds them all, still refuses it.
 func TestEmbedTotalBound(t *testing.T) {
 	defer func(n int64) { embedMaxTotal = n }(embedMaxTotal)
 	embedMaxTotal = 100
+	quietEmbed(t)
 	dir := t.TempDir()
 	var jsonl strings.Builder
 	for i := 0; i < 3; i++ {
@@ -255,13 +258,17 @@ func TestEmbedTotalBound(t *testing.T) {
 	if err := os.WriteFile(jf, []byte(jsonl.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	model := filepath.Join("..", "..", "testdata", "bert-tiny.onnx")
+	model, _ := embedModel(t)
 	out := filepath.Join(t.TempDir(), "v.npy")
 	for _, src := range [][]string{{"--docs", dir}, {"--jsonl", jf}} {
 		args := append([]string{"embed", model, "-o", out, "--backend", "native"}, src...)
-		code, _, stderr := runCLI(args...)
+		code, stdout, stderr := runCLI(args...)
+		if code != exitOK || !strings.Contains(stdout, "embedded 3 documents") {
+			t.Errorf("embed %v past the old total bound: exit %d, %q %q; want the 3 documents embedded", src, code, stdout, stderr)
+		}
+		code, _, stderr = runCLI("evaluate", model, src[0], src[1], "--backend", "native", "-q")
 		if code != exitBadInput || !strings.Contains(stderr, "100 bytes") {
-			t.Errorf("%v: exit %d, %q; want exit 2 naming the bound", src, code, stderr)
+			t.Errorf("evaluate %v: exit %d, %q; want exit 2 naming the bound", src, code, stderr)
 		}
 	}
 }

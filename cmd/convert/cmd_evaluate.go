@@ -40,6 +40,10 @@ var evalProgress io.Writer = os.Stderr
 // wholeSystem is the name of the original read whole, in one pass.
 const wholeSystem = "whole"
 
+// maxsimSystem is the name of the original read in chunks of at most 512
+// tokens, a document scored by its best chunk (one vector per chunk).
+const maxsimSystem = "maxsim"
+
 // evalFlags are evaluate's flags.
 type evalFlags struct {
 	docs, jsonl, buckets, reference, systems, pooling, backend, vocab string
@@ -60,7 +64,7 @@ func (f *evalFlags) define(fs *flag.FlagSet) {
 	fs.Uint64Var(&f.seed, "seed", cli.DefaultSeed, "seed of the passages and the bootstrap")
 	fs.IntVar(&f.bootstrap, "bootstrap", 1000, "paired bootstrap resamples `B` over documents"+atMost(maxBootstrap))
 	fs.StringVar(&f.reference, "reference", "", "the system `NAME` the others are compared with (default: chunk, else the first system)")
-	fs.StringVar(&f.systems, "systems", "", "`LIST` of the systems to run, in this order (default: truncate, chunk, whole when the original's own limit is above 512 tokens, then the models' systems)")
+	fs.StringVar(&f.systems, "systems", "", "`LIST` of the systems to run, in this order (default: truncate, chunk, whole when the original's own limit is above 512 tokens, then the models' systems; maxsim, the original in chunks with a document scored by its best chunk, runs when named here)")
 	fs.IntVar(&f.limitDocs, "limit-docs", 0, "read only the first `N` documents (0: all)"+atMost(maxDocs))
 	fs.StringVar(&f.pooling, "pooling", "auto", "`POOLING` of every model: mean, cls, max, or auto (each model's sentence-transformers files, else mean)")
 	fs.IntVar(&f.threads, "threads", 0, "intra-op threads (0: backend default)")
@@ -173,9 +177,19 @@ func (f *evalFlags) systemList(original string, models []string) ([]evalSystem, 
 		}
 		list = append(list, s)
 	}
+	at := 2 // where the original's other systems go: after truncate and chunk
+	if !slices.ContainsFunc(list, func(s evalSystem) bool { return s.name == maxsimSystem }) {
+		// Run when --systems or --reference names it: it costs what chunk
+		// does and stores a vector per chunk.
+		named := slices.Contains(cli.StrList(f.systems), maxsimSystem) || f.reference == maxsimSystem
+		if named {
+			list = slices.Insert(list, at, evalSystem{name: maxsimSystem, path: original, mode: embed.Chunks, baseline: true})
+			at++
+		}
+	}
 	if !slices.ContainsFunc(list, func(s evalSystem) bool { return s.name == wholeSystem }) {
 		whole := evalSystem{name: wholeSystem, path: original, mode: embed.Long, auto: f.systems == "" && f.reference != wholeSystem}
-		list = slices.Insert(list, 2, whole)
+		list = slices.Insert(list, at, whole)
 	}
 	if f.systems != "" {
 		var picked []evalSystem
@@ -275,7 +289,7 @@ func (f *evalFlags) run(original string, list []evalSystem, documents []embed.Do
 		if s.baseline {
 			so.MaxWindow = embed.LongContext
 		}
-		systems = append(systems, embed.System{Name: s.name, Open: func() (embed.Encoder, error) { return f.open(s, so, o.Progress) }})
+		systems = append(systems, embed.System{Name: s.name, MaxSim: s.mode == embed.Chunks, Open: func() (embed.Encoder, error) { return f.open(s, so, o.Progress) }})
 	}
 	rep, err := embed.Evaluate(query.Tokenizer(), documents, query, systems, o)
 	var ee *cli.ExitError
@@ -395,11 +409,11 @@ func parseEvalSystem(arg string) (evalSystem, error) {
 		switch m := path[i+1:]; m {
 		case "auto":
 			path = path[:i]
-		case string(embed.Truncate), string(embed.Chunk), string(embed.Long):
+		case string(embed.Truncate), string(embed.Chunk), string(embed.Chunks), string(embed.Long):
 			s.mode, path = embed.Mode(m), path[:i]
 		default:
 			if !strings.ContainsAny(m, `/\.`) {
-				return s, cli.UsageError("%s: mode %q: want truncate, chunk, long or auto", arg, m)
+				return s, cli.UsageError("%s: mode %q: want truncate, chunk, chunks (scored by the best chunk), long or auto", arg, m)
 			}
 		}
 	}

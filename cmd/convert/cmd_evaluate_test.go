@@ -131,6 +131,19 @@ func TestEvaluateCLI(t *testing.T) {
 		t.Errorf("--systems chunk,truncate --reference truncate: %+v", rep2.Systems)
 	}
 
+	// maxsim runs when named: the original in chunks, a document scored
+	// by its best chunk, one vector per chunk stored (the tiny model reads
+	// 128 tokens: 256 wordpieces are 3 chunks).
+	code, stdout, stderr = runCLI("evaluate", model, "--docs", docs, "--backend", "native", "--max-tokens", "256",
+		"--buckets", "0,128,256", "--bootstrap", "20", "--systems", "chunk,maxsim", "--json", "-q")
+	var rep3 embed.Report
+	if code != exitOK || json.Unmarshal([]byte(stdout), &rep3) != nil {
+		t.Fatalf("--systems chunk,maxsim: exit %d: %s", code, stderr)
+	}
+	if len(rep3.Systems) != 2 || rep3.Systems[1].Name != "maxsim" || rep3.Systems[1].VectorsPerDoc < 2 || rep3.Systems[0].VectorsPerDoc != 1 || rep3.Systems[1].All.MRR <= 0 {
+		t.Errorf("--systems chunk,maxsim: %+v", rep3.Systems)
+	}
+
 	for _, c := range []struct {
 		args []string
 		code int

@@ -72,6 +72,9 @@ func TestBadInputExitCodes(t *testing.T) {
 		// -o naming a file another flag reads: never written over.
 		{[]string{"performer", model, "-o", texts, "--calibration", texts}, exitUsage, "never written over"},
 		{[]string{"hedgehog", model, "-o", texts, "--calibration", texts}, exitUsage, "never written over"},
+		{[]string{"embed-merge"}, exitUsage, "folders"},
+		{[]string{"embed-merge", tmp}, exitBadInput, "manifest.json"},
+		{[]string{"embed-merge", tmp, "-o", "x.txt"}, exitUsage, "-o"},
 		{[]string{"window", model}, exitUsage, "-o OUT"},
 		{[]string{"window", model, "-o", out, "--seed", "1"}, exitUsage, "seed"},  // nothing is sampled
 		{[]string{"window", model, "-o", out}, exitBadInput, "nothing converted"}, // no sliding-window block

@@ -52,6 +52,8 @@ var commands = []*cli.Command{
 		Summary: "run a model on inputs from .npy/.pb files or seeded random inputs; print and save the outputs"},
 	{Name: "embed", Usage: "MODEL (--text T | --text-file F | --docs DIR | --jsonl F) -o OUT [flags]", Run: runEmbed,
 		Summary: "embed texts or documents, one vector each with the model's own pooling; long ones truncated, chunked or read whole"},
+	{Name: "embed-merge", Usage: "DIR... [flags]", Run: runEmbedMerge,
+		Summary: "verify folders of parts written by embed -o DIR/ (the shards of one run: manifests agree, every id once, every part's SHA-256) and merge them into one .npy, .jsonl or folder"},
 	{Name: "evaluate", Usage: "ORIGINAL [NAME=MODEL[:MODE] ...] (--docs DIR | --jsonl F) [flags]", Run: runEvaluate,
 		Summary: "long-document retrieval test: passages taken out of long documents, by position bucket, retrieved by the original model " +
 			"truncated and chunked (and read whole, when its own limit is longer than 512 tokens) and by other models; MRR, recall@1, bootstrap intervals, time and memory"},

@@ -1,0 +1,451 @@
+package embed
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strconv"
+	"strings"
+
+	"github.com/linearize/linearize/internal/fsutil"
+	"github.com/linearize/linearize/tokenize"
+)
+
+// A folder of parts is what `convert embed -o DIR/` writes for a corpus of
+// any size: part-00000.npy (float32 [vectors, dim]) and
+// part-00000.ids.txt (one id per line), … each of PartSize documents,
+// and manifest.json (a Manifest). Each part is committed with the
+// manifest that lists it as one fsutil.WriteSet, so the manifest lists
+// exactly the parts that are whole, whatever stops the run.
+
+// PartsFormat names the manifest's format.
+const PartsFormat = "linearize-embed-parts/1"
+
+// ManifestName is the manifest's file name in a folder of parts.
+const ManifestName = "manifest.json"
+
+// maxManifestBytes bounds a manifest read (a part's entry is about 300
+// bytes: 64 MiB is 200 000 parts).
+const maxManifestBytes = 64 << 20
+
+// FileSum is a file by name and SHA-256.
+type FileSum struct {
+	File   string `json:"file"`
+	SHA256 string `json:"sha256"`
+}
+
+// Settings are what makes two runs' vectors the same: a run resumes a
+// folder only when they agree (the shard and the part size aside when
+// shards are merged).
+type Settings struct {
+	// Input names the documents: "--jsonl FILE", "--docs DIR", … .
+	Input      string  `json:"input"`
+	Mode       Mode    `json:"mode"`
+	Pooling    Pooling `json:"pooling"`
+	Normalised bool    `json:"normalised"`
+	MaxTokens  int     `json:"max_tokens"`
+	Window     int     `json:"window"`
+	Overlap    int     `json:"overlap"`
+	Output     string  `json:"output"`
+	Dim        int     `json:"dim"`
+	Backend    string  `json:"backend"`
+	SkipBad    bool    `json:"skip_bad_docs"`
+	PartSize   int     `json:"part_size"`
+	// Shard is "i/n" when the run embeds shard i of n (ShardOf), else "".
+	Shard string `json:"shard,omitempty"`
+}
+
+// Part is one part of a folder: its files are Name+".npy" and
+// Name+".ids.txt".
+type Part struct {
+	Name string `json:"name"`
+	// FirstID and LastID are the ids of its first and last document.
+	FirstID   string `json:"first_id"`
+	LastID    string `json:"last_id"`
+	Documents int    `json:"documents"`
+	// Vectors is Documents, or more in chunks mode (ids "docid#k").
+	Vectors int `json:"vectors"`
+	// Records is the number of input records (documents of every shard,
+	// bad ones included) read up to its last document: where a resumed
+	// run continues.
+	Records int64 `json:"input_records"`
+	// SkippedBad counts the bad documents skipped since the part before.
+	SkippedBad int    `json:"skipped_bad"`
+	SHA256     string `json:"sha256"`
+	IDsSHA256  string `json:"ids_sha256"`
+}
+
+// Manifest describes a folder of parts.
+type Manifest struct {
+	Format string `json:"format"`
+	// Tool is the version of the tool that began the folder.
+	Tool      string    `json:"tool"`
+	Model     FileSum   `json:"model"`
+	Tokenizer []FileSum `json:"tokenizer"`
+	Settings  Settings  `json:"settings"`
+	Parts     []Part    `json:"parts"`
+	// The totals over the parts; Complete once the input has ended.
+	Documents  int   `json:"documents"`
+	Vectors    int   `json:"vectors"`
+	SkippedBad int   `json:"skipped_bad"`
+	Records    int64 `json:"input_records"`
+	Complete   bool  `json:"complete"`
+	// MergedFrom lists the folders `embed-merge` merged into this one.
+	MergedFrom []string `json:"merged_from,omitempty"`
+}
+
+// FileSHA256 is the SHA-256 of the file at path, read in pieces.
+func FileSHA256(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", fmt.Errorf("%s: %w", path, err)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// TokenizerFiles are the files the tokenizer and pooling of the model at
+// modelPath are read from (vocab, when given, names the tokenizer):
+// every companion file (tokenizer, its configuration, the
+// sentence-transformers files) present in that folder, by name and
+// SHA-256, sorted.
+func TokenizerFiles(vocab, modelPath string) ([]FileSum, error) {
+	dir := ""
+	if vocab != "" {
+		dir = vocab
+		if st, err := os.Stat(vocab); err == nil && !st.IsDir() {
+			dir = filepath.Dir(vocab)
+		}
+	} else {
+		dir = tokenize.CompanionDir(modelPath)
+	}
+	var out []FileSum
+	seen := map[string]bool{}
+	add := func(p string) error {
+		if seen[p] {
+			return nil
+		}
+		seen[p] = true
+		st, err := os.Stat(p)
+		if err != nil || !st.Mode().IsRegular() {
+			return nil
+		}
+		sum, err := FileSHA256(p)
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err != nil {
+			rel = filepath.Base(p)
+		}
+		out = append(out, FileSum{File: filepath.ToSlash(rel), SHA256: sum})
+		return nil
+	}
+	if vocab != "" {
+		if err := add(vocab); err != nil {
+			return nil, err
+		}
+	}
+	if dir == "" {
+		return out, nil
+	}
+	for _, name := range tokenize.Companions {
+		if err := add(filepath.Join(dir, name)); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// ShardOf is the shard, of n, that the document with this id belongs to:
+// FNV-1a (64 bits) of the id's bytes, mod n. n processes given
+// shards 0…n−1 split a corpus with no coordination, and every id lands
+// in exactly one.
+func ShardOf(id string, n int) int {
+	h := fnv.New64a()
+	h.Write([]byte(id))
+	return int(h.Sum64() % uint64(n))
+}
+
+// ParseShard reads "i/n" (0 ≤ i < n, 1 ≤ n ≤ 65536).
+func ParseShard(s string) (i, n int, err error) {
+	a, b, ok := strings.Cut(s, "/")
+	if ok {
+		i, err = strconv.Atoi(a)
+		if err == nil {
+			n, err = strconv.Atoi(b)
+		}
+	}
+	if !ok || err != nil || n < 1 || n > 65536 || i < 0 || i >= n {
+		return 0, 0, fmt.Errorf("shard %q: want i/n with 0 ≤ i < n ≤ 65536", s)
+	}
+	return i, n, nil
+}
+
+// MismatchError is a folder's manifest that disagrees with the run:
+// each of Diffs names a setting, its value here and in the manifest.
+type MismatchError struct {
+	Dir   string
+	Diffs []string
+}
+
+func (e *MismatchError) Error() string {
+	return fmt.Sprintf("embed: %s holds parts made otherwise: %s (use another folder, or the flags and files it was made with)",
+		e.Dir, strings.Join(e.Diffs, "; "))
+}
+
+// Diff names what differs between two manifests' model, tokenizer and
+// settings ("mode: chunk here, truncate in the manifest"), leaving out
+// the settings named in ignore (JSON names, e.g. "shard").
+func Diff(here, there *Manifest, ignore ...string) []string {
+	var d []string
+	if here.Model.SHA256 != there.Model.SHA256 {
+		d = append(d, fmt.Sprintf("model: %s (sha256 %.12s…) here, %s (sha256 %.12s…) in the manifest", here.Model.File, here.Model.SHA256, there.Model.File, there.Model.SHA256))
+	}
+	if !reflect.DeepEqual(here.Tokenizer, there.Tokenizer) {
+		d = append(d, fmt.Sprintf("tokenizer files: %s here, %s in the manifest", sumsString(here.Tokenizer), sumsString(there.Tokenizer)))
+	}
+	a, b := reflect.ValueOf(here.Settings), reflect.ValueOf(there.Settings)
+	t := a.Type()
+outer:
+	for i := range t.NumField() {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		for _, ig := range ignore {
+			if ig == name {
+				continue outer
+			}
+		}
+		if x, y := a.Field(i).Interface(), b.Field(i).Interface(); x != y {
+			d = append(d, fmt.Sprintf("%s: %v here, %v in the manifest", name, show(x), show(y)))
+		}
+	}
+	return d
+}
+
+func show(v any) string {
+	if s, ok := v.(string); ok && s == "" {
+		return `""`
+	}
+	return fmt.Sprint(v)
+}
+
+func sumsString(s []FileSum) string {
+	if len(s) == 0 {
+		return "none"
+	}
+	var parts []string
+	for _, f := range s {
+		parts = append(parts, fmt.Sprintf("%s %.12s…", f.File, f.SHA256))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// ReadManifest reads DIR/manifest.json; (nil, nil) when there is none.
+// A commit that a kill left half done in the folder is completed (or
+// rolled back) first.
+func ReadManifest(dir string) (*Manifest, error) {
+	p := filepath.Join(dir, ManifestName)
+	fsutil.RemoveStaleTemps(p)
+	data, err := fsutil.ReadFile(p, maxManifestBytes)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("embed: %w", err)
+	}
+	var m Manifest
+	if err := json.Unmarshal(data, &m); err != nil {
+		return nil, fmt.Errorf("embed: %s: %w", p, err)
+	}
+	if m.Format != PartsFormat {
+		return nil, fmt.Errorf("embed: %s: format %q, want %q", p, m.Format, PartsFormat)
+	}
+	return &m, nil
+}
+
+// PartWriter writes a folder of parts as the documents come.
+type PartWriter struct {
+	dir string
+	m   Manifest
+	// the part being filled
+	ids     bytes.Buffer
+	vecs    []float32
+	docs    int
+	first   string
+	last    string
+	records int64
+	skipped int
+}
+
+// OpenParts opens dir (created if missing; its parent must exist) to
+// write the parts of a run described by head (Parts and the totals
+// empty). When dir already holds a manifest, it must agree with head
+// (model, tokenizer, settings: else a *MismatchError naming what
+// differs) and the writer continues after its parts: Resume says where.
+func OpenParts(dir string, head Manifest) (*PartWriter, error) {
+	if head.Settings.PartSize < 1 {
+		return nil, fmt.Errorf("embed: part size %d: want at least 1", head.Settings.PartSize)
+	}
+	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+		return nil, fmt.Errorf("embed: %w", err)
+	}
+	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+		return nil, fmt.Errorf("embed: %s is not a folder", dir)
+	}
+	old, err := ReadManifest(dir)
+	if err != nil {
+		return nil, err
+	}
+	head.Format = PartsFormat
+	w := &PartWriter{dir: dir, m: head}
+	w.m.Parts, w.m.Documents, w.m.Vectors, w.m.SkippedBad, w.m.Records, w.m.Complete = nil, 0, 0, 0, 0, false
+	if old == nil {
+		return w, nil
+	}
+	if d := Diff(&head, old); len(d) > 0 {
+		return nil, &MismatchError{Dir: dir, Diffs: d}
+	}
+	if len(old.MergedFrom) > 0 {
+		return nil, fmt.Errorf("embed: %s was written by embed-merge: embed into another folder", dir)
+	}
+	old.Tool = cmpOr(old.Tool, head.Tool)
+	w.m = *old
+	return w, nil
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// Resume is where the run continues: the input records the finished
+// parts cover (skip them), the id of the last document they hold ("" for
+// none), and whether the folder is complete (nothing is left to do).
+func (w *PartWriter) Resume() (records int64, lastID string, complete bool) {
+	if n := len(w.m.Parts); n > 0 {
+		return w.m.Parts[n-1].Records, w.m.Parts[n-1].LastID, w.m.Complete
+	}
+	return 0, "", w.m.Complete
+}
+
+// Manifest is the manifest as committed so far.
+func (w *PartWriter) Manifest() Manifest { return w.m }
+
+// Skip counts a bad document skipped.
+func (w *PartWriter) Skip() { w.skipped++ }
+
+// Add adds one document: ids and vecs are its vectors' ids and vectors
+// (one each, or one per chunk), record the input records read through
+// it. The part is committed once it holds PartSize documents.
+func (w *PartWriter) Add(record int64, docID string, ids []string, vecs [][]float32) error {
+	if len(ids) != len(vecs) || len(ids) == 0 {
+		return fmt.Errorf("embed: document %s: %d ids for %d vectors", docID, len(ids), len(vecs))
+	}
+	for i, v := range vecs {
+		if len(v) != w.m.Settings.Dim {
+			return fmt.Errorf("embed: document %s: a vector of %d values, want %d", docID, len(v), w.m.Settings.Dim)
+		}
+		w.vecs = append(w.vecs, v...)
+		w.ids.WriteString(ids[i])
+		w.ids.WriteByte('\n')
+	}
+	if w.docs == 0 {
+		w.first = docID
+	}
+	w.docs++
+	w.last, w.records = docID, record
+	if w.docs >= w.m.Settings.PartSize {
+		return w.flush(false)
+	}
+	return nil
+}
+
+// Finish commits the last part, if any, and marks the folder complete.
+func (w *PartWriter) Finish() error {
+	return w.flush(true)
+}
+
+// flush commits the part being filled (if it has documents) with the
+// manifest listing it, as one set; complete marks the manifest so.
+func (w *PartWriter) flush(complete bool) error {
+	m := w.m
+	m.Parts = append([]Part(nil), w.m.Parts...)
+	var set []fsutil.SetFile
+	if w.docs > 0 {
+		name := fmt.Sprintf("part-%05d", len(m.Parts))
+		dim := m.Settings.Dim
+		npy := EncodeNPYFloat32(w.vecs, len(w.vecs)/dim, dim)
+		ids := w.ids.Bytes()
+		p := Part{Name: name, FirstID: w.first, LastID: w.last, Documents: w.docs, Vectors: len(w.vecs) / dim,
+			Records: w.records, SkippedBad: w.skipped, SHA256: sum(npy), IDsSHA256: sum(ids)}
+		m.Parts = append(m.Parts, p)
+		m.Documents += p.Documents
+		m.Vectors += p.Vectors
+		m.SkippedBad += p.SkippedBad
+		m.Records = p.Records
+		set = append(set, fsutil.FileBytes(filepath.Join(w.dir, name+".npy"), npy), fsutil.FileBytes(filepath.Join(w.dir, name+".ids.txt"), ids))
+	} else if complete {
+		m.SkippedBad += w.skipped
+	}
+	m.Complete = complete
+	js, err := json.MarshalIndent(&m, "", "  ")
+	if err != nil {
+		return err
+	}
+	set = append(set, fsutil.FileBytes(filepath.Join(w.dir, ManifestName), append(js, '\n')))
+	if err := fsutil.WriteSet(set...); err != nil {
+		return err
+	}
+	w.m = m
+	w.ids.Reset()
+	w.vecs, w.docs, w.first, w.last, w.skipped = w.vecs[:0], 0, "", "", 0
+	return nil
+}
+
+func sum(b []byte) string {
+	h := sha256.Sum256(b)
+	return hex.EncodeToString(h[:])
+}
+
+// EncodeNPYFloat32 is a float32 [rows, dim] .npy file holding data
+// (row-major), as onnx.EncodeNPY writes it.
+func EncodeNPYFloat32(data []float32, rows, dim int) []byte {
+	var b bytes.Buffer
+	b.Write(NPYHeaderFloat32(rows, dim))
+	raw := make([]byte, 4*len(data))
+	for i, x := range data {
+		binary.LittleEndian.PutUint32(raw[4*i:], math.Float32bits(x))
+	}
+	b.Write(raw)
+	return b.Bytes()
+}
+
+// NPYHeaderFloat32 is the header of a float32 [rows, dim] .npy file
+// (format 1.0, padded to 64 bytes, as onnx.EncodeNPY writes it).
+func NPYHeaderFloat32(rows, dim int) []byte {
+	h := fmt.Sprintf("{'descr': '<f4', 'fortran_order': False, 'shape': (%d, %d), }", rows, dim)
+	pad := 64 - (10+len(h)+1)%64
+	if pad == 64 {
+		pad = 0
+	}
+	h += strings.Repeat(" ", pad) + "\n"
+	head := []byte("\x93NUMPY\x01\x00")
+	head = binary.LittleEndian.AppendUint16(head, uint16(len(h)))
+	return append(head, h...)
+}
