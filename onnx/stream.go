@@ -309,9 +309,35 @@ func CloneShared(m *onnxpb.ModelProto) *onnxpb.ModelProto {
 	return cloneShared(m.ProtoReflect()).Interface().(*onnxpb.ModelProto)
 }
 
+// copyFloats copies the float fields of src into dst (the same message
+// type) bit for bit, and reports whether it knows src's type: ONNX's float
+// fields are TensorProto.float_data and AttributeProto.f and floats.
+func copyFloats(src, dst protoreflect.ProtoMessage) bool {
+	switch s := src.(type) {
+	case *onnxpb.TensorProto:
+		dst.(*onnxpb.TensorProto).FloatData = append([]float32(nil), s.FloatData...)
+	case *onnxpb.AttributeProto:
+		d := dst.(*onnxpb.AttributeProto)
+		if s.F != nil {
+			f := *s.F
+			d.F = &f
+		}
+		d.Floats = append([]float32(nil), s.Floats...)
+	default:
+		return false
+	}
+	return true
+}
+
 func cloneShared(src protoreflect.Message) protoreflect.Message {
 	dst := src.New()
 	src.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		// protoreflect holds a float as a float64, and converting a
+		// signalling NaN makes it quiet: ONNX's floats are copied as Go
+		// values, bit for bit.
+		if fd.Kind() == protoreflect.FloatKind && copyFloats(src.Interface(), dst.Interface()) {
+			return true
+		}
 		switch {
 		case fd.IsList():
 			sl, dl := v.List(), dst.Mutable(fd).List()
