@@ -731,22 +731,14 @@ func filledTensor(dt onnx.DataType, shape []int, n int, one bool) (*onnx.Tensor,
 // the first window block converted sets them, and a block with another
 // band or precision is skipped with the reason.
 type windowPlan struct {
-	// off keeps window blocks as they are (dense).
-	off    bool
 	used   bool
 	band   Window
 	alibi  []float32
 	fnType onnx.DataType
-	// alone: the conversion is convert window itself (global blocks are
-	// left as they are).
-	alone bool
 }
 
 // skipReason says why window block b is not converted ("" when it is).
 func (p *windowPlan) skipReason(rw *rewriter, b *Block) string {
-	if p.off {
-		return "sliding-window block kept dense (window blocks not converted)"
-	}
 	if b.core == nil {
 		return "sliding-window block in a fused node: not converted"
 	}
@@ -827,6 +819,5 @@ type WindowOptions struct {
 // global ones with its own op. m is not modified.
 func ToWindow(m *onnxpb.ModelProto, o WindowOptions) (*onnxpb.ModelProto, *Report, error) {
 	rw := &rewriter{op: ops.WindowOp, layers: o.Layers, positions: o.Positions}
-	rw.win.alone = true
 	return rw.run(m)
 }
