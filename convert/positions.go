@@ -115,6 +115,11 @@ func dropTypeTables(ix *onnx.Index, found []*posTable) []*posTable {
 	return keep
 }
 
+// ErrTableTooLarge is matched by errors.Is when a position table
+// extended to the length asked for would pass 2^28 elements (1 GiB of
+// float32): the model does not fit that length.
+var ErrTableTooLarge = errors.New("convert: position table too large")
+
 // ExtendPositions returns a copy of m whose absolute position-embedding
 // table has opts.MaxPositions rows, so that the model accepts inputs of
 // that many tokens. The table is the initializer a Gather reads with
@@ -172,7 +177,7 @@ func ExtendPositions(m *onnxpb.ModelProto, opts ExtendOptions) (*onnxpb.ModelPro
 	// 2^28 float32 elements (1 GiB) is hundreds of thousands of positions
 	// at BERT-large width; beyond that a mistyped flag would exhaust memory.
 	if int64(n)*int64(hidden) > 1<<28 {
-		return nil, nil, fmt.Errorf("convert: extend positions: %d × %d table is too large (limit %d elements)", n, hidden, 1<<28)
+		return nil, nil, fmt.Errorf("%w: extend positions: %d × %d table (limit %d elements)", ErrTableTooLarge, n, hidden, 1<<28)
 	}
 	rows := ExtendTable(wide, old, hidden, n, opts.Offset, method)
 	nt, err := onnx.EncodeTensor(pt.table, tableOfType(onnx.NewFloat([]int{n, hidden}, rows), t.DType))

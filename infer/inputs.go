@@ -490,6 +490,9 @@ type Feed struct {
 	Mask []int64
 	// Lengths are the real tokens of each text (texts only).
 	Lengths []int
+	// Cut marks the texts that were longer than SeqLen and were cut to
+	// it (texts only; CutNote says which).
+	Cut []bool
 	// Description says what the inputs are: "2 texts, 8 tokens each after
 	// padding", "batch 1 × 16 (random inputs, seed 1)".
 	Description string
@@ -655,9 +658,37 @@ func (s FeedSpec) textFeed(modelPath string, f *Feed, missing []Value, texts []s
 		return &FeedError{Field: field, Err: &tooLongError{what, ti.SeqLen, s.Limit}}
 	}
 	maps.Copy(f.Tensors, ti.Feed)
-	f.Batch, f.SeqLen, f.Mask, f.Lengths = ti.Batch, ti.SeqLen, ti.Mask, ti.Lengths
+	f.Batch, f.SeqLen, f.Mask, f.Lengths, f.Cut = ti.Batch, ti.SeqLen, ti.Mask, ti.Lengths, ti.Cut
 	f.Description = fmt.Sprintf("%d texts, %d tokens each after padding", ti.Batch, ti.SeqLen)
+	if c := f.CutNote(); c != "" {
+		f.Description += "; " + c
+	}
 	return nil
+}
+
+// CutNote says which texts were cut to fit the sequence length ("text 2
+// cut to 512 tokens", "3 of 8 texts cut to 128 tokens: 1, 4, 7"), or ""
+// when none was.
+func (f *Feed) CutNote() string {
+	var rows []string
+	for i, c := range f.Cut {
+		if c {
+			rows = append(rows, strconv.Itoa(i+1))
+		}
+	}
+	switch {
+	case len(rows) == 0:
+		return ""
+	case len(f.Cut) == 1:
+		return fmt.Sprintf("the text was cut to %d tokens", f.SeqLen)
+	case len(rows) == 1:
+		return fmt.Sprintf("text %s of %d cut to %d tokens", rows[0], len(f.Cut), f.SeqLen)
+	}
+	n := len(rows)
+	if n > 10 {
+		rows = append(rows[:10], "…")
+	}
+	return fmt.Sprintf("%d of %d texts cut to %d tokens: %s", n, len(f.Cut), f.SeqLen, strings.Join(rows, ", "))
 }
 
 // tokenInputError is the FeedError of checkTokenInputs' finding err about

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
@@ -30,7 +31,16 @@ type ModelCompareOptions struct {
 	// inputs; nil means every position is real.
 	Mask          []int64
 	Batch, SeqLen int
+	// Pooling is how a [B,S,D] value becomes one vector per batch row
+	// for the pooled cosines: "mean" (masked mean over s; "" means it),
+	// "cls" (position 0) or "max" (masked maximum per feature). It should
+	// be the pooling the model's users apply (a CLS model's sentence
+	// vector is position 0's).
+	Pooling string
 }
+
+// Poolings are the values ModelCompareOptions.Pooling takes.
+var Poolings = []string{"mean", "cls", "max"}
 
 // ValueComparison compares one value of a model with the same value of the
 // reference model (the first one).
@@ -38,9 +48,9 @@ type ModelCompareOptions struct {
 // Token-level metrics look at the vectors along the last axis ("tokens"):
 // for a [B,S,D] value each row (b, s), for a [B,H,S,D] value each (b, h, s),
 // for a [B,D] value each row; positions the mask marks as padding are left
-// out of every metric. Pooled metrics exist for [B,S,D] values: the masked
-// mean over s of each batch row, the sentence embedding of mean-pooling
-// models. Top-1 agreement is reported for logits-like values only: those
+// out of every metric. Pooled metrics exist for [B,S,D] values: each batch
+// row pooled over s as ModelCompareOptions.Pooling says (the masked mean
+// by default), the sentence embedding. Top-1 agreement is reported for logits-like values only: those
 // whose name contains "logit" (a hidden state's arg-max means nothing), with
 // a last axis longer than 1; it is the fraction of (unmasked) vectors whose
 // arg-max index is the same in both models. (Its JSON fields look like
@@ -82,11 +92,14 @@ type ValueComparison struct {
 
 // ModelComparison is the result of CompareModels.
 type ModelComparison struct {
-	Models []string          `json:"models"`           // labels; the first is the reference
-	Inputs string            `json:"inputs,omitempty"` // how the inputs were made
-	Batch  int               `json:"batch"`
-	SeqLen int               `json:"seq_len"`
-	Rows   []ValueComparison `json:"comparisons"`
+	Models []string `json:"models"`           // labels; the first is the reference
+	Inputs string   `json:"inputs,omitempty"` // how the inputs were made
+	// Pooling is the pooling of the pooled cosines (ModelCompareOptions)
+	// and where it was chosen ("cls (modules.json)").
+	Pooling string            `json:"pooling"`
+	Batch   int               `json:"batch"`
+	SeqLen  int               `json:"seq_len"`
+	Rows    []ValueComparison `json:"comparisons"`
 }
 
 // Produces reports whether the graph of m has a value called name (a node
@@ -112,6 +125,12 @@ func CompareModels(models []*onnxpb.ModelProto, labels []string, feed map[string
 	}
 	if opt.Mask != nil && len(opt.Mask) != opt.Batch*opt.SeqLen {
 		return nil, fmt.Errorf("infer: compare: mask has %d entries for batch %d × %d", len(opt.Mask), opt.Batch, opt.SeqLen)
+	}
+	if opt.Pooling == "" {
+		opt.Pooling = "mean"
+	}
+	if !slices.Contains(Poolings, opt.Pooling) {
+		return nil, fmt.Errorf("infer: compare: pooling %q: want one of %s", opt.Pooling, strings.Join(Poolings, ", "))
 	}
 	results := make([]map[string]*onnx.Tensor, len(models))
 	var outputs []string // the reference's graph outputs
@@ -140,7 +159,7 @@ func CompareModels(models []*onnxpb.ModelProto, labels []string, feed map[string
 		}
 		results[i] = res
 	}
-	mc := &ModelComparison{Models: labels, Batch: opt.Batch, SeqLen: opt.SeqLen}
+	mc := &ModelComparison{Models: labels, Batch: opt.Batch, SeqLen: opt.SeqLen, Pooling: opt.Pooling}
 	for i := 1; i < len(models); i++ {
 		for _, o := range outputs {
 			mc.Rows = append(mc.Rows, compareValue(o, labels[i], labels[0], "output", results[i][o], results[0][o], opt))
@@ -292,23 +311,15 @@ func (r *ValueComparison) tokenStats(a, b []float64, dim int, shape []int, logit
 }
 
 // pooledCosines returns the mean and the least, over the batch, of the
-// cosine between the sums over kept positions of a [batch, seq, dim]
-// value a and its reference b.
+// cosine between a [batch, seq, dim] value a and its reference b, each
+// batch row pooled over its kept positions as opt.Pooling says (a mean is
+// taken as a sum: the cosine does not see the scale).
 func pooledCosines(a, b []float64, dim int, opt ModelCompareOptions) (meanCos, minCos *float64) {
 	S, D := opt.SeqLen, dim
 	var mean float64
 	minc := math.Inf(1)
 	for bi := 0; bi < opt.Batch; bi++ {
-		pa, pb := make([]float64, D), make([]float64, D)
-		for s := 0; s < S; s++ {
-			if opt.Mask != nil && opt.Mask[bi*S+s] == 0 {
-				continue
-			}
-			for k := 0; k < D; k++ {
-				pa[k] += a[(bi*S+s)*D+k]
-				pb[k] += b[(bi*S+s)*D+k]
-			}
-		}
+		pa, pb := poolRow(a, bi, S, D, opt), poolRow(b, bi, S, D, opt)
 		var vab, vaa, vbb float64
 		for k := range pa {
 			vab += pa[k] * pb[k]
@@ -320,6 +331,42 @@ func pooledCosines(a, b []float64, dim int, opt ModelCompareOptions) (meanCos, m
 		minc = math.Min(minc, c)
 	}
 	return &mean, &minc
+}
+
+// poolRow pools batch row bi of the [batch, S, D] value x over the
+// positions opt.Mask keeps: position 0 for "cls", the per-feature maximum
+// for "max", the sum otherwise.
+func poolRow(x []float64, bi, S, D int, opt ModelCompareOptions) []float64 {
+	p := make([]float64, D)
+	if opt.Pooling == "cls" {
+		copy(p, x[bi*S*D:bi*S*D+D])
+		return p
+	}
+	maxPool := opt.Pooling == "max"
+	if maxPool {
+		for k := range p {
+			p[k] = math.Inf(-1)
+		}
+	}
+	kept := 0
+	for s := 0; s < S; s++ {
+		if opt.Mask != nil && opt.Mask[bi*S+s] == 0 {
+			continue
+		}
+		kept++
+		row := x[(bi*S+s)*D : (bi*S+s+1)*D]
+		for k, v := range row {
+			if maxPool {
+				p[k] = math.Max(p[k], v)
+			} else {
+				p[k] += v
+			}
+		}
+	}
+	if kept == 0 && maxPool { // a fully masked row pools to zero, as a sum does
+		clear(p)
+	}
+	return p
 }
 
 // cos is ab/√(aa·bb), 1 when both vectors are zero and 0 when one is.
@@ -349,7 +396,11 @@ func (mc *ModelComparison) WriteTable(w io.Writer) error {
 	if in == "" {
 		in = fmt.Sprintf("batch %d × %d", mc.Batch, mc.SeqLen)
 	}
-	fmt.Fprintf(w, "reference: %s; inputs: %s\n", mc.Models[0], in)
+	pooling := mc.Pooling
+	if pooling == "" {
+		pooling = "mean"
+	}
+	fmt.Fprintf(w, "reference: %s; inputs: %s; pooled by %s\n", mc.Models[0], in, pooling)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "model\tkind\tvalue\tmax abs\tmean abs\trel err\ttoken cos mean\ttoken cos min\tpooled cos mean\tpooled cos min\ttop-1\t")
 	opt := func(p *float64, f string) string {

@@ -44,6 +44,7 @@ type TokenInputs struct {
 	SeqLen  int
 	Mask    []int64 // [Batch, SeqLen], 1 on real tokens
 	Lengths []int   // real tokens per row
+	Cut     []bool  // rows whose text was longer than the row (truncated)
 }
 
 // TextInputs tokenizes texts and fills every input of the model by role
@@ -66,7 +67,7 @@ func TextInputs(tok *tokenize.WordPiece, inputs []Value, texts []string, seqLen,
 	if err != nil {
 		return nil, err
 	}
-	ti := &TokenInputs{Feed: feed, Batch: b.Size, SeqLen: b.SeqLen, Mask: b.AttentionMask, Lengths: b.Lengths}
+	ti := &TokenInputs{Feed: feed, Batch: b.Size, SeqLen: b.SeqLen, Mask: b.AttentionMask, Lengths: b.Lengths, Cut: b.Cut}
 	return ti, nil
 }
 

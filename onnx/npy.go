@@ -188,15 +188,27 @@ func ReadTensorProtoFile(path string) (string, *Tensor, error) {
 	return tp.GetName(), t, nil
 }
 
-// WriteTensorProtoFile writes t as a serialized TensorProto named name.
+// WriteTensorProtoFile writes t as a serialized TensorProto named name,
+// atomically.
 func WriteTensorProtoFile(path, name string, t *Tensor) error {
+	var buf bytes.Buffer
+	if err := EncodeTensorProto(&buf, name, t); err != nil {
+		return fmt.Errorf("onnx: %s: %w", path, err)
+	}
+	return writeFileAtomic(path, buf.Bytes())
+}
+
+// EncodeTensorProto writes t to w as a serialized TensorProto named name
+// (deterministic: the same tensor gives the same bytes).
+func EncodeTensorProto(w io.Writer, name string, t *Tensor) error {
 	tp, err := EncodeTensor(name, t)
 	if err != nil {
 		return err
 	}
 	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(tp)
 	if err != nil {
-		return fmt.Errorf("onnx: %s: %w", path, err)
+		return err
 	}
-	return writeFileAtomic(path, b)
+	_, err = w.Write(b)
+	return err
 }

@@ -8,17 +8,29 @@ import "fmt"
 // wordpieces are tokenized (IDsLimit): a long text costs no more than a
 // short one.
 func (t *WordPiece) Encode(text string, maxLen int) []int64 {
+	ids, _ := t.EncodeCut(text, maxLen)
+	return ids
+}
+
+// EncodeCut is Encode that also reports whether the text had wordpieces
+// beyond maxLen (the text was cut). It reads one wordpiece past what it
+// keeps, no more.
+func (t *WordPiece) EncodeCut(text string, maxLen int) (ids []int64, cut bool) {
 	var body []int64
 	switch {
 	case maxLen <= 0:
 		body = t.IDs(text)
-	case maxLen > 2:
-		body = t.IDsLimit(text, maxLen-2)
+	default:
+		keep := max(maxLen-2, 0)
+		body = t.IDsLimit(text, keep+1)
+		if len(body) > keep {
+			body, cut = body[:keep], true
+		}
 	}
-	ids := make([]int64, 0, len(body)+2)
+	ids = make([]int64, 0, len(body)+2)
 	ids = append(ids, t.cls)
 	ids = append(ids, body...)
-	return append(ids, t.sep)
+	return append(ids, t.sep), cut
 }
 
 // Batch holds a padded batch of encoded texts as row-major [Size, SeqLen]
@@ -33,6 +45,9 @@ type Batch struct {
 	TokenTypeIDs []int64
 	// Lengths are the numbers of real tokens per row.
 	Lengths []int
+	// Cut marks the rows whose text had more wordpieces than the row
+	// holds (truncated to the sequence length or maxLen).
+	Cut []bool
 }
 
 // EncodeBatch encodes texts and pads them to a common length: seqLen when
@@ -50,9 +65,10 @@ func (t *WordPiece) EncodeBatch(texts []string, seqLen, maxLen int) (*Batch, err
 		limit = seqLen
 	}
 	rows := make([][]int64, len(texts))
+	cut := make([]bool, len(texts))
 	n := seqLen
 	for i, s := range texts {
-		rows[i] = t.Encode(s, limit)
+		rows[i], cut[i] = t.EncodeCut(s, limit)
 		if seqLen <= 0 && len(rows[i]) > n {
 			n = len(rows[i])
 		}
@@ -63,6 +79,7 @@ func (t *WordPiece) EncodeBatch(texts []string, seqLen, maxLen int) (*Batch, err
 		AttentionMask: make([]int64, len(texts)*n),
 		TokenTypeIDs:  make([]int64, len(texts)*n),
 		Lengths:       make([]int, len(texts)),
+		Cut:           cut,
 	}
 	for i, r := range rows {
 		b.Lengths[i] = len(r)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/linearize/linearize/cmd/internal/benchrun"
@@ -71,7 +72,7 @@ func benchForms(list string) ([]convert.Form, error) {
 func runBench(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	variants := fs.String("variants", "original,performer,linformer,local-pooled", "comma-separated forms to run (also: window, hedgehog, lara; window converts only the sliding-window blocks, which every other form converts too); each is what the conversion command of that name writes by default, sized by the flags below when given")
-	lengths := fs.String("lengths", "512,1024,2048,4096,8192,16384", "comma-separated sequence lengths (batch 1)")
+	lengths := fs.String("lengths", "512,1024,2048,4096,8192,16384", "comma-separated sequence lengths (batch 1), each"+atMost(maxBenchLength))
 	var sizes benchSizes
 	sizes.register(fs)
 	threads := fs.Int("threads", cli.BenchThreads, "onnxruntime intra-op threads per run (fixed, not the backend default, so timings compare across runs and machines)")
@@ -88,15 +89,23 @@ func runBench(args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	for _, o := range []string{*jsonOut, *plotOut} {
-		if o != "" {
-			if err := cli.CheckOutput(path, o, false); err != nil {
+	var outs []namedFile
+	for _, o := range []namedFile{{"--json-out", *jsonOut}, {"--plot", *plotOut}} {
+		if o.path != "" {
+			if err := cli.CheckOutput(path, o.path, false); err != nil {
 				return err
 			}
+			outs = append(outs, o)
 		}
+	}
+	if err := checkNotInputs(outs, nil); err != nil {
+		return err
 	}
 	bo := benchrun.VariantOptions{Seed: *seed}
 	if bo.Lengths, err = cli.Ints("lengths", *lengths, cliutil.IntList{Min: 1}); err != nil {
+		return err
+	}
+	if err := checkCounts(count{"lengths", slices.Max(bo.Lengths), maxBenchLength}); err != nil {
 		return err
 	}
 	if bo.Variants, err = benchForms(*variants); err != nil {
@@ -134,6 +143,9 @@ func runBench(args []string, stdout io.Writer) error {
 	if errors.Is(err, convert.ErrInvalidOption) {
 		return optionError(err, map[string]string{"Features": "features", "K": "k", "MaxLen": "lengths", "Block": "block", "Segments": "segments", "Landmarks": "landmarks"})
 	}
+	if errors.Is(err, convert.ErrTableTooLarge) { // the model does not fit --lengths
+		return cli.BadInput(fmt.Errorf("--lengths: %w", err))
+	}
 	if err != nil {
 		return cli.RuntimeFailure(err)
 	}
@@ -154,17 +166,23 @@ func writeBench(stdout io.Writer, res *benchrun.Result, asJSON bool, jsonOut, pl
 	} else {
 		benchrun.WriteTable(stdout, res)
 	}
+	// --json-out and --plot are one set: both old or both new.
+	var set []fsutil.SetFile
 	if jsonOut != "" {
-		if err := fsutil.WriteFileAtomic(jsonOut, append(b, '\n')); err != nil {
-			return cli.RuntimeFailure(err)
-		}
-		fmt.Fprintf(wrote, "wrote %s\n", jsonOut)
+		set = append(set, fsutil.FileBytes(jsonOut, append(b, '\n')))
 	}
 	if plotOut != "" {
-		if err := benchrun.Plot(res, plotOut); err != nil {
+		png, err := benchrun.PlotPNG(res)
+		if err != nil {
 			return cli.RuntimeFailure(err)
 		}
-		fmt.Fprintf(wrote, "wrote %s\n", plotOut)
+		set = append(set, fsutil.FileBytes(plotOut, png))
+	}
+	if err := fsutil.WriteSet(set...); err != nil {
+		return cli.RuntimeFailure(err)
+	}
+	for _, f := range set {
+		fmt.Fprintf(wrote, "wrote %s\n", f.Path)
 	}
 	return nil
 }

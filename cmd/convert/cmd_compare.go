@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/linearize/linearize/cmd/internal/cli"
 	"github.com/linearize/linearize/convert"
+	"github.com/linearize/linearize/embed"
 	"github.com/linearize/linearize/infer"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
@@ -38,6 +40,7 @@ func runCompare(args []string, stdout io.Writer) error {
 	backend := fs.String("backend", infer.DefaultBackend, "runtime backend: "+strings.Join(infer.Backends(), " or "))
 	threads := fs.Int("threads", 0, "intra-op threads (0: backend default)")
 	layers := fs.Bool("per-layer", true, "also compare each attention block's output (head-merged, token layout) where both models produce it; each model runs its own forward pass, so differences accumulate over layers")
+	pooling := fs.String("pooling", "auto", "pool [batch, seq, dim] outputs by `KIND` for the pooled cosines: mean, cls, max, or auto (the reference model's sentence-transformers files, else mean), as embed does")
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
 	pos, err := cli.ParseFlags(fs, args, stdout)
 	if err != nil {
@@ -45,6 +48,9 @@ func runCompare(args []string, stdout io.Writer) error {
 	}
 	if len(pos) < 2 {
 		return cli.UsageError("want at least two models (the first is the reference), got %d", len(pos))
+	}
+	if *pooling != "auto" && !slices.Contains(infer.Poolings, *pooling) {
+		return cli.UsageError("--pooling %q: want auto, %s", *pooling, strings.Join(infer.Poolings, ", "))
 	}
 	if err := checkBackend(*backend); err != nil {
 		return err
@@ -59,7 +65,11 @@ func runCompare(args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	opt := infer.ModelCompareOptions{Backend: *backend, Threads: *threads, Mask: in.Mask, Batch: in.Batch, SeqLen: in.SeqLen, Labels: map[string]string{}}
+	pool, from, err := comparePooling(pos[0], *pooling)
+	if err != nil {
+		return err
+	}
+	opt := infer.ModelCompareOptions{Backend: *backend, Threads: *threads, Mask: in.Mask, Batch: in.Batch, SeqLen: in.SeqLen, Labels: map[string]string{}, Pooling: pool}
 	if *layers {
 		opt.Values = layerValues(models, opt.Labels)
 	}
@@ -68,6 +78,9 @@ func runCompare(args []string, stdout io.Writer) error {
 		return cli.RuntimeFailure(err)
 	}
 	mc.Inputs = in.Description
+	if from != "option" {
+		mc.Pooling += " (" + from + ")"
+	}
 	if err := writeComparison(stdout, mc, in, *asJSON); err != nil {
 		return err
 	}
@@ -82,6 +95,24 @@ func runCompare(args []string, stdout io.Writer) error {
 		return cli.RuntimeFailure(fmt.Errorf("%d compared values are not finite, which is no agreement: %s%s", len(mc.NonFinite()), strings.Join(bad, "; "), more))
 	}
 	return nil
+}
+
+// comparePooling is the pooling of compare's pooled cosines: flag itself,
+// or for "auto" the reference model's sentence-transformers pooling
+// (embed.ModelPooling), else mean; and where it came from.
+func comparePooling(reference, flag string) (pooling, from string, err error) {
+	p := embed.Pooling(flag)
+	if flag == "auto" {
+		p = embed.PoolAuto
+	}
+	got, from, err := embed.ModelPooling(reference, p)
+	if err != nil {
+		return "", "", cli.BadInput(err)
+	}
+	if !slices.Contains(infer.Poolings, string(got)) {
+		return "", "", cli.BadInput(fmt.Errorf("%s: pooling %q: compare pools by %s", from, got, strings.Join(infer.Poolings, ", ")))
+	}
+	return string(got), from, nil
 }
 
 // writeComparison prints mc as JSON or as tables (with the side-by-side

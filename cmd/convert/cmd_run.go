@@ -12,6 +12,7 @@ import (
 
 	"github.com/linearize/linearize/cmd/internal/cli"
 	"github.com/linearize/linearize/infer"
+	"github.com/linearize/linearize/internal/fsutil"
 	"github.com/linearize/linearize/onnx"
 )
 
@@ -65,35 +66,73 @@ func runRun(args []string, stdout io.Writer) error {
 		t := feed[v.Name]
 		fmt.Fprintf(stdout, "input  %s %s\n", v.Name, t)
 	}
+	if note := in.CutNote(); note != "" {
+		fmt.Fprintf(stdout, "note: %s (--seq-len or --max-len sets the length)\n", note)
+	}
 	outs, err := sess.Run(feed)
 	if err != nil {
 		return cli.RuntimeFailure(oneLine(err))
+	}
+	var set []fsutil.SetFile
+	var bad []string
+	for _, v := range sess.Outputs() {
+		t := outs[v.Name]
+		fmt.Fprintf(stdout, "output %s %s %s\n", v.Name, t, tensorStats(t))
+		if nan, inf := nonFinite(t); nan+inf > 0 {
+			bad = append(bad, fmt.Sprintf("%s holds %d NaN and %d Inf of %d values", v.Name, nan, inf, t.Len()))
+		}
+		if *outDir == "" {
+			continue
+		}
+		base := filepath.Join(*outDir, bases[v.Name])
+		if t.DType != onnx.BFloat16 { // numpy has no bfloat16
+			set = append(set, fsutil.SetFile{Path: base + ".npy", Fill: func(w io.Writer) error { return onnx.EncodeNPY(w, t) }})
+		}
+		set = append(set, fsutil.SetFile{Path: base + ".pb", Fill: func(w io.Writer) error { return onnx.EncodeTensorProto(w, v.Name, t) }})
+	}
+	// A NaN or Inf output is a failed run, whatever else it holds: it is
+	// reported, and --out-dir is left as it was.
+	if len(bad) > 0 {
+		kept := ""
+		if *outDir != "" {
+			kept = "; nothing written to " + *outDir
+		}
+		return cli.RuntimeFailure(fmt.Errorf("outputs are not finite: %s%s", strings.Join(bad, "; "), kept))
 	}
 	if *outDir != "" {
 		if err := os.MkdirAll(*outDir, 0o755); err != nil {
 			return cli.RuntimeFailure(fmt.Errorf("--out-dir: %v", err))
 		}
-	}
-	for _, v := range sess.Outputs() {
-		t := outs[v.Name]
-		fmt.Fprintf(stdout, "output %s %s %s\n", v.Name, t, tensorStats(t))
-		if *outDir == "" {
-			continue
+		// The outputs are one set: all old files or all new ones.
+		if err := fsutil.WriteSet(set...); err != nil {
+			return cli.RuntimeFailure(fmt.Errorf("--out-dir %s: %v", *outDir, err))
 		}
-		base := bases[v.Name]
-		if t.DType != onnx.BFloat16 { // numpy has no bfloat16
-			if err := onnx.WriteNPY(filepath.Join(*outDir, base+".npy"), t); err != nil {
-				return cli.RuntimeFailure(err)
-			}
-		}
-		if err := onnx.WriteTensorProtoFile(filepath.Join(*outDir, base+".pb"), v.Name, t); err != nil {
-			return cli.RuntimeFailure(err)
-		}
-	}
-	if *outDir != "" {
 		fmt.Fprintf(stdout, "wrote %d outputs to %s\n", len(sess.Outputs()), *outDir)
 	}
 	return nil
+}
+
+// nonFinite counts the NaN and the ±Inf values of a floating-point
+// tensor (0, 0 for other types).
+func nonFinite(t *onnx.Tensor) (nan, inf int) {
+	switch t.DType {
+	case onnx.Float, onnx.Double, onnx.Float16, onnx.BFloat16:
+	default:
+		return 0, 0
+	}
+	v, err := t.AsFloat64s()
+	if err != nil {
+		return 0, 0
+	}
+	for _, x := range v {
+		switch {
+		case math.IsNaN(x):
+			nan++
+		case math.IsInf(x, 0):
+			inf++
+		}
+	}
+	return nan, inf
 }
 
 // namedFile is a file a command reads or writes and the flag or

@@ -26,6 +26,7 @@ const (
 	maxWindowsTotal = 1 << 24   // hedgehog and long --max-windows
 	maxReach        = 1 << 16   // hedgehog --reach: blocks on either side
 	maxSizeFlag     = 1 << 16   // bench and inspect --cost: --features, --k, --block, --segments, --landmarks
+	maxBenchLength  = 1 << 20   // bench --lengths: tokens of one timed run
 )
 
 // count is one count flag's value and bound.

@@ -107,6 +107,7 @@ func TestBadInputExitCodes(t *testing.T) {
 		{[]string{"compare", model, model, "--layers=false", "--random-inputs"}, exitUsage, "layers"}, // renamed --per-layer
 		{[]string{"compare", model, model, "--per-layer=maybe", "--random-inputs"}, exitUsage, "per-layer"},
 		{[]string{"compare", model, missing, "--random-inputs"}, exitBadInput, "missing.onnx"},
+		{[]string{"compare", model, model, "--random-inputs", "--pooling", "sum"}, exitUsage, "--pooling"},
 		{[]string{"validate", model, "--random-inputs", "--tolerance", "0"}, exitUsage, "--tolerance"},
 		{[]string{"validate", model, "--random-inputs", "--tolerance", "-1"}, exitUsage, "--tolerance"},
 		{[]string{"validate", missing, "--random-inputs"}, exitBadInput, "missing.onnx"},
@@ -126,6 +127,9 @@ func TestBadInputExitCodes(t *testing.T) {
 		// bench
 		{[]string{"bench", model, "--variants", "softmax"}, exitUsage, "--variants"},
 		{[]string{"bench", model, "--lengths", "0"}, exitUsage, "--lengths"},
+		{[]string{"bench", model, "--lengths", "512,1e9"}, exitUsage, "--lengths"},
+		{[]string{"bench", model, "--lengths", "512,2000000"}, exitUsage, "--lengths 2000000 is past its bound"},
+		{[]string{"bench", model, "--json-out", out + ".json", "--plot", out + ".json"}, exitUsage, "same file"},
 		{[]string{"bench", model, "--repeat", "0"}, exitUsage, "--repeat"},
 		{[]string{"bench", model, "--cost-weights", "pass=-1"}, exitUsage, "--cost-weights"},
 		{[]string{"bench", model, "--baseline", "fused"}, exitUsage, "--baseline"},

@@ -24,6 +24,25 @@ var variantColors = map[convert.Form]color.Color{
 	convert.Linformer:   color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 0xff},
 	convert.LocalPooled: color.RGBA{R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff},
 	convert.Lara:        color.RGBA{R: 0x94, G: 0x67, B: 0xbd, A: 0xff},
+	convert.Hedgehog:    color.RGBA{R: 0xe3, G: 0x77, B: 0xc2, A: 0xff},
+	convert.Windowed:    color.RGBA{R: 0xbc, G: 0xbd, B: 0x22, A: 0xff},
+}
+
+// plotLines are the lines Plot draws, in the order of the runs: every
+// variant measured (window and hedgehog included), then every baseline
+// with its index among the baselines (-1 for a variant).
+func plotLines(r *Result) (forms []convert.Form, baseline []int) {
+	seen := map[convert.Form]bool{}
+	for _, run := range r.Runs {
+		if !run.Baseline && !seen[run.Variant] {
+			seen[run.Variant] = true
+			forms, baseline = append(forms, run.Variant), append(baseline, -1)
+		}
+	}
+	for i, b := range r.Baselines {
+		forms, baseline = append(forms, convert.Form(b.Name)), append(baseline, i)
+	}
+	return forms, baseline
 }
 
 // baselineColors colour the baselines' (dashed) lines in order.
@@ -38,6 +57,15 @@ var baselineColors = []color.Color{
 // against sequence length, one line per variant and a dashed one per
 // baseline (successful runs only).
 func Plot(r *Result, path string) error {
+	png, err := PlotPNG(r)
+	if err != nil {
+		return err
+	}
+	return fsutil.WriteFileAtomic(path, png)
+}
+
+// PlotPNG is Plot's image, as PNG bytes.
+func PlotPNG(r *Result) ([]byte, error) {
 	panels := []struct {
 		title, ylabel string
 		value         func(Measurement) float64
@@ -56,10 +84,7 @@ func Plot(r *Result, path string) error {
 		p.Legend.Top, p.Legend.Left = false, false
 		p.Add(plotter.NewGrid())
 		lines := 0
-		forms := []convert.Form{convert.Original, convert.Performer, convert.Linformer, convert.LocalPooled, convert.Lara}
-		for _, b := range r.Baselines {
-			forms = append(forms, convert.Form(b.Name))
-		}
+		forms, baseline := plotLines(r)
 		for i, f := range forms {
 			var xys plotter.XYs
 			for _, run := range r.Runs {
@@ -72,11 +97,14 @@ func Plot(r *Result, path string) error {
 			}
 			l, pts, err := plotter.NewLinePoints(xys)
 			if err != nil {
-				return fmt.Errorf("benchrun: plot: %w", err)
+				return nil, fmt.Errorf("benchrun: plot: %w", err)
 			}
 			c, ok := variantColors[f]
-			if !ok { // a baseline: dashed, in its own colour
-				c = baselineColors[(i-4)%len(baselineColors)]
+			if !ok {
+				c = color.Gray{Y: 0x80}
+			}
+			if baseline[i] >= 0 { // a baseline: dashed, in its own colour
+				c = baselineColors[baseline[i]%len(baselineColors)]
 				l.Dashes = []vg.Length{vg.Points(5), vg.Points(3)}
 			}
 			l.Color, pts.Color = c, c
@@ -86,7 +114,7 @@ func Plot(r *Result, path string) error {
 			lines++
 		}
 		if lines == 0 {
-			return fmt.Errorf("benchrun: plot: no successful runs to plot")
+			return nil, fmt.Errorf("benchrun: plot: no successful runs to plot")
 		}
 		plots = append(plots, p)
 	}
@@ -101,9 +129,9 @@ func Plot(r *Result, path string) error {
 	}
 	var buf bytes.Buffer
 	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(&buf); err != nil {
-		return fmt.Errorf("benchrun: plot: %w", err)
+		return nil, fmt.Errorf("benchrun: plot: %w", err)
 	}
-	return fsutil.WriteFileAtomic(path, buf.Bytes())
+	return buf.Bytes(), nil
 }
 
 // geomTicks labels about six geometrically spaced values, rounded to two
