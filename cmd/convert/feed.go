@@ -37,7 +37,7 @@ func addFeedFlags(fs *flag.FlagSet) *feedFlags {
 	f.spec.Batch = infer.DefaultFeedBatch
 	fs.Var(&intFlag{&f.spec.Batch, 1}, "batch", "batch size `B` of random inputs")
 	fs.Var(&intFlag{&f.spec.SeqLen, 1}, "seq-len", "sequence length `L`, at most the model's limit: texts are padded or truncated to it, random inputs take it (default: for texts the model's fixed length, else the longest text up to --max-len; for random inputs "+strconv.Itoa(infer.DefaultFeedSeqLen)+" or the limit if shorter)")
-	fs.Var(&intFlag{&f.spec.MaxLen, 2}, "max-len", "at most `N` tokens per text when --seq-len is not given (default: the model's limit: the rows of its position table, else max_position_embeddings in the config.json beside it or its doc string; "+strconv.Itoa(infer.DefaultFeedMaxLen)+" without one); a text still longer than the limit is refused")
+	fs.Var(&intFlag{&f.spec.MaxLen, 2}, "max-len", "at most `N` tokens per text when --seq-len is not given (default: the model's limit: the rows of its position table, else max_position_embeddings in the config.json beside it or its doc string; "+strconv.Itoa(infer.DefaultFeedMaxLen)+" without one); a longer text is cut to N tokens, and the command says which; an N past the limit is refused")
 	fs.Uint64Var(&f.spec.Seed, "seed", cli.DefaultSeed, "seed of the random inputs")
 	return f
 }

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"runtime"
+	"strings"
 	"testing"
 
 	"github.com/linearize/linearize/cmd/internal/cli/clitest"
@@ -24,3 +26,18 @@ var defaultsDiffer = map[string]string{
 // TestHelp checks every command's --help and the defaults of flags that
 // share a name (clitest.Help).
 func TestHelp(t *testing.T) { clitest.Help(t, defaultsDiffer) }
+
+// TestHelpFits checks that the usage and every -h fit a terminal: 80
+// columns, at most 50 lines, one example each (clitest.HelpFits).
+func TestHelpFits(t *testing.T) { clitest.HelpFits(t) }
+
+// TestVersion: --version (and "version") prints one line naming the tool
+// and the Go toolchain that built it, and exits 0.
+func TestVersion(t *testing.T) {
+	for _, arg := range []string{"--version", "version"} {
+		code, out, errOut := runCLI(arg)
+		if code != exitOK || errOut != "" || !strings.HasPrefix(out, "convert (linearize) ") || !strings.Contains(out, runtime.Version()) || strings.Count(out, "\n") != 1 {
+			t.Errorf("convert %s: exit %d, stdout %q, stderr %q", arg, code, out, errOut)
+		}
+	}
+}

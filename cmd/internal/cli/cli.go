@@ -31,8 +31,15 @@ const (
 
 // Command is one subcommand of a binary.
 type Command struct {
-	Name    string
+	Name string
+	// Summary says what the command does in one line: the binary's
+	// usage lists it beside the name (within 80 columns for convert).
 	Summary string
+	// Detail, when set, says more; -h prints it under the summary.
+	Detail string
+	// Example is one command line that uses the command (without the
+	// binary's name); -h prints it.
+	Example string
 	Usage   string // the synopsis after "BINARY NAME"
 	Run     func(args []string, stdout io.Writer) error
 	// Rewrites marks a command that only reads, rewrites and writes a
@@ -92,25 +99,23 @@ func RuntimeFailure(err error) error {
 	return &ExitError{ExitRuntime, err}
 }
 
-func mainUsage(w io.Writer) {
-	fmt.Fprintf(w, "usage: %s COMMAND [flags] ...\n", Name)
-	fmt.Fprintln(w, "\ncommands:")
-	for _, n := range Names() {
-		fmt.Fprintf(w, "  %-18s %s\n", n, commands[n].Summary)
-	}
-	fmt.Fprintf(w, "\nRun '%s COMMAND -h' for a command's flags.\n", Name)
-	fmt.Fprintln(w, ExitCodesHelp)
-}
-
 // ExitCodesHelp ends every usage text (see the package comment).
-const ExitCodesHelp = "Exit codes: 0 ok, 1 usage (unknown flag, bad flag value or argument), 2 bad input (a file, its data, or a model the flags do not fit or that asks for more memory than the tensor budget), 3 runtime failure, 129/130/143 stopped by SIGHUP/SIGINT/SIGTERM."
+const ExitCodesHelp = "Exit codes: 0 ok; 1 usage (the command line is wrong); 2 bad input (a file, or a model the flags do not fit); 3 runtime failure; 128+N stopped by signal N."
 
 // Run runs the command line args (the command's name, then its
 // arguments) and returns the exit code.
 func Run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 1 && (args[0] == "--version" || args[0] == "version") {
+		fmt.Fprintln(stdout, VersionLine())
+		return ExitOK
+	}
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		if len(args) == 2 {
 			if c, ok := commands[args[1]]; ok {
+				// help NAME is the full reference: every flag's whole
+				// description (-h gives the first clause of each).
+				fullHelp = true
+				defer func() { fullHelp = false }()
 				return Run([]string{c.Name, "-h"}, stdout, stderr)
 			}
 		}

@@ -3,7 +3,6 @@ package cli
 import (
 	"errors"
 	"flag"
-	"fmt"
 	"io"
 	"reflect"
 	"regexp"
@@ -32,7 +31,7 @@ func ParseFlags(fs *flag.FlagSet, args []string, stdout io.Writer) ([]string, er
 	for {
 		if err := fs.Parse(args); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
-				commandUsage(stdout, commands[fs.Name()], fs)
+				commandUsage(stdout, commands[fs.Name()], fs, fullHelp)
 				if HelpShown != nil {
 					HelpShown(fs)
 				}
@@ -130,43 +129,6 @@ func FlagSpelling(name string) string {
 		return "-" + name
 	}
 	return "--" + name
-}
-
-// commandUsage prints a command's usage: the synopsis (positional
-// arguments and required flags, then "[flags]"), the summary, and every
-// flag with its value name (the `backquoted` word of its help, else its
-// type), help and default.
-func commandUsage(w io.Writer, c *Command, fs *flag.FlagSet) {
-	fmt.Fprintf(w, "usage: %s %s %s\n\n%s\n", Name, c.Name, c.Usage, c.Summary)
-	if fs != nil {
-		fmt.Fprintln(w, "\nflags:")
-		printFlags(w, fs)
-	}
-	fmt.Fprintf(w, "\n%s\n", ExitCodesHelp)
-}
-
-// printFlags is flag.PrintDefaults with flags spelled as the usage texts
-// spell them (FlagSpelling).
-func printFlags(w io.Writer, fs *flag.FlagSet) {
-	fs.VisitAll(func(f *flag.Flag) {
-		name, usage := flag.UnquoteUsage(f)
-		if name == "value" && stringValued(f.Value) {
-			name = "string" // a TypedVar without a `NAME`, shown as a flag.String is
-		}
-		line := "  " + FlagSpelling(f.Name)
-		if name != "" {
-			line += " " + name
-		}
-		fmt.Fprintf(w, "%s\n    \t%s", line, strings.ReplaceAll(usage, "\n", "\n    \t"))
-		switch def := f.DefValue; {
-		case def == "" || def == "0" || def == "false":
-		case stringValued(f.Value):
-			fmt.Fprintf(w, " (default %q)", def)
-		default:
-			fmt.Fprintf(w, " (default %s)", def)
-		}
-		fmt.Fprintln(w)
-	})
 }
 
 // stringValued reports whether a flag holds a string (its default is

@@ -8,13 +8,15 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/linearize/linearize/cmd/internal/cli"
 )
 
 // flagLine matches a flag's first line in the usage text: "  --NAME" or
-// "  -o", then the value name, if any.
-var flagLine = regexp.MustCompile(`^  (--?)([a-z0-9][a-z0-9-]*)(?: (\S+))?$`)
+// "  -o", then the value name, if any, then (on -h, when it fits) the
+// start of its description after two spaces or more.
+var flagLine = regexp.MustCompile(`^  (--?)([a-z0-9][a-z0-9-]*)(?: (\S+))?(?: {2,}(\S.*))?$`)
 
 // Help runs every registered command's --help (also -h and "BINARY help
 // NAME") and checks that it exits 0 with the usage on stdout; that
@@ -50,7 +52,14 @@ func Help(t *testing.T, defaultsDiffer map[string]string) {
 		synopsis := lines[0]
 		checkSynopsis(t, name, synopsis, fs)
 		checkFlagList(t, name, synopsis, fs, flagList(t, name, lines))
-		if !strings.Contains(out, cli.ExitCodesHelp) {
+		full := strings.Join(strings.Fields(fullHelp(name)), " ")
+		fs.VisitAll(func(f *flag.Flag) {
+			_, usage := flag.UnquoteUsage(f)
+			if !strings.Contains(full, strings.Join(strings.Fields(usage), " ")) {
+				t.Errorf("%s help %s does not give %s's whole description", cli.Name, name, cli.FlagSpelling(f.Name))
+			}
+		})
+		if !strings.Contains(strings.Join(strings.Fields(out), " "), cli.ExitCodesHelp) {
 			t.Errorf("%s --help does not give the exit codes", name)
 		}
 	}
@@ -58,23 +67,29 @@ func Help(t *testing.T, defaultsDiffer map[string]string) {
 }
 
 // commandHelp runs the command's --help, -h and "BINARY help NAME",
-// checks that each exits 0 with the same text on stdout and nothing on
-// stderr, and returns the text.
+// checks that each exits 0 with its text on stdout and nothing on stderr,
+// that -h and --help print the same text, and that "help NAME" (the full
+// reference) holds every flag's whole description; it returns -h's text.
 func commandHelp(t *testing.T, name string) string {
 	t.Helper()
-	var first string
+	var texts []string
 	for _, args := range [][]string{{name, "--help"}, {name, "-h"}, {"help", name}} {
 		code, out, errOut := Run(args...)
 		if code != cli.ExitOK || errOut != "" {
 			t.Errorf("%s %s: exit %d, stderr %q; want 0 and nothing", cli.Name, strings.Join(args, " "), code, errOut)
 		}
-		if first == "" {
-			first = out
-		} else if out != first {
-			t.Errorf("%s %s prints another text than %s %s --help", cli.Name, strings.Join(args, " "), cli.Name, name)
-		}
+		texts = append(texts, out)
 	}
-	return first
+	if texts[1] != texts[0] {
+		t.Errorf("%s -h prints another text than %s %s --help", name, cli.Name, name)
+	}
+	return texts[0]
+}
+
+// fullHelp is "BINARY help NAME"'s text.
+func fullHelp(name string) string {
+	_, out, _ := Run("help", name)
+	return out
 }
 
 // synopsisFlag finds the flags a synopsis names.
@@ -120,9 +135,12 @@ func flagList(t *testing.T, name string, lines []string) map[string]string {
 		if m[3] == "value" {
 			t.Errorf("%s: --%s has no value name (give its help a `NAME`)", name, m[2])
 		}
-		help := ""
-		if i+1 < len(lines) {
-			help = lines[i+1]
+		help := m[4]
+		for _, next := range lines[i+1:] {
+			if !strings.HasPrefix(next, "        ") {
+				break
+			}
+			help += " " + strings.TrimSpace(next)
 		}
 		listed[m[2]] = help
 		order = append(order, m[2])
@@ -145,7 +163,7 @@ func checkFlagList(t *testing.T, name, synopsis string, fs *flag.FlagSet, listed
 			return
 		}
 		delete(listed, f.Name)
-		if !strings.HasPrefix(help, "    \t") || strings.TrimSpace(help) == "" {
+		if strings.TrimSpace(help) == "" {
 			t.Errorf("%s: %s has no help line", name, cli.FlagSpelling(f.Name))
 		}
 		switch f.DefValue {
@@ -196,6 +214,51 @@ func checkDefaults(t *testing.T, sets map[string]*flag.FlagSet, defaultsDiffer m
 	for f := range defaultsDiffer {
 		if defaults[f] == nil {
 			t.Errorf("defaultsDiffer lists %s, which no command defines", cli.FlagSpelling(f))
+		}
+	}
+}
+
+// HelpFits checks that the binary's usage and every command's -h read on
+// a terminal: every line at most cli.Width columns, -h at most 50 lines,
+// a one-line summary, and one example that starts with the command and
+// uses only flags the command defines.
+func HelpFits(t *testing.T) {
+	t.Helper()
+	sets := map[string]*flag.FlagSet{}
+	cli.HelpShown = func(fs *flag.FlagSet) { sets[fs.Name()] = fs }
+	t.Cleanup(func() { cli.HelpShown = nil })
+	_, mainOut, _ := Run("--help")
+	checkWidth(t, cli.Name+" --help", mainOut)
+	for _, name := range cli.Names() {
+		_, out, _ := Run(name, "-h")
+		checkWidth(t, name+" -h", out)
+		if n := strings.Count(out, "\n"); n > 50 {
+			t.Errorf("%s -h: %d lines, want at most 50", name, n)
+		}
+		if _, after, ok := strings.Cut(mainOut, "\n  "+name+" "); !ok || strings.HasPrefix(after[strings.Index(after, "\n")+1:], strings.Repeat(" ", 8)) {
+			t.Errorf("%s --help: %s's summary is not one line beside its name", cli.Name, name)
+		}
+		_, ex, ok := strings.Cut(out, "\nexample:\n  ")
+		ex, _, _ = strings.Cut(ex, "\n")
+		if !ok || !strings.HasPrefix(ex, cli.Name+" "+name+" ") {
+			t.Errorf("%s -h: no example line starting %q", name, cli.Name+" "+name)
+			continue
+		}
+		fs := sets[name]
+		for _, m := range synopsisFlag.FindAllStringSubmatch(ex, -1) {
+			if fs != nil && fs.Lookup(m[2]) == nil {
+				t.Errorf("%s -h: the example uses %s%s, which is no flag of the command", name, m[1], m[2])
+			}
+		}
+	}
+}
+
+// checkWidth fails for every line of text wider than cli.Width runes.
+func checkWidth(t *testing.T, what, text string) {
+	t.Helper()
+	for _, l := range strings.Split(text, "\n") {
+		if n := utf8.RuneCountInString(l); n > cli.Width {
+			t.Errorf("%s: a line of %d columns, want at most %d: %q", what, n, cli.Width, l)
 		}
 	}
 }
