@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/linearize/linearize/internal/rusage"
@@ -23,8 +25,12 @@ var waitNoticeAfter = 300 * time.Millisecond
 
 // Open opens path for reading, as os.Open does; when path is a FIFO
 // whose open has not returned after a moment (no writer yet), it calls
-// WaitingForWriter while it goes on waiting.
+// WaitingForWriter while it goes on waiting. Before the first read in a
+// folder, it completes the WriteSet commits that ended writers left
+// there (RecoverSets), so that a reader never sees half of a set a kill
+// -9 interrupted.
 func Open(path string) (*os.File, error) {
+	recoverOnce(filepath.Dir(path))
 	if WaitingForWriter != nil {
 		if st, err := os.Stat(path); err == nil && st.Mode()&os.ModeNamedPipe != 0 {
 			notice := WaitingForWriter
@@ -34,6 +40,28 @@ func Open(path string) (*os.File, error) {
 	}
 	return os.Open(path)
 }
+
+// recovered holds the folders RecoverSets has run in for a read.
+var recovered sync.Map
+
+// recoverOnce runs RecoverSets in dir the first time this process reads
+// there: the journals it finds are those of writers gone before it
+// started, and a folder of many parts is read once per file.
+func recoverOnce(dir string) {
+	if abs, err := filepath.Abs(dir); err == nil {
+		dir = abs
+	}
+	if _, done := recovered.LoadOrStore(dir, true); !done {
+		RecoverSets(dir)
+	}
+}
+
+// RecoverSets completes, in dir, the WriteSet commits of writers that no
+// longer run (a kill -9 or a power cut mid-commit): back to the old set
+// before the commit point, on to the new one after it; it returns the
+// journals completed. Writes do this in their folder first; Open before
+// the first read in a folder.
+func RecoverSets(dir string) []string { return recoverSets(dir) }
 
 // TooLargeError is the error of an input past its bound
 // (rusage.ReadBound): Size is its size when known (a regular file,
