@@ -67,7 +67,7 @@ func (o LocalPooledOptions) attrs() (ops.LocalPooledAttrs, error) {
 //
 // On all-MiniLM-L6-v2 this keeps the model's meaning far better than a
 // zero-shot Performer or Linformer at a fraction of their cost per token
-// (README, "What a zero-shot conversion keeps").
+// (README, "Which conversion").
 func ToLocalPooled(m *onnxpb.ModelProto, o LocalPooledOptions) (*onnxpb.ModelProto, *Report, error) {
 	a, err := o.attrs()
 	if err != nil {

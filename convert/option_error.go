@@ -7,7 +7,8 @@ import (
 )
 
 // ErrInvalidOption is wrapped by the errors of ToPerformer, ToLinformer,
-// ToLocalPooled, ToLARA and ExtendPositions about an option that is wrong
+// ToLocalPooled, ToLARA, ToHedgehog, ToLong and ExtendPositions about an
+// option that is wrong
 // whatever the model: a value out of range or not one of its choices, or
 // options that cannot be combined. Such an error is an *OptionError.
 // Errors about a model the options do not fit (a layer past its blocks,
