@@ -3,6 +3,7 @@ package convert
 import (
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
@@ -103,6 +104,9 @@ func ToLong(m *onnxpb.ModelProto, o LongOptions) (*onnxpb.ModelProto, *Report, e
 		// Positions restart every W tokens: tile the first W learned rows
 		// over the table before it is extended (its period, the limit, is
 		// a multiple of W, so the extension keeps period W).
+		if err := perRowScale(onnx.NewIndex(m.Graph), pt); err != nil {
+			return nil, nil, fmt.Errorf("convert: long: %s", strings.TrimPrefix(err.Error(), "convert: extend positions: "))
+		}
 		if m, err = periodicTable(m, pt.table, offset, o.Window); err != nil {
 			return nil, nil, err
 		}
@@ -196,12 +200,13 @@ func periodicTable(m *onnxpb.ModelProto, name string, offset, w int) (*onnxpb.Mo
 	if err != nil {
 		return nil, fmt.Errorf("convert: long: table %s: %w", name, err)
 	}
-	if len(t.Shape) != 2 || !ops.Floating(t.DType) {
-		return nil, fmt.Errorf("convert: long: table %s is %s %v, want a 2-D float32, float16 or bfloat16 table", name, onnx.TypeName(t.DType), t.Shape)
+	if len(t.Shape) != 2 {
+		return nil, fmt.Errorf("convert: long: table %s is %s %v, want a 2-D table", name, onnx.TypeName(t.DType), t.Shape)
 	}
-	// A float16 or bfloat16 table (a published half-precision model's) is
-	// tiled as float32 and stored back in its type: copied rows come back
-	// bit for bit.
+	// A float16 or bfloat16 table (a published half-precision model's) or
+	// the integers of a quantized one (one scale, or one per column) are
+	// tiled as float32 and stored back in their type: copied rows come
+	// back bit for bit.
 	vals, err := tableFloats(t)
 	if err != nil {
 		return nil, fmt.Errorf("convert: long: table %s: %w", name, err)

@@ -236,3 +236,26 @@ func TestLongOptionErrors(t *testing.T) {
 		t.Errorf("model without a position table: error %v", err)
 	}
 }
+
+// A quantized position table (int8 integers behind DequantizeLinear, one
+// scale), as dynamic-int8 exports store it, restarts every window as a
+// float one does: the integers are tiled, and each window of the long
+// model reads what the original reads on that window alone.
+func TestLongQuantizedTableWindowed(t *testing.T) {
+	const w, windows = 8, 3
+	m := longBERT(t, 16)
+	withStoredTable(onnx.Int8, false)(t, m)
+	long, _, err := convert.ToLong(m, convert.LongOptions{MaxLength: 64, Window: w})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := randIDs(uint64(w), 1, w*windows)
+	got := hidden(t, "native", long, ids, 0).Floats()
+	h := len(got) / (w * windows)
+	for c := 0; c < windows; c++ {
+		want := hidden(t, "native", m, [][]int64{ids[0][c*w : (c+1)*w]}, 0).Floats()
+		if d := maxAbs(got[c*w*h:(c+1)*w*h], want); d > 1e-4 {
+			t.Errorf("window %d: max abs difference from the original on the window alone %.3g > 1e-4", c, d)
+		}
+	}
+}

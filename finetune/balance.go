@@ -2,12 +2,14 @@ package finetune
 
 import (
 	"fmt"
+	"io"
 	"runtime"
 	"sync"
 
 	"github.com/linearize/linearize/convert"
 	"github.com/linearize/linearize/features"
 	"github.com/linearize/linearize/infer"
+	"github.com/linearize/linearize/internal/progress"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
 	"github.com/linearize/linearize/ops"
@@ -31,6 +33,10 @@ type MomentOptions struct {
 	// Threads bounds the goroutines (heads accumulated in parallel) and
 	// the backend's threads.
 	Threads int
+	// Progress, when set, gets one line per model run (Rows rows): the
+	// rows measured, the time elapsed and an estimate of the time left.
+	// nil is silent.
+	Progress io.Writer
 }
 
 // PerformerMoments runs the original model on the calibration inputs feed
@@ -124,6 +130,7 @@ func PerformerMoments(original *onnxpb.ModelProto, feed map[string]*onnx.Tensor,
 		return nil, fmt.Errorf("finetune: moments: %w", err)
 	}
 	defer sess.Close()
+	prog := progress.New(o.Progress, "moments: run", (rows+o.Rows-1)/o.Rows)
 	for start := 0; start < rows; start += o.Rows {
 		end := min(start+o.Rows, rows)
 		part := map[string]*onnx.Tensor{}
@@ -145,6 +152,7 @@ func PerformerMoments(original *onnxpb.ModelProto, feed map[string]*onnx.Tensor,
 				return nil, fmt.Errorf("finetune: moments: layer %d: %w", ln.layer, err)
 			}
 		}
+		prog.Step("calibration rows %d–%d of %d measured", start+1, end, rows)
 	}
 	return out, nil
 }

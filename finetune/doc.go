@@ -70,8 +70,29 @@
 // the exponentiated feature matrices (transfer_head.go); the tests check
 // them against central differences of a float64 definition.
 //
-// Fitting a real model takes minutes; Options.Progress, when set, gets one
-// line per fitted layer (its errors before and after on the rows trained
-// on and held out, the step kept, the time elapsed and an estimate of the
-// time left).
+// The calibrated conversions are one call each, conversion and fit:
+// TrainHedgehog (convert.ToHedgehog, then Transfer on windows cut from
+// calibration documents: `convert hedgehog`), TrainLong (convert.ToLong
+// with learned maps, then Transfer on rows framed window by window:
+// `convert long --learned`) and CalibratedPerformer (PerformerMoments on
+// the original model, then convert.ToPerformer with FAVOR# maps or the
+// balance fitted to them: `convert performer --calibration`).
+//
+// Fitting a real model takes minutes; Options.Progress and
+// TransferOptions.Progress, when set, get one line per fitted layer (its
+// errors before and after on the rows trained on and held out, the step
+// kept, the time elapsed and an estimate of the time left), and
+// MomentOptions.Progress one line per run of the original model.
+//
+// The files: options.go and report.go hold the options and reports of
+// every fit; adam.go the optimiser; train.go the training loop they share
+// (adamLoop: steps, checkpoints, the parameters kept, early stopping);
+// sampler.go the mini-batch and evaluation rows; heldout.go the held-out
+// split and the whole-model check; target.go the converted nodes paired
+// with the original blocks; capture.go running a model once and reading
+// its values; projfit.go what the projection fits share; linformer.go,
+// performer.go and localpooled.go one projection fit each; fit.go Fit;
+// transfer.go and transfer_head.go attention transfer; documents.go the
+// calibration windows; balance.go the Performer moments; calibrated.go
+// the calibrated conversions.
 package finetune

@@ -2,7 +2,6 @@ package finetune
 
 import (
 	"fmt"
-	"strings"
 
 	"github.com/linearize/linearize/internal/progress"
 	"github.com/linearize/linearize/onnx"
@@ -118,41 +117,4 @@ func fitGuarded(original, converted *onnxpb.ModelProto, feed map[string]*onnx.Te
 		return onnx.CloneShared(converted), rep, nil
 	}
 	return m, rep, nil
-}
-
-// Text renders the report: a table of per-layer relative attention error
-// (√ of the fitted loss) before and after fitting, on the rows trained on
-// and on the held-out rows, with the step kept out of the steps run, then
-// the held-out comparison of the whole model and what was kept
-// (HeldOutLine).
-func (r *Report) Text() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "fitted %s: %d steps per layer, learning rate %g\n", r.Op, r.Steps, r.LR)
-	guarded := len(r.HeldOutRows) > 0
-	if guarded {
-		fmt.Fprintf(&b, "calibration rows: %d trained on, %d held out (%s)\n", r.Rows-len(r.HeldOutRows), len(r.HeldOutRows), joinInts(r.HeldOutRows))
-		fmt.Fprintf(&b, "%-6s %-40s %12s %12s %12s %12s %9s\n", "layer", "node", "train before", "train after", "held before", "held after", "kept/run")
-	} else {
-		fmt.Fprintf(&b, "calibration rows: %d, all trained on\n", r.Rows)
-		fmt.Fprintf(&b, "%-6s %-40s %12s %12s\n", "layer", "node", "err before", "err after")
-	}
-	for _, l := range r.Layers {
-		if guarded {
-			fmt.Fprintf(&b, "%-6d %-40s %12.5f %12.5f %12.5f %12.5f %9s\n", l.Layer, l.Node, l.Before, l.After, l.HeldOutBefore, l.HeldOutAfter, fmt.Sprintf("%d/%d", l.KeptStep, l.StepsRun))
-		} else {
-			fmt.Fprintf(&b, "%-6d %-40s %12.5f %12.5f\n", l.Layer, l.Node, l.Before, l.After)
-		}
-	}
-	b.WriteString(r.HeldOutLine())
-	b.WriteByte('\n')
-	return b.String()
-}
-
-// joinInts lists xs separated by commas.
-func joinInts(xs []int) string {
-	parts := make([]string, len(xs))
-	for i, x := range xs {
-		parts[i] = fmt.Sprint(x)
-	}
-	return strings.Join(parts, ", ")
 }

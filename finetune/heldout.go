@@ -4,8 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"sort"
-	"strings"
+	"slices"
 
 	"github.com/linearize/linearize/infer"
 	"github.com/linearize/linearize/onnx"
@@ -14,43 +13,9 @@ import (
 
 // This file holds the held-out guard every fit goes through: the split of
 // the calibration batch rows (documents) into rows to train on and rows to
-// hold out, the Adam loop that keeps each layer's parameters of lowest
-// held-out loss and stops early, and the check of the whole fitted model
-// against the converted one on the held-out rows.
-
-const (
-	// DefaultHeldOutFraction is the fraction of calibration rows held out
-	// when Options.HeldOut is nil and Options.HeldOutFraction is 0.
-	DefaultHeldOutFraction = 0.25
-	// DefaultPatience is the number of checkpoints without a lower
-	// held-out loss after which a layer stops when Options.Patience is 0.
-	DefaultPatience = 5
-	// CheckpointEvery is the number of Adam steps between two checkpoints
-	// (a held-out evaluation); the last step is always one.
-	CheckpointEvery = 10
-)
-
-// Values of Report.Kept.
-const (
-	KeptFitted = "fitted" // the fitted parameters are returned
-	KeptInput  = "input"  // the converted model's parameters are returned unchanged
-)
-
-// checkGuard checks the held-out options that do not depend on the batch.
-func (o *Options) checkGuard() error {
-	f := o.HeldOutFraction
-	if math.IsNaN(f) || f < 0 || f >= 1 {
-		return fmt.Errorf("finetune: held-out fraction %g must be in [0, 1)", f)
-	}
-	if o.Unguarded && o.HeldOut != nil {
-		for _, h := range o.HeldOut {
-			if h {
-				return fmt.Errorf("finetune: Unguarded, yet HeldOut marks rows to hold out")
-			}
-		}
-	}
-	return nil
-}
+// hold out, and the check of the whole fitted model against the converted
+// one on the held-out rows (the loop that keeps each layer's parameters
+// of lowest held-out loss is train.go's).
 
 // rowSplit returns the calibration batch rows (0..b−1, a row being a
 // document) to train on and to hold out, in increasing order, under the
@@ -122,131 +87,6 @@ func targetRows(ref map[string]*onnx.Tensor, nodes []targetNode) int {
 		return t.Shape[0]
 	}
 	return 0
-}
-
-// patience is the number of checkpoints without improvement after which a
-// guarded fit stops (0: never).
-func (o *Options) patience() int {
-	switch {
-	case o.Patience == 0:
-		return DefaultPatience
-	case o.Patience < 0:
-		return 0
-	}
-	return o.Patience
-}
-
-// adamTrace is what one run of the training loop did.
-type adamTrace struct {
-	trainBefore, trainAfter float64 // loss on the training rows at the start and at the kept parameters
-	heldBefore, heldAfter   float64 // loss on the held-out rows (0 without any)
-	steps                   int     // Adam steps run (fewer than Options.Steps when stopped early)
-	kept                    int     // the step whose parameters were kept (0: the start)
-}
-
-// fitAdamTrace is the training loop every fit shares. rows are batch-row
-// indices (documents): train the rows gradients come from, held the rows
-// held out (nil or empty: an unguarded fit). It runs Adam (Options.LR) for
-// up to Options.Steps steps, each on a seeded (Options.Seed) mini-batch of
-// Options.Batch of the train rows (all when 0); grad(rows) must add the
-// gradient of the loss over those rows into grads, which are cleared
-// before each step; loss(rows) returns the loss over rows (it is never
-// passed nil). params (nil entries frozen) are updated in place.
-//
-// Every CheckpointEvery steps and at the last one it evaluates loss(held)
-// and keeps the parameters of the lowest held-out loss seen, the start
-// included, so a layer never ends worse on the held-out rows than it
-// began; after Options.Patience checkpoints (DefaultPatience when 0, never
-// when negative) without a lower held-out loss it stops. Held-out rows
-// never reach grad. Without held rows the criterion is loss(train) and
-// every step runs. It returns the losses on the train and held rows at
-// the start and at the parameters it leaves in params (the held ones 0
-// without held rows), the steps it ran and the one it kept.
-func fitAdamTrace(opt Options, train, held []int, params, grads [][]float64, loss func(rows []int) float64, grad func(rows []int)) adamTrace {
-	rng := rand.New(rand.NewPCG(opt.Seed, 0x5eed))
-	var tr adamTrace
-	tr.trainBefore = loss(train)
-	// Unguarded, the criterion is the training loss and every step runs.
-	judged, start, patience := train, tr.trainBefore, 0
-	guarded := len(held) > 0
-	if guarded {
-		tr.heldBefore = loss(held)
-		judged, start, patience = held, tr.heldBefore, opt.patience()
-	}
-	draw := func() []int {
-		pick := minibatch(rng, len(train), opt.Batch)
-		if pick == nil {
-			return train
-		}
-		rows := make([]int, len(pick))
-		for i, j := range pick {
-			rows[i] = train[j]
-		}
-		return rows
-	}
-	loop := adamLoop{steps: opt.Steps, every: CheckpointEvery, patience: patience, lr: opt.LR}
-	var best float64
-	tr.steps, tr.kept, best = loop.run(params, grads, start, draw, grad, func() float64 { return loss(judged) })
-	switch {
-	case !guarded:
-		tr.trainAfter = best
-	case tr.kept == 0:
-		tr.trainAfter, tr.heldAfter = tr.trainBefore, best
-	default:
-		tr.trainAfter, tr.heldAfter = loss(train), best
-	}
-	return tr
-}
-
-// adamLoop is the loop of Adam steps every fit shares (fitAdamTrace, and
-// each head of Transfer): up to steps steps of learning rate lr, a
-// checkpoint every every steps and at the last one, and a stop after
-// patience checkpoints without a lower criterion (0: never).
-type adamLoop struct {
-	steps, every, patience int
-	lr                     float64
-}
-
-// run updates params (nil entries frozen) in place: each step takes the
-// rows draw gives, clears grads, lets grad add the gradient over those
-// rows into grads and takes an Adam step. At each checkpoint it evaluates
-// criterion and keeps the parameters of its lowest value seen, start (its
-// value at the parameters given) included; it leaves those in params and
-// returns the steps it ran, the step kept (0: the start) and its
-// criterion.
-func (l adamLoop) run(params, grads [][]float64, start float64, draw func() []int, grad func(rows []int), criterion func() float64) (steps, kept int, best float64) {
-	ad := newAdam(params, l.lr)
-	best, bestP := start, snapshot(params)
-	since := 0
-	for t := 1; t <= l.steps; t++ {
-		rows := draw()
-		for _, x := range grads {
-			clear(x)
-		}
-		grad(rows)
-		ad.step(grads)
-		steps = t
-		if t%l.every != 0 && t != l.steps {
-			continue
-		}
-		if c := criterion(); c < best {
-			best, bestP, kept, since = c, snapshot(params), t, 0
-		} else if since++; l.patience > 0 && since >= l.patience {
-			break
-		}
-	}
-	restore(params, bestP)
-	return steps, kept, best
-}
-
-// layerReport is the report of one fitted layer from the losses of its
-// fit.
-func layerReport(layer int, node string, tr adamTrace, guarded bool) LayerReport {
-	l := LayerReport{Layer: layer, Node: node, Before: math.Sqrt(tr.trainBefore), After: math.Sqrt(tr.trainAfter), StepsRun: tr.steps, KeptStep: tr.kept}
-	if guarded {
-		l.HeldOutBefore, l.HeldOutAfter = math.Sqrt(tr.heldBefore), math.Sqrt(tr.heldAfter)
-	}
-	return l
 }
 
 // splitFor resolves the row split of a fit whose layer values have b
@@ -424,7 +264,7 @@ func feedMask(feed map[string]*onnx.Tensor, batch int) ([]int64, int) {
 	for n := range feed {
 		names = append(names, n)
 	}
-	sort.Strings(names)
+	slices.Sort(names)
 	seq := 0
 	for _, n := range names {
 		t := feed[n]
@@ -441,41 +281,4 @@ func feedMask(feed map[string]*onnx.Tensor, batch int) ([]int64, int) {
 		}
 	}
 	return nil, seq
-}
-
-// HeldOutLine is the one line that says how the fitted model did on the
-// held-out rows against the converted one and which parameters the fit
-// returned (the last line of Text).
-func (r *Report) HeldOutLine() string {
-	c := r.HeldOut
-	if c == nil {
-		why := r.Unguarded
-		if why == "" {
-			why = "no held-out check"
-		}
-		return fmt.Sprintf("held-out: none (%s): unguarded fit, the fine-tuned parameters are kept unchecked", why)
-	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "held-out (%d of %d calibration rows, %s against the original's): ", c.Rows, r.Rows, c.Output)
-	if c.AfterBroken != "" {
-		fmt.Fprintf(&b, "relative error converted %.4g → fine-tuned unusable (%s)", c.RelErrBefore, c.AfterBroken)
-	} else {
-		fmt.Fprintf(&b, "relative error converted %.4g → fine-tuned %.4g", c.RelErrBefore, c.RelErrAfter)
-		if c.PooledCosBefore != nil && c.PooledCosAfter != nil {
-			fmt.Fprintf(&b, ", mean-pooled cosine %.4f → %.4f", *c.PooledCosBefore, *c.PooledCosAfter)
-		}
-	}
-	switch {
-	case r.Kept == KeptFitted:
-		b.WriteString(": better, kept the fine-tuned parameters")
-	case c.AfterBroken != "":
-		b.WriteString(": worse, kept the converted model's parameters")
-	case c.RelErrAfter < c.RelErrBefore:
-		b.WriteString(": pooled cosine worse, kept the converted model's parameters")
-	case c.RelErrAfter == c.RelErrBefore:
-		b.WriteString(": no better, kept the converted model's parameters")
-	default:
-		b.WriteString(": worse, kept the converted model's parameters")
-	}
-	return b.String()
 }

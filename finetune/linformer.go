@@ -2,11 +2,9 @@ package finetune
 
 import (
 	"fmt"
-	"io"
 	"math"
 	"sync"
 
-	"github.com/linearize/linearize/infer"
 	"github.com/linearize/linearize/internal/progress"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
@@ -14,130 +12,6 @@ import (
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/blas64"
 )
-
-// Options configures fitting.
-type Options struct {
-	Steps   int     // Adam steps per layer (default 200); a guarded layer may stop earlier
-	LR      float64 // Adam learning rate (default 0.01 for Linformer, 0.0005 for Performer)
-	Batch   int     // calibration batch rows per step, drawn from the rows trained on (0: all)
-	Seed    uint64  // seeds the mini-batch draws and the held-out rows
-	Backend string  // runs the models (infer.DefaultBackend when empty)
-	Threads int
-	// FitValues also fits the V projection of LocalPooledAttention layers.
-	// Off by default: on all-MiniLM-L6-v2 (16 calibration documents of 512
-	// tokens, 60 steps) it cut the calibration error further but lowered
-	// the held-out embedding cosine from 0.970 (Q/K only) to 0.947.
-	FitValues bool
-	// HeldOut marks the calibration batch rows held out of the fit, one
-	// entry per row; a row is a document (the command line makes one of
-	// each text), so whole documents are held out. Held-out rows never
-	// contribute to gradients; every layer keeps the parameters of its
-	// lowest loss on them (the start included: no layer ends worse on
-	// them) and stops after Patience checkpoints without a lower one; and
-	// the whole fitted model is returned only if it beats the converted
-	// model on them, else the converted model's parameters are (see
-	// Report.Kept and Report.HeldOut). nil: HeldOutFraction of the rows,
-	// drawn with Seed. At least one row must be left to train on; no
-	// marked row means an unguarded fit.
-	HeldOut []bool
-	// HeldOutFraction is the fraction of rows held out when HeldOut is nil
-	// (0: DefaultHeldOutFraction, 0.25), rounded, at least one row and
-	// leaving one to train on. A batch of a single row has nothing to hold
-	// out: it is fitted unguarded, and Report.Unguarded says so.
-	HeldOutFraction float64
-	// Unguarded fits on every row with no held-out check: each layer keeps
-	// the parameters of its lowest training loss, runs every step, and the
-	// fitted model is returned whatever it does on other inputs.
-	Unguarded bool
-	// Patience is the number of checkpoints (every CheckpointEvery steps)
-	// without a lower held-out loss after which a layer stops (0:
-	// DefaultPatience; negative: never stop early).
-	Patience int
-	// Progress, when set, receives one line per layer fitted: the layer's
-	// place among those to fit, its node, its relative error before and
-	// after fitting on the rows trained on and on the held-out rows, the
-	// step kept, the time elapsed and an estimate of the time left.
-	// nil is silent.
-	Progress io.Writer
-}
-
-func (o *Options) defaults(lr float64) error {
-	if o.Steps == 0 {
-		o.Steps = 200
-	}
-	if o.LR == 0 {
-		o.LR = lr
-	}
-	if o.Backend == "" {
-		o.Backend = infer.DefaultBackend
-	}
-	if o.Steps < 0 || !(o.LR > 0) || math.IsInf(o.LR, 0) {
-		return fmt.Errorf("finetune: steps %d must be ≥ 0 and learning rate %g positive", o.Steps, o.LR)
-	}
-	return o.checkGuard()
-}
-
-// reporter returns the progress reporter of a fit of n layers: Fit's
-// (shared, counting the layers of all its fits), or a new one on
-// o.Progress.
-func (o *Options) reporter(shared *progress.Reporter, n int) *progress.Reporter {
-	if shared != nil {
-		return shared
-	}
-	return progress.New(o.Progress, progressLabel, n)
-}
-
-// progressLabel starts every progress line.
-const progressLabel = "finetune: layer"
-
-// reportLayer writes the progress line of one fitted layer (with its
-// held-out errors when the fit is guarded).
-func reportLayer(pr *progress.Reporter, op string, l LayerReport, guarded bool) {
-	if !guarded {
-		pr.Step("%s block %d (%s): rel err %.4f → %.4f", op, l.Layer, l.Node, l.Before, l.After)
-		return
-	}
-	pr.Step("%s block %d (%s): rel err %.4f → %.4f, held-out %.4f → %.4f, kept step %d/%d", op, l.Layer, l.Node,
-		l.Before, l.After, l.HeldOutBefore, l.HeldOutAfter, l.KeptStep, l.StepsRun)
-}
-
-// LayerReport is the fit of one converted node. Errors are the square
-// roots of the relative loss L (see the package documentation), on the
-// rows trained on and on the held-out rows, at the start and at the
-// parameters kept.
-type LayerReport struct {
-	Layer  int     `json:"layer"`
-	Node   string  `json:"node"`
-	Before float64 `json:"rel_err_before"` // √L on the rows trained on, before fitting
-	After  float64 `json:"rel_err_after"`  // … and at the parameters kept
-	// On the held-out rows (absent for an unguarded fit).
-	HeldOutBefore float64 `json:"heldout_rel_err_before,omitempty"`
-	HeldOutAfter  float64 `json:"heldout_rel_err_after,omitempty"`
-	StepsRun      int     `json:"steps_run"` // Adam steps run: Steps, or fewer when stopped early
-	KeptStep      int     `json:"kept_step"` // the step whose parameters were kept (0: the start)
-}
-
-// Report says what fitting did.
-type Report struct {
-	Op     string        `json:"op"`
-	Steps  int           `json:"steps"`
-	LR     float64       `json:"lr"`
-	Layers []LayerReport `json:"layers"`
-	// Rows is the number of calibration batch rows (documents), and
-	// HeldOutRows those held out of the fit (indices into the batch;
-	// empty for an unguarded fit, when Unguarded says why).
-	Rows        int    `json:"rows"`
-	HeldOutRows []int  `json:"heldout_rows"`
-	Unguarded   string `json:"unguarded,omitempty"`
-	// HeldOut compares the converted and the fitted model with the
-	// original on the held-out rows (nil for an unguarded fit).
-	HeldOut *HeldOutCheck `json:"heldout,omitempty"`
-	// Kept is KeptFitted when the fitted parameters were returned, or
-	// KeptInput when the fitted model was no better than the converted one
-	// on the held-out rows and the converted model's parameters were
-	// returned unchanged.
-	Kept string `json:"kept"`
-}
 
 // Linformer returns a copy of converted whose Linformer projections are
 // fitted to the original model's attention on the calibration inputs feed
@@ -301,15 +175,6 @@ func linformerBias(n *onnxpb.NodeProto) string {
 	return ""
 }
 
-func runOnce(m *onnxpb.ModelProto, feed map[string]*onnx.Tensor, names []string, opt Options) (map[string]*onnx.Tensor, error) {
-	s, err := infer.Open(opt.Backend, m, infer.Options{Threads: opt.Threads, Expose: names})
-	if err != nil {
-		return nil, err
-	}
-	defer s.Close()
-	return s.Run(feed, names...)
-}
-
 // linformerProblem is the fit of one layer's projections: minimise
 // Σ‖out − Y‖²/Σ‖Y‖² over the valid query rows, with out the
 // LinformerAttention of (Q, K, V, E, F, Bias) and scale Scale (0: 1/√D).
@@ -369,69 +234,6 @@ func (p *linformerProblem) init() error {
 		return err
 	}
 	return nil
-}
-
-// keyMask reads the additive key bias ([B or 1,1,1,S or 1], or nil: no
-// masking) as per-key values and validity over [B*S]: a key is padding
-// when its bias is ≤ −1e4, NaN or −Inf.
-func keyMask(bias *onnx.Tensor, b, s int) (valid []bool, values []float64, err error) {
-	values = make([]float64, b*s)
-	valid = make([]bool, b*s)
-	for i := range valid {
-		valid[i] = true
-	}
-	if bias == nil {
-		return valid, values, nil
-	}
-	bs := bias.Shape
-	if len(bs) != 4 || (bs[0] != 1 && bs[0] != b) || bs[1] != 1 || bs[2] != 1 || (bs[3] != 1 && bs[3] != s) {
-		return nil, nil, fmt.Errorf("key bias shape %v, want [B or 1,1,1,S or 1]", bs)
-	}
-	bv, err := bias.AsFloat64s()
-	if err != nil {
-		return nil, nil, err
-	}
-	for bi := 0; bi < b; bi++ {
-		for j := 0; j < s; j++ {
-			x := bv[min(bi, bs[0]-1)*bs[3]+min(j, bs[3]-1)]
-			valid[bi*s+j] = !(x <= -1e4 || math.IsNaN(x) || math.IsInf(x, -1))
-			values[bi*s+j] = x
-		}
-	}
-	return valid, values, nil
-}
-
-// targetRowNorms returns Σ‖Y‖² over the valid query rows of each batch row
-// of the [B,H,S,Dv] target y, and an error when the target is zero.
-func targetRowNorms(y []float64, valid []bool, b, h, s, dv int) ([]float64, error) {
-	rowNorm := make([]float64, b)
-	var total float64
-	for bi := 0; bi < b; bi++ {
-		for hi := 0; hi < h; hi++ {
-			for i := 0; i < s; i++ {
-				if !valid[bi*s+i] {
-					continue
-				}
-				for _, x := range y[((bi*h+hi)*s+i)*dv:][:dv] {
-					rowNorm[bi] += x * x
-				}
-			}
-		}
-		total += rowNorm[bi]
-	}
-	if total == 0 {
-		return nil, fmt.Errorf("the target attention output is zero")
-	}
-	return rowNorm, nil
-}
-
-func f64(t *onnx.Tensor) []float64 {
-	x := t.Floats()
-	out := make([]float64, len(x))
-	for i, v := range x {
-		out[i] = float64(v)
-	}
-	return out
 }
 
 // Params returns the current E and F as float32 tensors of their shapes.

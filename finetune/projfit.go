@@ -5,6 +5,7 @@ import (
 	"math"
 	"sync"
 
+	"github.com/linearize/linearize/convert"
 	"github.com/linearize/linearize/internal/graphfacts"
 	"github.com/linearize/linearize/onnx/onnxpb"
 
@@ -16,18 +17,6 @@ import (
 // This file holds what the fits of projections feeding an attention op
 // share: gathering mini-batch rows, projecting them, the per-(row, head)
 // parallel loop, and the projection gradients.
-
-// allRows returns rows, or every batch row 0..n-1 when rows is nil.
-func allRows(rows []int, n int) []int {
-	if rows != nil {
-		return rows
-	}
-	rows = make([]int, n)
-	for i := range rows {
-		rows[i] = i
-	}
-	return rows
-}
 
 // projectRows gathers the batch rows rows of x ([B, s, dm], row-major) and
 // returns them ([len(rows)·s, dm]) and their projection xr·w + b
@@ -97,15 +86,6 @@ func sumHeads[W any](nr, h int, newWorker func() W, fn func(w W, r, hi int) floa
 	return loss
 }
 
-// to32 converts a float64 parameter back to a float32 tensor of shape.
-func to32(x []float64, shape []int) *onnx.Tensor {
-	d := make([]float32, len(x))
-	for i, v := range x {
-		d[i] = float32(v)
-	}
-	return onnx.NewFloat(append([]int(nil), shape...), d)
-}
-
 // qkProjections returns the Q and K projections feeding the converted node
 // of ln (from what Detect proved about the original block), and claims
 // their parameters in seen: a parameter shared between Q and K, with
@@ -131,23 +111,6 @@ func qkProjections(facts *graphfacts.Facts, ix *onnx.Index, inits map[string]int
 		}
 	}
 	return q, k, nil
-}
-
-// prepareFit clones converted and pairs each of its op nodes (with at
-// least minInputs inputs) with the original block it must reproduce; it
-// returns the clone, the pairs, and the clone's index, graph facts and
-// initializer positions, which every fit reads.
-func prepareFit(original, converted *onnxpb.ModelProto, op string, minInputs int) (*onnxpb.ModelProto, []targetNode, *onnx.Index, *graphfacts.Facts, map[string]int, error) {
-	out := onnx.CloneShared(converted)
-	if out.GetGraph() == nil { // the one check: matchTargets and the fits rely on it
-		return nil, nil, nil, nil, nil, fmt.Errorf("finetune: converted model has no graph")
-	}
-	nodes, err := matchTargets(original, out, op, minInputs)
-	if err != nil {
-		return nil, nil, nil, nil, nil, err
-	}
-	ix := onnx.NewIndex(out.Graph)
-	return out, nodes, ix, graphfacts.New(ix, onnx.OpsetVersion(out, "")), initializerIndex(out.Graph), nil
 }
 
 // splitError is the relative error between heads(x·w + b) and the
@@ -176,25 +139,6 @@ func splitError(x, w, b []float64, t *onnx.Tensor, nb, h, s, d, dm int) float64 
 	return math.Sqrt(num / math.Max(den, 1e-30))
 }
 
-// captureLayer runs out once on feed for the fit of ln, exposing the
-// values expose and the node's key-bias input at index biasInput (absent
-// or "": none), and returns the captured values and that key bias.
-func captureLayer(out *onnxpb.ModelProto, inits map[string]int, feed map[string]*onnx.Tensor, opt Options, ln targetNode, biasInput int, expose ...string) (map[string]*onnx.Tensor, *onnx.Tensor, error) {
-	biasName := ""
-	if len(ln.node.Input) > biasInput {
-		biasName = ln.node.Input[biasInput]
-	}
-	got, err := runOnce(out, feed, dedup(exposeBias(expose, inits, biasName)), opt)
-	if err != nil {
-		return nil, nil, fmt.Errorf("finetune: converted model, layer %d: %w", ln.layer, err)
-	}
-	bias, err := keyBias(out, inits, got, ln.layer, biasName)
-	if err != nil {
-		return nil, nil, err
-	}
-	return got, bias, nil
-}
-
 // projectionTensors decodes the weight of pr and its bias (nil when it has
 // none) from out's initializers, for the fit of the given layer.
 func projectionTensors(out *onnxpb.ModelProto, inits map[string]int, layer int, pr projection) (w, b *onnx.Tensor, err error) {
@@ -207,28 +151,6 @@ func projectionTensors(out *onnxpb.ModelProto, inits map[string]int, layer int, 
 		}
 	}
 	return w, b, nil
-}
-
-// namedParam is a fitted parameter and the initializer it replaces ("" or
-// a nil tensor: nothing to store).
-type namedParam struct {
-	name string
-	t    *onnx.Tensor
-}
-
-// storeParams writes fitted parameters of one layer back into m.
-func storeParams(m *onnxpb.ModelProto, inits map[string]int, layer int, params []namedParam) error {
-	for _, p := range params {
-		if p.name == "" || p.t == nil {
-			continue
-		}
-		tp, err := onnx.EncodeTensor(p.name, p.t)
-		if err != nil {
-			return fmt.Errorf("finetune: layer %d: %w", layer, err)
-		}
-		m.Graph.Initializer[inits[p.name]] = tp
-	}
-	return nil
 }
 
 // startLayers is what every fit does between finding its nodes and
@@ -300,4 +222,51 @@ func biasValues(b *onnx.Tensor, n int) ([]float64, bool) {
 		return make([]float64, n), false
 	}
 	return f64(b), true
+}
+
+// projection is the MatMul (+ Add) that produces a Q, K or V input of a
+// converted node: value = split_heads(X·W + Bias).
+type projection struct {
+	x, w, b string // layer input, weight [Dm, H·D], bias [H·D] ("" if none)
+}
+
+// blockProjection returns the projection the role input ("Q", "K", "V")
+// of a converted node is computed from: the one convert.Detect proved for
+// the original block (pr), or, for a fused core whose projections the
+// conversion itself wrote, the one the graph facts of the converted model
+// find behind the node's input v. It is checked to be one the fit can
+// update in the converted model (indexed by f.Ix, initializers inits): a
+// MatMul (or a plain Gemm) by a weight initializer [Dm, H·D], plus a bias
+// initializer if any. Whether the head split and any factors between the
+// projection and the node's input are the standard ones is checked
+// numerically later, against the captured value.
+func blockProjection(f *graphfacts.Facts, inits map[string]int, role string, pr *convert.Projection, v string) (projection, error) {
+	if pr == nil {
+		found, ok := f.ProjectionOf(v)
+		if !ok {
+			return projection{}, fmt.Errorf("%s (%q) is not computed from a projection X·W (+ b)", role, v)
+		}
+		pr = &found
+	}
+	ix := f.Ix
+	p := projection{x: pr.Input, w: pr.Weight, b: pr.Bias}
+	if _, ok := inits[p.w]; !ok {
+		return p, fmt.Errorf("%s projection %s: weight %q is not an initializer", role, pr.Node, p.w)
+	}
+	if _, ok := inits[p.b]; p.b != "" && !ok {
+		return p, fmt.Errorf("%s projection %s: bias %q is not an initializer", role, pr.Node, p.b)
+	}
+	if pr.Transposed {
+		return p, fmt.Errorf("%s projection %s: weight %q is held transposed (Gemm transB=1); only [Dm, H·D] weights can be fitted", role, pr.Node, p.w)
+	}
+	for _, n := range ix.Consumers[p.w] {
+		switch op := n.GetOpType(); {
+		case op == "MatMul":
+		case op == "Gemm" && onnx.AttrInt(n, "transA", 0) == 0 && onnx.AttrInt(n, "transB", 0) == 0 &&
+			onnx.AttrFloat(n, "alpha", 1) == 1 && onnx.AttrFloat(n, "beta", 1) == 1:
+		default:
+			return p, fmt.Errorf("%s projection: weight %q is read by %s node %s; only MatMul or plain Gemm projections can be fitted", role, p.w, op, n.GetName())
+		}
+	}
+	return p, nil
 }

@@ -746,28 +746,3 @@ func (h *hhHead) searchMass(rows []int, sc *hhScratch) {
 	}
 	try(best)
 }
-
-// spread returns at most k of rows, evenly spaced (all when k ≤ 0).
-func spread(rows []int, k int) []int {
-	if k <= 0 || len(rows) <= k {
-		return rows
-	}
-	out := make([]int, k)
-	for i := range out {
-		out[i] = rows[i*len(rows)/k]
-	}
-	return out
-}
-
-// pick draws k distinct rows of rows (all when k ≤ 0 or ≥ len(rows)).
-func pick(rng *rand.Rand, rows []int, k int) []int {
-	if k <= 0 || k >= len(rows) {
-		return rows
-	}
-	perm := rng.Perm(len(rows))[:k]
-	out := make([]int, k)
-	for i, p := range perm {
-		out[i] = rows[p]
-	}
-	return out
-}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -10,7 +11,6 @@ import (
 	"github.com/linearize/linearize/convert"
 	"github.com/linearize/linearize/finetune"
 	"github.com/linearize/linearize/infer"
-	"github.com/linearize/linearize/onnx/onnxpb"
 	"github.com/linearize/linearize/ops"
 	"github.com/linearize/linearize/tokenize"
 )
@@ -25,7 +25,7 @@ func runHedgehog(args []string, stdout io.Writer) error {
 	reach := fs.Int("reach", 1, "blocks `R` on either side seen exactly (0: the block alone)"+atMost(maxReach))
 	fs.BoolVar(&o.Linear, "linear", false, "no exact part: pure linear attention, a state of fixed size per head")
 	var tf transferFlags
-	tf.register(fs, 512, "required unless --steps 0")
+	tf.register(fs, finetune.DefaultHedgehogSeqLen, "required unless --steps 0")
 	m, in, layers, err := loadForRewrite(fs, &f, args, stdout)
 	if err != nil {
 		return err
@@ -44,13 +44,24 @@ func runHedgehog(args []string, stdout io.Writer) error {
 		o.Reach = ops.NoReach
 	}
 	o.Layers, o.Positions, o.Seed = layers, f.positions(), f.seed
-	out, rep, err := convert.ToHedgehog(m, o)
-	if err != nil {
-		return optionError(err, flagsOf("Features", "features", "Block", "block", "Reach", "reach"))
+	convertFlags := flagsOf("Features", "features", "Block", "block", "Reach", "reach")
+	if tf.t.Steps == 0 { // no training: the maps stay as drawn
+		out, rep, err := convert.ToHedgehog(m, o)
+		if err != nil {
+			return optionError(err, convertFlags)
+		}
+		return finishRewrite(stdout, &f, in, out, rep)
 	}
-	if out, err = tf.train(out, in, f.seed); err != nil {
+	ho := finetune.HedgehogOptions{Convert: o}
+	docs, err := tf.options(&ho.Windows, &ho.Transfer, in, f.seed)
+	if err != nil {
 		return err
 	}
+	out, rep, trep, err := finetune.TrainHedgehog(m, docs, ho)
+	if err != nil {
+		return trainError(err, convertFlags)
+	}
+	fmt.Fprint(stderrNotes, trep.Text())
 	return finishRewrite(stdout, &f, in, out, rep)
 }
 
@@ -60,7 +71,6 @@ type transferFlags struct {
 	t                             finetune.TransferOptions
 	calib, vocab, objective, back string
 	seqLen, maxWindows            int
-	frame                         int // frame every this many tokens (0: the row)
 	heldOut                       float64
 }
 
@@ -107,49 +117,47 @@ func (tf *transferFlags) check() error {
 	return checkBackend(tf.back) // --threads is vetted by cli.ParseFlags
 }
 
-// train trains the maps of out (converted from the model at path) on the
-// calibration documents, reporting on stderr; with --steps 0 it returns
-// out.
-func (tf *transferFlags) train(out *onnxpb.ModelProto, path string, seed uint64) (*onnxpb.ModelProto, error) {
-	t := tf.t
-	if t.Steps == 0 {
-		return out, nil
-	}
+// options reads the calibration documents and the tokenizer of the model
+// at path and sets the calibration and training options from the flags
+// (seed seeds the training); the options' progress and notes go to
+// stderr. A file the flags name that cannot be read is bad input.
+func (tf *transferFlags) options(w *finetune.WindowOptions, t *finetune.TransferOptions, path string, seed uint64) ([]string, error) {
 	docs, err := readCalibration(tf.calib)
 	if err != nil {
-		return nil, cli.UsageError("%v", err)
+		return nil, cli.BadInput(err)
 	}
 	tok, err := tokenize.Find(tf.vocab, path)
 	if err != nil {
 		return nil, cli.BadInput(err)
 	}
-	limit, err := convert.ContextLimit(out, path)
-	if err != nil {
-		return nil, cli.BadInput(err)
+	*w = finetune.WindowOptions{Tokenizer: tok, SeqLen: tf.seqLen, MaxWindows: tf.maxWindows, HeldOut: tf.heldOut, ModelPath: path}
+	if tf.heldOut == 0 {
+		w.HeldOut = -1 // the library's 0 is its default
 	}
-	if limit.Tokens > 0 && tf.seqLen > limit.Tokens {
+	*t = tf.t
+	t.Seed, t.Backend, t.Progress = seed, tf.back, stderrNotes
+	return docs, nil
+}
+
+// trainError words an error of a calibrated conversion: a bad option of
+// the conversion (convertFlags names their flags) or of the calibration
+// is a usage error, anything else (windows longer than the model reads
+// included) bad input.
+func trainError(err error, convertFlags map[string]string) error {
+	var le *finetune.LengthError
+	if errors.As(err, &le) {
 		// The model does not fit the flag: bad input, as for every
 		// command that reads more tokens than the model's limit.
-		return nil, cli.BadInput(fmt.Errorf("--seq-len %d exceeds the model's limit of %d tokens (%s)", tf.seqLen, limit.Tokens, limit.Source))
+		return cli.BadInput(fmt.Errorf("--seq-len %d exceeds the model's limit of %d tokens (%s)", le.SeqLen, le.Limit.Tokens, le.Limit.Source))
 	}
-	cal, err := finetune.DocumentWindows(tok, infer.GraphInputs(out), docs, tf.seqLen, tf.frame, tf.maxWindows)
-	if err != nil {
-		return nil, cli.BadInput(err)
+	var oe *finetune.OptionError
+	if errors.As(err, &oe) {
+		if name := map[string]string{"SeqLen": "seq-len"}[oe.Field]; name != "" {
+			return cli.UsageError("--%s %s", name, oe.Msg)
+		}
+		return &cli.ExitError{Code: cli.ExitUsage, Err: err}
 	}
-	t.Seed, t.Backend, t.Progress = seed, tf.back, stderrNotes
-	t.HeldOut = cal.HoldOut(tf.heldOut)
-	if tf.heldOut > 0 && t.HeldOut == nil {
-		fmt.Fprintln(stderrNotes, "note: fewer than two calibration documents: nothing is held out, so the parameters are chosen on the training windows")
-	}
-	if t.HeldOut == nil {
-		t.Patience = -1
-	}
-	trained, rep, err := finetune.Transfer(out, cal, t)
-	if err != nil {
-		return nil, cli.BadInput(err)
-	}
-	fmt.Fprint(stderrNotes, rep.Text())
-	return trained, nil
+	return optionError(err, convertFlags)
 }
 
 // readCalibration reads calibration documents: the lines of a file, or

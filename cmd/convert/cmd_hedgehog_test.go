@@ -75,18 +75,22 @@ func TestHedgehogCLI(t *testing.T) {
 	if !bytes.Equal(first, second) {
 		t.Error("two runs with the same seed wrote different models")
 	}
+	// A wrong command line exits 1 (usage); a --calibration that cannot
+	// be read exits 2 (bad input), as for performer and embed.
 	for _, c := range []struct {
 		args []string
+		code int
 		want string
 	}{
-		{[]string{"hedgehog", orig, "-o", filepath.Join(dir, "x.onnx")}, "--calibration"},
-		{[]string{"hedgehog", orig, "-o", filepath.Join(dir, "x.onnx"), "--calibration", docs, "--objective", "kl"}, "--objective"},
-		{[]string{"hedgehog", orig, "-o", filepath.Join(dir, "x.onnx"), "--calibration", docs, "--held-out", "1"}, "--held-out"},
-		{[]string{"hedgehog", orig, "-o", filepath.Join(dir, "x.onnx"), "--calibration", filepath.Join(dir, "missing")}, "--calibration"},
+		{[]string{"hedgehog", orig, "-o", filepath.Join(dir, "x.onnx")}, cli.ExitUsage, "--calibration"},
+		{[]string{"hedgehog", orig, "-o", filepath.Join(dir, "x.onnx"), "--calibration", docs, "--objective", "kl"}, cli.ExitUsage, "--objective"},
+		{[]string{"hedgehog", orig, "-o", filepath.Join(dir, "x.onnx"), "--calibration", docs, "--held-out", "1"}, cli.ExitUsage, "--held-out"},
+		{[]string{"hedgehog", orig, "-o", filepath.Join(dir, "x.onnx"), "--calibration", filepath.Join(dir, "missing")}, cli.ExitBadInput, "--calibration"},
+		{[]string{"long", orig, "-o", filepath.Join(dir, "x.onnx"), "--learned", "--calibration", filepath.Join(dir, "missing")}, cli.ExitBadInput, "--calibration"},
 	} {
 		code, _, errOut := runCLI(c.args...)
-		if code != 1 || !strings.Contains(errOut, c.want) {
-			t.Errorf("%v: exit %d, %q; want exit 1 naming %s", c.args[4:], code, errOut, c.want)
+		if code != c.code || !strings.Contains(errOut, c.want) {
+			t.Errorf("%v: exit %d, %q; want exit %d naming %s", c.args[4:], code, errOut, c.code, c.want)
 		}
 		if _, err := os.Stat(filepath.Join(dir, "x.onnx")); err == nil {
 			t.Errorf("%v: wrote an output", c.args[4:])

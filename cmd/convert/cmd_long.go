@@ -9,7 +9,9 @@ import (
 	"github.com/linearize/linearize/cmd/internal/cli"
 	"github.com/linearize/linearize/cmd/internal/cliutil"
 	"github.com/linearize/linearize/convert"
+	"github.com/linearize/linearize/finetune"
 	"github.com/linearize/linearize/onnx"
+	"github.com/linearize/linearize/onnx/onnxpb"
 )
 
 func runLong(args []string, stdout io.Writer) error {
@@ -27,7 +29,7 @@ func runLong(args []string, stdout io.Writer) error {
 	fs.Var(&intFlag{&o.Features, 0}, "features", "`F`: with --learned, each head's map has 2F features (0: the head size)")
 	seed := fs.Uint64("seed", cli.DefaultSeed, "seed of the learned maps and their training mini-batches, with --learned")
 	var tf transferFlags
-	tf.register(fs, 2048, "needed by --learned (unless --steps 0)")
+	tf.register(fs, finetune.DefaultLongSeqLen, "needed by --learned (unless --steps 0)")
 	fs.BoolVar(&o.Overlap, "overlap", false, "every query also sees the neighbouring half window (1.5 windows of keys)")
 	fs.StringVar(&o.Sinks, "sinks", "none", "tokens every query sees exactly besides its window: none, first, last or first,last")
 	layers := fs.String("layers", "", "`LIST` of block indices to convert (default: all)")
@@ -66,22 +68,22 @@ func runLong(args []string, stdout io.Writer) error {
 	if err != nil {
 		return cli.BadInput(err)
 	}
-	res, rep, err := convert.ToLong(m, o)
-	if err != nil {
-		return optionError(err, map[string]string{"MaxLength": "max-length", "Window": "window", "Segments": "segments", "Sinks": "sinks", "Learned": "learned", "Features": "features"})
-	}
-	if o.Learned {
-		// Calibration rows are framed window by window, as embed reads a
-		// long model's input.
-		if tf.frame, err = strconv.Atoi(convert.Meta(res, convert.MetaWindow)); err != nil {
-			return cli.BadInput(fmt.Errorf("long: window metadata: %w", err))
-		}
-		if tf.seqLen%tf.frame != 0 {
-			return cli.UsageError("--seq-len %d must be a multiple of the window %d", tf.seqLen, tf.frame)
-		}
-		if res, err = tf.train(res, path, o.Seed); err != nil {
+	convertFlags := map[string]string{"MaxLength": "max-length", "Window": "window", "Segments": "segments", "Sinks": "sinks", "Learned": "learned", "Features": "features"}
+	var res *onnxpb.ModelProto
+	var rep *convert.Report
+	if o.Learned && tf.t.Steps > 0 {
+		lo := finetune.LongOptions{Convert: o}
+		docs, err := tf.options(&lo.Windows, &lo.Transfer, path, o.Seed)
+		if err != nil {
 			return err
 		}
+		var trep *finetune.TransferReport
+		if res, rep, trep, err = finetune.TrainLong(m, docs, lo); err != nil {
+			return trainError(err, convertFlags)
+		}
+		fmt.Fprint(stderrNotes, trep.Text())
+	} else if res, rep, err = convert.ToLong(m, o); err != nil { // --steps 0: the maps stay as drawn
+		return optionError(err, convertFlags)
 	}
 	if !*asJSON {
 		fmt.Fprintf(stdout, "reads up to %d tokens in windows of %s\n", o.MaxLength, convert.Meta(res, convert.MetaWindow))

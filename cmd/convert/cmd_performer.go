@@ -11,6 +11,7 @@ import (
 	"github.com/linearize/linearize/features"
 	"github.com/linearize/linearize/finetune"
 	"github.com/linearize/linearize/infer"
+	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
 	"github.com/linearize/linearize/ops"
 )
@@ -56,6 +57,7 @@ func runPerformer(args []string, stdout io.Writer) error {
 	if *weighting != features.WeightAttention && *weighting != features.WeightUniform {
 		return cli.UsageError("--calibration-weighting %q: want %s or %s", *weighting, features.WeightAttention, features.WeightUniform)
 	}
+	var feed map[string]*onnx.Tensor
 	if *calib != "" {
 		if *calibLen < 2 {
 			return cli.UsageError("--calibration-max-len must be at least 2")
@@ -70,18 +72,19 @@ func runPerformer(args []string, stdout io.Writer) error {
 				spec.MaxLen = min(spec.MaxLen, max(n, 2))
 			}
 		}
-		feed, err := spec.Build(m, in)
+		built, err := spec.Build(m, in)
 		if err != nil {
 			return calibrationError(err)
 		}
-		if o.Moments, err = finetune.PerformerMoments(m, feed.Tensors, finetune.MomentOptions{NoCenter: !o.Centered(), Weighting: *weighting}); err != nil {
-			return cli.RuntimeFailure(err)
-		}
+		feed = built.Tensors
 	} else if o.NeedsMoments() {
 		return cli.UsageError("--balance and --features-kind %s need --calibration FILE", o.FeatureMap)
 	}
-	out, rep, err := convert.ToPerformer(m, o)
-	if err != nil {
+	mo := finetune.MomentOptions{Weighting: *weighting, Progress: stderrNotes}
+	out, rep, err := finetune.CalibratedPerformer(m, feed, o, mo)
+	if errors.Is(err, finetune.ErrCalibrationRun) {
+		return cli.RuntimeFailure(err)
+	} else if err != nil {
 		return optionError(err, flagsOf("Features", "features", "Omega", "omega", "Norms", "norms", "Kernel", "kernel",
 			"Chunk", "chunk", "Center", "center", "FeatureMap", "features-kind", "Balance", "balance", "Moments", "calibration"))
 	}

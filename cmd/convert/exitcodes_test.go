@@ -121,7 +121,7 @@ func TestBadInputExitCodes(t *testing.T) {
 		{[]string{"hedgehog", model, "-o", out}, exitUsage, "--calibration"},
 		{[]string{"hedgehog", model, "-o", out, "--calibration", texts, "--objective", "kl"}, exitUsage, "--objective"},
 		{[]string{"hedgehog", model, "-o", out, "--features", "-1", "--steps", "0"}, exitUsage, "--features"},
-		{[]string{"hedgehog", model, "-o", out, "--calibration", noText}, exitUsage, "none.txt"},
+		{[]string{"hedgehog", model, "-o", out, "--calibration", noText}, exitBadInput, "none.txt"},
 		{[]string{"hedgehog", missing, "-o", out, "--steps", "0"}, exitBadInput, "missing.onnx"},
 
 		// bench
