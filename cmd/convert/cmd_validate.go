@@ -20,7 +20,7 @@ func runValidate(args []string, stdout io.Writer) error {
 	ff := addFeedFlags(fs)
 	backend := fs.String("backend", infer.DefaultBackend, "backend that runs the model: "+strings.Join(infer.Backends(), " or "))
 	threads := fs.Int("threads", 0, "intra-op threads (0: backend default)")
-	tol := fs.Float64("tolerance", infer.DefaultTolerance, "an op agrees when its scaled error (max abs error / the op output's scale) is at most this")
+	tol := fs.Float64("tolerance", infer.DefaultTolerance, "floor of the agreement: an op agrees when its scaled error (max abs error / the op output's scale) is at most this; beyond it, when both sides are within float32 rounding of the op's function body evaluated in float64 (a failure then says which side is off); below 2^-24 (6e-8) it is held literally")
 	guarded := fs.Float64("max-guarded", infer.DefaultMaxGuarded, "a PerformerAttention node fails when more than this share of its output rows is decided by the denominator guard (the estimator out of its range); 1 allows any")
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
 	pos, err := cli.ParseFlags(fs, args, stdout)
@@ -73,9 +73,36 @@ func runValidate(args []string, stdout io.Writer) error {
 		if nonFinite > 0 {
 			return cli.RuntimeFailure(fmt.Errorf("%d of %d converted ops fail, %d of them with NaN or Inf outputs (non-finite: no agreement)", v.Failed(), len(v.Checks), nonFinite))
 		}
-		return cli.RuntimeFailure(fmt.Errorf("%d of %d converted ops fail (disagree beyond tolerance %g, or the estimator's guard decided more than %g of the rows)", v.Failed(), len(v.Checks), *tol, *guarded))
+		return cli.RuntimeFailure(fmt.Errorf("%d of %d converted ops fail (disagree beyond tolerance %g and beyond float32 rounding, or the estimator's guard decided more than %g of the rows)%s", v.Failed(), len(v.Checks), *tol, *guarded, failureCauses(v)))
 	}
 	return nil
+}
+
+// failureCauses names the cause of the first failing op whose float64
+// check says which side is off (": op 9 LaraAttention (node): the function
+// body and the Go kernel (the reference) compute different things: ...",
+// and how many more), "" when none has one.
+func failureCauses(v *infer.Validation) string {
+	var causes []string
+	more := 0
+	for _, c := range v.Checks {
+		if c.OK || c.Error != "" || c.Rounding == nil {
+			continue
+		}
+		if len(causes) == 1 {
+			more++
+			continue
+		}
+		causes = append(causes, fmt.Sprintf("op %d %s (%s): %s", c.Index, c.Op, c.Node, c.Rounding.Cause(v.Backend, c.Diff.Scaled)))
+	}
+	if len(causes) == 0 {
+		return ""
+	}
+	s := ": " + strings.Join(causes, "; ")
+	if more > 0 {
+		s += fmt.Sprintf("; %d more such ops (see the table)", more)
+	}
+	return s
 }
 
 // checkBackend vets --backend (run, compare, validate, finetune).

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -10,6 +12,8 @@ import (
 	"github.com/linearize/linearize/infer"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
+	"github.com/linearize/linearize/ops"
+	"google.golang.org/protobuf/proto"
 )
 
 // qdqBERT is the small BERT with its first MatMul weight stored as uint8
@@ -138,6 +142,137 @@ func TestLoadRefusesHostileQuantization(t *testing.T) {
 			if _, err := os.Stat(out); err == nil {
 				t.Errorf("%s, %s: wrote %s", name, k.name, out)
 			}
+		}
+	}
+}
+
+// keyOffsetBERT is safetyBERT with a large bias on the keys' projection:
+// every key shares one large component. Softmax attention is exactly
+// invariant to it, but float32 rounds the scores at their full size, so a
+// LaraAttention conversion of it is correct and ill-conditioned.
+func keyOffsetBERT(t *testing.T, offset float32) *onnxpb.ModelProto {
+	t.Helper()
+	m := safetyBERT(t)
+	for _, tp := range m.Graph.Initializer {
+		if tp.GetName() != "encoder.layer.0.attention.self.key.bias" {
+			continue
+		}
+		b, err := onnx.DecodeTensor(tp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range b.Floats() {
+			b.Floats()[i] += offset * float32(1-2*(i%2)) * float32(1+i%3)
+		}
+		nt, err := onnx.EncodeTensor(tp.GetName(), b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		proto.Reset(tp)
+		proto.Merge(tp, nt)
+		return m
+	}
+	t.Fatal("no key bias")
+	return nil
+}
+
+// scaleFunctionBody makes the function body of op compute factor× its
+// output: the model's op then computes something else than its kernel.
+func scaleFunctionBody(t *testing.T, m *onnxpb.ModelProto, op string, factor float32) {
+	t.Helper()
+	for _, f := range m.Functions {
+		if f.GetName() != op {
+			continue
+		}
+		out := f.Output[0]
+		for _, n := range f.Node {
+			for i, o := range n.Output {
+				if o == out {
+					n.Output[i] = out + "_unscaled"
+				}
+			}
+		}
+		k, err := onnx.EncodeTensor("", onnx.NewFloat(nil, []float32{factor}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.Node = append(f.Node,
+			&onnxpb.NodeProto{OpType: ptr("Constant"), Output: []string{out + "_factor"},
+				Attribute: []*onnxpb.AttributeProto{{Name: ptr("value"), Type: onnxpb.AttributeProto_TENSOR.Enum(), T: k}}},
+			&onnxpb.NodeProto{OpType: ptr("Mul"), Input: []string{out + "_unscaled", out + "_factor"}, Output: []string{out}})
+		return
+	}
+	t.Fatalf("no function %s", op)
+}
+
+// TestValidateToleranceFollowsRounding: validate passes a correct but
+// ill-conditioned LaraAttention conversion whose two sides disagree far
+// beyond --tolerance, saying that this is float32 rounding; it fails a
+// model whose function body computes 1.01× the op, on well- and
+// ill-conditioned inputs, with exit 3 and a message naming the cause;
+// and --tolerance stays a floor the user can raise.
+func TestValidateToleranceFollowsRounding(t *testing.T) {
+	backend := "native"
+	if infer.ORTAvailable() == nil {
+		backend = "ort"
+	}
+	dir := t.TempDir()
+	convertLara := func(name string, offset float32, broken bool) string {
+		in := filepath.Join(dir, name+"-base.onnx")
+		writeModel(t, keyOffsetBERT(t, offset), in)
+		out := filepath.Join(dir, name+".onnx")
+		if code, _, stderr := safeRun(t, "lara", in, "-o", out, "--landmarks", "4"); code != exitOK {
+			t.Fatalf("lara: exit %d: %s", code, stderr)
+		}
+		if broken {
+			m, err := onnx.Load(out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			scaleFunctionBody(t, m, ops.LaraOp, 1.01)
+			writeModel(t, m, out)
+		}
+		return out
+	}
+	validate := func(model string, extra ...string) (int, string, string) {
+		args := append([]string{"validate", model, "--backend", backend, "--random-inputs", "--seq-len", "16", "--batch", "2"}, extra...)
+		return safeRun(t, args...)
+	}
+
+	ill := convertLara("ill", 100, false)
+	code, stdout, stderr := validate(ill)
+	if code != exitOK || !strings.Contains(stdout, "ok (rounding)") || !strings.Contains(stdout, "is float32 rounding, not a wrong result") {
+		t.Errorf("ill-conditioned, correct: exit %d\n%s%s", code, stdout, stderr)
+	}
+	code, stdout, _ = validate(ill, "--json")
+	var res struct {
+		OK     bool            `json:"ok"`
+		Checks []infer.OpCheck `json:"checks"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &res); err != nil || code != exitOK || !res.OK || len(res.Checks) != 1 {
+		t.Fatalf("--json: exit %d, %v:\n%s", code, err, stdout)
+	}
+	ch := res.Checks[0]
+	if ch.Diff.Scaled <= infer.DefaultTolerance {
+		t.Fatalf("err/scale %.3g within the tolerance: the model is not ill-conditioned", ch.Diff.Scaled)
+	}
+	if r := ch.Rounding; r == nil || !r.Explained || r.Error != "" {
+		t.Errorf("--json rounding %+v", r)
+	}
+	// Raised above the disagreement, the floor decides alone.
+	code, stdout, _ = validate(ill, "--tolerance", fmt.Sprint(2*ch.Diff.Scaled))
+	if code != exitOK || strings.Contains(stdout, "rounding") {
+		t.Errorf("raised tolerance: exit %d\n%s", code, stdout)
+	}
+
+	for _, c := range []struct {
+		name   string
+		offset float32
+	}{{"broken", 0}, {"broken-ill", 30}} {
+		code, stdout, stderr := validate(convertLara(c.name, c.offset, true))
+		want := "the function body and the Go kernel (the reference) compute different things"
+		if code != exitRuntime || !strings.Contains(stderr, want) || !strings.Contains(stdout, "FAIL: LaraAttention node") {
+			t.Errorf("%s: exit %d, want %d naming %q:\n%s%s", c.name, code, exitRuntime, want, stdout, stderr)
 		}
 	}
 }
