@@ -6,6 +6,7 @@ import (
 	"io"
 	"sort"
 	"strconv"
+	"strings"
 
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
@@ -33,23 +34,17 @@ type Dims struct {
 // Form is an attention form the cost model prices.
 type Form string
 
-// The forms.
+// The baseline forms; each conversion's form (Performer, Linformer,
+// LocalPooled, Hedgehog, Lara, Windowed) is declared with the
+// conversion (Conversion.Form).
 const (
-	Original    Form = "original"
-	Performer   Form = "performer"
-	Linformer   Form = "linformer"
-	LocalPooled Form = "local-pooled"
-	Lara        Form = "lara"
-	Hedgehog    Form = "hedgehog"
+	// Original is the unfused softmax attention the converters read.
+	Original Form = "original"
 	// Fused is onnxruntime's fused softmax attention as its transformers
 	// optimizer writes it by default (com.microsoft Attention, or
 	// MultiHeadAttention with a mask): the original's MACs, the H·n·n
 	// scores materialised once and normalised in place.
 	Fused Form = "fused"
-	// Windowed is WindowAttention: exact attention to the band of each
-	// query, computed over blocks of b = Dims.Window (the 3b keys of the
-	// block and both neighbours, masked to the band).
-	Windowed Form = "window"
 	// Flash is onnxruntime's MultiHeadAttention without mask or bias,
 	// which its CPU kernel runs as flash attention: the original's MACs,
 	// scores computed block by block in cache, memory linear in n.
@@ -62,29 +57,20 @@ const (
 //	projections  4·n·h²                   Q, K, V and output dense
 //	FFN          2·n·h·f                  two dense layers
 //	core, original   2·n²·h               Q·Kᵀ and P·V over all heads
-//	core, Performer  4·n·M·h + 2·n·M·H    φ(Q), φ(K) (Ω·x), φ(K)ᵀV, φ(Q)·(φ(K)ᵀV),
-//	                                      and the normaliser φ(K)ᵀ1, φ(Q)·z
-//	core, Linformer  4·n·k·h              E·K, F·V, Q·Kpᵀ, P·Vp
-//	core, local+pooled  n·h·(6b + 4k + 4s)  Q·Kᵀ and P·V over the 3b keys of
-//	                                      the block window, segment means
-//	                                      (one-hot·K, one-hot·V), Q·K̄ᵀ and
-//	                                      P·V̄ over k segments, s sinks
-//	                                      gathered and scored
-//	core, LARA  n·h·(4R + 3C) + R·C·h  R = C·samples proposals: ω·K̃ and
-//	                                      the weighted values per sample,
-//	                                      ω·Q̃, the query-landmark
-//	                                      affinities, the one-hot landmark
-//	                                      means of Q and K; the proposals'
-//	                                      densities at every sample (R·C)
 //
-// with h = H·d; Fused and Flash have the original's MACs. Exponentials
-// (H·n² for the softmax, 2·H·n·M for the Performer features) are reported
-// (Exps). Work prices a pass with Weights: each form's core MACs, the
-// elementwise passes of the attention core (Elementwise, see Layer), the
-// exponentials and a fixed cost per layer, all in MACs of the projections'
-// GEMMs; with the zero Weights the predicted speedup of a form is original
-// MACs / form MACs. LayerNorms, biases, Gelu and the head split and merge,
-// which every form has, are not counted in the MACs.
+// with h = H·d; Fused and Flash have the original's MACs, and each
+// conversion's core is priced in its own file, beside its rewrite
+// (performerCost in performer.go: 4·n·M·h + 2·n·M·H; linformerCost:
+// 4·n·k·h; localPooledCost: n·h·(6b + 4k + 4s); hedgehogCost; laraCost;
+// windowCost). Exponentials (H·n² for the softmax, 2·H·n·M for the
+// Performer features) are reported (Exps). Work prices a pass with
+// Weights: each form's core MACs, the elementwise passes of the attention
+// core (Elementwise, see Layer), the exponentials and a fixed cost per
+// layer, all in MACs of the projections' GEMMs; with the zero Weights the
+// predicted speedup of a form is original MACs / form MACs. LayerNorms,
+// biases, Gelu and the head split and merge, which every form has, are not
+// counted in the MACs. NewCostModel prices every conversion at its
+// defaults.
 type CostModel struct {
 	Dims     Dims
 	Features int // Performer M
@@ -145,108 +131,44 @@ const fusedPeakFactor = 1
 //	original      5·H·n²   Div (scale), Add (mask), Softmax (3 passes)
 //	fused         4·H·n²   mask copied into the scores, Softmax in place
 //	flash         2·H·n²   running maximum, exp and sum, in cache
-//	Performer     6·H·n·M + 3·n·h + 4·H·n·(d+1)
-//	              keys: ReduceMax, Sub, Exp over [M,n]; queries: Softmax
-//	              (3 passes) over [n,M]; K masked (Where), K⊙K and its sum
-//	              over [n,d]; [K, offset] Concat and its Transpose, [V,1]
-//	              and [Q,1] Concat over [n,d+1]
-//	Linformer     4·H·n·k + 2·n·k + 2·n·h
-//	              scale Mul and Softmax over the [n,k] scores; E and F
-//	              ([1,k,N], shared by the heads as LinformerOptions'
-//	              default) sliced to n columns; K and V masked (Where)
-//	local+pooled  (b > 0) 26·n·h + 7·n·k + 5·H·n·(3b + k)
-//	              n·h: scale Mul, K and V masked, Q padded, each of K and V
-//	              padded, padded again, sliced three times and concatenated
-//	              into 3-block windows (8), the windows' Transpose (3), Sum
-//	              of the parts, Div, final Slice; n·k: one-hot Equal, Cast,
-//	              Mul, Transpose, ReduceSum, and Pad and ReduceSum of the
-//	              block counts; per part (3b local, k pooled): the bias
-//	              Add, ReduceMax, Sub, Exp, ReduceSum (the sinks' part,
-//	              H·n·s with s ≤ 2, is n times a constant)
-//	              (b = 0) 4·n·h + 5·n·k + 5·H·n·k: scale Mul, K and V
-//	              masked, Div, the one-hot as above, the pooled part; plus
-//	              n·h for the Sum of the parts when s > 0
-//	LARA          19·H·n·R + 5·H·n·C + 9·n·C + 7·n·h (approximate: the
-//	              key and query weights, their exps and normalisations
-//	              over [n,R], the affinity softmax over [n,C], the
-//	              one-hot landmark means)
 //
-// (the function bodies of ops/performer.go, ops/linformer.go and
-// ops/localpooled.go; the plain FAVOR+ positive body for Performer).
+// and each conversion's counts, from its op's function body, are in its
+// pricing (performerCost, linformerCost, localPooledCost, laraCost, ...).
 func (c CostModel) Layer(f Form, n int) LayerCost {
 	d := c.Dims
 	N, h, H, F := int64(n), int64(d.Hidden), int64(d.Heads), int64(d.FFN)
-	M, K := int64(c.Features), int64(c.K)
-	D := int64(d.HeadDim)
 	lc := LayerCost{Form: f, Length: n, Projections: 4 * N * h * h, FFN: 2 * N * h * F}
 	lc.Largest, lc.LargestName = 4*N*F, "FFN activation n·f"
-	big := func(bytes int64, name string) {
-		if bytes > lc.Largest {
-			lc.Largest, lc.LargestName = bytes, name
-		}
-	}
 	switch f {
 	case Original:
 		lc.Core = 2 * N * N * h
 		lc.Exps = H * N * N
 		lc.Elementwise = 5 * H * N * N
-		big(4*H*N*N, "scores H·n·n")
+		lc.keep(4*H*N*N, "scores H·n·n")
 	case Fused:
 		lc.Core = 2 * N * N * h
 		lc.Exps = H * N * N
 		lc.Elementwise = 4 * H * N * N
-		big(4*H*N*N, "scores H·n·n")
+		lc.keep(4*H*N*N, "scores H·n·n")
 	case Flash:
 		lc.Core = 2 * N * N * h
 		lc.Exps = H * N * N
 		lc.Elementwise = 2 * H * N * N
-	case Performer:
-		lc.Core = 4*N*M*h + 2*N*M*H
-		lc.Exps = 2 * H * N * M
-		lc.Elementwise = 6*H*N*M + 3*N*h + 4*H*N*(D+1)
-		big(4*H*N*M, "features H·n·M")
-	case Linformer:
-		lc.Core = 4 * N * K * h
-		lc.Exps = H * N * K
-		lc.Elementwise = 4*H*N*K + 2*N*K + 2*N*h
-		big(4*H*N*K, "scores H·n·k")
-	case LocalPooled:
-		b, k, s := int64(c.Block), int64(c.Segments), int64(c.Sinks)
-		lc.Core = N * h * (6*b + 4*k + 4*s)
-		lc.Exps = H * N * (3*b + k + s)
-		if b > 0 {
-			lc.Elementwise = 26*N*h + 7*N*k + 5*H*N*(3*b+k)
-		} else {
-			lc.Elementwise = 4*N*h + 5*N*k + 5*H*N*k
-			if s > 0 {
-				lc.Elementwise += N * h
-			}
+	default:
+		if cv := conversionOf(f); cv != nil {
+			cv.cost.layer(c, n, &lc)
 		}
-		big(4*H*N*3*b, "local scores H·n·3b")
-		big(4*H*N*k, "pooled scores H·n·k")
-	case Windowed:
-		b := int64(max(c.Dims.Window, 1))
-		lc.Core = N * h * 6 * b
-		lc.Exps = H * N * 3 * b
-		lc.Elementwise = 26*N*h + 5*H*N*3*b
-		big(4*H*N*3*b, "window scores H·n·3b")
-	case Hedgehog:
-		b, F2 := int64(c.Block), 2*int64(c.MapFeatures)
-		lc.Core = N*h*(6*b+F2) + 2*N*H*F2*(D+1)
-		lc.Exps = H * N * (3*b + 2*F2)
-		lc.Elementwise = 5*H*N*3*b + 6*H*N*F2 + 4*N*h
-		big(4*H*N*3*b, "local scores H·n·3b")
-		big(4*H*N*F2, "features H·n·2F")
-	case Lara:
-		C := int64(c.Landmarks)
-		R := C * int64(max(c.Samples, 1))
-		lc.Core = N*h*(4*R+3*C) + R*C*h
-		lc.Exps = H*N*(3*R+C) + H*R*C
-		lc.Elementwise = 19*H*N*R + 5*H*N*C + 9*N*C + 7*N*h
-		big(4*H*N*R, "samples H·n·R")
 	}
 	lc.Total = lc.Projections + lc.Core + lc.FFN
 	return lc
+}
+
+// keep records an intermediate of the given size as the largest when it
+// is larger than the largest so far.
+func (lc *LayerCost) keep(bytes int64, name string) {
+	if bytes > lc.Largest {
+		lc.Largest, lc.LargestName = bytes, name
+	}
 }
 
 // layerMix is how many layers of each priced form a model converted to
@@ -484,14 +406,14 @@ func (c CostModel) WriteCostTable(w io.Writer, lengths []int) error {
 		return err
 	}
 	d := c.Dims
-	fmt.Fprintf(w, "cost model: %d layers, hidden %d, %d heads × %d, FFN %d; Performer M = %d, Linformer k = %d", d.Layers, d.Hidden, d.Heads, d.HeadDim, d.FFN, c.Features, c.K)
-	if c.Segments > 0 {
-		fmt.Fprintf(w, ", local+pooled b = %d, k = %d, %d sinks", c.Block, c.Segments, c.Sinks)
+	forms := c.Forms()
+	var sizes []string
+	for _, f := range forms[1:] {
+		if cv := conversionOf(f); cv != nil && cv.cost.header != nil {
+			sizes = append(sizes, cv.cost.header(c))
+		}
 	}
-	if c.Landmarks > 0 {
-		fmt.Fprintf(w, ", LARA C = %d × %d samples", c.Landmarks, max(c.Samples, 1))
-	}
-	fmt.Fprintln(w, "; batch 1")
+	fmt.Fprintf(w, "cost model: %d layers, hidden %d, %d heads × %d, FFN %d; %s; batch 1\n", d.Layers, d.Hidden, d.Heads, d.HeadDim, d.FFN, strings.Join(sizes, ", "))
 	if c.Weights != (Weights{}) {
 		fmt.Fprintf(w, "multiply-accumulates (MACs) per layer and for the model (k/M/G/T = 1e3/1e6/1e9/1e12); speedup and crossover price the work in MAC-equivalents with weights %v\n", c.Weights)
 	} else {
@@ -501,7 +423,6 @@ func (c CostModel) WriteCostTable(w io.Writer, lengths []int) error {
 		fmt.Fprintf(w, "%d of the %d layers are sliding-window (band ±%d): every conversion makes them WindowAttention (the window form's row); %d are refused and stay dense; the layer columns price a converted layer, the model column the whole mix\n", d.WindowLayers, d.Layers, d.Window, d.DenseLayers)
 	}
 	fmt.Fprintf(w, "%-8s %-12s %10s %10s %10s %10s %12s %9s  %s\n", "length", "form", "proj", "core", "ffn", "layer", "model", "speedup", "largest intermediate")
-	forms := c.Forms()
 	ls := append([]int(nil), lengths...)
 	sort.Ints(ls)
 	for _, n := range ls {
@@ -516,18 +437,15 @@ func (c CostModel) WriteCostTable(w io.Writer, lengths []int) error {
 	if c.Weights == (Weights{}) {
 		what = "fewer MACs"
 	}
-	fmt.Fprintf(w, "predicted crossover (first n with "+what+" than the original): performer %d (cores equal at 2M + M/d = %d), linformer %d (cores equal at 2k = %d)",
-		c.Crossover(Performer), 2*c.Features+c.Features/d.HeadDim, c.Crossover(Linformer), 2*c.K)
-	if c.Segments > 0 {
-		fmt.Fprintf(w, ", local-pooled %d (cores equal at 3b + 2k + 2s = %d)", c.Crossover(LocalPooled), 3*c.Block+2*c.Segments+2*c.Sinks)
+	var crossovers []string
+	for _, cv := range c.approximate() {
+		note := ""
+		if cv.cost.note != nil {
+			note = cv.cost.note(c)
+		}
+		crossovers = append(crossovers, fmt.Sprintf("%s %d%s", cv.Name, c.Crossover(cv.Form()), note))
 	}
-	if c.MapFeatures > 0 {
-		fmt.Fprintf(w, ", hedgehog %d (cores equal at 3b + F·(3 + 2/d) = %d)", c.Crossover(Hedgehog), 3*c.Block+c.MapFeatures*(3*d.HeadDim+2)/d.HeadDim)
-	}
-	if c.Landmarks > 0 {
-		fmt.Fprintf(w, ", lara %d", c.Crossover(Lara))
-	}
-	fmt.Fprintln(w)
+	fmt.Fprintf(w, "predicted crossover (first n with %s than the original): %s\n", what, strings.Join(crossovers, ", "))
 	if c.Weights != (Weights{}) {
 		// The baselines have the original's MACs; only their weights
 		// differ, so they are worth a line only when weights count.
@@ -554,25 +472,42 @@ func crossoverText(n int) string {
 	return strconv.Itoa(n)
 }
 
-// Forms lists the forms the model prices: the original, Performer,
-// Linformer, local+pooled when Segments > 0, hedgehog when MapFeatures >
-// 0 and LARA when Landmarks > 0.
+// Forms lists the forms the model prices: the original, then every
+// conversion it prices (Conversions' order): the window form when the
+// model has window layers, Performer and Linformer, local+pooled when
+// Segments > 0, hedgehog when MapFeatures > 0 and LARA when Landmarks > 0.
 func (c CostModel) Forms() []Form {
 	forms := []Form{Original}
-	if c.Dims.WindowLayers > 0 {
-		forms = append(forms, Windowed)
-	}
-	forms = append(forms, Performer, Linformer)
-	if c.Segments > 0 {
-		forms = append(forms, LocalPooled)
-	}
-	if c.MapFeatures > 0 {
-		forms = append(forms, Hedgehog)
-	}
-	if c.Landmarks > 0 {
-		forms = append(forms, Lara)
+	for _, cv := range conversions {
+		if cv.cost.priced == nil || cv.cost.priced(c) {
+			forms = append(forms, cv.Form())
+		}
 	}
 	return forms
+}
+
+// approximate lists the conversions the model prices that approximate
+// the attention (all but the exact window form).
+func (c CostModel) approximate() []*Conversion {
+	var out []*Conversion
+	for _, f := range c.Forms()[1:] {
+		if cv := conversionOf(f); cv != nil && !cv.Exact {
+			out = append(out, cv)
+		}
+	}
+	return out
+}
+
+// WriteCoreMACs writes one line: the attention core MACs per token and
+// hidden unit of one layer of each approximate conversion priced, at
+// length n (`convert inspect --cost` prints it under the table).
+func (c CostModel) WriteCoreMACs(w io.Writer, n int) {
+	h := int64(c.Dims.Hidden)
+	var parts []string
+	for _, cv := range c.approximate() {
+		parts = append(parts, fmt.Sprintf("%s %d", cv.Name, c.Layer(cv.Form(), n).Core/(int64(n)*h)))
+	}
+	fmt.Fprintf(w, "attention core MACs per token per hidden unit (per layer): %s (at n = %d)\n", strings.Join(parts, ", "), n)
 }
 
 // giga formats a MAC count with an SI suffix.

@@ -178,10 +178,10 @@ func TestCostModelMACsMeasured(t *testing.T) {
 			return convert.ToLocalPooled(bert, convert.LocalPooledOptions{Block: 4, Segments: 3})
 		}, ns: []int{16, 32}},
 		{name: "local-pooled-b8-k5-1sink", form: convert.LocalPooled, cm: convert.CostModel{Block: 8, Segments: 5, Sinks: 1}, conv: func() (*onnxpb.ModelProto, *convert.Report, error) {
-			return convert.ToLocalPooled(bert, convert.LocalPooledOptions{Block: 8, Segments: 5, Sinks: "first"})
+			return convert.ToLocalPooled(bert, convert.LocalPooledOptions{Block: 8, Segments: 5, Sinks: convert.SinkFirst})
 		}, ns: []int{24, 40}},
 		{name: "pooled-only-k4-0sinks", form: convert.LocalPooled, cm: convert.CostModel{Segments: 4}, conv: func() (*onnxpb.ModelProto, *convert.Report, error) {
-			return convert.ToLocalPooled(bert, convert.LocalPooledOptions{NoLocal: true, Segments: 4, Sinks: "none"})
+			return convert.ToLocalPooled(bert, convert.LocalPooledOptions{NoLocal: true, Segments: 4, Sinks: convert.NoSinks})
 		}, ns: []int{12, 30}},
 		{name: "hedgehog-b4-F5", form: convert.Hedgehog, cm: convert.CostModel{Block: 4, MapFeatures: 5}, conv: func() (*onnxpb.ModelProto, *convert.Report, error) {
 			return convert.ToHedgehog(bert, convert.HedgehogOptions{Block: 4, Features: 5, Seed: 1})

@@ -48,13 +48,13 @@ func TestCostElementwiseFromBodies(t *testing.T) {
 			return ToLocalPooled(bert, LocalPooledOptions{Block: b, Segments: k})
 		}, 0},
 		{LocalPooled, 0, func() (*onnxpb.ModelProto, *Report, error) {
-			return ToLocalPooled(bert, LocalPooledOptions{Block: b, Segments: k, Sinks: "none"})
+			return ToLocalPooled(bert, LocalPooledOptions{Block: b, Segments: k, Sinks: NoSinks})
 		}, 0},
 		{LocalPooled, 2, func() (*onnxpb.ModelProto, *Report, error) {
 			return ToLocalPooled(bert, LocalPooledOptions{NoLocal: true, Segments: k})
 		}, -1},
 		{LocalPooled, 0, func() (*onnxpb.ModelProto, *Report, error) {
-			return ToLocalPooled(bert, LocalPooledOptions{NoLocal: true, Segments: k, Sinks: "none"})
+			return ToLocalPooled(bert, LocalPooledOptions{NoLocal: true, Segments: k, Sinks: NoSinks})
 		}, -1},
 	} {
 		name := fmt.Sprintf("%s-%dsinks", c.form, c.sinks)

@@ -32,6 +32,15 @@
 // When they convert nothing they return an error wrapping
 // ErrNothingConverted that gives each block's reason.
 //
+// Each conversion is declared once, in its rewrite's file: its options,
+// its To function, its cost-model form and its Conversion (registry.go),
+// which gives its name, op type, sizes and defaults, bench variant and
+// pricing. Conversions, LookupConversion and ConversionOfOp are where the
+// command line, the benchmark, the cost model and the plots look
+// conversions up (docs/library.md, "Adding a conversion"). The defaults
+// shared by several are named: DefaultBlock and DefaultSegments (64) and
+// DefaultSinks, a Sinks set.
+//
 // Published models come in float16, bfloat16 and int8. Facts proved from
 // constants and operators outrank declared value_info (which conversion
 // tools leave with placeholder dims); each block's element type is read

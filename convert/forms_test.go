@@ -637,7 +637,7 @@ func TestPaddingInvarianceMaskOrder(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			lp, _, err := ToLocalPooled(m, LocalPooledOptions{Block: 1, Segments: 1, Sinks: "first"})
+			lp, _, err := ToLocalPooled(m, LocalPooledOptions{Block: 1, Segments: 1, Sinks: SinkFirst})
 			if err != nil {
 				t.Fatal(err)
 			}

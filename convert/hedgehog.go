@@ -17,7 +17,8 @@ type HedgehogOptions struct {
 	Features int
 	// Block is b: each query attends exactly to the keys of its block of b
 	// positions and of the Reach blocks on either side, and to the rest
-	// through the learned features, in one normaliser (default 64).
+	// through the learned features, in one normaliser (default
+	// DefaultBlock).
 	// Linear drops the exact part: pure linear attention with a state of
 	// fixed size per head (Block and Reach are then ignored).
 	Block  int
@@ -50,7 +51,7 @@ func (o HedgehogOptions) attrs() (ops.HedgehogAttrs, error) {
 		return ops.HedgehogAttrs{}, nil
 	}
 	if o.Block == 0 {
-		o.Block = 64
+		o.Block = DefaultBlock
 	}
 	switch o.Reach {
 	case 0:
@@ -152,4 +153,57 @@ func hedgehogInit(seed uint64, layer, heads, d, f int, scale float64) (ops.Hedge
 		QWeight: t([]int{heads, d, f}, w), QBias: t([]int{heads, 2 * f}, bias), QNorm: t([]int{heads}, norm),
 		KWeight: t([]int{heads, d, f}, w), KBias: t([]int{heads, 2 * f}, bias), KNorm: t([]int{heads}, norm),
 	}, nil
+}
+
+// Hedgehog is the cost-model form of ToHedgehog.
+const Hedgehog Form = "hedgehog"
+
+// hedgehogConversion is ToHedgehog in the registry (registry.go). Its
+// bench variant has untrained maps: training changes the maps' values,
+// not the work a benchmark measures.
+var hedgehogConversion = Conversion{
+	Name: string(Hedgehog),
+	Op:   ops.HedgehogOp,
+	Sizes: []Size{blockSize, {Flag: "map-features", Option: "Features", Usage: "hedgehog features F per map (2F per head; 0: the head size), with the window of --block",
+		ZeroMeans: "the head size", Max: MaxHedgehogFeatures, field: func(c *CostModel) *int { return &c.MapFeatures }}},
+	bench: func(m *onnxpb.ModelProto, s Sizes, seed uint64) (*onnxpb.ModelProto, *Report, error) {
+		return ToHedgehog(m, HedgehogOptions{Block: s.of(blockSize), Features: s["map-features"], Seed: seed})
+	},
+	describe: func(ro ReportOptions) string { return fmt.Sprintf("b = %d, untrained maps", ro.Block) },
+	cost: conversionCost{
+		layer:  hedgehogCost,
+		priced: func(c CostModel) bool { return c.MapFeatures > 0 },
+		defaults: func(c *CostModel) {
+			if c.MapFeatures == 0 {
+				c.MapFeatures = c.Dims.HeadDim
+			}
+		},
+		fromReport: func(c *CostModel, ro ReportOptions) {
+			c.MapFeatures = ro.Features
+			if c.MapFeatures == 0 {
+				c.MapFeatures = c.Dims.HeadDim
+			}
+		},
+		note: func(c CostModel) string {
+			d := c.Dims.HeadDim
+			return fmt.Sprintf(" (cores equal at 3b + F·(3 + 2/d) = %d)", 3*c.Block+c.MapFeatures*(3*d+2)/d)
+		},
+	},
+}
+
+// hedgehogCost prices HedgehogAttention with the window of b = c.Block
+// (reach 1) and F = c.MapFeatures (2F features per head):
+//
+//	core         n·h·(6b + 2F) + 2·n·H·2F·(d+1)  the local part as
+//	             local+pooled's, the maps' features and their prefix
+//	             products with [V, 1]
+//	elementwise  5·H·n·3b + 6·H·n·2F + 4·n·h
+func hedgehogCost(c CostModel, n int, lc *LayerCost) {
+	N, h, H, D := int64(n), int64(c.Dims.Hidden), int64(c.Dims.Heads), int64(c.Dims.HeadDim)
+	b, F2 := int64(c.Block), 2*int64(c.MapFeatures)
+	lc.Core = N*h*(6*b+F2) + 2*N*H*F2*(D+1)
+	lc.Exps = H * N * (3*b + 2*F2)
+	lc.Elementwise = 5*H*N*3*b + 6*H*N*F2 + 4*N*h
+	lc.keep(4*H*N*3*b, "local scores H·n·3b")
+	lc.keep(4*H*N*F2, "features H·n·2F")
 }

@@ -41,7 +41,7 @@ func TestInlinedLinearNotAttention(t *testing.T) {
 			return ToLocalPooled(orig, LocalPooledOptions{Block: 2, Segments: 2})
 		}},
 		{"local-pooled-no-sinks", ops.LocalPooledOp, func() (*onnxpb.ModelProto, *Report, error) {
-			return ToLocalPooled(orig, LocalPooledOptions{Block: 2, Segments: 3, Sinks: "none"})
+			return ToLocalPooled(orig, LocalPooledOptions{Block: 2, Segments: 3, Sinks: NoSinks})
 		}},
 		{"pooled-only", ops.LocalPooledOp, func() (*onnxpb.ModelProto, *Report, error) {
 			return ToLocalPooled(orig, LocalPooledOptions{NoLocal: true, Segments: 2})

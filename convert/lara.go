@@ -93,3 +93,55 @@ func ToLARA(m *onnxpb.ModelProto, o LaraOptions) (*onnxpb.ModelProto, *Report, e
 	rw.function = func(opset int64) (*onnxpb.FunctionProto, error) { return ops.LaraFunction(opset, a) }
 	return rw.run(m)
 }
+
+// Lara is the cost-model form of ToLARA.
+const Lara Form = "lara"
+
+// laraConversion is ToLARA in the registry (registry.go).
+var laraConversion = Conversion{
+	Name: string(Lara),
+	Op:   ops.LaraOp,
+	Sizes: []Size{{Flag: "landmarks", Option: "Landmarks", Usage: "LARA landmarks C, one sample each (convert lara's default)", Default: DefaultLaraLandmarks,
+		field: func(c *CostModel) *int { return &c.Landmarks }}},
+	bench: func(m *onnxpb.ModelProto, s Sizes, seed uint64) (*onnxpb.ModelProto, *Report, error) {
+		return ToLARA(m, LaraOptions{Landmarks: s["landmarks"], Seed: seed})
+	},
+	describe: func(ro ReportOptions) string {
+		return fmt.Sprintf("C = %d, %d sample(s) each", ro.Landmarks, ro.Samples)
+	},
+	cost: conversionCost{
+		layer:  laraCost,
+		priced: func(c CostModel) bool { return c.Landmarks > 0 },
+		defaults: func(c *CostModel) {
+			if c.Samples == 0 {
+				c.Samples = 1
+			}
+		},
+		fromReport: func(c *CostModel, ro ReportOptions) { c.Landmarks, c.Samples = ro.Landmarks, ro.Samples },
+		header: func(c CostModel) string {
+			return fmt.Sprintf("LARA C = %d × %d samples", c.Landmarks, max(c.Samples, 1))
+		},
+	},
+}
+
+// laraCost prices LaraAttention with C = c.Landmarks landmarks and R =
+// C·c.Samples proposals:
+//
+//	core         n·h·(4R + 3C) + R·C·h  ω·K̃ and the weighted values per
+//	                                    sample, ω·Q̃, the query-landmark
+//	                                    affinities, the one-hot landmark
+//	                                    means of Q and K; the proposals'
+//	                                    densities at every sample (R·C)
+//	elementwise  19·H·n·R + 5·H·n·C + 9·n·C + 7·n·h (approximate: the key
+//	             and query weights, their exps and normalisations over
+//	             [n,R], the affinity softmax over [n,C], the one-hot
+//	             landmark means)
+func laraCost(c CostModel, n int, lc *LayerCost) {
+	N, h, H := int64(n), int64(c.Dims.Hidden), int64(c.Dims.Heads)
+	C := int64(c.Landmarks)
+	R := C * int64(max(c.Samples, 1))
+	lc.Core = N*h*(4*R+3*C) + R*C*h
+	lc.Exps = H*N*(3*R+C) + H*R*C
+	lc.Elementwise = 19*H*N*R + 5*H*N*C + 9*N*C + 7*N*h
+	lc.keep(4*H*N*R, "samples H·n·R")
+}

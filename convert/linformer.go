@@ -21,9 +21,9 @@ type LinformerOptions struct {
 	// samples nothing. Gaussian: E, F ~ N(0, 1/k), frozen initializers.
 	Init string
 	K    int // projected length k, the segments with Init pool (default 128)
-	// Sinks, with Init pool, are the tokens kept exact: "first,last"
-	// (default), "first", "last" or "none".
-	Sinks string
+	// Sinks, with Init pool, are the tokens kept exact (unset:
+	// DefaultSinks).
+	Sinks Sinks
 	// With Init gaussian only (setting MaxLen, Share or Projections with
 	// Init pool is an error; Seed is then unused):
 	MaxLen int            // N, the longest sequence the projections accept (default 512)
@@ -64,7 +64,7 @@ func ToLinformer(m *onnxpb.ModelProto, o LinformerOptions) (*onnxpb.ModelProto, 
 	default:
 		return nil, nil, optionError("linformer", "Init", fmt.Sprintf("%q: want pool or gaussian", o.Init))
 	}
-	if o.Sinks != "" {
+	if o.Sinks != 0 {
 		return nil, nil, optionError("linformer", "Sinks", "applies to Init pool only (the Gaussian projections keep no token exact)")
 	}
 	if o.MaxLen == 0 {
@@ -148,16 +148,13 @@ func toPooledLinformer(m *onnxpb.ModelProto, o LinformerOptions) (*onnxpb.ModelP
 	if o.K < 1 || o.K > ops.MaxSegments {
 		return nil, nil, optionError("linformer", "K", fmt.Sprintf("%d: want 1..%d segments", o.K, ops.MaxSegments))
 	}
-	if o.Sinks == "" {
-		o.Sinks = "first,last"
+	o.Sinks = o.Sinks.Or(DefaultSinks)
+	if err := o.Sinks.check("linformer"); err != nil {
+		return nil, nil, err
 	}
-	first, last, err := ops.ParseSinks(o.Sinks)
-	if err != nil {
-		return nil, nil, optionError("linformer", "Sinks", fmt.Sprintf("%q: want none, first, last or first,last", o.Sinks))
-	}
-	a := ops.LinformerAttrs{Segments: o.K, SinkFirst: first, SinkLast: last}
+	a := ops.LinformerAttrs{Segments: o.K, SinkFirst: o.Sinks.First(), SinkLast: o.Sinks.Last()}
 	rw := &rewriter{op: ops.LinformerOp, layers: o.Layers, positions: o.Positions}
-	rw.report.Options = ReportOptions{K: o.K, Segments: o.K, Sinks: a.Sinks()}
+	rw.report.Options = ReportOptions{K: o.K, Segments: o.K, Sinks: sinksOf(a.SinkFirst, a.SinkLast)}
 	rw.core = func(b *Block, q, k, v, bias string) (*onnxpb.NodeProto, error) {
 		na := a
 		na.Scale = float32(b.Scale)
@@ -166,4 +163,59 @@ func toPooledLinformer(m *onnxpb.ModelProto, o LinformerOptions) (*onnxpb.ModelP
 	}
 	rw.function = func(opset int64) (*onnxpb.FunctionProto, error) { return ops.LinformerFunctionFor(opset, a) }
 	return rw.run(m)
+}
+
+// Linformer is the cost-model form of ToLinformer.
+const Linformer Form = "linformer"
+
+// linformerConversion is ToLinformer in the registry (registry.go).
+var linformerConversion = Conversion{
+	Name:         string(Linformer),
+	BenchDefault: true,
+	Op:           ops.LinformerOp,
+	Sizes: []Size{{Flag: "k", Option: "K", Usage: "Linformer projected length k (convert linformer's default)", Default: DefaultLinformerK,
+		field: func(c *CostModel) *int { return &c.K }}},
+	bench: func(m *onnxpb.ModelProto, s Sizes, seed uint64) (*onnxpb.ModelProto, *Report, error) {
+		return ToLinformer(m, LinformerOptions{K: s["k"], Seed: seed})
+	},
+	describe: func(ro ReportOptions) string {
+		if ro.MaxLen > 0 {
+			return fmt.Sprintf("k = %d, N = %d", linformerK(ro), ro.MaxLen)
+		}
+		return fmt.Sprintf("k = %d pooled segments, sinks %s", linformerK(ro), ro.Sinks)
+	},
+	cost: conversionCost{
+		layer:      linformerCost,
+		fromReport: func(c *CostModel, ro ReportOptions) { c.K = linformerK(ro) },
+		header:     func(c CostModel) string { return fmt.Sprintf("Linformer k = %d", c.K) },
+		note:       func(c CostModel) string { return fmt.Sprintf(" (cores equal at 2k = %d)", 2*c.K) },
+	},
+}
+
+// linformerK is the k a Linformer conversion reports: K, or the segments
+// of a pooled Linformer written as a local+pooled node without the local
+// part.
+func linformerK(ro ReportOptions) int {
+	if ro.K > 0 {
+		return ro.K
+	}
+	return ro.Segments
+}
+
+// linformerCost prices LinformerAttention with Gaussian E/F of k =
+// c.K rows:
+//
+//	core         4·n·k·h                E·K, F·V, Q·Kpᵀ, P·Vp
+//	elementwise  4·H·n·k + 2·n·k + 2·n·h
+//	             scale Mul and Softmax over the [n,k] scores; E and F
+//	             ([1,k,N], shared by the heads as LinformerOptions'
+//	             default) sliced to n columns; K and V masked (Where)
+//
+// (the function body of ops/linformer.go).
+func linformerCost(c CostModel, n int, lc *LayerCost) {
+	N, h, H, K := int64(n), int64(c.Dims.Hidden), int64(c.Dims.Heads), int64(c.K)
+	lc.Core = 4 * N * K * h
+	lc.Exps = H * N * K
+	lc.Elementwise = 4*H*N*K + 2*N*K + 2*N*h
+	lc.keep(4*H*N*K, "scores H·n·k")
 }

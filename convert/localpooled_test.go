@@ -47,7 +47,7 @@ func TestFixturesLocalPooled(t *testing.T) {
 			}
 			for name, o := range map[string]LocalPooledOptions{
 				"local-pooled": {Block: 2, Segments: 2},
-				"pooled":       {NoLocal: true, Segments: 2, Sinks: "first"},
+				"pooled":       {NoLocal: true, Segments: 2, Sinks: SinkFirst},
 			} {
 				cm, _, err := ToLocalPooled(m, o)
 				if err != nil {
@@ -92,7 +92,7 @@ func TestCorpusLocalPooledExact(t *testing.T) {
 		t.Run(c.file, func(t *testing.T) {
 			m := loadModel(t, filepath.Join(dir, c.file))
 			in := modelFeeds(t, m, c.seq, 0, 3, true)
-			cm, rep, err := ToLocalPooled(m, LocalPooledOptions{Block: 1, Segments: c.seq, Sinks: "none"})
+			cm, rep, err := ToLocalPooled(m, LocalPooledOptions{Block: 1, Segments: c.seq, Sinks: NoSinks})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -123,7 +123,7 @@ func TestLocalPooledDeterministicAndOptions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Params != 0 || rep.Options.Block != 64 || rep.Options.Segments != 64 || rep.Options.Sinks != "first,last" {
+	if rep.Params != 0 || rep.Options.Block != 64 || rep.Options.Segments != 64 || rep.Options.Sinks != DefaultSinks {
 		t.Errorf("defaults: params %d, options %v", rep.Params, rep.Options)
 	}
 	var nodes []*onnxpb.NodeProto
@@ -142,7 +142,7 @@ func TestLocalPooledDeterministicAndOptions(t *testing.T) {
 		{LocalPooledOptions{Block: -2}, "block -2"},
 		{LocalPooledOptions{Segments: -1}, "segments -1"},
 		{LocalPooledOptions{Segments: 1 << 20}, "segments"},
-		{LocalPooledOptions{Sinks: "middle"}, `sinks "middle"`},
+		{LocalPooledOptions{Sinks: NoSinks | SinkFirst}, `sinks Sinks(5)`},
 	} {
 		if _, _, err := ToLocalPooled(m, c.o); err == nil || !strings.Contains(err.Error(), c.want) || !strings.HasPrefix(err.Error(), "convert: ") {
 			t.Errorf("%+v: error %v, want one naming %q", c.o, err, c.want)

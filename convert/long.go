@@ -47,7 +47,7 @@ type LongOptions struct {
 	Features int
 	Seed     uint64
 	// Segments is k, the pooled segments standing for the other windows
-	// with Far (default 64).
+	// with Far (default DefaultSegments).
 	Segments int
 	// FarBias is β, the gate added to every pooled score with Far: 0
 	// weighs a pooled segment as the keys it stands for; a negative value
@@ -58,11 +58,10 @@ type LongOptions struct {
 	// first half): blocks of W/2 with reach 1. A query still sees its
 	// whole window; the cost is 1.5 windows of keys instead of one.
 	Overlap bool
-	// Sinks are the tokens every query sees exactly besides its window:
-	// "none" (the default: each window has its own [CLS] and [SEP] when
-	// the input is framed per window, as package embed does), "first",
-	// "last" or "first,last".
-	Sinks string
+	// Sinks are the tokens every query sees exactly besides its window
+	// (unset: none, for each window has its own [CLS] and [SEP] when the
+	// input is framed per window, as package embed does).
+	Sinks Sinks
 	// Layers selects blocks by their Detect layer index; nil means all.
 	Layers []int
 }
@@ -137,7 +136,7 @@ func (o LongOptions) resolve(limit int) (_ LongOptions, first, last bool, err er
 		o.Window = limit
 	}
 	if o.Segments == 0 {
-		o.Segments = 64
+		o.Segments = DefaultSegments
 	}
 	if !o.Far {
 		o.Segments = 0
@@ -157,13 +156,11 @@ func (o LongOptions) resolve(limit int) (_ LongOptions, first, last bool, err er
 	if o.Far && (o.Segments < 1 || o.Segments > ops.MaxSegments) {
 		return o, false, false, optionError("long", "Segments", fmt.Sprintf("%d: want 1..%d", o.Segments, ops.MaxSegments))
 	}
-	if o.Sinks == "" {
-		o.Sinks = "none"
+	o.Sinks = o.Sinks.Or(NoSinks)
+	if err := o.Sinks.check("long"); err != nil {
+		return o, false, false, err
 	}
-	first, last, err = ops.ParseSinks(o.Sinks)
-	if err != nil {
-		return o, false, false, optionError("long", "Sinks", fmt.Sprintf("%q: want none, first, last or first,last", o.Sinks))
-	}
+	first, last = o.Sinks.First(), o.Sinks.Last()
 	if o.Overlap && o.Window%2 != 0 {
 		return o, false, false, optionError("long", "Window", fmt.Sprintf("%d must be even with Overlap (blocks of half a window)", o.Window))
 	}

@@ -85,7 +85,7 @@ func TestLongExactWithinWindow(t *testing.T) {
 	m := longBERT(t, w)
 	for _, o := range []convert.LongOptions{
 		{MaxLength: 64},
-		{MaxLength: 80, Far: true, Segments: 3, FarBias: 2, Sinks: "first,last"},
+		{MaxLength: 80, Far: true, Segments: 3, FarBias: 2, Sinks: convert.DefaultSinks},
 		{MaxLength: 64, Far: true},
 		{MaxLength: 64, Overlap: true},
 	} {
@@ -155,7 +155,7 @@ func TestLongFarFieldCrossesWindows(t *testing.T) {
 		change bool
 	}{
 		{convert.LongOptions{MaxLength: 64, Far: true}, true},
-		{convert.LongOptions{MaxLength: 64, Sinks: "first,last"}, false}, // neither sink is in the second window
+		{convert.LongOptions{MaxLength: 64, Sinks: convert.DefaultSinks}, false}, // neither sink is in the second window
 		{convert.LongOptions{MaxLength: 64}, false},
 		// With overlap the first window's second half sees the second
 		// window's first half.
@@ -182,7 +182,7 @@ func TestLongFarFieldCrossesWindows(t *testing.T) {
 func TestLongORTMatchesNative(t *testing.T) {
 	const w = 16
 	m := longBERT(t, w)
-	long, rep, err := convert.ToLong(m, convert.LongOptions{MaxLength: 96, Far: true, Segments: 4, FarBias: -1, Sinks: "first,last"})
+	long, rep, err := convert.ToLong(m, convert.LongOptions{MaxLength: 96, Far: true, Segments: 4, FarBias: -1, Sinks: convert.DefaultSinks})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,7 +217,7 @@ func TestLongOptionErrors(t *testing.T) {
 		{convert.LongOptions{Window: 5}, "Window"},
 		{convert.LongOptions{Window: 32}, "Window"},
 		{convert.LongOptions{Far: true, Segments: -1}, "Segments"},
-		{convert.LongOptions{Sinks: "middle"}, "Sinks"},
+		{convert.LongOptions{Sinks: convert.NoSinks | convert.SinkFirst}, "Sinks"},
 	} {
 		_, _, err := convert.ToLong(m, c.o)
 		var oe *convert.OptionError

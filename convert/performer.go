@@ -279,3 +279,52 @@ func (rw *rewriter) performerBalance(o PerformerOptions, kind features.BalanceKi
 func (o PerformerOptions) NeedsMoments() bool {
 	return o.Balance || o.FeatureMap == ops.FeaturesSDERF || o.FeatureMap == ops.FeaturesADERF
 }
+
+// Performer is the cost-model form of ToPerformer.
+const Performer Form = "performer"
+
+// performerConversion is ToPerformer in the registry (registry.go).
+var performerConversion = Conversion{
+	Name:         string(Performer),
+	BenchDefault: true,
+	Op:           ops.PerformerOp,
+	Sizes: []Size{{Flag: "features", Option: "Features", Usage: "Performer random features M (convert performer's default)", Default: DefaultPerformerFeatures,
+		field: func(c *CostModel) *int { return &c.Features }}},
+	bench: func(m *onnxpb.ModelProto, s Sizes, seed uint64) (*onnxpb.ModelProto, *Report, error) {
+		return ToPerformer(m, PerformerOptions{Features: s["features"], Seed: seed})
+	},
+	describe: func(ro ReportOptions) string {
+		s := fmt.Sprintf("M = %d, %s features, kernel %s", ro.Features, ro.FeatureMap, ro.Kernel)
+		if ro.Center {
+			s += ", centred"
+		}
+		return s
+	},
+	cost: conversionCost{
+		layer:      performerCost,
+		fromReport: func(c *CostModel, ro ReportOptions) { c.Features = ro.Features },
+		header:     func(c CostModel) string { return fmt.Sprintf("Performer M = %d", c.Features) },
+		note: func(c CostModel) string {
+			return fmt.Sprintf(" (cores equal at 2M + M/d = %d)", 2*c.Features+c.Features/c.Dims.HeadDim)
+		},
+	},
+}
+
+// performerCost prices PerformerAttention with M = c.Features:
+//
+//	core         4·n·M·h + 2·n·M·H    φ(Q), φ(K) (Ω·x), φ(K)ᵀV, φ(Q)·(φ(K)ᵀV),
+//	                                  and the normaliser φ(K)ᵀ1, φ(Q)·z
+//	elementwise  6·H·n·M + 3·n·h + 4·H·n·(d+1)
+//	             keys: ReduceMax, Sub, Exp over [M,n]; queries: Softmax
+//	             (3 passes) over [n,M]; K masked (Where), K⊙K and its sum
+//	             over [n,d]; [K, offset] Concat and its Transpose, [V,1]
+//	             and [Q,1] Concat over [n,d+1]
+//
+// (the plain FAVOR+ positive function body of ops/performer.go).
+func performerCost(c CostModel, n int, lc *LayerCost) {
+	N, h, H, D, M := int64(n), int64(c.Dims.Hidden), int64(c.Dims.Heads), int64(c.Dims.HeadDim), int64(c.Features)
+	lc.Core = 4*N*M*h + 2*N*M*H
+	lc.Exps = 2 * H * N * M
+	lc.Elementwise = 6*H*N*M + 3*N*h + 4*H*N*(D+1)
+	lc.keep(4*H*N*M, "features H·n·M")
+}

@@ -34,9 +34,9 @@ type ReportOptions struct {
 	MaxLen int            `json:"max_len,omitempty"`
 	Share  features.Share `json:"share,omitempty"`
 	// Local+pooled (and the pooled Linformer).
-	Block    int    `json:"block,omitempty"`
-	Segments int    `json:"segments,omitempty"`
-	Sinks    string `json:"sinks,omitempty"`
+	Block    int   `json:"block,omitempty"`
+	Segments int   `json:"segments,omitempty"`
+	Sinks    Sinks `json:"sinks,omitempty"`
 	// LARA.
 	Landmarks int     `json:"landmarks,omitempty"`
 	Samples   int     `json:"samples,omitempty"`

@@ -821,3 +821,37 @@ func ToWindow(m *onnxpb.ModelProto, o WindowOptions) (*onnxpb.ModelProto, *Repor
 	rw := &rewriter{op: ops.WindowOp, layers: o.Layers, positions: o.Positions}
 	return rw.run(m)
 }
+
+// Windowed is the cost-model form of ToWindow: WindowAttention, exact
+// attention to the band of each query, computed over blocks of b =
+// Dims.Window (the 3b keys of the block and both neighbours, masked to
+// the band).
+const Windowed Form = "window"
+
+// windowConversion is ToWindow in the registry (registry.go). Every
+// other conversion converts the window blocks the same way, which the
+// cost model prices (Dims.WindowLayers).
+var windowConversion = Conversion{
+	Name:  string(Windowed),
+	Op:    ops.WindowOp,
+	Exact: true,
+	bench: func(m *onnxpb.ModelProto, _ Sizes, _ uint64) (*onnxpb.ModelProto, *Report, error) {
+		return ToWindow(m, WindowOptions{})
+	},
+	describe: func(ReportOptions) string { return "window blocks only" },
+	cost: conversionCost{
+		layer:  windowCost,
+		priced: func(c CostModel) bool { return c.Dims.WindowLayers > 0 },
+	},
+}
+
+// windowCost prices WindowAttention with blocks of b = Dims.Window:
+// core n·h·6b, elementwise 26·n·h + 5·H·n·3b (local+pooled's local part).
+func windowCost(c CostModel, n int, lc *LayerCost) {
+	N, h, H := int64(n), int64(c.Dims.Hidden), int64(c.Dims.Heads)
+	b := int64(max(c.Dims.Window, 1))
+	lc.Core = N * h * 6 * b
+	lc.Exps = H * N * 3 * b
+	lc.Elementwise = 26*N*h + 5*H*N*3*b
+	lc.keep(4*H*N*3*b, "window scores H·n·3b")
+}

@@ -219,7 +219,7 @@ func TestAlibiForms(t *testing.T) {
 				cm, _, err = ToWindow(m, WindowOptions{})
 			} else {
 				// Every far key its own segment: exact.
-				cm, _, err = ToLocalPooled(m, LocalPooledOptions{Block: 2, Segments: seq, Sinks: "none"})
+				cm, _, err = ToLocalPooled(m, LocalPooledOptions{Block: 2, Segments: seq, Sinks: NoSinks})
 				if _, _, perr := ToPerformer(m, PerformerOptions{Features: 8, Seed: 1}); !errors.Is(perr, ErrNothingConverted) || !strings.Contains(perr.Error(), "ALiBi") {
 					t.Errorf("performer on an ALiBi block: %v, want nothing converted, saying ALiBi", perr)
 				}

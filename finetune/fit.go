@@ -2,6 +2,8 @@ package finetune
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/linearize/linearize/internal/progress"
 	"github.com/linearize/linearize/onnx"
@@ -26,28 +28,41 @@ func Fit(original, converted *onnxpb.ModelProto, feed map[string]*onnx.Tensor, o
 	if converted == nil || converted.Graph == nil || original == nil || original.Graph == nil {
 		return nil, nil, fmt.Errorf("finetune: model has no graph")
 	}
-	var fits []opFit
-	for _, f := range allFits {
+	var run []opFit
+	var names []string
+	for _, f := range fits {
+		names = append(names, f.op)
 		if countOp(converted, f.op) > 0 {
-			fits = append(fits, f)
+			run = append(run, f)
 		}
 	}
-	if len(fits) == 0 {
-		return nil, nil, fmt.Errorf("finetune: the converted model has no %s, %s or %s nodes (convert it first)", ops.LinformerOp, ops.PerformerOp, ops.LocalPooledOp)
+	if len(run) == 0 {
+		last := len(names) - 1
+		return nil, nil, fmt.Errorf("finetune: the converted model has no %s or %s nodes (convert it first)", strings.Join(names[:last], ", "), names[last])
 	}
-	return fitGuarded(original, converted, feed, opt, fits)
+	return fitGuarded(original, converted, feed, opt, run)
 }
 
 // opFit is the fit of one op's nodes, layer by layer (held-out early
 // stopping included), reporting progress on shared; the whole-model
 // held-out check is fitGuarded's.
 type opFit struct {
-	op  string
-	fit func(original, converted *onnxpb.ModelProto, feed map[string]*onnx.Tensor, opt Options, shared *progress.Reporter) (*onnxpb.ModelProto, *Report, error)
+	op   string
+	rank int // Fit runs the fits of a model with several ops by rank
+	fit  func(original, converted *onnxpb.ModelProto, feed map[string]*onnx.Tensor, opt Options, shared *progress.Reporter) (*onnxpb.ModelProto, *Report, error)
 }
 
-// allFits are the fits Fit runs, in its order.
-var allFits = []opFit{{ops.LinformerOp, linformer}, {ops.PerformerOp, performer}, {ops.LocalPooledOp, localPooled}}
+// fits are the fits Fit runs, by rank: each op's fit is declared in its
+// own file (linformer.go, performer.go, localpooled.go) and recorded by
+// registerFit.
+var fits []opFit
+
+// registerFit records f among the fits Fit runs and returns it.
+func registerFit(f opFit) opFit {
+	fits = append(fits, f)
+	slices.SortStableFunc(fits, func(a, b opFit) int { return a.rank - b.rank })
+	return f
+}
 
 // countOp counts the nodes of m of the linear-attention op op.
 func countOp(m *onnxpb.ModelProto, op string) int {
@@ -61,13 +76,10 @@ func countOp(m *onnxpb.ModelProto, op string) int {
 }
 
 // fitsAs reports whether node n is fitted as the linear-attention op op:
-// a pooled LinformerAttention node (what `convert linformer` writes) is
-// fitted as LocalPooledAttention, the op it computes without local blocks.
+// the op it computes (ops.ComputedOp: a pooled LinformerAttention node,
+// what `convert linformer` writes, is fitted as LocalPooledAttention).
 func fitsAs(n *onnxpb.NodeProto, op string) bool {
-	if ops.IsPooledLinformer(n) {
-		return op == ops.LocalPooledOp
-	}
-	return n.GetDomain() == ops.Domain && n.GetOpType() == op
+	return n.GetDomain() == ops.Domain && ops.ComputedOp(n) == op
 }
 
 // fitGuarded runs fits one after the other, each on the model the one

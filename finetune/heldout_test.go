@@ -456,7 +456,7 @@ func TestGuardOverfit(t *testing.T) {
 	}
 	// wreck is an op fit that scales every Q projection weight by 5.
 	qWeights := projectionWeights(t, orig, "Q")
-	wreck := opFit{ops.LocalPooledOp, func(original, converted *onnxpb.ModelProto, feed map[string]*onnx.Tensor, opt Options, shared *progress.Reporter) (*onnxpb.ModelProto, *Report, error) {
+	wreck := opFit{op: ops.LocalPooledOp, fit: func(original, converted *onnxpb.ModelProto, feed map[string]*onnx.Tensor, opt Options, shared *progress.Reporter) (*onnxpb.ModelProto, *Report, error) {
 		out, rep, err := localPooled(original, converted, feed, Options{Steps: 1, LR: 1e-9, Seed: opt.Seed}, shared)
 		if err != nil {
 			return nil, nil, err
@@ -490,9 +490,9 @@ func TestGuardOverfit(t *testing.T) {
 		stopsEarly bool
 		kept       string
 	}{
-		{"local+pooled values, lr 0.1", lp, opFit{ops.LocalPooledOp, localPooled}, 4, Options{Steps: 200, LR: 0.1, FitValues: true, Seed: 3}, true, KeptInput},
-		{"performer, lr 0.05", perf, opFit{ops.PerformerOp, performer}, 3, Options{Steps: 200, LR: 0.05, Seed: 3}, true, KeptInput},
-		{"gaussian linformer, 2 documents", gauss, opFit{ops.LinformerOp, linformer}, 2, Options{Steps: 200, LR: 0.05, Seed: 3}, false, KeptFitted},
+		{"local+pooled values, lr 0.1", lp, localPooledFit, 4, Options{Steps: 200, LR: 0.1, FitValues: true, Seed: 3}, true, KeptInput},
+		{"performer, lr 0.05", perf, performerFit, 3, Options{Steps: 200, LR: 0.05, Seed: 3}, true, KeptInput},
+		{"gaussian linformer, 2 documents", gauss, linformerFit, 2, Options{Steps: 200, LR: 0.05, Seed: 3}, false, KeptFitted},
 		{"wrecked Q", lp, wreck, 4, Options{Seed: 3}, false, KeptInput},
 	} {
 		t.Run(c.name, func(t *testing.T) {

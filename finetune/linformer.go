@@ -21,8 +21,12 @@ import (
 // losses of the layers that share them, from one capture of those layers'
 // inputs. It is guarded by held-out rows as Fit is (Options.HeldOut).
 func Linformer(original, converted *onnxpb.ModelProto, feed map[string]*onnx.Tensor, opt Options) (*onnxpb.ModelProto, *Report, error) {
-	return fitGuarded(original, converted, feed, opt, []opFit{{ops.LinformerOp, linformer}})
+	return fitGuarded(original, converted, feed, opt, []opFit{linformerFit})
 }
+
+// linformerFit is the fit of LinformerAttention nodes; Fit runs it first
+// in a model that has several ops (rank 0).
+var linformerFit = registerFit(opFit{op: ops.LinformerOp, rank: 0, fit: linformer})
 
 // linformer is Linformer reporting progress on shared when it is set.
 func linformer(original, converted *onnxpb.ModelProto, feed map[string]*onnx.Tensor, opt Options, shared *progress.Reporter) (*onnxpb.ModelProto, *Report, error) {

@@ -21,8 +21,13 @@ import (
 // keys beside them) the way the full softmax scored the keys the means
 // stand for. It is guarded by held-out rows as Fit is (Options.HeldOut).
 func LocalPooled(original, converted *onnxpb.ModelProto, feed map[string]*onnx.Tensor, opt Options) (*onnxpb.ModelProto, *Report, error) {
-	return fitGuarded(original, converted, feed, opt, []opFit{{ops.LocalPooledOp, localPooled}})
+	return fitGuarded(original, converted, feed, opt, []opFit{localPooledFit})
 }
+
+// localPooledFit is the fit of the nodes that compute
+// LocalPooledAttention (ops.ComputedOp: pooled Linformer nodes too); Fit
+// runs it last (rank 2).
+var localPooledFit = registerFit(opFit{op: ops.LocalPooledOp, rank: 2, fit: localPooled})
 
 // localPooled is LocalPooled reporting progress on shared when it is set.
 // Its steps mirror performer's in performer.go; the shared ones are

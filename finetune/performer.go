@@ -20,8 +20,12 @@ import (
 // positive kernel are supported. It is guarded by held-out rows as Fit is
 // (Options.HeldOut).
 func Performer(original, converted *onnxpb.ModelProto, feed map[string]*onnx.Tensor, opt Options) (*onnxpb.ModelProto, *Report, error) {
-	return fitGuarded(original, converted, feed, opt, []opFit{{ops.PerformerOp, performer}})
+	return fitGuarded(original, converted, feed, opt, []opFit{performerFit})
 }
+
+// performerFit is the fit of PerformerAttention nodes; Fit runs it after
+// the Linformer fit in a model that has several ops (rank 1).
+var performerFit = registerFit(opFit{op: ops.PerformerOp, rank: 1, fit: performer})
 
 // performer is Performer reporting progress on shared when it is set.
 func performer(original, converted *onnxpb.ModelProto, feed map[string]*onnx.Tensor, opt Options, shared *progress.Reporter) (*onnxpb.ModelProto, *Report, error) {

@@ -72,9 +72,10 @@ type OpCheck struct {
 	Diff   Diff   `json:"diff"`
 	OK     bool   `json:"ok"`
 	Error  string `json:"error,omitempty"`
-	// GuardedRows counts, for a PerformerAttention node, the output rows
-	// of Rows that the op's denominator guard decides rather than the
-	// estimator (ops.PerformerGuardedRows: trig or causal denominators
+	// GuardedRows counts, for a node of an op whose kernel guards rows
+	// (ops.GuardedRows; PerformerAttention), the output rows of Rows that
+	// the op's denominator guard decides rather than the estimator
+	// (ops.PerformerGuardedRows: trig or causal denominators
 	// below epsilon, batches without a valid key). A large share
 	// fails the check when they exceed ValidateOptions.MaxGuarded of Rows.
 	GuardedRows int `json:"guarded_rows,omitempty"`
@@ -276,11 +277,9 @@ func checkNode(n *onnxpb.NodeProto, opset int64, opt ValidateOptions, ix *onnx.I
 	if err != nil {
 		return fmt.Sprintf("Go kernel: %v", err), nil, nil
 	}
-	if n.GetDomain() == ops.Domain && n.GetOpType() == ops.PerformerOp {
-		// The kernel accepted these inputs, so this cannot fail.
-		if g, rows, err := ops.PerformerGuardedRows(ctx, in); err == nil {
-			c.GuardedRows, c.Rows = g, rows
-		}
+	// The kernel accepted these inputs, so a count cannot fail.
+	if g, rows, ok := ops.GuardedRows(ctx, in); ok {
+		c.GuardedRows, c.Rows = g, rows
 	}
 	if len(outs) == 0 || got[c.Output] == nil {
 		return "no output to compare", nil, nil

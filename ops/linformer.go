@@ -106,6 +106,17 @@ func IsPooledLinformer(n *onnxpb.NodeProto) bool {
 	return n.GetDomain() == Domain && n.GetOpType() == LinformerOp && onnx.AttrInt(n, "segments", 0) > 0
 }
 
+// ComputedOp is the custom op node n computes: its op type, but
+// LocalPooledAttention (without local blocks) for a pooled
+// LinformerAttention node (IsPooledLinformer), which the fine-tuner fits
+// as that op.
+func ComputedOp(n *onnxpb.NodeProto) string {
+	if IsPooledLinformer(n) {
+		return LocalPooledOp
+	}
+	return n.GetOpType()
+}
+
 // PooledAttrs returns the LocalPooledAttention node n computes and the
 // index of its key_bias input: a LocalPooledAttention node's attributes,
 // or for a pooled LinformerAttention node its LocalPooledAttention

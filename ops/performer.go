@@ -346,6 +346,9 @@ func (p *performerPlan) trigFeatures(bh int) (phiQ, phiK []float32) {
 	return phiQ, phiK
 }
 
+// PerformerAttention guards rows (GuardedRows).
+var _ = registerGuard(PerformerOp, PerformerGuardedRows)
+
 // PerformerGuardedRows recomputes the denominators of a PerformerAttention
 // call (ctx carries the node, in its inputs, as for the kernel) and
 // counts the output rows the guard decides rather than the estimator:

@@ -18,66 +18,51 @@ import (
 	"github.com/linearize/linearize/onnx"
 )
 
-// benchSizes are bench's flags that size the variants. Their defaults
-// are the conversions' own, and only the flags given are passed on, so
-// each variant is what the conversion command of its name writes by
-// default.
-type benchSizes struct {
-	features, k, block, segments, landmarks int
-}
-
-func (s *benchSizes) register(fs *flag.FlagSet) {
-	fs.IntVar(&s.features, "features", convert.DefaultPerformerFeatures, "Performer random features M (convert performer's default)"+atMost(maxSizeFlag))
-	fs.IntVar(&s.k, "k", benchrun.DefaultLinformerK, "Linformer projected length k (convert linformer's default)"+atMost(maxSizeFlag))
-	fs.IntVar(&s.block, "block", 64, "local+pooled block length b (convert local-pooled's default)"+atMost(maxSizeFlag))
-	fs.IntVar(&s.segments, "segments", 64, "local+pooled segments k (convert local-pooled's default)"+atMost(maxSizeFlag))
-	fs.IntVar(&s.landmarks, "landmarks", convert.DefaultLaraLandmarks, "LARA landmarks C (one sample each), for the lara variant (convert lara's default)"+atMost(maxSizeFlag))
-}
-
-// options returns the sizes of the flags given (0 for the others: the
-// conversion's default).
-func (s *benchSizes) options(fs *flag.FlagSet, o *benchrun.VariantOptions) error {
-	if s.features <= 0 || s.k <= 0 || s.block <= 0 || s.segments <= 0 || s.landmarks <= 0 {
-		return cli.UsageError("--features, --k, --block, --segments and --landmarks must be positive")
-	}
-	if err := checkCounts(count{"features", s.features, maxSizeFlag}, count{"k", s.k, maxSizeFlag}, count{"block", s.block, maxSizeFlag},
-		count{"segments", s.segments, maxSizeFlag}, count{"landmarks", s.landmarks, maxSizeFlag}); err != nil {
-		return err
-	}
-	to := map[string]*int{"features": &o.Features, "k": &o.K, "block": &o.Block, "segments": &o.Segments, "landmarks": &o.Landmarks}
-	from := map[string]int{"features": s.features, "k": s.k, "block": s.block, "segments": s.segments, "landmarks": s.landmarks}
-	fs.Visit(func(fl *flag.Flag) {
-		if p, ok := to[fl.Name]; ok {
-			*p = from[fl.Name]
-		}
-	})
-	return nil
-}
-
-// benchForms parses --variants.
+// benchForms parses --variants: the original and the conversions'
+// names.
 func benchForms(list string) ([]convert.Form, error) {
 	var forms []convert.Form
 	for _, v := range strings.Split(list, ",") {
 		f := convert.Form(strings.TrimSpace(v))
-		switch f {
-		case convert.Original, convert.Windowed, convert.Performer, convert.Linformer, convert.LocalPooled, convert.Hedgehog, convert.Lara:
-		default:
-			return nil, cli.UsageError("--variants: unknown variant %q (want original, window, performer, linformer, local-pooled, hedgehog, lara)", v)
+		if _, ok := convert.LookupConversion(string(f)); !ok && f != convert.Original {
+			return nil, cli.UsageError("--variants: unknown variant %q (want %s, %s)", v, convert.Original, strings.Join(benchrun.Names(), ", "))
 		}
 		forms = append(forms, f)
 	}
 	return forms, nil
 }
 
+// defaultVariants and variantsHelp are the default and the help of
+// --variants: the variants run by default, the others, and what the exact
+// ones convert.
+var defaultVariants, variantsHelp = variantsUsage()
+
+func variantsUsage() (def, usage string) {
+	var run, also, exact []string
+	for _, f := range benchrun.DefaultVariants() {
+		run = append(run, string(f))
+	}
+	for _, c := range convert.Conversions() {
+		if !c.BenchDefault {
+			also = append(also, c.Name)
+		}
+		if c.Exact {
+			exact = append(exact, c.Name)
+		}
+	}
+	return strings.Join(run, ","), fmt.Sprintf("comma-separated forms to run (also: %s; %s converts only the sliding-window blocks, which every other form converts too); "+
+		"each is what the conversion command of that name writes by default, sized by the flags below when given", strings.Join(also, ", "), strings.Join(exact, ", "))
+}
+
 func runBench(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	variants := fs.String("variants", "original,performer,linformer,local-pooled", "comma-separated forms to run (also: window, hedgehog, lara; window converts only the sliding-window blocks, which every other form converts too); each is what the conversion command of that name writes by default, sized by the flags below when given")
+	variants := fs.String("variants", defaultVariants, variantsHelp)
 	lengths := fs.String("lengths", "512,1024,2048,4096,8192,16384", "comma-separated sequence lengths (batch 1), each"+atMost(maxBenchLength))
-	var sizes benchSizes
-	sizes.register(fs)
+	var sizes sizeFlags
+	sizes.register(fs, "")
 	threads := fs.Int("threads", cli.BenchThreads, "onnxruntime intra-op threads per run (fixed, not the backend default, so timings compare across runs and machines)")
 	repeat := fs.Int("repeat", 3, "timed runs per (variant, length), each in its own process (hence fewer than bench-backends' 5); the median is reported"+atMost(maxRepeat))
-	seed := fs.Uint64("seed", cli.DefaultSeed, "seed of the Performer features, Linformer projections and LARA noise")
+	seed := fs.Uint64("seed", cli.DefaultSeed, "seed of the variants that sample parameters (ω, E and F, noise, initial maps)")
 	asJSON := fs.Bool("json", false, "print the results as JSON instead of the table")
 	jsonOut := fs.String("json-out", "", "write the results as JSON to `FILE`")
 	plotOut := fs.String("plot", "", "write a PNG plot of time and memory against length to `FILE`")
@@ -111,9 +96,10 @@ func runBench(args []string, stdout io.Writer) error {
 	if bo.Variants, err = benchForms(*variants); err != nil {
 		return err
 	}
-	if err := sizes.options(fs, &bo); err != nil {
+	if err := sizes.check(); err != nil {
 		return err
 	}
+	bo.Sizes = sizes.given(fs)
 	if *threads <= 0 || *repeat <= 0 {
 		return cli.UsageError("--threads and --repeat must be positive")
 	}
@@ -141,7 +127,7 @@ func runBench(args []string, stdout io.Writer) error {
 		return cli.BadInput(fmt.Errorf("--baseline: %w", err))
 	}
 	if errors.Is(err, convert.ErrInvalidOption) {
-		return optionError(err, map[string]string{"Features": "features", "K": "k", "MaxLen": "lengths", "Block": "block", "Segments": "segments", "Landmarks": "landmarks"})
+		return sizeOptionError(err, map[string]string{"MaxLen": "lengths"})
 	}
 	if errors.Is(err, convert.ErrTableTooLarge) { // the model does not fit --lengths
 		return cli.BadInput(fmt.Errorf("--lengths: %w", err))

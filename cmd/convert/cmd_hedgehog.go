@@ -15,11 +15,17 @@ import (
 	"github.com/linearize/linearize/tokenize"
 )
 
+// The command of the hedgehog conversion (convert.Conversions).
+var _ = conversionCommand(&cli.Command{Name: "hedgehog", Usage: "MODEL -o OUT --calibration FILE|DIR [flags]", Run: runHedgehog, Rewrites: true,
+	Summary: "rewrite attention into Hedgehog and train its feature maps",
+	Detail:  "exact attention to nearby keys plus learned feature maps for the rest (pure linear with --linear), trained on your documents",
+	Example: "hedgehog model.onnx -o out/hh.onnx --calibration docs/"})
+
 func runHedgehog(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("hedgehog", flag.ContinueOnError)
-	var f rewriteFlags
+	f := rewriteFlags{seedUsage: "seed of the initial feature maps (with the layer index) and of the training mini-batches"}
 	var o convert.HedgehogOptions
-	o.Block = 64
+	o.Block = convert.DefaultBlock
 	fs.Var(&intFlag{&o.Features, 0}, "features", "`F`: each head's map has 2F features (0: the head size)")
 	fs.Var(&intFlag{&o.Block, 1}, "block", "block length `B`: each query sees its block and --reach blocks on either side exactly")
 	reach := fs.Int("reach", 1, "blocks `R` on either side seen exactly (0: the block alone)"+atMost(maxReach))

@@ -8,9 +8,15 @@ import (
 	"github.com/linearize/linearize/convert"
 )
 
+// The command of the lara conversion (convert.Conversions).
+var _ = conversionCommand(&cli.Command{Name: "lara", Usage: "MODEL -o OUT [flags]", Run: runLara, Rewrites: true,
+	Summary: "rewrite attention into LARA randomized attention",
+	Detail:  "LaraAttention: multiple importance sampling from Gaussian proposals centred at run-time segment landmarks of Q and K, the proposals' noise frozen per layer from --seed",
+	Example: "lara model.onnx -o out/lara.onnx"})
+
 func runLara(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("lara", flag.ContinueOnError)
-	var f rewriteFlags
+	f := rewriteFlags{seedUsage: "seed of the proposals' noise (with the layer index)"}
 	var o convert.LaraOptions
 	o.Landmarks, o.Samples = convert.DefaultLaraLandmarks, 1
 	fs.Var(&intFlag{&o.Landmarks, 1}, "landmarks", "landmarks `C`: segment means of Q and K at run time, one Gaussian proposal centred at each")

@@ -22,7 +22,7 @@ func runLong(args []string, stdout io.Writer) error {
 	fs.Var(&intFlag{&o.MaxLength, 3}, "max-length", "longest input `N` in tokens the result reads")
 	fs.IntVar(&o.Window, "window", 0, "tokens `W` of one window (default: the model's position limit, e.g. 512)")
 	fs.BoolVar(&o.Far, "far", false, "add a pooled far field: every query also sees the other windows through --segments segment means, gated by --far-bias (off: zero-shot it lowered retrieval; docs/long-documents.md)")
-	o.Segments = 64
+	o.Segments = convert.DefaultSegments
 	fs.Var(&intFlag{&o.Segments, 1}, "segments", "pooled segments `K` standing for the other windows, with --far")
 	far := fs.String("far-bias", "0", "gate `B` added to every pooled score, with --far (0: a segment weighs as the keys it stands for; negative: less)")
 	fs.BoolVar(&o.Learned, "learned", false, "read the other windows through learned feature maps (HedgehogAttention), trained on --calibration documents cut into --seq-len windows (see convert hedgehog)")
@@ -31,7 +31,8 @@ func runLong(args []string, stdout io.Writer) error {
 	var tf transferFlags
 	tf.register(fs, finetune.DefaultLongSeqLen, "needed by --learned (unless --steps 0)")
 	fs.BoolVar(&o.Overlap, "overlap", false, "every query also sees the neighbouring half window (1.5 windows of keys)")
-	fs.StringVar(&o.Sinks, "sinks", "none", "tokens every query sees exactly besides its window: none, first, last or first,last")
+	o.Sinks = convert.NoSinks
+	cli.StringLikeVar(fs, &o.Sinks, "sinks", "tokens every query sees exactly besides its window: none, first, last or first,last")
 	layers := fs.String("layers", "", "`LIST` of block indices to convert (default: all)")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	overwrite := fs.Bool("overwrite", false, "allow -o to be the input model")

@@ -16,9 +16,15 @@ import (
 	"github.com/linearize/linearize/ops"
 )
 
+// The command of the performer conversion (convert.Conversions).
+var _ = conversionCommand(&cli.Command{Name: "performer", Usage: "MODEL -o OUT [flags]", Run: runPerformer, Rewrites: true,
+	Summary: "rewrite attention into Performer random features",
+	Detail:  "frozen ω; centred FAVOR++ features by default, FAVOR# fitted on --calibration, plain FAVOR+ on request; causal blocks get the causal form",
+	Example: "performer model.onnx -o out/performer.onnx"})
+
 func runPerformer(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("performer", flag.ContinueOnError)
-	var f rewriteFlags
+	f := rewriteFlags{seedUsage: "seed of ω (with the layer index)"}
 	var o convert.PerformerOptions // its zero value is this command's default
 	o.Features = convert.DefaultPerformerFeatures
 	fs.Var(&intFlag{&o.Features, 1}, "features", "random features `M` per head")

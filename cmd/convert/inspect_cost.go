@@ -10,21 +10,15 @@ import (
 	"github.com/linearize/linearize/cmd/internal/cliutil"
 	"github.com/linearize/linearize/convert"
 	"github.com/linearize/linearize/onnx/onnxpb"
-	"github.com/linearize/linearize/ops"
 )
 
 // costFlags are inspect's cost-model flags.
 type costFlags struct {
-	on          bool
-	seqLen      string
-	features    int
-	k           int
-	block       int
-	segments    int
-	landmarks   int
-	mapFeatures int
-	sinks       string
-	weights     string
+	on      bool
+	seqLen  string
+	sizes   sizeFlags
+	sinks   convert.Sinks
+	weights string
 }
 
 // costWeightsHelp documents --cost-weights on inspect and bench.
@@ -33,13 +27,9 @@ const costWeightsHelp = "how the cost model prices work beyond MACs: default (fi
 func (c *costFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&c.on, "cost", false, "print the cost model: MACs of projections, attention core and FFN per layer and in total for original / Performer / Linformer, largest intermediate, crossover")
 	fs.StringVar(&c.seqLen, "lengths", "512,1024,2048,4096,8192,16384", "with --cost: comma-separated sequence lengths (K = 1024, e.g. 4K)")
-	fs.IntVar(&c.features, "features", convert.DefaultPerformerFeatures, "with --cost: Performer random features M (convert performer's default)"+atMost(maxSizeFlag))
-	fs.IntVar(&c.k, "k", convert.DefaultLinformerK, "with --cost: Linformer projected length k (convert linformer's default)"+atMost(maxSizeFlag))
-	fs.IntVar(&c.block, "block", 64, "with --cost: local+pooled block length b"+atMost(maxSizeFlag))
-	fs.IntVar(&c.segments, "segments", 64, "with --cost: local+pooled segments k"+atMost(maxSizeFlag))
-	fs.IntVar(&c.landmarks, "landmarks", convert.DefaultLaraLandmarks, "with --cost: LARA landmarks C (one sample each)"+atMost(maxSizeFlag))
-	fs.IntVar(&c.mapFeatures, "map-features", 0, "with --cost: hedgehog features F per map (2F per head; 0: the head size), with the window of --block")
-	fs.StringVar(&c.sinks, "sinks", "first,last", "with --cost: local+pooled sink tokens: first,last, first, last or none")
+	c.sizes.register(fs, "with --cost: ")
+	c.sinks = convert.DefaultSinks
+	cli.StringLikeVar(fs, &c.sinks, "sinks", "with --cost: local+pooled sink tokens: first,last, first, last or none")
 	fs.StringVar(&c.weights, "cost-weights", "default", "with --cost: "+costWeightsHelp)
 }
 
@@ -72,25 +62,8 @@ func buildCost(m *onnxpb.ModelProto, f costFlags) (*costReport, error) {
 	if err != nil {
 		return nil, err
 	}
-	if f.features <= 0 || f.k <= 0 || f.block <= 0 || f.segments <= 0 || f.landmarks <= 0 {
-		return nil, cli.UsageError("--features, --k, --block, --segments and --landmarks must be positive")
-	}
-	if err := checkCounts(count{"features", f.features, maxSizeFlag}, count{"k", f.k, maxSizeFlag}, count{"block", f.block, maxSizeFlag},
-		count{"segments", f.segments, maxSizeFlag}, count{"landmarks", f.landmarks, maxSizeFlag}); err != nil {
+	if err := f.sizes.check(); err != nil {
 		return nil, err
-	}
-	if f.mapFeatures < 0 || f.mapFeatures > convert.MaxHedgehogFeatures {
-		return nil, cli.UsageError("--map-features %d: want 1..%d (0: the head size)", f.mapFeatures, convert.MaxHedgehogFeatures)
-	}
-	first, last, err := ops.ParseSinks(f.sinks)
-	if err != nil {
-		return nil, cli.UsageError("--sinks %q: want first,last, first, last or none", f.sinks)
-	}
-	sinks := 0
-	for _, s := range []bool{first, last} {
-		if s {
-			sinks++
-		}
 	}
 	dims, notes, err := convert.ModelDims(m)
 	if err != nil {
@@ -100,15 +73,12 @@ func buildCost(m *onnxpb.ModelProto, f costFlags) (*costReport, error) {
 	if err != nil {
 		return nil, cli.UsageError("--cost-weights: %v", err)
 	}
-	mf := f.mapFeatures
-	if mf == 0 {
-		mf = dims.HeadDim
-	}
-	cm := convert.CostModel{Dims: dims, Features: f.features, K: f.k, Block: f.block, Segments: f.segments, Sinks: sinks, Landmarks: f.landmarks, Samples: 1, MapFeatures: mf, Weights: weights}
+	cm := convert.NewCostModel(dims, f.sizes.all(), weights)
+	cm.Sinks = f.sinks.Count()
 	if err := cm.Validate(); err != nil {
 		return nil, cli.BadInput(err)
 	}
-	r := &costReport{Dims: dims, Features: f.features, K: f.k, Notes: notes, Lengths: lengths, model: cm, Crossover: map[convert.Form]int{}}
+	r := &costReport{Dims: dims, Features: cm.Features, K: cm.K, Notes: notes, Lengths: lengths, model: cm, Crossover: map[convert.Form]int{}}
 	forms := cm.Forms()
 	for _, n := range lengths {
 		for _, fm := range forms {
@@ -134,11 +104,7 @@ func printCost(w io.Writer, r *costReport) {
 	var sb strings.Builder
 	r.model.WriteCostTable(&sb, r.Lengths)
 	io.WriteString(w, sb.String())
-	d := r.model.Dims
-	h := int64(d.Hidden)
-	perTok := func(f convert.Form) int64 { return r.model.Layer(f, 1).Core / h }
-	fmt.Fprintf(w, "attention core MACs per token per hidden unit (per layer): performer %d, linformer %d, local-pooled %d, hedgehog %d, lara %d (at n = 512)\n",
-		perTok(convert.Performer), perTok(convert.Linformer), perTok(convert.LocalPooled), perTok(convert.Hedgehog), r.model.Layer(convert.Lara, 512).Core/(512*h))
+	r.model.WriteCoreMACs(w, 512)
 	io.WriteString(w, fidelityGuide)
 }
 

@@ -1,12 +1,13 @@
 // Command convert turns BERT-style ONNX transformers into linear-attention
 // models and runs, compares and benchmarks them. Each subcommand lives in
-// its own file (cmd_*.go); the table of them below is registered with
-// cmd/internal/cli, which dispatches the command line, parses flags,
-// prints usage and gives every error its exit code (the package comment
-// there lists them); the work is done by the library packages (convert,
-// infer, ops, models). The development instruments (report tables,
-// backend timings, the cost fit, the model builder) are the lab's binary,
-// cmd/linlab.
+// its own file (cmd_*.go); the table of them below, with the
+// conversions' commands (each declared in its file, listed in the order
+// of convert.Conversions), is registered with cmd/internal/cli, which
+// dispatches the command line, parses flags, prints usage and gives every
+// error its exit code (the package comment there lists them); the work is
+// done by the library packages (convert, infer, ops, models). The
+// development instruments (report tables, backend timings, the cost fit,
+// the model builder) are the lab's binary, cmd/linlab.
 package main
 
 import (
@@ -19,37 +20,15 @@ import (
 )
 
 // commands are convert's commands, one file each (cmd_*.go: flags and the
-// library call); a benchmark child (this binary re-executed by bench) is
-// dispatched by main before any of them (benchChild).
+// library call), the conversions' (conversionCommands) after inspect in
+// the order of convert.Conversions; a benchmark child (this binary
+// re-executed by bench) is dispatched by main before any of them
+// (benchChild).
 var commands = []*cli.Command{
 	{Name: "inspect", Usage: "MODEL [flags]", Run: runInspect, Rewrites: true,
 		Summary: "describe a model: inputs, opsets, ops, attention blocks",
 		Detail:  "IR version, opsets, producer, inputs and outputs, op histogram, initializers; --attention lists the attention blocks found and --cost prices each conversion",
 		Example: "inspect model.onnx --cost --lengths 512,8192"},
-	{Name: "window", Usage: "MODEL -o OUT [flags]", Run: runWindow, Rewrites: true,
-		Summary: "rewrite sliding-window blocks exactly (WindowAttention)",
-		Detail:  "a block whose mask confines each query to a band of keys around it (ModernBERT's local layers) becomes WindowAttention: the same output at linear cost; global blocks are left as they are (every other conversion also does this)",
-		Example: "window modernbert.onnx -o out/window.onnx"},
-	{Name: "performer", Usage: "MODEL -o OUT [flags]", Run: runPerformer, Rewrites: true,
-		Summary: "rewrite attention into Performer random features",
-		Detail:  "frozen ω; centred FAVOR++ features by default, FAVOR# fitted on --calibration, plain FAVOR+ on request; causal blocks get the causal form",
-		Example: "performer model.onnx -o out/performer.onnx"},
-	{Name: "linformer", Usage: "MODEL -o OUT [flags]", Run: runLinformer, Rewrites: true,
-		Summary: "rewrite attention into Linformer (keys, values to length k)",
-		Detail:  "keys and values pooled or projected to length k; runs in stock onnxruntime",
-		Example: "linformer model.onnx -o out/linformer.onnx --k 256"},
-	{Name: "local-pooled", Usage: "MODEL -o OUT [flags]", Run: runLocalPooled, Rewrites: true,
-		Summary: "rewrite attention into exact local + pooled far attention",
-		Detail:  "LocalPooledAttention: exact attention to the query's block, both neighbours and sink tokens, plus one pooled key per segment of the rest; no parameters, no length limit",
-		Example: "local-pooled model.onnx -o out/lp.onnx"},
-	{Name: "lara", Usage: "MODEL -o OUT [flags]", Run: runLara, Rewrites: true,
-		Summary: "rewrite attention into LARA randomized attention",
-		Detail:  "LaraAttention: multiple importance sampling from Gaussian proposals centred at run-time segment landmarks of Q and K, the proposals' noise frozen per layer from --seed",
-		Example: "lara model.onnx -o out/lara.onnx"},
-	{Name: "hedgehog", Usage: "MODEL -o OUT --calibration FILE|DIR [flags]", Run: runHedgehog, Rewrites: true,
-		Summary: "rewrite attention into Hedgehog and train its feature maps",
-		Detail:  "exact attention to nearby keys plus learned feature maps for the rest (pure linear with --linear), trained on your documents",
-		Example: "hedgehog model.onnx -o out/hh.onnx --calibration docs/"},
 	{Name: "long", Usage: "MODEL -o OUT [--max-length N] [flags]", Run: runLong, Rewrites: true,
 		Summary: "let a 512-position encoder read long inputs by windows",
 		Detail:  "positions restart every window, attention is exact within each (with --far, a pooled far field): the original up to one window",
@@ -97,7 +76,24 @@ var commands = []*cli.Command{
 
 func init() {
 	cli.Name = "convert"
-	cli.Register(commands...)
+	cli.Register(withConversions(commands)...)
+}
+
+// withConversions returns cmds with the conversions' commands after the
+// first, in the order of convert.Conversions.
+func withConversions(cmds []*cli.Command) []*cli.Command {
+	out := append([]*cli.Command(nil), cmds[0])
+	for _, c := range convert.Conversions() {
+		cmd := conversionCommands[c.Name]
+		if cmd == nil {
+			panic("convert: the conversion " + c.Name + " has no command (cmd/convert/cmd_*.go: conversionCommand)")
+		}
+		out = append(out, cmd)
+	}
+	if len(out)-1 != len(conversionCommands) {
+		panic("convert: a conversion command names no conversion of convert.Conversions")
+	}
+	return append(out, cmds[1:]...)
 }
 
 // optionError gives an error of the convert package its exit code: an

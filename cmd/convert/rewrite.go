@@ -15,38 +15,43 @@ import (
 	"github.com/linearize/linearize/onnx/onnxpb"
 )
 
-// rewriteFlags are the flags the rewriting commands (performer,
-// linformer, local-pooled, lara, hedgehog, window; long has its own but
-// shares -o, --json, --overwrite and --inline) share.
+// rewriteFlags are the flags the conversions' commands share (long has
+// its own but shares -o, --json, --overwrite and --inline).
 type rewriteFlags struct {
 	out, layers, posMethod  string
 	seed                    uint64
 	json, overwrite, inline bool
 	maxPos, posOffset       int
+	// seedUsage, set by a command that samples parameters, is the help
+	// of its --seed (no --seed when empty: local-pooled samples nothing).
+	seedUsage string
 }
 
 // inlineUsage is the help of --inline.
 const inlineUsage = "write the ops' function bodies into the graph (convert.Inline): standard ops only, no ai.linearize nodes or model-local functions, for runtimes and tools without model-local functions; the Go kernels (convert validate, the native backend's fast path) then no longer see the ops"
 
-// seedUsage is the help of --seed of the rewriting commands that sample
-// parameters; local-pooled samples nothing and has no --seed.
-var seedUsage = map[string]string{
-	"performer": "seed of ω (with the layer index)",
-	"linformer": "seed of E and F with --init gaussian (with the layer index)",
-	"lara":      "seed of the proposals' noise (with the layer index)",
-	"hedgehog":  "seed of the initial feature maps (with the layer index) and of the training mini-batches",
-}
-
 func (f *rewriteFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.out, "o", "", "path of the output model `OUT` (required)")
-	if u := seedUsage[fs.Name()]; u != "" {
-		fs.Uint64Var(&f.seed, "seed", cli.DefaultSeed, u)
+	if f.seedUsage != "" {
+		fs.Uint64Var(&f.seed, "seed", cli.DefaultSeed, f.seedUsage)
 	}
 	fs.StringVar(&f.layers, "layers", "", "`LIST` of block indices to convert, as convert inspect numbers them: comma-separated, ranges like 0-5 (default: all)")
 	fs.BoolVar(&f.json, "json", false, "print the report as JSON")
 	fs.BoolVar(&f.overwrite, "overwrite", false, "allow -o to be the input model")
 	fs.BoolVar(&f.inline, "inline", false, inlineUsage)
 	addPositionFlags(fs, &f.maxPos, &f.posMethod, &f.posOffset, "first grow the position table to `N` rows (see extend-positions)")
+}
+
+// conversionCommands are the conversions' commands by name, each added
+// by its own file (conversionCommand); main lists them in the order of
+// convert.Conversions, and a conversion without one is an error there.
+var conversionCommands = map[string]*cli.Command{}
+
+// conversionCommand records the command of a conversion (its Name is the
+// conversion's).
+func conversionCommand(c *cli.Command) *cli.Command {
+	conversionCommands[c.Name] = c
+	return c
 }
 
 // addPositionFlags registers the position-table flags of

@@ -59,7 +59,8 @@ func runFitCost(args []string, stdout io.Writer) error {
 		results = append(results, &r)
 	}
 	r0 := results[0]
-	cm := convert.CostModel{Dims: r0.Dims, Features: r0.Features, K: r0.K, Block: 64, Segments: 64, Sinks: 2, Landmarks: convert.DefaultLaraLandmarks, Samples: 1}
+	// The conversions at their defaults, at the runs' Features and K.
+	cm := convert.NewCostModel(r0.Dims, convert.Sizes{"features": r0.Features, "k": r0.K}, convert.Weights{})
 	fit, err := benchrun.FitWeights(cm, results[:fitted]...)
 	if err != nil {
 		return cli.BadInput(err)

@@ -60,8 +60,8 @@ func localPooledList(s string) ([]convert.LocalPooledOptions, error) {
 		if errB != nil || errK != nil || b < 0 || k < 1 {
 			return nil, cli.UsageError("--local-pooled %q: block must be ≥ 0 and segments ≥ 1", item)
 		}
-		sinks := map[string]string{"sinks": "first,last", "first": "first", "last": "last", "none": "none"}[f[2]]
-		if sinks == "" {
+		sinks := map[string]convert.Sinks{"sinks": convert.DefaultSinks, "first": convert.SinkFirst, "last": convert.SinkLast, "none": convert.NoSinks}[f[2]]
+		if sinks == 0 {
 			return nil, cli.UsageError("--local-pooled %q: sinks must be sinks, first, last or none", item)
 		}
 		out = append(out, convert.LocalPooledOptions{Block: b, NoLocal: b == 0, Segments: k, Sinks: sinks})

@@ -11,7 +11,6 @@ import (
 	"github.com/linearize/linearize/infer"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
-	"github.com/linearize/linearize/ops"
 )
 
 // Baseline is a model a benchmark compares with, named for the report.
@@ -41,8 +40,7 @@ func ParseBaseline(s string) (Baseline, error) {
 			return Baseline{}, badBaseline("convert: baseline %q: NAME %q may hold letters, digits, '-', '_' and '.' only", s, name)
 		}
 	}
-	switch convert.Form(name) {
-	case convert.Original, convert.Performer, convert.Linformer, convert.LocalPooled, convert.Lara:
+	if isVariant(name) {
 		return Baseline{}, badBaseline("convert: baseline %q: NAME %q is a variant's name; choose another", s, name)
 	}
 	return Baseline{Name: name, Path: path}, nil
@@ -84,8 +82,7 @@ func LoadBaselines(orig *onnxpb.ModelProto, bs []Baseline) ([]Baseline, []*onnxp
 		if b.Name == "" || b.Path == "" {
 			return nil, nil, badBaseline("convert: baseline %d: want a name and a file", i+1)
 		}
-		switch convert.Form(b.Name) {
-		case convert.Original, convert.Performer, convert.Linformer, convert.LocalPooled, convert.Lara:
+		if isVariant(b.Name) {
 			return nil, nil, badBaseline("convert: baseline %s: the name is a variant's; choose another", b.Name)
 		}
 		if seen[b.Name] {
@@ -209,23 +206,23 @@ func BaselineKind(m *onnxpb.ModelProto) convert.Form {
 	if d.AlreadyConverted() {
 		// A converted model (onnxruntime's offline optimizer may have
 		// inlined its ops): priced as its linear form when it has one.
-		// Window blocks are WindowAttention in every conversion: the
-		// model's form is its other op, or window alone.
-		var form convert.Form
-		window := false
+		// Window blocks are WindowAttention in every conversion (the
+		// exact one): the model's form is its other op, or the exact
+		// one alone.
+		var form, exact convert.Form
 		for _, l := range d.Linear {
-			f := linearForm(l.Op)
-			if f == convert.Windowed {
-				window = true
+			c, ok := linearConversion(l.Op)
+			switch {
+			case ok && c.Exact:
+				exact = c.Form()
 				continue
-			}
-			if f == "" || (form != "" && f != form) {
+			case !ok || (form != "" && c.Form() != form):
 				return ""
 			}
-			form = f
+			form = c.Form()
 		}
-		if form == "" && window {
-			form = convert.Windowed
+		if form == "" {
+			form = exact
 		}
 		return form
 	}
@@ -235,23 +232,21 @@ func BaselineKind(m *onnxpb.ModelProto) convert.Form {
 	return ""
 }
 
-// linearForm is the form of a linear-attention op as Detection.Linear
-// names it ("ai.linearize:PerformerAttention", "inlined
-// LocalPooledAttention", ...), or "".
-func linearForm(op string) convert.Form {
-	switch {
-	case strings.HasSuffix(op, ops.PerformerOp):
-		return convert.Performer
-	case strings.HasSuffix(op, ops.LinformerOp):
-		return convert.Linformer
-	case strings.HasSuffix(op, ops.LocalPooledOp):
-		return convert.LocalPooled
-	case strings.HasSuffix(op, ops.WindowOp):
-		return convert.Windowed
-	case strings.HasSuffix(op, ops.HedgehogOp):
-		return convert.Hedgehog
-	case strings.HasSuffix(op, ops.LaraOp):
-		return convert.Lara
+// isVariant reports whether name is a variant's: the original or a
+// conversion.
+func isVariant(name string) bool {
+	_, ok := convert.LookupConversion(name)
+	return ok || convert.Form(name) == convert.Original
+}
+
+// linearConversion is the conversion that writes a linear-attention op
+// as Detection.Linear names it ("ai.linearize:PerformerAttention",
+// "inlined LocalPooledAttention", ...).
+func linearConversion(op string) (convert.Conversion, bool) {
+	for _, c := range convert.Conversions() {
+		if strings.HasSuffix(op, c.Op) {
+			return c, true
+		}
 	}
-	return ""
+	return convert.Conversion{}, false
 }

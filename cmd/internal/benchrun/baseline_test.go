@@ -264,8 +264,8 @@ func TestBaselineKindInlined(t *testing.T) {
 		t.Errorf("inlined local-pooled model: kind %q, want local-pooled", got)
 	}
 	for op, want := range map[string]convert.Form{"inlined PerformerAttention": convert.Performer, "ai.linearize:LaraAttention": convert.Lara, "inlined LinformerAttention": convert.Linformer, "Softmax": ""} {
-		if got := linearForm(op); got != want {
-			t.Errorf("linearForm(%q) = %q, want %q", op, got, want)
+		if c, _ := linearConversion(op); c.Form() != want {
+			t.Errorf("linearConversion(%q) = %q, want %q", op, c.Form(), want)
 		}
 	}
 }

@@ -50,8 +50,7 @@ func FitWeights(cm convert.CostModel, results ...*Result) (*Fit, error) {
 	forms := map[convert.Form]bool{}
 	for _, r := range results {
 		for _, run := range r.Runs {
-			switch run.Variant {
-			case convert.Performer, convert.Linformer, convert.LocalPooled, convert.Lara:
+			if _, ok := convert.LookupConversion(string(run.Variant)); ok && !run.Baseline {
 				forms[run.Variant] = true
 			}
 		}

@@ -18,14 +18,28 @@ import (
 	"github.com/linearize/linearize/internal/fsutil"
 )
 
-var variantColors = map[convert.Form]color.Color{
-	convert.Original:    color.RGBA{R: 0x33, G: 0x33, B: 0x33, A: 0xff},
-	convert.Performer:   color.RGBA{R: 0xd6, G: 0x27, B: 0x28, A: 0xff},
-	convert.Linformer:   color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 0xff},
-	convert.LocalPooled: color.RGBA{R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff},
-	convert.Lara:        color.RGBA{R: 0x94, G: 0x67, B: 0xbd, A: 0xff},
-	convert.Hedgehog:    color.RGBA{R: 0xe3, G: 0x77, B: 0xc2, A: 0xff},
-	convert.Windowed:    color.RGBA{R: 0xbc, G: 0xbd, B: 0x22, A: 0xff},
+// variantColors colour the variants' lines: the original dark grey, the
+// conversions from conversionColors in convert.Conversions' order.
+var variantColors = func() map[convert.Form]color.Color {
+	m := map[convert.Form]color.Color{convert.Original: color.RGBA{R: 0x33, G: 0x33, B: 0x33, A: 0xff}}
+	for i, c := range convert.Conversions() {
+		m[c.Form()] = conversionColors[i%len(conversionColors)]
+	}
+	return m
+}()
+
+// conversionColors are the conversions' colours, in convert.Conversions'
+// order (window, performer, linformer, local-pooled, hedgehog, lara, then
+// any added after them).
+var conversionColors = []color.Color{
+	color.RGBA{R: 0xbc, G: 0xbd, B: 0x22, A: 0xff},
+	color.RGBA{R: 0xd6, G: 0x27, B: 0x28, A: 0xff},
+	color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 0xff},
+	color.RGBA{R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff},
+	color.RGBA{R: 0xe3, G: 0x77, B: 0xc2, A: 0xff},
+	color.RGBA{R: 0x94, G: 0x67, B: 0xbd, A: 0xff},
+	color.RGBA{R: 0x7f, G: 0x7f, B: 0x7f, A: 0xff},
+	color.RGBA{R: 0x17, G: 0x9e, B: 0x8f, A: 0xff},
 }
 
 // plotLines are the lines Plot draws, in the order of the runs: every

@@ -165,7 +165,8 @@ func ratio(run, ref *Measurement) (Ratio, bool) {
 // (see Result.MeasuredCrossover).
 func (r *Result) measuredCrossover(ref map[int]*Measurement) map[convert.Form]int {
 	out := map[convert.Form]int{}
-	for _, f := range []convert.Form{convert.Performer, convert.Linformer, convert.LocalPooled, convert.Lara} {
+	for _, c := range convert.Conversions() {
+		f := c.Form()
 		var ns []int
 		var sp []float64
 		runs := r.sorted(f)

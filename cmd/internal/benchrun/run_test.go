@@ -57,7 +57,7 @@ func TestRunTinyModel(t *testing.T) {
 	res, err := Run(Options{
 		ModelPath:    path,
 		Model:        m,
-		Bench:        VariantOptions{Lengths: []int{192, 64}, Features: 32, K: 32, Block: 16, Segments: 16},
+		Bench:        VariantOptions{Lengths: []int{192, 64}, Sizes: convert.Sizes{"features": 32, "k": 32, "block": 16, "segments": 16}},
 		Threads:      1,
 		Repeat:       2,
 		Command:      []string{os.Args[0], "-test.run=^$"},
@@ -180,7 +180,7 @@ func TestRunWithBaseline(t *testing.T) {
 	res, err := Run(Options{
 		ModelPath: path,
 		Model:     m,
-		Bench: VariantOptions{Variants: []convert.Form{convert.Original, convert.Performer}, Lengths: []int{32}, Features: 16, K: 16,
+		Bench: VariantOptions{Variants: []convert.Form{convert.Original, convert.Performer}, Lengths: []int{32}, Sizes: convert.Sizes{"features": 16, "k": 16},
 			Baselines: []Baseline{{Name: "flash", Path: path}}},
 		Threads:  1,
 		Repeat:   1,
@@ -290,7 +290,7 @@ func TestRunFlashBaseline(t *testing.T) {
 	}
 	flash := flashModel(t, t.TempDir())
 	res, err := Run(Options{ModelPath: path, Model: m, Threads: 1, Repeat: 1, Weights: convert.Weights{Pass: 4},
-		Bench: VariantOptions{Variants: []convert.Form{convert.Linformer}, Lengths: []int{32, 96}, K: 16,
+		Bench: VariantOptions{Variants: []convert.Form{convert.Linformer}, Lengths: []int{32, 96}, Sizes: convert.Sizes{"k": 16},
 			Baselines: []Baseline{{Name: "flash", Path: flash}}},
 		Command: []string{os.Args[0], "-test.run=^$"}})
 	if err != nil {

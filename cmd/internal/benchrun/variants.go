@@ -2,10 +2,10 @@ package benchrun
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/linearize/linearize/convert"
 	"github.com/linearize/linearize/onnx/onnxpb"
-	"github.com/linearize/linearize/ops"
 )
 
 // VariantOptions configures the model variants a benchmark compares. Each
@@ -13,18 +13,12 @@ import (
 // (the conversion's zero-value options, with Seed): a size left 0 is the
 // conversion's default, a size set is passed to it.
 type VariantOptions struct {
-	Variants []convert.Form // default original, performer, linformer, local-pooled
+	Variants []convert.Form // default DefaultVariants
 	Lengths  []int          // sequence lengths to run
-	Features int            // Performer M (0: convert.PerformerOptions' default, 256)
-	K        int            // Linformer k (0: convert.LinformerOptions' default)
-	Seed     uint64         // seeds ω, E/F and LARA's noise
-	// Block and Segments configure the local-pooled variant (0:
-	// convert.LocalPooledOptions' defaults, 64 and 64, both sinks).
-	Block, Segments int
-	// Landmarks configures the lara variant (0: convert.LaraOptions'
-	// default, DefaultLaraLandmarks, one sample each); it runs only when
-	// asked for in Variants.
-	Landmarks int
+	Seed     uint64         // seeds the conversions that sample (ω, E/F, noise, maps)
+	// Sizes size the variants (convert.AllSizes: Performer's features,
+	// Linformer's k, ...); a size absent is the conversion's default.
+	Sizes convert.Sizes
 	// Baselines are other models of the same inputs (onnxruntime's
 	// optimized forms of the original, say) timed and measured beside the
 	// original and the variants; every run's ratios are reported against
@@ -75,155 +69,65 @@ func Variants(m *onnxpb.ModelProto, o VariantOptions) (*Prepared, error) {
 			p.Models[f] = base
 			continue
 		}
-		out, rep, err := o.convert(base, f)
+		cv, ok := convert.LookupConversion(string(f))
+		if !ok {
+			return nil, fmt.Errorf("convert: bench: unknown variant %q (want original or %s)", f, strings.Join(Names(), ", "))
+		}
+		out, rep, err := cv.Bench(base, o.Sizes, o.Seed)
 		if err != nil {
 			return nil, fmt.Errorf("convert: bench: %w", err)
 		}
 		p.Models[f], p.Reports[f] = out, rep
 		how := "as convert %s writes by default"
-		if o.sized(f) {
+		if cv.Sized(o.Sizes) {
 			how = "as convert %s writes with these sizes"
 		}
-		p.Notes = append(p.Notes, fmt.Sprintf("%s: %d of %d blocks converted, %s ("+how+")", f, len(rep.Converted), rep.Blocks, sizes(f, rep.Options), f))
+		p.Notes = append(p.Notes, fmt.Sprintf("%s: %d of %d blocks converted, %s ("+how+")", f, len(rep.Converted), rep.Blocks, cv.Describe(rep.Options), f))
 	}
 	return p, nil
 }
 
-// convert makes the variant f of base: the conversion's zero-value
-// options with the seed and the sizes set in o.
-func (o VariantOptions) convert(base *onnxpb.ModelProto, f convert.Form) (*onnxpb.ModelProto, *convert.Report, error) {
-	switch f {
-	case convert.Performer:
-		return convert.ToPerformer(base, convert.PerformerOptions{Features: o.Features, Seed: o.Seed})
-	case convert.Linformer:
-		return convert.ToLinformer(base, convert.LinformerOptions{K: o.K, Seed: o.Seed})
-	case convert.LocalPooled:
-		return convert.ToLocalPooled(base, convert.LocalPooledOptions{Block: o.Block, Segments: o.Segments})
-	case convert.Lara:
-		return convert.ToLARA(base, convert.LaraOptions{Landmarks: o.Landmarks, Seed: o.Seed})
-	case convert.Hedgehog:
-		// Untrained maps: training changes the maps' values, not the
-		// work (what a benchmark measures).
-		return convert.ToHedgehog(base, convert.HedgehogOptions{Block: o.Block, Seed: o.Seed})
-	case convert.Windowed:
-		return convert.ToWindow(base, convert.WindowOptions{})
-	}
-	return nil, nil, fmt.Errorf("unknown variant %q (want original, window, performer, linformer, local-pooled, hedgehog or lara)", f)
-}
-
-// sized reports whether o sets a size of the variant f.
-func (o VariantOptions) sized(f convert.Form) bool {
-	switch f {
-	case convert.Performer:
-		return o.Features != 0
-	case convert.Linformer:
-		return o.K != 0
-	case convert.LocalPooled:
-		return o.Block != 0 || o.Segments != 0
-	case convert.Lara:
-		return o.Landmarks != 0
-	}
-	return false
-}
-
-// sizes writes the sizes a conversion of form f used, from its report.
-func sizes(f convert.Form, ro convert.ReportOptions) string {
-	switch f {
-	case convert.Performer:
-		s := fmt.Sprintf("M = %d, %s features, kernel %s", ro.Features, ro.FeatureMap, ro.Kernel)
-		if ro.Center {
-			s += ", centred"
+// DefaultVariants are the variants a benchmark runs unless told: the
+// original and the conversions benched by default
+// (convert.Conversion.BenchDefault).
+func DefaultVariants() []convert.Form {
+	forms := []convert.Form{convert.Original}
+	for _, c := range convert.Conversions() {
+		if c.BenchDefault {
+			forms = append(forms, c.Form())
 		}
-		return s
-	case convert.Linformer:
-		if ro.MaxLen > 0 {
-			return fmt.Sprintf("k = %d, N = %d", linformerK(ro), ro.MaxLen)
-		}
-		return fmt.Sprintf("k = %d pooled segments, sinks %s", linformerK(ro), ro.Sinks)
-	case convert.LocalPooled:
-		return fmt.Sprintf("b = %d, k = %d, sinks %s", ro.Block, ro.Segments, ro.Sinks)
-	case convert.Lara:
-		return fmt.Sprintf("C = %d, %d sample(s) each", ro.Landmarks, ro.Samples)
-	case convert.Hedgehog:
-		return fmt.Sprintf("b = %d, untrained maps", ro.Block)
-	case convert.Windowed:
-		return "window blocks only"
 	}
-	return ""
+	return forms
 }
 
-// linformerK is the k a Linformer conversion reports: K, or the segments
-// of a pooled Linformer written as a local+pooled node without the local
-// part.
-func linformerK(ro convert.ReportOptions) int {
-	if ro.K > 0 {
-		return ro.K
+// Names are the variants' names: the conversions' (convert.Conversions).
+func Names() []string {
+	var names []string
+	for _, c := range convert.Conversions() {
+		names = append(names, c.Name)
 	}
-	return ro.Segments
+	return names
 }
 
 func (o VariantOptions) withDefaults() VariantOptions {
 	if len(o.Variants) == 0 {
-		o.Variants = []convert.Form{convert.Original, convert.Performer, convert.Linformer, convert.LocalPooled}
+		o.Variants = DefaultVariants()
 	}
 	return o
 }
 
-// DefaultLinformerK is convert.ToLinformer's default k: bench's --k
-// default, and the k priced when the linformer variant does not run
-// (TestVariantDefaults checks that it is the conversion's).
-const DefaultLinformerK = 128
-
 // costModel returns the cost model that prices the variants of p as they
-// were converted (the sizes their reports give; the defaults for forms
-// not run).
+// were converted (the sizes their reports give; the sizes of o, or the
+// defaults, for forms not run).
 func (o VariantOptions) costModel(dims convert.Dims, w convert.Weights, p *Prepared) convert.CostModel {
-	cm := convert.CostModel{Dims: dims, Features: o.Features, K: o.K, Block: o.Block, Segments: o.Segments, Sinks: 2, Weights: w}
-	if cm.Features == 0 {
-		cm.Features = convert.PerformerOptions{}.Resolved().Features
-	}
-	if cm.K == 0 {
-		cm.K = DefaultLinformerK
-	}
-	if cm.Block == 0 {
-		cm.Block = 64
-	}
-	if cm.Segments == 0 {
-		cm.Segments = 64
-	}
+	cm := convert.NewCostModel(dims, o.Sizes, w)
 	if p == nil {
 		return cm
 	}
-	if rep := p.Reports[convert.Performer]; rep != nil {
-		cm.Features = rep.Options.Features
-	}
-	if rep := p.Reports[convert.Linformer]; rep != nil {
-		cm.K = linformerK(rep.Options)
-	}
-	if rep := p.Reports[convert.LocalPooled]; rep != nil {
-		cm.Block, cm.Segments, cm.Sinks = rep.Options.Block, rep.Options.Segments, sinkCount(rep.Options.Sinks)
-	}
-	if rep := p.Reports[convert.Lara]; rep != nil {
-		cm.Landmarks, cm.Samples = rep.Options.Landmarks, rep.Options.Samples
-	}
-	if rep := p.Reports[convert.Hedgehog]; rep != nil {
-		cm.MapFeatures = rep.Options.Features
-		if cm.MapFeatures == 0 {
-			cm.MapFeatures = dims.HeadDim
+	for _, f := range o.Variants {
+		if rep := p.Reports[f]; rep != nil {
+			cm.PriceReport(f, rep.Options)
 		}
 	}
 	return cm
-}
-
-// sinkCount is the number of exact sink tokens of a local+pooled
-// report's sinks ("first,last", "first", "last" or "none").
-func sinkCount(s string) int {
-	first, last, _ := ops.ParseSinks(s) // a report's sinks parse
-	n := 0
-	for _, on := range []bool{first, last} {
-		if on {
-			n++
-		}
-	}
-	return n
 }

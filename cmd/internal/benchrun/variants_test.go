@@ -16,7 +16,7 @@ import (
 // the model the conversion of its name writes with its zero-value options
 // (and the seed), which is what the conversion command writes without
 // flags; the cost model prices the sizes the conversions report, and
-// DefaultLinformerK (bench's --k default) is the linformer's.
+// the linformer's k is convert.DefaultLinformerK (bench's --k default).
 func TestVariantDefaults(t *testing.T) {
 	m, err := onnx.Load(filepath.Join("..", "..", "..", "testdata", "bert-tiny.onnx"))
 	if err != nil {
@@ -64,8 +64,8 @@ func TestVariantDefaults(t *testing.T) {
 			t.Errorf("%s: report options %+v, want %+v", f, got, rep.Options)
 		}
 	}
-	if got := linformerK(p.Reports[convert.Linformer].Options); got != DefaultLinformerK {
-		t.Errorf("the linformer's k is %d, bench's default DefaultLinformerK %d", got, DefaultLinformerK)
+	if got := p.Reports[convert.Linformer].Options.Segments; got != convert.DefaultLinformerK {
+		t.Errorf("the linformer's k is %d, bench's default DefaultLinformerK %d", got, convert.DefaultLinformerK)
 	}
 	if ro := p.Reports[convert.Performer].Options; ro.Features != 256 || !ro.Center || ro.FeatureMap != "favor++" {
 		t.Errorf("performer variant %+v, want convert performer's default: 256 centred favor++ features", ro)
@@ -76,7 +76,7 @@ func TestVariantDefaults(t *testing.T) {
 	}
 	cm := VariantOptions{}.costModel(dims, convert.Weights{}, p)
 	lp, la := p.Reports[convert.LocalPooled].Options, p.Reports[convert.Lara].Options
-	if cm.Features != 256 || cm.K != DefaultLinformerK || cm.Block != lp.Block || cm.Segments != lp.Segments || cm.Sinks != 2 ||
+	if cm.Features != 256 || cm.K != convert.DefaultLinformerK || cm.Block != lp.Block || cm.Segments != lp.Segments || cm.Sinks != 2 ||
 		cm.Landmarks != la.Landmarks || cm.Samples != la.Samples || cm.Landmarks != convert.DefaultLaraLandmarks {
 		t.Errorf("cost model %+v does not price the converted sizes (local-pooled %+v, lara %+v)", cm, lp, la)
 	}
@@ -98,7 +98,7 @@ func TestVariantSizes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	q, err := Variants(m, VariantOptions{Variants: []convert.Form{convert.Performer}, Lengths: []int{64}, Seed: 7, Features: 16})
+	q, err := Variants(m, VariantOptions{Variants: []convert.Form{convert.Performer}, Lengths: []int{64}, Seed: 7, Sizes: convert.Sizes{"features": 16}})
 	if err != nil {
 		t.Fatal(err)
 	}

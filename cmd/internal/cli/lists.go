@@ -43,6 +43,20 @@ func TypedVar[T ~string](fs *flag.FlagSet, p *T, name string, value T, usage str
 	fs.Var(namedString[T]{p}, name, usage)
 }
 
+// stringLike is a flag.Value of the library that reads and writes itself
+// as a string (convert.Sinks), shown as a string flag is.
+type stringLike struct{ flag.Value }
+
+// stringValued marks the flag as holding a string (see printFlags).
+func (stringLike) stringValued() {}
+
+// StringLikeVar defines a flag whose value v (a pointer to a library
+// type such as *convert.Sinks) parses its own string form; its current
+// value is the default, shown quoted as a string flag's.
+func StringLikeVar(fs *flag.FlagSet, v flag.Value, name, usage string) {
+	fs.Var(stringLike{v}, name, usage)
+}
+
 // TypedList converts the items of a comma-separated flag value.
 func TypedList[T ~string](s string) []T {
 	var out []T

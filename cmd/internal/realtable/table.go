@@ -46,25 +46,25 @@ func (v Variant) Method() string {
 	case v.Linformer != nil:
 		return fmt.Sprintf("Linformer k=%d", v.Linformer.K)
 	case v.LocalPooled != nil:
-		// with convert.ToLocalPooled's defaults: b = 64, k = 64, sinks first,last
+		// with convert.ToLocalPooled's defaults for the sizes not set
 		o := v.LocalPooled
 		var sinks string
-		switch s := def(o.Sinks, "first,last"); s {
-		case "first,last":
+		switch s := o.Sinks.Or(convert.DefaultSinks); s {
+		case convert.DefaultSinks:
 			sinks = " sinks"
-		case "first", "last":
-			sinks = " sink " + s
+		case convert.SinkFirst, convert.SinkLast:
+			sinks = " sink " + s.String()
 		}
 		k := o.Segments
 		if k == 0 {
-			k = 64
+			k = convert.DefaultSegments
 		}
 		if o.NoLocal {
 			return fmt.Sprintf("Linformer pooled k=%d%s", k, sinks)
 		}
 		b := o.Block
 		if b == 0 {
-			b = 64
+			b = convert.DefaultBlock
 		}
 		return fmt.Sprintf("Local+pooled b=%d k=%d%s", b, k, sinks)
 	case v.Lara != nil:

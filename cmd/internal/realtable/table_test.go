@@ -21,11 +21,11 @@ func TestVariantNames(t *testing.T) {
 		{Variant{Performer: &convert.PerformerOptions{Features: 256, FeatureMap: ops.FeaturesFavorPlus, Center: convert.CenterOff}}, "Performer M=256 orthogonal chi, zero-shot"},
 		{Variant{Performer: &convert.PerformerOptions{Features: 64, Omega: "iid", Norms: "sqrt-d", FeatureMap: ops.FeaturesFavorPlus, Center: convert.CenterOff}, Fit: true}, "Performer M=64 iid sqrt-d, fine-tuned"},
 		{Variant{Linformer: &convert.LinformerOptions{K: 128}}, "Linformer k=128, zero-shot"},
-		{Variant{LocalPooled: &convert.LocalPooledOptions{Block: 32, Segments: 32, Sinks: "first,last"}}, "Local+pooled b=32 k=32 sinks, zero-shot"},
+		{Variant{LocalPooled: &convert.LocalPooledOptions{Block: 32, Segments: 32, Sinks: convert.DefaultSinks}}, "Local+pooled b=32 k=32 sinks, zero-shot"},
 		{Variant{LocalPooled: &convert.LocalPooledOptions{}}, "Local+pooled b=64 k=64 sinks, zero-shot"},
-		{Variant{LocalPooled: &convert.LocalPooledOptions{NoLocal: true, Segments: 64, Sinks: "none"}}, "Linformer pooled k=64, zero-shot"},
-		{Variant{LocalPooled: &convert.LocalPooledOptions{NoLocal: true, Segments: 128, Sinks: "first,last"}, Fit: true}, "Linformer pooled k=128 sinks, fine-tuned"},
-		{Variant{LocalPooled: &convert.LocalPooledOptions{Block: 16, Segments: 8, Sinks: "last"}}, "Local+pooled b=16 k=8 sink last, zero-shot"},
+		{Variant{LocalPooled: &convert.LocalPooledOptions{NoLocal: true, Segments: 64, Sinks: convert.NoSinks}}, "Linformer pooled k=64, zero-shot"},
+		{Variant{LocalPooled: &convert.LocalPooledOptions{NoLocal: true, Segments: 128, Sinks: convert.DefaultSinks}, Fit: true}, "Linformer pooled k=128 sinks, fine-tuned"},
+		{Variant{LocalPooled: &convert.LocalPooledOptions{Block: 16, Segments: 8, Sinks: convert.SinkLast}}, "Local+pooled b=16 k=8 sink last, zero-shot"},
 	} {
 		if got := c.v.Name(); got != c.want {
 			t.Errorf("Name() = %q, want %q", got, c.want)
@@ -90,7 +90,7 @@ func TestByLength(t *testing.T) {
 		Variants: []Variant{
 			{Linformer: &convert.LinformerOptions{Init: "gaussian", K: 8, MaxLen: 64, Seed: 1}},
 			{Linformer: &convert.LinformerOptions{Init: "gaussian", K: 8, MaxLen: 64, Seed: 1}, Fit: true},
-			{LocalPooled: &convert.LocalPooledOptions{NoLocal: true, Segments: 64, Sinks: "none"}},
+			{LocalPooled: &convert.LocalPooledOptions{NoLocal: true, Segments: 64, Sinks: convert.NoSinks}},
 		},
 		Fit:      finetune.Options{Steps: 20, Batch: 2, Seed: 1},
 		Progress: &log,
