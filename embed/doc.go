@@ -24,8 +24,13 @@
 // vectors.
 //
 // PartWriter writes the vectors of a corpus of any size as a folder of
-// parts with a manifest (Manifest), committed part by part, so that a
-// run resumes after its last finished part; ShardOf splits a corpus by
-// id; VerifyParts checks folders (the shards of one run) belong together
-// and Verified.Merge joins them.
+// parts (.npy and ids, or .parquet) with a manifest (Manifest),
+// committed part by part, so that a run resumes after its last finished
+// part; ShardOf splits a corpus by id; VerifyParts checks folders (the
+// shards of one run) belong together and Verified.Merge joins them.
+// WriteVectors writes a vectors file (.npy with its ids file, .jsonl or
+// .parquet) as one transaction, and Assemble writes one from the hidden
+// folder of parts in which a run builds it (FilePartsDir).
+// ParquetWriter and ReadParquet write and read the Parquet layout
+// (columns id: string, embedding: list<float32>), deterministically.
 package embed

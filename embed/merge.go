@@ -2,15 +2,12 @@ package embed
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/json"
+	"encoding/binary"
 	"fmt"
-	"io"
 	"math"
 	"path/filepath"
+	"slices"
 	"strings"
-
-	"encoding/binary"
 
 	"github.com/linearize/linearize/internal/fsutil"
 )
@@ -28,12 +25,15 @@ type Verified struct {
 
 // VerifyParts checks that the folders of parts dirs are one corpus's
 // vectors: every manifest complete; the same model, tokenizer and
-// settings in each (the shard and the part size aside); when sharded,
-// shards 0…n−1 of one n, each once; every part's files present, with the
-// SHA-256, the vectors and the ids the manifest lists; and every vector
-// id (a document id, or "docid#k" in chunks mode) exactly once over all
-// the folders. It reads one part at a time; the id check holds 16 bytes
-// per id.
+// settings in each (the shard, the part size and the part format
+// aside); when sharded, shards 0…n−1 of one n, each once; every part's
+// files present, with the SHA-256, the vectors and the ids the manifest
+// lists; and every vector id (a document id, or "docid#k" in chunks
+// mode) exactly once over all the folders. It reads one part at a
+// time; the id check holds an 8-byte fingerprint of each id (IDSet: 11
+// to 21 bytes an id), and an id whose fingerprint matches an earlier
+// one's is looked for among the ids read before it, so the check is
+// exact.
 func VerifyParts(dirs []string) (*Verified, error) {
 	if len(dirs) == 0 {
 		return nil, fmt.Errorf("embed: no folders to verify")
@@ -51,7 +51,7 @@ func VerifyParts(dirs []string) (*Verified, error) {
 			return nil, fmt.Errorf("embed: %s is not complete (%d documents in %d parts so far): run the same embed command again to finish it", d, m.Documents, len(m.Parts))
 		}
 		if len(v.Manifests) > 0 {
-			if diff := Diff(m, v.Manifests[0], "shard", "part_size"); len(diff) > 0 {
+			if diff := Diff(m, v.Manifests[0], "shard", "part_size", "part_format"); len(diff) > 0 {
 				return nil, fmt.Errorf("embed: %s and %s were made otherwise: %s", d, dirs[0], strings.ReplaceAll(strings.Join(diff, "; "), "in the manifest", "in "+dirs[0]))
 			}
 		}
@@ -60,27 +60,56 @@ func VerifyParts(dirs []string) (*Verified, error) {
 	if err := v.checkShards(); err != nil {
 		return nil, err
 	}
-	seen := map[[16]byte]string{}
+	var seen IDSet
 	for i, m := range v.Manifests {
-		for _, p := range m.Parts {
-			ids, _, err := ReadPart(dirs[i], p, m.Settings.Dim)
+		for k, p := range m.Parts {
+			ids, _, err := m.ReadPart(dirs[i], p)
 			if err != nil {
 				return nil, err
 			}
-			for _, id := range ids {
-				h := sha256.Sum256([]byte(id))
-				var k [16]byte
-				copy(k[:], h[:16])
-				if prev, dup := seen[k]; dup {
-					return nil, fmt.Errorf("embed: id %q appears twice: in %s and in %s/%s", id, prev, dirs[i], p.Name)
+			for j, id := range ids {
+				if !seen.Add(id) {
+					continue
 				}
-				seen[k] = dirs[i] + "/" + p.Name
+				where, err := v.findID(id, i, k, ids[:j])
+				if err != nil {
+					return nil, err
+				}
+				if where != "" {
+					return nil, fmt.Errorf("embed: id %q appears twice: in %s and in %s/%s", id, where, dirs[i], p.Name)
+				}
+				// Another id with the same fingerprint.
 			}
 		}
 		v.Documents += m.Documents
 		v.Vectors += m.Vectors
 	}
 	return v, nil
+}
+
+// findID is where id is among the ids read before it: the parts of the
+// folders before folder i, those of folder i before part k, and before
+// (the ids of part k before it); "" when it is in none.
+func (v *Verified) findID(id string, i, k int, before []string) (string, error) {
+	if slices.Contains(before, id) {
+		return v.Dirs[i] + "/" + v.Manifests[i].Parts[k].Name, nil
+	}
+	for fi := 0; fi <= i; fi++ {
+		m := v.Manifests[fi]
+		for pk, p := range m.Parts {
+			if fi == i && pk == k {
+				return "", nil
+			}
+			ids, _, err := m.ReadPart(v.Dirs[fi], p)
+			if err != nil {
+				return "", err
+			}
+			if slices.Contains(ids, id) {
+				return v.Dirs[fi] + "/" + p.Name, nil
+			}
+		}
+	}
+	return "", nil
 }
 
 // checkShards: one unsharded folder, or shards 0…n−1 of one n, each
@@ -120,12 +149,31 @@ func (v *Verified) checkShards() error {
 	return nil
 }
 
-// ReadPart reads a part of the folder dir: its ids and its vectors
-// (row-major, dim each), after checking both files' SHA-256 and their
-// counts against the manifest's entry p.
-func ReadPart(dir string, p Part, dim int) ([]string, []float32, error) {
+// ReadPart reads the part p of the folder dir that m describes: its ids
+// and its vectors (row-major, m.Settings.Dim each), after checking its
+// files' SHA-256 and their counts against the manifest's entry.
+func (m *Manifest) ReadPart(dir string, p Part) ([]string, []float32, error) {
 	if strings.ContainsAny(p.Name, `/\`) || p.Name == "" || p.Name[0] == '.' {
 		return nil, nil, fmt.Errorf("embed: %s: part name %q", dir, p.Name)
+	}
+	dim := m.Settings.Dim
+	if m.Settings.PartFormat == PartParquet {
+		path := filepath.Join(dir, p.Name+".parquet")
+		// Snappy adds at most 1/6 and PLAIN 4 bytes a value; ids are at
+		// most 64 MiB a part, as in an ids file.
+		bound := 4*int64(p.Vectors)*int64(dim)*7/6 + 64<<20 + 64*int64(p.Vectors) + 1<<20
+		data, err := fsutil.ReadFile(path, bound)
+		if err != nil {
+			return nil, nil, fmt.Errorf("embed: part %s: %w", p.Name, err)
+		}
+		if sum(data) != p.SHA256 {
+			return nil, nil, fmt.Errorf("embed: %s: part %s's file does not have the SHA-256 the manifest lists (changed or damaged after it was written)", dir, p.Name)
+		}
+		ids, vecs, err := ReadParquet(bytes.NewReader(data), int64(len(data)), dim, int64(p.Vectors))
+		if err != nil {
+			return nil, nil, fmt.Errorf("%w (in %s)", err, path)
+		}
+		return ids, vecs, nil
 	}
 	npyPath, idsPath := filepath.Join(dir, p.Name+".npy"), filepath.Join(dir, p.Name+".ids.txt")
 	bound := int64(len(NPYHeaderFloat32(p.Vectors, dim))) + 4*int64(p.Vectors)*int64(dim)
@@ -161,7 +209,7 @@ func ReadPart(dir string, p Part, dim int) ([]string, []float32, error) {
 func (v *Verified) parts(fn func(dir string, p Part, ids []string, vecs []float32) error) error {
 	for i, m := range v.Manifests {
 		for _, p := range m.Parts {
-			ids, vecs, err := ReadPart(v.Dirs[i], p, m.Settings.Dim)
+			ids, vecs, err := m.ReadPart(v.Dirs[i], p)
 			if err != nil {
 				return err
 			}
@@ -174,46 +222,15 @@ func (v *Verified) parts(fn func(dir string, p Part, ids []string, vecs []float3
 }
 
 // Merge writes the verified folders' vectors to out, one part in memory
-// at a time: a folder (a new folder of parts, their order kept, with a
-// manifest of no shard that lists the folders merged), OUT.npy and
-// OUT.ids.txt (one set), or OUT.jsonl ({"id", "embedding"} per line).
+// at a time: a folder (a new folder of parts of the first folder's part
+// format, their order kept, with a manifest of no shard that lists the
+// folders merged), or a file as WriteVectors writes it (OUT.npy and
+// OUT.ids.txt, OUT.jsonl or OUT.parquet).
 func (v *Verified) Merge(out string) error {
 	first := v.Manifests[0]
-	dim := first.Settings.Dim
-	switch {
-	case strings.HasSuffix(out, ".npy"):
-		npy := fsutil.SetFile{Path: out, Fill: func(w io.Writer) error {
-			if _, err := w.Write(NPYHeaderFloat32(v.Vectors, dim)); err != nil {
-				return err
-			}
-			return v.parts(func(_ string, _ Part, _ []string, vecs []float32) error {
-				_, err := w.Write(EncodeNPYFloat32(vecs, 0, dim)[len(NPYHeaderFloat32(0, dim)):])
-				return err
-			})
-		}}
-		ids := fsutil.SetFile{Path: strings.TrimSuffix(out, ".npy") + ".ids.txt", Fill: func(w io.Writer) error {
-			return v.parts(func(_ string, _ Part, ids []string, _ []float32) error {
-				_, err := io.WriteString(w, strings.Join(ids, "\n")+"\n")
-				return err
-			})
-		}}
-		return fsutil.WriteSet(npy, ids)
-	case strings.HasSuffix(out, ".jsonl"):
-		return fsutil.WriteAtomic(out, func(w io.Writer) error {
-			enc := json.NewEncoder(w)
-			enc.SetEscapeHTML(false)
-			return v.parts(func(_ string, _ Part, ids []string, vecs []float32) error {
-				for i, id := range ids {
-					rec := struct {
-						ID        string    `json:"id"`
-						Embedding []float32 `json:"embedding"`
-					}{id, vecs[i*dim : (i+1)*dim]}
-					if err := enc.Encode(rec); err != nil {
-						return err
-					}
-				}
-				return nil
-			})
+	if IsVectorsFile(out) {
+		return WriteVectors(out, v.Vectors, first.Settings.Dim, func(yield func(ids []string, vecs []float32) error) error {
+			return v.parts(func(_ string, _ Part, ids []string, vecs []float32) error { return yield(ids, vecs) })
 		})
 	}
 	if m, err := ReadManifest(out); err != nil {

@@ -23,13 +23,39 @@ import (
 
 // A folder of parts is what `convert embed -o DIR/` writes for a corpus of
 // any size: part-00000.npy (float32 [vectors, dim]) and
-// part-00000.ids.txt (one id per line), … each of PartSize documents,
-// and manifest.json (a Manifest). Each part is committed with the
-// manifest that lists it as one fsutil.WriteSet, so the manifest lists
-// exactly the parts that are whole, whatever stops the run.
+// part-00000.ids.txt (one id per line), … (PartNPY), or part-00000.parquet,
+// … (PartParquet: ids and vectors in one file, see ParquetWriter), each
+// of PartSize documents, and manifest.json (a Manifest). Each part is
+// committed with the manifest that lists it as one fsutil.WriteSet, so
+// the manifest lists exactly the parts that are whole, whatever stops
+// the run.
 
-// PartsFormat names the manifest's format.
-const PartsFormat = "linearize-embed-parts/1"
+// PartsFormat names the manifest's format for a folder of .npy parts,
+// and PartsFormatParquet for a folder of .parquet parts (a tool that
+// knows only the first refuses the second by its name).
+const (
+	PartsFormat        = "linearize-embed-parts/1"
+	PartsFormatParquet = "linearize-embed-parts/2"
+)
+
+// PartFormat is the file format of a folder's parts.
+type PartFormat string
+
+// The part formats.
+const (
+	// PartNPY: NAME.npy (float32 [vectors, dim]) and NAME.ids.txt.
+	PartNPY PartFormat = "npy"
+	// PartParquet: NAME.parquet, columns id and embedding.
+	PartParquet PartFormat = "parquet"
+)
+
+// manifestFormat is the manifest format of a folder of parts of format f.
+func (f PartFormat) manifestFormat() string {
+	if f == PartParquet {
+		return PartsFormatParquet
+	}
+	return PartsFormat
+}
 
 // ManifestName is the manifest's file name in a folder of parts.
 const ManifestName = "manifest.json"
@@ -61,12 +87,15 @@ type Settings struct {
 	Backend    string  `json:"backend"`
 	SkipBad    bool    `json:"skip_bad_docs"`
 	PartSize   int     `json:"part_size"`
+	// PartFormat is the parts' file format ("npy" in a manifest written
+	// before there was a choice).
+	PartFormat PartFormat `json:"part_format"`
 	// Shard is "i/n" when the run embeds shard i of n (ShardOf), else "".
 	Shard string `json:"shard,omitempty"`
 }
 
 // Part is one part of a folder: its files are Name+".npy" and
-// Name+".ids.txt".
+// Name+".ids.txt", or Name+".parquet".
 type Part struct {
 	Name string `json:"name"`
 	// FirstID and LastID are the ids of its first and last document.
@@ -80,9 +109,11 @@ type Part struct {
 	// run continues.
 	Records int64 `json:"input_records"`
 	// SkippedBad counts the bad documents skipped since the part before.
-	SkippedBad int    `json:"skipped_bad"`
-	SHA256     string `json:"sha256"`
-	IDsSHA256  string `json:"ids_sha256"`
+	SkippedBad int `json:"skipped_bad"`
+	// SHA256 is the SHA-256 of the vectors file (.npy or .parquet);
+	// IDsSHA256 that of the ids file (.npy parts only).
+	SHA256    string `json:"sha256"`
+	IDsSHA256 string `json:"ids_sha256,omitempty"`
 }
 
 // Manifest describes a folder of parts.
@@ -271,8 +302,15 @@ func ReadManifest(dir string) (*Manifest, error) {
 	if err := json.Unmarshal(data, &m); err != nil {
 		return nil, fmt.Errorf("embed: %s: %w", p, err)
 	}
-	if m.Format != PartsFormat {
-		return nil, fmt.Errorf("embed: %s: format %q, want %q", p, m.Format, PartsFormat)
+	if m.Settings.PartFormat == "" {
+		m.Settings.PartFormat = PartNPY
+	}
+	switch {
+	case m.Format != PartsFormat && m.Format != PartsFormatParquet:
+		return nil, fmt.Errorf("embed: %s: format %q, want %q or %q", p, m.Format, PartsFormat, PartsFormatParquet)
+	case m.Settings.PartFormat != PartNPY && m.Settings.PartFormat != PartParquet,
+		m.Format != m.Settings.PartFormat.manifestFormat():
+		return nil, fmt.Errorf("embed: %s: format %q with parts of format %q", p, m.Format, m.Settings.PartFormat)
 	}
 	return &m, nil
 }
@@ -300,6 +338,13 @@ func OpenParts(dir string, head Manifest) (*PartWriter, error) {
 	if head.Settings.PartSize < 1 {
 		return nil, fmt.Errorf("embed: part size %d: want at least 1", head.Settings.PartSize)
 	}
+	switch head.Settings.PartFormat {
+	case "":
+		head.Settings.PartFormat = PartNPY
+	case PartNPY, PartParquet:
+	default:
+		return nil, fmt.Errorf("embed: part format %q: want %q or %q", head.Settings.PartFormat, PartNPY, PartParquet)
+	}
 	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
 		return nil, fmt.Errorf("embed: %w", err)
 	}
@@ -310,7 +355,7 @@ func OpenParts(dir string, head Manifest) (*PartWriter, error) {
 	if err != nil {
 		return nil, err
 	}
-	head.Format = PartsFormat
+	head.Format = head.Settings.PartFormat.manifestFormat()
 	w := &PartWriter{dir: dir, m: head}
 	w.m.Parts, w.m.Documents, w.m.Vectors, w.m.SkippedBad, w.m.Records, w.m.Complete = nil, 0, 0, 0, 0, false
 	if old == nil {
@@ -390,16 +435,27 @@ func (w *PartWriter) flush(complete bool) error {
 	if w.docs > 0 {
 		name := fmt.Sprintf("part-%05d", len(m.Parts))
 		dim := m.Settings.Dim
-		npy := EncodeNPYFloat32(w.vecs, len(w.vecs)/dim, dim)
-		ids := w.ids.Bytes()
 		p := Part{Name: name, FirstID: w.first, LastID: w.last, Documents: w.docs, Vectors: len(w.vecs) / dim,
-			Records: w.records, SkippedBad: w.skipped, SHA256: sum(npy), IDsSHA256: sum(ids)}
+			Records: w.records, SkippedBad: w.skipped}
+		ids := w.ids.Bytes()
+		if m.Settings.PartFormat == PartParquet {
+			var b bytes.Buffer
+			list := strings.Split(strings.TrimSuffix(string(ids), "\n"), "\n")
+			if err := EncodeParquet(&b, list, w.vecs, dim); err != nil {
+				return err
+			}
+			p.SHA256 = sum(b.Bytes())
+			set = append(set, fsutil.FileBytes(filepath.Join(w.dir, name+".parquet"), b.Bytes()))
+		} else {
+			npy := EncodeNPYFloat32(w.vecs, len(w.vecs)/dim, dim)
+			p.SHA256, p.IDsSHA256 = sum(npy), sum(ids)
+			set = append(set, fsutil.FileBytes(filepath.Join(w.dir, name+".npy"), npy), fsutil.FileBytes(filepath.Join(w.dir, name+".ids.txt"), ids))
+		}
 		m.Parts = append(m.Parts, p)
 		m.Documents += p.Documents
 		m.Vectors += p.Vectors
 		m.SkippedBad += p.SkippedBad
 		m.Records = p.Records
-		set = append(set, fsutil.FileBytes(filepath.Join(w.dir, name+".npy"), npy), fsutil.FileBytes(filepath.Join(w.dir, name+".ids.txt"), ids))
 	} else if complete {
 		m.SkippedBad += w.skipped
 	}

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -18,9 +19,7 @@ import (
 	"github.com/linearize/linearize/cmd/internal/cli"
 	"github.com/linearize/linearize/embed"
 	"github.com/linearize/linearize/infer"
-	"github.com/linearize/linearize/internal/fsutil"
 	"github.com/linearize/linearize/internal/progress"
-	"github.com/linearize/linearize/onnx"
 )
 
 // embedMaxDoc bounds one document (a --docs file or a JSON line), and
@@ -75,12 +74,14 @@ type embedFlags struct {
 	texts                             cli.MultiFlag
 	textFile, docs, jsonl, out, mode  string
 	pooling, backend, vocab, shard    string
+	partFormat                        string
 	raw, skipBad                      bool
 	maxTokens, window, batch, threads int
 	overlap, partSize                 int
 }
 
-// embedDefaultPartSize is the documents per part of a folder output.
+// embedDefaultPartSize is the documents per part of a folder output
+// (and per resumable step of a file output).
 const embedDefaultPartSize = 1000
 
 func runEmbed(args []string, stdout io.Writer) error {
@@ -90,7 +91,7 @@ func runEmbed(args []string, stdout io.Writer) error {
 	fs.StringVar(&f.textFile, "text-file", "", "a `FILE` with one text per line (ids: line numbers; blank lines skipped; - is stdin)")
 	fs.StringVar(&f.docs, "docs", "", "embed every *.txt and *.md file in `DIR`, sorted (id: the file name)")
 	fs.StringVar(&f.jsonl, "jsonl", "", "a `FILE` of JSON lines {\"id\": ..., \"text\": ...} (- is stdin)")
-	fs.StringVar(&f.out, "o", "", "`OUT`: OUT.npy (float32 [N, dim], ids in OUT.ids.txt) or OUT.jsonl, one {\"id\", \"embedding\"} per line, written at the end; or a folder DIR/ (a path ending in / or a folder that exists) of parts part-00000.npy + part-00000.ids.txt … of --part-size documents each, written as they are made, and manifest.json; a re-run with the same flags resumes it (required)")
+	fs.StringVar(&f.out, "o", "", "`OUT`: OUT.npy (float32 [N, dim], ids in OUT.ids.txt), OUT.jsonl (one {\"id\", \"embedding\"} per line) or OUT.parquet (columns id: string, embedding: list<float32>), built in parts in the folder .OUT.parts beside it and written when the input ends; or a folder DIR/ (a path ending in / or a folder that exists) of parts of --part-size documents each (--part-format), written as they are made, and manifest.json. A re-run with the same flags resumes after the parts finished (required)")
 	fs.StringVar(&f.mode, "mode", "auto", "read long texts in `MODE`: truncate (first window), chunk (mean over windows, weighted by their wordpieces), chunks (one vector per window, ids DOCID#K), long (one pass, up to the model's limit), auto (long for a convert long model or, without --window, a model whose own limit is above 512 tokens; else chunk)")
 	fs.StringVar(&f.pooling, "pooling", "auto", "pool hidden states by `KIND`: mean, cls, max, or auto (the model's sentence-transformers files, else mean)")
 	fs.BoolVar(&f.raw, "raw", false, "do not L2-normalise the vectors")
@@ -102,7 +103,8 @@ func runEmbed(args []string, stdout io.Writer) error {
 	fs.StringVar(&f.backend, "backend", infer.DefaultBackend, "runtime backend: "+strings.Join(infer.Backends(), " or "))
 	fs.StringVar(&f.vocab, "vocab", "", "tokenizer `PATH`: a folder, tokenizer.json or vocab.txt (default: found beside the model)")
 	fs.BoolVar(&f.skipBad, "skip-bad-docs", false, "skip documents that are empty (no wordpieces) or not UTF-8, and count them in the summary (default: refuse them, exit 2, naming each)")
-	fs.IntVar(&f.partSize, "part-size", embedDefaultPartSize, "documents `N` per part of a folder output"+atMost(maxDocs))
+	fs.IntVar(&f.partSize, "part-size", embedDefaultPartSize, "documents `N` per part: of a folder output, and of a file output's run (what a stopped run can lose)"+atMost(maxDocs))
+	fs.StringVar(&f.partFormat, "part-format", "", "the parts of a folder output are `FORMAT`: npy (part-00000.npy, float32 [vectors, dim], and part-00000.ids.txt, …) or parquet (part-00000.parquet, columns id and embedding, …) (default npy)")
 	fs.StringVar(&f.shard, "shard", "", "embed only shard `I/N` of the documents: those whose id hashes to I mod N (FNV-1a); N runs with 0/N … N-1/N split a corpus with no coordination (embed-merge joins them); folder output only")
 	path, err := cli.ParseModelArg(fs, args, stdout)
 	if err != nil {
@@ -191,35 +193,102 @@ func (f *embedFlags) source() (docSource, error) {
 }
 
 // embedSink receives the vectors of each document in order: a single
-// file written at the end, or a folder of parts written as they fill.
+// file built in parts and written at the end, or a folder of parts
+// written as they fill.
 type embedSink interface {
 	add(rec int64, docID string, ids []string, vecs [][]float32) error
 	skip()
 	finish(dim int) error
 }
 
-// fileSink keeps the vectors for one .npy (and its ids) or .jsonl file,
-// written as one set at the end.
+// fileSink builds a vectors file (-o OUT.npy, .jsonl or .parquet) in
+// the hidden folder of parts beside it (embed.FilePartsDir), committing
+// a part at a time as a folder output does, and assembles the file from
+// them at the end as one set (embed.Assemble), the folder then removed.
+// A run that ends before its first part is full writes the file from
+// memory and makes no folder.
 type fileSink struct {
-	out  string
-	ids  []string
-	vecs [][]float32
+	out, dir string
+	partSize int
+	// head makes the folder's manifest head (hashing the model: only
+	// when a part is committed).
+	head func() (embed.Manifest, error)
+	// w writes the folder; nil until the first part is full (or when
+	// the run resumes a folder).
+	w *embed.PartWriter
+	// The documents of the first part, and the bad documents skipped
+	// among them, while w is nil.
+	first   []fileDoc
+	skipped int
 }
 
-func (s *fileSink) add(_ int64, _ string, ids []string, vecs [][]float32) error {
-	s.ids = append(s.ids, ids...)
-	s.vecs = append(s.vecs, vecs...)
+// fileDoc is a document's vectors kept for the first part.
+type fileDoc struct {
+	rec   int64
+	docID string
+	ids   []string
+	vecs  [][]float32
+}
+
+func (s *fileSink) add(rec int64, docID string, ids []string, vecs [][]float32) error {
+	if s.w != nil {
+		return s.w.Add(rec, docID, ids, vecs)
+	}
+	s.first = append(s.first, fileDoc{rec, docID, ids, vecs})
+	if len(s.first) < s.partSize {
+		return nil
+	}
+	head, err := s.head()
+	if err != nil {
+		return err
+	}
+	w, err := embed.OpenParts(s.dir, head)
+	if err != nil {
+		return err
+	}
+	for range s.skipped {
+		w.Skip()
+	}
+	for _, d := range s.first {
+		if err := w.Add(d.rec, d.docID, d.ids, d.vecs); err != nil {
+			return err
+		}
+	}
+	s.w, s.first, s.skipped = w, nil, 0
 	return nil
 }
 
-func (s *fileSink) skip() {}
+func (s *fileSink) skip() {
+	if s.w != nil {
+		s.w.Skip()
+		return
+	}
+	s.skipped++
+}
 
 func (s *fileSink) finish(dim int) error {
-	if strings.HasSuffix(s.out, ".npy") {
-		return writeEmbedNPY(s.out, s.ids, s.vecs, dim)
+	if s.w != nil {
+		if err := s.w.Finish(); err != nil {
+			return err
+		}
+		return embed.Assemble(s.dir, s.out)
 	}
-	return writeEmbedJSONL(s.out, s.ids, s.vecs)
+	n := 0
+	for _, d := range s.first {
+		n += len(d.ids)
+	}
+	return embed.WriteVectors(s.out, n, dim, func(yield func([]string, []float32) error) error {
+		for _, d := range s.first {
+			if err := yield(d.ids, slices.Concat(d.vecs...)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
+
+// started reports whether the hidden folder of parts holds parts.
+func (s *fileSink) started() bool { return s.w != nil && len(s.w.Manifest().Parts) > 0 }
 
 // partSink writes a folder of parts (embed.PartWriter).
 type partSink struct{ w *embed.PartWriter }
@@ -246,8 +315,19 @@ func (f *embedFlags) run(path string, stdout io.Writer) error {
 	}
 	folder := isFolderOut(f.out)
 	npy := strings.HasSuffix(f.out, ".npy")
-	if !folder && !npy && !strings.HasSuffix(f.out, ".jsonl") {
-		return cli.UsageError("-o %s: want a path ending in .npy or .jsonl, or a folder (ending in /)", f.out)
+	if !folder && !embed.IsVectorsFile(f.out) {
+		return cli.UsageError("-o %s: want a path ending in .parquet, .npy or .jsonl, or a folder (ending in /)", f.out)
+	}
+	partFormat := embed.PartNPY
+	switch f.partFormat {
+	case "", string(embed.PartNPY):
+	case string(embed.PartParquet):
+		partFormat = embed.PartParquet
+	default:
+		return cli.UsageError("--part-format %q: want npy or parquet", f.partFormat)
+	}
+	if f.partFormat != "" && !folder {
+		return cli.UsageError("--part-format needs a folder output (-o DIR/): a file's format is its extension (.npy, .jsonl or .parquet)")
 	}
 	var shardI, shardN int
 	if f.shard != "" {
@@ -260,12 +340,15 @@ func (f *embedFlags) run(path string, stdout io.Writer) error {
 	}
 	inputs := []namedFile{{"MODEL", path}, {"--text-file", f.textFile}, {"--jsonl", f.jsonl}, {"--vocab", f.vocab}}
 	var outputs []namedFile
+	// parts is the folder of parts: -o DIR/, or the hidden one in which
+	// a file output is built.
+	var parts string
 	if folder {
 		dir := strings.TrimRight(f.out, `/\`)
 		if dir == "" {
 			dir = f.out
 		}
-		f.out = dir
+		f.out, parts = dir, dir
 		if parent := filepath.Dir(dir); parent != "" {
 			if st, err := os.Stat(parent); err != nil || !st.IsDir() {
 				return cli.BadInput(fmt.Errorf("-o %s: the folder %s does not exist", f.out, parent))
@@ -279,11 +362,20 @@ func (f *embedFlags) run(path string, stdout io.Writer) error {
 			return err
 		}
 	} else {
+		parts = embed.FilePartsDir(f.out)
 		outputs = []namedFile{{"-o", f.out}}
 		if npy {
 			outputs = append(outputs, namedFile{"the ids file of -o", embedIDsPath(f.out)})
 		}
 		if err := checkOutputs(outputs, inputs); err != nil {
+			return err
+		}
+		if f.docs != "" && sameDir(f.docs, parts) {
+			return cli.UsageError("-o %s: its part folder %s is the --docs folder; choose another path", f.out, parts)
+		}
+		// The manifest of the part folder is an output too.
+		outputs = append(outputs, namedFile{"the part folder of -o", filepath.Join(parts, embed.ManifestName)})
+		if err := checkNotInputs(outputs, inputs); err != nil {
 			return err
 		}
 	}
@@ -303,17 +395,46 @@ func (f *embedFlags) run(path string, stdout io.Writer) error {
 	}
 	defer e.Close()
 
-	var sink embedSink = &fileSink{out: f.out}
+	var head *embed.Manifest
+	makeHead := func() (embed.Manifest, error) {
+		if head == nil {
+			h, err := f.manifest(path, src, e, partFormat)
+			if err != nil {
+				return h, err
+			}
+			head = &h
+		}
+		return *head, nil
+	}
+	// A file output resumes the part folder of a run that stopped; one
+	// without a manifest holds nothing to resume (a run killed before
+	// its first part was committed) and is removed.
+	var w *embed.PartWriter
+	resume := folder
+	if !folder {
+		m, err := embed.ReadManifest(parts)
+		if err != nil {
+			return cli.RuntimeFailure(err)
+		}
+		if m != nil {
+			resume = true
+		} else if _, err := os.Lstat(parts); err == nil {
+			embed.RemoveParts(parts)
+		}
+	}
 	var skipTo int64
 	var lastID, resumed string
-	if folder {
-		head, err := f.manifest(path, src, e)
+	if resume {
+		h, err := makeHead()
 		if err != nil {
 			return err
 		}
-		w, err := embed.OpenParts(f.out, head)
+		w, err = embed.OpenParts(parts, h)
 		var mm *embed.MismatchError
 		switch {
+		case errors.As(err, &mm) && !folder:
+			return cli.BadInput(fmt.Errorf("-o %s: the unfinished run in %s was made otherwise: %s (run with the flags and files it was made with to finish it, or remove %s to start anew)",
+				f.out, parts, strings.Join(mm.Diffs, "; "), parts))
 		case errors.As(err, &mm):
 			return cli.BadInput(err)
 		case err != nil:
@@ -322,15 +443,61 @@ func (f *embedFlags) run(path string, stdout io.Writer) error {
 		var complete bool
 		skipTo, lastID, complete = w.Resume()
 		m := w.Manifest()
-		if complete {
+		if complete && folder {
 			fmt.Fprintf(stdout, "%s is complete: %d documents (%d vectors) in %d parts; nothing to do\n", f.out, m.Documents, m.Vectors, len(m.Parts))
+			return nil
+		}
+		if complete {
+			// Stopped after its last part, before (or while) the file
+			// was written.
+			if err := embed.Assemble(parts, f.out); err != nil {
+				return cli.RuntimeFailure(fmt.Errorf("%w (the finished parts are kept in %s: run again to write %s)", err, parts, f.out))
+			}
+			fmt.Fprintf(stdout, "wrote %d documents (%d vectors) from the %d finished parts of %s → %s\n", m.Documents, m.Vectors, len(m.Parts), parts, f.out)
 			return nil
 		}
 		if len(m.Parts) > 0 {
 			resumed = fmt.Sprintf(", resumed after %d documents in %d parts", m.Documents, len(m.Parts))
-			fmt.Fprintf(embedProgress, "embed: %s holds %d finished parts (%d documents, input records 1–%d): resuming after them\n", f.out, len(m.Parts), m.Documents, skipTo)
+			fmt.Fprintf(embedProgress, "embed: %s holds %d finished parts (%d documents, input records 1–%d): resuming after them\n", parts, len(m.Parts), m.Documents, skipTo)
 		}
+	}
+	var sink embedSink
+	fsink := &fileSink{out: f.out, dir: parts, partSize: f.partSize, head: makeHead, w: w}
+	if folder {
 		sink = partSink{w}
+	} else {
+		sink = fsink
+	}
+	// kept says what a failed run keeps of its output; notWritten adds
+	// that the failing document's part is not written; keptNote, when
+	// parts are kept, that a run with the input fixed resumes; anew how
+	// to start over when the parts cannot be resumed.
+	kept := func() string {
+		switch {
+		case folder:
+			return "the finished parts of " + f.out + " are kept"
+		case fsink.started():
+			return "the finished parts are kept in " + parts + ", " + f.out + " left as it was"
+		}
+		return f.out + " left as it was"
+	}
+	notWritten := func() string {
+		if folder || fsink.started() {
+			return "its part is not written; " + kept()
+		}
+		return "nothing written, " + kept()
+	}
+	keptNote := func() string {
+		if folder || fsink.started() {
+			return " (" + kept() + ": fix the input and run again to resume)"
+		}
+		return ""
+	}
+	anew := func() string {
+		if folder {
+			return "use another folder, or the input they were made from"
+		}
+		return "remove " + parts + " to start anew, or use the input they were made from"
 	}
 
 	start := time.Now() // embedding only, not loading the model
@@ -372,7 +539,7 @@ func (f *embedFlags) run(path string, stdout io.Writer) error {
 			if len(bad) > maxBadListed {
 				msg += fmt.Sprintf("; and %d more", len(bad)-maxBadListed)
 			}
-			return cli.BadInput(fmt.Errorf("%d of %d documents cannot be embedded (--skip-bad-docs skips them): %s%s", len(bad), len(buf), msg, f.keptNote(folder)))
+			return cli.BadInput(fmt.Errorf("%d of %d documents cannot be embedded (--skip-bad-docs skips them): %s%s", len(bad), len(buf), msg, keptNote()))
 		}
 		for _, b := range bad {
 			fmt.Fprintf(embedProgress, "embed: skipped %s\n", b)
@@ -387,7 +554,7 @@ func (f *embedFlags) run(path string, stdout io.Writer) error {
 						// Nothing of it is written: a vector of NaN would poison
 						// every search over the file without a word.
 						return cli.RuntimeFailure(fmt.Errorf("document %s: its vector has %s (the model's output is not finite); %s",
-							it.d.id, nf.Values(), f.notWritten(folder)))
+							it.d.id, nf.Values(), notWritten()))
 					}
 					k++
 				}
@@ -425,8 +592,8 @@ func (f *embedFlags) run(path string, stdout io.Writer) error {
 		lastRec = rec
 		if rec <= skipTo {
 			if rec == skipTo && d.id != lastID {
-				return cli.BadInput(fmt.Errorf("%s: input record %d is document %s, but the last finished part of %s ends with document %s there: the input changed since those parts were made (use another folder, or the input they were made from)",
-					src.what, rec, d.id, f.out, lastID))
+				return cli.BadInput(fmt.Errorf("%s: input record %d is document %s, but the last finished part of %s ends with document %s there: the input changed since those parts were made (%s)",
+					src.what, rec, d.id, parts, lastID, anew()))
 			}
 			return nil
 		}
@@ -443,18 +610,18 @@ func (f *embedFlags) run(path string, stdout io.Writer) error {
 		if d.bad == "" {
 			pending++
 		}
-		// A batch never spans two parts of a folder: every part is
-		// embedded in the same batches whether the run began with it or
-		// resumed there, so a resumed folder is byte for byte the one an
+		// A batch never spans two parts: every part is embedded in the
+		// same batches whether the run began with it or resumed there,
+		// so a resumed folder (or file) is byte for byte the one an
 		// uninterrupted run writes.
-		if pending == group || folder && partFill+pending == f.partSize {
+		if pending == group || partFill+pending == f.partSize {
 			pending = 0
 			return flush()
 		}
 		return nil
 	})
 	if err == nil && lastRec < skipTo {
-		err = cli.BadInput(fmt.Errorf("%s has %d documents, but the finished parts of %s cover %d: the input changed since they were made", src.what, lastRec, f.out, skipTo))
+		err = cli.BadInput(fmt.Errorf("%s has %d documents, but the finished parts of %s cover %d: the input changed since they were made (%s)", src.what, lastRec, parts, skipTo, anew()))
 	}
 	if err == nil {
 		err = flush()
@@ -476,6 +643,9 @@ func (f *embedFlags) run(path string, stdout io.Writer) error {
 	}
 	took := time.Since(start)
 	if err := sink.finish(e.Dim()); err != nil {
+		if !folder && fsink.w != nil {
+			err = fmt.Errorf("%w (%s: run again to write it)", err, kept())
+		}
 		return cli.RuntimeFailure(err)
 	}
 	skipped := ""
@@ -513,27 +683,10 @@ func (f *embedFlags) embedBatch(e *embed.Embedder, texts []string) ([][][]float3
 	return out, nil
 }
 
-// notWritten says what a failed run leaves: nothing of a file output;
-// the finished parts of a folder.
-func (f *embedFlags) notWritten(folder bool) string {
-	if folder {
-		return "its part is not written; the finished parts of " + f.out + " are kept"
-	}
-	return "nothing written, " + f.out + " left as it was"
-}
-
-// keptNote adds, for a folder output, that the finished parts stay.
-func (f *embedFlags) keptNote(folder bool) string {
-	if folder {
-		return " (the finished parts of " + f.out + " are kept: fix the input and run again to resume)"
-	}
-	return ""
-}
-
 // manifest is the head of a folder output's manifest: the tool, the
 // model's and tokenizer files' SHA-256 and the settings (as resolved by
 // the embedder).
-func (f *embedFlags) manifest(path string, src docSource, e *embed.Embedder) (embed.Manifest, error) {
+func (f *embedFlags) manifest(path string, src docSource, e *embed.Embedder, format embed.PartFormat) (embed.Manifest, error) {
 	var m embed.Manifest
 	sum, err := embed.FileSHA256(path)
 	if err != nil {
@@ -550,7 +703,7 @@ func (f *embedFlags) manifest(path string, src docSource, e *embed.Embedder) (em
 	m = embed.Manifest{Tool: toolVersion(), Model: embed.FileSum{File: filepath.Base(path), SHA256: sum}, Tokenizer: tok,
 		Settings: embed.Settings{Input: src.what, Mode: e.Mode(), Pooling: e.Pooling(), Normalised: e.Normalised(), MaxTokens: e.MaxTokens(),
 			Window: e.Window(), Overlap: e.Overlap(), Output: e.Output(), Dim: e.Dim(), Backend: backend, SkipBad: f.skipBad,
-			PartSize: f.partSize, Shard: f.shard}}
+			PartSize: f.partSize, PartFormat: format, Shard: f.shard}}
 	return m, nil
 }
 
@@ -681,43 +834,5 @@ func jsonID(raw json.RawMessage) (string, error) {
 	return id, nil
 }
 
-// writeEmbedNPY writes the vectors as a float32 [N, dim] .npy file and
-// the ids, one per line, to OUT without .npy plus ".ids.txt", as one
-// set (fsutil.WriteSet): whatever fails or stops the write, both files
-// are the old ones or both the new ones.
-func writeEmbedNPY(out string, list []string, vecs [][]float32, dim int) error {
-	data := make([]float32, 0, len(vecs)*dim)
-	for _, v := range vecs {
-		data = append(data, v...)
-	}
-	var ids strings.Builder
-	for _, id := range list {
-		ids.WriteString(id)
-		ids.WriteByte('\n')
-	}
-	t := onnx.NewFloat([]int{len(vecs), dim}, data)
-	return fsutil.WriteSet(
-		fsutil.SetFile{Path: out, Fill: func(w io.Writer) error { return onnx.EncodeNPY(w, t) }},
-		fsutil.FileBytes(embedIDsPath(out), []byte(ids.String())))
-}
-
 // embedIDsPath is the ids file beside an .npy output.
-func embedIDsPath(out string) string { return strings.TrimSuffix(out, ".npy") + ".ids.txt" }
-
-// writeEmbedJSONL writes one {"id", "embedding"} object per line.
-func writeEmbedJSONL(out string, list []string, vecs [][]float32) error {
-	return fsutil.WriteAtomic(out, func(w io.Writer) error {
-		enc := json.NewEncoder(w)
-		enc.SetEscapeHTML(false)
-		for i, id := range list {
-			rec := struct {
-				ID        string    `json:"id"`
-				Embedding []float32 `json:"embedding"`
-			}{id, vecs[i]}
-			if err := enc.Encode(rec); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-}
+func embedIDsPath(out string) string { return embed.IDsPath(out) }

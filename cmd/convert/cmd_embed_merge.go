@@ -11,11 +11,11 @@ import (
 )
 
 // runEmbedMerge (command embed-merge, "DIR... [flags]") checks that folders of parts written by embed (the
-// shards of one run, or one folder) belong together and, with -o,
-// merges them.
+// shards of one run, or one folder; of .npy or .parquet parts) belong
+// together and, with -o, merges them.
 func runEmbedMerge(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("embed-merge", flag.ContinueOnError)
-	out := fs.String("o", "", "write the merged vectors to `OUT`: OUT.npy (+ OUT.ids.txt), OUT.jsonl, or a new folder of parts (ending in /); without -o, only verify")
+	out := fs.String("o", "", "write the merged vectors to `OUT`: OUT.npy (+ OUT.ids.txt), OUT.jsonl, OUT.parquet, or a new folder of parts (ending in /; its parts in the first folder's part format); without -o, only verify")
 	dirs, err := cli.ParseFlags(fs, args, stdout)
 	if err != nil {
 		return err
@@ -30,10 +30,10 @@ func runEmbedMerge(args []string, stdout io.Writer) error {
 			*out = strings.TrimRight(*out, `/\`)
 		case strings.HasSuffix(*out, ".npy"):
 			outputs = []namedFile{{"-o", *out}, {"the ids file of -o", embedIDsPath(*out)}}
-		case strings.HasSuffix(*out, ".jsonl"):
+		case strings.HasSuffix(*out, ".jsonl"), strings.HasSuffix(*out, ".parquet"):
 			outputs = []namedFile{{"-o", *out}}
 		default:
-			return cli.UsageError("-o %s: want a path ending in .npy or .jsonl, or a folder (ending in /)", *out)
+			return cli.UsageError("-o %s: want a path ending in .parquet, .npy or .jsonl, or a folder (ending in /)", *out)
 		}
 		for _, d := range dirs {
 			if sameDir(d, *out) {

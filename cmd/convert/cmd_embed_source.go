@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/linearize/linearize/embed"
 	"github.com/linearize/linearize/internal/fsutil"
 	"github.com/linearize/linearize/internal/rusage"
 	"github.com/linearize/linearize/internal/textfile"
@@ -158,9 +159,8 @@ func docsDirSource(flag, dir string, total int64) (docSource, error) {
 
 // jsonlSource is one {"id": ..., "text": ...} object per line (blank
 // lines skipped; "-" is stdin), read a line at a time. An id may be a
-// string or a number and must be unique: the check keeps 16 bytes of
-// each id's SHA-256. total bounds the bytes of the texts (0: no bound
-// but each line's).
+// string or a number and must be unique (idCheck). total bounds the
+// bytes of the texts (0: no bound but each line's).
 func jsonlSource(path string, total int64) docSource {
 	return docSource{what: "--jsonl " + path, each: func(skip int64, fn func(int64, embedDoc) error) error {
 		f, err := openInput(path)
@@ -169,7 +169,7 @@ func jsonlSource(path string, total int64) docSource {
 		}
 		defer f.Close()
 		var rec, sum int64
-		seen := map[[16]byte]int{}
+		ids := newIDCheck(path)
 		err = eachLineBounded(f, path, total, func(n int, line string) error {
 			if strings.TrimSpace(line) == "" {
 				return nil
@@ -188,21 +188,20 @@ func jsonlSource(path string, total int64) docSource {
 			if r.Text == nil {
 				return fmt.Errorf("%s:%d: no \"text\" string", path, n)
 			}
-			h := sha256.Sum256([]byte(id))
-			var k [16]byte
-			copy(k[:], h[:])
-			if prev, dup := seen[k]; dup {
+			if prev, err := ids.add(id, n); err != nil {
+				return fmt.Errorf("%s:%d: %w", path, n, err)
+			} else if prev > 0 {
 				return fmt.Errorf("%s:%d: id %q was already used on line %d", path, n, id, prev)
 			}
-			seen[k] = n
 			if sum += int64(len(*r.Text)); total > 0 && sum > total {
 				return fmt.Errorf("%s:%d: more than %d bytes of documents; embed the file in parts", path, n, total)
 			}
 			rec++
 			d := embedDoc{id: id, text: *r.Text}
-			// encoding/json reads a byte that is not UTF-8 as U+FFFD
-			// without a word: look at the line as it was.
-			checkUTF8(&d, line, "line "+strconv.Itoa(n))
+			// encoding/json reads a byte that is not UTF-8, and an
+			// escaped lone surrogate, as U+FFFD without a word: look at
+			// the line as it was.
+			checkJSONText(&d, line, "line "+strconv.Itoa(n))
 			return fn(rec, d)
 		})
 		if err != nil {
@@ -291,4 +290,132 @@ func eachLineBounded(r io.Reader, path string, total int64, fn func(n int, line 
 		return textfile.ScanError(path, n, embedMaxDoc, err)
 	}
 	return nil
+}
+
+// checkJSONText marks d bad when the JSON line it was read from is not
+// text: a byte that is not UTF-8 (checkUTF8), or an escaped lone
+// surrogate ("\ud800" with no low surrogate after it, or a low one with
+// no high one before), which is half of a UTF-16 pair and no character;
+// the first of them by byte offset is named. Either is refused as
+// invalid UTF-8 (the text cannot be written in UTF-8).
+func checkJSONText(d *embedDoc, line, where string) {
+	bad, sur := invalidUTF8(line), loneSurrogate(line)
+	if sur < 0 || bad >= 0 && bad < sur {
+		checkUTF8(d, line, where)
+		return
+	}
+	d.bad = fmt.Sprintf("%s: byte %d of %s is %s, an escaped lone surrogate (half of a UTF-16 pair, no character; fix the exporter that wrote it)",
+		badUTF8, sur, where, line[sur:sur+6])
+}
+
+// loneSurrogate is the byte offset of the first escaped lone surrogate
+// (\uD800–\uDFFF not in a high-low pair) in a JSON string of line, or
+// -1. line is one JSON value, already decoded without error: its
+// strings are well formed.
+func loneSurrogate(line string) int {
+	// surrogate reads \uXXXX at i: its value when it is one (else -1).
+	surrogate := func(i int) rune {
+		if i+6 > len(line) || line[i] != '\\' || line[i+1] != 'u' {
+			return -1
+		}
+		v, err := strconv.ParseUint(line[i+2:i+6], 16, 16)
+		if err != nil || v < 0xD800 || v > 0xDFFF {
+			return -1
+		}
+		return rune(v)
+	}
+	in := false
+	for i := 0; i < len(line); i++ {
+		switch c := line[i]; {
+		case c == '"':
+			in = !in
+		case c == '\\' && in:
+			r := surrogate(i)
+			switch {
+			case r < 0:
+				i++ // the escaped character (\" or \\ included)
+			case r >= 0xDC00:
+				return i // a low surrogate with no high one before
+			default:
+				if low := surrogate(i + 6); low < 0xDC00 {
+					return i // a high surrogate with no low one after
+				}
+				i += 11
+			}
+		}
+	}
+	return -1
+}
+
+// idCheck finds the ids of a JSONL input used twice. For a regular file
+// it keeps an 8-byte fingerprint of each id (embed.IDSet: 11 to 21 bytes
+// an id) and confirms a fingerprint seen before by reading the file
+// again up to that line; for stdin or a pipe, which cannot be read
+// again, 16 bytes of each id's SHA-256 and its line (about 53 bytes an
+// id).
+type idCheck struct {
+	path  string
+	fps   *embed.IDSet
+	lines map[[16]byte]int
+}
+
+func newIDCheck(path string) *idCheck {
+	if st, err := os.Stat(path); path != "-" && err == nil && st.Mode().IsRegular() {
+		return &idCheck{path: path, fps: new(embed.IDSet)}
+	}
+	return &idCheck{path: path, lines: map[[16]byte]int{}}
+}
+
+// add adds the id of line n and returns the line that used it before
+// (0 for none).
+func (c *idCheck) add(id string, n int) (int, error) {
+	if c.fps != nil {
+		if !c.fps.Add(id) {
+			return 0, nil
+		}
+		return c.lineOf(id, n)
+	}
+	h := sha256.Sum256([]byte(id))
+	var k [16]byte
+	copy(k[:], h[:])
+	if prev, dup := c.lines[k]; dup {
+		return prev, nil
+	}
+	c.lines[k] = n
+	return 0, nil
+}
+
+// lineOf reads the file again for the first line before line n whose id
+// is id (0 for none: another id shares its fingerprint).
+func (c *idCheck) lineOf(id string, n int) (int, error) {
+	f, err := fsutil.Open(c.path)
+	if err != nil {
+		return 0, fmt.Errorf("reading it again for id %q: %w", id, err)
+	}
+	defer f.Close()
+	found := 0
+	errFound := errors.New("found")
+	err = eachLineBounded(f, c.path, 0, func(k int, line string) error {
+		if k >= n {
+			return io.EOF
+		}
+		if strings.TrimSpace(line) == "" {
+			return nil
+		}
+		var r struct {
+			ID json.RawMessage `json:"id"`
+		}
+		if decodeJSONLine(line, &r) != nil {
+			return nil
+		}
+		if other, err := jsonID(r.ID); err == nil && other == id {
+			found = k
+			return errFound
+		}
+		return nil
+	})
+	if err != nil && err != io.EOF && err != errFound {
+		return 0, fmt.Errorf("reading it again for id %q: %w", id, err)
+	}
+	return found, nil
 }

@@ -136,7 +136,7 @@ func folderVectors(t *testing.T, out string) map[string][]float32 {
 		t.Fatalf("%s: manifest %v", out, err)
 	}
 	for _, p := range m.Parts {
-		ids, vecs, err := embed.ReadPart(out, p, m.Settings.Dim)
+		ids, vecs, err := m.ReadPart(out, p)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,0 +1,123 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestLoneSurrogate: an escaped surrogate in a JSON string that is not
+// one half of a high-low pair is found at the offset of its backslash,
+// whatever its case; pairs, other escapes, an escaped backslash before
+// "u" and text outside strings are not.
+func TestLoneSurrogate(t *testing.T) {
+	for _, c := range []struct {
+		line string
+		want int
+	}{
+		{`{"id": "a", "text": "the man"}`, -1},
+		{`{"id": "a", "text": "\ud83d\ude00 smile"}`, -1},
+		{`{"id": "a", "text": "\uD83D\uDE00"}`, -1},
+		{`{"id": "a", "text": "caf\u00e9 \u0041"}`, -1},
+		{`{"id": "a", "text": "\\ud800 is not an escape"}`, -1},
+		{`{"id": "a", "text": "\\\\\ud83d\ude00"}`, -1},
+		{`{"id": "a", "text": "\"\ud800"}`, 23},
+		{`{"id": "a", "text": "x\ud800"}`, 22},
+		{`{"id": "a", "text": "x\uDBFF y"}`, 22},
+		{`{"id": "a", "text": "\ud800\u0041"}`, 21},
+		{`{"id": "a", "text": "\ud800\ud800\udc00"}`, 21},
+		{`{"id": "a", "text": "\udc00"}`, 21},
+		{`{"id": "a", "text": "\ud83d\ude00\ude00"}`, 33},
+		{`{"id": "a", "text": "\\\ud800"}`, 23},
+		{`{"id": "\ud800", "text": "the man"}`, 8},
+	} {
+		if got := loneSurrogate(c.line); got != c.want {
+			t.Errorf("%s: %d, want %d", c.line, got, c.want)
+		}
+	}
+}
+
+// TestEmbedRefusesLoneSurrogates: a JSON line whose text (or id) holds
+// an escaped lone surrogate, which encoding/json would read as U+FFFD
+// without a word, is refused as invalid UTF-8 is, naming the document
+// and the byte offset, or with --skip-bad-docs skipped and counted
+// with the invalid UTF-8; a surrogate pair is a character and embeds.
+func TestEmbedRefusesLoneSurrogates(t *testing.T) {
+	path, dir := embedModel(t)
+	quietEmbed(t)
+	in := filepath.Join(dir, "docs.jsonl")
+	lines := `{"id": "ok", "text": "the man \ud83d\ude00"}` + "\n" +
+		`{"id": "lone", "text": "the man \ud800 food"}` + "\n" +
+		`{"id": "low", "text": "\udc00the horse"}` + "\n" +
+		`{"id": "latin1", "text": "the caf` + "\xe9" + ` \ud800"}` + "\n"
+	if err := os.WriteFile(in, []byte(lines), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "out.npy")
+	for _, c := range []struct {
+		args []string
+		code int
+		want []string
+	}{
+		{nil, exitBadInput, []string{"3 of 4 documents cannot be embedded", "--skip-bad-docs",
+			`document lone: invalid UTF-8: byte 32 of line 2 is \ud800, an escaped lone surrogate`,
+			`document low: invalid UTF-8: byte 23 of line 3 is \udc00, an escaped lone surrogate`,
+			"document latin1: invalid UTF-8: byte 33 of line 4 is not UTF-8"}},
+		{[]string{"--skip-bad-docs"}, exitOK, []string{"embedded 1 documents, skipped 3 bad (3 invalid UTF-8)"}},
+	} {
+		code, stdout, stderr := runCLI(append([]string{"embed", path, "--backend", "native", "--jsonl", in, "-o", out}, c.args...)...)
+		for _, w := range c.want {
+			if code != c.code || !strings.Contains(stdout+stderr, w) {
+				t.Errorf("%v: exit %d, %q %q; want exit %d and %q", c.args, code, stdout, stderr, c.code, w)
+			}
+		}
+	}
+	if ids, err := os.ReadFile(filepath.Join(dir, "out.ids.txt")); err != nil || string(ids) != "ok\n" {
+		t.Errorf("ids after --skip-bad-docs: %q, %v; want only ok", ids, err)
+	}
+}
+
+// TestEmbedRefusesDuplicateIDs: an id used twice in a --jsonl file or on
+// stdin is refused naming both lines (a file is read again to confirm a
+// fingerprint seen before; stdin keeps 16 bytes of each id); an id whose
+// fingerprint matched another's is found on no earlier line.
+func TestEmbedRefusesDuplicateIDs(t *testing.T) {
+	path, dir := embedModel(t)
+	quietEmbed(t)
+	in := filepath.Join(dir, "docs.jsonl")
+	lines := `{"id": "a", "text": "the man"}` + "\n" + `{"id": 7, "text": "horses"}` + "\n\n" +
+		`{"id": "b", "text": "food"}` + "\n" + `{"id": "7", "text": "the food"}` + "\n"
+	if err := os.WriteFile(in, []byte(lines), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "out.npy")
+	want := in + `:5: id "7" was already used on line 2`
+	if code, _, stderr := runCLI("embed", path, "--backend", "native", "--jsonl", in, "-o", out); code != exitBadInput || !strings.Contains(stderr, want) {
+		t.Errorf("file: exit %d, %q; want %q", code, stderr, want)
+	}
+	f, err := os.Open(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	stdin := os.Stdin
+	os.Stdin = f
+	code, _, stderr := runCLI("embed", path, "--backend", "native", "--jsonl", "-", "-o", out)
+	os.Stdin = stdin
+	if want := `-:5: id "7" was already used on line 2`; code != exitBadInput || !strings.Contains(stderr, want) {
+		t.Errorf("stdin: exit %d, %q; want %q", code, stderr, want)
+	}
+	c := newIDCheck(in)
+	if c.fps == nil {
+		t.Fatal("a regular file is not checked by fingerprints")
+	}
+	for _, k := range []struct {
+		id         string
+		before, at int
+	}{{"a", 5, 1}, {"7", 5, 2}, {"b", 5, 4}, {"b", 4, 0}, {"c", 6, 0}} {
+		if got, err := c.lineOf(k.id, k.before); err != nil || got != k.at {
+			t.Errorf("lineOf(%q, %d) = %d, %v; want %d", k.id, k.before, got, err, k.at)
+		}
+	}
+}
