@@ -9,7 +9,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -700,39 +699,11 @@ func (f *embedFlags) manifest(path string, src docSource, e *embed.Embedder, for
 	if backend == "" {
 		backend = infer.DefaultBackend
 	}
-	m = embed.Manifest{Tool: toolVersion(), Model: embed.FileSum{File: filepath.Base(path), SHA256: sum}, Tokenizer: tok,
+	m = embed.Manifest{Tool: cli.ToolVersion(), Model: embed.FileSum{File: filepath.Base(path), SHA256: sum}, Tokenizer: tok,
 		Settings: embed.Settings{Input: src.what, Mode: e.Mode(), Pooling: e.Pooling(), Normalised: e.Normalised(), MaxTokens: e.MaxTokens(),
 			Window: e.Window(), Overlap: e.Overlap(), Output: e.Output(), Dim: e.Dim(), Backend: backend, SkipBad: f.skipBad,
 			PartSize: f.partSize, PartFormat: format, Shard: f.shard}}
 	return m, nil
-}
-
-// toolVersion is the version the binary was built as: the module's
-// version, else its VCS revision (with "+dirty"), else "devel".
-func toolVersion() string {
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return "devel"
-	}
-	if v := bi.Main.Version; v != "" && v != "(devel)" {
-		return v
-	}
-	rev, dirty := "", false
-	for _, s := range bi.Settings {
-		switch s.Key {
-		case "vcs.revision":
-			rev = s.Value
-		case "vcs.modified":
-			dirty = s.Value == "true"
-		}
-	}
-	if rev == "" {
-		return "devel"
-	}
-	if dirty {
-		rev += "+dirty"
-	}
-	return rev
 }
 
 // sameDir reports whether a and b are one folder.

@@ -168,34 +168,42 @@ func Brief(usage string) string {
 // atMostText finds a flag's bound in its description ("(at most 4096)").
 var atMostText = regexp.MustCompile(`\(at most [0-9][0-9_,]*\)`)
 
-// VersionLine says which build this is: the module's version (or
-// "devel"), the commit and whether the tree was modified, and the Go
-// toolchain, from the binary's build information.
+// VersionLine says which build this is: the binary's name, ToolVersion
+// and the Go toolchain that built it.
 func VersionLine() string {
-	version, commit, dirty, goVersion := "devel", "", false, ""
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		goVersion = bi.GoVersion
-		if v := bi.Main.Version; v != "" && v != "(devel)" {
-			version = v
-		}
-		for _, s := range bi.Settings {
-			switch s.Key {
-			case "vcs.revision":
-				commit = s.Value
-			case "vcs.modified":
-				dirty = s.Value == "true"
-			}
-		}
-	}
-	line := Name + " (linearize) " + version
-	if commit != "" {
-		line += " commit " + commit[:min(12, len(commit))]
-		if dirty {
-			line += " (modified)"
-		}
-	}
-	if goVersion != "" {
-		line += " " + goVersion
+	line := Name + " (linearize) " + ToolVersion()
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.GoVersion != "" {
+		line += " " + bi.GoVersion
 	}
 	return line
+}
+
+// ToolVersion is the version the binary was built as: the module's
+// version, else its VCS revision (with "+dirty" when the tree was
+// modified), else "devel". Outputs that record what made them (embed's
+// manifest) record it.
+func ToolVersion() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "devel"
+	}
+	if v := bi.Main.Version; v != "" && v != "(devel)" {
+		return v
+	}
+	rev, dirty := "", false
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			dirty = s.Value == "true"
+		}
+	}
+	if rev == "" {
+		return "devel"
+	}
+	if dirty {
+		rev += "+dirty"
+	}
+	return rev
 }
