@@ -579,24 +579,3 @@ func TestFloat64BodyHalfPrecision(t *testing.T) {
 		}
 	}
 }
-
-func perturb(in []*onnx.Tensor, seed uint64) []*onnx.Tensor {
-	rng := rand.New(rand.NewPCG(seed, 99))
-	out := make([]*onnx.Tensor, len(in))
-	for i, x := range in {
-		if x == nil || x.DType != onnx.Float || x.Len() < 2 {
-			out[i] = x
-			continue
-		}
-		y := x.Clone()
-		for j, v := range y.Floats() {
-			if rng.IntN(2) == 0 {
-				y.Floats()[j] = math.Nextafter32(v, float32(math.Inf(1)))
-			} else {
-				y.Floats()[j] = math.Nextafter32(v, float32(math.Inf(-1)))
-			}
-		}
-		out[i] = y
-	}
-	return out
-}
