@@ -3,19 +3,44 @@ package embed
 import (
 	"crypto/sha256"
 	"encoding/binary"
+	"runtime"
 )
 
 // IDSet remembers ids by an 8-byte fingerprint (the first 8 bytes of the
 // id's SHA-256) in an open-addressing table at most 3/4 full: 11 to 21
-// bytes per id, against the 36 to 53 of a Go map of 16-byte keys. Two
-// ids may share a fingerprint (about n²/2⁶⁵ for n ids: once in 10⁵ runs
-// of 17 million), so Add reports only that an id may have been added
-// before; a caller that must be exact confirms against the ids
+// bytes per id, against the 36 to 53 of a Go map of 16-byte keys. Where
+// the platform allows (Linux, macOS, FreeBSD), the table is memory mapped
+// apart from Go's heap: it holds no pointers, and on the heap it would
+// let the garbage collector leave as much garbage again before it runs,
+// doubling its cost in memory; it is unmapped when it grows (and by
+// Free).
+//
+// Two ids may share a fingerprint (about n²/2⁶⁵ for n ids: once in 10⁵
+// runs of 17 million), so Add reports only that an id may have been
+// added before; a caller that must be exact confirms against the ids
 // themselves, which it can read again (VerifyParts reads the parts,
 // embed's JSONL reader the file).
 type IDSet struct {
+	t *idTable
+	n int
+}
+
+// idTable is an IDSet's table and what frees it: when it is released,
+// or when it is no longer reachable (the IDSet and every copy of it
+// dropped).
+type idTable struct {
 	slots []uint64 // 0: empty
-	n     int
+	free  *freer
+}
+
+// freer frees a table's memory once.
+type freer struct{ f func() }
+
+func (f *freer) run() {
+	if f.f != nil {
+		f.f()
+		f.f = nil
+	}
 }
 
 // Add adds id and reports whether an id with its fingerprint was added
@@ -26,10 +51,10 @@ func (s *IDSet) Add(id string) (maybeSeen bool) {
 	if fp == 0 {
 		fp = 1
 	}
-	if 4*(s.n+1) > 3*len(s.slots) {
+	if s.t == nil || 4*(s.n+1) > 3*len(s.t.slots) {
 		s.grow()
 	}
-	if !s.insert(fp) {
+	if !s.t.insert(fp) {
 		return true
 	}
 	s.n++
@@ -39,14 +64,23 @@ func (s *IDSet) Add(id string) (maybeSeen bool) {
 // Len is the number of fingerprints in the set.
 func (s *IDSet) Len() int { return s.n }
 
+// Free empties the set and releases its table at once (else the garbage
+// collector releases it once the set is unreachable).
+func (s *IDSet) Free() {
+	if s.t != nil {
+		s.t.release()
+	}
+	s.t, s.n = nil, 0
+}
+
 // insert puts fp in its slot (linear probing) unless it is there
 // already, and reports whether it put it.
-func (s *IDSet) insert(fp uint64) bool {
-	mask := uint64(len(s.slots) - 1)
+func (t *idTable) insert(fp uint64) bool {
+	mask := uint64(len(t.slots) - 1)
 	for i := fp & mask; ; i = (i + 1) & mask {
-		switch s.slots[i] {
+		switch t.slots[i] {
 		case 0:
-			s.slots[i] = fp
+			t.slots[i] = fp
 			return true
 		case fp:
 			return false
@@ -54,13 +88,33 @@ func (s *IDSet) insert(fp uint64) bool {
 	}
 }
 
+// release frees the table's memory.
+func (t *idTable) release() {
+	if t.free != nil {
+		t.free.run()
+	}
+	t.slots = nil
+}
+
 // grow doubles the table (1024 slots at first).
 func (s *IDSet) grow() {
-	old := s.slots
-	s.slots = make([]uint64, max(1024, 2*len(old)))
-	for _, fp := range old {
-		if fp != 0 {
-			s.insert(fp)
-		}
+	n := 1024
+	if s.t != nil {
+		n = 2 * len(s.t.slots)
 	}
+	slots, free := allocSlots(n)
+	t := &idTable{slots: slots}
+	if free != nil {
+		t.free = &freer{free}
+		runtime.AddCleanup(t, (*freer).run, t.free)
+	}
+	if old := s.t; old != nil {
+		for _, fp := range old.slots {
+			if fp != 0 {
+				t.insert(fp)
+			}
+		}
+		old.release()
+	}
+	s.t = t
 }

@@ -2,6 +2,7 @@ package embed
 
 import (
 	"fmt"
+	"runtime"
 	"testing"
 )
 
@@ -20,7 +21,31 @@ func TestIDSet(t *testing.T) {
 			t.Fatalf("id-%d reported new on its second add", i)
 		}
 	}
-	if s.Len() != n || len(s.slots) != 1<<18 {
-		t.Errorf("%d ids in %d slots, want %d in %d", s.Len(), len(s.slots), n, 1<<18)
+	if s.Len() != n || len(s.t.slots) != 1<<18 {
+		t.Errorf("%d ids in %d slots, want %d in %d", s.Len(), len(s.t.slots), n, 1<<18)
 	}
+	s.Free()
+	if s.Len() != 0 || s.Add("id-1") {
+		t.Error("after Free the set is not empty")
+	}
+}
+
+// TestIDSetCopy: a copy of a set keeps its table when the original is
+// dropped and collected.
+func TestIDSetCopy(t *testing.T) {
+	s := new(IDSet)
+	for i := range 5000 {
+		s.Add(fmt.Sprint(i))
+	}
+	c := *s
+	s = nil
+	for range 3 {
+		runtime.GC()
+	}
+	for i := range 5000 {
+		if !c.Add(fmt.Sprint(i)) {
+			t.Fatalf("%d lost", i)
+		}
+	}
+	runtime.KeepAlive(s)
 }

@@ -61,6 +61,7 @@ func VerifyParts(dirs []string) (*Verified, error) {
 		return nil, err
 	}
 	var seen IDSet
+	defer seen.Free()
 	for i, m := range v.Manifests {
 		for k, p := range m.Parts {
 			ids, _, err := m.ReadPart(dirs[i], p)

@@ -79,6 +79,10 @@ type embedFlags struct {
 	overlap, partSize                 int
 }
 
+// embedMaxBuffered is how many batches' worth of documents, bad ones
+// included, embed holds before it flushes.
+const embedMaxBuffered = 4
+
 // embedDefaultPartSize is the documents per part of a folder output
 // (and per resumable step of a file output).
 const embedDefaultPartSize = 1000
@@ -605,6 +609,9 @@ func (f *embedFlags) run(path string, stdout io.Writer) error {
 		if d.bad == "" && len(tok.IDsLimit(d.text, 1)) == 0 {
 			d.bad = badEmpty + ": no wordpieces (blank, or only characters the tokenizer drops); its vector would be that of [CLS] [SEP]"
 		}
+		if d.bad != "" {
+			d.text = "" // never embedded: not kept
+		}
 		buf = append(buf, item{rec, d})
 		if d.bad == "" {
 			pending++
@@ -612,8 +619,10 @@ func (f *embedFlags) run(path string, stdout io.Writer) error {
 		// A batch never spans two parts: every part is embedded in the
 		// same batches whether the run began with it or resumed there,
 		// so a resumed folder (or file) is byte for byte the one an
-		// uninterrupted run writes.
-		if pending == group || partFill+pending == f.partSize {
+		// uninterrupted run writes. A run of bad documents is flushed
+		// too (a smaller batch when they come between good ones), so
+		// that memory holds a bounded number of them.
+		if pending == group || partFill+pending == f.partSize || len(buf) == embedMaxBuffered*group {
 			pending = 0
 			return flush()
 		}

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -170,6 +171,7 @@ func jsonlSource(path string, total int64) docSource {
 		defer f.Close()
 		var rec, sum int64
 		ids := newIDCheck(path)
+		defer ids.free()
 		err = eachLineBounded(f, path, total, func(n int, line string) error {
 			if strings.TrimSpace(line) == "" {
 				return nil
@@ -347,15 +349,20 @@ func loneSurrogate(line string) int {
 	return -1
 }
 
-// idCheck finds the ids of a JSONL input used twice. For a regular file
-// it keeps an 8-byte fingerprint of each id (embed.IDSet: 11 to 21 bytes
-// an id) and confirms a fingerprint seen before by reading the file
-// again up to that line; for stdin or a pipe, which cannot be read
-// again, 16 bytes of each id's SHA-256 and its line (about 53 bytes an
-// id).
+// idCheck finds the ids of a JSONL input used twice. It keeps an
+// 8-byte fingerprint of each id (embed.IDSet: 11 to 21 bytes an id, off
+// Go's heap) and confirms a fingerprint seen before against the ids
+// themselves: for a regular file by reading it again up to that line;
+// for stdin or a pipe, which cannot be read again, in a spool of every
+// id and its line written to a temporary file as they come (removed at
+// once where the system allows, so that not even a kill -9 leaves it).
+// Where no temporary file can be made, it keeps 16 bytes of each id's
+// SHA-256 and its line instead (about 53 bytes an id).
 type idCheck struct {
 	path  string
 	fps   *embed.IDSet
+	spool *os.File
+	w     *bufio.Writer
 	lines map[[16]byte]int
 }
 
@@ -363,31 +370,82 @@ func newIDCheck(path string) *idCheck {
 	if st, err := os.Stat(path); path != "-" && err == nil && st.Mode().IsRegular() {
 		return &idCheck{path: path, fps: new(embed.IDSet)}
 	}
-	return &idCheck{path: path, lines: map[[16]byte]int{}}
+	f, err := os.CreateTemp("", "linearize-embed-ids-*")
+	if err != nil {
+		return &idCheck{path: path, lines: map[[16]byte]int{}}
+	}
+	if runtime.GOOS != "windows" {
+		os.Remove(f.Name()) // the open file lives on, nameless
+	}
+	return &idCheck{path: path, fps: new(embed.IDSet), spool: f, w: bufio.NewWriterSize(f, 1<<16)}
+}
+
+// free releases the memory and the spool of the check.
+func (c *idCheck) free() {
+	if c.fps != nil {
+		c.fps.Free()
+	}
+	if c.spool != nil {
+		c.spool.Close()
+		os.Remove(c.spool.Name())
+	}
+	c.lines = nil
 }
 
 // add adds the id of line n and returns the line that used it before
 // (0 for none).
 func (c *idCheck) add(id string, n int) (int, error) {
-	if c.fps != nil {
-		if !c.fps.Add(id) {
-			return 0, nil
+	if c.fps == nil {
+		h := sha256.Sum256([]byte(id))
+		var k [16]byte
+		copy(k[:], h[:])
+		if prev, dup := c.lines[k]; dup {
+			return prev, nil
 		}
-		return c.lineOf(id, n)
+		c.lines[k] = n
+		return 0, nil
 	}
-	h := sha256.Sum256([]byte(id))
-	var k [16]byte
-	copy(k[:], h[:])
-	if prev, dup := c.lines[k]; dup {
-		return prev, nil
+	seen := c.fps.Add(id)
+	prev := 0
+	if seen {
+		var err error
+		if prev, err = c.lineOf(id, n); err != nil || prev > 0 {
+			return prev, err
+		}
 	}
-	c.lines[k] = n
+	if c.spool != nil {
+		if _, err := fmt.Fprintf(c.w, "%d\t%s\n", n, id); err != nil {
+			return 0, fmt.Errorf("spooling the ids: %w", err)
+		}
+	}
 	return 0, nil
 }
 
-// lineOf reads the file again for the first line before line n whose id
-// is id (0 for none: another id shares its fingerprint).
+// lineOf looks for the first line before line n whose id is id (0 for
+// none: another id shares its fingerprint), in the file read again or
+// in the spool.
 func (c *idCheck) lineOf(id string, n int) (int, error) {
+	if c.spool != nil {
+		if err := c.w.Flush(); err != nil {
+			return 0, fmt.Errorf("spooling the ids: %w", err)
+		}
+		end, err := c.spool.Seek(0, io.SeekCurrent)
+		if err != nil {
+			return 0, fmt.Errorf("spooling the ids: %w", err)
+		}
+		sc := bufio.NewScanner(io.NewSectionReader(c.spool, 0, end))
+		sc.Buffer(make([]byte, 0, 64<<10), embedMaxDoc+32)
+		for sc.Scan() {
+			k, other, _ := strings.Cut(sc.Text(), "\t")
+			if other == id {
+				return strconv.Atoi(k)
+			}
+		}
+		if err := sc.Err(); err != nil {
+			return 0, fmt.Errorf("reading the spool of ids: %w", err)
+		}
+		return 0, nil
+	}
 	f, err := fsutil.Open(c.path)
 	if err != nil {
 		return 0, fmt.Errorf("reading it again for id %q: %w", id, err)

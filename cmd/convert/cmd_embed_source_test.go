@@ -1,10 +1,13 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/linearize/linearize/embed"
 )
 
 // TestLoneSurrogate: an escaped surrogate in a JSON string that is not
@@ -80,7 +83,7 @@ func TestEmbedRefusesLoneSurrogates(t *testing.T) {
 
 // TestEmbedRefusesDuplicateIDs: an id used twice in a --jsonl file or on
 // stdin is refused naming both lines (a file is read again to confirm a
-// fingerprint seen before; stdin keeps 16 bytes of each id); an id whose
+// fingerprint seen before, stdin's ids are spooled for it); an id whose
 // fingerprint matched another's is found on no earlier line.
 func TestEmbedRefusesDuplicateIDs(t *testing.T) {
 	path, dir := embedModel(t)
@@ -108,16 +111,74 @@ func TestEmbedRefusesDuplicateIDs(t *testing.T) {
 	if want := `-:5: id "7" was already used on line 2`; code != exitBadInput || !strings.Contains(stderr, want) {
 		t.Errorf("stdin: exit %d, %q; want %q", code, stderr, want)
 	}
-	c := newIDCheck(in)
-	if c.fps == nil {
-		t.Fatal("a regular file is not checked by fingerprints")
+	// Confirming a fingerprint seen before: the file read again, or the
+	// spool of stdin's ids.
+	file, spool := newIDCheck(in), newIDCheck("-")
+	defer file.free()
+	defer spool.free()
+	if file.fps == nil || file.spool != nil || spool.fps == nil || spool.spool == nil {
+		t.Fatalf("file check %+v, stdin check %+v", file, spool)
 	}
-	for _, k := range []struct {
-		id         string
-		before, at int
-	}{{"a", 5, 1}, {"7", 5, 2}, {"b", 5, 4}, {"b", 4, 0}, {"c", 6, 0}} {
-		if got, err := c.lineOf(k.id, k.before); err != nil || got != k.at {
-			t.Errorf("lineOf(%q, %d) = %d, %v; want %d", k.id, k.before, got, err, k.at)
+	for i, id := range []string{"a", "7", "", "b"} {
+		if id != "" {
+			if prev, err := spool.add(id, i+1); prev != 0 || err != nil {
+				t.Fatalf("spool: add(%q) = %d, %v", id, prev, err)
+			}
 		}
+	}
+	for _, c := range []*idCheck{file, spool} {
+		for _, k := range []struct {
+			id         string
+			before, at int
+		}{{"a", 5, 1}, {"7", 5, 2}, {"b", 5, 4}, {"c", 6, 0}} {
+			if got, err := c.lineOf(k.id, k.before); err != nil || got != k.at {
+				t.Errorf("spool %v: lineOf(%q, %d) = %d, %v; want %d", c.spool != nil, k.id, k.before, got, err, k.at)
+			}
+		}
+	}
+	if got, _ := file.lineOf("b", 4); got != 0 {
+		t.Errorf("file: lineOf(b, 4) = %d, want 0 (b is on line 4)", got)
+	}
+	if prev, err := spool.add("b", 9); prev != 4 || err != nil {
+		t.Errorf("spool: add(b) again = %d, %v; want line 4", prev, err)
+	}
+}
+
+// TestEmbedFlushesRunsOfBadDocs: a long run of bad documents skipped
+// with --skip-bad-docs is flushed every few batches' worth (memory holds
+// a bounded number of them, without their texts), and the parts count
+// every skipped one.
+func TestEmbedFlushesRunsOfBadDocs(t *testing.T) {
+	path, dir := embedModel(t)
+	prog := quietEmbed(t)
+	var b strings.Builder
+	for i := 1; i <= 100; i++ {
+		fmt.Fprintf(&b, "{\"id\": \"blank%d\", \"text\": \"   \"}\n", i)
+	}
+	b.WriteString(`{"id": "a", "text": "the man"}` + "\n" + `{"id": "b", "text": "horses"}` + "\n" + `{"id": "c", "text": "food"}` + "\n")
+	in := filepath.Join(dir, "docs.jsonl")
+	if err := os.WriteFile(in, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "parts")
+	code, stdout, stderr := runCLI("embed", path, "--backend", "native", "--jsonl", in, "-o", out+"/", "--skip-bad-docs", "--batch", "1", "--part-size", "2")
+	if code != exitOK || !strings.Contains(stdout, "embedded 3 documents, skipped 100 bad (100 empty)") {
+		t.Fatalf("exit %d: %s %s", code, stdout, stderr)
+	}
+	// Batch 1 is flushed at 8 documents (or a part's 2), a run of bad
+	// ones at 32.
+	var flushes []string
+	for _, l := range strings.Split(prog.String(), "\n") {
+		if strings.HasPrefix(l, "embed: batch ") {
+			flushes = append(flushes, l[strings.Index(l, ": documents")+2:strings.Index(l, " (")])
+		}
+	}
+	want := "[documents 1–32, 0 embedded documents 33–64, 0 embedded documents 65–96, 0 embedded documents 97–102, 2 embedded documents 103–103, 3 embedded]"
+	if fmt.Sprint(flushes) != want {
+		t.Errorf("flushes %v, want %s", flushes, want)
+	}
+	m, err := embed.ReadManifest(out)
+	if err != nil || m == nil || m.SkippedBad != 100 || m.Documents != 3 || len(m.Parts) != 2 || m.Parts[0].SkippedBad != 100 {
+		t.Errorf("manifest %+v, %v", m, err)
 	}
 }
