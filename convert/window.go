@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/linearize/linearize/kernels"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
 	"github.com/linearize/linearize/ops"
@@ -24,10 +25,10 @@ import (
 // terms — and every factor is either per key (the padding mask, kept as
 // the op's key bias) or depends on the sequence length only (constants,
 // Shape, Range, ...). The length-only factors are then evaluated by the
-// ops' own kernels at two probe lengths (graph inputs filled with ones
-// and zeros: length-only values do not read them), and the result must
-// be exactly the band −L ≤ j − i ≤ R at both, with the same L and R, not
-// wider than the probe. What is read is thus what the graph computes,
+// standard kernels (package kernels) at two probe lengths (graph inputs
+// filled with ones and zeros: length-only values do not read them), and
+// the result must be exactly the band −L ≤ j − i ≤ R at both, with the
+// same L and R, not wider than the probe. What is read is thus what the graph computes,
 // however the exporter built it (Range/Sub/Abs/LessOrEqual, a constant
 // band, a causal triangle cut at a distance).
 
@@ -622,11 +623,11 @@ func (p *prober) value(v string, s, depth int) (*onnx.Tensor, error) {
 		}
 		in[i] = t
 	}
-	k, err := ops.Lookup(n.GetDomain(), n.GetOpType(), onnx.OpsetVersion(p.m, n.GetDomain()))
+	k, err := kernels.Lookup(n.GetDomain(), n.GetOpType(), onnx.OpsetVersion(p.m, n.GetDomain()))
 	if err != nil {
 		return nil, err
 	}
-	out, err := k(&ops.Context{Node: n, Opset: onnx.OpsetVersion(p.m, n.GetDomain())}, in)
+	out, err := k(&kernels.Context{Node: n, Opset: onnx.OpsetVersion(p.m, n.GetDomain())}, in)
 	if err != nil {
 		return nil, err
 	}

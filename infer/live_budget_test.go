@@ -6,9 +6,9 @@ import (
 	"testing"
 
 	"github.com/linearize/linearize/infer"
+	"github.com/linearize/linearize/kernels"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
-	"github.com/linearize/linearize/ops"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -45,8 +45,8 @@ func constsSummed(k, n int, alias bool) *onnxpb.ModelProto {
 // to Go's fatal out-of-memory; outputs sharing an input's data (Identity)
 // are not counted twice.
 func TestNativeLiveBytesBudget(t *testing.T) {
-	prev := ops.SetMaxTensorBytes(1 << 20) // live limit 2 MiB
-	defer ops.SetMaxTensorBytes(prev)
+	prev := kernels.SetMaxTensorBytes(1 << 20) // live limit 2 MiB
+	defer kernels.SetMaxTensorBytes(prev)
 	const n = 100_000 // 400 kB each
 	for _, c := range []struct {
 		k      int
@@ -63,7 +63,7 @@ func TestNativeLiveBytesBudget(t *testing.T) {
 		}
 		_, err = s.Run(nil)
 		s.Close()
-		if got := errors.Is(err, ops.ErrTensorBudget); got != c.refuse {
+		if got := errors.Is(err, kernels.ErrTensorBudget); got != c.refuse {
 			t.Errorf("%d values (alias %v): refused %v (err %v), want %v", c.k, c.alias, got, err, c.refuse)
 		}
 		if err != nil && !c.refuse {

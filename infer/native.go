@@ -12,9 +12,13 @@ import (
 
 	"github.com/linearize/linearize/internal/gemm"
 	"github.com/linearize/linearize/internal/nativeprof"
+	"github.com/linearize/linearize/kernels"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
-	"github.com/linearize/linearize/ops"
+
+	// The custom ops (domain ai.linearize) register their kernels with
+	// package kernels when ops is loaded.
+	_ "github.com/linearize/linearize/ops"
 )
 
 func init() {
@@ -36,9 +40,10 @@ type NativeOptions struct {
 	Profile bool
 }
 
-// NewNativeSession creates a session that runs m with the Go kernels of
-// package ops (matrix products through internal/gemm, which uses an
-// assembly micro-kernel on amd64 with AVX2 or AVX-512).
+// NewNativeSession creates a session that runs m with the Go kernels
+// registered in package kernels: its standard and contrib ops and the
+// custom ops of package ops (matrix products through internal/gemm, which
+// uses an assembly micro-kernel on amd64 with AVX2 or AVX-512).
 //
 // Nodes run in topological order; every node's kernel is looked up when
 // the session is created, so an unsupported op fails here, naming the node,
@@ -58,7 +63,7 @@ func NewNativeSession(m *onnxpb.ModelProto, opts Options) (Session, error) {
 // nativeNode is one step of the execution plan.
 type nativeNode struct {
 	node   *onnxpb.NodeProto
-	kernel ops.Kernel
+	kernel kernels.Kernel
 	opset  int64
 	in     []int // value slots, -1 for an absent optional input
 	out    []int // value slots, -1 for an unused output
@@ -68,7 +73,7 @@ type nativeNode struct {
 	// attributes, prepared once (nil for a node without any). Such a node
 	// runs with a scope that resolves the names.
 	captured  []int
-	subgraphs map[*onnxpb.GraphProto]*ops.Subgraph
+	subgraphs map[*onnxpb.GraphProto]*kernels.Subgraph
 }
 
 // nativeSession is an interpreter over a flattened, topologically sorted
@@ -205,7 +210,7 @@ func (s *nativeSession) readSignature(g *onnxpb.GraphProto, expose []string) {
 // unsupported op fails here, its input and output slots, its subgraphs.
 func (s *nativeSession) planNode(fn flatNode) error {
 	n := fn.node
-	k, err := ops.Lookup(n.GetDomain(), n.GetOpType(), fn.opset)
+	k, err := kernels.Lookup(n.GetDomain(), n.GetOpType(), fn.opset)
 	if err != nil {
 		return fmt.Errorf("infer: node %s: %v", nodeLabel(n), err)
 	}
@@ -281,7 +286,7 @@ func (s *nativeSession) planReleases() {
 // read are recorded so that they stay alive until the node ran.
 func (s *nativeSession) planSubgraphs(pn *nativeNode) error {
 	n := pn.node
-	sgs, err := ops.CompileAttributes(n, s.opsets)
+	sgs, err := kernels.CompileAttributes(n, s.opsets)
 	if err != nil {
 		return fmt.Errorf("infer: node %s: %v", nodeLabel(n), err)
 	}
@@ -391,7 +396,7 @@ func (s *nativeSession) startValues(inputs map[string]*onnx.Tensor) ([]*onnx.Ten
 // unless keep holds its slot, within the budget of the bytes alive at
 // once.
 func (s *nativeSession) execute(vals []*onnx.Tensor, keep map[int]bool) error {
-	ctx := &ops.Context{Threads: s.threads}
+	ctx := &kernels.Context{Threads: s.threads}
 	// scope resolves the names subgraphs read from the main graph.
 	scope := func(name string) (*onnx.Tensor, bool) {
 		i, ok := s.slots[name]
@@ -450,7 +455,7 @@ func nodeArgs(pn nativeNode, vals, args []*onnx.Tensor) ([]*onnx.Tensor, error) 
 }
 
 // call runs pn's kernel, timing it when the session profiles.
-func (s *nativeSession) call(pn nativeNode, ctx *ops.Context, args []*onnx.Tensor) ([]*onnx.Tensor, error) {
+func (s *nativeSession) call(pn nativeNode, ctx *kernels.Context, args []*onnx.Tensor) ([]*onnx.Tensor, error) {
 	if s.prof == nil {
 		return callKernel(pn.kernel, ctx, args)
 	}
@@ -516,7 +521,7 @@ func (s *nativeSession) record(n *onnxpb.NodeProto, d time.Duration) {
 
 // callKernel runs k, turning a panic (a kernel bug) into an error so that
 // one bad node cannot bring down the caller.
-func callKernel(k ops.Kernel, ctx *ops.Context, args []*onnx.Tensor) (out []*onnx.Tensor, err error) {
+func callKernel(k kernels.Kernel, ctx *kernels.Context, args []*onnx.Tensor) (out []*onnx.Tensor, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			out, err = nil, fmt.Errorf("kernel panicked: %v", r)
@@ -605,7 +610,7 @@ func (fx *funcExpander) expand(nodes []*onnxpb.NodeProto, f *onnxpb.FunctionProt
 			continue
 		}
 		if !fx.inline {
-			if _, err := ops.Lookup(n.GetDomain(), n.GetOpType(), opset); err == nil {
+			if _, err := kernels.Lookup(n.GetDomain(), n.GetOpType(), opset); err == nil {
 				out = append(out, flatNode{n, opset})
 				continue
 			}
@@ -643,12 +648,12 @@ func (fx *funcExpander) instantiate(n *onnxpb.NodeProto, callee *onnxpb.Function
 }
 
 // liveBytes keeps the bytes of the values a run holds: each tensor is
-// under the tensor budget (ops.MaxTensorBytes), and together they may
+// under the tensor budget (kernels.MaxTensorBytes), and together they may
 // take at most twice it (by default half of the memory the process may
 // use), so that the next allocation still fits and no chain of
 // individually small tensors ends in Go's fatal out-of-memory. Outputs
 // that share their data with an input (Identity, Reshape) are not counted
-// again. A value counts as the tensor budget counts it (ops.TensorBytes).
+// again. A value counts as the tensor budget counts it (kernels.TensorBytes).
 type liveBytes struct {
 	n     []int64 // per slot: bytes counted for its value
 	total int64
@@ -664,7 +669,7 @@ func (l *liveBytes) add(slot int, t *onnx.Tensor, args []*onnx.Tensor) {
 			return
 		}
 	}
-	b := max(ops.TensorBytes(t.DType, t.Shape), 0)
+	b := max(kernels.TensorBytes(t.DType, t.Shape), 0)
 	l.n[slot] = b
 	l.total += b
 }
@@ -675,12 +680,12 @@ func (l *liveBytes) drop(slot int) {
 }
 
 func (l *liveBytes) check() error {
-	limit := 2 * ops.MaxTensorBytes()
+	limit := 2 * kernels.MaxTensorBytes()
 	if l.total <= limit {
 		return nil
 	}
 	return fmt.Errorf("%w: the values alive at once take %d bytes, more than twice the tensor budget (%d bytes, set by $%s)",
-		ops.ErrTensorBudget, l.total, limit, ops.MaxTensorBytesEnv)
+		kernels.ErrTensorBudget, l.total, limit, kernels.MaxTensorBytesEnv)
 }
 
 // dataAddr is the address of t's first element (0 for an empty tensor).

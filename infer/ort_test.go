@@ -53,7 +53,7 @@ func loadNodeTest(t *testing.T, name string) (*onnxpb.ModelProto, []*onnx.Tensor
 
 // closeTo compares two tensors element by element with the tolerance the
 // ONNX backend tests use (rtol 1e-3, atol 1e-7), widened a little for
-// float32 round-off. ops/conformance_test.go has its own, stricter
+// float32 round-off. kernels/conformance_test.go has its own, stricter
 // checker (float16 tolerances, exact integers); test helpers cannot be
 // shared across packages.
 func closeTo(got, want *onnx.Tensor, rtol, atol float64) error {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/linearize/linearize/kernels"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
 	"github.com/linearize/linearize/ops"
@@ -122,12 +123,13 @@ func (v *Validation) Failed() int {
 // ValidateOps checks every node of the given custom domain in m's graph:
 // it runs m on feed with the nodes' inputs and outputs exposed, recomputes
 // each node from its captured inputs with the Go kernel registered in
-// package ops, and compares that with what the backend produced. A node
-// whose two sides disagree beyond the tolerance is evaluated once more,
-// its function body in float64, and passes when both sides are within
-// float32 rounding of that (OpCheck.Rounding; see RoundingFactor). An error
-// is returned only when the model cannot be run at all; per-node failures
-// (including a missing kernel) are reported in the checks.
+// package kernels (by package ops, for the custom ops), and compares that
+// with what the backend produced. A node whose two sides disagree beyond
+// the tolerance is evaluated once more, its function body in float64, and
+// passes when both sides are within float32 rounding of that
+// (OpCheck.Rounding; see RoundingFactor). An error is returned only when
+// the model cannot be run at all; per-node failures (including a missing
+// kernel) are reported in the checks.
 func ValidateOps(m *onnxpb.ModelProto, feed map[string]*onnx.Tensor, opt ValidateOptions) (*Validation, error) {
 	if m == nil || m.Graph == nil {
 		return nil, fmt.Errorf("infer: validate: model has no graph")
@@ -250,7 +252,7 @@ func checkNode(n *onnxpb.NodeProto, opset int64, opt ValidateOptions, ix *onnx.I
 			return err.Error(), nil, nil
 		}
 	}
-	k, err := ops.Lookup(n.GetDomain(), n.GetOpType(), opset)
+	k, err := kernels.Lookup(n.GetDomain(), n.GetOpType(), opset)
 	if err != nil {
 		return err.Error(), nil, nil
 	}
@@ -272,7 +274,7 @@ func checkNode(n *onnxpb.NodeProto, opset int64, opt ValidateOptions, ix *onnx.I
 			in[j] = t
 		}
 	}
-	ctx := &ops.Context{Node: n, Opset: opset, Threads: opt.Threads}
+	ctx := &kernels.Context{Node: n, Opset: opset, Threads: opt.Threads}
 	outs, err := k(ctx, in)
 	if err != nil {
 		return fmt.Sprintf("Go kernel: %v", err), nil, nil

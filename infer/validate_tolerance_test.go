@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/linearize/linearize/convert"
+	"github.com/linearize/linearize/kernels"
 	"github.com/linearize/linearize/models"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
@@ -275,7 +276,7 @@ func editConstant(t *testing.T, m *onnxpb.ModelProto, op string, from, to float3
 const wrongKernelDomain = "test.validate.wrong"
 
 func init() {
-	ops.Register(wrongKernelDomain, ops.LaraOp, 1, func(ctx *ops.Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
+	kernels.Register(wrongKernelDomain, ops.LaraOp, 1, func(ctx *kernels.Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
 		n := proto.Clone(ctx.Node).(*onnxpb.NodeProto)
 		n.Domain = proto.String(ops.Domain)
 		for _, a := range n.Attribute {
@@ -283,11 +284,11 @@ func init() {
 				a.F = proto.Float32(1.1 * a.GetF())
 			}
 		}
-		k, err := ops.Lookup(ops.Domain, ops.LaraOp, 1)
+		k, err := kernels.Lookup(ops.Domain, ops.LaraOp, 1)
 		if err != nil {
 			return nil, err
 		}
-		return k(&ops.Context{Node: n, Opset: ctx.Opset, Threads: ctx.Threads}, in)
+		return k(&kernels.Context{Node: n, Opset: ctx.Opset, Threads: ctx.Threads}, in)
 	})
 }
 

@@ -1,40 +1,17 @@
-// Package ops holds a native Go kernel for every ONNX op linearize runs:
-// the standard ops BERT-style exports use, the com.microsoft contrib ops
-// onnxruntime's transformers optimizer leaves behind, and linearize's own
-// ops in domain ai.linearize (PerformerAttention, LinformerAttention,
-// LocalPooledAttention, LaraAttention, HedgehogAttention).
+// Package ops holds linearize's own ops, in domain ai.linearize:
+// PerformerAttention, LinformerAttention, LocalPooledAttention,
+// LaraAttention, HedgehogAttention and WindowAttention.
 //
 // Each custom op lives in one file with both its Go kernel, which is the
 // reference, and the ONNX FunctionProto of standard ops that defines it for
-// any runtime, so that a converted model runs in stock onnxruntime.
+// any runtime, so that a converted model runs in stock onnxruntime. The Go
+// kernels register in package kernels, beside the standard kernels the
+// native backend runs them with.
 //
-// Kernels compute in float32 (float64 where an op is given doubles) with
-// full ONNX broadcasting; integer and boolean kernels serve shape math.
-// The ai.linearize ops take float32, float16 and bfloat16 inputs and
-// compute in float32 whatever the input type: TypedFunction builds the
-// function body of a half-precision model (each input cast to float32,
-// the output cast back) and the Go kernels widen half inputs the same way.
-//
-// The standard (default-domain) kernels follow each op's semantics across
-// opset versions: a kernel is registered from the first version whose
-// semantics it implements and reads Context.Opset where later versions
-// moved an attribute to an input (Slice, Split, Squeeze, Unsqueeze, the
-// Reduce ops, Clip, Pad) or changed a meaning (Softmax's axis before 13).
-// Attribute values a kernel does not implement are errors, never a
-// silently different answer. Data-movement ops (Transpose, Slice, Expand,
-// Tile, Concat, Split, Gather, Pad) are strided copies; MatMul, Gemm and
-// two-operand Einsum run on internal/gemm, and so does Conv (im2col, one
-// GEMM per image and group).
-//
-// If and Loop evaluate their GraphProto attributes with Subgraph: a
-// subgraph reads its own values first and the enclosing graphs' values
-// through Context.Scope, which the interpreter running the node provides
-// (the native backend in package infer, or an enclosing subgraph).
-//
-// The kernels are checked against the ONNX backend node tests (Debian
-// package libonnx-testdata): TestConformance runs every test whose ops are
-// all registered and keeps the expected and skipped test names in
-// testdata/conformance_expected.txt and testdata/conformance_skip.txt.
+// The ops take float32, float16 and bfloat16 inputs and compute in
+// float32 whatever the input type: TypedFunction builds the function body
+// of a half-precision model (each input cast to float32, the output cast
+// back) and the Go kernels widen half inputs the same way.
 //
 // # Linear attention's denominator
 //

@@ -9,13 +9,14 @@ import (
 
 // TestLinearOpsBoundAllocations feeds the Performer and Linformer kernels
 // inputs that are small themselves but whose output or intermediate
-// tensors would hold more than maxElements elements: each must refuse with
-// an error naming the op, not try to allocate (tens of GiB) or overflow.
+// tensors would hold more than kernels.MaxElements elements: each must
+// refuse with an error naming the op, not try to allocate (tens of GiB) or
+// overflow.
 // (LocalPooledAttention's output is V's size and its intermediates are
 // smaller, so it has no such case.)
 func TestLinearOpsBoundAllocations(t *testing.T) {
 	zeros := func(shape ...int) *onnx.Tensor { return onnx.NewFloat(shape, make([]float32, onnx.NumElements(shape))) }
-	const big = 1 << 16 // big·big = 2^32 > maxElements
+	const big = 1 << 16 // big·big = 2^32 > kernels.MaxElements
 	cases := []struct {
 		name string
 		run  func() error

@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"github.com/linearize/linearize/internal/gemm"
+	"github.com/linearize/linearize/kernels"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
 )
@@ -167,10 +168,10 @@ func NewHedgehogNode(name string, inputs []string, output string, a HedgehogAttr
 }
 
 func init() {
-	Register(Domain, HedgehogOp, 1, halfWidened(hedgehogKernel))
+	kernels.Register(Domain, HedgehogOp, 1, kernels.HalfWidened(hedgehogKernel))
 }
 
-func hedgehogKernel(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
+func hedgehogKernel(ctx *kernels.Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
 	a, in, err := hedgehogSchema.call(ctx, in)
 	if err != nil {
 		return nil, err
@@ -291,7 +292,7 @@ func Hedgehog(q, k, v, bias *onnx.Tensor, p HedgehogParams, a HedgehogAttrs) (*o
 		g.width = min(n, (2*g.r+1)*g.blk)
 	}
 	if !fits(n, g.f2) || !fits(g.nb, g.f2, g.dv1) || !fits(g.rows, g.width) {
-		return nil, fmt.Errorf("ops: %s: %d tokens, %d features, block %d and reach %d would exceed %d elements per buffer", op, n, g.f2, g.blk, g.r, maxElements)
+		return nil, fmt.Errorf("ops: %s: %d tokens, %d features, block %d and reach %d would exceed %d elements per buffer", op, n, g.f2, g.blk, g.r, kernels.MaxElements)
 	}
 	out := make([]float32, b*h*n*dv)
 	if n == 0 {
@@ -300,7 +301,7 @@ func Hedgehog(q, k, v, bias *onnx.Tensor, p HedgehogParams, a HedgehogAttrs) (*o
 	g.scale = resolveScale(a.Scale, d)
 	brel := relativeBiases(mask, b, n)
 	qd, kd, vd := q.Floats(), k.Floats(), v.Floats()
-	parallelWith(b*h, a.Threads, func() func(int) {
+	kernels.ParallelWith(b*h, a.Threads, func() func(int) {
 		w := newHHHead(g)
 		return func(bh int) {
 			bi, hi := bh/h, bh%h

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/linearize/linearize/infer"
+	"github.com/linearize/linearize/kernels"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
 	"github.com/linearize/linearize/ops"
@@ -483,12 +484,12 @@ func TestHedgehogKernelNode(t *testing.T) {
 	if got, err := ops.ParseHedgehogAttrs(node); err != nil || got != a {
 		t.Fatalf("ParseHedgehogAttrs(NewHedgehogNode(a)) = %+v, %v; want %+v", got, err, a)
 	}
-	kern, err := ops.Lookup(ops.Domain, ops.HedgehogOp, 1)
+	kern, err := kernels.Lookup(ops.Domain, ops.HedgehogOp, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
 	in := []*onnx.Tensor{q, k, v, bias, p.QWeight, p.QBias, p.QNorm, p.KWeight, p.KBias, p.KNorm}
-	outs, err := kern(&ops.Context{Node: node, Opset: 1}, in)
+	outs, err := kern(&kernels.Context{Node: node, Opset: 1}, in)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -497,7 +498,7 @@ func TestHedgehogKernelNode(t *testing.T) {
 	// An empty key_bias is every bias 0.
 	noBias := append([]*onnx.Tensor(nil), in...)
 	noBias[3] = nil
-	if _, err := kern(&ops.Context{Node: node}, noBias); err != nil {
+	if _, err := kern(&kernels.Context{Node: node}, noBias); err != nil {
 		t.Errorf("empty key_bias: %v", err)
 	}
 	// A node without reach reads reach 1.
@@ -507,19 +508,19 @@ func TestHedgehogKernelNode(t *testing.T) {
 		t.Errorf("node without reach and causal: %+v, %v", got, err)
 	}
 	// Errors name the op and the node.
-	if _, err := kern(&ops.Context{Node: node}, in[:9]); err == nil || !strings.Contains(err.Error(), "layer3") || !strings.HasPrefix(err.Error(), "ops: "+ops.HedgehogOp) {
+	if _, err := kern(&kernels.Context{Node: node}, in[:9]); err == nil || !strings.Contains(err.Error(), "layer3") || !strings.HasPrefix(err.Error(), "ops: "+ops.HedgehogOp) {
 		t.Errorf("9 inputs: %v", err)
 	}
 	badQ := append([]*onnx.Tensor(nil), in...)
 	badQ[0] = k.Clone()
 	badQ[0].Shape = []int{2, 2, 23 * 4}
-	if _, err := kern(&ops.Context{Node: node}, badQ); err == nil || !strings.Contains(err.Error(), "layer3") || !strings.HasPrefix(err.Error(), "ops: "+ops.HedgehogOp) {
+	if _, err := kern(&kernels.Context{Node: node}, badQ); err == nil || !strings.Contains(err.Error(), "layer3") || !strings.HasPrefix(err.Error(), "ops: "+ops.HedgehogOp) {
 		t.Errorf("rank-3 Q: %v", err)
 	}
 	bad := ops.NewHedgehogNode("odd", ops.HedgehogInputNames(), "out", a)
 	bad.Attribute[3] = &onnxpb.AttributeProto{Name: bad.Attribute[3].Name, Type: onnxpb.AttributeProto_INT.Enum(), I: new(int64)}
 	*bad.Attribute[3].I = 2
-	if _, err := kern(&ops.Context{Node: bad}, in); err == nil || !strings.Contains(err.Error(), "causal 2") || !strings.Contains(err.Error(), "odd") {
+	if _, err := kern(&kernels.Context{Node: bad}, in); err == nil || !strings.Contains(err.Error(), "causal 2") || !strings.Contains(err.Error(), "odd") {
 		t.Errorf("causal 2: %v", err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"github.com/linearize/linearize/internal/gemm"
+	"github.com/linearize/linearize/kernels"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
 )
@@ -102,10 +103,10 @@ func (a LaraAttrs) check() error {
 }
 
 func init() {
-	Register(Domain, LaraOp, 1, halfWidened(laraKernel))
+	kernels.Register(Domain, LaraOp, 1, kernels.HalfWidened(laraKernel))
 }
 
-func laraKernel(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
+func laraKernel(ctx *kernels.Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
 	a, in, err := laraSchema.call(ctx, in)
 	if err != nil {
 		return nil, err
@@ -189,7 +190,7 @@ func Lara(q, k, v, noise, bias *onnx.Tensor, a LaraAttrs) (*onnx.Tensor, error) 
 		return nil, err
 	}
 	if !fits(n, r) || !fits(n, c) || !fits(r, c) || !fits(r, d) {
-		return nil, fmt.Errorf("ops: %s: %d tokens, %d samples and %d landmarks would exceed %d elements per buffer", op, n, r, c, maxElements)
+		return nil, fmt.Errorf("ops: %s: %d tokens, %d samples and %d landmarks would exceed %d elements per buffer", op, n, r, c, kernels.MaxElements)
 	}
 	mask, err := newKeyMask(op, bias, b, n)
 	if err != nil {
@@ -202,7 +203,7 @@ func Lara(q, k, v, noise, bias *onnx.Tensor, a LaraAttrs) (*onnx.Tensor, error) 
 	}
 	qd, kd, vd, ed := q.Floats(), k.Floats(), v.Floats(), noise.Floats()
 	out := make([]float32, b*h*n*dv)
-	parallel(b*h, a.Threads, func(bh int) {
+	kernels.Parallel(b*h, a.Threads, func(bh int) {
 		bi, hi := bh/h, bh%h
 		p := laraHead{
 			lay: &lays[bi], n: n, d: d, dv: dv, c: c, r: r, per: r / c,

@@ -45,6 +45,7 @@ import (
 	"math"
 	"strconv"
 
+	"github.com/linearize/linearize/kernels"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
 	"google.golang.org/protobuf/proto"
@@ -362,17 +363,17 @@ func attnDims(op string, q, k, v *onnx.Tensor) (b, h, sq, sk, d, dv int, err err
 		return 0, 0, 0, 0, 0, 0, fmt.Errorf("ops: %s: V shape %v does not match K shape %v", op, v.Shape, k.Shape)
 	}
 	if !fits(b, h, sq, dv) {
-		return 0, 0, 0, 0, 0, 0, fmt.Errorf("ops: %s: output [%d,%d,%d,%d] would exceed %d elements", op, b, h, sq, dv, maxElements)
+		return 0, 0, 0, 0, 0, 0, fmt.Errorf("ops: %s: output [%d,%d,%d,%d] would exceed %d elements", op, b, h, sq, dv, kernels.MaxElements)
 	}
 	return b, h, sq, sk, d, dv, nil
 }
 
 // fits reports whether a tensor whose dimensions are dims holds at most
-// maxElements elements, without overflowing on the way.
+// kernels.MaxElements elements, without overflowing on the way.
 func fits(dims ...int) bool {
 	n := 1
 	for _, d := range dims {
-		if d < 0 || (d != 0 && n > maxElements/d) {
+		if d < 0 || (d != 0 && n > kernels.MaxElements/d) {
 			return false
 		}
 		n *= d
@@ -392,7 +393,7 @@ func resolveScale(scale float32, d int) float32 {
 }
 
 // nodeName is the node's name for error messages.
-func nodeName(ctx *Context) string {
+func nodeName(ctx *kernels.Context) string {
 	if ctx == nil || ctx.Node == nil || ctx.Node.GetName() == "" {
 		return ""
 	}
@@ -401,7 +402,7 @@ func nodeName(ctx *Context) string {
 
 // attentionOut is a custom attention kernel's result, its error naming the
 // node.
-func attentionOut(ctx *Context, out *onnx.Tensor, err error) ([]*onnx.Tensor, error) {
+func attentionOut(ctx *kernels.Context, out *onnx.Tensor, err error) ([]*onnx.Tensor, error) {
 	if err != nil {
 		if n := nodeName(ctx); n != "" {
 			return nil, fmt.Errorf("%w (%s)", err, n[1:])

@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"github.com/linearize/linearize/internal/gemm"
+	"github.com/linearize/linearize/kernels"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
 )
@@ -97,7 +98,7 @@ func (a LinformerAttrs) check() error {
 }
 
 func init() {
-	Register(Domain, LinformerOp, 1, halfWidened(linformerKernel))
+	kernels.Register(Domain, LinformerOp, 1, kernels.HalfWidened(linformerKernel))
 }
 
 // IsPooledLinformer reports whether n is a LinformerAttention node in the
@@ -133,7 +134,7 @@ func PooledAttrs(n *onnxpb.NodeProto) (a LocalPooledAttrs, keyBias int, err erro
 	return a, 0, fmt.Errorf("ops: node %q (%s) is neither %s nor a pooled %s", n.GetName(), n.GetOpType(), LocalPooledOp, LinformerOp)
 }
 
-func linformerKernel(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
+func linformerKernel(ctx *kernels.Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
 	a, in, err := linformerSchema.call(ctx, in)
 	if err != nil {
 		return nil, err
@@ -183,7 +184,7 @@ func Linformer(q, k, v, e, f, bias *onnx.Tensor, a LinformerAttrs) (*onnx.Tensor
 		return nil, fmt.Errorf("ops: %s: F shape %v does not match E shape %v", op, f.Shape, e.Shape)
 	}
 	if !fits(kk, max(sq, d, dv)) {
-		return nil, fmt.Errorf("ops: %s: projections of %d rows × %d would exceed %d elements", op, kk, max(sq, d, dv), maxElements)
+		return nil, fmt.Errorf("ops: %s: projections of %d rows × %d would exceed %d elements", op, kk, max(sq, d, dv), kernels.MaxElements)
 	}
 	if sk > n {
 		return nil, fmt.Errorf("ops: %s: sequence length %d exceeds the projections' maximum length N = %d (convert with a larger --max-len)", op, sk, n)
@@ -198,7 +199,7 @@ func Linformer(q, k, v, e, f, bias *onnx.Tensor, a LinformerAttrs) (*onnx.Tensor
 	}
 	qd, kd, vd, ed, fd := q.Floats(), k.Floats(), v.Floats(), e.Floats(), f.Floats()
 	out := make([]float32, b*h*sq*dv)
-	parallel(b*h, a.Threads, func(bh int) {
+	kernels.Parallel(b*h, a.Threads, func(bh int) {
 		bi, hi := bh/h, bh%h
 		es, fs := ed, fd
 		if he > 1 {

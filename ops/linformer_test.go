@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/linearize/linearize/kernels"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
 	"github.com/linearize/linearize/ops"
@@ -279,7 +280,7 @@ func TestLinearKernelsRejectBadInputs(t *testing.T) {
 		{f(0, 1, 2, 2), f(0, 1, 2, 2), f(0, 1, 2, 2), f(1, 3, 2), f(1, 3, 2)},
 	}
 	for _, op := range []string{ops.PerformerOp, ops.LinformerOp} {
-		kern, err := ops.Lookup(ops.Domain, op, 1)
+		kern, err := kernels.Lookup(ops.Domain, op, 1)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -290,7 +291,7 @@ func TestLinearKernelsRejectBadInputs(t *testing.T) {
 						t.Errorf("%s case %d: panic: %v", op, i, r)
 					}
 				}()
-				_, _ = kern(&ops.Context{}, in)
+				_, _ = kern(&kernels.Context{}, in)
 			}()
 		}
 	}
@@ -415,11 +416,11 @@ func pooledCases() []struct {
 // both match the float64 definition, also with queries from another
 // sequence than the keys.
 func TestLinformerPooledMatchesDefinition(t *testing.T) {
-	lin, err := ops.Lookup(ops.Domain, ops.LinformerOp, 1)
+	lin, err := kernels.Lookup(ops.Domain, ops.LinformerOp, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	lp, err := ops.Lookup(ops.Domain, ops.LocalPooledOp, 1)
+	lp, err := kernels.Lookup(ops.Domain, ops.LocalPooledOp, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -439,12 +440,12 @@ func TestLinformerPooledMatchesDefinition(t *testing.T) {
 			continue // LocalPooledAttention is self-attention
 		}
 		node := ops.NewLinformerNode("lin", []string{"Q", "K", "V", "", "", "key_bias"}, "out", c.a)
-		viaNode, err := lin(&ops.Context{Node: node}, []*onnx.Tensor{q, k, v, nil, nil, bias})
+		viaNode, err := lin(&kernels.Context{Node: node}, []*onnx.Tensor{q, k, v, nil, nil, bias})
 		if err != nil {
 			t.Fatalf("%s: %v", c.name, err)
 		}
 		la := ops.LocalPooledAttrs{Scale: c.a.Scale, Segments: c.a.Segments, SinkFirst: c.a.SinkFirst, SinkLast: c.a.SinkLast}
-		want, err := lp(&ops.Context{Node: ops.NewLocalPooledNode("lp", []string{"Q", "K", "V", "key_bias"}, "out", la)}, []*onnx.Tensor{q, k, v, bias})
+		want, err := lp(&kernels.Context{Node: ops.NewLocalPooledNode("lp", []string{"Q", "K", "V", "key_bias"}, "out", la)}, []*onnx.Tensor{q, k, v, bias})
 		if err != nil {
 			t.Fatalf("%s: %v", c.name, err)
 		}

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/linearize/linearize/internal/gemm"
+	"github.com/linearize/linearize/kernels"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
 )
@@ -321,10 +322,10 @@ func (a LocalPooledAttrs) checkBand() error {
 }
 
 func init() {
-	Register(Domain, LocalPooledOp, 1, halfWidened(localPooledKernel))
+	kernels.Register(Domain, LocalPooledOp, 1, kernels.HalfWidened(localPooledKernel))
 }
 
-func localPooledKernel(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
+func localPooledKernel(ctx *kernels.Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
 	a, in, err := localPooledSchema.call(ctx, in)
 	if err != nil {
 		return nil, err
@@ -373,7 +374,7 @@ func localPooled(op string, q, k, v, bias *onnx.Tensor, a LocalPooledAttrs) (*on
 	}
 	qd, kd, vd := q.Floats(), k.Floats(), v.Floats()
 	out := make([]float32, b*h*sq*dv)
-	parallel(b*h, a.Threads, func(bh int) {
+	kernels.Parallel(b*h, a.Threads, func(bh int) {
 		p := lpHead{
 			a: &a, lay: &lays[bh/h], beta: a.farBias(bh % h), slope: a.alibiSlope(bh % h), scale: scale, sq: sq, n: n, d: d, dv: dv,
 			qh: qd[bh*sq*d : (bh+1)*sq*d], kh: kd[bh*n*d : (bh+1)*n*d], vh: vd[bh*n*dv : (bh+1)*n*dv],

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/linearize/linearize/kernels"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
 	"github.com/linearize/linearize/ops"
@@ -432,14 +433,14 @@ func TestAlibiNodes(t *testing.T) {
 		}
 	}
 	// The registered kernel reads alibi from the node.
-	kernel, err := ops.Lookup(ops.Domain, ops.WindowOp, 1)
+	kernel, err := kernels.Lookup(ops.Domain, ops.WindowOp, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
 	c := bandCase{"", 2, 2, 10, 4, 3, 3, 1, 3, 1, "pad"}
 	q, k, v, bias := c.inputs(29)
 	wa := ops.WindowAttrs{Scale: 0.5, Left: 3, Right: 1, Alibi: strongSlopes(2)}
-	out, err := kernel(&ops.Context{Node: ops.NewWindowNode("w", in, "out", wa), Opset: 1}, []*onnx.Tensor{q, k, v, bias})
+	out, err := kernel(&kernels.Context{Node: ops.NewWindowNode("w", in, "out", wa), Opset: 1}, []*onnx.Tensor{q, k, v, bias})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -516,11 +517,11 @@ func TestAlibiErrors(t *testing.T) {
 		if err := ops.CheckNode(short); err != nil {
 			t.Errorf("%s: CheckNode: %v (the count is the kernel's to check)", n.GetOpType(), err)
 		}
-		kernel, err := ops.Lookup(ops.Domain, n.GetOpType(), 1)
+		kernel, err := kernels.Lookup(ops.Domain, n.GetOpType(), 1)
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, err = kernel(&ops.Context{Node: short, Opset: 1}, []*onnx.Tensor{q, k, v})
+		_, err = kernel(&kernels.Context{Node: short, Opset: 1}, []*onnx.Tensor{q, k, v})
 		if err == nil || !strings.Contains(err.Error(), "2 alibi slopes for 3 heads") || !strings.Contains(err.Error(), `node "n1"`) {
 			t.Errorf("%s: kernel on 2 slopes for 3 heads: %v", n.GetOpType(), err)
 		}

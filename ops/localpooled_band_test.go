@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/linearize/linearize/kernels"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
 	"github.com/linearize/linearize/ops"
@@ -376,7 +377,7 @@ func TestLocalPooledBandErrors(t *testing.T) {
 	}
 	// Nodes: a width below −1 fails CheckNode; one width alone reads as a
 	// band without the other, which the kernel refuses.
-	kernel, err := ops.Lookup(ops.Domain, ops.LocalPooledOp, 1)
+	kernel, err := kernels.Lookup(ops.Domain, ops.LocalPooledOp, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -403,7 +404,7 @@ func TestLocalPooledBandErrors(t *testing.T) {
 		if !c.check && err != nil {
 			t.Errorf("%s: CheckNode: %v", c.name, err)
 		}
-		_, err = kernel(&ops.Context{Node: n, Opset: 1}, []*onnx.Tensor{q, q, v})
+		_, err = kernel(&kernels.Context{Node: n, Opset: 1}, []*onnx.Tensor{q, q, v})
 		if err == nil || !strings.Contains(err.Error(), c.wantText) {
 			t.Errorf("%s: kernel error %v, want one mentioning %q", c.name, err, c.wantText)
 		}

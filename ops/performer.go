@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"github.com/linearize/linearize/internal/gemm"
+	"github.com/linearize/linearize/kernels"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
 	"google.golang.org/protobuf/proto"
@@ -203,10 +204,10 @@ var performerSchema = newSchema(OpSchema{
 const balanceTol = 1e-3
 
 func init() {
-	Register(Domain, PerformerOp, 1, halfWidened(performerKernel))
+	kernels.Register(Domain, PerformerOp, 1, kernels.HalfWidened(performerKernel))
 }
 
-func performerKernel(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
+func performerKernel(ctx *kernels.Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
 	pin, a, err := performerCall(ctx, in)
 	if err != nil {
 		return nil, err
@@ -216,7 +217,7 @@ func performerKernel(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
 }
 
 // performerCall reads a node's inputs and attributes.
-func performerCall(ctx *Context, in []*onnx.Tensor) (PerformerInputs, PerformerAttrs, error) {
+func performerCall(ctx *kernels.Context, in []*onnx.Tensor) (PerformerInputs, PerformerAttrs, error) {
 	a, in, err := performerSchema.call(ctx, in)
 	if err != nil {
 		return PerformerInputs{}, a, err
@@ -258,7 +259,7 @@ func planPerformer(in PerformerInputs, a PerformerAttrs) (*performerPlan, error)
 	}
 	// Features are [S, M] (trig: [S, 2M]) per head, φ(K)ᵀV is [2M, Dv].
 	if !fits(2, m, max(sq, sk, dv)) {
-		return nil, fmt.Errorf("ops: %s: features of %d tokens × %d would exceed %d elements", op, max(sq, sk, dv), 2*m, maxElements)
+		return nil, fmt.Errorf("ops: %s: features of %d tokens × %d would exceed %d elements", op, max(sq, sk, dv), 2*m, kernels.MaxElements)
 	}
 	mask, err := newKeyMask(op, in.Bias, b, sk)
 	if err != nil {
@@ -315,7 +316,7 @@ func PerformerWith(in PerformerInputs, a PerformerAttrs) (*onnx.Tensor, error) {
 	// The trig kernel.
 	out := make([]float32, b*h*sq*dv)
 	vd := in.V.Floats()
-	parallel(b*h, a.Threads, func(bh int) {
+	kernels.Parallel(b*h, a.Threads, func(bh int) {
 		phiQ, phiK := p.trigFeatures(bh)
 		attend(phiQ, phiK, vd[bh*sk*dv:(bh+1)*sk*dv], sq, sk, 2*m, dv, p.eps, out[bh*sq*dv:(bh+1)*sq*dv])
 	})
@@ -364,7 +365,7 @@ var _ = registerGuard(PerformerOp, PerformerGuardedRows)
 //     zero at large norms).
 //
 // rows is B·H·Sq. The cost is that of the features (no values are read).
-func PerformerGuardedRows(ctx *Context, in []*onnx.Tensor) (guarded, rows int, err error) {
+func PerformerGuardedRows(ctx *kernels.Context, in []*onnx.Tensor) (guarded, rows int, err error) {
 	pin, a, err := performerCall(ctx, in)
 	if err != nil {
 		return 0, 0, err
@@ -375,7 +376,7 @@ func PerformerGuardedRows(ctx *Context, in []*onnx.Tensor) (guarded, rows int, e
 	}
 	rows = p.b * p.h * p.sq
 	counts := make([]int, p.b*p.h)
-	parallel(p.b*p.h, a.Threads, func(bh int) {
+	kernels.Parallel(p.b*p.h, a.Threads, func(bh int) {
 		switch {
 		case a.Causal:
 			counts[bh] = p.causalGuarded(bh)
@@ -780,7 +781,7 @@ func rowSums(x []float32, ok []bool, d int, sum []float64) float64 {
 func (v *variant) run(in PerformerInputs, mask *keyMask, b, h, sq, sk, d, dv, m, ho int, scale float32, threads int) *onnx.Tensor {
 	out := make([]float32, b*h*sq*dv)
 	qd, kd, vd, od := in.Q.Floats(), in.K.Floats(), in.V.Floats(), in.Omega.Floats()
-	parallel(b*h, threads, func(bh int) {
+	kernels.Parallel(b*h, threads, func(bh int) {
 		bi, hi := bh/h, bh%h
 		om := od
 		if ho > 1 {

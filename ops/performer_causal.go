@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/linearize/linearize/kernels"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
 )
@@ -84,7 +85,7 @@ func performerCausal(in PerformerInputs, mask *keyMask, b, h, s, d, dv, m, ho in
 	qd, kd, vd, od := in.Q.Floats(), in.K.Floats(), in.V.Floats(), in.Omega.Floats()
 	rs := float32(math.Sqrt(float64(scale)))
 	invSqrtM := float32(1 / math.Sqrt(float64(m)))
-	parallel(b*h, threads, func(bh int) {
+	kernels.Parallel(b*h, threads, func(bh int) {
 		bi, hi := bh/h, bh%h
 		om := od
 		if ho > 1 {

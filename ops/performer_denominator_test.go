@@ -8,6 +8,7 @@ import (
 
 	"github.com/linearize/linearize/infer"
 	"github.com/linearize/linearize/infer/infertest"
+	"github.com/linearize/linearize/kernels"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/ops"
 )
@@ -287,7 +288,7 @@ func TestPerformerGuardedRows(t *testing.T) {
 	names := []string{"Q", "K", "V", "Omega", "key_bias"}
 	count := func(t *testing.T, in []*onnx.Tensor, a ops.PerformerAttrs) (int, int) {
 		t.Helper()
-		g, rows, err := ops.PerformerGuardedRows(&ops.Context{Node: ops.NewPerformerNode("perf", names, "out", a)}, in)
+		g, rows, err := ops.PerformerGuardedRows(&kernels.Context{Node: ops.NewPerformerNode("perf", names, "out", a)}, in)
 		if err != nil {
 			t.Fatal(err)
 		}

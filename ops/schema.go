@@ -18,6 +18,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/linearize/linearize/kernels"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
 	"google.golang.org/protobuf/proto"
@@ -351,7 +352,7 @@ func (s *schema[A]) node(name string, inputs []string, output string, a *A) *onn
 // call checks a node's inputs against the schema and reads its
 // attributes: in is returned padded with nil to every input, and a
 // carries ctx's thread budget.
-func (s *schema[A]) call(ctx *Context, in []*onnx.Tensor) (A, []*onnx.Tensor, error) {
+func (s *schema[A]) call(ctx *kernels.Context, in []*onnx.Tensor) (A, []*onnx.Tensor, error) {
 	var a A
 	var n *onnxpb.NodeProto
 	if ctx != nil {

@@ -9,6 +9,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/linearize/linearize/kernels"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
 	"github.com/linearize/linearize/ops"
@@ -152,14 +153,14 @@ func TestCheckNodeRefuses(t *testing.T) {
 	}
 	// The kernels read nodes the same way: the node's errors come from
 	// the kernel too.
-	k, err := ops.Lookup(ops.Domain, ops.LocalPooledOp, 1)
+	k, err := kernels.Lookup(ops.Domain, ops.LocalPooledOp, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
 	rng := rand.New(rand.NewPCG(3, 3))
 	q, kk, v := randQKV(rng, 1, 1, 1, 8, 4, 3)
 	bad := lp(set(&onnxpb.AttributeProto{Name: proto.String("reach"), Type: onnxpb.AttributeProto_INT.Enum(), I: proto.Int64(-1)}))
-	if _, err := k(&ops.Context{Node: bad}, []*onnx.Tensor{q, kk, v}); err == nil || !strings.Contains(err.Error(), "reach -1") || !strings.Contains(err.Error(), `node "n1"`) {
+	if _, err := k(&kernels.Context{Node: bad}, []*onnx.Tensor{q, kk, v}); err == nil || !strings.Contains(err.Error(), "reach -1") || !strings.Contains(err.Error(), `node "n1"`) {
 		t.Errorf("kernel on reach -1: %v", err)
 	}
 }
@@ -272,15 +273,15 @@ func TestKernelsReadDefaults(t *testing.T) {
 		if len(c.bare.Attribute) == len(c.full.Attribute) {
 			t.Fatalf("%s: the bare node already carries the attribute", c.name)
 		}
-		kern, err := ops.Lookup(ops.Domain, c.op, 1)
+		kern, err := kernels.Lookup(ops.Domain, c.op, 1)
 		if err != nil {
 			t.Fatal(err)
 		}
-		a, err := kern(&ops.Context{Node: c.bare}, c.in)
+		a, err := kern(&kernels.Context{Node: c.bare}, c.in)
 		if err != nil {
 			t.Fatal(err)
 		}
-		b, err := kern(&ops.Context{Node: c.full}, c.in)
+		b, err := kern(&kernels.Context{Node: c.full}, c.in)
 		if err != nil {
 			t.Fatal(err)
 		}

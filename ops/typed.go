@@ -14,8 +14,8 @@ import (
 // keys and the normaliser lose too much in 11 or 8 bits of mantissa. The
 // function bodies therefore widen every input to float32 first and narrow
 // the output last (TypedFunction), and the Go kernels do the same
-// (halfWidened). Weights the converters add (projections, feature maps)
-// stay float32 in either case.
+// (kernels.HalfWidened). Weights the converters add (projections, feature
+// maps) stay float32 in either case.
 
 // Floating reports whether dt is one of the element types the custom ops
 // accept: float32, float16 or bfloat16.
@@ -99,50 +99,5 @@ func renameAll(names []string, rename map[string]string) {
 		if r, ok := rename[s]; ok {
 			names[i] = r
 		}
-	}
-}
-
-// halfWidened lets a float32 kernel take float16 and bfloat16 inputs:
-// they are widened to float32 and the float outputs narrowed back, as the
-// typed function bodies do. It serves the custom ops and onnxruntime's
-// contrib ops, which published fp16 models hold.
-func halfWidened(k Kernel) Kernel {
-	return func(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
-		wide, copied := in, false
-		for i, t := range in {
-			if t == nil || (t.DType != onnx.Float16 && t.DType != onnx.BFloat16) {
-				continue
-			}
-			if !copied {
-				wide, copied = append([]*onnx.Tensor(nil), in...), true
-			}
-			wide[i] = toFloat32(t)
-		}
-		out, err := k(ctx, wide)
-		if err != nil || !copied {
-			return out, err
-		}
-		// Outputs take Q's type (the first input's), or for an op whose
-		// first input is not a float (EmbedLayerNormalization's ids) the
-		// first half-precision input's.
-		dt := onnx.Float
-		for _, t := range in {
-			if t != nil && (t.DType == onnx.Float16 || t.DType == onnx.BFloat16) {
-				dt = t.DType
-				break
-			}
-			if t != nil && t.DType == onnx.Float {
-				break
-			}
-		}
-		if dt == onnx.Float {
-			return out, nil
-		}
-		for i, t := range out {
-			if t != nil && t.DType == onnx.Float {
-				out[i] = fromFloat32(t, dt)
-			}
-		}
-		return out, nil
 	}
 }

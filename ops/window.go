@@ -1,6 +1,7 @@
 package ops
 
 import (
+	"github.com/linearize/linearize/kernels"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
 )
@@ -90,10 +91,10 @@ func ParseWindowAttrs(n *onnxpb.NodeProto) (WindowAttrs, error) {
 }
 
 func init() {
-	Register(Domain, WindowOp, 1, halfWidened(windowKernel))
+	kernels.Register(Domain, WindowOp, 1, kernels.HalfWidened(windowKernel))
 }
 
-func windowKernel(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
+func windowKernel(ctx *kernels.Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
 	a, in, err := windowSchema.call(ctx, in)
 	if err != nil {
 		return nil, err

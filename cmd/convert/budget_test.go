@@ -5,9 +5,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/linearize/linearize/kernels"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
-	"github.com/linearize/linearize/ops"
 )
 
 // constantOfShapeModel is a model without inputs whose one node,
@@ -37,8 +37,8 @@ func constantOfShapeModel(t *testing.T, dims ...int64) *onnxpb.ModelProto {
 // the node and the shape, without a stack trace; a tensor within it runs;
 // a malformed $LINEARIZE_MAX_TENSOR_BYTES is a usage error.
 func TestRunRefusesTensorsOverBudget(t *testing.T) {
-	prev := ops.SetMaxTensorBytes(1 << 20)
-	defer ops.SetMaxTensorBytes(prev)
+	prev := kernels.SetMaxTensorBytes(1 << 20)
+	defer kernels.SetMaxTensorBytes(prev)
 	dir := t.TempDir()
 	big, small := filepath.Join(dir, "big.onnx"), filepath.Join(dir, "small.onnx")
 	writeModel(t, constantOfShapeModel(t, 1000, 1000), big) // 4 MB
@@ -47,7 +47,7 @@ func TestRunRefusesTensorsOverBudget(t *testing.T) {
 	if code != exitBadInput {
 		t.Errorf("run big.onnx: exit %d, want %d; stderr: %s", code, exitBadInput, stderr)
 	}
-	for _, w := range []string{`"make_big"`, "float32[1000 1000]", "4000000 bytes", ops.MaxTensorBytesEnv} {
+	for _, w := range []string{`"make_big"`, "float32[1000 1000]", "4000000 bytes", kernels.MaxTensorBytesEnv} {
 		if !strings.Contains(stderr, w) {
 			t.Errorf("run big.onnx: message %q does not say %q", stderr, w)
 		}
@@ -58,8 +58,8 @@ func TestRunRefusesTensorsOverBudget(t *testing.T) {
 	if code, out, stderr := safeRun(t, "run", small, "--backend", "native"); code != exitOK || !strings.Contains(out, "float32[512 512]") {
 		t.Errorf("run small.onnx: exit %d, stdout %q, stderr %q; want exit 0 and the output", code, out, stderr)
 	}
-	t.Setenv(ops.MaxTensorBytesEnv, "plenty")
-	if code, _, stderr := safeRun(t, "run", small, "--backend", "native"); code != exitUsage || !strings.Contains(stderr, ops.MaxTensorBytesEnv) {
-		t.Errorf("run with %s=plenty: exit %d, stderr %q; want %d naming the variable", ops.MaxTensorBytesEnv, code, stderr, exitUsage)
+	t.Setenv(kernels.MaxTensorBytesEnv, "plenty")
+	if code, _, stderr := safeRun(t, "run", small, "--backend", "native"); code != exitUsage || !strings.Contains(stderr, kernels.MaxTensorBytesEnv) {
+		t.Errorf("run with %s=plenty: exit %d, stderr %q; want %d naming the variable", kernels.MaxTensorBytesEnv, code, stderr, exitUsage)
 	}
 }

@@ -39,7 +39,7 @@ func UnitDims(d []int64) []int64 {
 }
 
 // BroadcastDims broadcasts unit masks (1, −1 other or unknown; nil
-// unknown rank). ops' broadcastShapes (ops/broadcast.go) broadcasts real
+// unknown rank). broadcastShapes in kernels/broadcast.go broadcasts real
 // sizes and rejects mismatches; this one only tracks size-one axes.
 func BroadcastDims(shapes ...[]int64) []int64 {
 	r := 0

@@ -7,7 +7,7 @@
 // constant factors applied to it on the way).
 //
 // What each op contributes to each kind of fact is one small rule in a
-// table keyed by domain and op type (rules.go), as ops/registry.go keys
+// table keyed by domain and op type (rules.go), as kernels/registry.go keys
 // kernels.
 //
 // Every query walks the graph backwards from a value, under one depth

@@ -3,11 +3,11 @@ package graphfacts
 import "github.com/linearize/linearize/onnx/onnxpb"
 
 // The per-op rules of the facts, keyed by domain and op type as
-// ops/registry.go keys its kernels: for each op, how each kind of fact of
-// its outputs follows from what is known of its inputs. Each rule is one
-// small function; the init function below is the table. A fact without a
-// rule for an op is unknown through it (Units and Broadcast then fall back
-// to the value's declared shape).
+// kernels/registry.go keys its kernels: for each op, how each kind of fact
+// of its outputs follows from what is known of its inputs. Each rule is
+// one small function; the init function below is the table. A fact without
+// a rule for an op is unknown through it (Units and Broadcast then fall
+// back to the value's declared shape).
 //
 // The walks that read a shape tensor's entries or follow one chain of ops
 // to a projection (ShapeValue, PreScale, ProjectionOf, RotaryInput,

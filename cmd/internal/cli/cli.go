@@ -14,7 +14,7 @@ import (
 
 	"github.com/linearize/linearize/convert"
 	"github.com/linearize/linearize/internal/fsutil"
-	"github.com/linearize/linearize/ops"
+	"github.com/linearize/linearize/kernels"
 )
 
 // Name is the binary's name as usage texts and messages give it
@@ -131,7 +131,7 @@ func Run(args []string, stdout, stderr io.Writer) int {
 		mainUsage(stderr)
 		return ExitUsage
 	}
-	if _, err := ops.DefaultMaxTensorBytes(); err != nil {
+	if _, err := kernels.DefaultMaxTensorBytes(); err != nil {
 		fmt.Fprintf(stderr, "%s %s: %v\n", Name, c.Name, err)
 		return ExitUsage
 	}
@@ -164,7 +164,7 @@ func Run(args []string, stdout, stderr io.Writer) int {
 		// A rewrite that converted nothing wrote nothing: the model is
 		// not one the command can convert (the message says why).
 		return ExitBadInput
-	case errors.Is(err, ops.ErrTensorBudget):
+	case errors.Is(err, kernels.ErrTensorBudget):
 		// The model asks the native backend for a tensor larger than the
 		// tensor budget: the input is at fault, whichever command ran it.
 		return ExitBadInput

@@ -17,7 +17,7 @@
 //	  model does not fit the flags (nothing to convert, a --layers index
 //	  past its blocks, an input it does not have), or the native backend
 //	  refused a tensor the model asks for beyond the tensor budget
-//	  (ops.MaxTensorBytes, $LINEARIZE_MAX_TENSOR_BYTES);
+//	  (kernels.MaxTensorBytes, $LINEARIZE_MAX_TENSOR_BYTES);
 //	3 runtime failure: a backend failed, backends or ops disagree beyond
 //	  --tolerance;
 //	129, 130, 143 (128 + the signal's number): stopped by SIGHUP, SIGINT
