@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/linearize/linearize/internal/fsutil"
+	"github.com/linearize/linearize/internal/idset"
 )
 
 // Verified is what VerifyParts checked: folders of parts that belong
@@ -30,7 +31,7 @@ type Verified struct {
 // files present, with the SHA-256, the vectors and the ids the manifest
 // lists; and every vector id (a document id, or "docid#k" in chunks
 // mode) exactly once over all the folders. It reads one part at a
-// time; the id check holds an 8-byte fingerprint of each id (IDSet: 11
+// time; the id check holds an 8-byte fingerprint of each id (idset.Set: 11
 // to 21 bytes an id), and an id whose fingerprint matches an earlier
 // one's is looked for among the ids read before it, so the check is
 // exact.
@@ -60,7 +61,7 @@ func VerifyParts(dirs []string) (*Verified, error) {
 	if err := v.checkShards(); err != nil {
 		return nil, err
 	}
-	var seen IDSet
+	var seen idset.Set
 	defer seen.Free()
 	for i, m := range v.Manifests {
 		for k, p := range m.Parts {

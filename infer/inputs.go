@@ -10,7 +10,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/linearize/linearize/internal/textfile"
+	"github.com/linearize/linearize/corpus"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
 	"github.com/linearize/linearize/tokenize"
@@ -365,7 +365,8 @@ func setInts(t *onnx.Tensor, v []int64) error {
 type FeedSpec struct {
 	// Inputs maps input names to .npy or TensorProto .pb files.
 	Inputs map[string]string
-	// Texts, then the lines of each of TextFiles (blank lines skipped),
+	// Texts, then the lines of each of TextFiles (read by corpus.Lines:
+	// blank lines skipped, "-" is stdin; at most 65536 texts a file),
 	// are tokenized into one batch row each; they fill the token-level
 	// inputs (ids, mask, token types; see InputRole) not in Inputs.
 	Texts     []string
@@ -582,15 +583,25 @@ func (s FeedSpec) readInputFiles(declared []Value, feed map[string]*onnx.Tensor)
 	return nil
 }
 
-// readTexts returns s.Texts followed by the texts of s.TextFiles.
+// maxFileTexts bounds the texts of one of FeedSpec.TextFiles: they are
+// rows of one batch.
+const maxFileTexts = 1 << 16
+
+// readTexts returns s.Texts followed by the texts of s.TextFiles, each
+// read by corpus.Lines with its bounds.
 func (s FeedSpec) readTexts() ([]string, error) {
 	texts := append([]string(nil), s.Texts...)
 	for _, file := range s.TextFiles {
-		more, err := textfile.Read(file)
+		docs, err := corpus.Lines(file, corpus.Options{}).ReadAll()
+		if err == nil && len(docs) > maxFileTexts {
+			err = fmt.Errorf("%s: more than %d texts, the rows of one batch", file, maxFileTexts)
+		}
 		if err != nil {
 			return nil, &FeedError{Field: "TextFiles", File: file, Err: err}
 		}
-		texts = append(texts, more...)
+		for _, d := range docs {
+			texts = append(texts, d.Text)
+		}
 	}
 	return texts, nil
 }

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/linearize/linearize/internal/textfile"
+	"github.com/linearize/linearize/corpus"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/tokenize"
 )
@@ -77,9 +77,13 @@ func TestRealDocsTruncate(t *testing.T) {
 	dyn := []onnx.Dim{{Value: -1}, {Value: -1}}
 	inputs := []Value{{Name: "input_ids", DType: onnx.Int64, Shape: dyn}, {Name: "attention_mask", DType: onnx.Int64, Shape: dyn}}
 	for name, want := range map[string]int{"heldout.txt": 32, "calibration.txt": 64} {
-		texts, err := textfile.Read(filepath.Join(dir, name))
+		docs, err := corpus.Lines(filepath.Join(dir, name), corpus.Options{}).ReadAll()
 		if err != nil {
 			t.Fatal(err)
+		}
+		texts := make([]string, len(docs))
+		for i, d := range docs {
+			texts[i] = d.Text
 		}
 		if len(texts) < want {
 			t.Errorf("%s: %d documents, want at least %d (scripts/real-text.sh's defaults)", name, len(texts), want)

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -13,60 +11,27 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/linearize/linearize/cmd/internal/cli"
+	"github.com/linearize/linearize/corpus"
 	"github.com/linearize/linearize/embed"
 	"github.com/linearize/linearize/infer"
 	"github.com/linearize/linearize/internal/progress"
 )
 
-// embedMaxDoc bounds one document (a --docs file or a JSON line), and
-// embedMaxTotal all the documents of a command that reads them all
-// before it works (evaluate, calibration); embed streams its documents
-// and has no total bound.
-var embedMaxDoc = 64 << 20 // tests lower it
-
-var embedMaxTotal int64 = 1 << 30 // tests lower it
+// readBounds bounds the documents and calibration texts every command
+// reads (package corpus; the zero value is its defaults): one document,
+// and all of them where a command reads them all before it works
+// (evaluate, calibration); embed streams its documents and has no total
+// bound. Tests lower them.
+var readBounds corpus.Options
 
 // embedProgress receives embed's progress lines (tests replace it).
 var embedProgress io.Writer = os.Stderr
 
-// embedDoc is one document to embed and its id; bad, when set, says why
-// it cannot be embedded (invalid UTF-8 at a byte offset, or empty).
-type embedDoc struct{ id, text, bad string }
-
-// Why a document is bad (the summary counts each).
-const (
-	badUTF8  = "invalid UTF-8"
-	badEmpty = "empty"
-)
-
-// invalidUTF8 is the byte offset of the first byte of s that is not
-// UTF-8, or -1. (A literal U+FFFD is valid.)
-func invalidUTF8(s string) int {
-	for i, r := range s {
-		if r == utf8.RuneError {
-			if _, n := utf8.DecodeRuneInString(s[i:]); n == 1 {
-				return i
-			}
-		}
-	}
-	return -1
-}
-
-// checkUTF8 marks d bad when its text is not UTF-8: the tokenizer would
-// read each bad byte as U+FFFD and drop it, and a Latin-1 page would
-// embed as a quietly different text. where says what the offset counts
-// in ("" for the text itself).
-func checkUTF8(d *embedDoc, raw, where string) {
-	if at := invalidUTF8(raw); at >= 0 {
-		if where == "" {
-			where = "the text"
-		}
-		d.bad = fmt.Sprintf("%s: byte %d of %s is not UTF-8 (convert the file to UTF-8, e.g. iconv -f latin1 -t utf-8)", badUTF8, at, where)
-	}
-}
+// badEmpty says why a document with no wordpieces is bad (the summary
+// counts it, and corpus.InvalidUTF8, by reason).
+const badEmpty = "empty"
 
 // embedFlags are embed's flags.
 type embedFlags struct {
@@ -169,8 +134,9 @@ func isFolderOut(out string) bool {
 	return err == nil && st.IsDir()
 }
 
-// source returns the one input the flags name.
-func (f *embedFlags) source() (docSource, error) {
+// source returns the one input the flags name, and what names it (in
+// messages, and in the manifest: "--jsonl FILE").
+func (f *embedFlags) source() (*corpus.Source, string, error) {
 	n := 0
 	for _, set := range []bool{len(f.texts) > 0, f.textFile != "", f.docs != "", f.jsonl != ""} {
 		if set {
@@ -178,21 +144,21 @@ func (f *embedFlags) source() (docSource, error) {
 		}
 	}
 	if n != 1 {
-		return docSource{}, cli.UsageError("give the texts with one of --text, --text-file, --docs or --jsonl")
+		return nil, "", cli.UsageError("give the texts with one of --text, --text-file, --docs or --jsonl")
 	}
 	switch {
 	case len(f.texts) > 0:
-		return textsSource(f.texts), nil
+		return corpus.Texts(f.texts), "--text", nil
 	case f.textFile != "":
-		return textLinesSource("--text-file", f.textFile, 0), nil
+		return corpus.Lines(f.textFile, readBounds), "--text-file " + f.textFile, nil
 	case f.docs != "":
-		src, err := docsDirSource("--docs", f.docs, 0)
+		src, err := corpus.Dir(f.docs, readBounds)
 		if err != nil {
-			return src, cli.BadInput(err)
+			return nil, "", cli.BadInput(fmt.Errorf("--docs: %w", err))
 		}
-		return src, nil
+		return src, "--docs " + f.docs, nil
 	}
-	return jsonlSource(f.jsonl, 0), nil
+	return corpus.JSONL(f.jsonl, readBounds), "--jsonl " + f.jsonl, nil
 }
 
 // embedSink receives the vectors of each document in order: a single
@@ -309,7 +275,7 @@ func (f *embedFlags) run(path string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	src, err := f.source()
+	src, what, err := f.source()
 	if err != nil {
 		return err
 	}
@@ -383,10 +349,10 @@ func (f *embedFlags) run(path string, stdout io.Writer) error {
 		}
 	}
 	// The documents read are inputs too (an ids file ends in .txt).
-	for _, p := range src.paths {
+	for _, p := range src.Paths() {
 		inputs = append(inputs, namedFile{"--docs", p})
 	}
-	if len(src.paths) > 0 {
+	if len(src.Paths()) > 0 {
 		if err := checkNotInputs(outputs, inputs); err != nil {
 			return err
 		}
@@ -401,7 +367,7 @@ func (f *embedFlags) run(path string, stdout io.Writer) error {
 	var head *embed.Manifest
 	makeHead := func() (embed.Manifest, error) {
 		if head == nil {
-			h, err := f.manifest(path, src, e, partFormat)
+			h, err := f.manifest(path, what, e, partFormat)
 			if err != nil {
 				return h, err
 			}
@@ -506,16 +472,12 @@ func (f *embedFlags) run(path string, stdout io.Writer) error {
 	start := time.Now() // embedding only, not loading the model
 	group := max(f.batch, 8)
 	var pr *progress.Reporter
-	if src.total > 1 {
-		pr = progress.New(embedProgress, "embed: batch", (src.total+group-1)/group)
-	} else if src.total == 0 {
+	if n := src.Len(); n > 1 {
+		pr = progress.New(embedProgress, "embed: batch", (n+group-1)/group)
+	} else if n == 0 {
 		pr = progress.New(embedProgress, "embed: batch", 0)
 	}
-	type item struct {
-		rec int64
-		d   embedDoc
-	}
-	var buf []item
+	var buf []corpus.Doc
 	var lastRec int64
 	pending, partFill := 0, 0 // documents to embed in buf; in the part being filled
 	tok := e.Tokenizer()
@@ -528,14 +490,13 @@ func (f *embedFlags) run(path string, stdout io.Writer) error {
 		defer func() { buf = buf[:0] }()
 		var bad []string
 		var texts []string
-		for i := range buf {
-			d := &buf[i].d
-			if d.bad != "" {
-				bad = append(bad, fmt.Sprintf("document %s: %s", d.id, d.bad))
-				counts[strings.SplitN(d.bad, ":", 2)[0]]++
+		for _, d := range buf {
+			if d.Bad != "" {
+				bad = append(bad, fmt.Sprintf("document %s: %s", d.ID, d.Bad))
+				counts[strings.SplitN(d.Bad, ":", 2)[0]]++
 				continue
 			}
-			texts = append(texts, d.text)
+			texts = append(texts, d.Text)
 		}
 		if len(bad) > 0 && !f.skipBad {
 			msg := strings.Join(bad[:min(len(bad), maxBadListed)], "; ")
@@ -551,36 +512,36 @@ func (f *embedFlags) run(path string, stdout io.Writer) error {
 		var nf *embed.NonFiniteError
 		if errors.As(err, &nf) && nf.Index < len(texts) {
 			k := 0
-			for _, it := range buf {
-				if it.d.bad == "" {
+			for _, d := range buf {
+				if d.Bad == "" {
 					if k == nf.Index {
 						// Nothing of it is written: a vector of NaN would poison
 						// every search over the file without a word.
 						return cli.RuntimeFailure(fmt.Errorf("document %s: its vector has %s (the model's output is not finite); %s",
-							it.d.id, nf.Values(), notWritten()))
+							d.ID, nf.Values(), notWritten()))
 					}
 					k++
 				}
 			}
 		}
 		if err != nil {
-			return embedError(fmt.Errorf("documents %s–%s: %w", buf[0].d.id, buf[len(buf)-1].d.id, err))
+			return embedError(fmt.Errorf("documents %s–%s: %w", buf[0].ID, buf[len(buf)-1].ID, err))
 		}
 		k := 0
-		for _, it := range buf {
-			if it.d.bad != "" {
+		for _, d := range buf {
+			if d.Bad != "" {
 				sink.skip()
 				skippedBad++
 				continue
 			}
-			ids := []string{it.d.id}
+			ids := []string{d.ID}
 			if e.Mode() == embed.Chunks {
 				ids = make([]string, len(vecs[k]))
 				for j := range ids {
-					ids[j] = it.d.id + "#" + strconv.Itoa(j)
+					ids[j] = d.ID + "#" + strconv.Itoa(j)
 				}
 			}
-			if err := sink.add(it.rec, it.d.id, ids, vecs[k]); err != nil {
+			if err := sink.add(d.Rec, d.ID, ids, vecs[k]); err != nil {
 				return cli.RuntimeFailure(err)
 			}
 			embedded++
@@ -588,32 +549,32 @@ func (f *embedFlags) run(path string, stdout io.Writer) error {
 			k++
 			partFill = (partFill + 1) % f.partSize
 		}
-		pr.Step("documents %d–%d, %d embedded", buf[0].rec, buf[len(buf)-1].rec, embedded)
+		pr.Step("documents %d–%d, %d embedded", buf[0].Rec, buf[len(buf)-1].Rec, embedded)
 		return nil
 	}
-	err = src.each(skipTo, func(rec int64, d embedDoc) error {
-		lastRec = rec
-		if rec <= skipTo {
-			if rec == skipTo && d.id != lastID {
+	err = src.Each(skipTo, func(d corpus.Doc) error {
+		lastRec = d.Rec
+		if d.Rec <= skipTo {
+			if d.Rec == skipTo && d.ID != lastID {
 				return cli.BadInput(fmt.Errorf("%s: input record %d is document %s, but the last finished part of %s ends with document %s there: the input changed since those parts were made (%s)",
-					src.what, rec, d.id, parts, lastID, anew()))
+					what, d.Rec, d.ID, parts, lastID, anew()))
 			}
 			return nil
 		}
-		if shardN > 0 && embed.ShardOf(d.id, shardN) != shardI {
+		if shardN > 0 && embed.ShardOf(d.ID, shardN) != shardI {
 			return nil
 		}
 		// Screened as it comes: a document with no wordpieces (blank, or
 		// only characters the tokenizer drops) would get the vector of
 		// [CLS] [SEP] and rank like any other.
-		if d.bad == "" && len(tok.IDsLimit(d.text, 1)) == 0 {
-			d.bad = badEmpty + ": no wordpieces (blank, or only characters the tokenizer drops); its vector would be that of [CLS] [SEP]"
+		if d.Bad == "" && len(tok.IDsLimit(d.Text, 1)) == 0 {
+			d.Bad = badEmpty + ": no wordpieces (blank, or only characters the tokenizer drops); its vector would be that of [CLS] [SEP]"
 		}
-		if d.bad != "" {
-			d.text = "" // never embedded: not kept
+		if d.Bad != "" {
+			d.Text = "" // never embedded: not kept
 		}
-		buf = append(buf, item{rec, d})
-		if d.bad == "" {
+		buf = append(buf, d)
+		if d.Bad == "" {
 			pending++
 		}
 		// A batch never spans two parts: every part is embedded in the
@@ -629,7 +590,7 @@ func (f *embedFlags) run(path string, stdout io.Writer) error {
 		return nil
 	})
 	if err == nil && lastRec < skipTo {
-		err = cli.BadInput(fmt.Errorf("%s has %d documents, but the finished parts of %s cover %d: the input changed since they were made (%s)", src.what, lastRec, parts, skipTo, anew()))
+		err = cli.BadInput(fmt.Errorf("%s has %d documents, but the finished parts of %s cover %d: the input changed since they were made (%s)", what, lastRec, parts, skipTo, anew()))
 	}
 	if err == nil {
 		err = flush()
@@ -646,7 +607,7 @@ func (f *embedFlags) run(path string, stdout io.Writer) error {
 			return cli.BadInput(fmt.Errorf("all %d documents are bad (%s); nothing to embed", skippedBad, badCounts(counts)))
 		}
 		if !folder {
-			return cli.BadInput(fmt.Errorf("%s: no documents", src.what))
+			return cli.BadInput(fmt.Errorf("%s: no documents", what))
 		}
 	}
 	took := time.Since(start)
@@ -694,7 +655,7 @@ func (f *embedFlags) embedBatch(e *embed.Embedder, texts []string) ([][][]float3
 // manifest is the head of a folder output's manifest: the tool, the
 // model's and tokenizer files' SHA-256 and the settings (as resolved by
 // the embedder).
-func (f *embedFlags) manifest(path string, src docSource, e *embed.Embedder, format embed.PartFormat) (embed.Manifest, error) {
+func (f *embedFlags) manifest(path, what string, e *embed.Embedder, format embed.PartFormat) (embed.Manifest, error) {
 	var m embed.Manifest
 	sum, err := embed.FileSHA256(path)
 	if err != nil {
@@ -709,7 +670,7 @@ func (f *embedFlags) manifest(path string, src docSource, e *embed.Embedder, for
 		backend = infer.DefaultBackend
 	}
 	m = embed.Manifest{Tool: cli.ToolVersion(), Model: embed.FileSum{File: filepath.Base(path), SHA256: sum}, Tokenizer: tok,
-		Settings: embed.Settings{Input: src.what, Mode: e.Mode(), Pooling: e.Pooling(), Normalised: e.Normalised(), MaxTokens: e.MaxTokens(),
+		Settings: embed.Settings{Input: what, Mode: e.Mode(), Pooling: e.Pooling(), Normalised: e.Normalised(), MaxTokens: e.MaxTokens(),
 			Window: e.Window(), Overlap: e.Overlap(), Output: e.Output(), Dim: e.Dim(), Backend: backend, SkipBad: f.skipBad,
 			PartSize: f.partSize, PartFormat: format, Shard: f.shard}}
 	return m, nil
@@ -731,7 +692,7 @@ const maxBadListed = 10
 // badCounts words the bad documents by reason: "2 empty, 1 invalid UTF-8".
 func badCounts(counts map[string]int) string {
 	var parts []string
-	for _, why := range []string{badEmpty, badUTF8} {
+	for _, why := range []string{badEmpty, corpus.InvalidUTF8} {
 		if counts[why] > 0 {
 			parts = append(parts, fmt.Sprintf("%d %s", counts[why], why))
 		}
@@ -748,70 +709,6 @@ func embedError(err error) error {
 		return cli.RuntimeFailure(oneLine(err))
 	}
 	return cli.BadInput(err)
-}
-
-// decodeJSONLine decodes the one JSON object of line into v: anything
-// but white space after it (`{…} }}}`, a second object) is an error, as
-// is a value that is no object; errors give the byte offset in the line.
-func decodeJSONLine(line string, v any) error {
-	start := len(line) - len(strings.TrimLeft(line, " \t"))
-	if start == len(line) || line[start] != '{' {
-		return fmt.Errorf("byte %d: want one JSON object {\"id\": ..., \"text\": ...} on the line", start)
-	}
-	dec := json.NewDecoder(strings.NewReader(line))
-	if err := dec.Decode(v); err != nil {
-		var se *json.SyntaxError
-		var te *json.UnmarshalTypeError
-		switch {
-		case errors.As(err, &se):
-			return fmt.Errorf("byte %d: %w", se.Offset, err)
-		case errors.As(err, &te):
-			return fmt.Errorf("byte %d: %w", te.Offset, err)
-		case errors.Is(err, io.ErrUnexpectedEOF):
-			return fmt.Errorf("byte %d: the JSON object does not end on the line", len(line))
-		}
-		return err
-	}
-	end := int(dec.InputOffset())
-	if rest := strings.TrimLeft(line[end:], " \t"); rest != "" {
-		return fmt.Errorf("byte %d: %q after the JSON object (want exactly one object per line)", len(line)-len(rest), firstRunes(rest, 20))
-	}
-	return nil
-}
-
-// firstRunes is s cut to its first n characters.
-func firstRunes(s string, n int) string {
-	for i := range s {
-		if n == 0 {
-			return s[:i] + "…"
-		}
-		n--
-	}
-	return s
-}
-
-// jsonID is a JSON id as text: a string's value or a number's literal.
-func jsonID(raw json.RawMessage) (string, error) {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 || string(raw) == "null" {
-		return "", errors.New(`no "id"`)
-	}
-	var id string
-	if raw[0] == '"' {
-		if err := json.Unmarshal(raw, &id); err != nil {
-			return "", err
-		}
-	} else {
-		var num json.Number
-		if err := json.Unmarshal(raw, &num); err != nil {
-			return "", fmt.Errorf(`"id" is neither a string nor a number`)
-		}
-		id = num.String()
-	}
-	if id == "" || strings.ContainsAny(id, "\r\n") {
-		return "", fmt.Errorf("id %q is empty or has a line break (ids are written one per line)", id)
-	}
-	return id, nil
 }
 
 // embedIDsPath is the ids file beside an .npy output.

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/linearize/linearize/corpus"
 	"github.com/linearize/linearize/embed"
 	"github.com/linearize/linearize/internal/fsutil"
 	"github.com/linearize/linearize/onnx"
@@ -238,12 +239,12 @@ func TestEmbedExitCodes(t *testing.T) {
 	}
 }
 
-// embed streams its documents: a corpus past embedMaxTotal (the bound
-// of the commands that read every document first) is embedded, in both
-// readers; evaluate, which holds them all, still refuses it.
+// embed streams its documents: a corpus past readBounds.MaxTotal (the
+// bound of the commands that read every document first) is embedded, in
+// both readers; evaluate, which holds them all, still refuses it.
 func TestEmbedTotalBound(t *testing.T) {
-	defer func(n int64) { embedMaxTotal = n }(embedMaxTotal)
-	embedMaxTotal = 100
+	defer func(o corpus.Options) { readBounds = o }(readBounds)
+	readBounds.MaxTotal = 100
 	quietEmbed(t)
 	dir := t.TempDir()
 	var jsonl strings.Builder

@@ -14,6 +14,7 @@ import (
 	"github.com/linearize/linearize/cmd/internal/cli"
 	"github.com/linearize/linearize/cmd/internal/cliutil"
 	"github.com/linearize/linearize/convert"
+	"github.com/linearize/linearize/corpus"
 	"github.com/linearize/linearize/embed"
 	"github.com/linearize/linearize/infer"
 	"github.com/linearize/linearize/internal/fsutil"
@@ -233,19 +234,21 @@ func (f *evalFlags) documents(original string, list []evalSystem) ([]embed.Docum
 	if err := checkOutputs(outputs, inputs); err != nil {
 		return nil, err
 	}
-	var read []embedDoc
-	var err error
+	name, src := "--jsonl", corpus.JSONL(f.jsonl, readBounds)
 	if f.docs != "" {
-		read, err = readDocsDir("--docs", f.docs)
-	} else {
-		read, err = readJSONLDocs(f.jsonl)
+		var err error
+		name = "--docs"
+		if src, err = corpus.Dir(f.docs, readBounds); err != nil {
+			return nil, cli.BadInput(fmt.Errorf("--docs: %w", err))
+		}
 	}
+	read, err := src.ReadAll()
 	if err != nil {
-		return nil, cli.BadInput(err)
+		return nil, cli.BadInput(fmt.Errorf("%s: %w", name, err))
 	}
 	if f.docs != "" {
-		for _, d := range read {
-			inputs = append(inputs, namedFile{"--docs", filepath.Join(f.docs, d.id)})
+		for _, p := range src.Paths() {
+			inputs = append(inputs, namedFile{"--docs", p})
 		}
 		if err := checkNotInputs(outputs, inputs); err != nil {
 			return nil, err
@@ -256,7 +259,7 @@ func (f *evalFlags) documents(original string, list []evalSystem) ([]embed.Docum
 	}
 	documents := make([]embed.Document, len(read))
 	for i, d := range read {
-		documents[i] = embed.Document{ID: d.id, Text: d.text}
+		documents[i] = embed.Document{ID: d.ID, Text: d.Text}
 	}
 	return documents, nil
 }

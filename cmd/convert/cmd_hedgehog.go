@@ -5,10 +5,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/linearize/linearize/cmd/internal/cli"
 	"github.com/linearize/linearize/convert"
+	"github.com/linearize/linearize/corpus"
 	"github.com/linearize/linearize/finetune"
 	"github.com/linearize/linearize/infer"
 	"github.com/linearize/linearize/ops"
@@ -167,24 +167,20 @@ func trainError(err error, convertFlags map[string]string) error {
 }
 
 // readCalibration reads calibration documents: the lines of a file, or
-// the *.txt and *.md files of a folder.
+// the *.txt and *.md files of a folder (corpus.Open), at most
+// readBounds' total in all.
 func readCalibration(path string) ([]string, error) {
-	st, err := os.Stat(path)
+	src, err := corpus.Open(path, readBounds)
 	if err != nil {
 		return nil, fmt.Errorf("--calibration: %w", err)
 	}
-	var list []embedDoc
-	if st.IsDir() {
-		list, err = readDocsDir("--calibration", path)
-	} else {
-		list, err = readTextLines("--calibration", path)
-	}
+	list, err := src.ReadAll()
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("--calibration: %w", err)
 	}
 	docs := make([]string, len(list))
 	for i, d := range list {
-		docs[i] = d.text
+		docs[i] = d.Text
 	}
 	return docs, nil
 }

@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/linearize/linearize/corpus"
 )
 
 // TestEmbedRefusesBadText: a JSON line is exactly one object (trailing
@@ -67,8 +69,8 @@ func TestEmbedRefusesBadText(t *testing.T) {
 
 	// A line over the bound: the file, the line and the bound, not
 	// bufio's "token too long".
-	defer func(n int) { embedMaxDoc = n }(embedMaxDoc)
-	embedMaxDoc = 100
+	defer func(o corpus.Options) { readBounds = o }(readBounds)
+	readBounds.MaxDoc = 100
 	long := write("long.jsonl", `{"id": 1, "text": "the"}`+"\n"+`{"id": 2, "text": "`+strings.Repeat("the ", 50)+`"}`+"\n")
 	code, _, stderr := runCLI("embed", path, "--backend", "native", "-o", out, "--jsonl", long)
 	if code != exitBadInput || !strings.Contains(stderr, long+":2: line longer than 100 bytes") || strings.Contains(stderr, "token too long") {
@@ -142,7 +144,8 @@ func TestInputsBoundedByMemory(t *testing.T) {
 		{[]string{"inspect", fifo}, fifo + ": longer than the bound on this input, " + bound},
 		{[]string{"run", path, "--backend", "native", "--input", "input_ids=/dev/zero"}, "/dev/zero: longer than the bound on this input, " + bound},
 		{[]string{"embed", path, "--backend", "native", "-o", filepath.Join(dir, "o.npy"), "--jsonl", "/dev/zero"}, "/dev/zero: longer than the bound on this input, " + bound},
-		{[]string{"performer", path, "-o", filepath.Join(dir, "p.onnx"), "--calibration", "/dev/zero"}, "/dev/zero:1: line longer than 1048576 bytes"},
+		{[]string{"performer", path, "-o", filepath.Join(dir, "p.onnx"), "--calibration", "/dev/zero"}, "/dev/zero: longer than the bound on this input, " + bound},
+		{[]string{"hedgehog", path, "-o", filepath.Join(dir, "h.onnx"), "--calibration", "/dev/zero"}, "/dev/zero: longer than the bound on this input, " + bound},
 	} {
 		code, _, stderr := runCLI(c.args...)
 		if code != exitBadInput || !strings.Contains(stderr, c.want) {

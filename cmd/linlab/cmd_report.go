@@ -14,10 +14,10 @@ import (
 	"github.com/linearize/linearize/cmd/internal/cliutil"
 	"github.com/linearize/linearize/cmd/internal/realtable"
 	"github.com/linearize/linearize/convert"
+	"github.com/linearize/linearize/corpus"
 	feat "github.com/linearize/linearize/features"
 	"github.com/linearize/linearize/finetune"
 	"github.com/linearize/linearize/infer"
-	"github.com/linearize/linearize/internal/textfile"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
 	"github.com/linearize/linearize/ops"
@@ -314,9 +314,13 @@ func (f *reportFlags) load() (reportInputs, error) {
 // readTexts reads the texts of path, --join lines each, the first limit
 // of them (0: all).
 func (f *reportFlags) readTexts(path string, limit int) ([]string, error) {
-	texts, err := textfile.Read(path)
+	docs, err := corpus.Lines(path, corpus.Options{}).ReadAll()
 	if err != nil {
 		return nil, cli.BadInput(err)
+	}
+	texts := make([]string, len(docs))
+	for i, d := range docs {
+		texts[i] = d.Text
 	}
 	var joined []string
 	for i := 0; i < len(texts); i += f.join {

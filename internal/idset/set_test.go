@@ -1,4 +1,4 @@
-package embed
+package idset
 
 import (
 	"fmt"
@@ -6,10 +6,10 @@ import (
 	"testing"
 )
 
-// TestIDSet: every new id is reported new and every repeat seen, across
+// TestSet: every new id is reported new and every repeat seen, across
 // the table's growth.
-func TestIDSet(t *testing.T) {
-	var s IDSet
+func TestSet(t *testing.T) {
+	var s Set
 	const n = 100_000
 	for i := range n {
 		if s.Add(fmt.Sprint("id-", i)) {
@@ -30,10 +30,10 @@ func TestIDSet(t *testing.T) {
 	}
 }
 
-// TestIDSetCopy: a copy of a set keeps its table when the original is
+// TestSetCopy: a copy of a set keeps its table when the original is
 // dropped and collected.
-func TestIDSetCopy(t *testing.T) {
-	s := new(IDSet)
+func TestSetCopy(t *testing.T) {
+	s := new(Set)
 	for i := range 5000 {
 		s.Add(fmt.Sprint(i))
 	}

@@ -1,4 +1,4 @@
-package embed
+package idset
 
 import (
 	"crypto/sha256"
@@ -6,7 +6,7 @@ import (
 	"runtime"
 )
 
-// IDSet remembers ids by an 8-byte fingerprint (the first 8 bytes of the
+// Set remembers ids by an 8-byte fingerprint (the first 8 bytes of the
 // id's SHA-256) in an open-addressing table at most 3/4 full: 11 to 21
 // bytes per id, against the 36 to 53 of a Go map of 16-byte keys. Where
 // the platform allows (Linux, macOS, FreeBSD), the table is memory mapped
@@ -18,15 +18,15 @@ import (
 // Two ids may share a fingerprint (about n²/2⁶⁵ for n ids: once in 10⁵
 // runs of 17 million), so Add reports only that an id may have been
 // added before; a caller that must be exact confirms against the ids
-// themselves, which it can read again (VerifyParts reads the parts,
-// embed's JSONL reader the file).
-type IDSet struct {
+// themselves, which it can read again (embed.VerifyParts reads the
+// parts, corpus's JSONL reader the file or its spool of ids).
+type Set struct {
 	t *idTable
 	n int
 }
 
-// idTable is an IDSet's table and what frees it: when it is released,
-// or when it is no longer reachable (the IDSet and every copy of it
+// idTable is a Set's table and what frees it: when it is released,
+// or when it is no longer reachable (the Set and every copy of it
 // dropped).
 type idTable struct {
 	slots []uint64 // 0: empty
@@ -45,7 +45,7 @@ func (f *freer) run() {
 
 // Add adds id and reports whether an id with its fingerprint was added
 // before (then the set is unchanged).
-func (s *IDSet) Add(id string) (maybeSeen bool) {
+func (s *Set) Add(id string) (maybeSeen bool) {
 	h := sha256.Sum256([]byte(id))
 	fp := binary.LittleEndian.Uint64(h[:8])
 	if fp == 0 {
@@ -62,11 +62,11 @@ func (s *IDSet) Add(id string) (maybeSeen bool) {
 }
 
 // Len is the number of fingerprints in the set.
-func (s *IDSet) Len() int { return s.n }
+func (s *Set) Len() int { return s.n }
 
 // Free empties the set and releases its table at once (else the garbage
 // collector releases it once the set is unreachable).
-func (s *IDSet) Free() {
+func (s *Set) Free() {
 	if s.t != nil {
 		s.t.release()
 	}
@@ -97,7 +97,7 @@ func (t *idTable) release() {
 }
 
 // grow doubles the table (1024 slots at first).
-func (s *IDSet) grow() {
+func (s *Set) grow() {
 	n := 1024
 	if s.t != nil {
 		n = 2 * len(s.t.slots)

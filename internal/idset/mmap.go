@@ -1,6 +1,6 @@
 //go:build linux || darwin || freebsd
 
-package embed
+package idset
 
 import (
 	"syscall"
