@@ -135,7 +135,7 @@ func TestLongContextModelReadsWhole(t *testing.T) {
 	if _, err := e.Embed([]string{text(1023, 0)}); err == nil {
 		t.Error("1025 tokens on a model of 1024: no error")
 	} else {
-		for _, want := range []string{"1023 wordpieces", "admits 1024 tokens per pass (" + src + ")", "--max-tokens", "--mode chunk"} {
+		for _, want := range []string{"1023 wordpieces", "admits 1024 tokens per pass (" + src + "), 1022 wordpieces;", "--max-tokens", "--mode chunk"} {
 			if !strings.Contains(err.Error(), want) {
 				t.Errorf("error %q does not say %q", err, want)
 			}

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/linearize/linearize/convert"
 	"github.com/linearize/linearize/infer"
@@ -223,6 +224,8 @@ type Embedder struct {
 
 	mu   sync.Mutex
 	sess infer.Session
+	// read counts the wordpieces of the texts embedded (Wordpieces).
+	read atomic.Int64
 }
 
 // Open loads the model at modelPath (onnx.Load), its tokenizer and pooling
@@ -494,6 +497,12 @@ func (e *Embedder) Normalised() bool { return e.normalise }
 // MaxTokens is the wordpieces of a text read at most (0: all).
 func (e *Embedder) MaxTokens() int { return e.maxTokens }
 
+// Wordpieces is the number of wordpieces read from the texts embedded
+// so far, [CLS] and [SEP] not counted: each text's, up to MaxTokens (and
+// a window's in Truncate mode). Over the time the calls took, it is the
+// embedder's throughput in wordpieces per second.
+func (e *Embedder) Wordpieces() int64 { return e.read.Load() }
+
 // Output is the model output pooled.
 func (e *Embedder) Output() string { return e.output }
 
@@ -574,7 +583,7 @@ func (e *Embedder) Embed(texts []string) ([][]float32, error) {
 	if e.mode == Chunks {
 		return nil, errors.New("embed: chunks mode gives one vector per chunk: use EmbedChunks")
 	}
-	passes, err := e.plan(texts)
+	passes, read, err := e.plan(texts)
 	if err != nil {
 		return nil, err
 	}
@@ -617,6 +626,7 @@ func (e *Embedder) Embed(texts []string) ([][]float32, error) {
 	if err := checkFinite(out); err != nil {
 		return nil, err
 	}
+	e.read.Add(read)
 	return out, nil
 }
 
@@ -629,7 +639,7 @@ func (e *Embedder) EmbedChunks(texts []string) ([][][]float32, error) {
 	if len(texts) == 0 {
 		return nil, nil
 	}
-	passes, err := e.plan(texts)
+	passes, read, err := e.plan(texts)
 	if err != nil {
 		return nil, err
 	}
@@ -650,6 +660,7 @@ func (e *Embedder) EmbedChunks(texts []string) ([][][]float32, error) {
 			return nil, nf
 		}
 	}
+	e.read.Add(read)
 	return out, nil
 }
 
@@ -687,8 +698,7 @@ func (e *Embedder) runPasses(passes []pass, use func(p pass, v []float64)) error
 }
 
 // plan tokenizes the texts and cuts them into passes as the mode says.
-func (e *Embedder) plan(texts []string) ([]pass, error) {
-	var passes []pass
+func (e *Embedder) plan(texts []string) (passes []pass, read int64, err error) {
 	frame := func(i int, body []int64) pass {
 		ids := make([]int64, 0, len(body)+2)
 		ids = append(ids, e.cls)
@@ -700,6 +710,7 @@ func (e *Embedder) plan(texts []string) ([]pass, error) {
 		// Only the wordpieces kept are tokenized: a text of any length
 		// read in Truncate mode or with MaxTokens costs what they do.
 		toks := e.tok.IDsLimit(s, keep)
+		read += int64(len(toks))
 		switch e.mode {
 		case Truncate:
 			passes = append(passes, frame(i, toks[:min(len(toks), e.window-2)]))
@@ -719,8 +730,8 @@ func (e *Embedder) plan(texts []string) ([]pass, error) {
 				need = e.framedLen(len(toks))
 			}
 			if lim := e.longLimit(); lim > 0 && need > lim {
-				return nil, fmt.Errorf("embed: text %d has %d wordpieces (%d tokens with [CLS] and [SEP]), but model %s admits %d tokens per pass (%s); %s",
-					i, len(toks), need, e.path, lim, e.longLimitSource(), e.longHint())
+				return nil, 0, fmt.Errorf("embed: text %d has %d wordpieces (%d tokens with [CLS] and [SEP]), but model %s admits %d tokens per pass (%s), %d wordpieces; %s",
+					i, len(toks), need, e.path, lim, e.longLimitSource(), e.longFits(lim), e.longHint())
 			}
 			if e.longModel {
 				passes = append(passes, e.framed(i, toks))
@@ -729,7 +740,7 @@ func (e *Embedder) plan(texts []string) ([]pass, error) {
 			passes = append(passes, frame(i, toks))
 		}
 	}
-	return passes, nil
+	return passes, read, nil
 }
 
 // keep is how many wordpieces of a text plan reads (0: all): MaxTokens,
@@ -766,6 +777,17 @@ func (e *Embedder) framedLen(n int) int {
 	w := e.window - 2
 	windows := max(1, (n+w-1)/w)
 	return n + 2*windows
+}
+
+// longFits is the most wordpieces one Long pass of at most lim tokens
+// holds: lim−2, or for a model written by `convert long` W−2 in each of
+// its whole windows of W tokens and the rest of a last, partial one.
+func (e *Embedder) longFits(lim int) int {
+	if !e.longModel {
+		return max(0, lim-2)
+	}
+	w := e.window
+	return lim/w*(w-2) + max(0, lim%w-2)
 }
 
 // longHint says how to read a text longer than longLimit.

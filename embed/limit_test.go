@@ -28,7 +28,7 @@ func TestHugeTextReadOnlyAsFarAsKept(t *testing.T) {
 		var before, after runtime.MemStats
 		runtime.GC()
 		runtime.ReadMemStats(&before)
-		passes, err := e.plan([]string{huge})
+		passes, read, err := e.plan([]string{huge})
 		runtime.ReadMemStats(&after)
 		if err != nil {
 			t.Fatalf("%+v: %v", c.o, err)
@@ -36,6 +36,9 @@ func TestHugeTextReadOnlyAsFarAsKept(t *testing.T) {
 		n := 0
 		for _, p := range passes {
 			n += len(p.ids) - 2
+		}
+		if read != int64(c.keep) {
+			t.Errorf("%+v: plan counts %d wordpieces read, want %d", c.o, read, c.keep)
 		}
 		if alloc := after.TotalAlloc - before.TotalAlloc; n != c.keep || alloc > 1<<20 {
 			t.Errorf("%+v: %d wordpieces planned, %d bytes allocated to plan a 64 MiB text; want %d, at most 1 MiB", c.o, n, alloc, c.keep)
@@ -49,5 +52,9 @@ func TestHugeTextReadOnlyAsFarAsKept(t *testing.T) {
 			t.Fatal(err)
 		}
 		near(t, "huge text vs its first wordpieces", got[0], toF64(want[0]), 1e-5)
+		// Two texts embedded, each read up to the same wordpieces.
+		if w := e.Wordpieces(); w != 2*int64(c.keep) {
+			t.Errorf("%+v: Wordpieces %d after two texts of %d read, want %d", c.o, w, c.keep, 2*c.keep)
+		}
 	}
 }

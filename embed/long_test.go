@@ -1,7 +1,9 @@
 package embed
 
 import (
+	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/linearize/linearize/convert"
@@ -63,8 +65,11 @@ func TestLongFramesWindowsAsChunks(t *testing.T) {
 	}
 	// Past the limit, the framed length (wordpieces plus two per window)
 	// is what is checked.
+	// and the error names the wordpieces that fit: 4 windows of w−2.
 	if _, err := e.Embed([]string{text(4*(w-2)+1, 0)}); err == nil {
 		t.Errorf("%d wordpieces (5 windows) on a model of %d tokens: no error", 4*(w-2)+1, 4*w)
+	} else if want := fmt.Sprintf("admits %d tokens per pass (metadata linearize.max_length of a model written by convert long), %d wordpieces;", 4*w, 4*(w-2)); !strings.Contains(err.Error(), want) {
+		t.Errorf("error %q does not say %q", err, want)
 	}
 	if _, err := e.Embed([]string{text(4*(w-2), 0)}); err != nil {
 		t.Errorf("4 full windows on a model of %d tokens: %v", 4*w, err)

@@ -627,8 +627,10 @@ func (f *embedFlags) run(path string, stdout io.Writer) error {
 	if vectors != embedded {
 		skipped += fmt.Sprintf(", %d vectors", vectors)
 	}
-	fmt.Fprintf(stdout, "embedded %d documents%s%s (mode %s, pooling %s, window %d, dim %d) in %.2f s (%.3f s each, loading excluded) → %s\n",
-		embedded, skipped, resumed, e.Mode(), e.Pooling(), e.Window(), e.Dim(), took.Seconds(), took.Seconds()/float64(max(embedded, 1)), f.out)
+	secs := took.Seconds()
+	fmt.Fprintf(stdout, "embedded %d documents%s%s (mode %s, pooling %s, window %d, dim %d) in %.2f s (%.3f s each; %d wordpieces, %.0f a second; loading excluded) → %s\n",
+		embedded, skipped, resumed, e.Mode(), e.Pooling(), e.Window(), e.Dim(), secs, secs/float64(max(embedded, 1)),
+		e.Wordpieces(), float64(e.Wordpieces())/max(secs, 1e-9), f.out)
 	return nil
 }
 

@@ -88,7 +88,9 @@ func TestEmbedNPY(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
-	for _, want := range []string{"embedded 3 documents (mode chunk, pooling mean, window 8, dim 64) in ", " s each, loading excluded) → " + out} {
+	// 6 + 1 + 18 wordpieces: every word and "." is one of the test
+	// vocabulary.
+	for _, want := range []string{"embedded 3 documents (mode chunk, pooling mean, window 8, dim 64) in ", " s each; 25 wordpieces, ", " a second; loading excluded) → " + out} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("summary %q does not say %q", stdout, want)
 		}

@@ -62,7 +62,7 @@ var commands = []*cli.Command{
 		Example: "embed model.onnx --jsonl docs.jsonl -o out/vectors/"},
 	{Name: "embed-merge", Usage: "DIR... [flags]", Run: runEmbedMerge,
 		Summary: "verify and merge the part folders of sharded embed runs",
-		Detail:  "the manifests agree, every id appears once, every part's SHA-256 matches; merged into one .npy, .jsonl or folder",
+		Detail:  "the manifests agree, every id appears once, every part's SHA-256 matches; merged into one .npy, .jsonl, .parquet or folder",
 		Example: "embed-merge out/shard0/ out/shard1/ -o out/all.npy"},
 	{Name: "evaluate", Usage: "ORIGINAL [NAME=MODEL ...] (--jsonl F | --docs D) [flags]", Run: runEvaluate,
 		Summary: "long-document retrieval test of models and reading modes",
