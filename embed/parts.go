@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -25,10 +26,22 @@ import (
 // any size: part-00000.npy (float32 [vectors, dim]) and
 // part-00000.ids.txt (one id per line), … (PartNPY), or part-00000.parquet,
 // … (PartParquet: ids and vectors in one file, see ParquetWriter), each
-// of PartSize documents, and manifest.json (a Manifest). Each part is
-// committed with the manifest that lists it as one fsutil.WriteSet, so
-// the manifest lists exactly the parts that are whole, whatever stops
-// the run.
+// of PartSize documents, and manifest.json (a Manifest).
+//
+// Each part is committed with its record, part-00000.json (its Part
+// entry), as one fsutil.WriteSet; the first part's set also writes
+// manifest.json, the head (model, tokenizer, settings) with no parts and
+// not complete. So a commit writes the part's files and a record of a
+// few hundred bytes, whatever the number of parts before it, and the
+// records list exactly the parts that are whole, whatever stops the
+// run. Finish writes manifest.json whole, every part listed and
+// complete, in one set with the last part's files, then removes the
+// records (a complete manifest is read alone: records a crash leaves
+// then are ignored, and removed by the next OpenParts). ReadManifest
+// reads a folder that is not complete as manifest.json followed by its
+// records, which gives the Manifest a manifest listing those parts
+// gives; a manifest.json that lists parts itself (written before part
+// records existed) is continued the same way.
 
 // PartsFormat names the manifest's format for a folder of .npy parts,
 // and PartsFormatParquet for a folder of .parquet parts (a tool that
@@ -60,9 +73,22 @@ func (f PartFormat) manifestFormat() string {
 // ManifestName is the manifest's file name in a folder of parts.
 const ManifestName = "manifest.json"
 
-// maxManifestBytes bounds a manifest read (a part's entry is about 300
-// bytes: 64 MiB is 200 000 parts).
-const maxManifestBytes = 64 << 20
+// The bounds of ReadManifest. manifest.json is read whole, at most
+// maxManifestBytes (64 MiB: the head, or a manifest of about 200 000
+// parts of ~300 bytes each) plus maxEntryBytes (64 KiB) for each part in
+// the folder (its .npy or .parquet file), so that a complete manifest is
+// never refused for the number of parts it lists, only for entries
+// (ids) over 64 KiB on average or for memory (fsutil.ReadAll: half of
+// what the process may use). A part record is at most maxManifestBytes:
+// an entry that fitted in a manifest fits in its record.
+// (Variables for the tests.)
+var (
+	maxManifestBytes int64 = 64 << 20
+	maxEntryBytes    int64 = 64 << 10
+)
+
+// recordExt ends the name of a part's record: part-00000.json.
+const recordExt = ".json"
 
 // FileSum is a file by name and SHA-256.
 type FileSum struct {
@@ -285,13 +311,19 @@ func sumsString(s []FileSum) string {
 	return strings.Join(parts, ", ")
 }
 
-// ReadManifest reads DIR/manifest.json; (nil, nil) when there is none.
-// A commit that a kill left half done in the folder is completed (or
+// ReadManifest reads the manifest of the folder of parts dir; (nil, nil)
+// when it has no manifest.json. A complete folder's is manifest.json; a
+// folder still being written is read as manifest.json (its head, and the
+// parts it lists when written before part records existed) followed by
+// the records of the parts committed since (part-00000.json, …), which
+// must follow on from it without a gap, each naming its part: the
+// Manifest is the one a manifest listing every committed part gives. A
+// commit that a kill left half done in the folder is completed (or
 // rolled back) first.
 func ReadManifest(dir string) (*Manifest, error) {
 	p := filepath.Join(dir, ManifestName)
 	fsutil.RemoveStaleTemps(p)
-	data, err := fsutil.ReadFile(p, maxManifestBytes)
+	data, err := readManifestFile(dir, p)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}
@@ -312,13 +344,178 @@ func ReadManifest(dir string) (*Manifest, error) {
 		m.Format != m.Settings.PartFormat.manifestFormat():
 		return nil, fmt.Errorf("embed: %s: format %q with parts of format %q", p, m.Format, m.Settings.PartFormat)
 	}
+	if m.Complete {
+		return &m, nil
+	}
+	if err := readRecords(dir, &m); err != nil {
+		return nil, err
+	}
+	if len(m.Parts) == 0 {
+		m.Parts = nil // as a manifest of no parts reads
+	}
 	return &m, nil
+}
+
+// readManifestFile reads the manifest.json p of dir, within its bound.
+func readManifestFile(dir, p string) ([]byte, error) {
+	f, err := fsutil.Open(p)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if st.IsDir() {
+		return nil, fmt.Errorf("%s is a directory", p)
+	}
+	bound := maxManifestBytes
+	if st.Size() > bound {
+		n, err := countPartFiles(dir)
+		if err != nil {
+			return nil, err
+		}
+		bound += n * maxEntryBytes
+	}
+	return fsutil.ReadAll(f, p, st, bound)
+}
+
+// countPartFiles counts the parts in dir: their files part-*.npy and
+// part-*.parquet.
+func countPartFiles(dir string) (int64, error) {
+	names, err := readNames(dir)
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	for _, name := range names {
+		if strings.HasPrefix(name, "part-") && (strings.HasSuffix(name, ".npy") || strings.HasSuffix(name, ".parquet")) {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// readNames lists the names in dir, unsorted.
+func readNames(dir string) ([]string, error) {
+	f, err := os.Open(dir)
+	if err != nil {
+		return nil, fmt.Errorf("embed: %w", err)
+	}
+	defer f.Close()
+	names, err := f.Readdirnames(-1)
+	if err != nil {
+		return nil, fmt.Errorf("embed: %s: %w", dir, err)
+	}
+	return names, nil
+}
+
+// partName is the name of the folder's k-th part (from 0).
+func partName(k int) string { return fmt.Sprintf("part-%05d", k) }
+
+// recordIndex is k when name is the record of the k-th part
+// (partName(k)+recordExt).
+func recordIndex(name string) (int, bool) {
+	digits, ok := strings.CutPrefix(name, "part-")
+	if !ok {
+		return 0, false
+	}
+	if digits, ok = strings.CutSuffix(digits, recordExt); !ok || len(digits) < 5 || len(digits) > 10 {
+		return 0, false
+	}
+	k, err := strconv.Atoi(digits)
+	if err != nil || k < 0 || partName(k)+recordExt != name {
+		return 0, false
+	}
+	return k, true
+}
+
+// recordIndexes are the indexes of the part records in dir, in order.
+func recordIndexes(dir string) ([]int, error) {
+	names, err := readNames(dir)
+	if err != nil {
+		return nil, err
+	}
+	var ks []int
+	for _, name := range names {
+		if k, ok := recordIndex(name); ok {
+			ks = append(ks, k)
+		}
+	}
+	slices.Sort(ks)
+	return ks, nil
+}
+
+// readRecords appends to m, a manifest that is not complete, the parts
+// whose records dir holds after those m lists, and adds them to its
+// totals. The records must follow on from m's parts with no gap, each
+// naming its own part, with a part's counts (a document or more, at
+// least as many vectors) and its files' SHA-256; a record of a part m lists already (left by a tool
+// that rewrote the manifest) is passed over.
+func readRecords(dir string, m *Manifest) error {
+	ks, err := recordIndexes(dir)
+	if err != nil {
+		return err
+	}
+	for _, k := range ks {
+		if k < len(m.Parts) {
+			continue
+		}
+		name := partName(len(m.Parts))
+		if k != len(m.Parts) {
+			return fmt.Errorf("embed: %s: the record %s%s follows %d parts: %s%s is missing (the folder was changed by another program)", dir, partName(k), recordExt, len(m.Parts), name, recordExt)
+		}
+		path := filepath.Join(dir, name+recordExt)
+		data, err := fsutil.ReadFile(path, maxManifestBytes)
+		if err != nil {
+			return fmt.Errorf("embed: %w", err)
+		}
+		var p Part
+		if err := json.Unmarshal(data, &p); err != nil {
+			return fmt.Errorf("embed: %s: %w", path, err)
+		}
+		npy := m.Settings.PartFormat == PartNPY
+		switch {
+		case p.Name != name:
+			return fmt.Errorf("embed: %s names the part %q", path, p.Name)
+		case p.Documents < 1 || p.Vectors < p.Documents || p.SkippedBad < 0 || p.Records < 0:
+			return fmt.Errorf("embed: %s: %d documents, %d vectors, %d skipped, input record %d: not a part's counts", path, p.Documents, p.Vectors, p.SkippedBad, p.Records)
+		case len(p.SHA256) != 64, npy != (len(p.IDsSHA256) == 64), !npy && p.IDsSHA256 != "":
+			return fmt.Errorf("embed: %s: no SHA-256 of the part's files", path)
+		}
+		m.Parts = append(m.Parts, p)
+		m.Documents += p.Documents
+		m.Vectors += p.Vectors
+		m.SkippedBad += p.SkippedBad
+		m.Records = p.Records
+	}
+	return nil
+}
+
+// removeRecords removes the part records in dir: those a complete
+// manifest replaces, or those of a folder without a manifest (left by a
+// removal cut short), which no manifest would follow on from.
+func removeRecords(dir string) error {
+	ks, err := recordIndexes(dir)
+	if err != nil {
+		return err
+	}
+	for _, k := range ks {
+		if err := os.Remove(filepath.Join(dir, partName(k)+recordExt)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("embed: %w", err)
+		}
+	}
+	return nil
 }
 
 // PartWriter writes a folder of parts as the documents come.
 type PartWriter struct {
 	dir string
 	m   Manifest
+	// headed: manifest.json is in the folder (a folder resumed, or one
+	// whose first part is committed).
+	headed bool
 	// the part being filled
 	ids     bytes.Buffer
 	vecs    []float32
@@ -359,6 +556,11 @@ func OpenParts(dir string, head Manifest) (*PartWriter, error) {
 	w := &PartWriter{dir: dir, m: head}
 	w.m.Parts, w.m.Documents, w.m.Vectors, w.m.SkippedBad, w.m.Records, w.m.Complete = nil, 0, 0, 0, 0, false
 	if old == nil {
+		// Records without a manifest belong to no run: a new one
+		// must not follow on from them.
+		if err := removeRecords(dir); err != nil {
+			return nil, err
+		}
 		return w, nil
 	}
 	if d := Diff(&head, old); len(d) > 0 {
@@ -367,8 +569,11 @@ func OpenParts(dir string, head Manifest) (*PartWriter, error) {
 	if len(old.MergedFrom) > 0 {
 		return nil, fmt.Errorf("embed: %s was written by embed-merge: embed into another folder", dir)
 	}
+	if old.Complete {
+		removeRecords(dir) // left by a Finish cut short after its commit
+	}
 	old.Tool = cmpOr(old.Tool, head.Tool)
-	w.m = *old
+	w.m, w.headed = *old, true
 	return w, nil
 }
 
@@ -421,45 +626,73 @@ func (w *PartWriter) Add(record int64, docID string, ids []string, vecs [][]floa
 	return nil
 }
 
-// Finish commits the last part, if any, and marks the folder complete.
+// Finish commits the last part, if any, and marks the folder complete:
+// manifest.json is written whole, listing every part (the only write
+// whose size grows with the parts, once a run), and the part records
+// are removed.
 func (w *PartWriter) Finish() error {
 	return w.flush(true)
 }
 
-// flush commits the part being filled (if it has documents) with the
-// manifest listing it, as one set; complete marks the manifest so.
+// flush commits the part being filled, if it has documents: its files
+// and its record as one set (with manifest.json's head when the folder
+// has none yet), or, when complete, its files and the manifest listing
+// every part, marked complete, as one set, after which the records are
+// removed.
 func (w *PartWriter) flush(complete bool) error {
-	m := w.m
-	m.Parts = append([]Part(nil), w.m.Parts...)
+	if w.docs == 0 && !complete {
+		return nil
+	}
 	var set []fsutil.SetFile
+	var part []Part
 	if w.docs > 0 {
-		name := fmt.Sprintf("part-%05d", len(m.Parts))
-		dim := m.Settings.Dim
-		p := Part{Name: name, FirstID: w.first, LastID: w.last, Documents: w.docs, Vectors: len(w.vecs) / dim,
-			Records: w.records, SkippedBad: w.skipped}
-		ids := w.ids.Bytes()
-		if m.Settings.PartFormat == PartParquet {
-			var b bytes.Buffer
-			list := strings.Split(strings.TrimSuffix(string(ids), "\n"), "\n")
-			if err := EncodeParquet(&b, list, w.vecs, dim); err != nil {
+		p, files, err := w.encodePart()
+		if err != nil {
+			return err
+		}
+		set, part = files, []Part{p}
+	}
+	if !complete {
+		p := part[0]
+		rec, err := json.MarshalIndent(&p, "", "  ")
+		if err != nil {
+			return err
+		}
+		set = append(set, fsutil.FileBytes(filepath.Join(w.dir, p.Name+recordExt), append(rec, '\n')))
+		if !w.headed {
+			// The head: what the records follow on from.
+			head := w.m
+			head.Parts = []Part{}
+			js, err := json.MarshalIndent(&head, "", "  ")
+			if err != nil {
 				return err
 			}
-			p.SHA256 = sum(b.Bytes())
-			set = append(set, fsutil.FileBytes(filepath.Join(w.dir, name+".parquet"), b.Bytes()))
-		} else {
-			npy := EncodeNPYFloat32(w.vecs, len(w.vecs)/dim, dim)
-			p.SHA256, p.IDsSHA256 = sum(npy), sum(ids)
-			set = append(set, fsutil.FileBytes(filepath.Join(w.dir, name+".npy"), npy), fsutil.FileBytes(filepath.Join(w.dir, name+".ids.txt"), ids))
+			set = append(set, fsutil.FileBytes(filepath.Join(w.dir, ManifestName), append(js, '\n')))
 		}
-		m.Parts = append(m.Parts, p)
+		if err := fsutil.WriteSet(set...); err != nil {
+			return err
+		}
+		w.headed = true
+		w.m.Parts = append(w.m.Parts, p)
+		w.m.Documents += p.Documents
+		w.m.Vectors += p.Vectors
+		w.m.SkippedBad += p.SkippedBad
+		w.m.Records = p.Records
+		w.reset()
+		return nil
+	}
+	m := w.m
+	m.Parts = append(slices.Clip(w.m.Parts), part...)
+	for _, p := range part {
 		m.Documents += p.Documents
 		m.Vectors += p.Vectors
 		m.SkippedBad += p.SkippedBad
 		m.Records = p.Records
-	} else if complete {
+	}
+	if len(part) == 0 {
 		m.SkippedBad += w.skipped
 	}
-	m.Complete = complete
+	m.Complete = true
 	js, err := json.MarshalIndent(&m, "", "  ")
 	if err != nil {
 		return err
@@ -468,10 +701,41 @@ func (w *PartWriter) flush(complete bool) error {
 	if err := fsutil.WriteSet(set...); err != nil {
 		return err
 	}
-	w.m = m
+	w.m, w.headed = m, true
+	w.reset()
+	// The complete manifest is read alone: records that a crash (or a
+	// failure to remove them) leaves are harmless, and the next
+	// OpenParts removes them.
+	removeRecords(w.dir)
+	return nil
+}
+
+// encodePart is the part being filled, as the next part of the folder:
+// its entry and its files.
+func (w *PartWriter) encodePart() (Part, []fsutil.SetFile, error) {
+	name := partName(len(w.m.Parts))
+	dim := w.m.Settings.Dim
+	p := Part{Name: name, FirstID: w.first, LastID: w.last, Documents: w.docs, Vectors: len(w.vecs) / dim,
+		Records: w.records, SkippedBad: w.skipped}
+	ids := w.ids.Bytes()
+	if w.m.Settings.PartFormat == PartParquet {
+		var b bytes.Buffer
+		list := strings.Split(strings.TrimSuffix(string(ids), "\n"), "\n")
+		if err := EncodeParquet(&b, list, w.vecs, dim); err != nil {
+			return p, nil, err
+		}
+		p.SHA256 = sum(b.Bytes())
+		return p, []fsutil.SetFile{fsutil.FileBytes(filepath.Join(w.dir, name+".parquet"), b.Bytes())}, nil
+	}
+	npy := EncodeNPYFloat32(w.vecs, len(w.vecs)/dim, dim)
+	p.SHA256, p.IDsSHA256 = sum(npy), sum(ids)
+	return p, []fsutil.SetFile{fsutil.FileBytes(filepath.Join(w.dir, name+".npy"), npy), fsutil.FileBytes(filepath.Join(w.dir, name+".ids.txt"), ids)}, nil
+}
+
+// reset empties the part being filled.
+func (w *PartWriter) reset() {
 	w.ids.Reset()
 	w.vecs, w.docs, w.first, w.last, w.skipped = w.vecs[:0], 0, "", "", 0
-	return nil
 }
 
 func sum(b []byte) string {

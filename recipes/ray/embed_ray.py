@@ -18,6 +18,12 @@ of parts in the format of `convert embed -o out/`:
     ...
     out/manifest.json       model and tokenizer SHA-256, settings, parts
 
+committed as `convert embed` commits them: while the run lasts, each part
+is listed by its own record (out/part-00000.json, its manifest entry),
+written after its files, so a commit costs the same at the ten-thousandth
+part as at the first; at the end manifest.json is written listing every
+part, marked complete, and the records are removed.
+
 The manifest holds the fields `convert embed` writes (format
 linearize-embed-parts/1), so `convert embed-merge out/` verifies the
 folder, and the shards of a run (--shard I/N) merge with embed-merge
@@ -836,17 +842,62 @@ def write_atomic(path, data):
     os.replace(tmp, path)
 
 
+def sync_dir(folder):
+    """Makes the renames in folder durable (before a later write that
+    stands on them)."""
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def go_json(v):
+    """v as Go's json.MarshalIndent(v, "", "  ") writes it, and a newline:
+    json.dumps, with the characters Go escapes in strings (<, >, & and
+    the line and paragraph separators) escaped as Go does, so that the
+    manifest is byte for byte convert's [embed.PartWriter]."""
+    s = json.dumps(v, indent=2, ensure_ascii=False)
+    for c, e in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"), ("\u2028", "\\u2028"), ("\u2029", "\\u2029")):
+        s = s.replace(c, e)
+    return (s + "\n").encode("utf-8")
+
+
+RECORD = re.compile(r"part-(\d{5,10})\.json")  # a part's record [embed recordIndex]
+
+
+def remove_records(folder):
+    """Removes the part records (part-00000.json, ...) in folder."""
+    for name in os.listdir(folder):
+        m = RECORD.fullmatch(name)
+        if m and name == "part-%05d.json" % int(m.group(1)):
+            try:
+                os.remove(os.path.join(folder, name))
+            except FileNotFoundError:
+                pass
+
+
 class PartWriter:
-    """Parts of part_size documents each, committed as they fill: the
-    part's two files, then the manifest that lists it (so the manifest
-    lists only whole parts), and at the end the manifest marked complete."""
+    """Parts of part_size documents each, committed as they fill, as
+    convert's are [embed.PartWriter]: the part's two files, then (for the
+    first part) manifest.json with the head and no parts, then the part's
+    record part-NNNNN.json (its entry in the manifest), whose atomic
+    write commits the part. A commit writes the same few files whatever
+    the number of parts before it. At the end, the last part's files,
+    then manifest.json listing every part, marked complete, then the
+    records are removed. A folder this leaves half done (manifest.json
+    and the records of the whole parts) reads as convert's does: its
+    manifest lists the committed parts, and `convert embed` resumes it."""
 
     def __init__(self, folder, head):
         self.dir = folder
         # The fields of convert's manifest, in its order.
         self.m = {"format": PARTS_FORMAT, **head, "parts": [], "documents": 0, "vectors": 0,
                   "skipped_bad": 0, "input_records": 0, "complete": False}
+        self.headed = False
         self.ids, self.vecs, self.first, self.last, self.records, self.skipped, self.docs = [], [], "", "", 0, 0, 0
+        # Records without a manifest belong to no run.
+        remove_records(folder)
 
     def skip(self):
         self.skipped += 1
@@ -863,6 +914,7 @@ class PartWriter:
 
     def flush(self, complete):
         m = self.m
+        part = None
         if self.docs > 0:
             name = "part-%05d" % len(m["parts"])
             data = np.concatenate(self.vecs).astype("<f4")
@@ -873,6 +925,16 @@ class PartWriter:
             part = {"name": name, "first_id": self.first, "last_id": self.last, "documents": self.docs,
                     "vectors": data.shape[0], "input_records": self.records, "skipped_bad": self.skipped,
                     "sha256": hashlib.sha256(npy).hexdigest(), "ids_sha256": hashlib.sha256(ids).hexdigest()}
+            sync_dir(self.dir)
+        elif not complete:
+            return
+        if not complete and not self.headed:
+            write_atomic(os.path.join(self.dir, MANIFEST), go_json(m))  # the head: no parts yet
+            sync_dir(self.dir)
+            self.headed = True
+        if not complete:
+            write_atomic(os.path.join(self.dir, part["name"] + ".json"), go_json(part))  # the commit
+        if part is not None:
             m["parts"].append(part)
             m["documents"] += part["documents"]
             m["vectors"] += part["vectors"]
@@ -880,8 +942,11 @@ class PartWriter:
             m["input_records"] = part["input_records"]
         elif complete:
             m["skipped_bad"] += self.skipped
-        m["complete"] = complete
-        write_atomic(os.path.join(self.dir, MANIFEST), (json.dumps(m, indent=2, ensure_ascii=False) + "\n").encode("utf-8"))
+        if complete:
+            m["complete"] = True
+            write_atomic(os.path.join(self.dir, MANIFEST), go_json(m))
+            sync_dir(self.dir)
+            remove_records(self.dir)
         self.ids, self.vecs, self.first, self.last, self.skipped, self.docs = [], [], "", "", 0, 0
 
 
