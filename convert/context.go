@@ -5,15 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"math"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 
+	"github.com/linearize/linearize/internal/fsutil"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
 )
@@ -126,7 +125,7 @@ func configDirs(modelPath string) []string {
 func configLimit(modelPath string) (Limit, error) {
 	for _, dir := range configDirs(modelPath) {
 		p := filepath.Join(dir, "config.json")
-		data, err := readConfig(p)
+		data, err := fsutil.ReadRegular(p, maxConfigBytes)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
 		}
@@ -144,31 +143,6 @@ func configLimit(modelPath string) (Limit, error) {
 			Source: fmt.Sprintf("config.json beside the model (%s): %s %d", p, key, n)}, nil
 	}
 	return Limit{}, nil
-}
-
-// readConfig reads a regular file of at most maxConfigBytes; a missing
-// file matches fs.ErrNotExist.
-func readConfig(p string) ([]byte, error) {
-	f, err := os.Open(p)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, errors.New("not a regular file")
-	}
-	data, err := io.ReadAll(io.LimitReader(f, maxConfigBytes+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(data) > maxConfigBytes {
-		return nil, fmt.Errorf("larger than %d bytes", maxConfigBytes)
-	}
-	return data, nil
 }
 
 // configKeys are the keys of a config.json that state the limit, in the

@@ -3,7 +3,6 @@ package embed_test
 import (
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/linearize/linearize/embed"
@@ -18,18 +17,13 @@ import (
 // report is printed. `convert evaluate` runs this and prints
 // Report.Markdown.
 func ExampleEvaluate() {
-	dir, err := os.MkdirTemp("", "evaluate-example")
+	words := strings.Fields("the man is eating food a horse runs in field and sleeps near river child reads book")
+	path, dir, err := tinyModel(append([]string{"."}, words...)...) // tinyModel: example_test.go
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
 	defer os.RemoveAll(dir)
-	model, _ := os.ReadFile(filepath.Join("..", "testdata", "bert-tiny.onnx"))
-	path := filepath.Join(dir, "bert.onnx")
-	os.WriteFile(path, model, 0o644)
-	words := strings.Fields("the man is eating food a horse runs in field and sleeps near river child reads book")
-	vocab := "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n.\n" + strings.Join(words, "\n") + "\n"
-	os.WriteFile(filepath.Join(dir, "vocab.txt"), []byte(vocab), 0o644)
 
 	var docs []embed.Document
 	for d := 0; d < 6; d++ {

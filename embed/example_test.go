@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/linearize/linearize/embed"
 )
@@ -12,17 +13,12 @@ import (
 // Go backend, reading them in chunks of 16 tokens. The vectors themselves
 // depend on the backend's rounding, so only their shape is printed.
 func Example() {
-	dir, err := os.MkdirTemp("", "embed-example")
+	path, dir, err := tinyModel("the", "man", "is", "eating", "food", ".")
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
 	defer os.RemoveAll(dir)
-	model, _ := os.ReadFile(filepath.Join("..", "testdata", "bert-tiny.onnx"))
-	path := filepath.Join(dir, "bert.onnx")
-	os.WriteFile(path, model, 0o644)
-	vocab := "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nthe\nman\nis\neating\nfood\n.\n"
-	os.WriteFile(filepath.Join(dir, "vocab.txt"), []byte(vocab), 0o644)
 
 	e, err := embed.Open(path, embed.Options{Backend: "native", Mode: embed.Chunk, Window: 16})
 	if err != nil {
@@ -40,4 +36,21 @@ func Example() {
 	// Output:
 	// mode chunk, pooling mean, limit 128: 2 vectors of 64
 	// self-similarity 1.000
+}
+
+// tinyModel copies the bundled tiny BERT (random weights) into a new
+// temporary folder, beside a vocab.txt of BERT's five special tokens and
+// words, and returns the model's path and the folder, which the caller
+// removes.
+func tinyModel(words ...string) (path, dir string, err error) {
+	dir, err = os.MkdirTemp("", "embed-example")
+	if err != nil {
+		return "", "", err
+	}
+	model, _ := os.ReadFile(filepath.Join("..", "testdata", "bert-tiny.onnx"))
+	path = filepath.Join(dir, "bert.onnx")
+	os.WriteFile(path, model, 0o644)
+	vocab := append([]string{"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"}, words...)
+	os.WriteFile(filepath.Join(dir, "vocab.txt"), []byte(strings.Join(vocab, "\n")+"\n"), 0o644)
+	return path, dir, nil
 }

@@ -19,6 +19,7 @@ import (
 	"strings"
 
 	"github.com/linearize/linearize/internal/fsutil"
+	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/tokenize"
 )
 
@@ -759,13 +760,6 @@ func EncodeNPYFloat32(data []float32, rows, dim int) []byte {
 // NPYHeaderFloat32 is the header of a float32 [rows, dim] .npy file
 // (format 1.0, padded to 64 bytes, as onnx.EncodeNPY writes it).
 func NPYHeaderFloat32(rows, dim int) []byte {
-	h := fmt.Sprintf("{'descr': '<f4', 'fortran_order': False, 'shape': (%d, %d), }", rows, dim)
-	pad := 64 - (10+len(h)+1)%64
-	if pad == 64 {
-		pad = 0
-	}
-	h += strings.Repeat(" ", pad) + "\n"
-	head := []byte("\x93NUMPY\x01\x00")
-	head = binary.LittleEndian.AppendUint16(head, uint16(len(h)))
-	return append(head, h...)
+	head, _ := onnx.NPYHeader(onnx.Float, []int{rows, dim}) // float32 is always written
+	return head
 }

@@ -37,11 +37,10 @@ func paddedFeed(t *testing.T, m *onnxpb.ModelProto, B, S int, seed uint64) map[s
 	return feed
 }
 
-// tamper makes the function body of op compute 1.01× its output, so that
-// onnxruntime and the Go kernel no longer agree.
-func tamper(t *testing.T, m *onnxpb.ModelProto, op string) {
+// scaleBody makes the function body of op compute factor× its output, so
+// that the body and the op's Go kernel no longer agree.
+func scaleBody(t *testing.T, m *onnxpb.ModelProto, op string, factor float32) {
 	t.Helper()
-	str := func(s string) *string { return &s }
 	for _, f := range m.Functions {
 		if f.GetName() != op {
 			continue
@@ -50,18 +49,18 @@ func tamper(t *testing.T, m *onnxpb.ModelProto, op string) {
 		for _, n := range f.Node {
 			for i, o := range n.Output {
 				if o == out {
-					n.Output[i] = out + "_untampered"
+					n.Output[i] = out + "_unscaled"
 				}
 			}
 		}
-		c, err := onnx.EncodeTensor("", onnx.NewFloat(nil, []float32{1.01}))
+		c, err := onnx.EncodeTensor("", onnx.NewFloat(nil, []float32{factor}))
 		if err != nil {
 			t.Fatal(err)
 		}
 		f.Node = append(f.Node,
-			&onnxpb.NodeProto{OpType: str("Constant"), Output: []string{out + "_k"},
-				Attribute: []*onnxpb.AttributeProto{{Name: str("value"), Type: onnxpb.AttributeProto_TENSOR.Enum(), T: c}}},
-			&onnxpb.NodeProto{OpType: str("Mul"), Input: []string{out + "_untampered", out + "_k"}, Output: []string{out}})
+			&onnxpb.NodeProto{OpType: proto.String("Constant"), Output: []string{out + "_factor"},
+				Attribute: []*onnxpb.AttributeProto{{Name: proto.String("value"), Type: onnxpb.AttributeProto_TENSOR.Enum(), T: c}}},
+			&onnxpb.NodeProto{OpType: proto.String("Mul"), Input: []string{out + "_unscaled", out + "_factor"}, Output: []string{out}})
 		return
 	}
 	t.Fatalf("no function %s", op)
@@ -129,7 +128,7 @@ func validateBackend(t *testing.T, name string, m *onnxpb.ModelProto, op, backen
 		}
 	}
 	bad := proto.Clone(m).(*onnxpb.ModelProto)
-	tamper(t, bad, op)
+	scaleBody(t, bad, op, 1.01)
 	v, err = ValidateOps(bad, feed, ValidateOptions{Backend: backend})
 	if err != nil {
 		t.Fatalf("%s tampered: %v", name, err)

@@ -219,34 +219,6 @@ func TestValidateIllConditionedPasses(t *testing.T) {
 	}
 }
 
-// scaleBody makes the function body of op compute factor× its output.
-func scaleBody(t *testing.T, m *onnxpb.ModelProto, op string, factor float32) {
-	t.Helper()
-	for _, f := range m.Functions {
-		if f.GetName() != op {
-			continue
-		}
-		out := f.Output[0]
-		for _, n := range f.Node {
-			for i, o := range n.Output {
-				if o == out {
-					n.Output[i] = out + "_unscaled"
-				}
-			}
-		}
-		c, err := onnx.EncodeTensor("", onnx.NewFloat(nil, []float32{factor}))
-		if err != nil {
-			t.Fatal(err)
-		}
-		f.Node = append(f.Node,
-			&onnxpb.NodeProto{OpType: proto.String("Constant"), Output: []string{out + "_factor"},
-				Attribute: []*onnxpb.AttributeProto{{Name: proto.String("value"), Type: onnxpb.AttributeProto_TENSOR.Enum(), T: c}}},
-			&onnxpb.NodeProto{OpType: proto.String("Mul"), Input: []string{out + "_unscaled", out + "_factor"}, Output: []string{out}})
-		return
-	}
-	t.Fatalf("no function %s", op)
-}
-
 // editConstant changes the first float Constant of op's body holding
 // from (value_float) to to: the body then computes another function.
 func editConstant(t *testing.T, m *onnxpb.ModelProto, op string, from, to float32) {

@@ -1,9 +1,9 @@
 package models
 
 import (
+	"cmp"
 	"fmt"
 	"math"
-	"math/rand/v2"
 
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
@@ -120,19 +120,6 @@ func (c Config) Validate() error {
 	return nil
 }
 
-func irVersion(opset int) int64 {
-	switch {
-	case opset <= 14:
-		return 7
-	case opset <= 18:
-		return 8
-	case opset <= 20:
-		return 9
-	default:
-		return 10
-	}
-}
-
 // BERT builds the graph of a Hugging Face BertModel as the PyTorch exporter
 // writes it. Inputs are input_ids, attention_mask and token_type_ids, int64
 // [batch, sequence]; outputs last_hidden_state [batch, sequence, hidden]
@@ -141,20 +128,9 @@ func BERT(cfg Config) (*onnxpb.ModelProto, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	std := cfg.InitStd
-	if std == 0 {
-		std = 0.02
-	}
-	eps := cfg.LNEps
-	if eps == 0 {
-		eps = 1e-12
-	}
-	w := &weights{
-		rng:   rand.New(rand.NewPCG(cfg.Seed, 0x6c696e656172697a)),
-		std:   std,
-		given: cfg.Weights,
-		used:  map[string]bool{},
-	}
+	std := cmp.Or(cfg.InitStd, 0.02)
+	eps := cmp.Or(cfg.LNEps, 1e-12)
+	w := newWeights(cfg.Seed, 0x6c696e656172697a, std, cfg.Weights)
 	g := newGraph(cfg.Opset)
 	H, D, hidden := cfg.Heads, cfg.HeadDim(), cfg.Hidden
 
@@ -320,37 +296,11 @@ func BERT(cfg Config) (*onnxpb.ModelProto, error) {
 		return nil, err
 	}
 
-	batchSeq := []onnx.Dim{{Value: -1, Param: "batch_size"}, {Value: -1, Param: "sequence_length"}}
-	name := "main_graph"
-	graphPB := &onnxpb.GraphProto{
-		Name:        &name,
-		Node:        g.nodes,
-		Initializer: g.inits,
-		Input: []*onnxpb.ValueInfoProto{
-			onnx.MakeValueInfo("input_ids", onnx.Int64, batchSeq),
-			onnx.MakeValueInfo("attention_mask", onnx.Int64, batchSeq),
-			onnx.MakeValueInfo("token_type_ids", onnx.Int64, batchSeq),
-		},
-		Output: []*onnxpb.ValueInfoProto{
-			onnx.MakeValueInfo("last_hidden_state", onnx.Float, append(append([]onnx.Dim{}, batchSeq...), onnx.Dim{Value: int64(hidden)})),
-			onnx.MakeValueInfo("pooler_output", onnx.Float, []onnx.Dim{batchSeq[0], {Value: int64(hidden)}}),
-		},
-	}
-	ir := irVersion(cfg.Opset)
-	opset := int64(cfg.Opset)
-	producer, version := "linearize/models", "1"
 	doc := fmt.Sprintf("BERT: hidden %d, heads %d, layers %d, intermediate %d, vocab %d, positions %d, seed %d",
 		hidden, H, cfg.Layers, cfg.Intermediate, cfg.Vocab, cfg.MaxPositions, cfg.Seed)
-	if len(cfg.Weights) > 0 {
-		doc += fmt.Sprintf(", %d supplied weights", len(cfg.Weights))
+	outputs := []*onnxpb.ValueInfoProto{
+		onnx.MakeValueInfo("last_hidden_state", onnx.Float, append(batchSeq(), onnx.Dim{Value: int64(hidden)})),
+		onnx.MakeValueInfo("pooler_output", onnx.Float, []onnx.Dim{batchSeq()[0], {Value: int64(hidden)}}),
 	}
-	empty := ""
-	return &onnxpb.ModelProto{
-		IrVersion:       &ir,
-		ProducerName:    &producer,
-		ProducerVersion: &version,
-		DocString:       &doc,
-		OpsetImport:     []*onnxpb.OperatorSetIdProto{{Domain: &empty, Version: &opset}},
-		Graph:           graphPB,
-	}, nil
+	return g.model(g.nodes, []string{"input_ids", "attention_mask", "token_type_ids"}, outputs, doc, len(cfg.Weights)), nil
 }

@@ -163,6 +163,55 @@ func attrTensor(name string, v *onnxpb.TensorProto) *onnxpb.AttributeProto {
 	return &onnxpb.AttributeProto{Name: &name, Type: &t, T: v}
 }
 
+// irVersion is the IR version a model of the default-domain opset
+// declares.
+func irVersion(opset int) int64 {
+	switch {
+	case opset <= 14:
+		return 7
+	case opset <= 18:
+		return 8
+	case opset <= 20:
+		return 9
+	default:
+		return 10
+	}
+}
+
+// batchSeq is the [batch_size, sequence_length] shape of the builders'
+// inputs.
+func batchSeq() []onnx.Dim {
+	return []onnx.Dim{{Value: -1, Param: "batch_size"}, {Value: -1, Param: "sequence_length"}}
+}
+
+// model is the model a builder returns: graph "main_graph" of nodes and
+// g's initializers, reading the int64 [batch_size, sequence_length]
+// inputs and writing outputs, at g's opset and its IR version (irVersion),
+// produced by linearize/models 1, with doc as its doc string, followed by
+// the number of supplied weights when there are any.
+func (g *graph) model(nodes []*onnxpb.NodeProto, inputs []string, outputs []*onnxpb.ValueInfoProto, doc string, supplied int) *onnxpb.ModelProto {
+	name := "main_graph"
+	graphPB := &onnxpb.GraphProto{Name: &name, Node: nodes, Initializer: g.inits, Output: outputs}
+	for _, in := range inputs {
+		graphPB.Input = append(graphPB.Input, onnx.MakeValueInfo(in, onnx.Int64, batchSeq()))
+	}
+	ir := irVersion(g.opset)
+	opset := int64(g.opset)
+	producer, version := "linearize/models", "1"
+	if supplied > 0 {
+		doc += fmt.Sprintf(", %d supplied weights", supplied)
+	}
+	empty := ""
+	return &onnxpb.ModelProto{
+		IrVersion:       &ir,
+		ProducerName:    &producer,
+		ProducerVersion: &version,
+		DocString:       &doc,
+		OpsetImport:     []*onnxpb.OperatorSetIdProto{{Domain: &empty, Version: &opset}},
+		Graph:           graphPB,
+	}
+}
+
 // weights draws or looks up parameter tensors.
 type weights struct {
 	rng   *rand.Rand
@@ -170,6 +219,13 @@ type weights struct {
 	given map[string]*onnx.Tensor
 	used  map[string]bool
 	err   error
+}
+
+// newWeights returns the weights of a build: the given ones (by
+// state-dict name) where supplied, else drawn at standard deviation std
+// from the PCG generator of seed and stream.
+func newWeights(seed, stream uint64, std float64, given map[string]*onnx.Tensor) *weights {
+	return &weights{rng: rand.New(rand.NewPCG(seed, stream)), std: std, given: given, used: map[string]bool{}}
 }
 
 // done returns the first error of the build, or an error naming a

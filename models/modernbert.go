@@ -1,10 +1,10 @@
 package models
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"fmt"
 	"math"
-	"math/rand/v2"
 
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
@@ -263,20 +263,9 @@ func ModernBERT(cfg ModernBERTConfig) (*onnxpb.ModelProto, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	std := cfg.InitStd
-	if std == 0 {
-		std = 0.02
-	}
-	eps := cfg.NormEps
-	if eps == 0 {
-		eps = 1e-5
-	}
-	w := &weights{
-		rng:   rand.New(rand.NewPCG(cfg.Seed, 0x6d6f6465726e6274)),
-		std:   std,
-		given: cfg.Weights,
-		used:  map[string]bool{},
-	}
+	std := cmp.Or(cfg.InitStd, 0.02)
+	eps := cmp.Or(cfg.NormEps, 1e-5)
+	w := newWeights(cfg.Seed, 0x6d6f6465726e6274, std, cfg.Weights)
 	// draw draws N(0, s²) (or 1 exactly for "ones", the norms' weights as
 	// transformers initialises them) unless the weight is supplied.
 	draw := func(name string, shape []int, s float64, kind string) *onnx.Tensor {
@@ -508,37 +497,12 @@ func ModernBERT(cfg ModernBERTConfig) (*onnxpb.ModelProto, error) {
 		return nil, err
 	}
 
-	batchSeq := []onnx.Dim{{Value: -1, Param: "batch_size"}, {Value: -1, Param: "sequence_length"}}
-	name := "main_graph"
-	graphPB := &onnxpb.GraphProto{
-		Name:        &name,
-		Node:        append(identities, g.nodes...),
-		Initializer: g.inits,
-		Input: []*onnxpb.ValueInfoProto{
-			onnx.MakeValueInfo("input_ids", onnx.Int64, batchSeq),
-			onnx.MakeValueInfo("attention_mask", onnx.Int64, batchSeq),
-		},
-		Output: []*onnxpb.ValueInfoProto{
-			onnx.MakeValueInfo("last_hidden_state", onnx.Float, append(append([]onnx.Dim{}, batchSeq...), onnx.Dim{Value: int64(hidden)})),
-		},
-	}
-	ir := irVersion(cfg.Opset)
-	opset := int64(cfg.Opset)
-	producer, version := "linearize/models", "1"
 	doc := fmt.Sprintf("ModernBERT: hidden %d, heads %d, layers %d, intermediate %d, vocab %d, positions %d, window %d, global every %d, rope theta %g/%g, seed %d",
 		hidden, H, cfg.Layers, inter, cfg.Vocab, cfg.MaxPositions, cfg.Window, cfg.GlobalEvery, cfg.globalTheta(), cfg.localTheta(), cfg.Seed)
-	if len(cfg.Weights) > 0 {
-		doc += fmt.Sprintf(", %d supplied weights", len(cfg.Weights))
+	outputs := []*onnxpb.ValueInfoProto{
+		onnx.MakeValueInfo("last_hidden_state", onnx.Float, append(batchSeq(), onnx.Dim{Value: int64(hidden)})),
 	}
-	empty := ""
-	return &onnxpb.ModelProto{
-		IrVersion:       &ir,
-		ProducerName:    &producer,
-		ProducerVersion: &version,
-		DocString:       &doc,
-		OpsetImport:     []*onnxpb.OperatorSetIdProto{{Domain: &empty, Version: &opset}},
-		Graph:           graphPB,
-	}, nil
+	return g.model(append(identities, g.nodes...), []string{"input_ids", "attention_mask"}, outputs, doc, len(cfg.Weights)), nil
 }
 
 // boolTensorProto and int64TensorProto are the one-element values of

@@ -104,33 +104,49 @@ func WriteNPY(path string, t *Tensor) error {
 	return writeFileAtomic(path, buf.Bytes())
 }
 
-// EncodeNPY writes the .npy encoding of t to w.
+// EncodeNPY writes the .npy encoding of t to w: NPYHeader, then the
+// data as EncodeRaw gives it.
 func EncodeNPY(w io.Writer, t *Tensor) error {
 	if err := t.Check(); err != nil {
 		return err
 	}
+	head, err := NPYHeader(t.DType, t.Shape)
+	if err != nil {
+		return err
+	}
+	if _, err := w.Write(head); err != nil {
+		return err
+	}
+	_, err = w.Write(EncodeRaw(t))
+	return err
+}
+
+// NPYHeader is the header of a .npy file holding a C-order tensor of type
+// dt and the given shape, little-endian: format 1.0, padded to a multiple
+// of 64 bytes. The data follows it as EncodeRaw writes it.
+func NPYHeader(dt DataType, shape []int) ([]byte, error) {
 	descr := ""
 	for k, v := range npyTypes {
-		if v == t.DType {
+		if v == dt {
 			descr = k
 		}
 	}
 	if descr == "" {
-		return fmt.Errorf("type %s cannot be written to .npy", TypeName(t.DType))
+		return nil, fmt.Errorf("type %s cannot be written to .npy", TypeName(dt))
 	}
 	order := "<"
-	if ElemSize(t.DType) == 1 {
+	if ElemSize(dt) == 1 {
 		order = "|"
 	}
-	dims := make([]string, len(t.Shape))
-	for i, d := range t.Shape {
+	dims := make([]string, len(shape))
+	for i, d := range shape {
 		dims[i] = strconv.Itoa(d)
 	}
-	shape := strings.Join(dims, ", ")
+	shapeText := strings.Join(dims, ", ")
 	if len(dims) == 1 {
-		shape += ","
+		shapeText += ","
 	}
-	h := fmt.Sprintf("{'descr': '%s%s', 'fortran_order': False, 'shape': (%s), }", order, descr, shape)
+	h := fmt.Sprintf("{'descr': '%s%s', 'fortran_order': False, 'shape': (%s), }", order, descr, shapeText)
 	pad := 64 - (10+len(h)+1)%64
 	if pad == 64 {
 		pad = 0
@@ -138,11 +154,7 @@ func EncodeNPY(w io.Writer, t *Tensor) error {
 	h += strings.Repeat(" ", pad) + "\n"
 	head := []byte("\x93NUMPY\x01\x00")
 	head = binary.LittleEndian.AppendUint16(head, uint16(len(h)))
-	if _, err := w.Write(append(head, h...)); err != nil {
-		return err
-	}
-	_, err := w.Write(EncodeRaw(t))
-	return err
+	return append(head, h...), nil
 }
 
 // ReadTensorFile reads a tensor from a .npy file or a serialized

@@ -3,7 +3,6 @@ package tokenize
 import (
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -127,27 +126,9 @@ func readCompanion(root, name string) ([]byte, error) {
 	if rel, err := filepath.Rel(root, real); err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) || filepath.IsAbs(rel) {
 		return nil, fmt.Errorf("a link to %s, outside %s: not copied", real, root)
 	}
-	f, err := os.Open(real)
-	if err != nil {
-		return nil, err
+	data, err := fsutil.ReadRegular(real, maxFile)
+	if errors.Is(err, fsutil.ErrRefused) {
+		return nil, fmt.Errorf("%w: not copied", err)
 	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, errors.New("not a regular file: not copied")
-	}
-	if fi.Size() > maxFile {
-		return nil, fmt.Errorf("larger than %d bytes: not copied", maxFile)
-	}
-	data, err := io.ReadAll(io.LimitReader(f, maxFile+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(data) > maxFile {
-		return nil, fmt.Errorf("larger than %d bytes: not copied", maxFile)
-	}
-	return data, nil
+	return data, err
 }

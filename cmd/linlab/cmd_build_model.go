@@ -8,6 +8,7 @@ import (
 	"github.com/linearize/linearize/cmd/internal/cli"
 	"github.com/linearize/linearize/models"
 	"github.com/linearize/linearize/onnx"
+	"github.com/linearize/linearize/onnx/onnxpb"
 )
 
 // runBuildModel's flag list looks like other commands' (bench,
@@ -68,75 +69,72 @@ func runBuildModel(args []string, stdout io.Writer) error {
 			*dst = v
 		}
 	}
+	// sizes overrides the fields both families' configurations have
+	// (Hidden, Heads, Layers, Intermediate, Vocab, MaxPositions, Opset)
+	// with their flags.
+	sizes := func(hiddenTo, headsTo, layersTo, interTo, vocabTo, maxPosTo, opsetTo *int) {
+		override(hiddenTo, *hidden)
+		override(headsTo, *heads)
+		override(layersTo, *layers)
+		override(interTo, *inter)
+		override(vocabTo, *vocab)
+		override(maxPosTo, *maxPos)
+		override(opsetTo, *opset)
+	}
+	const sizeFlags = "--hidden, --heads, --num-layers, --intermediate, --vocab-size, --max-positions, --opset"
+	var m *onnxpb.ModelProto
+	var what string // the model, as the line written says it
 	if *family == "modernbert" {
 		cfg := models.ModernBERTTinyConfig()
 		if *preset == "base" {
 			cfg = models.ModernBERTBaseConfig(3, 8192)
 		}
-		override(&cfg.Hidden, *hidden)
-		override(&cfg.Heads, *heads)
-		override(&cfg.Layers, *layers)
-		override(&cfg.Intermediate, *inter)
-		override(&cfg.Vocab, *vocab)
-		override(&cfg.MaxPositions, *maxPos)
-		override(&cfg.Opset, *opset)
+		sizes(&cfg.Hidden, &cfg.Heads, &cfg.Layers, &cfg.Intermediate, &cfg.Vocab, &cfg.MaxPositions, &cfg.Opset)
 		override(&cfg.Window, *window)
 		override(&cfg.GlobalEvery, *globalEvery)
 		cfg.Seed = *seed
 		if err := cfg.Validate(); err != nil {
-			return cli.UsageError("%v (flags --hidden, --heads, --num-layers, --intermediate, --vocab-size, --max-positions, --opset, --window, --global-every)", err)
+			return cli.UsageError("%v (flags %s, --window, --global-every)", err, sizeFlags)
 		}
-		m, err := models.ModernBERT(cfg)
-		if err != nil {
-			return cli.RuntimeFailure(err)
+		m, err = models.ModernBERT(cfg)
+		what = fmt.Sprintf("ModernBERT hidden %d, %d heads, %d layers (global every %d, window %d: ±%d), MLP %d, vocab %d, %d positions, opset %d, seed %d",
+			cfg.Hidden, cfg.Heads, cfg.Layers, cfg.GlobalEvery, cfg.Window, cfg.Window/2, cfg.Intermediate, cfg.Vocab, cfg.MaxPositions, cfg.Opset, cfg.Seed)
+	} else {
+		cfg := models.TinyConfig()
+		if *preset == "base" {
+			cfg = models.BaseConfig(2, 512)
 		}
-		if err := onnx.Save(m, *out, onnx.SaveOptions{}); err != nil {
-			return cli.RuntimeFailure(err)
+		sizes(&cfg.Hidden, &cfg.Heads, &cfg.Layers, &cfg.Intermediate, &cfg.Vocab, &cfg.MaxPositions, &cfg.Opset)
+		cfg.Seed = *seed
+		cfg.Causal = *causal
+		if *kTwoStep {
+			cfg.KTranspose = models.KTwoStep
 		}
-		fmt.Fprintf(stdout, "wrote %s: ModernBERT hidden %d, %d heads, %d layers (global every %d, window %d: ±%d), MLP %d, vocab %d, %d positions, opset %d, seed %d\n",
-			*out, cfg.Hidden, cfg.Heads, cfg.Layers, cfg.GlobalEvery, cfg.Window, cfg.Window/2, cfg.Intermediate, cfg.Vocab, cfg.MaxPositions, cfg.Opset, cfg.Seed)
-		return nil
+		switch *scale {
+		case "div":
+			cfg.Scale = models.ScaleDiv
+		case "mul":
+			cfg.Scale = models.ScaleMul
+		case "q":
+			cfg.Scale = models.ScaleQ
+		default:
+			return cli.UsageError("--scale %q: want div, mul or q", *scale)
+		}
+		// Every field comes from a flag (or the preset), so an invalid
+		// configuration is a usage error.
+		if err := cfg.Validate(); err != nil {
+			return cli.UsageError("%v (flags %s)", err, sizeFlags)
+		}
+		m, err = models.BERT(cfg)
+		what = fmt.Sprintf("BERT hidden %d, %d heads, %d layers, FFN %d, vocab %d, %d positions, opset %d, seed %d",
+			cfg.Hidden, cfg.Heads, cfg.Layers, cfg.Intermediate, cfg.Vocab, cfg.MaxPositions, cfg.Opset, cfg.Seed)
 	}
-
-	cfg := models.TinyConfig()
-	if *preset == "base" {
-		cfg = models.BaseConfig(2, 512)
-	}
-	override(&cfg.Hidden, *hidden)
-	override(&cfg.Heads, *heads)
-	override(&cfg.Layers, *layers)
-	override(&cfg.Intermediate, *inter)
-	override(&cfg.Vocab, *vocab)
-	override(&cfg.MaxPositions, *maxPos)
-	override(&cfg.Opset, *opset)
-	cfg.Seed = *seed
-	cfg.Causal = *causal
-	if *kTwoStep {
-		cfg.KTranspose = models.KTwoStep
-	}
-	switch *scale {
-	case "div":
-		cfg.Scale = models.ScaleDiv
-	case "mul":
-		cfg.Scale = models.ScaleMul
-	case "q":
-		cfg.Scale = models.ScaleQ
-	default:
-		return cli.UsageError("--scale %q: want div, mul or q", *scale)
-	}
-	// Every field comes from a flag (or the preset), so an invalid
-	// configuration is a usage error.
-	if err := cfg.Validate(); err != nil {
-		return cli.UsageError("%v (flags --hidden, --heads, --num-layers, --intermediate, --vocab-size, --max-positions, --opset)", err)
-	}
-	m, err := models.BERT(cfg)
 	if err != nil {
 		return cli.RuntimeFailure(err)
 	}
 	if err := onnx.Save(m, *out, onnx.SaveOptions{}); err != nil {
 		return cli.RuntimeFailure(err)
 	}
-	fmt.Fprintf(stdout, "wrote %s: BERT hidden %d, %d heads, %d layers, FFN %d, vocab %d, %d positions, opset %d, seed %d\n",
-		*out, cfg.Hidden, cfg.Heads, cfg.Layers, cfg.Intermediate, cfg.Vocab, cfg.MaxPositions, cfg.Opset, cfg.Seed)
+	fmt.Fprintf(stdout, "wrote %s: %s\n", *out, what)
 	return nil
 }

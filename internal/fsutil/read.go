@@ -175,6 +175,51 @@ func readPieces(r io.Reader, path string, limit, bound int64) ([]byte, error) {
 	return data, nil
 }
 
+// ReadRegular reads the regular file at path whole when it holds at most
+// limit bytes: a small file beside a model (a configuration). Unlike
+// ReadFile, limit is not lowered to a memory bound (rusage) and the file
+// is opened with os.Open, not Open. A missing file matches
+// fs.ErrNotExist. A path that is not a regular file (a folder, a FIFO, a
+// device) and a larger file are refused with an error that says so ("not
+// a regular file", "larger than limit bytes") and matches ErrRefused.
+func ReadRegular(path string, limit int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, refusal("not a regular file")
+	}
+	tooLarge := refusal(fmt.Sprintf("larger than %d bytes", limit))
+	if st.Size() > limit {
+		return nil, tooLarge
+	}
+	// The file may have grown since Stat.
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) > limit {
+		return nil, tooLarge
+	}
+	return data, nil
+}
+
+// ErrRefused is matched by errors.Is for the files ReadRegular refuses.
+var ErrRefused = errors.New("file refused")
+
+// refusal is an error of ReadRegular that matches ErrRefused.
+type refusal string
+
+func (r refusal) Error() string { return string(r) }
+
+func (refusal) Is(target error) bool { return target == ErrRefused }
+
 // LimitReader reads r, failing with a *TooLargeError for path once more
 // than rusage.ReadBound(limit) bytes came: for inputs read a line at a
 // time, whose total would otherwise be bounded by nothing.
