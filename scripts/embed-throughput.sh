@@ -15,12 +15,14 @@
 # 510, 4096 tokens with each window's [CLS] and [SEP]). Truncate reads one
 # window at either length. Seconds are embed's own (model loading
 # excluded); two processes count from the start to the slower one's end
-# of embedding. Peak RSS is each process's (--stats). Run it alone:
-# nothing else may compute meanwhile. Work files go to out/embed-throughput/.
+# of embedding. Each figure is the median of REPEAT runs (default 3);
+# peak RSS is each process's largest (--stats). Run it alone: nothing
+# else may compute meanwhile. Work files go to out/embed-throughput/.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 DOCS=${DOCS:-16}
+REPEAT=${REPEAT:-3}
 model=testdata/real/minilm.onnx
 src=testdata/real/longdocs/tune
 out=out/embed-throughput
@@ -59,6 +61,10 @@ embed() {
   }
 }
 
+# median: the middle of its arguments (sorted numerically).
+median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+maxof() { printf '%s\n' "$@" | sort -g | tail -n 1; }
+
 echo "| tokens | mode | processes × threads | documents/s | wordpieces/s | peak RSS |"
 echo "|---|---|---|---|---|---|"
 for tokens in 512 4096; do
@@ -67,17 +73,30 @@ for tokens in 512 4096; do
   for mode in truncate chunk long; do
     m=$model
     [ "$mode" = long ] && m=$long
-    embed one "$m" "$mode" "$wp" 2
-    read -r d w s r <<<"$(field "$out/one.log")"
-    awk -v t="$tokens" -v mode="$mode" -v d="$d" -v w="$w" -v s="$s" -v r="$r" \
-      'BEGIN { printf "| %s | %s | 1 × 2 | %.2f | %.0f | %s MiB |\n", t, mode, d/s, w/s, r }'
-    embed a "$m" "$mode" "$wp" 1 0/2 &
-    pa=$!
-    embed b "$m" "$mode" "$wp" 1 1/2
-    wait "$pa"
-    read -r d1 w1 s1 r1 <<<"$(field "$out/a.log")"
-    read -r d2 w2 s2 r2 <<<"$(field "$out/b.log")"
-    awk -v t="$tokens" -v mode="$mode" -v d="$((d1 + d2))" -v w="$((w1 + w2))" -v s1="$s1" -v s2="$s2" -v r1="$r1" -v r2="$r2" \
-      'BEGIN { s = s1 > s2 ? s1 : s2; printf "| %s | %s | 2 × 1 | %.2f | %.0f | %s + %s MiB |\n", t, mode, d/s, w/s, r1, r2 }'
+    ds=() ws=() rs=()
+    for ((k = 0; k < REPEAT; k++)); do
+      embed one "$m" "$mode" "$wp" 2
+      read -r d w s r <<<"$(field "$out/one.log")"
+      ds+=("$(awk -v d="$d" -v s="$s" 'BEGIN { print d/s }')")
+      ws+=("$(awk -v w="$w" -v s="$s" 'BEGIN { print w/s }')")
+      rs+=("$r")
+    done
+    awk -v t="$tokens" -v mode="$mode" -v d="$(median "${ds[@]}")" -v w="$(median "${ws[@]}")" -v r="$(maxof "${rs[@]}")" \
+      'BEGIN { printf "| %s | %s | 1 × 2 | %.2f | %.0f | %s MiB |\n", t, mode, d, w, r }'
+    ds=() ws=() ra=() rb=()
+    for ((k = 0; k < REPEAT; k++)); do
+      embed a "$m" "$mode" "$wp" 1 0/2 &
+      pa=$!
+      embed b "$m" "$mode" "$wp" 1 1/2
+      wait "$pa"
+      read -r d1 w1 s1 r1 <<<"$(field "$out/a.log")"
+      read -r d2 w2 s2 r2 <<<"$(field "$out/b.log")"
+      # Both shards count from their common start to the slower's end.
+      ds+=("$(awk -v d="$((d1 + d2))" -v s1="$s1" -v s2="$s2" 'BEGIN { print d/(s1 > s2 ? s1 : s2) }')")
+      ws+=("$(awk -v w="$((w1 + w2))" -v s1="$s1" -v s2="$s2" 'BEGIN { print w/(s1 > s2 ? s1 : s2) }')")
+      ra+=("$r1") rb+=("$r2")
+    done
+    awk -v t="$tokens" -v mode="$mode" -v d="$(median "${ds[@]}")" -v w="$(median "${ws[@]}")" -v r1="$(maxof "${ra[@]}")" -v r2="$(maxof "${rb[@]}")" \
+      'BEGIN { printf "| %s | %s | 2 × 1 | %.2f | %.0f | %s + %s MiB |\n", t, mode, d, w, r1, r2 }'
   done
 done
