@@ -23,14 +23,20 @@
 // Embedder.Embed then embeds texts in batches. Cosine compares two
 // vectors.
 //
-// PartWriter writes the vectors of a corpus of any size as a folder of
-// parts (.npy and ids, or .parquet) with a manifest (Manifest),
-// committed part by part, so that a run resumes after its last finished
-// part; ShardOf splits a corpus by id; VerifyParts checks folders (the
-// shards of one run) belong together and Verified.Merge joins them.
-// WriteVectors writes a vectors file (.npy with its ids file, .jsonl or
-// .parquet) as one transaction, and Assemble writes one from the hidden
-// folder of parts in which a run builds it (FilePartsDir).
+// Write embeds a corpus of any size (a corpus.Source, read a document at
+// a time) into a folder of parts or one vectors file: it is what
+// `convert embed` runs. It batches the documents, refuses or skips
+// (WriteOptions.SkipBad) those that cannot be embedded, keeps one shard
+// of them (WriteOptions.Shard), and resumes a run that stopped after its
+// last finished part, byte for byte; its errors that are the input's
+// fault are ErrBadInput. The pieces it is made of are exported:
+// PartWriter writes the vectors as a folder of parts (.npy and ids, or
+// .parquet) with a manifest (Manifest), committed part by part; ShardOf
+// splits a corpus by id; VerifyParts checks folders (the shards of one
+// run) belong together and Verified.Merge joins them. WriteVectors
+// writes a vectors file (.npy with its ids file, .jsonl or .parquet) as
+// one transaction, and Assemble writes one from the hidden folder of
+// parts in which Write builds it (FilePartsDir).
 // ParquetWriter and ReadParquet write and read the Parquet layout
 // (columns id: string, embedding: list<float32>), deterministically.
 package embed
