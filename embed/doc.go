@@ -23,23 +23,31 @@
 // Embedder.Embed then embeds texts in batches. Cosine compares two
 // vectors.
 //
-// PartWriter writes the vectors of a corpus of any size as a folder of
-// parts (.npy and ids, or .parquet) with a manifest (Manifest),
-// committed part by part, so that a run resumes after its last finished
-// part. A part's commit is one fsutil.WriteSet of its files and its
-// record (part-00000.json, its manifest entry; the first part's set also
-// writes manifest.json's head): a constant cost, whatever the number of
-// parts before it. Finish writes manifest.json whole, listing every part
-// and complete (in the same format and bytes as when each commit
-// rewrote it), and removes the records; ReadManifest reads a folder
-// being written as manifest.json followed by its records. manifest.json
-// is read within 64 MiB plus 64 KiB a part in the folder (and half the
-// memory), a record within 64 MiB. ShardOf splits a corpus by id;
-// VerifyParts checks folders (the shards of one run) belong together
-// and Verified.Merge joins them.
-// WriteVectors writes a vectors file (.npy with its ids file, .jsonl or
-// .parquet) as one transaction, and Assemble writes one from the hidden
-// folder of parts in which a run builds it (FilePartsDir).
+// Write embeds a corpus of any size (a corpus.Source, read a document at
+// a time) into a folder of parts or one vectors file: it is what
+// `convert embed` runs. It batches the documents, refuses or skips
+// (WriteOptions.SkipBad) those that cannot be embedded, keeps one shard
+// of them (WriteOptions.Shard), and resumes a run that stopped after its
+// last finished part, byte for byte; its errors that are the input's
+// fault are ErrBadInput.
+//
+// The pieces it is made of are exported. PartWriter writes the vectors
+// as a folder of parts (.npy and ids, or .parquet) with a manifest
+// (Manifest), committed part by part. A part's commit is one
+// fsutil.WriteSet of its files and its record (part-00000.json, its
+// manifest entry; the first part's set also writes manifest.json's
+// head): a constant cost, whatever the number of parts before it.
+// Finish writes manifest.json whole, listing every part and complete (in
+// the same format and bytes as when each commit rewrote it), and removes
+// the records; ReadManifest reads a folder being written as
+// manifest.json followed by its records. manifest.json is read within 64
+// MiB plus 64 KiB a part in the folder (and half the memory), a record
+// within 64 MiB. ShardOf splits a corpus by id; VerifyParts checks
+// folders (the shards of one run) belong together and Verified.Merge
+// joins them. WriteVectors writes a vectors file (.npy with its ids
+// file, .jsonl or .parquet) as one transaction, and Assemble writes one
+// from the hidden folder of parts in which Write builds it
+// (FilePartsDir).
 // ParquetWriter and ReadParquet write and read the Parquet layout
 // (columns id: string, embedding: list<float32>), deterministically.
 package embed

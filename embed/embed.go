@@ -200,7 +200,10 @@ type Options struct {
 // Embedder embeds texts with one model. Its methods may be called from
 // several goroutines; runs are serialised.
 type Embedder struct {
-	path      string
+	path string
+	// opts are the options Open was given (Write records the backend and
+	// the tokenizer's path, and batches documents by them).
+	opts      Options
 	mode      Mode
 	pooling   Pooling
 	poolFrom  string // where the pooling came from: "option", the config file, "default"
@@ -242,7 +245,7 @@ func Open(modelPath string, o Options) (*Embedder, error) {
 	if err != nil {
 		return nil, fmt.Errorf("embed: %s: %w", modelPath, err)
 	}
-	e := &Embedder{path: modelPath, tok: tok, normalise: !o.Raw, maxTokens: o.MaxTokens, batch: o.Batch, overlap: o.Overlap}
+	e := &Embedder{path: modelPath, opts: o, tok: tok, normalise: !o.Raw, maxTokens: o.MaxTokens, batch: o.Batch, overlap: o.Overlap}
 	if e.batch == 0 {
 		e.batch = DefaultBatch
 	}

@@ -137,7 +137,7 @@ func WriteVectors(out string, n, dim int, chunks func(yield func(ids []string, v
 }
 
 // FilePartsDir is the hidden folder of parts beside the vectors file out
-// in which `convert embed -o OUT` builds it: ".OUT.parts" in out's
+// in which Write (`convert embed -o OUT`) builds it: ".OUT.parts" in out's
 // folder. A run that stops keeps the parts finished there, and the next
 // run with the same flags resumes after them.
 func FilePartsDir(out string) string {
