@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strings"
 
@@ -54,7 +53,7 @@ func variantsUsage() (def, usage string) {
 		"each is what the conversion command of that name writes by default, sized by the flags below when given", strings.Join(also, ", "), strings.Join(exact, ", "))
 }
 
-func runBench(args []string, stdout io.Writer) error {
+func runBench(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	variants := fs.String("variants", defaultVariants, variantsHelp)
 	lengths := fs.String("lengths", "512,1024,2048,4096,8192,16384", "comma-separated sequence lengths (batch 1), each"+atMost(maxBenchLength))
@@ -122,7 +121,7 @@ func runBench(args []string, stdout io.Writer) error {
 		return cli.BadInput(err)
 	}
 	res, err := benchrun.Run(benchrun.Options{ModelPath: path, Model: m, Bench: bo, Threads: *threads, Repeat: *repeat,
-		Weights: weights, Fit: *fit, Progress: os.Stderr})
+		Weights: weights, Fit: *fit, Progress: stderr})
 	if errors.Is(err, benchrun.ErrBadBaseline) {
 		return cli.BadInput(fmt.Errorf("--baseline: %w", err))
 	}
@@ -135,12 +134,12 @@ func runBench(args []string, stdout io.Writer) error {
 	if err != nil {
 		return cli.RuntimeFailure(err)
 	}
-	return writeBench(stdout, res, *asJSON, *jsonOut, *plotOut)
+	return writeBench(stdout, stderr, res, *asJSON, *jsonOut, *plotOut)
 }
 
 // writeBench prints the table (or the JSON with --json) and writes the
 // files asked for.
-func writeBench(stdout io.Writer, res *benchrun.Result, asJSON bool, jsonOut, plotOut string) error {
+func writeBench(stdout, stderr io.Writer, res *benchrun.Result, asJSON bool, jsonOut, plotOut string) error {
 	b, err := json.MarshalIndent(res, "", "  ")
 	if err != nil {
 		return cli.RuntimeFailure(err)
@@ -148,7 +147,7 @@ func writeBench(stdout io.Writer, res *benchrun.Result, asJSON bool, jsonOut, pl
 	wrote := stdout // "wrote FILE" lines: after the table, or on stderr beside --json
 	if asJSON {
 		fmt.Fprintf(stdout, "%s\n", b)
-		wrote = os.Stderr
+		wrote = stderr
 	} else {
 		benchrun.WriteTable(stdout, res)
 	}

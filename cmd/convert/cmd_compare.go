@@ -34,7 +34,7 @@ func modelLabels(paths []string) []string {
 	return labels
 }
 
-func runCompare(args []string, stdout io.Writer) error {
+func runCompare(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("compare", flag.ContinueOnError)
 	ff := addFeedFlags(fs)
 	backend := fs.String("backend", infer.DefaultBackend, "runtime backend: "+strings.Join(infer.Backends(), " or "))

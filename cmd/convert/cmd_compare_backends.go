@@ -32,7 +32,7 @@ type backendsOutputEntry struct {
 	OK        bool   `json:"ok"`
 }
 
-func runCompareBackends(args []string, stdout io.Writer) error {
+func runCompareBackends(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("compare-backends", flag.ContinueOnError)
 	ff := addFeedFlags(fs)
 	threads := fs.Int("threads", 0, "intra-op threads of both backends (0: backend default)")

@@ -22,9 +22,6 @@ import (
 // bound. Tests lower them.
 var readBounds corpus.Options
 
-// embedProgress receives embed's progress lines (tests replace it).
-var embedProgress io.Writer = os.Stderr
-
 // embedFlags are embed's flags.
 type embedFlags struct {
 	texts                             cli.MultiFlag
@@ -36,7 +33,7 @@ type embedFlags struct {
 	overlap, partSize                 int
 }
 
-func runEmbed(args []string, stdout io.Writer) error {
+func runEmbed(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("embed", flag.ContinueOnError)
 	var f embedFlags
 	fs.Var(&f.texts, "text", "a `TEXT` to embed (repeatable; ids text-1, text-2, ...)")
@@ -62,7 +59,7 @@ func runEmbed(args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	return f.run(path, stdout)
+	return f.run(path, stdout, stderr)
 }
 
 // options checks the flags and returns the embedder's options.
@@ -148,7 +145,7 @@ func (f *embedFlags) source() (*corpus.Source, string, error) {
 // run checks the flags and the output's path, opens the model at path
 // and embeds the documents of the flags' input into -o (embed.Write),
 // then prints the summary.
-func (f *embedFlags) run(path string, stdout io.Writer) error {
+func (f *embedFlags) run(path string, stdout, stderr io.Writer) error {
 	o, err := f.options()
 	if err != nil {
 		return err
@@ -242,7 +239,7 @@ func (f *embedFlags) run(path string, stdout io.Writer) error {
 	}
 	defer e.Close()
 	rep, err := embed.Write(e, src, out, embed.WriteOptions{Input: what, Tool: cli.ToolVersion(), PartSize: f.partSize, PartFormat: partFormat,
-		Shard: f.shard, SkipBad: f.skipBad, Progress: embedProgress})
+		Shard: f.shard, SkipBad: f.skipBad, Progress: stderr})
 	switch {
 	case errors.Is(err, embed.ErrBadInput):
 		return cli.BadInput(err)

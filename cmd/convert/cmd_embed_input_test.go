@@ -17,7 +17,6 @@ import (
 // with the invalid UTF-8; a surrogate pair is a character and embeds.
 func TestEmbedRefusesLoneSurrogates(t *testing.T) {
 	path, dir := embedModel(t)
-	quietEmbed(t)
 	in := filepath.Join(dir, "docs.jsonl")
 	lines := `{"id": "ok", "text": "the man \ud83d\ude00"}` + "\n" +
 		`{"id": "lone", "text": "the man \ud800 food"}` + "\n" +
@@ -55,7 +54,6 @@ func TestEmbedRefusesLoneSurrogates(t *testing.T) {
 // checks how the lines are found).
 func TestEmbedRefusesDuplicateIDs(t *testing.T) {
 	path, dir := embedModel(t)
-	quietEmbed(t)
 	in := filepath.Join(dir, "docs.jsonl")
 	lines := `{"id": "a", "text": "the man"}` + "\n" + `{"id": 7, "text": "horses"}` + "\n\n" +
 		`{"id": "b", "text": "food"}` + "\n" + `{"id": "7", "text": "the food"}` + "\n"
@@ -87,7 +85,6 @@ func TestEmbedRefusesDuplicateIDs(t *testing.T) {
 // every skipped one.
 func TestEmbedFlushesRunsOfBadDocs(t *testing.T) {
 	path, dir := embedModel(t)
-	prog := quietEmbed(t)
 	var b strings.Builder
 	for i := 1; i <= 100; i++ {
 		fmt.Fprintf(&b, "{\"id\": \"blank%d\", \"text\": \"   \"}\n", i)
@@ -105,7 +102,7 @@ func TestEmbedFlushesRunsOfBadDocs(t *testing.T) {
 	// Batch 1 is flushed at 8 documents (or a part's 2), a run of bad
 	// ones at 32.
 	var flushes []string
-	for _, l := range strings.Split(prog.String(), "\n") {
+	for _, l := range strings.Split(stderr, "\n") {
 		if strings.HasPrefix(l, "embed: batch ") {
 			flushes = append(flushes, l[strings.Index(l, ": documents")+2:strings.Index(l, " (")])
 		}

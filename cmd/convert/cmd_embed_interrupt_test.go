@@ -95,7 +95,6 @@ func startMidCommit(t *testing.T, mode string, args ...string) (*exec.Cmd, *stri
 // before it writes the new pair.
 func TestEmbedInterruptedBetweenRenames(t *testing.T) {
 	path, dir := embedModel(t)
-	quietEmbed(t)
 	out := filepath.Join(dir, "vecs.npy")
 	first := []string{"embed", path, "--text", "the man", "-o", out, "--backend", "native"}
 	if code, _, stderr := runCLI(first...); code != exitOK {

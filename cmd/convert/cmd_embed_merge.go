@@ -13,7 +13,7 @@ import (
 // runEmbedMerge (command embed-merge, "DIR... [flags]") checks that folders of parts written by embed (the
 // shards of one run, or one folder; of .npy or .parquet parts) belong
 // together and, with -o, merges them.
-func runEmbedMerge(args []string, stdout io.Writer) error {
+func runEmbedMerge(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("embed-merge", flag.ContinueOnError)
 	out := fs.String("o", "", "write the merged vectors to `OUT`: OUT.npy (+ OUT.ids.txt), OUT.jsonl, OUT.parquet, or a new folder of parts (ending in /; its parts in the first folder's part format); without -o, only verify")
 	dirs, err := cli.ParseFlags(fs, args, stdout)

@@ -68,7 +68,6 @@ func sameBits(t *testing.T, what string, ids []string, vecs []float32, wantIDs [
 func parquetRuns(t *testing.T, extra ...string) (dir, npy string) {
 	t.Helper()
 	path, dir := embedModel(t)
-	quietEmbed(t)
 	jsonl, _ := streamCorpus(t, dir, 11)
 	base := append([]string{"embed", path, "--jsonl", jsonl, "--backend", "native", "--window", "16", "--batch", "1"}, extra...)
 	npy = filepath.Join(dir, "v.npy")
@@ -137,7 +136,6 @@ func TestEmbedParquet(t *testing.T) {
 // npy or parquet; -o needs a known extension.
 func TestEmbedParquetFlags(t *testing.T) {
 	path, dir := embedModel(t)
-	quietEmbed(t)
 	for _, c := range []struct {
 		args []string
 		want string

@@ -153,7 +153,6 @@ func folderVectors(t *testing.T, out string) map[string][]float32 {
 // gives the same folder.
 func TestEmbedFolderStreams(t *testing.T) {
 	path, dir := embedModel(t)
-	quietEmbed(t)
 	jsonl, texts := streamCorpus(t, dir, 11)
 	out := filepath.Join(dir, "vecs")
 	code, stdout, stderr := runCLI("embed", path, "--jsonl", jsonl, "-o", out+"/", "--part-size", "4", "--backend", "native", "--window", "16")
@@ -224,7 +223,6 @@ func TestEmbedFolderStreams(t *testing.T) {
 // what differs.
 func TestEmbedResumesAfterKill(t *testing.T) {
 	path, dir := embedModel(t)
-	quietEmbed(t)
 	jsonl, _ := streamCorpus(t, dir, 13)
 	args := func(out string) []string {
 		return []string{"embed", path, "--jsonl", jsonl, "-o", out + "/", "--part-size", "3", "--backend", "native", "--window", "16"}
@@ -263,16 +261,16 @@ func TestEmbedResumesAfterKill(t *testing.T) {
 // stdout, stderr (its registration in main.go's table is the parent's).
 func runMerge(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
-	var out strings.Builder
-	err := runEmbedMerge(args, &out)
+	var out, errOut strings.Builder
+	err := runEmbedMerge(args, &out, &errOut)
 	if err == nil {
-		return exitOK, out.String(), ""
+		return exitOK, out.String(), errOut.String()
 	}
 	var ee *cli.ExitError
 	if !errors.As(err, &ee) {
 		t.Fatalf("embed-merge %v: an error without an exit code: %v", args, err)
 	}
-	return ee.Code, out.String(), "convert embed-merge: " + err.Error() + "\n"
+	return ee.Code, out.String(), errOut.String() + "convert embed-merge: " + err.Error() + "\n"
 }
 
 // TestEmbedShardsMerge: two shards (--shard 0/2, 1/2) merged by
@@ -282,7 +280,6 @@ func runMerge(t *testing.T, args ...string) (int, string, string) {
 // shard of other settings are refused.
 func TestEmbedShardsMerge(t *testing.T) {
 	path, dir := embedModel(t)
-	quietEmbed(t)
 	jsonl, texts := streamCorpus(t, dir, 12)
 	for _, batch := range []string{"1", "8"} {
 		base := []string{"embed", path, "--jsonl", jsonl, "--part-size", "2", "--backend", "native", "--window", "16", "--batch", batch}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -67,17 +66,8 @@ func sameVector(t *testing.T, what string, got []float32, want []float32) {
 	}
 }
 
-// quietEmbed sends embed's progress lines to a buffer for the test.
-func quietEmbed(t *testing.T) *bytes.Buffer {
-	var b bytes.Buffer
-	embedProgress = &b
-	t.Cleanup(func() { embedProgress = os.Stderr })
-	return &b
-}
-
 func TestEmbedNPY(t *testing.T) {
 	path, dir := embedModel(t)
-	prog := quietEmbed(t)
 	texts := []string{"the man is eating food.", "horses", "the the the man man man is is is eating eating food food food . . ."}
 	file := filepath.Join(dir, "texts.txt")
 	if err := os.WriteFile(file, []byte(texts[0]+"\n\n"+texts[1]+"\r\n"+texts[2]+"\n"), 0o644); err != nil {
@@ -95,8 +85,8 @@ func TestEmbedNPY(t *testing.T) {
 			t.Errorf("summary %q does not say %q", stdout, want)
 		}
 	}
-	if !strings.Contains(prog.String(), "embed: batch 1: documents 1–3, 3 embedded") {
-		t.Errorf("no progress on stderr: %q", prog)
+	if !strings.Contains(stderr, "embed: batch 1: documents 1–3, 3 embedded") {
+		t.Errorf("no progress on stderr: %q", stderr)
 	}
 	got, err := onnx.ReadNPY(out)
 	if err != nil {
@@ -122,10 +112,9 @@ func TestEmbedNPY(t *testing.T) {
 	}
 
 	// --text: ids text-1, text-2; one document prints no progress.
-	prog.Reset()
 	code, _, stderr = runCLI("embed", path, "--text", "horses", "-o", out, "--backend", "native", "--pooling", "cls", "--raw")
-	if code != 0 || prog.Len() > 0 {
-		t.Fatalf("exit %d, stderr %q, progress %q", code, stderr, prog)
+	if code != 0 || stderr != "" {
+		t.Fatalf("exit %d, stderr %q: want no progress", code, stderr)
 	}
 	got, _ = onnx.ReadNPY(out)
 	sameVector(t, "--text --pooling cls --raw", got.Floats(), embedWant(t, path, embed.Options{Pooling: embed.PoolCLS, Raw: true}, []string{"horses"})[0])
@@ -136,7 +125,6 @@ func TestEmbedNPY(t *testing.T) {
 
 func TestEmbedJSONLAndDocs(t *testing.T) {
 	path, dir := embedModel(t)
-	quietEmbed(t)
 	in := filepath.Join(dir, "docs.jsonl")
 	lines := `{"id": "a", "text": "the man is eating food."}` + "\n\n" + `{"text": "horses", "id": 7}` + "\n"
 	if err := os.WriteFile(in, []byte(lines), 0o644); err != nil {
@@ -247,7 +235,6 @@ func TestEmbedExitCodes(t *testing.T) {
 func TestEmbedTotalBound(t *testing.T) {
 	defer func(o corpus.Options) { readBounds = o }(readBounds)
 	readBounds.MaxTotal = 100
-	quietEmbed(t)
 	dir := t.TempDir()
 	var jsonl strings.Builder
 	for i := 0; i < 3; i++ {
@@ -282,7 +269,6 @@ func TestEmbedTotalBound(t *testing.T) {
 // format: the earlier output stays as it was.
 func TestEmbedRefusesNonFinite(t *testing.T) {
 	path, dir := embedModel(t)
-	quietEmbed(t)
 	m, err := onnx.Load(path)
 	if err != nil {
 		t.Fatal(err)
@@ -365,7 +351,6 @@ func sameFolder(a, b map[string]string) bool { return fmt.Sprint(a) == fmt.Sprin
 // refused before any work, the old vectors kept.
 func TestEmbedOutputsAreOneSet(t *testing.T) {
 	path, dir := embedModel(t)
-	quietEmbed(t)
 	out := filepath.Join(dir, "vecs.npy")
 	embedArgs := []string{"embed", path, "--text", "the man", "--text", "horses", "-o", out, "--backend", "native"}
 	if code, _, stderr := runCLI(embedArgs...); code != exitOK {
@@ -421,7 +406,6 @@ func TestEmbedOutputsAreOneSet(t *testing.T) {
 // hard link, is refused with exit 1 naming both, and nothing changes.
 func TestEmbedNeverWritesOverAnInput(t *testing.T) {
 	path, dir := embedModel(t)
-	quietEmbed(t)
 	jsonl := filepath.Join(dir, "docs.jsonl")
 	os.WriteFile(jsonl, []byte(`{"id": "a", "text": "the man"}`+"\n"), 0o644)
 	texts := filepath.Join(dir, "vecs.ids.txt") // the ids file of -o vecs.npy

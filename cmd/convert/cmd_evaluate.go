@@ -34,10 +34,6 @@ type evalSystem struct {
 	auto bool
 }
 
-// evalProgress receives evaluate's progress lines and notes, unless -q
-// (tests replace it).
-var evalProgress io.Writer = os.Stderr
-
 // wholeSystem is the name of the original read whole, in one pass.
 const wholeSystem = "whole"
 
@@ -52,6 +48,8 @@ type evalFlags struct {
 	maxTokens, minTokens, perBucket, bootstrap, limitDocs, threads    int
 	seed                                                              uint64
 	asJSON, quiet                                                     bool
+	// stderr receives the progress lines and notes, unless -q.
+	stderr io.Writer
 }
 
 // define declares the flags on fs.
@@ -77,7 +75,7 @@ func (f *evalFlags) define(fs *flag.FlagSet) {
 	fs.BoolVar(&f.quiet, "q", false, "no progress lines on stderr")
 }
 
-func runEvaluate(args []string, stdout io.Writer) error {
+func runEvaluate(args []string, stdout, stderr io.Writer) error {
 	var f evalFlags
 	fs := flag.NewFlagSet("evaluate", flag.ContinueOnError)
 	f.define(fs)
@@ -88,6 +86,7 @@ func runEvaluate(args []string, stdout io.Writer) error {
 	if len(pos) == 0 {
 		return cli.UsageError("want the ORIGINAL model, then any NAME=MODEL[:MODE] to compare")
 	}
+	f.stderr = stderr
 	return f.evaluate(pos[0], pos[1:], stdout)
 }
 
@@ -278,8 +277,8 @@ func (f *evalFlags) run(original string, list []evalSystem, documents []embed.Do
 	defer query.Close()
 	list = f.dropWhole(list, query.ContextLimit(), original)
 	if !f.quiet {
-		o.Progress = evalProgress
-		fmt.Fprintf(evalProgress, "queries: %s\n", query)
+		o.Progress = f.stderr
+		fmt.Fprintf(f.stderr, "queries: %s\n", query)
 	}
 	var systems []embed.System
 	for _, s := range list {
@@ -323,7 +322,7 @@ func (f *evalFlags) dropWhole(list []evalSystem, lim convert.Limit, original str
 		}
 		if lim.Tokens < f.maxTokens+2 {
 			if !f.quiet {
-				fmt.Fprintf(evalProgress, "note: system %s (%s read whole) not run: it reads at most %d tokens in one pass (%s), fewer than --max-tokens %d and [CLS], [SEP]; --max-tokens %d runs it\n",
+				fmt.Fprintf(f.stderr, "note: system %s (%s read whole) not run: it reads at most %d tokens in one pass (%s), fewer than --max-tokens %d and [CLS], [SEP]; --max-tokens %d runs it\n",
 					s.name, original, lim.Tokens, lim.Source, f.maxTokens, lim.Tokens-2)
 			}
 			return true

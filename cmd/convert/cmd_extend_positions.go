@@ -10,7 +10,7 @@ import (
 	"github.com/linearize/linearize/onnx"
 )
 
-func runExtendPositions(args []string, stdout io.Writer) error {
+func runExtendPositions(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("extend-positions", flag.ContinueOnError)
 	out := fs.String("o", "", "path of the output model `OUT` (required)")
 	var maxPos, offset int
@@ -38,7 +38,7 @@ func runExtendPositions(args []string, stdout io.Writer) error {
 	if err != nil {
 		return optionError(err, positionFlagOf)
 	}
-	if err := saveModel(stdout, ext, *out, path, *overwrite); err != nil {
+	if err := saveModel(stdout, stderr, ext, *out, path, *overwrite); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "%s\nwrote %s\n", rep, *out)

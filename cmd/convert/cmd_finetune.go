@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"strconv"
 	"strings"
 
@@ -17,7 +16,7 @@ import (
 	"github.com/linearize/linearize/tokenize"
 )
 
-func runFinetune(args []string, stdout io.Writer) error {
+func runFinetune(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("finetune", flag.ContinueOnError)
 	ff := addFeedFlags(fs)
 	out := fs.String("o", "", "path of the output model `OUT` (required; must differ from both inputs)")
@@ -75,7 +74,7 @@ func runFinetune(args []string, stdout io.Writer) error {
 		return err
 	}
 	opt.Seed, opt.Backend = ff.spec.Seed, *backend
-	opt.Progress = os.Stderr // a line per fitted layer; --json goes to stdout
+	opt.Progress = stderr // a line per fitted layer; --json goes to stdout
 	fitted, rep, err := finetune.Fit(orig, conv, in.Tensors, opt)
 	if err != nil {
 		return cli.BadInput(err)
@@ -87,16 +86,16 @@ func runFinetune(args []string, stdout io.Writer) error {
 	}
 	w := stdout
 	if *asJSON {
-		w = stderrNotes // stdout is the JSON report only
+		w = stderr // stdout is the JSON report only
 	}
-	if err := saveModel(w, fitted, *out, from, false); err != nil {
+	if err := saveModel(w, stderr, fitted, *out, from, false); err != nil {
 		return err
 	}
 	if rep.HeldOut == nil && !opt.Unguarded {
-		fmt.Fprintf(stderrNotes, "convert: warning: finetune: %s: the fit is unguarded (give at least 2 documents: --text or --text-file lines, or --batch with --random-inputs)\n", rep.Unguarded)
+		fmt.Fprintf(stderr, "convert: warning: finetune: %s: the fit is unguarded (give at least 2 documents: --text or --text-file lines, or --batch with --random-inputs)\n", rep.Unguarded)
 	}
 	if *asJSON {
-		fmt.Fprintln(stderrNotes, rep.HeldOutLine())
+		fmt.Fprintln(stderr, rep.HeldOutLine())
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		return enc.Encode(struct {

@@ -201,9 +201,6 @@ func TestFinetuneGuardCLI(t *testing.T) {
 	if err := onnx.Save(lpModel, lp, onnx.SaveOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	var notes bytes.Buffer
-	stderrNotes = &notes
-	t.Cleanup(func() { stderrNotes = os.Stderr })
 	feed, err := infer.RandomInputs(orig, infer.GraphInputs(orig), infer.RandomOptions{Batch: 8, SeqLen: 16, Seed: 3})
 	if err != nil {
 		t.Fatal(err)
@@ -235,7 +232,6 @@ func TestFinetuneGuardCLI(t *testing.T) {
 			}
 			// The JSON report says the same, and which rows were held out;
 			// the line goes to stderr.
-			notes.Reset()
 			jargs := append([]string(nil), args...)
 			jargs[4] = filepath.Join(t.TempDir(), "j.onnx")
 			code, js, errOut := runCLI(append(jargs, "--json")...)
@@ -246,8 +242,8 @@ func TestFinetuneGuardCLI(t *testing.T) {
 			if err := json.Unmarshal([]byte(js), &rep); err != nil {
 				t.Fatalf("%v\n%s", err, js)
 			}
-			if rep.HeldOut == nil || len(rep.HeldOutRows) != 2 || rep.Rows != 8 || rep.Kept != c.kept || !strings.Contains(notes.String(), "\n"+line+"\n") {
-				t.Fatalf("report %+v (held-out %+v), stderr %q; want kept %q and the line %q", rep, rep.HeldOut, notes.String(), c.kept, line)
+			if rep.HeldOut == nil || len(rep.HeldOutRows) != 2 || rep.Rows != 8 || rep.Kept != c.kept || !strings.Contains(errOut, "\n"+line+"\n") {
+				t.Fatalf("report %+v (held-out %+v), stderr %q; want kept %q and the line %q", rep, rep.HeldOut, errOut, c.kept, line)
 			}
 			for _, l := range rep.Layers {
 				if !(l.HeldOutAfter <= l.HeldOutBefore) || l.StepsRun == 0 {
@@ -288,13 +284,12 @@ func TestFinetuneGuardCLI(t *testing.T) {
 		{[]string{"--random-inputs", "--batch", "4", "--seq-len", "16", "--held-out", "0"}, "held-out: none (unguarded fit asked for)", false},
 		{[]string{"--text", "the man is eating food ."}, "held-out: none (a single calibration row (document): nothing to hold out)", true},
 	} {
-		notes.Reset()
 		code, stdout, errOut := runCLI(append([]string{"finetune", origPath, lin, "-o", filepath.Join(t.TempDir(), "u.onnx"), "--steps", "5"}, c.args...)...)
 		if code != 0 || !strings.Contains(stdout, c.line) || !strings.Contains(stdout, "calibration rows: ") {
 			t.Errorf("%v: exit %d, want the line %q:\n%s%s", c.args, code, c.line, stdout, errOut)
 		}
-		if got := strings.Contains(notes.String(), "warning: finetune:") && strings.Contains(notes.String(), "unguarded"); got != c.warn {
-			t.Errorf("%v: warned %v, want %v: %q", c.args, got, c.warn, notes.String())
+		if got := strings.Contains(errOut, "warning: finetune:") && strings.Contains(errOut, "unguarded"); got != c.warn {
+			t.Errorf("%v: warned %v, want %v: %q", c.args, got, c.warn, errOut)
 		}
 	}
 	for _, bad := range [][]string{{"--held-out", "1"}, {"--held-out", "-0.1"}, {"--held-out", "NaN"}, {"--patience", "-1"}} {

@@ -21,7 +21,7 @@ var _ = conversionCommand(&cli.Command{Name: "hedgehog", Usage: "MODEL -o OUT --
 	Detail:  "exact attention to nearby keys plus learned feature maps for the rest (pure linear with --linear), trained on your documents",
 	Example: "hedgehog model.onnx -o out/hh.onnx --calibration docs/"})
 
-func runHedgehog(args []string, stdout io.Writer) error {
+func runHedgehog(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("hedgehog", flag.ContinueOnError)
 	f := rewriteFlags{seedUsage: "seed of the initial feature maps (with the layer index) and of the training mini-batches"}
 	var o convert.HedgehogOptions
@@ -56,10 +56,10 @@ func runHedgehog(args []string, stdout io.Writer) error {
 		if err != nil {
 			return optionError(err, convertFlags)
 		}
-		return finishRewrite(stdout, &f, in, out, rep)
+		return finishRewrite(stdout, stderr, &f, in, out, rep)
 	}
 	ho := finetune.HedgehogOptions{Convert: o}
-	docs, err := tf.options(&ho.Windows, &ho.Transfer, in, f.seed)
+	docs, err := tf.options(&ho.Windows, &ho.Transfer, in, f.seed, stderr)
 	if err != nil {
 		return err
 	}
@@ -67,8 +67,8 @@ func runHedgehog(args []string, stdout io.Writer) error {
 	if err != nil {
 		return trainError(err, convertFlags)
 	}
-	fmt.Fprint(stderrNotes, trep.Text())
-	return finishRewrite(stdout, &f, in, out, rep)
+	fmt.Fprint(stderr, trep.Text())
+	return finishRewrite(stdout, stderr, &f, in, out, rep)
 }
 
 // transferFlags are the flags of the commands that train
@@ -127,7 +127,7 @@ func (tf *transferFlags) check() error {
 // at path and sets the calibration and training options from the flags
 // (seed seeds the training); the options' progress and notes go to
 // stderr. A file the flags name that cannot be read is bad input.
-func (tf *transferFlags) options(w *finetune.WindowOptions, t *finetune.TransferOptions, path string, seed uint64) ([]string, error) {
+func (tf *transferFlags) options(w *finetune.WindowOptions, t *finetune.TransferOptions, path string, seed uint64, stderr io.Writer) ([]string, error) {
 	docs, err := readCalibration(tf.calib)
 	if err != nil {
 		return nil, cli.BadInput(err)
@@ -141,7 +141,7 @@ func (tf *transferFlags) options(w *finetune.WindowOptions, t *finetune.Transfer
 		w.HeldOut = -1 // the library's 0 is its default
 	}
 	*t = tf.t
-	t.Seed, t.Backend, t.Progress = seed, tf.back, stderrNotes
+	t.Seed, t.Backend, t.Progress = seed, tf.back, stderr
 	return docs, nil
 }
 

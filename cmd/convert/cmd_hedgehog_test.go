@@ -36,9 +36,6 @@ func TestHedgehogCLI(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	var notes bytes.Buffer
-	stderrNotes = &notes
-	t.Cleanup(func() { stderrNotes = os.Stderr })
 	out := filepath.Join(dir, "hh.onnx")
 	args := []string{"hedgehog", orig, "-o", out, "--calibration", docs, "--seq-len", "16", "--block", "4", "--steps", "60", "--windows", "4", "--held-out", "0.34", "--json"}
 	code, stdout, errOut := runCLI(args...)
@@ -52,8 +49,8 @@ func TestHedgehogCLI(t *testing.T) {
 	if rep.Op != ops.HedgehogOp || len(rep.Converted) != 2 {
 		t.Errorf("report %+v", rep)
 	}
-	if !strings.Contains(notes.String(), "attention transfer") || !strings.Contains(notes.String(), "held out") {
-		t.Errorf("no transfer report on stderr:\n%s", notes.String())
+	if !strings.Contains(errOut, "attention transfer") || !strings.Contains(errOut, "held out") {
+		t.Errorf("no transfer report on stderr:\n%s", errOut)
 	}
 	m, err := onnx.Load(out)
 	if err != nil {

@@ -29,7 +29,7 @@ type inspectFlags struct {
 	explain bool // inspect_attention.go
 }
 
-func runInspect(args []string, stdout io.Writer) error {
+func runInspect(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("inspect", flag.ContinueOnError)
 	var f inspectFlags
 	fs.BoolVar(&f.json, "json", false, "print one JSON object instead of text")

@@ -14,7 +14,7 @@ var _ = conversionCommand(&cli.Command{Name: "lara", Usage: "MODEL -o OUT [flags
 	Detail:  "LaraAttention: multiple importance sampling from Gaussian proposals centred at run-time segment landmarks of Q and K, the proposals' noise frozen per layer from --seed",
 	Example: "lara model.onnx -o out/lara.onnx"})
 
-func runLara(args []string, stdout io.Writer) error {
+func runLara(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("lara", flag.ContinueOnError)
 	f := rewriteFlags{seedUsage: "seed of the proposals' noise (with the layer index)"}
 	var o convert.LaraOptions
@@ -34,5 +34,5 @@ func runLara(args []string, stdout io.Writer) error {
 	if err != nil {
 		return optionError(err, flagsOf("Landmarks", "landmarks", "Samples", "samples", "Sigma", "sigma"))
 	}
-	return finishRewrite(stdout, &f, in, out, rep)
+	return finishRewrite(stdout, stderr, &f, in, out, rep)
 }

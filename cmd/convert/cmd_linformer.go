@@ -14,7 +14,7 @@ var _ = conversionCommand(&cli.Command{Name: "linformer", Usage: "MODEL -o OUT [
 	Detail:  "keys and values pooled or projected to length k; runs in stock onnxruntime",
 	Example: "linformer model.onnx -o out/linformer.onnx --k 256"})
 
-func runLinformer(args []string, stdout io.Writer) error {
+func runLinformer(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("linformer", flag.ContinueOnError)
 	f := rewriteFlags{seedUsage: "seed of E and F with --init gaussian (with the layer index)"}
 	var o convert.LinformerOptions
@@ -33,5 +33,5 @@ func runLinformer(args []string, stdout io.Writer) error {
 	if err != nil {
 		return optionError(err, flagsOf("K", "k", "Init", "init", "MaxLen", "max-len", "Share", "share", "Sinks", "sinks"))
 	}
-	return finishRewrite(stdout, &f, in, out, rep)
+	return finishRewrite(stdout, stderr, &f, in, out, rep)
 }

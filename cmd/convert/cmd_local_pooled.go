@@ -14,7 +14,7 @@ var _ = conversionCommand(&cli.Command{Name: "local-pooled", Usage: "MODEL -o OU
 	Detail:  "LocalPooledAttention: exact attention to the query's block, both neighbours and sink tokens, plus one pooled key per segment of the rest; no parameters, no length limit",
 	Example: "local-pooled model.onnx -o out/lp.onnx"})
 
-func runLocalPooled(args []string, stdout io.Writer) error {
+func runLocalPooled(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("local-pooled", flag.ContinueOnError)
 	var f rewriteFlags
 	var o convert.LocalPooledOptions
@@ -31,5 +31,5 @@ func runLocalPooled(args []string, stdout io.Writer) error {
 	if err != nil {
 		return optionError(err, flagsOf("Block", "block", "Segments", "segments", "Sinks", "sinks"))
 	}
-	return finishRewrite(stdout, &f, in, out, rep)
+	return finishRewrite(stdout, stderr, &f, in, out, rep)
 }

@@ -14,7 +14,7 @@ import (
 	"github.com/linearize/linearize/onnx/onnxpb"
 )
 
-func runLong(args []string, stdout io.Writer) error {
+func runLong(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("long", flag.ContinueOnError)
 	out := fs.String("o", "", "path of the output model `OUT` (required)")
 	var o convert.LongOptions
@@ -74,7 +74,7 @@ func runLong(args []string, stdout io.Writer) error {
 	var rep *convert.Report
 	if o.Learned && tf.t.Steps > 0 {
 		lo := finetune.LongOptions{Convert: o}
-		docs, err := tf.options(&lo.Windows, &lo.Transfer, path, o.Seed)
+		docs, err := tf.options(&lo.Windows, &lo.Transfer, path, o.Seed, stderr)
 		if err != nil {
 			return err
 		}
@@ -82,12 +82,12 @@ func runLong(args []string, stdout io.Writer) error {
 		if res, rep, trep, err = finetune.TrainLong(m, docs, lo); err != nil {
 			return trainError(err, convertFlags)
 		}
-		fmt.Fprint(stderrNotes, trep.Text())
+		fmt.Fprint(stderr, trep.Text())
 	} else if res, rep, err = convert.ToLong(m, o); err != nil { // --steps 0: the maps stay as drawn
 		return optionError(err, convertFlags)
 	}
 	if !*asJSON {
 		fmt.Fprintf(stdout, "reads up to %d tokens in windows of %s\n", o.MaxLength, convert.Meta(res, convert.MetaWindow))
 	}
-	return finishRewrite(stdout, &rewriteFlags{out: *out, json: *asJSON, overwrite: *overwrite, inline: *inline}, path, res, rep)
+	return finishRewrite(stdout, stderr, &rewriteFlags{out: *out, json: *asJSON, overwrite: *overwrite, inline: *inline}, path, res, rep)
 }

@@ -22,7 +22,7 @@ var _ = conversionCommand(&cli.Command{Name: "performer", Usage: "MODEL -o OUT [
 	Detail:  "frozen ω; centred FAVOR++ features by default, FAVOR# fitted on --calibration, plain FAVOR+ on request; causal blocks get the causal form",
 	Example: "performer model.onnx -o out/performer.onnx"})
 
-func runPerformer(args []string, stdout io.Writer) error {
+func runPerformer(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("performer", flag.ContinueOnError)
 	f := rewriteFlags{seedUsage: "seed of ω (with the layer index)"}
 	var o convert.PerformerOptions // its zero value is this command's default
@@ -86,7 +86,7 @@ func runPerformer(args []string, stdout io.Writer) error {
 	} else if o.NeedsMoments() {
 		return cli.UsageError("--balance and --features-kind %s need --calibration FILE", o.FeatureMap)
 	}
-	mo := finetune.MomentOptions{Weighting: *weighting, Progress: stderrNotes}
+	mo := finetune.MomentOptions{Weighting: *weighting, Progress: stderr}
 	out, rep, err := finetune.CalibratedPerformer(m, feed, o, mo)
 	if errors.Is(err, finetune.ErrCalibrationRun) {
 		return cli.RuntimeFailure(err)
@@ -95,9 +95,9 @@ func runPerformer(args []string, stdout io.Writer) error {
 			"Chunk", "chunk", "Center", "center", "FeatureMap", "features-kind", "Balance", "balance", "Moments", "calibration"))
 	}
 	if o.Kernel == ops.KernelTrig {
-		warnGuarded(out, f.positions().MaxPositions)
+		warnGuarded(stderr, out, f.positions().MaxPositions)
 	}
-	return finishRewrite(stdout, &f, in, out, rep)
+	return finishRewrite(stdout, stderr, &f, in, out, rep)
 }
 
 // warnGuarded runs a trig conversion once on seeded random tokens and
@@ -107,7 +107,7 @@ func runPerformer(args []string, stdout io.Writer) error {
 // logit scale it is often negative (a user found an output cosine of
 // 0.003 that validate passed). The check is advice: it never fails the
 // conversion, and a model it cannot run is not warned about.
-func warnGuarded(m *onnxpb.ModelProto, limit int) {
+func warnGuarded(stderr io.Writer, m *onnxpb.ModelProto, limit int) {
 	seq := 64
 	if n, err := convert.PositionLimit(m); err == nil && n > 0 {
 		seq = min(seq, n)
@@ -132,7 +132,7 @@ func warnGuarded(m *onnxpb.ModelProto, limit int) {
 	if rows == 0 || float64(guarded) <= infer.DefaultMaxGuarded*float64(rows) {
 		return
 	}
-	fmt.Fprintf(stderrNotes, "warning: performer --kernel trig: on random tokens the denominator guard decides %d of %d rows (%.0f%%) of %s: "+
+	fmt.Fprintf(stderr, "warning: performer --kernel trig: on random tokens the denominator guard decides %d of %d rows (%.0f%%) of %s: "+
 		"this model's logit scale is outside the trig estimator's range, so its outputs will be far from attention; use --kernel positive (the default)\n",
 		guarded, rows, 100*float64(guarded)/float64(rows), worst)
 }

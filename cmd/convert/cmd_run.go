@@ -16,7 +16,7 @@ import (
 	"github.com/linearize/linearize/onnx"
 )
 
-func runRun(args []string, stdout io.Writer) error {
+func runRun(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	ff := addFeedFlags(fs)
 	backend := fs.String("backend", infer.DefaultBackend, "runtime backend: "+strings.Join(infer.Backends(), " or "))

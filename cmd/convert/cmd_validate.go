@@ -15,7 +15,7 @@ import (
 
 // runValidate's flags start as run's do (feed flags, --backend, --threads)
 // but with their own help texts, so each command declares them itself.
-func runValidate(args []string, stdout io.Writer) error {
+func runValidate(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
 	ff := addFeedFlags(fs)
 	backend := fs.String("backend", infer.DefaultBackend, "backend that runs the model: "+strings.Join(infer.Backends(), " or "))

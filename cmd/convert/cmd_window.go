@@ -14,7 +14,7 @@ var _ = conversionCommand(&cli.Command{Name: "window", Usage: "MODEL -o OUT [fla
 	Detail:  "a block whose mask confines each query to a band of keys around it (ModernBERT's local layers) becomes WindowAttention: the same output at linear cost; global blocks are left as they are (every other conversion also does this)",
 	Example: "window modernbert.onnx -o out/window.onnx"})
 
-func runWindow(args []string, stdout io.Writer) error {
+func runWindow(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("window", flag.ContinueOnError)
 	var f rewriteFlags
 	m, in, layers, err := loadForRewrite(fs, &f, args, stdout)
@@ -25,5 +25,5 @@ func runWindow(args []string, stdout io.Writer) error {
 	if err != nil {
 		return optionError(err, nil)
 	}
-	return finishRewrite(stdout, &f, in, out, rep)
+	return finishRewrite(stdout, stderr, &f, in, out, rep)
 }

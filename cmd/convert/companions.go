@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"strings"
 
@@ -14,10 +13,6 @@ import (
 	"github.com/linearize/linearize/tokenize"
 )
 
-// stderrNotes is stderr for the commands: saveModel's warnings, and its
-// "copied" line beside --json (tests replace it).
-var stderrNotes io.Writer = os.Stderr
-
 // saveModel writes m to out (onnx.Save; in is the model it was made from,
 // which out replaces only with overwrite), then copies in's tokenizer and
 // configuration files (tokenize.CopyCompanions) into the folder named like
@@ -25,7 +20,7 @@ var stderrNotes io.Writer = os.Stderr
 // --calibration without --vocab. It says "copied tokenizer files to DIR"
 // on stdout; a file it cannot copy is a warning on stderr, not an error:
 // the model is written. A failed write is a runtime failure (exit 3).
-func saveModel(stdout io.Writer, m *onnxpb.ModelProto, out, in string, overwrite bool) error {
+func saveModel(stdout, stderr io.Writer, m *onnxpb.ModelProto, out, in string, overwrite bool) error {
 	var files []fsutil.SetFile
 	var copied []string
 	var err error
@@ -43,7 +38,7 @@ func saveModel(stdout io.Writer, m *onnxpb.ModelProto, out, in string, overwrite
 	}
 	if err != nil {
 		msg := strings.ReplaceAll(strings.TrimPrefix(err.Error(), "tokenize: "), "\n", "; ")
-		fmt.Fprintf(stderrNotes, "convert: warning: %s: %s (pass --vocab PATH when running it)\n", out, msg)
+		fmt.Fprintf(stderr, "convert: warning: %s: %s (pass --vocab PATH when running it)\n", out, msg)
 	}
 	return nil
 }

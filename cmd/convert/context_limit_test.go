@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"math"
@@ -159,7 +158,6 @@ func TestCommandsRefuseMalformedConfig(t *testing.T) {
 		cmds[name] = args
 	}
 	cmds["embed"] = []string{"embed", path, "--text", "the man", "-o", filepath.Join(dir, "v.npy"), "--backend", "native"}
-	quietEmbed(t)
 	for name, args := range cmds {
 		code, stdout, errOut := runCLI(args...)
 		if code != exitBadInput || !strings.Contains(errOut, cfg) || !strings.Contains(errOut, "max_position_embeddings") || stdout != "" {
@@ -176,7 +174,6 @@ func TestCommandsRefuseMalformedConfig(t *testing.T) {
 func TestEmbedLongContextModel(t *testing.T) {
 	path, dir := modernBERTModel(t, feedVocab, `{"max_position_embeddings": 1024}`, "")
 	cfg := filepath.Join(dir, "config.json")
-	quietEmbed(t)
 	doc := strings.Repeat("the man is eating food . ", 100) // 600 wordpieces
 	out := filepath.Join(dir, "v.jsonl")
 	code, stdout, errOut := runCLI("embed", path, "--text", doc, "-o", out, "--backend", "native")
@@ -311,9 +308,6 @@ func TestEvaluateLongContextOriginal(t *testing.T) {
 		os.WriteFile(filepath.Join(long, e.Name()), append(append(b, ' '), next...), 0o644)
 	}
 	path, _ := modernBERTModel(t, string(vocab), `{"max_position_embeddings": 1024}`, "")
-	var prog bytes.Buffer
-	evalProgress = &prog
-	defer func() { evalProgress = os.Stderr }()
 	args := []string{"evaluate", path, "--docs", long, "--backend", "native", "--max-tokens", "640", "--buckets", "0,256,640", "--bootstrap", "20", "--json"}
 	code, stdout, stderr := runCLI(args...)
 	if code != 0 {
@@ -333,22 +327,21 @@ func TestEvaluateLongContextOriginal(t *testing.T) {
 	for _, want := range []string{"queries: " + path + ": mode truncate, pooling mean (default), window 512, limit 1024 (config.json",
 		"system chunk: " + path + ": mode chunk, pooling mean (default), window 512, limit 1024",
 		"system whole: " + path + ": mode long, pooling mean (default), window 1024, limit 1024"} {
-		if !strings.Contains(prog.String(), want) {
-			t.Errorf("progress lacks %q:\n%s", want, prog.String())
+		if !strings.Contains(stderr, want) {
+			t.Errorf("progress lacks %q:\n%s", want, stderr)
 		}
 	}
 
 	// --max-tokens past the limit: whole is left out, with a note.
-	prog.Reset()
 	code, stdout, stderr = runCLI("evaluate", path, "--docs", long, "--backend", "native", "--max-tokens", "1100", "--buckets", "0,256,512", "--bootstrap", "20", "--json")
 	if code != 0 {
 		t.Fatalf("--max-tokens 1100: exit %d: %s", code, stderr)
 	}
 	rep = embed.Report{}
 	json.Unmarshal([]byte(stdout), &rep)
-	if len(rep.Systems) != 2 || !strings.Contains(prog.String(), "note: system whole ("+path+" read whole) not run: it reads at most 1024 tokens in one pass (config.json beside the model") ||
-		!strings.Contains(prog.String(), "--max-tokens 1022 runs it") {
-		t.Errorf("--max-tokens 1100: %d systems; progress:\n%s", len(rep.Systems), prog.String())
+	if len(rep.Systems) != 2 || !strings.Contains(stderr, "note: system whole ("+path+" read whole) not run: it reads at most 1024 tokens in one pass (config.json beside the model") ||
+		!strings.Contains(stderr, "--max-tokens 1022 runs it") {
+		t.Errorf("--max-tokens 1100: %d systems; progress:\n%s", len(rep.Systems), stderr)
 	}
 	// Named, it runs and fails like any long system that cannot read
 	// --max-tokens in one pass.

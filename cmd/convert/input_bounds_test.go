@@ -20,7 +20,6 @@ import (
 // the file, the line and the bound.
 func TestEmbedRefusesBadText(t *testing.T) {
 	path, dir := embedModel(t)
-	quietEmbed(t)
 	out := filepath.Join(dir, "out.npy")
 	write := func(name, data string) string {
 		p := filepath.Join(dir, name)
@@ -83,7 +82,6 @@ func TestEmbedRefusesBadText(t *testing.T) {
 // writer comes, the texts are embedded.
 func TestEmbedSaysItWaitsForAFIFOWriter(t *testing.T) {
 	path, dir := embedModel(t)
-	quietEmbed(t)
 	fifo := filepath.Join(dir, "texts.fifo")
 	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
 		t.Skipf("mkfifo: %v", err)
@@ -117,7 +115,6 @@ func TestInputsBoundedByMemory(t *testing.T) {
 	}
 	t.Setenv("GOMEMLIMIT", "64MiB")
 	path, dir := embedModel(t)
-	quietEmbed(t)
 	fifo := filepath.Join(dir, "model.fifo")
 	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
 		t.Skipf("mkfifo: %v", err)

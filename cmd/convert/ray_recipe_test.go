@@ -62,7 +62,6 @@ func TestRayRecipe(t *testing.T) {
 	if _, err := os.Stat(real); err != nil {
 		t.Skip("testdata/real/minilm.onnx absent: run scripts/setup.sh")
 	}
-	quietEmbed(t)
 	dir := t.TempDir()
 
 	// A converted model with its companion folder (lp/): local+pooled

@@ -126,8 +126,9 @@ func loadForRewrite(fs *flag.FlagSet, f *rewriteFlags, args []string, stdout io.
 }
 
 // finishRewrite inlines the ops' bodies with --inline, saves the model
-// and prints the report.
-func finishRewrite(stdout io.Writer, f *rewriteFlags, in string, m *onnxpb.ModelProto, rep *convert.Report) error {
+// and prints the report; notes go to stderr (and the "copied" line
+// beside --json).
+func finishRewrite(stdout, stderr io.Writer, f *rewriteFlags, in string, m *onnxpb.ModelProto, rep *convert.Report) error {
 	if f.inline {
 		inl, err := convert.Inline(m)
 		if err != nil {
@@ -138,9 +139,9 @@ func finishRewrite(stdout io.Writer, f *rewriteFlags, in string, m *onnxpb.Model
 	}
 	w := stdout
 	if f.json {
-		w = stderrNotes // stdout is the JSON report only
+		w = stderr // stdout is the JSON report only
 	}
-	if err := saveModel(w, m, f.out, in, f.overwrite); err != nil {
+	if err := saveModel(w, stderr, m, f.out, in, f.overwrite); err != nil {
 		return err
 	}
 	if f.json {

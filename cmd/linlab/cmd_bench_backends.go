@@ -40,7 +40,7 @@ type benchBackendsReport struct {
 	Rows    []benchBackendsRow `json:"rows"`
 }
 
-func runBenchBackends(args []string, stdout io.Writer) error {
+func runBenchBackends(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("bench-backends", flag.ContinueOnError)
 	seqLens := fs.String("lengths", "128,512", "comma-separated sequence lengths (K = 1024, e.g. 4K); short, as every length runs the whole model on both backends")
 	layers := fs.Int("num-layers", 2, "encoder layers")

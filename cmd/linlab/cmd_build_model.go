@@ -14,7 +14,7 @@ import (
 // runBuildModel's flag list looks like other commands' (bench,
 // extend-positions) in form only: each command declares its own flags, with
 // its own help texts and defaults.
-func runBuildModel(args []string, stdout io.Writer) error {
+func runBuildModel(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("build-model", flag.ContinueOnError)
 	out := fs.String("o", "", "path of the output model `OUT` (required)")
 	family := fs.String("family", "bert", "`FAMILY` of the graph: bert (BertModel: learned positions, post-norm, Gelu FFN) or modernbert (ModernBertModel: rotary positions, packed Wqkv, GeGLU, global layers every --global-every and sliding-window layers between them)")

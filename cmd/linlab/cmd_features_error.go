@@ -3,7 +3,6 @@ package main
 import (
 	"flag"
 	"io"
-	"os"
 	"runtime"
 
 	"github.com/linearize/linearize/cmd/internal/cli"
@@ -14,7 +13,7 @@ import (
 	"github.com/linearize/linearize/ops"
 )
 
-func runFeaturesError(args []string, stdout io.Writer) error {
+func runFeaturesError(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("features-error", flag.ContinueOnError)
 	d := fs.Int("d", 64, "head width D")
 	n := fs.Int("seq-len", 256, "sequence length n of the synthetic queries, keys and values")
@@ -62,7 +61,7 @@ func runFeaturesError(args []string, stdout io.Writer) error {
 		}
 	}
 	if !*quiet {
-		cfg.Progress = os.Stderr
+		cfg.Progress = stderr
 	}
 	cells, err := featsweep.Run(cfg)
 	if err != nil {

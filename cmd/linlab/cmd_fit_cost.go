@@ -20,7 +20,7 @@ import (
 //
 // --check is not a flag but the line between the results fitted and the
 // results checked: FIT.json... --check CHECK.json...
-func runFitCost(args []string, stdout io.Writer) error {
+func runFitCost(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("fit-cost", flag.ContinueOnError)
 	fitArgs, checkArgs := args, []string(nil)
 	if i := slices.Index(args, "--check"); i >= 0 {

@@ -71,6 +71,7 @@ func localPooledList(s string) ([]convert.LocalPooledOptions, error) {
 
 // reportFlags are report-real's flags.
 type reportFlags struct {
+	stderr                                              io.Writer // progress lines
 	model, calib, held, docs, lengths                   string
 	features, norms, omegas, ks, fitPerf, perfVariants  string
 	localPooled, lara, fitLP                            string
@@ -108,7 +109,7 @@ func (f *reportFlags) define(fs *flag.FlagSet) {
 	fs.BoolVar(&f.asJSON, "json", false, "print JSON rows instead of markdown tables")
 }
 
-func runReportReal(args []string, stdout io.Writer) error {
+func runReportReal(args []string, stdout, stderr io.Writer) error {
 	var f reportFlags
 	fs := flag.NewFlagSet("report-real", flag.ContinueOnError)
 	f.define(fs)
@@ -119,6 +120,7 @@ func runReportReal(args []string, stdout io.Writer) error {
 	if len(pos) != 0 {
 		return cli.UsageError("report-real takes no positional arguments (use --model)")
 	}
+	f.stderr = stderr
 	return f.report(fs, stdout)
 }
 
@@ -201,7 +203,7 @@ func (f *reportFlags) tableOptions() (realtable.Options, []int, error) {
 	// stdout); document mode, which runs for many minutes, also reports
 	// each variant's phases and fitted layers.
 	opt = realtable.Options{Fit: finetune.Options{Steps: f.steps, Batch: f.minibatch, Seed: f.seed}, ValidateInputs: f.valTexts,
-		Progress: os.Stderr, Detail: f.docMode, Variants: variants}
+		Progress: f.stderr, Detail: f.docMode, Variants: variants}
 	return opt, lens, nil
 }
 

@@ -41,7 +41,9 @@ type Command struct {
 	// binary's name); -h prints it.
 	Example string
 	Usage   string // the synopsis after "BINARY NAME"
-	Run     func(args []string, stdout io.Writer) error
+	// Run runs it: the arguments after its name, its output and its
+	// stderr, for notes, warnings and progress.
+	Run func(args []string, stdout, stderr io.Writer) error
 	// Rewrites marks a command that only reads, rewrites and writes a
 	// model: its live memory is the model plus one tensor (see
 	// boundMemory).
@@ -145,7 +147,7 @@ func Run(args []string, stdout, stderr io.Writer) int {
 	inName, inSize := largestFile(args[1:])
 	boundMemory(c, inSize)
 	start := time.Now()
-	err := c.Run(args[1:], stdout)
+	err := c.Run(args[1:], stdout, stderr)
 	if printStats {
 		reportStats(stderr, c.Name, time.Since(start), inName, inSize)
 	}
