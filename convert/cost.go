@@ -25,10 +25,14 @@ type Dims struct {
 	// WindowLayers of the Layers are sliding-window blocks of band
 	// ±Window (the larger side): every conversion makes them
 	// WindowAttention, priced as the Windowed form. DenseLayers are blocks
-	// no conversion takes (refused), priced as the original.
+	// no conversion takes (refused), priced as the original. AlibiLayers
+	// are global ALiBi blocks (Block.Alibi, jina-embeddings-v2): a
+	// conversion that keeps the bias (Conversion.KeepsAlibi: local-pooled)
+	// converts them, priced as its form; the others leave them dense.
 	WindowLayers int `json:"window_layers,omitempty"`
 	Window       int `json:"window,omitempty"`
 	DenseLayers  int `json:"dense_layers,omitempty"`
+	AlibiLayers  int `json:"alibi_layers,omitempty"`
 }
 
 // Form is an attention form the cost model prices.
@@ -173,8 +177,9 @@ func (lc *LayerCost) keep(bytes int64, name string) {
 
 // layerMix is how many layers of each priced form a model converted to
 // form f has: the baselines price every layer as themselves; a
-// conversion prices the window layers as Windowed, the refused ones as the
-// original and the rest as f.
+// conversion prices the window layers as Windowed, the refused ones (and
+// the ALiBi ones, unless it keeps ALiBi) as the original and the rest as
+// f.
 func (c CostModel) layerMix(f Form) []formCount {
 	d := c.Dims
 	switch f {
@@ -183,7 +188,11 @@ func (c CostModel) layerMix(f Form) []formCount {
 	case Windowed:
 		return []formCount{{Windowed, d.WindowLayers}, {Original, d.Layers - d.WindowLayers}}
 	}
-	return []formCount{{Windowed, d.WindowLayers}, {Original, d.DenseLayers}, {f, d.Layers - d.WindowLayers - d.DenseLayers}}
+	dense := d.DenseLayers
+	if conv := conversionOf(f); conv == nil || !conv.KeepsAlibi {
+		dense += d.AlibiLayers
+	}
+	return []formCount{{Windowed, d.WindowLayers}, {Original, dense}, {f, d.Layers - d.WindowLayers - dense}}
 }
 
 type formCount struct {
@@ -333,12 +342,15 @@ func ModelDims(m *onnxpb.ModelProto) (Dims, []string, error) {
 		case o.Window != nil:
 			d.WindowLayers++
 			d.Window = max(d.Window, o.Window.Left, o.Window.Right)
+		case o.Alibi != nil:
+			d.AlibiLayers++
 		case !o.Convertible && !o.Causal:
 			d.DenseLayers++
 		}
 	}
-	if d.WindowLayers > 0 || d.DenseLayers > 0 {
-		notes = append(notes, fmt.Sprintf("%d of %d blocks are sliding-window (band ±%d, priced as WindowAttention in every conversion) and %d are refused (priced dense)", d.WindowLayers, d.Layers, d.Window, d.DenseLayers))
+	if d.WindowLayers > 0 || d.DenseLayers > 0 || d.AlibiLayers > 0 {
+		notes = append(notes, fmt.Sprintf("%d of %d blocks are sliding-window (band ±%d, priced as WindowAttention in every conversion), %d are global ALiBi (%s), and %d are refused (priced dense)",
+			d.WindowLayers, d.Layers, d.Window, d.AlibiLayers, alibiPricing(), d.DenseLayers))
 	}
 	for _, o := range det.Blocks[1:] {
 		if o.Heads != b.Heads || o.HeadDim != b.HeadDim {
@@ -419,8 +431,9 @@ func (c CostModel) WriteCostTable(w io.Writer, lengths []int) error {
 	} else {
 		fmt.Fprintln(w, "multiply-accumulates (MACs) per layer and for the model (k/M/G/T = 1e3/1e6/1e9/1e12); exps and elementwise ops not counted")
 	}
-	if d.WindowLayers > 0 || d.DenseLayers > 0 {
-		fmt.Fprintf(w, "%d of the %d layers are sliding-window (band ±%d): every conversion makes them WindowAttention (the window form's row); %d are refused and stay dense; the layer columns price a converted layer, the model column the whole mix\n", d.WindowLayers, d.Layers, d.Window, d.DenseLayers)
+	if d.WindowLayers > 0 || d.DenseLayers > 0 || d.AlibiLayers > 0 {
+		fmt.Fprintf(w, "%d of the %d layers are sliding-window (band ±%d): every conversion makes them WindowAttention (the window form's row); %d are global ALiBi (%s); %d are refused and stay dense; the layer columns price a converted layer, the model column the whole mix\n",
+			d.WindowLayers, d.Layers, d.Window, d.AlibiLayers, alibiPricing(), d.DenseLayers)
 	}
 	fmt.Fprintf(w, "%-8s %-12s %10s %10s %10s %10s %12s %9s  %s\n", "length", "form", "proj", "core", "ffn", "layer", "model", "speedup", "largest intermediate")
 	ls := append([]int(nil), lengths...)
@@ -443,7 +456,11 @@ func (c CostModel) WriteCostTable(w io.Writer, lengths []int) error {
 		if cv.cost.note != nil {
 			note = cv.cost.note(c)
 		}
-		crossovers = append(crossovers, fmt.Sprintf("%s %d%s", cv.Name, c.Crossover(cv.Form()), note))
+		if !c.converts(cv.Form()) {
+			crossovers = append(crossovers, cv.Name+" none (converts no block)")
+			continue
+		}
+		crossovers = append(crossovers, fmt.Sprintf("%s %s%s", cv.Name, crossoverText(c.Crossover(cv.Form())), note))
 	}
 	fmt.Fprintf(w, "predicted crossover (first n with %s than the original): %s\n", what, strings.Join(crossovers, ", "))
 	if c.Weights != (Weights{}) {
@@ -456,12 +473,27 @@ func (c CostModel) WriteCostTable(w io.Writer, lengths []int) error {
 				if i == 0 {
 					sep = ""
 				}
+				if !c.converts(f) {
+					fmt.Fprintf(w, "%s %s none", sep, f)
+					continue
+				}
 				fmt.Fprintf(w, "%s %s %s", sep, f, crossoverText(c.CrossoverOver(base, f)))
 			}
 			fmt.Fprintln(w)
 		}
 	}
 	return nil
+}
+
+// converts reports whether a model converted to form f has any layer
+// that is not the original's: its own layers, or window layers.
+func (c CostModel) converts(f Form) bool {
+	for _, fc := range c.layerMix(f) {
+		if fc.form != Original && fc.count > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // crossoverText writes a predicted crossover, −1 as "never".
@@ -537,4 +569,16 @@ func humanBytes(b int64) string {
 		return fmt.Sprintf("%.1f KiB", float64(b)/k)
 	}
 	return fmt.Sprintf("%d B", b)
+}
+
+// alibiPricing says how the cost model prices global ALiBi blocks: as
+// the conversions that keep the bias make them, dense in the others.
+func alibiPricing() string {
+	var keep []string
+	for _, c := range conversions {
+		if c.KeepsAlibi {
+			keep = append(keep, c.Name)
+		}
+	}
+	return strings.Join(keep, ", ") + " converts them keeping the bias; the other conversions leave them dense"
 }

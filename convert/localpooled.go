@@ -113,6 +113,7 @@ var blockSize = Size{Flag: "block", Option: "Block", Usage: "local+pooled and he
 var localPooledConversion = Conversion{
 	Name:         string(LocalPooled),
 	BenchDefault: true,
+	KeepsAlibi:   true,
 	Op:           ops.LocalPooledOp,
 	Sizes: []Size{blockSize, {Flag: "segments", Option: "Segments", Usage: "local+pooled segments k (convert local-pooled's default)", Default: DefaultSegments,
 		field: func(c *CostModel) *int { return &c.Segments }}},

@@ -27,6 +27,10 @@ type Conversion struct {
 	// also applies to sliding-window blocks. The cost model's crossover
 	// line and core-cost line list the approximate ones.
 	Exact bool
+	// KeepsAlibi says its op keeps an ALiBi bias (local-pooled): it
+	// converts global ALiBi blocks (Block.Alibi), which the others leave
+	// as they are, and the cost model prices them so (Dims.AlibiLayers).
+	KeepsAlibi bool
 	// BenchDefault says `convert bench` runs it unless --variants says
 	// otherwise.
 	BenchDefault bool

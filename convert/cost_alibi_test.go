@@ -1,0 +1,70 @@
+package convert_test
+
+import (
+	"bytes"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/linearize/linearize/convert"
+	"github.com/linearize/linearize/onnx"
+)
+
+// TestCostModelAlibi: a global ALiBi encoder (jina-embeddings-v2's form)
+// is priced as the rewrites treat it. Local-pooled, which keeps the bias,
+// converts every block, and the cost model prices the whole model as
+// local-pooled layers; the other conversions convert none (checked by
+// running each rewrite), and the cost model prices them as the original
+// and gives them no crossover.
+func TestCostModelAlibi(t *testing.T) {
+	m, err := onnx.Load(filepath.Join("..", "testdata", "fixtures", "longctx", "jina_v2_alibi.onnx"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, notes, err := convert.ModelDims(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Layers != 2 || d.AlibiLayers != 2 || d.DenseLayers != 0 || d.WindowLayers != 0 {
+		t.Fatalf("dims %+v, want 2 layers, both global ALiBi", d)
+	}
+	if len(notes) == 0 || !strings.Contains(notes[0], "2 are global ALiBi (local-pooled converts them keeping the bias") {
+		t.Errorf("notes %q", notes)
+	}
+
+	// What each rewrite does with the blocks.
+	lp, rep, err := convert.ToLocalPooled(m, convert.LocalPooledOptions{})
+	if err != nil || lp == nil || len(rep.Converted) != 2 {
+		t.Fatalf("local-pooled: %v; report %+v", err, rep)
+	}
+	_, rep, err = convert.ToPerformer(m, convert.PerformerOptions{})
+	if err == nil && len(rep.Converted) != 0 {
+		t.Fatalf("performer converted %d ALiBi blocks", len(rep.Converted))
+	}
+
+	c := convert.NewCostModel(d, nil, convert.Weights{})
+	for _, n := range []int{512, 8192} {
+		if got, want := c.Total(convert.LocalPooled, n), int64(d.Layers)*c.Layer(convert.LocalPooled, n).Total; got != want {
+			t.Errorf("n = %d: local-pooled model %d MACs, want %d (every layer converted)", n, got, want)
+		}
+		for _, f := range []convert.Form{convert.Performer, convert.Linformer, convert.Hedgehog, convert.Lara} {
+			if got, want := c.Total(f, n), c.Total(convert.Original, n); got != want {
+				t.Errorf("n = %d: %s model %d MACs, want the original's %d (no block converted)", n, f, got, want)
+			}
+		}
+	}
+	var buf bytes.Buffer
+	if err := c.WriteCostTable(&buf, []int{512, 8192}); err != nil {
+		t.Fatal(err)
+	}
+	out := buf.String()
+	for _, want := range []string{"performer none (converts no block)", "hedgehog none (converts no block)", "local-pooled " + strconv.Itoa(c.Crossover(convert.LocalPooled))} {
+		if !strings.Contains(out, want) {
+			t.Errorf("cost table lacks %q:\n%s", want, out)
+		}
+	}
+	if x := c.Crossover(convert.LocalPooled); x <= 0 || x > 8192 {
+		t.Errorf("local-pooled crossover %d", x)
+	}
+}
