@@ -68,10 +68,21 @@ type WriteOptions struct {
 	// wordpieces; or not UTF-8) and counts them; else Write refuses
 	// them, naming each.
 	SkipBad bool
-	// Progress receives a line per batch embedded, and one when a run
+	// Progress receives a line per batch embedded for the first
+	// progressFirst batches, then one every progressEvery (and the last
+	// batch's when the number of documents is known), and one when a run
 	// resumes; nil is silent.
 	Progress io.Writer
 }
+
+// Progress lines: every batch's for the first progressFirst, then one
+// every progressEvery, so that a corpus of millions of documents (a
+// batch every few milliseconds) reports a line every few seconds, not
+// one every eight documents.
+const (
+	progressFirst = 10
+	progressEvery = 10 * time.Second
+)
 
 // WriteReport is what Write did.
 type WriteReport struct {
@@ -280,9 +291,9 @@ func (w *writeRun) run() (*WriteReport, error) {
 	start := time.Now()
 	group := w.group()
 	if n := w.src.Len(); n > 1 {
-		w.progress = progress.New(w.o.Progress, "embed: batch", (n+group-1)/group)
+		w.progress = progress.New(w.o.Progress, "embed: batch", (n+group-1)/group).Throttle(progressFirst, progressEvery)
 	} else if n == 0 {
-		w.progress = progress.New(w.o.Progress, "embed: batch", 0)
+		w.progress = progress.New(w.o.Progress, "embed: batch", 0).Throttle(progressFirst, progressEvery)
 	}
 	var lastRec int64
 	tok := w.e.Tokenizer()

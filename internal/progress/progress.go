@@ -18,6 +18,23 @@ type Reporter struct {
 	done  int
 	start time.Time
 	now   func() time.Time
+	// Throttle's: steps past the first are written when every has
+	// passed since the last line written (last), and the last step.
+	first int
+	every time.Duration
+	last  time.Time
+}
+
+// Throttle makes r write the lines of its first first steps and then one
+// a step only when every has passed since the last line it wrote (and
+// the last step's, when the total is known): thousands of quick steps,
+// such as the batches of a large corpus, then make a line every few
+// seconds. It returns r (nil stays nil).
+func (r *Reporter) Throttle(first int, every time.Duration) *Reporter {
+	if r != nil {
+		r.first, r.every = first, every
+	}
+	return r
 }
 
 // New returns a Reporter of total steps (0 or less: unknown) that writes to
@@ -48,7 +65,12 @@ func (r *Reporter) Step(format string, args ...any) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.done++
-	elapsed := r.now().Sub(r.start)
+	now := r.now()
+	if r.every > 0 && r.done > r.first && now.Sub(r.last) < r.every && (r.total <= 0 || r.done < r.total) {
+		return
+	}
+	r.last = now
+	elapsed := now.Sub(r.start)
 	timing := Duration(elapsed) + " elapsed"
 	if r.total > 0 {
 		left := time.Duration(float64(elapsed) * float64(max(r.total-r.done, 0)) / float64(r.done))

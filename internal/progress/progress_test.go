@@ -1,6 +1,7 @@
 package progress
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -96,5 +97,35 @@ func TestDuration(t *testing.T) {
 		if got := Duration(c.d); got != c.want {
 			t.Errorf("Duration(%v) = %q, want %q", c.d, got, c.want)
 		}
+	}
+}
+
+// A throttled reporter writes its first steps, then a line every period,
+// and the last step's.
+func TestReporterThrottle(t *testing.T) {
+	r, clock, b := fakeReporter(time.Unix(0, 0), "embed: batch", 100)
+	r.Throttle(2, 10*time.Second)
+	var lines []string
+	for i := 1; i <= 100; i++ {
+		clock.t = clock.t.Add(time.Second)
+		r.Step("%d", i)
+	}
+	for _, l := range strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n") {
+		lines = append(lines, l[:len("embed: batch")+strings.Index(l[len("embed: batch"):], ":")])
+	}
+	// Steps 1 and 2, then 12, 22, …, 92 (10 s after the line before),
+	// and 100.
+	want := []string{"embed: batch 1/100", "embed: batch 2/100"}
+	for i := 12; i <= 92; i += 10 {
+		want = append(want, "embed: batch "+strconv.Itoa(i)+"/100")
+	}
+	want = append(want, "embed: batch 100/100")
+	if strings.Join(lines, ",") != strings.Join(want, ",") {
+		t.Errorf("lines %v, want %v", lines, want)
+	}
+	// Unthrottled and nil reporters are unchanged.
+	var nilR *Reporter
+	if nilR.Throttle(1, time.Second) != nil {
+		t.Error("nil reporter throttled into a reporter")
 	}
 }
