@@ -3,8 +3,6 @@ package embed
 import (
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"testing"
 )
 
@@ -79,44 +77,15 @@ func feedGolden(t testing.TB, w *PartWriter, docs []goldenDoc) {
 }
 
 // goldenDir holds the manifests of goldenCorpus written by the writer
-// before part records existed (each part committed with the whole
-// manifest), which pin the bytes of a complete folder to that
-// version's: manifest-npy.json and manifest-parquet.json, the complete
-// folders (TestWriteGolden rewrites them), and manifest-npy-2parts.json,
+// before part records existed (commit afb6009's embed/parts.go, each
+// part committed with the whole manifest), which pin the bytes of a
+// complete folder to that version's and are never rewritten by the code
+// under test: manifest-npy.json and manifest-parquet.json, the complete
+// folders, and manifest-npy-2parts.json,
 // that version's folder after goldenCut records (two parts, not
 // complete: a folder made before the upgrade, which no writer makes
 // now).
 const goldenDir = "testdata/parts"
-
-// TestWriteGolden (LINEARIZE_WRITE_GOLDEN=1) rewrites the golden
-// manifests of complete folders. Only to be run on purpose: they pin
-// the format.
-func TestWriteGolden(t *testing.T) {
-	if os.Getenv("LINEARIZE_WRITE_GOLDEN") == "" {
-		t.Skip("set LINEARIZE_WRITE_GOLDEN=1 to rewrite " + goldenDir)
-	}
-	for _, f := range []PartFormat{PartNPY, PartParquet} {
-		dir := t.TempDir()
-		w, err := OpenParts(dir, goldenHead(f))
-		if err != nil {
-			t.Fatal(err)
-		}
-		feedGolden(t, w, goldenCorpus())
-		if err := w.Finish(); err != nil {
-			t.Fatal(err)
-		}
-		b, err := os.ReadFile(filepath.Join(dir, ManifestName))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.MkdirAll(goldenDir, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(goldenDir, "manifest-"+string(f)+".json"), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
 
 // goldenCut is the records of goldenCorpus through its second part.
 const goldenCut = 7
