@@ -3,7 +3,6 @@
 package main
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"os"
@@ -53,39 +52,8 @@ func init() {
 // the renames of its outputs.
 func startMidCommit(t *testing.T, mode string, args ...string) (*exec.Cmd, *strings.Builder) {
 	t.Helper()
-	c := exec.Command(os.Args[0], "-test.run=^$")
-	c.Env = append(os.Environ(), commitChildEnv+"="+mode+"\t"+strings.Join(args, "\t"))
-	var stderr strings.Builder
-	c.Stderr = &stderr
-	out, err := c.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Start(); err != nil {
-		t.Fatal(err)
-	}
-	reached := make(chan bool, 1)
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			if sc.Text() == "COMMIT" {
-				reached <- true
-			}
-		}
-		close(reached)
-	}()
-	select {
-	case ok := <-reached:
-		if !ok {
-			c.Wait()
-			t.Fatalf("the child ended before the commit: %s", stderr.String())
-		}
-	case <-time.After(60 * time.Second):
-		c.Process.Kill()
-		c.Wait()
-		t.Fatalf("the child did not reach the commit in 60 s: %s", stderr.String())
-	}
-	return c, &stderr
+	c, _, stderr := startChild(t, commitChildEnv+"="+mode+"\t"+strings.Join(args, "\t"), "COMMIT", "the commit")
+	return c, stderr
 }
 
 // TestEmbedInterruptedBetweenRenames: SIGTERM while embed puts vecs.npy

@@ -3,14 +3,11 @@
 package main
 
 import (
-	"bufio"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/linearize/linearize/cmd/internal/cli"
 	"github.com/linearize/linearize/embed"
@@ -43,40 +40,8 @@ func init() {
 // writes the file out and kills it (-9).
 func killWhileWriting(t *testing.T, out string, args ...string) {
 	t.Helper()
-	c := exec.Command(os.Args[0], "-test.run=^$")
-	c.Env = append(os.Environ(), fileWriteChildEnv+"="+filepath.Base(out)+"\t"+strings.Join(args, "\t"))
-	var stderr strings.Builder
-	c.Stderr = &stderr
-	stdout, err := c.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Start(); err != nil {
-		t.Fatal(err)
-	}
-	reached := make(chan bool, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			if sc.Text() == "STOP" {
-				reached <- true
-			}
-		}
-		close(reached)
-	}()
-	select {
-	case ok := <-reached:
-		if !ok {
-			c.Wait()
-			t.Fatalf("the child ended before writing %s: %s", out, stderr.String())
-		}
-	case <-time.After(60 * time.Second):
-		c.Process.Kill()
-		c.Wait()
-		t.Fatalf("the child did not reach the write of %s in 60 s: %s", out, stderr.String())
-	}
-	c.Process.Kill()
-	c.Wait()
+	c, _, _ := startChild(t, fileWriteChildEnv+"="+filepath.Base(out)+"\t"+strings.Join(args, "\t"), "STOP", "writing "+out)
+	killChild(c)
 }
 
 // TestEmbedFileResumesAfterKill: -o OUT.npy, OUT.jsonl and OUT.parquet

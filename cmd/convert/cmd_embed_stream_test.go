@@ -3,17 +3,14 @@
 package main
 
 import (
-	"bufio"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/linearize/linearize/cmd/internal/cli"
 	"github.com/linearize/linearize/embed"
@@ -55,40 +52,8 @@ func init() {
 // set of outputs, and kills it (-9).
 func killAt(t *testing.T, n int, step string, args ...string) {
 	t.Helper()
-	c := exec.Command(os.Args[0], "-test.run=^$")
-	c.Env = append(os.Environ(), partsChildEnv+"="+strconv.Itoa(n)+"\t"+step+"\t"+strings.Join(args, "\t"))
-	var stderr strings.Builder
-	c.Stderr = &stderr
-	out, err := c.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Start(); err != nil {
-		t.Fatal(err)
-	}
-	reached := make(chan bool, 1)
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			if sc.Text() == "STOP" {
-				reached <- true
-			}
-		}
-		close(reached)
-	}()
-	select {
-	case ok := <-reached:
-		if !ok {
-			c.Wait()
-			t.Fatalf("the child ended before set %d: %s", n, stderr.String())
-		}
-	case <-time.After(60 * time.Second):
-		c.Process.Kill()
-		c.Wait()
-		t.Fatalf("the child did not reach set %d in 60 s: %s", n, stderr.String())
-	}
-	c.Process.Kill()
-	c.Wait()
+	c, _, _ := startChild(t, partsChildEnv+"="+strconv.Itoa(n)+"\t"+step+"\t"+strings.Join(args, "\t"), "STOP", "set "+strconv.Itoa(n))
+	killChild(c)
 }
 
 // streamCorpus writes n documents (ids d1…dn, of growing length) as

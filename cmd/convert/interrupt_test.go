@@ -3,7 +3,6 @@
 package main
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"os"
@@ -12,7 +11,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/linearize/linearize/cmd/internal/cli"
 	"github.com/linearize/linearize/internal/fsutil"
@@ -41,40 +39,7 @@ func init() {
 // its output, and returns it with the temporary file it is writing.
 func startMidWrite(t *testing.T, args ...string) (*exec.Cmd, string, *strings.Builder) {
 	t.Helper()
-	c := exec.Command(os.Args[0], "-test.run=^$")
-	c.Env = append(os.Environ(), interruptChildEnv+"="+strings.Join(args, "\t"))
-	var stderr strings.Builder
-	c.Stderr = &stderr
-	out, err := c.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Start(); err != nil {
-		t.Fatal(err)
-	}
-	line := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			if tmp, ok := strings.CutPrefix(sc.Text(), "MIDWRITE "); ok {
-				line <- tmp
-			}
-		}
-		close(line)
-	}()
-	select {
-	case tmp, ok := <-line:
-		if !ok {
-			c.Wait()
-			t.Fatalf("the child ended before writing: %s", stderr.String())
-		}
-		return c, tmp, &stderr
-	case <-time.After(60 * time.Second):
-		c.Process.Kill()
-		c.Wait()
-		t.Fatalf("the child did not reach the write in 60 s: %s", stderr.String())
-	}
-	return nil, "", nil
+	return startChild(t, interruptChildEnv+"="+strings.Join(args, "\t"), "MIDWRITE ", "writing")
 }
 
 // TestSignalRemovesPartialOutput: SIGTERM or SIGINT during the write of
