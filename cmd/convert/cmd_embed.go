@@ -209,7 +209,7 @@ func (f *embedFlags) run(path string, stdout, stderr io.Writer) error {
 		parts = embed.FilePartsDir(f.out)
 		outputs = []namedFile{{"-o", f.out}}
 		if npy {
-			outputs = append(outputs, namedFile{"the ids file of -o", embedIDsPath(f.out)})
+			outputs = append(outputs, namedFile{"the ids file of -o", embed.IDsPath(f.out)})
 		}
 		if err := checkOutputs(outputs, inputs); err != nil {
 			return err
@@ -294,6 +294,3 @@ func embedError(err error) error {
 	}
 	return cli.BadInput(err)
 }
-
-// embedIDsPath is the ids file beside an .npy output.
-func embedIDsPath(out string) string { return embed.IDsPath(out) }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/linearize/linearize/cmd/internal/cli"
+	"github.com/linearize/linearize/embed"
 	"github.com/linearize/linearize/internal/fsutil"
 )
 
@@ -96,7 +97,7 @@ func TestEmbedInterruptedBetweenRenames(t *testing.T) {
 		}
 		// What the next write into the folder does first.
 		fsutil.RemoveStaleTemps(out)
-		fsutil.RemoveStaleTemps(embedIDsPath(out))
+		fsutil.RemoveStaleTemps(embed.IDsPath(out))
 		if now := folderState(t, dir); !sameFolder(now, old) {
 			t.Errorf("after the kill and a recovery the folder went from %q to %q", keys(old), keys(now))
 		}

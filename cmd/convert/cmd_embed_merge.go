@@ -29,7 +29,7 @@ func runEmbedMerge(args []string, stdout, stderr io.Writer) error {
 		case isFolderOut(*out):
 			*out = strings.TrimRight(*out, `/\`)
 		case strings.HasSuffix(*out, ".npy"):
-			outputs = []namedFile{{"-o", *out}, {"the ids file of -o", embedIDsPath(*out)}}
+			outputs = []namedFile{{"-o", *out}, {"the ids file of -o", embed.IDsPath(*out)}}
 		case strings.HasSuffix(*out, ".jsonl"), strings.HasSuffix(*out, ".parquet"):
 			outputs = []namedFile{{"-o", *out}}
 		default:

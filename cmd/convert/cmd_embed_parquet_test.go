@@ -37,7 +37,7 @@ func readNPYOut(t *testing.T, out string) ([]string, []float32, int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ids, err := os.ReadFile(embedIDsPath(out))
+	ids, err := os.ReadFile(embed.IDsPath(out))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,7 +185,7 @@ func TestEmbedParquetReadByPyarrow(t *testing.T) {
 		t.Fatalf("%d parts, want 3", len(parts))
 	}
 	for _, files := range [][]string{{filepath.Join(dir, "v.parquet")}, parts} {
-		args := append([]string{script, npy, embedIDsPath(npy)}, files...)
+		args := append([]string{script, npy, embed.IDsPath(npy)}, files...)
 		out, err := exec.Command(py, args...).CombinedOutput()
 		t.Logf("%s", out)
 		if err != nil || !strings.HasPrefix(string(out), "ok: 11 rows of dimension 64 in ") {

@@ -117,7 +117,7 @@ func TestEmbedFileResumesAfterKill(t *testing.T) {
 			now := folderState(t, outs)
 			want := map[string]string{filepath.Base(whole): now[filepath.Base(whole)], filepath.Base(cut): now[filepath.Base(whole)]}
 			if ext == ".npy" {
-				w, c := filepath.Base(embedIDsPath(whole)), filepath.Base(embedIDsPath(cut))
+				w, c := filepath.Base(embed.IDsPath(whole)), filepath.Base(embed.IDsPath(cut))
 				want[w], want[c] = now[w], now[w]
 			}
 			if !sameFolder(now, want) {

@@ -89,7 +89,7 @@ func folderVectors(t *testing.T, out string) map[string][]float32 {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ids, _ := os.ReadFile(embedIDsPath(out))
+		ids, _ := os.ReadFile(embed.IDsPath(out))
 		dim := tt.Shape[1]
 		for i, id := range strings.Fields(string(ids)) {
 			got[id] = tt.Floats()[i*dim : (i+1)*dim]
