@@ -11,19 +11,21 @@ import (
 	"github.com/linearize/linearize/corpus"
 	"github.com/linearize/linearize/finetune"
 	"github.com/linearize/linearize/infer"
+	"github.com/linearize/linearize/onnx/onnxpb"
 	"github.com/linearize/linearize/ops"
 	"github.com/linearize/linearize/tokenize"
 )
 
 // The command of the hedgehog conversion (convert.Conversions).
-var _ = conversionCommand(&cli.Command{Name: "hedgehog", Usage: "MODEL -o OUT --calibration FILE|DIR [flags]", Run: runHedgehog, Rewrites: true,
+var _ = conversionCommand(&cli.Command{Name: "hedgehog", Usage: "MODEL -o OUT --calibration FILE|DIR [flags]",
 	Summary: "rewrite attention into Hedgehog and train its feature maps",
 	Detail:  "exact attention to nearby keys plus learned feature maps for the rest (pure linear with --linear), trained on your documents",
-	Example: "hedgehog model.onnx -o out/hh.onnx --calibration docs/"})
+	Example: "hedgehog model.onnx -o out/hh.onnx --calibration docs/"},
+	"seed of the initial feature maps (with the layer index) and of the training mini-batches", hedgehogFlags)
 
-func runHedgehog(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("hedgehog", flag.ContinueOnError)
-	f := rewriteFlags{seedUsage: "seed of the initial feature maps (with the layer index) and of the training mini-batches"}
+// hedgehogFlags adds hedgehog's flags to fs and returns its conversion,
+// trained on the calibration documents unless --steps is 0.
+func hedgehogFlags(fs *flag.FlagSet) rewrite {
 	var o convert.HedgehogOptions
 	o.Block = convert.DefaultBlock
 	fs.Var(&intFlag{&o.Features, 0}, "features", "`F`: each head's map has 2F features (0: the head size)")
@@ -32,43 +34,38 @@ func runHedgehog(args []string, stdout, stderr io.Writer) error {
 	fs.BoolVar(&o.Linear, "linear", false, "no exact part: pure linear attention, a state of fixed size per head")
 	var tf transferFlags
 	tf.register(fs, finetune.DefaultHedgehogSeqLen, "required unless --steps 0")
-	m, in, layers, err := loadForRewrite(fs, &f, args, stdout)
-	if err != nil {
-		return err
-	}
-	if err := tf.check(); err != nil {
-		return err
-	}
-	if *reach < 0 {
-		return cli.UsageError("--reach %d must not be negative", *reach)
-	}
-	if err := checkCounts(count{"reach", *reach, maxReach}); err != nil {
-		return err
-	}
-	o.Reach = *reach
-	if o.Reach == 0 {
-		o.Reach = ops.NoReach
-	}
-	o.Layers, o.Positions, o.Seed = layers, f.positions(), f.seed
-	convertFlags := flagsOf("Features", "features", "Block", "block", "Reach", "reach")
-	if tf.t.Steps == 0 { // no training: the maps stay as drawn
-		out, rep, err := convert.ToHedgehog(m, o)
-		if err != nil {
-			return optionError(err, convertFlags)
+	return func(m *onnxpb.ModelProto, r *rewriteRun) (*onnxpb.ModelProto, *convert.Report, error) {
+		if err := tf.check(); err != nil {
+			return nil, nil, err
 		}
-		return finishRewrite(stdout, stderr, &f, in, out, rep)
+		if *reach < 0 {
+			return nil, nil, cli.UsageError("--reach %d must not be negative", *reach)
+		}
+		if err := checkCounts(count{"reach", *reach, maxReach}); err != nil {
+			return nil, nil, err
+		}
+		o.Reach = *reach
+		if o.Reach == 0 {
+			o.Reach = ops.NoReach
+		}
+		o.Layers, o.Positions, o.Seed = r.layers, r.positions, r.seed
+		convertFlags := flagsOf("Features", "features", "Block", "block", "Reach", "reach")
+		if tf.t.Steps == 0 { // no training: the maps stay as drawn
+			out, rep, err := convert.ToHedgehog(m, o)
+			return out, rep, optionError(err, convertFlags)
+		}
+		ho := finetune.HedgehogOptions{Convert: o}
+		docs, err := tf.options(&ho.Windows, &ho.Transfer, r.in, r.seed, r.stderr)
+		if err != nil {
+			return nil, nil, err
+		}
+		out, rep, trep, err := finetune.TrainHedgehog(m, docs, ho)
+		if err != nil {
+			return nil, nil, trainError(err, convertFlags)
+		}
+		fmt.Fprint(r.stderr, trep.Text())
+		return out, rep, nil
 	}
-	ho := finetune.HedgehogOptions{Convert: o}
-	docs, err := tf.options(&ho.Windows, &ho.Transfer, in, f.seed, stderr)
-	if err != nil {
-		return err
-	}
-	out, rep, trep, err := finetune.TrainHedgehog(m, docs, ho)
-	if err != nil {
-		return trainError(err, convertFlags)
-	}
-	fmt.Fprint(stderr, trep.Text())
-	return finishRewrite(stdout, stderr, &f, in, out, rep)
 }
 
 // transferFlags are the flags of the commands that train

@@ -17,14 +17,14 @@ import (
 )
 
 // The command of the performer conversion (convert.Conversions).
-var _ = conversionCommand(&cli.Command{Name: "performer", Usage: "MODEL -o OUT [flags]", Run: runPerformer, Rewrites: true,
+var _ = conversionCommand(&cli.Command{Name: "performer", Usage: "MODEL -o OUT [flags]",
 	Summary: "rewrite attention into Performer random features",
 	Detail:  "frozen ω; centred FAVOR++ features by default, FAVOR# fitted on --calibration, plain FAVOR+ on request; causal blocks get the causal form",
-	Example: "performer model.onnx -o out/performer.onnx"})
+	Example: "performer model.onnx -o out/performer.onnx"}, "seed of ω (with the layer index)", performerFlags)
 
-func runPerformer(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("performer", flag.ContinueOnError)
-	f := rewriteFlags{seedUsage: "seed of ω (with the layer index)"}
+// performerFlags adds performer's flags to fs and returns its
+// conversion, fitted on --calibration when the flags ask for it.
+func performerFlags(fs *flag.FlagSet) rewrite {
 	var o convert.PerformerOptions // its zero value is this command's default
 	o.Features = convert.DefaultPerformerFeatures
 	fs.Var(&intFlag{&o.Features, 1}, "features", "random features `M` per head")
@@ -44,60 +44,58 @@ func runPerformer(args []string, stdout, stderr io.Writer) error {
 	weighting := fs.String("calibration-weighting", "attention", "which query–key pairs the fit weighs: attention (the original attention weights) or uniform")
 	calibLen := fs.Int("calibration-max-len", 512, "longest tokenized calibration text (when not given, at most the model's position limit)"+atMost(maxWindowFlag))
 	vocab := fs.String("vocab", "", "tokenizer `PATH` for --calibration: a folder, tokenizer.json or vocab.txt (default: found beside the model)")
-	m, in, layers, err := loadForRewrite(fs, &f, args, stdout)
-	if err != nil {
-		return err
-	}
-	o.Seed, o.Layers, o.Positions = f.seed, layers, f.positions()
-	set := map[string]bool{}
-	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
-	if set["center"] { // unset: the library's automatic centring
-		o.Center = convert.CenterOff
-		if *center {
-			o.Center = convert.CenterOn
-		}
-	}
-	if o.FeatureMap == "auto" {
-		o.FeatureMap = "" // the library's automatic feature map
-	}
-	if *weighting != features.WeightAttention && *weighting != features.WeightUniform {
-		return cli.UsageError("--calibration-weighting %q: want %s or %s", *weighting, features.WeightAttention, features.WeightUniform)
-	}
-	var feed map[string]*onnx.Tensor
-	if *calib != "" {
-		if *calibLen < 2 {
-			return cli.UsageError("--calibration-max-len must be at least 2")
-		}
-		if err := checkCounts(count{"calibration-max-len", *calibLen, maxWindowFlag}); err != nil {
-			return err
-		}
-		spec := infer.FeedSpec{TextFiles: []string{*calib}, Vocab: *vocab, MaxLen: *calibLen}
-		if n, err := convert.PositionLimit(m); err == nil && n > 0 {
-			spec.Limit = n
-			if !set["calibration-max-len"] {
-				spec.MaxLen = min(spec.MaxLen, max(n, 2))
+	return func(m *onnxpb.ModelProto, r *rewriteRun) (*onnxpb.ModelProto, *convert.Report, error) {
+		o.Seed, o.Layers, o.Positions = r.seed, r.layers, r.positions
+		set := map[string]bool{}
+		fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
+		if set["center"] { // unset: the library's automatic centring
+			o.Center = convert.CenterOff
+			if *center {
+				o.Center = convert.CenterOn
 			}
 		}
-		built, err := spec.Build(m, in)
-		if err != nil {
-			return calibrationError(err)
+		if o.FeatureMap == "auto" {
+			o.FeatureMap = "" // the library's automatic feature map
 		}
-		feed = built.Tensors
-	} else if o.NeedsMoments() {
-		return cli.UsageError("--balance and --features-kind %s need --calibration FILE", o.FeatureMap)
+		if *weighting != features.WeightAttention && *weighting != features.WeightUniform {
+			return nil, nil, cli.UsageError("--calibration-weighting %q: want %s or %s", *weighting, features.WeightAttention, features.WeightUniform)
+		}
+		var feed map[string]*onnx.Tensor
+		if *calib != "" {
+			if *calibLen < 2 {
+				return nil, nil, cli.UsageError("--calibration-max-len must be at least 2")
+			}
+			if err := checkCounts(count{"calibration-max-len", *calibLen, maxWindowFlag}); err != nil {
+				return nil, nil, err
+			}
+			spec := infer.FeedSpec{TextFiles: []string{*calib}, Vocab: *vocab, MaxLen: *calibLen}
+			if n, err := convert.PositionLimit(m); err == nil && n > 0 {
+				spec.Limit = n
+				if !set["calibration-max-len"] {
+					spec.MaxLen = min(spec.MaxLen, max(n, 2))
+				}
+			}
+			built, err := spec.Build(m, r.in)
+			if err != nil {
+				return nil, nil, calibrationError(err)
+			}
+			feed = built.Tensors
+		} else if o.NeedsMoments() {
+			return nil, nil, cli.UsageError("--balance and --features-kind %s need --calibration FILE", o.FeatureMap)
+		}
+		mo := finetune.MomentOptions{Weighting: *weighting, Progress: r.stderr}
+		out, rep, err := finetune.CalibratedPerformer(m, feed, o, mo)
+		if errors.Is(err, finetune.ErrCalibrationRun) {
+			return nil, nil, cli.RuntimeFailure(err)
+		} else if err != nil {
+			return nil, nil, optionError(err, flagsOf("Features", "features", "Omega", "omega", "Norms", "norms", "Kernel", "kernel",
+				"Chunk", "chunk", "Center", "center", "FeatureMap", "features-kind", "Balance", "balance", "Moments", "calibration"))
+		}
+		if o.Kernel == ops.KernelTrig {
+			warnGuarded(r.stderr, out, r.positions.MaxPositions)
+		}
+		return out, rep, nil
 	}
-	mo := finetune.MomentOptions{Weighting: *weighting, Progress: stderr}
-	out, rep, err := finetune.CalibratedPerformer(m, feed, o, mo)
-	if errors.Is(err, finetune.ErrCalibrationRun) {
-		return cli.RuntimeFailure(err)
-	} else if err != nil {
-		return optionError(err, flagsOf("Features", "features", "Omega", "omega", "Norms", "norms", "Kernel", "kernel",
-			"Chunk", "chunk", "Center", "center", "FeatureMap", "features-kind", "Balance", "balance", "Moments", "calibration"))
-	}
-	if o.Kernel == ops.KernelTrig {
-		warnGuarded(stderr, out, f.positions().MaxPositions)
-	}
-	return finishRewrite(stdout, stderr, &f, in, out, rep)
 }
 
 // warnGuarded runs a trig conversion once on seeded random tokens and

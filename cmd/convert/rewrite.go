@@ -48,10 +48,50 @@ func (f *rewriteFlags) register(fs *flag.FlagSet) {
 var conversionCommands = map[string]*cli.Command{}
 
 // conversionCommand records the command of a conversion (its Name is the
-// conversion's).
-func conversionCommand(c *cli.Command) *cli.Command {
+// conversion's), run by runRewrite: flags adds the command's own flags
+// and returns its conversion, seedUsage is the help of --seed (none when
+// empty).
+func conversionCommand(c *cli.Command, seedUsage string, flags func(fs *flag.FlagSet) rewrite) *cli.Command {
+	c.Rewrites = true
+	c.Run = func(args []string, stdout, stderr io.Writer) error {
+		return runRewrite(c.Name, seedUsage, flags, args, stdout, stderr)
+	}
 	conversionCommands[c.Name] = c
 	return c
+}
+
+// A rewrite converts the model a conversion's command has loaded, with
+// the flags it read into its options; it returns the converted model
+// and its report, or an error worded for the command line
+// (optionError).
+type rewrite func(m *onnxpb.ModelProto, r *rewriteRun) (*onnxpb.ModelProto, *convert.Report, error)
+
+// rewriteRun is what a rewrite is given besides the model: the input
+// and what the shared flags say.
+type rewriteRun struct {
+	in        string                // path of the input model
+	layers    []int                 // --layers (nil: all)
+	seed      uint64                // --seed
+	positions convert.ExtendOptions // --max-positions, --position-method, --position-offset
+	stderr    io.Writer             // progress and notes
+}
+
+// runRewrite runs a conversion's command: it parses the command's flags
+// (flags adds them) and the shared ones, loads the model, converts it
+// with the rewrite flags returned and writes it with its report.
+func runRewrite(name, seedUsage string, flags func(fs *flag.FlagSet) rewrite, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	conv := flags(fs)
+	f := rewriteFlags{seedUsage: seedUsage}
+	m, in, layers, err := loadForRewrite(fs, &f, args, stdout)
+	if err != nil {
+		return err
+	}
+	out, rep, err := conv(m, &rewriteRun{in: in, layers: layers, seed: f.seed, positions: f.positions(), stderr: stderr})
+	if err != nil {
+		return err
+	}
+	return finishRewrite(stdout, stderr, &f, in, out, rep)
 }
 
 // addPositionFlags registers the position-table flags of

@@ -212,21 +212,15 @@ func (f *reportFlags) tableOptions() (realtable.Options, []int, error) {
 // item, then those fine-tuned), Linformer (each k, zero-shot then
 // fine-tuned), local+pooled (zero-shot, then fine-tuned), LARA.
 func (f *reportFlags) variants() ([]realtable.Variant, error) {
-	ms, err := cli.Ints("features", f.features, cliutil.IntList{Min: 1, Empty: true})
-	if err != nil {
-		return nil, err
-	}
-	kk, err := cli.Ints("k", f.ks, cliutil.IntList{Min: 1, Empty: true})
-	if err != nil {
-		return nil, err
-	}
-	fitMs, err := cli.Ints("fit-performer", f.fitPerf, cliutil.IntList{Min: 1, Empty: true})
-	if err != nil {
-		return nil, err
-	}
-	laraCs, err := cli.Ints("lara", f.lara, cliutil.IntList{Min: 1, Empty: true})
-	if err != nil {
-		return nil, err
+	var ms, kk, fitMs, laraCs []int // the counts of --features, --k, --fit-performer and --lara
+	for _, l := range []struct {
+		flag, value string
+		counts      *[]int
+	}{{"features", f.features, &ms}, {"k", f.ks, &kk}, {"fit-performer", f.fitPerf, &fitMs}, {"lara", f.lara, &laraCs}} {
+		var err error
+		if *l.counts, err = cli.Ints(l.flag, l.value, cliutil.IntList{Min: 1, Empty: true}); err != nil {
+			return nil, err
+		}
 	}
 	lps, err := localPooledList(f.localPooled)
 	if err != nil {
