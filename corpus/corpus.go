@@ -157,22 +157,40 @@ func openInput(path string) (io.ReadCloser, error) {
 	return f, nil
 }
 
+// eachText calls fn with each line of the file at path ("-": stdin) that
+// is not blank, and its line number, as eachLine reads them; a file with
+// no such line is an error that it holds no texts, "no " + what.
+func eachText(path string, maxDoc int, total int64, what string, fn func(n int, line string) error) error {
+	f, err := openInput(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	texts := false
+	err = eachLine(f, path, maxDoc, total, func(n int, line string) error {
+		if strings.TrimSpace(line) == "" {
+			return nil
+		}
+		texts = true
+		return fn(n, line)
+	})
+	if err != nil {
+		return err
+	}
+	if !texts {
+		return fmt.Errorf("corpus: %s: no %s", path, what)
+	}
+	return nil
+}
+
 // Lines is one text per line of the file at path ("-": stdin), read a
 // line at a time; the id is the line number. A file with no text is an
 // error.
 func Lines(path string, o Options) *Source {
 	s := &Source{o: o}
 	s.each = func(skip, total int64, fn func(Doc) error) error {
-		f, err := openInput(path)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
 		var rec int64
-		err = eachLine(f, path, o.maxDoc(), total, func(n int, line string) error {
-			if strings.TrimSpace(line) == "" {
-				return nil
-			}
+		return eachText(path, o.maxDoc(), total, "texts (one per line)", func(n int, line string) error {
 			rec++
 			d := Doc{Rec: rec, ID: strconv.Itoa(n)}
 			if rec > skip {
@@ -181,13 +199,6 @@ func Lines(path string, o Options) *Source {
 			}
 			return fn(d)
 		})
-		if err != nil {
-			return err
-		}
-		if rec == 0 {
-			return fmt.Errorf("corpus: %s: no texts (one per line)", path)
-		}
-		return nil
 	}
 	return s
 }
@@ -274,11 +285,6 @@ func Dir(path string, o Options) (*Source, error) {
 func JSONL(path string, o Options) *Source {
 	s := &Source{o: o}
 	s.each = func(skip, total int64, fn func(Doc) error) error {
-		f, err := openInput(path)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
 		var rec, sum int64
 		bound := int64(0)
 		if total > 0 {
@@ -286,10 +292,7 @@ func JSONL(path string, o Options) *Source {
 		}
 		ids := newIDCheck(path, o.maxDoc())
 		defer ids.free()
-		err = eachLine(f, path, o.maxDoc(), total, func(n int, line string) error {
-			if strings.TrimSpace(line) == "" {
-				return nil
-			}
+		return eachText(path, o.maxDoc(), total, "documents", func(n int, line string) error {
 			var r struct {
 				ID   json.RawMessage `json:"id"`
 				Text *string         `json:"text"`
@@ -323,13 +326,6 @@ func JSONL(path string, o Options) *Source {
 			}
 			return fn(d)
 		})
-		if err != nil {
-			return err
-		}
-		if rec == 0 {
-			return fmt.Errorf("corpus: %s: no documents", path)
-		}
-		return nil
 	}
 	return s
 }

@@ -162,6 +162,25 @@ type Manifest struct {
 	MergedFrom []string `json:"merged_from,omitempty"`
 }
 
+// addTotals adds the totals of part p to m's (Records: the input
+// records up to the end of p).
+func (m *Manifest) addTotals(p Part) {
+	m.Documents += p.Documents
+	m.Vectors += p.Vectors
+	m.SkippedBad += p.SkippedBad
+	m.Records = p.Records
+}
+
+// jsonFile is the file at path of a WriteSet holding v as indented JSON
+// and a line break.
+func jsonFile(path string, v any) (fsutil.SetFile, error) {
+	js, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return fsutil.SetFile{}, err
+	}
+	return fsutil.FileBytes(path, append(js, '\n')), nil
+}
+
 // FileSHA256 is the SHA-256 of the file at path, read in pieces.
 func FileSHA256(path string) (string, error) {
 	f, err := os.Open(path)
@@ -359,18 +378,11 @@ func ReadManifest(dir string) (*Manifest, error) {
 
 // readManifestFile reads the manifest.json p of dir, within its bound.
 func readManifestFile(dir, p string) ([]byte, error) {
-	f, err := fsutil.Open(p)
+	f, st, err := fsutil.OpenFile(p)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if st.IsDir() {
-		return nil, fmt.Errorf("%s is a directory", p)
-	}
 	bound := maxManifestBytes
 	if st.Size() > bound {
 		n, err := countPartFiles(dir)
@@ -655,51 +667,44 @@ func (w *PartWriter) flush(complete bool) error {
 	}
 	if !complete {
 		p := part[0]
-		rec, err := json.MarshalIndent(&p, "", "  ")
+		rec, err := jsonFile(filepath.Join(w.dir, p.Name+recordExt), &p)
 		if err != nil {
 			return err
 		}
-		set = append(set, fsutil.FileBytes(filepath.Join(w.dir, p.Name+recordExt), append(rec, '\n')))
+		set = append(set, rec)
 		if !w.headed {
 			// The head: what the records follow on from.
 			head := w.m
 			head.Parts = []Part{}
-			js, err := json.MarshalIndent(&head, "", "  ")
+			js, err := jsonFile(filepath.Join(w.dir, ManifestName), &head)
 			if err != nil {
 				return err
 			}
-			set = append(set, fsutil.FileBytes(filepath.Join(w.dir, ManifestName), append(js, '\n')))
+			set = append(set, js)
 		}
 		if err := fsutil.WriteSet(set...); err != nil {
 			return err
 		}
 		w.headed = true
 		w.m.Parts = append(w.m.Parts, p)
-		w.m.Documents += p.Documents
-		w.m.Vectors += p.Vectors
-		w.m.SkippedBad += p.SkippedBad
-		w.m.Records = p.Records
+		w.m.addTotals(p)
 		w.reset()
 		return nil
 	}
 	m := w.m
 	m.Parts = append(slices.Clip(w.m.Parts), part...)
 	for _, p := range part {
-		m.Documents += p.Documents
-		m.Vectors += p.Vectors
-		m.SkippedBad += p.SkippedBad
-		m.Records = p.Records
+		m.addTotals(p)
 	}
 	if len(part) == 0 {
 		m.SkippedBad += w.skipped
 	}
 	m.Complete = true
-	js, err := json.MarshalIndent(&m, "", "  ")
+	js, err := jsonFile(filepath.Join(w.dir, ManifestName), &m)
 	if err != nil {
 		return err
 	}
-	set = append(set, fsutil.FileBytes(filepath.Join(w.dir, ManifestName), append(js, '\n')))
-	if err := fsutil.WriteSet(set...); err != nil {
+	if err := fsutil.WriteSet(append(set, js)...); err != nil {
 		return err
 	}
 	w.m, w.headed = m, true

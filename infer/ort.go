@@ -485,31 +485,10 @@ func toORT(t *onnx.Tensor) (ort.Value, error) {
 	for i, d := range t.Shape {
 		shape[i] = int64(d)
 	}
-	switch d := t.Data.(type) {
-	case []float32:
-		return newORT(shape, d)
-	case []float64:
-		return newORT(shape, d)
-	case []int8:
-		return newORT(shape, d)
-	case []uint8:
-		return newORT(shape, d)
-	case []int16:
-		return newORT(shape, d)
-	case []int32:
-		return newORT(shape, d)
-	case []uint32:
-		return newORT(shape, d)
-	case []int64:
-		return newORT(shape, d)
-	case []uint64:
-		return newORT(shape, d)
-	case []bool:
-		return newORT(shape, d)
-	case []uint16:
-		if t.DType == onnx.Uint16 {
-			return newORT(shape, d)
-		}
+	if e, ok := ortTypes[t.DType]; ok {
+		return e.toORT(shape, t.Data)
+	}
+	if d, ok := t.Data.([]uint16); ok { // Float16, BFloat16
 		if len(shape) == 0 {
 			return nil, fmt.Errorf("rank-0 %s inputs are not supported by onnxruntime_go", onnx.TypeName(t.DType))
 		}
@@ -526,11 +505,46 @@ func toORT(t *onnx.Tensor) (ort.Value, error) {
 	return nil, fmt.Errorf("element type %s is not supported", onnx.TypeName(t.DType))
 }
 
-func newORT[T ort.TensorData](shape ort.Shape, d []T) (ort.Value, error) {
+// ortTypes are the element types onnxruntime_go has a Go type for (the
+// Go type of their data, see onnx.Tensor).
+var ortTypes = map[onnx.DataType]ortType{
+	onnx.Float: ortElem[float32]{}, onnx.Double: ortElem[float64]{},
+	onnx.Int8: ortElem[int8]{}, onnx.Uint8: ortElem[uint8]{},
+	onnx.Int16: ortElem[int16]{}, onnx.Uint16: ortElem[uint16]{},
+	onnx.Int32: ortElem[int32]{}, onnx.Uint32: ortElem[uint32]{},
+	onnx.Int64: ortElem[int64]{}, onnx.Uint64: ortElem[uint64]{},
+	onnx.Bool: ortElem[bool]{},
+}
+
+// ortType moves the data of one element type to and from onnxruntime.
+type ortType interface {
+	// toORT wraps data (of the type's Go slice type) as a value of the
+	// given shape that shares its memory.
+	toORT(shape ort.Shape, data any) (ort.Value, error)
+	// fromORT returns the data of v, or false when v is not a tensor of
+	// this type.
+	fromORT(v ort.Value) (any, bool)
+}
+
+type ortElem[T ort.TensorData] struct{}
+
+func (ortElem[T]) toORT(shape ort.Shape, data any) (ort.Value, error) {
+	d, ok := data.([]T)
+	if !ok {
+		return nil, fmt.Errorf("data of type %T does not match its element type", data)
+	}
 	if len(shape) == 0 {
 		return ort.NewScalar(d[0])
 	}
 	return ort.NewTensor(shape, d)
+}
+
+func (ortElem[T]) fromORT(v ort.Value) (any, bool) {
+	x, ok := v.(*ort.Tensor[T])
+	if !ok {
+		return nil, false
+	}
+	return x.GetData(), true
 }
 
 // fromORT copies an onnxruntime output into a Tensor.
@@ -539,35 +553,16 @@ func fromORT(v ort.Value) (*onnx.Tensor, error) {
 	for i, d := range v.GetShape() {
 		shape[i] = int(d)
 	}
-	var t *onnx.Tensor
-	switch x := v.(type) {
-	case *ort.Tensor[float32]:
-		t = &onnx.Tensor{DType: onnx.Float, Data: x.GetData()}
-	case *ort.Tensor[float64]:
-		t = &onnx.Tensor{DType: onnx.Double, Data: x.GetData()}
-	case *ort.Tensor[int8]:
-		t = &onnx.Tensor{DType: onnx.Int8, Data: x.GetData()}
-	case *ort.Tensor[uint8]:
-		t = &onnx.Tensor{DType: onnx.Uint8, Data: x.GetData()}
-	case *ort.Tensor[int16]:
-		t = &onnx.Tensor{DType: onnx.Int16, Data: x.GetData()}
-	case *ort.Tensor[uint16]:
-		t = &onnx.Tensor{DType: onnx.Uint16, Data: x.GetData()}
-	case *ort.Tensor[int32]:
-		t = &onnx.Tensor{DType: onnx.Int32, Data: x.GetData()}
-	case *ort.Tensor[uint32]:
-		t = &onnx.Tensor{DType: onnx.Uint32, Data: x.GetData()}
-	case *ort.Tensor[int64]:
-		t = &onnx.Tensor{DType: onnx.Int64, Data: x.GetData()}
-	case *ort.Tensor[uint64]:
-		t = &onnx.Tensor{DType: onnx.Uint64, Data: x.GetData()}
-	case *ort.Tensor[bool]:
-		t = &onnx.Tensor{DType: onnx.Bool, Data: x.GetData()}
-	default:
+	dt := onnx.DataType(v.DataType())
+	e, ok := ortTypes[dt]
+	var data any
+	if ok {
+		data, ok = e.fromORT(v)
+	}
+	if !ok {
 		return nil, fmt.Errorf("onnxruntime returned a value of type %T, which linearize does not read", v)
 	}
 	// The library already copied the data into a Go slice; Destroy only
 	// releases the ORT value that points at it, so the slice stays valid.
-	t.Shape = shape
-	return t, nil
+	return &onnx.Tensor{DType: dt, Shape: shape, Data: data}, nil
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"path/filepath"
 	"sort"
@@ -142,61 +141,19 @@ func DecodeSafetensors(r io.Reader, size int64) (map[string]*onnx.Tensor, error)
 	return out, nil
 }
 
-// decodeLE turns little-endian bytes into a tensor.
+// decodeLE turns little-endian bytes into a tensor; a bool byte must be
+// 0 or 1.
 func decodeLE(dt onnx.DataType, shape []int, b []byte) (*onnx.Tensor, error) {
-	t, err := onnx.NewZeros(dt, shape)
+	t, err := onnx.DecodeRaw(dt, shape, b)
 	if err != nil {
 		return nil, err
 	}
-	le := binary.LittleEndian
-	switch d := t.Data.(type) {
-	case []float32:
-		for i := range d {
-			d[i] = math.Float32frombits(le.Uint32(b[4*i:]))
-		}
-	case []float64:
-		for i := range d {
-			d[i] = math.Float64frombits(le.Uint64(b[8*i:]))
-		}
-	case []uint16:
-		for i := range d {
-			d[i] = le.Uint16(b[2*i:])
-		}
-	case []int8:
-		for i := range d {
-			d[i] = int8(b[i])
-		}
-	case []uint8:
-		copy(d, b)
-	case []int16:
-		for i := range d {
-			d[i] = int16(le.Uint16(b[2*i:]))
-		}
-	case []int32:
-		for i := range d {
-			d[i] = int32(le.Uint32(b[4*i:]))
-		}
-	case []uint32:
-		for i := range d {
-			d[i] = le.Uint32(b[4*i:])
-		}
-	case []int64:
-		for i := range d {
-			d[i] = int64(le.Uint64(b[8*i:]))
-		}
-	case []uint64:
-		for i := range d {
-			d[i] = le.Uint64(b[8*i:])
-		}
-	case []bool:
-		for i := range d {
-			if b[i] > 1 {
-				return nil, fmt.Errorf("bool byte %d at element %d", b[i], i)
+	if dt == onnx.Bool {
+		for i, x := range b {
+			if x > 1 {
+				return nil, fmt.Errorf("bool byte %d at element %d", x, i)
 			}
-			d[i] = b[i] == 1
 		}
-	default:
-		return nil, fmt.Errorf("unsupported type %s", onnx.TypeName(dt))
 	}
 	return t, nil
 }

@@ -46,15 +46,11 @@ func tooLargeHint(err error) error {
 // checked with Validate, so every caller works only on well-formed graphs.
 // Errors name the file and the tensor or node at fault.
 func Load(path string) (*onnxpb.ModelProto, error) {
-	f, err := fsutil.Open(path) // a FIFO without a writer is announced
+	f, st, err := fsutil.OpenStat(path) // a FIFO without a writer is announced
 	if err != nil {
 		return nil, fmt.Errorf("onnx: %w", err)
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("onnx: %w", err)
-	}
 	if st.IsDir() {
 		return nil, fmt.Errorf("onnx: %s is a directory, not a model file", path)
 	}
@@ -152,10 +148,8 @@ func ForEachTensor(g *onnxpb.GraphProto, fn func(*onnxpb.TensorProto) error) err
 	if g == nil {
 		return nil
 	}
-	for _, t := range g.Initializer {
-		if err := fn(t); err != nil {
-			return err
-		}
+	if err := each(g.Initializer, fn); err != nil {
+		return err
 	}
 	for _, st := range g.SparseInitializer {
 		if err := fn(st.GetValues()); err != nil {
@@ -165,33 +159,31 @@ func ForEachTensor(g *onnxpb.GraphProto, fn func(*onnxpb.TensorProto) error) err
 			return err
 		}
 	}
-	for _, n := range g.Node {
-		if err := forEachNodeTensor(n, fn); err != nil {
-			return err
-		}
-	}
-	return nil
+	return each(g.Node, func(n *onnxpb.NodeProto) error { return forEachNodeTensor(n, fn) })
 }
 
 func forEachNodeTensor(n *onnxpb.NodeProto, fn func(*onnxpb.TensorProto) error) error {
-	for _, a := range n.Attribute {
+	return each(n.Attribute, func(a *onnxpb.AttributeProto) error {
 		if a.T != nil {
 			if err := fn(a.T); err != nil {
 				return err
 			}
 		}
-		for _, t := range a.Tensors {
-			if err := fn(t); err != nil {
-				return err
-			}
+		if err := each(a.Tensors, fn); err != nil {
+			return err
 		}
 		if err := ForEachTensor(a.G, fn); err != nil {
 			return err
 		}
-		for _, sg := range a.Graphs {
-			if err := ForEachTensor(sg, fn); err != nil {
-				return err
-			}
+		return each(a.Graphs, func(g *onnxpb.GraphProto) error { return ForEachTensor(g, fn) })
+	})
+}
+
+// each calls fn for each of xs in order, up to the first error.
+func each[T any](xs []T, fn func(T) error) error {
+	for _, x := range xs {
+		if err := fn(x); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -201,14 +193,9 @@ func forEachModelTensor(m *onnxpb.ModelProto, fn func(*onnxpb.TensorProto) error
 	if err := ForEachTensor(m.Graph, fn); err != nil {
 		return err
 	}
-	for _, f := range m.Functions {
-		for _, n := range f.Node {
-			if err := forEachNodeTensor(n, fn); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
+	return each(m.Functions, func(f *onnxpb.FunctionProto) error {
+		return each(f.Node, func(n *onnxpb.NodeProto) error { return forEachNodeTensor(n, fn) })
+	})
 }
 
 // ExternalLocation returns the external-data entries of t as a map.

@@ -90,25 +90,21 @@ func (t *Tensor) AsInt64s() ([]int64, error) {
 	case []int64:
 		return d, nil
 	case []int32:
-		return widen(d), nil
+		return convert[int64](d), nil
 	case []int16:
-		return widen(d), nil
+		return convert[int64](d), nil
 	case []int8:
-		return widen(d), nil
+		return convert[int64](d), nil
 	case []uint8:
-		return widen(d), nil
+		return convert[int64](d), nil
 	case []uint16:
 		if t.DType == Uint16 {
-			return widen(d), nil
+			return convert[int64](d), nil
 		}
 	case []uint32:
-		return widen(d), nil
+		return convert[int64](d), nil
 	case []uint64:
-		out := make([]int64, len(d))
-		for i, v := range d {
-			out[i] = int64(v)
-		}
-		return out, nil
+		return convert[int64](d), nil
 	case []bool:
 		out := make([]int64, len(d))
 		for i, v := range d {
@@ -125,11 +121,7 @@ func (t *Tensor) AsInt64s() ([]int64, error) {
 func (t *Tensor) AsFloat64s() ([]float64, error) {
 	switch d := t.Data.(type) {
 	case []float32:
-		out := make([]float64, len(d))
-		for i, v := range d {
-			out[i] = float64(v)
-		}
-		return out, nil
+		return convert[float64](d), nil
 	case []float64:
 		return append([]float64(nil), d...), nil
 	case []uint16:
@@ -149,17 +141,19 @@ func (t *Tensor) AsFloat64s() ([]float64, error) {
 	if err != nil {
 		return nil, fmt.Errorf("onnx: tensor of type %v is not numeric", t.DType)
 	}
-	out := make([]float64, len(ints))
-	for i, v := range ints {
-		out[i] = float64(v)
-	}
-	return out, nil
+	return convert[float64](ints), nil
 }
 
-func widen[T int8 | int16 | int32 | uint8 | uint16 | uint32](d []T) []int64 {
-	out := make([]int64, len(d))
+// number is the set of Go element types of the numeric DataTypes.
+type number interface {
+	int8 | int16 | int32 | int64 | uint8 | uint16 | uint32 | uint64 | float32 | float64
+}
+
+// convert returns a copy of d with each value converted to U.
+func convert[U, T number](d []T) []U {
+	out := make([]U, len(d))
 	for i, v := range d {
-		out[i] = int64(v)
+		out[i] = U(v)
 	}
 	return out
 }
@@ -167,31 +161,8 @@ func widen[T int8 | int16 | int32 | uint8 | uint16 | uint32](d []T) []int64 {
 // Clone returns a deep copy of t.
 func (t *Tensor) Clone() *Tensor {
 	c := &Tensor{DType: t.DType, Shape: append([]int(nil), t.Shape...)}
-	switch d := t.Data.(type) {
-	case []float32:
-		c.Data = append([]float32(nil), d...)
-	case []float64:
-		c.Data = append([]float64(nil), d...)
-	case []int8:
-		c.Data = append([]int8(nil), d...)
-	case []uint8:
-		c.Data = append([]uint8(nil), d...)
-	case []int16:
-		c.Data = append([]int16(nil), d...)
-	case []uint16:
-		c.Data = append([]uint16(nil), d...)
-	case []int32:
-		c.Data = append([]int32(nil), d...)
-	case []uint32:
-		c.Data = append([]uint32(nil), d...)
-	case []int64:
-		c.Data = append([]int64(nil), d...)
-	case []uint64:
-		c.Data = append([]uint64(nil), d...)
-	case []bool:
-		c.Data = append([]bool(nil), d...)
-	case []string:
-		c.Data = append([]string(nil), d...)
+	if d := sliceOfData(t.Data); d != nil {
+		c.Data = d.clone(t.Data)
 	}
 	return c
 }
@@ -234,37 +205,79 @@ func QuantRange(dt DataType) (lo, hi float64, ok bool) {
 
 // TypeName returns the numpy-style name of dt ("float32", "int64", ...).
 func TypeName(dt DataType) string {
-	switch dt {
-	case Float:
-		return "float32"
-	case Double:
-		return "float64"
-	case Float16:
-		return "float16"
-	case BFloat16:
-		return "bfloat16"
-	case Int8:
-		return "int8"
-	case Uint8:
-		return "uint8"
-	case Int16:
-		return "int16"
-	case Uint16:
-		return "uint16"
-	case Int32:
-		return "int32"
-	case Uint32:
-		return "uint32"
-	case Int64:
-		return "int64"
-	case Uint64:
-		return "uint64"
-	case Bool:
-		return "bool"
-	case String:
-		return "string"
+	if e := elemOf(dt); e != nil {
+		return e.name
 	}
 	return fmt.Sprintf("type(%d)", int32(dt))
+}
+
+// elemType is an element type linearize computes with: its DataType, its
+// numpy-style name and the Go type of its data slice (see Tensor).
+type elemType struct {
+	dt   DataType
+	name string
+	data dataSlice
+}
+
+var elemTypes = []elemType{
+	{Float, "float32", sliceOf[float32]{}},
+	{Double, "float64", sliceOf[float64]{}},
+	{Float16, "float16", sliceOf[uint16]{}},
+	{BFloat16, "bfloat16", sliceOf[uint16]{}},
+	{Int8, "int8", sliceOf[int8]{}},
+	{Uint8, "uint8", sliceOf[uint8]{}},
+	{Int16, "int16", sliceOf[int16]{}},
+	{Uint16, "uint16", sliceOf[uint16]{}},
+	{Int32, "int32", sliceOf[int32]{}},
+	{Uint32, "uint32", sliceOf[uint32]{}},
+	{Int64, "int64", sliceOf[int64]{}},
+	{Uint64, "uint64", sliceOf[uint64]{}},
+	{Bool, "bool", sliceOf[bool]{}},
+	{String, "string", sliceOf[string]{}},
+}
+
+// elemOf returns the entry of dt in elemTypes, or nil.
+func elemOf(dt DataType) *elemType {
+	for i := range elemTypes {
+		if elemTypes[i].dt == dt {
+			return &elemTypes[i]
+		}
+	}
+	return nil
+}
+
+// dataSlice is what needs no conversion of the slices of one Go element
+// type: Data is a typed slice (see Tensor), and a type assertion reaches
+// it without reflect.
+type dataSlice interface {
+	zeros(n int) any
+	// len is len(data), or -1 when data is not a slice of this type.
+	len(data any) int
+	clone(data any) any
+}
+
+type sliceOf[T any] struct{}
+
+func (sliceOf[T]) zeros(n int) any { return make([]T, n) }
+
+func (sliceOf[T]) len(data any) int {
+	if d, ok := data.([]T); ok {
+		return len(d)
+	}
+	return -1
+}
+
+func (sliceOf[T]) clone(data any) any { return append([]T(nil), data.([]T)...) }
+
+// sliceOfData returns the dataSlice of data's type, or nil for a type
+// that no DataType has.
+func sliceOfData(data any) dataSlice {
+	for _, e := range elemTypes {
+		if e.data.len(data) >= 0 {
+			return e.data
+		}
+	}
+	return nil
 }
 
 // NewZeros returns a zero-filled tensor of type dt and the given shape.
@@ -277,66 +290,18 @@ func NewZeros(dt DataType, shape []int) (*Tensor, error) {
 		return nil, fmt.Errorf("onnx: shape %v exceeds %d elements", shape, int64(MaxTensorElements))
 	}
 	t := &Tensor{DType: dt, Shape: append([]int(nil), shape...)}
-	// One case per element type, like dataLen's and Clone's: Data is a
-	// typed slice (see Tensor), and a switch reaches it without reflect.
-	switch dt {
-	case Float:
-		t.Data = make([]float32, n)
-	case Double:
-		t.Data = make([]float64, n)
-	case Float16, BFloat16, Uint16:
-		t.Data = make([]uint16, n)
-	case Int8:
-		t.Data = make([]int8, n)
-	case Uint8:
-		t.Data = make([]uint8, n)
-	case Int16:
-		t.Data = make([]int16, n)
-	case Int32:
-		t.Data = make([]int32, n)
-	case Uint32:
-		t.Data = make([]uint32, n)
-	case Int64:
-		t.Data = make([]int64, n)
-	case Uint64:
-		t.Data = make([]uint64, n)
-	case Bool:
-		t.Data = make([]bool, n)
-	case String:
-		t.Data = make([]string, n)
-	default:
+	e := elemOf(dt)
+	if e == nil {
 		return nil, fmt.Errorf("onnx: unsupported element type %v", dt)
 	}
+	t.Data = e.data.zeros(n)
 	return t, nil
 }
 
 // dataLen returns len(t.Data) for any supported slice type, or -1.
 func dataLen(v any) int {
-	switch d := v.(type) {
-	case []float32:
-		return len(d)
-	case []float64:
-		return len(d)
-	case []int8:
-		return len(d)
-	case []uint8:
-		return len(d)
-	case []int16:
-		return len(d)
-	case []uint16:
-		return len(d)
-	case []int32:
-		return len(d)
-	case []uint32:
-		return len(d)
-	case []int64:
-		return len(d)
-	case []uint64:
-		return len(d)
-	case []bool:
-		return len(d)
-	case []string:
-		return len(d)
+	if d := sliceOfData(v); d != nil {
+		return d.len(v)
 	}
 	return -1
 }

@@ -110,21 +110,17 @@ func typedData(tp *onnxpb.TensorProto, dt DataType, n int) any {
 	case Uint64:
 		return append([]uint64{}, tp.Uint64Data...)
 	case Uint32:
-		d := make([]uint32, n)
-		for i, v := range tp.Uint64Data {
-			d[i] = uint32(v)
-		}
-		return d
+		return convert[uint32](tp.Uint64Data)
 	case Int32:
 		return append([]int32{}, tp.Int32Data...)
 	case Int16:
-		return narrow[int16](tp.Int32Data)
+		return convert[int16](tp.Int32Data)
 	case Int8:
-		return narrow[int8](tp.Int32Data)
+		return convert[int8](tp.Int32Data)
 	case Uint16, Float16, BFloat16:
-		return narrow[uint16](tp.Int32Data)
+		return convert[uint16](tp.Int32Data)
 	case Uint8:
-		return narrow[uint8](tp.Int32Data)
+		return convert[uint8](tp.Int32Data)
 	case Bool:
 		d := make([]bool, n)
 		for i, v := range tp.Int32Data {
@@ -141,12 +137,26 @@ func typedData(tp *onnxpb.TensorProto, dt DataType, n int) any {
 	return nil
 }
 
-func narrow[T int8 | int16 | uint8 | uint16](src []int32) []T {
-	d := make([]T, len(src))
-	for i, v := range src {
-		d[i] = T(v)
+// DecodeRaw returns the tensor of type dt and the given shape whose data
+// are the little-endian bytes raw, as raw_data holds them (a bool is
+// true for any byte but 0). raw must hold the bytes the shape needs,
+// exactly.
+func DecodeRaw(dt DataType, shape []int, raw []byte) (*Tensor, error) {
+	n := NumElements(shape)
+	if n < 0 {
+		return nil, fmt.Errorf("onnx: invalid shape %v", shape)
 	}
-	return d
+	if n > MaxTensorElements {
+		return nil, fmt.Errorf("onnx: shape %v exceeds %d elements", shape, int64(MaxTensorElements))
+	}
+	es := ElemSize(dt)
+	if es == 0 {
+		return nil, fmt.Errorf("onnx: unsupported element type %s", TypeName(dt))
+	}
+	if len(raw) != n*es {
+		return nil, fmt.Errorf("onnx: %d bytes, shape %v of %s needs %d", len(raw), shape, TypeName(dt), n*es)
+	}
+	return &Tensor{DType: dt, Shape: append([]int(nil), shape...), Data: decodeRaw(dt, raw, n)}, nil
 }
 
 func decodeRaw(dt DataType, raw []byte, n int) any {

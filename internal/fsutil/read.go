@@ -98,19 +98,43 @@ func tooLarge(path string, size, limit int64) *TooLargeError {
 // the process. Errors name path; a file past the bound is a
 // *TooLargeError.
 func ReadFile(path string, limit int64) ([]byte, error) {
-	f, err := Open(path)
+	f, st, err := OpenFile(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
+	return ReadAll(f, path, st, limit)
+}
+
+// OpenFile opens path with Open and returns the file with its Stat, for
+// a read such as ReadFile's: a folder is refused ("PATH is a
+// directory"). The caller closes the file.
+func OpenFile(path string) (*os.File, os.FileInfo, error) {
+	f, st, err := OpenStat(path)
+	if err == nil && st.IsDir() {
+		f.Close()
+		return nil, nil, fmt.Errorf("%s is a directory", path)
+	}
+	return f, st, err
+}
+
+// OpenStat opens path with Open and returns the file with its Stat (the
+// file closed again when Stat fails). The caller closes the file.
+func OpenStat(path string) (*os.File, os.FileInfo, error) {
+	return openStat(Open, path)
+}
+
+func openStat(open func(string) (*os.File, error), path string) (*os.File, os.FileInfo, error) {
+	f, err := open(path)
+	if err != nil {
+		return nil, nil, err
+	}
 	st, err := f.Stat()
 	if err != nil {
-		return nil, err
+		f.Close()
+		return nil, nil, err
 	}
-	if st.IsDir() {
-		return nil, fmt.Errorf("%s is a directory", path)
-	}
-	return ReadAll(f, path, st, limit)
+	return f, st, nil
 }
 
 // ReadAll is ReadFile for a file already open; st is its Stat.
@@ -183,15 +207,11 @@ func readPieces(r io.Reader, path string, limit, bound int64) ([]byte, error) {
 // device) and a larger file are refused with an error that says so ("not
 // a regular file", "larger than limit bytes") and matches ErrRefused.
 func ReadRegular(path string, limit int64) ([]byte, error) {
-	f, err := os.Open(path)
+	f, st, err := openStat(os.Open, path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
 	if !st.Mode().IsRegular() {
 		return nil, refusal("not a regular file")
 	}

@@ -117,10 +117,7 @@ func Ints(ix *onnx.Index, name string) ([]int64, bool) {
 		return nil, false
 	}
 	v, err := t.AsInt64s()
-	if err != nil {
-		return nil, false
-	}
-	return v, true
+	return v, err == nil
 }
 
 // CastsToInt reports whether n is a Cast to an integer type.

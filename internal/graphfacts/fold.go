@@ -62,11 +62,17 @@ func (f *Facts) constDerivedWalk(v string, depth int) bool {
 }
 
 func (f *Facts) scalar(name string, depth int) (float64, bool) {
+	return foldCached(f.scalars, f.scalarFold, name, depth)
+}
+
+// foldCached is fold(name, depth) through cache: (0, false) past MaxDepth
+// and for no value.
+func foldCached(cache map[string]scalarFact, fold func(string, int) (float64, bool), name string, depth int) (float64, bool) {
 	if depth > MaxDepth || name == "" {
 		return 0, false
 	}
-	r := cached(f.scalars, name, func() scalarFact {
-		v, ok := f.scalarFold(name, depth)
+	r := cached(cache, name, func() scalarFact {
+		v, ok := fold(name, depth)
 		return scalarFact{v, ok}
 	})
 	return r.v, r.ok
@@ -203,14 +209,7 @@ func arithmetic(op string, a, b float64) (float64, bool) {
 }
 
 func (f *Facts) uniform(name string, depth int) (float64, bool) {
-	if depth > MaxDepth || name == "" {
-		return 0, false
-	}
-	r := cached(f.uniforms, name, func() scalarFact {
-		v, ok := f.uniformFold(name, depth)
-		return scalarFact{v, ok}
-	})
-	return r.v, r.ok
+	return foldCached(f.uniforms, f.uniformFold, name, depth)
 }
 
 func (f *Facts) uniformFold(name string, depth int) (float64, bool) {

@@ -857,7 +857,7 @@ func (f *Facts) sizeOf(v string, depth int) (src string, axis int, ok bool) {
 			if n.GetOpType() == "Slice" {
 				// Shape(x)[i:i+1] (x.size(-1) is written Shape[-1:]).
 				end, okEnd := Ints(f.Ix, Input(n, 2))
-				if !okEnd || len(end) != 1 || len(idx) != 1 || (Input(n, 4) != "" && !isOnes(f.Ix, Input(n, 4))) ||
+				if !okEnd || len(end) != 1 || len(idx) != 1 || (Input(n, 4) != "" && !isAll(f.Ix, Input(n, 4), 1)) ||
 					(end[0] != idx[0]+1 && !(idx[0] == -1 && end[0] >= 1<<31-1)) {
 					return "", 0, false
 				}
@@ -931,13 +931,14 @@ func (f *Facts) lastAxisWidth(v string) int64 {
 	return -1
 }
 
-func isOnes(ix *onnx.Index, v string) bool {
+// isAll reports whether v is a constant of integers that all equal x.
+func isAll(ix *onnx.Index, v string, x int64) bool {
 	s, ok := Ints(ix, v)
 	if !ok {
 		return false
 	}
-	for _, x := range s {
-		if x != 1 {
+	for _, y := range s {
+		if y != x {
 			return false
 		}
 	}
@@ -1133,7 +1134,7 @@ func (f *Facts) shapeRange(v string, depth int) (src string, lo, hi int, ok bool
 		var okS, okE bool
 		starts, okS = Ints(f.Ix, Input(n, 1))
 		ends, okE = Ints(f.Ix, Input(n, 2))
-		if !okS || !okE || len(starts) != 1 || len(ends) != 1 || (Input(n, 3) != "" && !isZeros(f.Ix, Input(n, 3))) || (Input(n, 4) != "" && !isOnes(f.Ix, Input(n, 4))) {
+		if !okS || !okE || len(starts) != 1 || len(ends) != 1 || (Input(n, 3) != "" && !isAll(f.Ix, Input(n, 3), 0)) || (Input(n, 4) != "" && !isAll(f.Ix, Input(n, 4), 1)) {
 			return "", 0, 0, false
 		}
 		n = f.Ix.Producer[Input(n, 0)]
@@ -1150,19 +1151,6 @@ func (f *Facts) shapeRange(v string, depth int) (src string, lo, hi int, ok bool
 	s0, e0 := clampIndex(onnx.AttrInt(n, "start", 0), r), clampIndex(onnx.AttrInt(n, "end", r), r)
 	lo64, hi64 := s0+clampIndex(starts[0], e0-s0), s0+clampIndex(ends[0], e0-s0)
 	return src, int(lo64), int(max(lo64, hi64)), true
-}
-
-func isZeros(ix *onnx.Index, v string) bool {
-	s, ok := Ints(ix, v)
-	if !ok {
-		return false
-	}
-	for _, x := range s {
-		if x != 0 {
-			return false
-		}
-	}
-	return true
 }
 
 // ProjWidth finds the output width of the projection feeding v: back
