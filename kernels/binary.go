@@ -18,8 +18,8 @@ type float interface{ ~float32 | ~float64 }
 
 type number interface{ integer | float }
 
-// The arithmetic of Add, Sub, Mul and Div, and (integers only, see
-// intArith) of Mod and BitShift.
+// The arithmetic of Add, Sub, Mul and Div, and (see numeric.arith) of Mod
+// and BitShift.
 const (
 	opAdd = iota
 	opSub
@@ -185,35 +185,6 @@ func intArithT[T integer](p *plan2, a, b *onnx.Tensor, op int, threads int) (any
 
 var errIntDivZero = errors.New("integer division by zero")
 
-// intArith is intArithT for integer type dt; ok is false for any other
-// type. Arith, Mod and BitShift share this one case per integer type (Go
-// needs each generic instantiation named, so a switch per dtype stays;
-// compare, variadic and selectInto below, and einsum.go, reduce.go and
-// sequence.go, have theirs).
-func intArith(dt onnx.DataType, p *plan2, a, b *onnx.Tensor, op int, threads int) (out any, ok bool, err error) {
-	switch dt {
-	case onnx.Int32:
-		out, err = intArithT[int32](p, a, b, op, threads)
-	case onnx.Int64:
-		out, err = intArithT[int64](p, a, b, op, threads)
-	case onnx.Int8:
-		out, err = intArithT[int8](p, a, b, op, threads)
-	case onnx.Int16:
-		out, err = intArithT[int16](p, a, b, op, threads)
-	case onnx.Uint8:
-		out, err = intArithT[uint8](p, a, b, op, threads)
-	case onnx.Uint16:
-		out, err = intArithT[uint16](p, a, b, op, threads)
-	case onnx.Uint32:
-		out, err = intArithT[uint32](p, a, b, op, threads)
-	case onnx.Uint64:
-		out, err = intArithT[uint64](p, a, b, op, threads)
-	default:
-		return nil, false, nil
-	}
-	return out, true, err
-}
-
 func arith(op int) Kernel {
 	return func(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
 		a, b, err := ctx.twoInputs(in)
@@ -227,18 +198,11 @@ func arith(op int) Kernel {
 		if err != nil {
 			return nil, err
 		}
-		var out any
-		switch a.DType {
-		case onnx.Float:
-			out = arithT[float32](p, a, b, op, ctx.threads())
-		case onnx.Double:
-			out = arithT[float64](p, a, b, op, ctx.threads())
-		default:
-			var ok bool
-			if out, ok, err = intArith(a.DType, p, a, b, op, ctx.threads()); !ok {
-				return nil, ctx.errf("unsupported type %s", onnx.TypeName(a.DType))
-			}
+		n, err := ctx.numericFor(a.DType, numbers)
+		if err != nil {
+			return nil, err
 		}
+		out, err := n.arith(p, a, b, op, ctx.threads())
 		if err != nil {
 			return nil, ctx.errf("%v", err)
 		}
@@ -388,26 +352,6 @@ func compare(pred func(int) bool, eq bool) Kernel {
 		}
 		var out []bool
 		switch a.DType {
-		case onnx.Float:
-			out = cmpT[float32](p, a, b, pred)
-		case onnx.Double:
-			out = cmpT[float64](p, a, b, pred)
-		case onnx.Int8:
-			out = cmpT[int8](p, a, b, pred)
-		case onnx.Int16:
-			out = cmpT[int16](p, a, b, pred)
-		case onnx.Int32:
-			out = cmpT[int32](p, a, b, pred)
-		case onnx.Int64:
-			out = cmpT[int64](p, a, b, pred)
-		case onnx.Uint8:
-			out = cmpT[uint8](p, a, b, pred)
-		case onnx.Uint16:
-			out = cmpT[uint16](p, a, b, pred)
-		case onnx.Uint32:
-			out = cmpT[uint32](p, a, b, pred)
-		case onnx.Uint64:
-			out = cmpT[uint64](p, a, b, pred)
 		case onnx.String:
 			if !eq {
 				return nil, ctx.errf("strings are not ordered")
@@ -419,7 +363,11 @@ func compare(pred func(int) bool, eq bool) Kernel {
 			}
 			out = apply2(p, a.Bools(), b.Bools(), elementwise(func(x, y bool) bool { return x == y }))
 		default:
-			return nil, ctx.errf("unsupported type %s", onnx.TypeName(a.DType))
+			n, err := ctx.numericFor(a.DType, numbers)
+			if err != nil {
+				return nil, err
+			}
+			out = n.compare(p, a, b, pred)
 		}
 		return []*onnx.Tensor{{DType: onnx.Bool, Shape: p.Out, Data: out}}, nil
 	}
@@ -499,35 +447,11 @@ func variadic(op string) Kernel {
 		if dt == onnx.Float16 || dt == onnx.BFloat16 {
 			return viaFloat32(ctx, in, k)
 		}
-		var out *onnx.Tensor
-		switch dt {
-		case onnx.Float:
-			out, err = foldT[float32](ctx, op, in)
-		case onnx.Double:
-			out, err = foldT[float64](ctx, op, in)
-		case onnx.Int32:
-			out, err = foldT[int32](ctx, op, in)
-		case onnx.Int64:
-			out, err = foldT[int64](ctx, op, in)
-		case onnx.Int8:
-			out, err = foldT[int8](ctx, op, in)
-		case onnx.Int16:
-			out, err = foldT[int16](ctx, op, in)
-		case onnx.Uint8:
-			out, err = foldT[uint8](ctx, op, in)
-		case onnx.Uint16:
-			out, err = foldT[uint16](ctx, op, in)
-		case onnx.Uint32:
-			out, err = foldT[uint32](ctx, op, in)
-		case onnx.Uint64:
-			out, err = foldT[uint64](ctx, op, in)
-		default:
-			return nil, ctx.errf("unsupported type %s", onnx.TypeName(dt))
-		}
+		n, err := ctx.numericFor(dt, numbers)
 		if err != nil {
 			return nil, err
 		}
-		return []*onnx.Tensor{out}, nil
+		return oneOutput(n.fold(ctx, op, in))
 	}
 	return k
 }
@@ -560,57 +484,26 @@ func where(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
 		return nil, err
 	}
 	w := walk{Shape: shape, SrcStrides: bstrides(x.Shape, shape), DstStrides: stridesOf(shape)}
-	if err := walkAny(out.Data, x.Data, w); err != nil {
-		return nil, ctx.errf("%v", err)
+	if err := ctx.run(out, x, w); err != nil {
+		return nil, err
 	}
 	yb, err := broadcastTo(y, shape)
 	if err != nil {
 		return nil, ctx.errf("%v", err)
 	}
 	mask := cb.Bools()
-	if err := selectInto(out.Data, yb.Data, mask); err != nil {
+	if err := selectInto(out, yb, mask); err != nil {
 		return nil, ctx.errf("%v", err)
 	}
 	return []*onnx.Tensor{out}, nil
 }
 
-func selectT[T any](dst, src []T, keep []bool) {
-	for i, k := range keep {
-		if !k {
-			dst[i] = src[i]
-		}
+// selectInto sets dst[i] = src[i] wherever keep[i] is false; dst and src
+// have the same type.
+func selectInto(dst, src *onnx.Tensor, keep []bool) error {
+	e, err := elemsFor(dst)
+	if err == nil {
+		e.selectFrom(dst.Data, src.Data, keep)
 	}
-}
-
-// selectInto sets dst[i] = src[i] wherever keep[i] is false.
-func selectInto(dst, src any, keep []bool) error {
-	switch d := dst.(type) {
-	case []float32:
-		selectT(d, src.([]float32), keep)
-	case []float64:
-		selectT(d, src.([]float64), keep)
-	case []int8:
-		selectT(d, src.([]int8), keep)
-	case []uint8:
-		selectT(d, src.([]uint8), keep)
-	case []int16:
-		selectT(d, src.([]int16), keep)
-	case []uint16:
-		selectT(d, src.([]uint16), keep)
-	case []int32:
-		selectT(d, src.([]int32), keep)
-	case []uint32:
-		selectT(d, src.([]uint32), keep)
-	case []int64:
-		selectT(d, src.([]int64), keep)
-	case []uint64:
-		selectT(d, src.([]uint64), keep)
-	case []bool:
-		selectT(d, src.([]bool), keep)
-	case []string:
-		selectT(d, src.([]string), keep)
-	default:
-		return fmtErr("unsupported data %T", dst)
-	}
-	return nil
+	return err
 }

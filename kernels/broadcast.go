@@ -123,18 +123,27 @@ func (p *plan2) runRange(lo, hi int, fn func(o, a, b int)) {
 	}
 	for o := lo * p.Inner; o < hi*p.Inner; o += p.Inner {
 		fn(o, ao, bo)
-		for k := r - 1; k >= 0; k-- {
-			idx[k]++
-			ao += p.sa[k]
-			bo += p.sb[k]
-			if idx[k] < p.shape[k] {
-				break
-			}
-			ao -= p.sa[k] * p.shape[k]
-			bo -= p.sb[k] * p.shape[k]
-			idx[k] = 0
-		}
+		ao, bo, _ = advance(idx, p.shape, p.sa, p.sb, ao, bo)
 	}
+}
+
+// advance steps the index idx (of len(idx) ≤ len(shape) axes, the last
+// the fastest) to the next one in shape and moves the offsets a and b by
+// their strides sa and sb; more is false when it wrapped around past the
+// last index (idx all 0 again).
+func advance(idx, shape, sa, sb []int, a, b int) (na, nb int, more bool) {
+	for k := len(idx) - 1; k >= 0; k-- {
+		idx[k]++
+		a += sa[k]
+		b += sb[k]
+		if idx[k] < shape[k] {
+			return a, b, true
+		}
+		a -= sa[k] * shape[k]
+		b -= sb[k] * shape[k]
+		idx[k] = 0
+	}
+	return a, b, false
 }
 
 // vec2 computes one run: dst[i] = f(a[i*sa], b[i*sb]) for i < len(dst).
@@ -211,7 +220,7 @@ func broadcastTo(t *onnx.Tensor, out []int) (*onnx.Tensor, error) {
 		return nil, err
 	}
 	w := walk{Shape: out, SrcStrides: bstrides(t.Shape, out), DstStrides: stridesOf(out)}
-	if err := walkAny(res.Data, t.Data, w); err != nil {
+	if err := walkAny(res, t, w); err != nil {
 		return nil, err
 	}
 	return res, nil

@@ -16,19 +16,19 @@ func castOp(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
 	if !ctx.hasAttr("to") {
 		return nil, ctx.errf("missing attribute to")
 	}
-	to := onnx.DataType(ctx.attrInt("to", 0))
-	out, err := castTensor(in[0], to)
-	if err != nil {
-		return nil, ctx.errf("%v", err)
-	}
-	return []*onnx.Tensor{out}, nil
+	return ctx.cast(in[0], onnx.DataType(ctx.attrInt("to", 0)))
 }
 
 func castLike(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
 	if err := ctx.checkInputs(in, 2, 2); err != nil {
 		return nil, err
 	}
-	out, err := castTensor(in[0], in[1].DType)
+	return ctx.cast(in[0], in[1].DType)
+}
+
+// cast is the output of Cast and CastLike: x converted to type to.
+func (ctx *Context) cast(x *onnx.Tensor, to onnx.DataType) ([]*onnx.Tensor, error) {
+	out, err := castTensor(x, to)
 	if err != nil {
 		return nil, ctx.errf("%v", err)
 	}
@@ -83,54 +83,32 @@ func castFloats(t *onnx.Tensor, to onnx.DataType) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	if to == onnx.Double {
-		return f, nil
-	}
 	return castValues(f, to)
 }
 
-// castIntegers converts the values of an integer or bool tensor (not
-// int64: castTensor returns that as it is) to type to through int64.
+// castIntegers converts the values of an integer or bool tensor to type
+// to through int64.
 func castIntegers(t *onnx.Tensor, to onnx.DataType) (any, error) {
 	n, err := t.AsInt64s()
 	if err != nil {
 		return nil, err
 	}
-	if to == onnx.Int64 {
-		return n, nil
-	}
 	return castValues(n, to)
 }
 
-// castValues converts float64 or int64 values to the data of type to.
+// castValues converts float64 or int64 values to the data of type to (v
+// itself when it has that type).
 func castValues[S float64 | int64](v []S, to onnx.DataType) (any, error) {
 	switch to {
-	case onnx.Float:
-		return convertSlice[float32](v), nil
-	case onnx.Double:
-		return convertSlice[float64](v), nil
 	case onnx.Float16:
 		return mapSlice(v, func(x S) uint16 { return onnx.FloatToHalf(float32(x)) }), nil
 	case onnx.BFloat16:
 		return mapSlice(v, func(x S) uint16 { return onnx.FloatToBFloat16(float32(x)) }), nil
 	case onnx.Bool:
 		return mapSlice(v, func(x S) bool { return x != 0 }), nil
-	case onnx.Int8:
-		return convertSlice[int8](v), nil
-	case onnx.Uint8:
-		return convertSlice[uint8](v), nil
-	case onnx.Int16:
-		return convertSlice[int16](v), nil
-	case onnx.Uint16:
-		return convertSlice[uint16](v), nil
-	case onnx.Int32:
-		return convertSlice[int32](v), nil
-	case onnx.Uint32:
-		return convertSlice[uint32](v), nil
-	case onnx.Int64:
-		return convertSlice[int64](v), nil
-	case onnx.Uint64:
-		return convertSlice[uint64](v), nil
+	}
+	if n := numericOf(to, numbers); n != nil {
+		return n.convert(v), nil
 	}
 	return nil, fmtErr("cast to %s is not supported", onnx.TypeName(to))
 }

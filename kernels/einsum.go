@@ -159,19 +159,11 @@ func einsum(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
 	if err := ctx.budget("accumulator", onnx.Double, shape); err != nil {
 		return nil, err
 	}
-	var data any
-	switch dt {
-	case onnx.Float:
-		data = einsumLoop[float32](sp, in, size, shape)
-	case onnx.Double:
-		data = einsumLoop[float64](sp, in, size, shape)
-	case onnx.Int32:
-		data = einsumLoop[int32](sp, in, size, shape)
-	case onnx.Int64:
-		data = einsumLoop[int64](sp, in, size, shape)
-	default:
-		return nil, ctx.errf("unsupported type %s", onnx.TypeName(dt))
+	n, err := ctx.numericFor(dt, dtypesOf(onnx.Float, onnx.Double, onnx.Int32, onnx.Int64))
+	if err != nil {
+		return nil, err
 	}
+	data := n.einsum(sp, in, size, shape)
 	return []*onnx.Tensor{{DType: dt, Shape: shape, Data: data}}, nil
 }
 

@@ -255,12 +255,9 @@ func unarySigned(f func(float64) float64) Kernel {
 
 func floatPredicate(mk func(*Context) func(float64) bool) Kernel {
 	return func(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
-		if err := ctx.checkInputs(in, 1, 1); err != nil {
+		x, err := ctx.floatInput(in)
+		if err != nil {
 			return nil, err
-		}
-		x := in[0]
-		if !isFloat(x.DType) {
-			return nil, ctx.errf("input must be a float tensor, got %s", x)
 		}
 		v, _ := x.AsFloat64s()
 		return []*onnx.Tensor{{DType: onnx.Bool, Shape: cloneShape(x.Shape), Data: mapSlice(v, mk(ctx))}}, nil

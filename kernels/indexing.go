@@ -211,11 +211,7 @@ func scatterElements(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
 }
 
 func topK(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
-	if err := ctx.checkInputs(in, 2, 2); err != nil {
-		return nil, err
-	}
-	x := in[0]
-	kv, err := ctx.intsInput(in[1], "K")
+	x, kv, err := ctx.dataAndInts(in, "K")
 	if err != nil {
 		return nil, err
 	}

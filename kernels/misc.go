@@ -73,22 +73,15 @@ func mod(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
 	if err != nil {
 		return nil, err
 	}
-	var out any
-	switch a.DType {
-	case onnx.Float:
-		out = apply2(p, a.Floats(), b.Floats(), elementwise(func(x, y float32) float32 { return float32(math.Mod(float64(x), float64(y))) }))
-	case onnx.Double:
-		out = apply2(p, a.Data.([]float64), b.Data.([]float64), elementwise(math.Mod))
-	default:
-		op := opMod
-		if fmod {
-			op = opFmod
-		}
-		var ok bool
-		if out, ok, _ = intArith(a.DType, p, a, b, op, ctx.threads()); !ok {
-			return nil, ctx.errf("unsupported type %s", onnx.TypeName(a.DType))
-		}
+	op := opMod
+	if fmod {
+		op = opFmod
 	}
+	n, err := ctx.numericFor(a.DType, numbers)
+	if err != nil {
+		return nil, err
+	}
+	out, _ := n.arith(p, a, b, op, ctx.threads())
 	return []*onnx.Tensor{{DType: a.DType, Shape: p.Out, Data: out}}, nil
 }
 
@@ -110,24 +103,20 @@ func bitShift(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
 	if err != nil {
 		return nil, err
 	}
-	switch a.DType {
-	case onnx.Uint8, onnx.Uint16, onnx.Uint32, onnx.Uint64:
-	default:
+	n := numericOf(a.DType, dtypesOf(onnx.Uint8, onnx.Uint16, onnx.Uint32, onnx.Uint64))
+	if n == nil {
 		return nil, ctx.errf("inputs must be unsigned integers, got %s", onnx.TypeName(a.DType))
 	}
-	out, _, _ := intArith(a.DType, p, a, b, op, ctx.threads())
+	out, _ := n.arith(p, a, b, op, ctx.threads())
 	return []*onnx.Tensor{{DType: a.DType, Shape: p.Out, Data: out}}, nil
 }
 
 // hardmax puts 1 at the first maximum of each group (Softmax's grouping:
 // flattened at axis before opset 13, the single axis from 13).
 func hardmax(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
-	if err := ctx.checkInputs(in, 1, 1); err != nil {
+	x, err := ctx.floatInput(in)
+	if err != nil {
 		return nil, err
-	}
-	x := in[0]
-	if !isFloat(x.DType) {
-		return nil, ctx.errf("input must be a float tensor, got %s", x)
 	}
 	outer, d, inner, err := ctx.softmaxGroups(x.Shape)
 	if err != nil {

@@ -19,7 +19,7 @@ func init() {
 }
 
 func (ctx *Context) run(dst, src *onnx.Tensor, w walk) error {
-	if err := walkAny(dst.Data, src.Data, w); err != nil {
+	if err := walkAny(dst, src, w); err != nil {
 		return ctx.errf("%v", err)
 	}
 	return nil
@@ -301,11 +301,7 @@ func (ctx *Context) shapeInput(t *onnx.Tensor, what string) ([]int, error) {
 }
 
 func expand(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
-	if err := ctx.checkInputs(in, 2, 2); err != nil {
-		return nil, err
-	}
-	x := in[0]
-	spec, err := ctx.shapeInput(in[1], "shape")
+	x, spec, err := ctx.dataAndShape(in, "shape")
 	if err != nil {
 		return nil, err
 	}
@@ -321,11 +317,7 @@ func expand(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
 }
 
 func tile(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
-	if err := ctx.checkInputs(in, 2, 2); err != nil {
-		return nil, err
-	}
-	x := in[0]
-	reps, err := ctx.shapeInput(in[1], "repeats")
+	x, reps, err := ctx.dataAndShape(in, "repeats")
 	if err != nil {
 		return nil, err
 	}
@@ -352,11 +344,7 @@ func tile(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
 }
 
 func gather(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
-	if err := ctx.checkInputs(in, 2, 2); err != nil {
-		return nil, err
-	}
-	x := in[0]
-	idx, err := ctx.intsInput(in[1], "indices")
+	x, idx, err := ctx.dataAndInts(in, "indices")
 	if err != nil {
 		return nil, err
 	}
@@ -521,7 +509,7 @@ func pad(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
 		if err != nil {
 			return nil, err
 		}
-		if err := gatherIndex(out.Data, x.Data, idx); err != nil {
+		if err := gatherIndex(out, x, idx); err != nil {
 			return nil, ctx.errf("%v", err)
 		}
 		return []*onnx.Tensor{out}, nil
@@ -588,41 +576,11 @@ func (ctx *Context) padIndex(in, out, before []int, mode string) ([]int, error) 
 	return idx, nil
 }
 
-func gatherIndexT[T any](dst, src []T, idx []int) {
-	for i, j := range idx {
-		dst[i] = src[j]
-	}
-}
-
 // gatherIndex sets dst[i] = src[idx[i]]; dst and src have the same type.
-func gatherIndex(dst, src any, idx []int) error {
-	switch d := dst.(type) {
-	case []float32:
-		gatherIndexT(d, src.([]float32), idx)
-	case []float64:
-		gatherIndexT(d, src.([]float64), idx)
-	case []int8:
-		gatherIndexT(d, src.([]int8), idx)
-	case []uint8:
-		gatherIndexT(d, src.([]uint8), idx)
-	case []int16:
-		gatherIndexT(d, src.([]int16), idx)
-	case []uint16:
-		gatherIndexT(d, src.([]uint16), idx)
-	case []int32:
-		gatherIndexT(d, src.([]int32), idx)
-	case []uint32:
-		gatherIndexT(d, src.([]uint32), idx)
-	case []int64:
-		gatherIndexT(d, src.([]int64), idx)
-	case []uint64:
-		gatherIndexT(d, src.([]uint64), idx)
-	case []bool:
-		gatherIndexT(d, src.([]bool), idx)
-	case []string:
-		gatherIndexT(d, src.([]string), idx)
-	default:
-		return fmtErr("unsupported data %T", dst)
+func gatherIndex(dst, src *onnx.Tensor, idx []int) error {
+	e, err := elemsFor(dst)
+	if err == nil {
+		e.gather(dst.Data, src.Data, idx)
 	}
-	return nil
+	return err
 }

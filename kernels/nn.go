@@ -63,6 +63,15 @@ func (ctx *Context) perChannel(x *onnx.Tensor, a, b []float64) (*onnx.Tensor, er
 	return out, nil
 }
 
+// ncInput checks that in holds n inputs, the first an (N, C, ...) float
+// tensor (checkNC), and returns that one.
+func (ctx *Context) ncInput(in []*onnx.Tensor, n int) (*onnx.Tensor, error) {
+	if err := ctx.checkInputs(in, n, n); err != nil {
+		return nil, err
+	}
+	return in[0], ctx.checkNC(in[0])
+}
+
 func (ctx *Context) checkNC(x *onnx.Tensor) error {
 	if len(x.Shape) < 2 || !isFloat(x.DType) {
 		return ctx.errf("input must be a float tensor of rank ≥ 2 (N, C, ...), got %s", x)
@@ -105,11 +114,8 @@ func batchNorm(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
 // instanceNorm normalizes each (image, channel) row of X to mean 0 and
 // variance 1, then scales and shifts it per channel.
 func instanceNorm(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
-	if err := ctx.checkInputs(in, 3, 3); err != nil {
-		return nil, err
-	}
-	x := in[0]
-	if err := ctx.checkNC(x); err != nil {
+	x, err := ctx.ncInput(in, 3)
+	if err != nil {
 		return nil, err
 	}
 	n, c := x.Shape[0], x.Shape[1]
@@ -148,11 +154,8 @@ func instanceNorm(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
 
 func globalPool(isMax bool) Kernel {
 	return func(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
-		if err := ctx.checkInputs(in, 1, 1); err != nil {
-			return nil, err
-		}
-		x := in[0]
-		if err := ctx.checkNC(x); err != nil {
+		x, err := ctx.ncInput(in, 1)
+		if err != nil {
 			return nil, err
 		}
 		inner := prod(x.Shape[2:])
@@ -255,11 +258,7 @@ func spaceToDepth(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
 }
 
 func reverseSequence(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
-	if err := ctx.checkInputs(in, 2, 2); err != nil {
-		return nil, err
-	}
-	x := in[0]
-	lens, err := ctx.intsInput(in[1], "sequence_lens")
+	x, lens, err := ctx.dataAndInts(in, "sequence_lens")
 	if err != nil {
 		return nil, err
 	}

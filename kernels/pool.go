@@ -5,8 +5,8 @@ import (
 )
 
 func init() {
-	Register("", "AveragePool", 1, averagePool)
-	Register("", "MaxPool", 1, maxPool)
+	Register("", "AveragePool", 1, pooling(averagePool))
+	Register("", "MaxPool", 1, pooling(maxPool))
 }
 
 // poolInput checks the [N, C, D...] input of a pooling op and returns its
@@ -37,21 +37,32 @@ func (ctx *Context) poolInput(in []*onnx.Tensor, maxIn int) (*onnx.Tensor, *wind
 	return x, w, nil
 }
 
+// pooling makes a pooling kernel of pool, which fills the output y from
+// the input x over the windows w: the kernel checks the input, widens the
+// half types to float32 and allocates y.
+func pooling(pool func(ctx *Context, x, y *onnx.Tensor, w *window) ([]*onnx.Tensor, error)) Kernel {
+	var k Kernel
+	k = func(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
+		x, w, err := ctx.poolInput(in, 1)
+		if err != nil {
+			return nil, err
+		}
+		if x.DType == onnx.Float16 || x.DType == onnx.BFloat16 {
+			return viaFloat32(ctx, in, k)
+		}
+		y, err := ctx.newTensor(x.DType, append(cloneShape(x.Shape[:2]), w.out...))
+		if err != nil {
+			return nil, err
+		}
+		return pool(ctx, x, y, w)
+	}
+	return k
+}
+
 // averagePool averages each window; with count_include_pad the explicit
 // padding counts in the divisor (a ceil_mode overhang beyond it does not),
 // without it only input elements do.
-func averagePool(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
-	x, w, err := ctx.poolInput(in, 1)
-	if err != nil {
-		return nil, err
-	}
-	if x.DType == onnx.Float16 || x.DType == onnx.BFloat16 {
-		return viaFloat32(ctx, in, averagePool)
-	}
-	y, err := ctx.newTensor(x.DType, append(cloneShape(x.Shape[:2]), w.out...))
-	if err != nil {
-		return nil, err
-	}
+func averagePool(ctx *Context, x, y *onnx.Tensor, w *window) ([]*onnx.Tensor, error) {
 	inclPad := ctx.attrInt("count_include_pad", 0) != 0
 	planes := x.Shape[0] * x.Shape[1]
 	switch xd := x.Data.(type) {
@@ -68,18 +79,7 @@ func averagePool(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
 // maxPool takes the maximum of each window (padding never wins) and, as
 // the optional second output, the flat index of the maximum in X (its
 // spatial part in column-major order when storage_order is 1).
-func maxPool(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
-	x, w, err := ctx.poolInput(in, 1)
-	if err != nil {
-		return nil, err
-	}
-	if x.DType == onnx.Float16 || x.DType == onnx.BFloat16 {
-		return viaFloat32(ctx, in, maxPool)
-	}
-	y, err := ctx.newTensor(x.DType, append(cloneShape(x.Shape[:2]), w.out...))
-	if err != nil {
-		return nil, err
-	}
+func maxPool(ctx *Context, x, y *onnx.Tensor, w *window) ([]*onnx.Tensor, error) {
 	var idx []int64
 	wantIdx := ctx.Node != nil && len(ctx.Node.Output) > 1 && ctx.Node.Output[1] != ""
 	if wantIdx {

@@ -58,6 +58,47 @@ func (ctx *Context) reduceLayout(x *onnx.Tensor, red []bool) (*onnx.Tensor, int,
 	return y, K, R, ctx.run(y, x, walk{Shape: shape, SrcStrides: src, DstStrides: stridesOf(shape)})
 }
 
+// extreme returns the maximum (isMax) or the minimum of row, or its first
+// NaN.
+func extreme[T number](row []T, isMax bool) T {
+	m := row[0]
+	for _, e := range row {
+		if e != e {
+			return e
+		}
+		if (isMax && e > m) || (!isMax && e < m) {
+			m = e
+		}
+	}
+	return m
+}
+
+// accumulate returns, in A, the product (Prod), the sum of absolute
+// values (L1) or of squares (L2, SumSquare), or else the sum of row.
+func accumulate[A int64 | float64, T number](row []T, kind string) A {
+	var v A
+	switch kind {
+	case "Prod":
+		v = 1
+		for _, e := range row {
+			v *= A(e)
+		}
+	case "L1":
+		for _, e := range row {
+			v += max(A(e), -A(e))
+		}
+	case "L2", "SumSquare":
+		for _, e := range row {
+			v += A(e) * A(e)
+		}
+	default:
+		for _, e := range row {
+			v += A(e)
+		}
+	}
+	return v
+}
+
 func reduceFloat[T float](x []T, K, R int, kind string) []T {
 	out := make([]T, K)
 	for i := range K {
@@ -65,43 +106,8 @@ func reduceFloat[T float](x []T, K, R int, kind string) []T {
 		var v float64
 		switch kind {
 		case "Max", "Min":
-			m := row[0]
-			for _, e := range row {
-				if e != e {
-					m = e
-					break
-				}
-				if (kind == "Max" && e > m) || (kind == "Min" && e < m) {
-					m = e
-				}
-			}
-			out[i] = m
+			out[i] = extreme(row, kind == "Max")
 			continue
-		case "Sum", "Mean", "LogSum":
-			for _, e := range row {
-				v += float64(e)
-			}
-			if kind == "Mean" {
-				v /= float64(R)
-			} else if kind == "LogSum" {
-				v = math.Log(v)
-			}
-		case "Prod":
-			v = 1
-			for _, e := range row {
-				v *= float64(e)
-			}
-		case "L1":
-			for _, e := range row {
-				v += math.Abs(float64(e))
-			}
-		case "L2", "SumSquare":
-			for _, e := range row {
-				v += float64(e) * float64(e)
-			}
-			if kind == "L2" {
-				v = math.Sqrt(v)
-			}
 		case "LogSumExp":
 			m := math.Inf(-1)
 			for _, e := range row {
@@ -115,6 +121,16 @@ func reduceFloat[T float](x []T, K, R int, kind string) []T {
 				v += math.Exp(float64(e) - m)
 			}
 			v = m + math.Log(v)
+		default:
+			v = accumulate[float64](row, kind)
+		}
+		switch kind {
+		case "Mean":
+			v /= float64(R)
+		case "LogSum":
+			v = math.Log(v)
+		case "L2":
+			v = math.Sqrt(v)
 		}
 		out[i] = T(v)
 	}
@@ -125,46 +141,20 @@ func reduceInt[T integer](x []T, K, R int, kind string) []T {
 	out := make([]T, K)
 	for i := range K {
 		row := x[i*R : i*R+R]
-		var v int64
 		switch kind {
 		case "Max", "Min":
-			m := row[0]
-			for _, e := range row {
-				if (kind == "Max" && e > m) || (kind == "Min" && e < m) {
-					m = e
-				}
-			}
-			out[i] = m
-			continue
-		case "Sum", "Mean":
-			for _, e := range row {
-				v += int64(e)
-			}
-			if kind == "Mean" {
-				v /= int64(R)
-			}
-		case "Prod":
-			v = 1
-			for _, e := range row {
-				v *= int64(e)
-			}
-		case "L1":
-			for _, e := range row {
-				v += max(int64(e), -int64(e))
-			}
-		case "SumSquare":
-			for _, e := range row {
-				v += int64(e) * int64(e)
-			}
+			out[i] = extreme(row, kind == "Max")
+		case "Mean":
+			out[i] = T(accumulate[int64](row, kind) / int64(R))
+		case "Sum", "Prod", "L1", "SumSquare":
+			out[i] = T(accumulate[int64](row, kind))
 		default: // L2, LogSum, LogSumExp: through float64
 			f := make([]float64, len(row))
 			for j, e := range row {
 				f[j] = float64(e)
 			}
 			out[i] = T(math.Round(reduceFloat(f, 1, R, kind)[0]))
-			continue
 		}
-		out[i] = T(v)
 	}
 	return out
 }
@@ -191,11 +181,11 @@ func reduceKernel(kind string, axesInputFrom int64) Kernel {
 		if R == 0 && K > 0 {
 			return ctx.emptyReduction(x.DType, shape, K, kind)
 		}
-		data, ok := reduceRows(y, K, R, kind)
-		if !ok {
-			return nil, ctx.errf("unsupported type %s", onnx.TypeName(x.DType))
+		n, err := ctx.numericFor(x.DType, reduceTypes)
+		if err != nil {
+			return nil, err
 		}
-		return []*onnx.Tensor{{DType: x.DType, Shape: shape, Data: data}}, nil
+		return []*onnx.Tensor{{DType: x.DType, Shape: shape, Data: n.reduceRows(y.Data, K, R, kind)}}, nil
 	}
 	return k
 }
@@ -268,30 +258,8 @@ func (ctx *Context) emptyReduction(dt onnx.DataType, shape []int, K int, kind st
 	return []*onnx.Tensor{out}, nil
 }
 
-// reduceRows reduces each of the K rows of R elements of y; ok is false
-// for an unsupported type. One case per dtype, as in intArith in
-// binary.go.
-func reduceRows(y *onnx.Tensor, K, R int, kind string) (data any, ok bool) {
-	switch d := y.Data.(type) {
-	case []float32:
-		return reduceFloat(d, K, R, kind), true
-	case []float64:
-		return reduceFloat(d, K, R, kind), true
-	case []int32:
-		return reduceInt(d, K, R, kind), true
-	case []int64:
-		return reduceInt(d, K, R, kind), true
-	case []int8:
-		return reduceInt(d, K, R, kind), true
-	case []uint8:
-		return reduceInt(d, K, R, kind), true
-	case []uint32:
-		return reduceInt(d, K, R, kind), true
-	case []uint64:
-		return reduceInt(d, K, R, kind), true
-	}
-	return nil, false
-}
+// reduceTypes are the types Reduce* take (halves are widened first).
+var reduceTypes = dtypesOf(onnx.Float, onnx.Double, onnx.Int32, onnx.Int64, onnx.Int8, onnx.Uint8, onnx.Uint32, onnx.Uint64)
 
 func argT[T number](x []T, outer, d, inner int, isMax, last bool) []int64 {
 	out := make([]int64, outer*inner)
@@ -333,23 +301,11 @@ func argKernel(isMax bool) Kernel {
 		}
 		outer, inner := prod(x.Shape[:axis]), prod(x.Shape[axis+1:])
 		last := ctx.attrInt("select_last_index", 0) != 0
-		var data []int64
-		switch v := x.Data.(type) {
-		case []float32:
-			data = argT(v, outer, d, inner, isMax, last)
-		case []float64:
-			data = argT(v, outer, d, inner, isMax, last)
-		case []int32:
-			data = argT(v, outer, d, inner, isMax, last)
-		case []int64:
-			data = argT(v, outer, d, inner, isMax, last)
-		case []int8:
-			data = argT(v, outer, d, inner, isMax, last)
-		case []uint8:
-			data = argT(v, outer, d, inner, isMax, last)
-		default:
-			return nil, ctx.errf("unsupported type %s", onnx.TypeName(x.DType))
+		n, err := ctx.numericFor(x.DType, dtypesOf(onnx.Float, onnx.Double, onnx.Int32, onnx.Int64, onnx.Int8, onnx.Uint8))
+		if err != nil {
+			return nil, err
 		}
+		data := n.argIndex(x.Data, outer, d, inner, isMax, last)
 		shape := cloneShape(x.Shape)
 		if ctx.attrInt("keepdims", 1) != 0 {
 			shape[axis] = 1

@@ -45,66 +45,23 @@ func rangeOp(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
 	if err := ctx.rangeBudget(in, dt); err != nil {
 		return nil, err
 	}
-	var data any
-	switch dt {
-	case onnx.Float:
-		s, l, d := in[0].Floats()[0], in[1].Floats()[0], in[2].Floats()[0]
-		if d == 0 {
-			return nil, ctx.errf("delta is 0")
-		}
-		data = rangeT(s, l, d)
-	case onnx.Double:
-		s, l, d := in[0].Data.([]float64)[0], in[1].Data.([]float64)[0], in[2].Data.([]float64)[0]
-		if d == 0 {
-			return nil, ctx.errf("delta is 0")
-		}
-		data = rangeT(s, l, d)
-	case onnx.Int16, onnx.Int32, onnx.Int64:
-		v := make([]int64, 3)
-		for i, t := range in {
-			x, _ := t.AsInt64s()
-			v[i] = x[0]
-		}
-		if v[2] == 0 {
-			return nil, ctx.errf("delta is 0")
-		}
-		r := rangeT(v[0], v[1], v[2])
-		if r == nil {
-			return nil, ctx.errf("range has more than %d elements", MaxElements)
-		}
-		switch dt {
-		case onnx.Int16:
-			data = convertSlice[int16](r)
-		case onnx.Int32:
-			data = convertSlice[int32](r)
-		default:
-			data = r
-		}
-	default:
-		return nil, ctx.errf("unsupported type %s", onnx.TypeName(dt))
+	n, err := ctx.numericFor(dt, dtypesOf(onnx.Float, onnx.Double, onnx.Int16, onnx.Int32, onnx.Int64))
+	if err != nil {
+		return nil, err
 	}
-	t := &onnx.Tensor{DType: dt, Data: data}
-	t.Shape = []int{dataLenOf(data)}
-	if rangeTooLong(data) {
-		return nil, ctx.errf("range has more than %d elements", MaxElements)
-	}
-	return []*onnx.Tensor{t}, nil
+	return n.rangeOf(ctx, dt, in)
 }
 
-func dataLenOf(v any) int {
-	switch d := v.(type) {
-	case []float32:
-		return len(d)
-	case []float64:
-		return len(d)
-	case []int16:
-		return len(d)
-	case []int32:
-		return len(d)
-	case []int64:
-		return len(d)
+// rangeTensor is the Range output of type dt from start to limit by delta.
+func rangeTensor[T number](ctx *Context, dt onnx.DataType, start, limit, delta T) ([]*onnx.Tensor, error) {
+	if delta == 0 {
+		return nil, ctx.errf("delta is 0")
 	}
-	return 0
+	r := rangeT(start, limit, delta)
+	if r == nil {
+		return nil, ctx.errf("range has more than %d elements", MaxElements)
+	}
+	return []*onnx.Tensor{{DType: dt, Shape: []int{len(r)}, Data: r}}, nil
 }
 
 func cumSumT[T number](x []T, outer, d, inner int, exclusive, reverse bool) []T {
@@ -133,11 +90,7 @@ func cumSumT[T number](x []T, outer, d, inner int, exclusive, reverse bool) []T 
 }
 
 func cumSum(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
-	if err := ctx.checkInputs(in, 2, 2); err != nil {
-		return nil, err
-	}
-	x := in[0]
-	av, err := ctx.intsInput(in[1], "axis")
+	x, av, err := ctx.dataAndInts(in, "axis")
 	if err != nil {
 		return nil, err
 	}
@@ -150,25 +103,11 @@ func cumSum(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
 	}
 	outer, d, inner := prod(x.Shape[:axis]), x.Shape[axis], prod(x.Shape[axis+1:])
 	ex, rev := ctx.attrInt("exclusive", 0) != 0, ctx.attrInt("reverse", 0) != 0
-	var data any
-	// One case per dtype, like argT's switch in reduce.go (see intArith
-	// in binary.go).
-	switch v := x.Data.(type) {
-	case []float32:
-		data = cumSumT(v, outer, d, inner, ex, rev)
-	case []float64:
-		data = cumSumT(v, outer, d, inner, ex, rev)
-	case []int32:
-		data = cumSumT(v, outer, d, inner, ex, rev)
-	case []int64:
-		data = cumSumT(v, outer, d, inner, ex, rev)
-	case []uint32:
-		data = cumSumT(v, outer, d, inner, ex, rev)
-	case []uint64:
-		data = cumSumT(v, outer, d, inner, ex, rev)
-	default:
-		return nil, ctx.errf("unsupported type %s", onnx.TypeName(x.DType))
+	n, err := ctx.numericFor(x.DType, dtypesOf(onnx.Float, onnx.Double, onnx.Int32, onnx.Int64, onnx.Uint32, onnx.Uint64))
+	if err != nil {
+		return nil, err
 	}
+	data := n.cumSum(x.Data, outer, d, inner, ex, rev)
 	return []*onnx.Tensor{{DType: x.DType, Shape: cloneShape(x.Shape), Data: data}}, nil
 }
 
@@ -216,7 +155,7 @@ func trilu(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := selectInto(out.Data, zero.Data, keep); err != nil {
+	if err := selectInto(out, zero, keep); err != nil {
 		return nil, ctx.errf("%v", err)
 	}
 	return []*onnx.Tensor{out}, nil
@@ -299,22 +238,4 @@ func oneHot(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
 		}
 	}
 	return []*onnx.Tensor{out}, nil
-}
-
-// rangeTooLong reports a nil slice from rangeT (which stands for a range
-// longer than MaxElements; an empty range is a non-nil empty slice).
-func rangeTooLong(v any) bool {
-	switch d := v.(type) {
-	case []float32:
-		return d == nil
-	case []float64:
-		return d == nil
-	case []int16:
-		return d == nil
-	case []int32:
-		return d == nil
-	case []int64:
-		return d == nil
-	}
-	return false
 }

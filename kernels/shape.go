@@ -44,11 +44,7 @@ func sizeOp(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
 }
 
 func reshape(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
-	if err := ctx.checkInputs(in, 2, 2); err != nil {
-		return nil, err
-	}
-	x := in[0]
-	spec, err := ctx.intsInput(in[1], "shape")
+	x, spec, err := ctx.dataAndInts(in, "shape")
 	if err != nil {
 		return nil, err
 	}
@@ -239,8 +235,8 @@ func constantOfShape(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
 		return nil, err
 	}
 	w := walk{Shape: shape, SrcStrides: make([]int, len(shape)), DstStrides: stridesOf(shape)}
-	if err := walkAny(out.Data, val.Data, w); err != nil {
-		return nil, ctx.errf("%v", err)
+	if err := ctx.run(out, val, w); err != nil {
+		return nil, err
 	}
 	return []*onnx.Tensor{out}, nil
 }

@@ -1,6 +1,6 @@
 package kernels
 
-import "fmt"
+import "github.com/linearize/linearize/onnx"
 
 // walk describes a strided copy of a block of shape Shape from src (starting
 // at SrcOff, element strides SrcStrides, possibly 0 or negative) to dst
@@ -53,7 +53,7 @@ func walkT[T any](dst, src []T, w walk) {
 	ss, ds := w.SrcStrides[r-1], w.DstStrides[r-1]
 	idx := make([]int, r-1)
 	so, do := w.SrcOff, w.DstOff
-	for {
+	for more := true; more; so, do, more = advance(idx, w.Shape, w.SrcStrides, w.DstStrides, so, do) {
 		switch {
 		case ss == 1 && ds == 1:
 			copy(dst[do:do+n], src[so:so+n])
@@ -67,55 +67,15 @@ func walkT[T any](dst, src []T, w walk) {
 				dst[j] = src[k]
 			}
 		}
-		// advance the outer index (as plan2.runRange in broadcast.go does;
-		// kept inline in both hot loops)
-		k := r - 2
-		for ; k >= 0; k-- {
-			idx[k]++
-			so += w.SrcStrides[k]
-			do += w.DstStrides[k]
-			if idx[k] < w.Shape[k] {
-				break
-			}
-			so -= w.SrcStrides[k] * w.Shape[k]
-			do -= w.DstStrides[k] * w.Shape[k]
-			idx[k] = 0
-		}
-		if k < 0 {
-			return
-		}
 	}
 }
 
-// walkAny runs w over dst and src, which must be slices of the same type.
-func walkAny(dst, src any, w walk) error {
-	switch d := dst.(type) {
-	case []float32:
-		walkT(d, src.([]float32), w)
-	case []float64:
-		walkT(d, src.([]float64), w)
-	case []int8:
-		walkT(d, src.([]int8), w)
-	case []uint8:
-		walkT(d, src.([]uint8), w)
-	case []int16:
-		walkT(d, src.([]int16), w)
-	case []uint16:
-		walkT(d, src.([]uint16), w)
-	case []int32:
-		walkT(d, src.([]int32), w)
-	case []uint32:
-		walkT(d, src.([]uint32), w)
-	case []int64:
-		walkT(d, src.([]int64), w)
-	case []uint64:
-		walkT(d, src.([]uint64), w)
-	case []bool:
-		walkT(d, src.([]bool), w)
-	case []string:
-		walkT(d, src.([]string), w)
-	default:
-		return fmt.Errorf("unsupported data %T", dst)
+// walkAny runs w over the data of dst and src, which must have the same
+// element type.
+func walkAny(dst, src *onnx.Tensor, w walk) error {
+	e, err := elemsFor(dst)
+	if err == nil {
+		e.walk(dst.Data, src.Data, w)
 	}
-	return nil
+	return err
 }

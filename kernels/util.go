@@ -261,6 +261,36 @@ func (ctx *Context) intsInput(t *onnx.Tensor, what string) ([]int64, error) {
 	return v, nil
 }
 
+// floatInput checks that in is one float tensor and returns it.
+func (ctx *Context) floatInput(in []*onnx.Tensor) (*onnx.Tensor, error) {
+	if err := ctx.checkInputs(in, 1, 1); err != nil {
+		return nil, err
+	}
+	if x := in[0]; !isFloat(x.DType) {
+		return nil, ctx.errf("input must be a float tensor, got %s", x)
+	}
+	return in[0], nil
+}
+
+// dataAndInts checks that in is a data input and an integer input (K,
+// indices, axis, shape, ...) named what, and reads the latter as int64.
+func (ctx *Context) dataAndInts(in []*onnx.Tensor, what string) (*onnx.Tensor, []int64, error) {
+	if err := ctx.checkInputs(in, 2, 2); err != nil {
+		return nil, nil, err
+	}
+	v, err := ctx.intsInput(in[1], what)
+	return in[0], v, err
+}
+
+// dataAndShape is dataAndInts for a shape input, read by shapeInput.
+func (ctx *Context) dataAndShape(in []*onnx.Tensor, what string) (*onnx.Tensor, []int, error) {
+	if err := ctx.checkInputs(in, 2, 2); err != nil {
+		return nil, nil, err
+	}
+	s, err := ctx.shapeInput(in[1], what)
+	return in[0], s, err
+}
+
 // prod returns the product of dims.
 func prod(dims []int) int {
 	n := 1
