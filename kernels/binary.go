@@ -31,28 +31,6 @@ const (
 	opShr
 )
 
-func init() {
-	Register("", "Add", 7, arith(opAdd))
-	Register("", "Sub", 7, arith(opSub))
-	Register("", "Mul", 7, arith(opMul))
-	Register("", "Div", 7, arith(opDiv))
-	Register("", "Pow", 7, pow)
-	Register("", "PRelu", 7, prelu)
-	Register("", "Equal", 7, compare(func(c int) bool { return c == 0 }, true))
-	Register("", "Less", 7, compare(func(c int) bool { return c < 0 }, false))
-	Register("", "Greater", 7, compare(func(c int) bool { return c > 0 }, false))
-	Register("", "LessOrEqual", 12, compare(func(c int) bool { return c <= 0 }, false))
-	Register("", "GreaterOrEqual", 12, compare(func(c int) bool { return c >= 0 }, false))
-	Register("", "And", 7, logic(func(x, y bool) bool { return x && y }))
-	Register("", "Or", 7, logic(func(x, y bool) bool { return x || y }))
-	Register("", "Xor", 7, logic(func(x, y bool) bool { return x != y }))
-	Register("", "Max", 8, variadic("Max"))
-	Register("", "Min", 8, variadic("Min"))
-	Register("", "Sum", 8, variadic("Sum"))
-	Register("", "Mean", 8, variadic("Mean"))
-	Register("", "Where", 9, where)
-}
-
 // arithVec returns the run function of +, −, × or ÷ with the loops written
 // out, so the compiler sees no call per element.
 func arithVec[T number](op int) vec2[T, T] {

@@ -4,11 +4,6 @@ import (
 	"github.com/linearize/linearize/onnx"
 )
 
-func init() {
-	Register("", "Cast", 6, castOp)
-	Register("", "CastLike", 15, castLike)
-}
-
 func castOp(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
 	if err := ctx.checkInputs(in, 1, 1); err != nil {
 		return nil, err

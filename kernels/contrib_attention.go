@@ -8,11 +8,6 @@ import (
 	"github.com/linearize/linearize/onnx"
 )
 
-func init() {
-	Register(msDomain, "Attention", 1, HalfWidened(msAttention))
-	Register(msDomain, "MultiHeadAttention", 1, HalfWidened(multiHeadAttention))
-}
-
 // attnProblem is multi-head scaled dot-product attention on contiguous
 // per-head operands: q [B,N,S,dk], k [B,N,T,dk], v [B,N,T,dv]. The output
 // is written as [B,S,N·dv].

@@ -7,13 +7,6 @@ import (
 	"github.com/linearize/linearize/onnx"
 )
 
-func init() {
-	Register(msDomain, "Gelu", 1, HalfWidened(msGelu))
-	Register(msDomain, "BiasGelu", 1, HalfWidened(biasGelu))
-	Register(msDomain, "FastGelu", 1, HalfWidened(fastGelu))
-	Register(msDomain, "FusedMatMul", 1, HalfWidened(fusedMatMul))
-}
-
 // geluErf is the exact GELU, x·Φ(x), computed in float64.
 func geluErf(x float32) float32 {
 	v := float64(x)

@@ -13,11 +13,6 @@ import (
 
 const msDomain = "com.microsoft"
 
-func init() {
-	Register(msDomain, "SkipLayerNormalization", 1, HalfWidened(skipLayerNorm))
-	Register(msDomain, "EmbedLayerNormalization", 1, HalfWidened(embedLayerNorm))
-}
-
 // floatsOf returns the float32 data of an input or an error naming it.
 func (ctx *Context) floatsOf(t *onnx.Tensor, what string) ([]float32, error) {
 	if t == nil {

@@ -11,11 +11,6 @@ import (
 // subgraph may read values of the graphs that enclose it by name; the
 // interpreter running the node provides them through Context.Scope.
 
-func init() {
-	Register("", "If", 1, ifOp)
-	Register("", "Loop", 1, loopOp)
-}
-
 // maxLoopIterations bounds a Loop whose trip count and condition would let
 // it run (nearly) forever.
 const maxLoopIterations = 1 << 24

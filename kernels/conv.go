@@ -5,10 +5,6 @@ import (
 	"github.com/linearize/linearize/onnx"
 )
 
-func init() {
-	Register("", "Conv", 1, conv)
-}
-
 // window is the geometry of a convolution or pooling window over the
 // spatial axes of an [N, C, D1, ..., Dk] input.
 type window struct {

@@ -5,10 +5,6 @@ import (
 	"github.com/linearize/linearize/onnx"
 )
 
-func init() {
-	Register("", "ConvTranspose", 1, convTranspose)
-}
-
 // tgeom is the geometry of a transposed convolution over the spatial axes
 // of an [N, C, D1, ..., Dk] input: output position o along axis i receives
 // input position p through kernel offset q when

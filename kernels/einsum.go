@@ -8,10 +8,6 @@ import (
 	"github.com/linearize/linearize/onnx"
 )
 
-func init() {
-	Register("", "Einsum", 12, einsum)
-}
-
 // einsumSpec is a parsed equation: one label list per operand and for the
 // output, each label a rune ('...' expanded to reserved labels).
 type einsumSpec struct {

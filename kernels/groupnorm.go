@@ -6,10 +6,6 @@ import (
 	"github.com/linearize/linearize/onnx"
 )
 
-func init() {
-	Register("", "GroupNormalization", 18, groupNorm)
-}
-
 // groupNorm normalises X [N, C, D...] over each group of C/num_groups
 // channels together; scale and bias are per group before opset 21 and per
 // channel from 21.

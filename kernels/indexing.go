@@ -9,14 +9,6 @@ import (
 
 // Index-driven ops: GatherND, ScatterND, ScatterElements, TopK, Compress.
 
-func init() {
-	Register("", "GatherND", 11, gatherND)
-	Register("", "ScatterND", 11, scatterND)
-	Register("", "ScatterElements", 11, scatterElements)
-	Register("", "TopK", 10, topK)
-	Register("", "Compress", 9, compress)
-}
-
 // ndIndex validates the index tuples of GatherND/ScatterND: it returns,
 // per tuple (in order), the element offset of the addressed slice within
 // data, and the slice size.

@@ -5,11 +5,6 @@ import (
 	"github.com/linearize/linearize/onnx"
 )
 
-func init() {
-	Register("", "MatMul", 1, matMul)
-	Register("", "Gemm", 7, gemmOp)
-}
-
 // matMul is numpy matmul: 1-D operands are promoted to matrices and the
 // added dimension removed; leading (batch) dimensions broadcast.
 func matMul(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {

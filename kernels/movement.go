@@ -6,18 +6,6 @@ import (
 
 // Data-movement ops, each a few strided walks (see walk).
 
-func init() {
-	Register("", "Transpose", 1, transpose)
-	Register("", "Concat", 4, concat)
-	Register("", "Slice", 1, slice)
-	Register("", "Split", 2, split)
-	Register("", "Expand", 8, expand)
-	Register("", "Tile", 6, tile)
-	Register("", "Gather", 1, gather)
-	Register("", "GatherElements", 11, gatherElements)
-	Register("", "Pad", 2, pad)
-}
-
 func (ctx *Context) run(dst, src *onnx.Tensor, w walk) error {
 	if err := walkAny(dst, src, w); err != nil {
 		return ctx.errf("%v", err)

@@ -10,16 +10,6 @@ import (
 // InstanceNormalization, GlobalAveragePool, GlobalMaxPool, DepthToSpace,
 // SpaceToDepth; and ReverseSequence.
 
-func init() {
-	Register("", "BatchNormalization", 9, batchNorm)
-	Register("", "InstanceNormalization", 6, instanceNorm)
-	Register("", "GlobalAveragePool", 1, globalPool(false))
-	Register("", "GlobalMaxPool", 1, globalPool(true))
-	Register("", "DepthToSpace", 1, depthToSpace)
-	Register("", "SpaceToDepth", 1, spaceToDepth)
-	Register("", "ReverseSequence", 10, reverseSequence)
-}
-
 // channelFloats reads a float input of shape [C] as float64.
 func (ctx *Context) channelFloats(t *onnx.Tensor, c int, what string) ([]float64, error) {
 	if !isFloat(t.DType) || t.Len() != c || len(t.Shape) != 1 {

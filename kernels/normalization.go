@@ -6,13 +6,6 @@ import (
 	"github.com/linearize/linearize/onnx"
 )
 
-func init() {
-	// LayerNormalization is standard from opset 17; onnxruntime also accepts
-	// it in the default domain at earlier opsets, and exported graphs use
-	// that, so it is registered from opset 1.
-	Register("", "LayerNormalization", 1, layerNorm)
-}
-
 // layerNorm normalises X over the axes from axis on:
 // Y = (X − mean) / √(var + ε) · Scale + B, with optional outputs Mean and
 // InvStdDev shaped like X with the normalised axes set to 1.

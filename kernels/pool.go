@@ -4,11 +4,6 @@ import (
 	"github.com/linearize/linearize/onnx"
 )
 
-func init() {
-	Register("", "AveragePool", 1, pooling(averagePool))
-	Register("", "MaxPool", 1, pooling(maxPool))
-}
-
 // poolInput checks the [N, C, D...] input of a pooling op and returns its
 // window geometry from kernel_shape and the other attributes.
 func (ctx *Context) poolInput(in []*onnx.Tensor, maxIn int) (*onnx.Tensor, *window, error) {

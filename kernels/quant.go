@@ -17,23 +17,6 @@ import (
 // allows); rounding is to nearest, ties to even; quantized values saturate
 // to the range of their type.
 
-func init() {
-	for _, v := range []int64{10, 13, 19, 21} {
-		Register("", "DequantizeLinear", v, dequantizeLinear)
-		Register("", "QuantizeLinear", v, quantizeLinear)
-	}
-	Register("", "DynamicQuantizeLinear", 11, dynamicQuantizeLinear)
-	Register("", "MatMulInteger", 10, matMulInteger)
-	Register("", "QLinearMatMul", 10, qlinearMatMul)
-	Register("", "QLinearMatMul", 21, qlinearMatMul)
-	// onnxruntime's own QuantizeLinear and DequantizeLinear (its quantizer
-	// emits them for 16-bit types before opset 21): per tensor or per axis.
-	Register(msDomain, "QuantizeLinear", 1, quantizeLinear)
-	Register(msDomain, "DequantizeLinear", 1, dequantizeLinear)
-	Register(msDomain, "MatMulIntegerToFloat", 1, matMulIntegerToFloat)
-	Register(msDomain, "DynamicQuantizeMatMul", 1, dynamicQuantizeMatMul)
-}
-
 // qint is an integer type a quantized tensor holds.
 type qint interface {
 	~int8 | ~uint8 | ~int16 | ~uint16 | ~int32

@@ -7,11 +7,6 @@ import (
 	"github.com/linearize/linearize/onnx"
 )
 
-func init() {
-	// Opset 10's Resize (no roi, no coordinate modes) is not covered.
-	Register("", "Resize", 11, resize)
-}
-
 // taps are the input positions and weights one output position of one
 // axis reads; outside marks a tf_crop_and_resize position beyond the input
 // (it takes extrapolation_value).

@@ -9,14 +9,6 @@ import (
 // Ops that generate or scan sequences: Range, CumSum, Trilu, NonZero,
 // OneHot.
 
-func init() {
-	Register("", "Range", 11, rangeOp)
-	Register("", "CumSum", 11, cumSum)
-	Register("", "Trilu", 14, trilu)
-	Register("", "NonZero", 9, nonZero)
-	Register("", "OneHot", 9, oneHot)
-}
-
 func rangeT[T number](start, limit, delta T) []T {
 	f := math.Max(math.Ceil((float64(limit)-float64(start))/float64(delta)), 0)
 	if !(f <= MaxElements) {

@@ -6,17 +6,6 @@ import (
 
 // Shape ops: the ones that only look at or rearrange shapes.
 
-func init() {
-	Register("", "Shape", 1, shapeOp)
-	Register("", "Size", 1, sizeOp)
-	Register("", "Reshape", 5, reshape)
-	Register("", "Flatten", 1, flatten)
-	Register("", "Squeeze", 1, squeeze)
-	Register("", "Unsqueeze", 1, unsqueeze)
-	Register("", "Constant", 1, constant)
-	Register("", "ConstantOfShape", 9, constantOfShape)
-}
-
 func shapeOp(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
 	if err := ctx.checkInputs(in, 1, 1); err != nil {
 		return nil, err

@@ -6,11 +6,6 @@ import (
 	"github.com/linearize/linearize/onnx"
 )
 
-func init() {
-	Register("", "Softmax", 1, softmaxKernel(false))
-	Register("", "LogSoftmax", 1, softmaxKernel(true))
-}
-
 // softmaxKernel handles both axis conventions: before opset 13 the input
 // is flattened to 2-D at axis (default 1) and each row is normalised; from
 // 13 on, the single axis (default −1) is normalised.
