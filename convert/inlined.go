@@ -136,6 +136,15 @@ func producer(ix *onnx.Index, v, op string) *onnxpb.NodeProto {
 	return nil
 }
 
+// divisor returns the node of type op (producer) that produces the divisor
+// of n when n is a default-domain Div, or nil.
+func divisor(ix *onnx.Index, n *onnxpb.NodeProto, op string) *onnxpb.NodeProto {
+	if n.GetOpType() != "Div" || !defaultDomain(n) || len(n.Input) != 2 {
+		return nil
+	}
+	return producer(ix, n.Input[1], op)
+}
+
 // isPerformerOutput matches Div(Slice(X), Add(Relu(Slice(X)), ε)).
 func isPerformerOutput(ix *onnx.Index, n *onnxpb.NodeProto) bool {
 	if n.GetOpType() != "Div" || !defaultDomain(n) || len(n.Input) != 2 {
@@ -194,10 +203,7 @@ func isPerformerSoftmax(ix *onnx.Index, n *onnxpb.NodeProto) bool {
 // isLocalPooledOutput matches Div(x, Sum(..., c)) with a constant
 // 0 < c ≤ 1e-20.
 func isLocalPooledOutput(ix *onnx.Index, n *onnxpb.NodeProto) bool {
-	if n.GetOpType() != "Div" || !defaultDomain(n) || len(n.Input) != 2 {
-		return false
-	}
-	sum := producer(ix, n.Input[1], "Sum")
+	sum := divisor(ix, n, "Sum")
 	if sum == nil {
 		return false
 	}
@@ -211,10 +217,7 @@ func isLocalPooledOutput(ix *onnx.Index, n *onnxpb.NodeProto) bool {
 
 // isHedgehogOutput matches Div(x, Where(Greater(d, c), d, e)).
 func isHedgehogOutput(ix *onnx.Index, n *onnxpb.NodeProto) bool {
-	if n.GetOpType() != "Div" || !defaultDomain(n) || len(n.Input) != 2 {
-		return false
-	}
-	w := producer(ix, n.Input[1], "Where")
+	w := divisor(ix, n, "Where")
 	if w == nil || len(w.Input) != 3 {
 		return false
 	}

@@ -126,6 +126,18 @@ func (s state) with(n *onnxpb.NodeProto) state {
 	return s
 }
 
+// reshaped is s past n, a reshape of the scores from rank from (3: heads
+// folded into the batch, 4: [B,H,S,S]) to rank to, the first rank when
+// none is set yet.
+func (s state) reshaped(n *onnxpb.NodeProto, from, to int) state {
+	s = s.with(n)
+	s.folded, s.view = true, from
+	if s.first == 0 {
+		s.first = to
+	}
+	return s
+}
+
 func (s state) addForm(f string) state {
 	s.form = append(append([]string{}, s.form...), f)
 	return s

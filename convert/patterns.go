@@ -2,6 +2,7 @@ package convert
 
 import (
 	"fmt"
+	"iter"
 	"math"
 	"strings"
 
@@ -48,6 +49,19 @@ type scoreForm struct {
 	read func(mt *matcher, n *onnxpb.NodeProto, st state) (rs []reading, why string)
 }
 
+// constOperands yields, for each order of the two operands of n, the
+// index i of the operand that may be the scores and the constant c that
+// value reads from the other one, skipping the orders where it reads none.
+func constOperands(n *onnxpb.NodeProto, value func(v string) (float64, bool)) iter.Seq2[int, float64] {
+	return func(yield func(int, float64) bool) {
+		for i := 0; i < 2; i++ {
+			if c, ok := value(inp(n, 1-i)); ok && !yield(i, c) {
+				return
+			}
+		}
+	}
+}
+
 var scoreForms = []scoreForm{
 	// The same number added to every score (a mask built for inputs with
 	// no padding): the softmax does not see it. A number so large that it
@@ -55,11 +69,7 @@ var scoreForms = []scoreForm{
 	// leaves the original a uniform average; that is refused.
 	{"Add", "add-const", func(mt *matcher, n *onnxpb.NodeProto, st state) ([]reading, string) {
 		var rs []reading
-		for i := 0; i < 2; i++ {
-			c, ok := mt.Uniform(inp(n, 1-i))
-			if !ok {
-				continue
-			}
+		for i, c := range constOperands(n, mt.Uniform) {
 			if math.IsNaN(c) || math.Abs(c*st.scale) > maxShift {
 				return nil, fmt.Sprintf("Add %s adds %g to every score: every key is masked", nodeName(n), c)
 			}
@@ -157,11 +167,7 @@ var scoreForms = []scoreForm{
 	// scores · c, either operand.
 	{"Mul", "mul-scale", func(mt *matcher, n *onnxpb.NodeProto, st state) ([]reading, string) {
 		var rs []reading
-		for i := 0; i < 2; i++ {
-			c, ok := mt.Scalar(inp(n, 1-i))
-			if !ok {
-				continue
-			}
+		for i, c := range constOperands(n, mt.Scalar) {
 			s2 := st.with(n)
 			s2.scale = st.scale * c
 			rs = append(rs, reading{inp(n, i), s2})
@@ -187,12 +193,7 @@ var scoreForms = []scoreForm{
 		if d := mt.Dims(inp(n, 0)); d != nil && len(d) != 3 {
 			return nil, fmt.Sprintf("Reshape %s of the scores is from rank %d, not [B·H,S,S]", nodeName(n), len(d))
 		}
-		s2 := st.with(n)
-		s2.folded, s2.view = true, 3
-		if s2.first == 0 {
-			s2.first = 4
-		}
-		return []reading{{inp(n, 0), s2}}, ""
+		return []reading{{inp(n, 0), st.reshaped(n, 3, 4)}}, ""
 	}},
 	// The scores viewed [B,H,S,S] for the mask and folded back to
 	// [B·H,S,S] for the softmax (fairseq's MultiheadAttention:
@@ -205,12 +206,7 @@ var scoreForms = []scoreForm{
 		if d := mt.Dims(inp(n, 0)); len(d) != 4 {
 			return nil, fmt.Sprintf("Reshape %s of the scores to rank 3 is not from [B,H,S,S]", nodeName(n))
 		}
-		s2 := st.with(n)
-		s2.folded, s2.view = true, 4
-		if s2.first == 0 {
-			s2.first = 3
-		}
-		return []reading{{inp(n, 0), s2}}, ""
+		return []reading{{inp(n, 0), st.reshaped(n, 4, 3)}}, ""
 	}},
 	// DequantizeLinear(QuantizeLinear(scores)): the QDQ pair
 	// quantize_static writes on every tensor. The scores continue from

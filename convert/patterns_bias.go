@@ -243,35 +243,15 @@ var biasForms = []biasForm{
 	// Expand's input holds the per-key condition.
 	// XLM (TorchScript) casts the expanded condition to bool:
 	// Where(Cast(Expand(Reshape(mask == 0))), min, scores).
-	{"expanded-condition", true, func(mt *matcher, bt *biasTerm) (BiasKind, string, bool) {
-		if x := mt.unexpanded(bt.value, true); x != "" && mt.isPerKey(x) {
-			return BiasPerKey, x, true
-		}
-		return "", "", false
-	}},
-	{"per-key-condition", true, func(mt *matcher, bt *biasTerm) (BiasKind, string, bool) {
-		if mt.isPerKey(bt.value) {
-			return BiasPerKey, bt.value, true
-		}
-		return "", "", false
-	}},
+	{"expanded-condition", true, readExpandedPerKey(true)},
+	{"per-key-condition", true, readPerKey},
 	// A per-key bias expanded to the score shape (bias.expand_as(scores),
 	// Expand to [B,H,S,S]): the unexpanded value is the key bias, so the
 	// rewrite does not keep the scores alive for their shape.
-	{"expanded-per-key", false, func(mt *matcher, bt *biasTerm) (BiasKind, string, bool) {
-		if x := mt.unexpanded(bt.value, false); x != "" && mt.isPerKey(x) {
-			return BiasPerKey, x, true
-		}
-		return "", "", false
-	}},
+	{"expanded-per-key", false, readExpandedPerKey(false)},
 	// (1 − m)·c from a [B,S] mask, or any value constant along heads and
 	// queries.
-	{"per-key", false, func(mt *matcher, bt *biasTerm) (BiasKind, string, bool) {
-		if mt.isPerKey(bt.value) {
-			return BiasPerKey, bt.value, true
-		}
-		return "", "", false
-	}},
+	{"per-key", false, readPerKey},
 	// A rank-3 mask [B,1,S] (mask.unsqueeze(1): one unit axis missing),
 	// directly or expanded to [B,1,S,S], for either kind of term. From
 	// the right its batch axis meets the scores' heads, so the graph runs
@@ -378,6 +358,26 @@ func readCausal(mt *matcher, bt *biasTerm) (BiasKind, string, bool) {
 		return BiasCausal, "", true
 	}
 	return "", "", false
+}
+
+// readPerKey reads a per-key term (isPerKey) as it is.
+func readPerKey(mt *matcher, bt *biasTerm) (BiasKind, string, bool) {
+	if mt.isPerKey(bt.value) {
+		return BiasPerKey, bt.value, true
+	}
+	return "", "", false
+}
+
+// readExpandedPerKey returns the reader of a per-key term expanded to the
+// scores' shape, whose key bias is the unexpanded value; cond: the term is
+// a Where condition, which may be cast to bool (unexpanded).
+func readExpandedPerKey(cond bool) func(mt *matcher, bt *biasTerm) (BiasKind, string, bool) {
+	return func(mt *matcher, bt *biasTerm) (BiasKind, string, bool) {
+		if x := mt.unexpanded(bt.value, cond); x != "" && mt.isPerKey(x) {
+			return BiasPerKey, x, true
+		}
+		return "", "", false
+	}
 }
 
 // isPerKey reports whether v is a per-key bias or condition: [B,1,1,S] by

@@ -335,12 +335,10 @@ func (rw *rewriter) importFunction(m *onnxpb.ModelProto, function func(opset int
 
 // addInit adds t as an initializer under a fresh name based on base.
 func (rw *rewriter) addInit(base string, t *onnx.Tensor) (string, error) {
-	name := rw.names.Name(base)
-	tp, err := onnx.EncodeTensor(name, t)
+	name, err := rw.addInitNoCount(base, t)
 	if err != nil {
 		return "", err
 	}
-	rw.g.Initializer = append(rw.g.Initializer, tp)
 	rw.report.Params += int64(t.Len())
 	rw.report.Bytes += int64(t.Len() * onnx.ElemSize(t.DType))
 	return name, nil

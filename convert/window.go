@@ -691,39 +691,26 @@ func (p *prober) inputs(s int) (map[string]*onnx.Tensor, error) {
 func filledTensor(dt onnx.DataType, shape []int, n int, one bool) (*onnx.Tensor, error) {
 	switch dt {
 	case onnx.Int64:
-		d := make([]int64, n)
-		if one {
-			for i := range d {
-				d[i] = 1
-			}
-		}
-		return onnx.NewInt64(shape, d), nil
+		return onnx.NewInt64(shape, filled(n, one, int64(1))), nil
 	case onnx.Int32:
-		d := make([]int32, n)
-		if one {
-			for i := range d {
-				d[i] = 1
-			}
-		}
-		return &onnx.Tensor{DType: dt, Shape: shape, Data: d}, nil
+		return &onnx.Tensor{DType: dt, Shape: shape, Data: filled(n, one, int32(1))}, nil
 	case onnx.Float:
-		d := make([]float32, n)
-		if one {
-			for i := range d {
-				d[i] = 1
-			}
-		}
-		return onnx.NewFloat(shape, d), nil
+		return onnx.NewFloat(shape, filled(n, one, float32(1))), nil
 	case onnx.Bool:
-		d := make([]bool, n)
-		if one {
-			for i := range d {
-				d[i] = true
-			}
-		}
-		return &onnx.Tensor{DType: dt, Shape: shape, Data: d}, nil
+		return &onnx.Tensor{DType: dt, Shape: shape, Data: filled(n, one, true)}, nil
 	}
 	return nil, fmt.Errorf("element type %s", onnx.TypeName(dt))
+}
+
+// filled returns n values, each v when one is set, else the zero value.
+func filled[T any](n int, one bool, v T) []T {
+	d := make([]T, n)
+	if one {
+		for i := range d {
+			d[i] = v
+		}
+	}
+	return d
 }
 
 // windowPlan is what a conversion does with sliding-window blocks: each

@@ -3,7 +3,6 @@ package finetune
 import (
 	"fmt"
 	"math"
-	"slices"
 
 	"github.com/linearize/linearize/internal/graphfacts"
 	"github.com/linearize/linearize/internal/progress"
@@ -178,16 +177,7 @@ type localPooledProblem struct {
 	y                  []float64
 	valid              []bool
 	rowNorm            []float64
-	lay                []lpLayout // per batch row
-}
-
-// lpLayout is the key structure of one sequence: sinks, each key's
-// segment (−1 for sinks and padding), segment sizes and per-block counts.
-type lpLayout struct {
-	sinks []int
-	seg   []int
-	total []int
-	block [][]int
+	lay                []ops.LocalPooledLayout // per batch row
 }
 
 func (p *localPooledProblem) init() error {
@@ -213,9 +203,9 @@ func (p *localPooledProblem) init() error {
 	if p.rowNorm, err = targetRowNorms(p.y, p.valid, p.b, p.h, p.s, p.dv); err != nil {
 		return err
 	}
-	p.lay = make([]lpLayout, p.b)
+	p.lay = make([]ops.LocalPooledLayout, p.b)
 	for bi := range p.lay {
-		p.lay[bi] = newLayout(p.valid[bi*p.s:(bi+1)*p.s], p.Attrs)
+		p.lay[bi] = ops.NewLocalPooledLayout(p.valid[bi*p.s:(bi+1)*p.s], p.Attrs)
 	}
 	return nil
 }
@@ -284,46 +274,6 @@ func (p *localPooledProblem) initValues() error {
 	p.fitV, p.xv, p.wv = true, f64(p.XV), f64(p.WV)
 	p.bv, p.hasBV = biasValues(p.BV, hdv)
 	return nil
-}
-
-// newLayout derives the op's key structure from one sequence's validity,
-// as ops.LocalPooled defines it. It repeats the layout loop of
-// ops/localpooled.go, which is unexported and reads the op's mask;
-// TestLocalPooledForward checks the two agree.
-func newLayout(valid []bool, a ops.LocalPooledAttrs) lpLayout {
-	n, k := len(valid), a.Segments
-	var l lpLayout
-	l.sinks = sinkKeys(valid, a.SinkFirst, a.SinkLast)
-	isSink := func(j int) bool { return slices.Contains(l.sinks, j) }
-	m := 0
-	for j, ok := range valid {
-		if ok && !isSink(j) {
-			m++
-		}
-	}
-	l.seg = make([]int, n)
-	l.total = make([]int, k)
-	r := 0
-	for j, ok := range valid {
-		l.seg[j] = -1
-		if ok && !isSink(j) {
-			l.seg[j] = r * k / m
-			l.total[l.seg[j]]++
-			r++
-		}
-	}
-	if b := a.Block; b > 0 {
-		l.block = make([][]int, (n+b-1)/b)
-		for B := range l.block {
-			l.block[B] = make([]int, k)
-		}
-		for j, c := range l.seg {
-			if c >= 0 {
-				l.block[j/b][c]++
-			}
-		}
-	}
-	return l
 }
 
 // Params returns the current projections as float32 tensors (biases nil
@@ -477,7 +427,7 @@ func (en lpEntry) grad(exact []float64, stride, col, w int, pooled []float64) []
 // means, and the current query's entries, output and output gradient.
 type lpHead struct {
 	p             *localPooledProblem
-	lay           *lpLayout
+	lay           *ops.LocalPooledLayout
 	bh, col, vcol int
 	qm, km, vm    []float64
 	grad          bool      // gradients of Q and K wanted
@@ -499,15 +449,15 @@ func (p *localPooledProblem) newLPHead(bi, hi int, qm, km, vm, dqm, dkm, dvm []f
 		qm: qm, km: km, vm: vm, grad: dqm != nil, dqm: dqm, dkm: dkm, dvm: dvm,
 		kbar: make([]float64, kk*d), vbar: make([]float64, kk*dv),
 		cnt: make([]int, kk), out: make([]float64, dv), gy: make([]float64, dv)}
-	for j, c := range e.lay.seg {
+	for j, c := range e.lay.Seg {
 		if c < 0 {
 			continue
 		}
 		for t, x := range e.k(j) {
-			e.kbar[c*d+t] += x / float64(e.lay.total[c])
+			e.kbar[c*d+t] += x / float64(e.lay.Total[c])
 		}
 		for t, x := range e.v(j) {
-			e.vbar[c*dv+t] += x / float64(e.lay.total[c])
+			e.vbar[c*dv+t] += x / float64(e.lay.Total[c])
 		}
 	}
 	if e.grad {
@@ -551,22 +501,17 @@ func (e *lpHead) gather(i int) bool {
 		lo, hi = max(0, (B-1)*blk), min(s, (B+2)*blk)
 	}
 	for j := lo; j < hi; j++ {
-		if e.lay.seg[j] >= 0 {
+		if e.lay.Seg[j] >= 0 {
 			e.es = append(e.es, lpEntry{key: e.k(j), val: e.v(j), j: j, c: -1})
 		}
 	}
-	for _, j := range e.lay.sinks {
+	for _, j := range e.lay.Sinks {
 		e.es = append(e.es, lpEntry{key: e.k(j), val: e.v(j), j: j, c: -1})
 	}
 	e.nExact = len(e.es)
-	for c := range e.cnt {
-		e.cnt[c] = e.lay.total[c]
-		if blk > 0 {
-			for bb := max(0, B-1); bb <= min(len(e.lay.block)-1, B+1); bb++ {
-				e.cnt[c] -= e.lay.block[bb][c]
-			}
-		}
-		if e.cnt[c] > 0 {
+	e.lay.FarCounts(B, 1, e.cnt)
+	for c, n := range e.cnt {
+		if n > 0 {
 			e.es = append(e.es, lpEntry{key: e.kbar[c*d : (c+1)*d], val: e.vbar[c*dv : (c+1)*dv], j: -1, c: c})
 		}
 	}
@@ -652,18 +597,18 @@ func (e *lpHead) backward(i int) {
 // to the keys (values) it averages, divided by their number.
 func (e *lpHead) scatterMeans() {
 	d, dv, hd, hdv := e.p.d, e.p.dv, e.p.h*e.p.d, e.p.h*e.p.dv
-	for j, c := range e.lay.seg {
+	for j, c := range e.lay.Seg {
 		if c < 0 {
 			continue
 		}
 		dk := e.dkm[j*hd+e.col : j*hd+e.col+d]
 		for t := range dk {
-			dk[t] += e.dkbar[c*d+t] / float64(e.lay.total[c])
+			dk[t] += e.dkbar[c*d+t] / float64(e.lay.Total[c])
 		}
 		if e.dvm != nil {
 			dval := e.dvm[j*hdv+e.vcol : j*hdv+e.vcol+dv]
 			for t := range dval {
-				dval[t] += e.dvbar[c*dv+t] / float64(e.lay.total[c])
+				dval[t] += e.dvbar[c*dv+t] / float64(e.lay.Total[c])
 			}
 		}
 	}

@@ -124,18 +124,15 @@ type HedgehogParams struct {
 // hedgehogSchema is HedgehogAttention's schema.
 var hedgehogSchema = newSchema(OpSchema{
 	Op: HedgehogOp, Doc: hedgehogDoc, File: "ops/hedgehog.go",
-	Inputs: []InputSchema{
-		{Name: "Q", Doc: "queries [B,H,S,D] (self-attention: the keys' positions)"},
-		{Name: "K", Doc: "keys [B,H,S,D]"},
-		{Name: "V", Doc: "values [B,H,S,Dv]"},
+	Inputs: qkvInputs(selfQKV,
 		keyBiasInput,
-		{Name: "q_weight", Doc: "query map W [H,D,F]"},
-		{Name: "q_bias", Doc: "query map biases [H,2F]"},
-		{Name: "q_norm", Doc: "query map norm weight ν [H]"},
-		{Name: "k_weight", Doc: "key map W [H,D,F]"},
-		{Name: "k_bias", Doc: "key map biases [H,2F]"},
-		{Name: "k_norm", Doc: "key map norm weight ν [H]"},
-	},
+		InputSchema{Name: "q_weight", Doc: "query map W [H,D,F]"},
+		InputSchema{Name: "q_bias", Doc: "query map biases [H,2F]"},
+		InputSchema{Name: "q_norm", Doc: "query map norm weight ν [H]"},
+		InputSchema{Name: "k_weight", Doc: "key map W [H,D,F]"},
+		InputSchema{Name: "k_bias", Doc: "key map biases [H,2F]"},
+		InputSchema{Name: "k_norm", Doc: "key map norm weight ν [H]"},
+	),
 	Output: "[B,H,S,Dv]",
 }, func(a *HedgehogAttrs) *int { return &a.Threads },
 	scaleField(scaleDoc, func(a *HedgehogAttrs) *float32 { return &a.Scale }),
@@ -168,17 +165,10 @@ func NewHedgehogNode(name string, inputs []string, output string, a HedgehogAttr
 }
 
 func init() {
-	kernels.Register(Domain, HedgehogOp, 1, kernels.HalfWidened(hedgehogKernel))
-}
-
-func hedgehogKernel(ctx *kernels.Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
-	a, in, err := hedgehogSchema.call(ctx, in)
-	if err != nil {
-		return nil, err
-	}
-	p := HedgehogParams{QWeight: in[4], QBias: in[5], QNorm: in[6], KWeight: in[7], KBias: in[8], KNorm: in[9]}
-	out, err := Hedgehog(in[0], in[1], in[2], in[3], p, a)
-	return attentionOut(ctx, out, err)
+	hedgehogSchema.register(func(a HedgehogAttrs, in []*onnx.Tensor) (*onnx.Tensor, error) {
+		p := HedgehogParams{QWeight: in[4], QBias: in[5], QNorm: in[6], KWeight: in[7], KBias: in[8], KNorm: in[9]}
+		return Hedgehog(in[0], in[1], in[2], in[3], p, a)
+	})
 }
 
 // check validates the parameters for h heads of dimension d and returns
@@ -602,13 +592,10 @@ func sumSquares(x []float32) float64 {
 // of chunk states across). The denominator rides along as a column of
 // ones appended to V.
 func HedgehogFunction(opset int64, a HedgehogAttrs) (*onnxpb.FunctionProto, error) {
-	if err := checkOpset(HedgehogOp, opset); err != nil {
+	b, err := newFnBuilder(HedgehogOp, opset, a.check)
+	if err != nil {
 		return nil, err
 	}
-	if err := a.check(); err != nil {
-		return nil, err
-	}
-	b := &fnBuilder{opset: opset}
 	lowest := b.constFloat(-math.MaxFloat32)
 	zero := b.constFloat(0)
 	one := b.constFloat(1)

@@ -78,13 +78,10 @@ type LaraAttrs struct {
 // laraSchema is LaraAttention's schema.
 var laraSchema = newSchema(OpSchema{
 	Op: LaraOp, Doc: laraDoc, File: "ops/lara.go",
-	Inputs: []InputSchema{
-		{Name: "Q", Doc: "queries [B,H,S,D] (self-attention: the keys' positions)"},
-		{Name: "K", Doc: "keys [B,H,S,D]"},
-		{Name: "V", Doc: "values [B,H,S,Dv]"},
-		{Name: "Noise", Doc: "frozen proposal noise [H or 1,R,D], R = landmarks·samples"},
+	Inputs: qkvInputs(selfQKV,
+		InputSchema{Name: "Noise", Doc: "frozen proposal noise [H or 1,R,D], R = landmarks·samples"},
 		keyBiasInput,
-	},
+	),
 	Output: "[B,H,S,Dv]",
 }, func(a *LaraAttrs) *int { return &a.Threads },
 	scaleField(scaleDoc+"; must be positive", func(a *LaraAttrs) *float32 { return &a.Scale }),
@@ -103,16 +100,9 @@ func (a LaraAttrs) check() error {
 }
 
 func init() {
-	kernels.Register(Domain, LaraOp, 1, kernels.HalfWidened(laraKernel))
-}
-
-func laraKernel(ctx *kernels.Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
-	a, in, err := laraSchema.call(ctx, in)
-	if err != nil {
-		return nil, err
-	}
-	out, err := Lara(in[0], in[1], in[2], in[3], in[4], a)
-	return attentionOut(ctx, out, err)
+	laraSchema.register(func(a LaraAttrs, in []*onnx.Tensor) (*onnx.Tensor, error) {
+		return Lara(in[0], in[1], in[2], in[3], in[4], a)
+	})
 }
 
 // laraLayout is what one sequence's keys decide: the valid positions, their
@@ -434,13 +424,10 @@ func NewLaraNode(name string, inputs []string, output string, a LaraAttrs) *onnx
 // they follow the actual length under padding. Padded rows of K and V are
 // zeroed before any product, so that NaN there cannot leak.
 func LaraFunction(opset int64, a LaraAttrs) (*onnxpb.FunctionProto, error) {
-	if err := checkOpset(LaraOp, opset); err != nil {
+	b, err := newFnBuilder(LaraOp, opset, a.check)
+	if err != nil {
 		return nil, err
 	}
-	if err := a.check(); err != nil {
-		return nil, err
-	}
-	b := &fnBuilder{opset: opset}
 	c := int64(a.Landmarks)
 	masked := b.constFloat(-1e30)
 	zero := b.constFloat(0)

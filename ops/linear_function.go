@@ -277,6 +277,21 @@ func checkOpset(op string, opset int64) error {
 	return nil
 }
 
+// newFnBuilder returns the builder of a function body of op at opset,
+// after checking opset and then each of checks (the attributes the body is
+// built for).
+func newFnBuilder(op string, opset int64, checks ...func() error) (*fnBuilder, error) {
+	if err := checkOpset(op, opset); err != nil {
+		return nil, err
+	}
+	for _, check := range checks {
+		if err := check(); err != nil {
+			return nil, err
+		}
+	}
+	return &fnBuilder{opset: opset}, nil
+}
+
 // keyMask returns, for each (batch, key) pair, whether the key is valid,
 // and the bias value of valid keys, from a key_bias of shape [B or 1, 1, 1,
 // Sk or 1] (nil: every key valid, zero bias). It is laid out as

@@ -71,14 +71,11 @@ func (a LinformerAttrs) pooled() LocalPooledAttrs {
 // linformerSchema is LinformerAttention's schema.
 var linformerSchema = newSchema(OpSchema{
 	Op: LinformerOp, Doc: linformerDoc, File: "ops/linformer.go",
-	Inputs: []InputSchema{
-		{Name: "Q", Doc: "queries [B,H,Sq,D]"},
-		{Name: "K", Doc: "keys [B,H,Sk,D]"},
-		{Name: "V", Doc: "values [B,H,Sk,Dv]"},
-		{Name: "E", Optional: true, Doc: "key projection [H or 1,k,N], N ≥ Sk (absent in the pooled mode)"},
-		{Name: "F", Optional: true, Doc: "value projection [H or 1,k,N], may be E (absent in the pooled mode)"},
+	Inputs: qkvInputs(crossQKV,
+		InputSchema{Name: "E", Optional: true, Doc: "key projection [H or 1,k,N], N ≥ Sk (absent in the pooled mode)"},
+		InputSchema{Name: "F", Optional: true, Doc: "value projection [H or 1,k,N], may be E (absent in the pooled mode)"},
 		keyBiasInput,
-	},
+	),
 	Output: "[B,H,Sq,Dv]",
 }, func(a *LinformerAttrs) *int { return &a.Threads },
 	scaleField(scaleDoc, func(a *LinformerAttrs) *float32 { return &a.Scale }),
@@ -98,7 +95,9 @@ func (a LinformerAttrs) check() error {
 }
 
 func init() {
-	kernels.Register(Domain, LinformerOp, 1, kernels.HalfWidened(linformerKernel))
+	linformerSchema.register(func(a LinformerAttrs, in []*onnx.Tensor) (*onnx.Tensor, error) {
+		return Linformer(in[0], in[1], in[2], in[3], in[4], in[5], a)
+	})
 }
 
 // IsPooledLinformer reports whether n is a LinformerAttention node in the
@@ -132,15 +131,6 @@ func PooledAttrs(n *onnxpb.NodeProto) (a LocalPooledAttrs, keyBias int, err erro
 		return la.pooled(), 5, err
 	}
 	return a, 0, fmt.Errorf("ops: node %q (%s) is neither %s nor a pooled %s", n.GetName(), n.GetOpType(), LocalPooledOp, LinformerOp)
-}
-
-func linformerKernel(ctx *kernels.Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
-	a, in, err := linformerSchema.call(ctx, in)
-	if err != nil {
-		return nil, err
-	}
-	out, err := Linformer(in[0], in[1], in[2], in[3], in[4], in[5], a)
-	return attentionOut(ctx, out, err)
 }
 
 func checkProjection(name string, t *onnx.Tensor, h int) (hp, k, n int, err error) {
@@ -262,10 +252,10 @@ func NewLinformerNode(name string, inputs []string, output string, a LinformerAt
 // (11..23; use the model's own default-domain opset). Its inputs are Q, K,
 // V, E, F, key_bias (all required) and its attribute scale (required).
 func LinformerFunction(opset int64) (*onnxpb.FunctionProto, error) {
-	if err := checkOpset(LinformerOp, opset); err != nil {
+	b, err := newFnBuilder(LinformerOp, opset)
+	if err != nil {
 		return nil, err
 	}
-	b := &fnBuilder{opset: opset}
 	scale := b.constFloatAttr("scale")
 	sk := b.op("Slice", []string{b.op("Shape", []string{"K"}), b.constInts(2), b.constInts(3)})
 	zeros := b.constInts(0)
@@ -299,14 +289,6 @@ func LinformerFunctionFor(opset int64, a LinformerAttrs) (*onnxpb.FunctionProto,
 		}
 		return LinformerFunction(opset)
 	}
-	if err := checkOpset(LinformerOp, opset); err != nil {
-		return nil, err
-	}
-	if err := a.check(); err != nil {
-		return nil, err
-	}
-	b := &fnBuilder{opset: opset}
-	b.localPooledBody(a.pooled())
 	doc := fmt.Sprintf("%s segments=%d sinks=%s", linformerDoc, a.Segments, a.Sinks())
-	return linformerSchema.function(b, doc, len(linformerSchema.Inputs)), nil
+	return localPooledFunction(linformerSchema, doc, opset, a.check, a.pooled())
 }

@@ -205,12 +205,7 @@ const (
 // localPooledSchema is LocalPooledAttention's schema.
 var localPooledSchema = newSchema(OpSchema{
 	Op: LocalPooledOp, Doc: localPooledDoc, File: "ops/localpooled.go",
-	Inputs: []InputSchema{
-		{Name: "Q", Doc: "queries [B,H,S,D] (self-attention: the keys' positions)"},
-		{Name: "K", Doc: "keys [B,H,S,D]"},
-		{Name: "V", Doc: "values [B,H,S,Dv]"},
-		keyBiasInput,
-	},
+	Inputs: qkvInputs(selfQKV, keyBiasInput),
 	Output: "[B,H,S,Dv]",
 }, func(a *LocalPooledAttrs) *int { return &a.Threads },
 	scaleField(scaleDoc, func(a *LocalPooledAttrs) *float32 { return &a.Scale }),
@@ -322,16 +317,9 @@ func (a LocalPooledAttrs) checkBand() error {
 }
 
 func init() {
-	kernels.Register(Domain, LocalPooledOp, 1, kernels.HalfWidened(localPooledKernel))
-}
-
-func localPooledKernel(ctx *kernels.Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
-	a, in, err := localPooledSchema.call(ctx, in)
-	if err != nil {
-		return nil, err
-	}
-	out, err := LocalPooled(in[0], in[1], in[2], in[3], a)
-	return attentionOut(ctx, out, err)
+	localPooledSchema.register(func(a LocalPooledAttrs, in []*onnx.Tensor) (*onnx.Tensor, error) {
+		return LocalPooled(in[0], in[1], in[2], in[3], a)
+	})
 }
 
 // LocalPooled computes LocalPooledAttention in float32 with float64 sums
@@ -368,9 +356,13 @@ func localPooled(op string, q, k, v, bias *onnx.Tensor, a LocalPooledAttrs) (*on
 		return nil, err
 	}
 	scale := resolveScale(a.Scale, d)
-	lays := make([]lpLayout, b)
+	lays := make([]LocalPooledLayout, b)
+	valid := make([]bool, n)
 	for bi := range lays {
-		lays[bi] = newLPLayout(mask, bi, n, a)
+		for j := range valid {
+			_, valid[j] = mask.at(bi, j)
+		}
+		lays[bi] = NewLocalPooledLayout(valid, a)
 	}
 	qd, kd, vd := q.Floats(), k.Floats(), v.Floats()
 	out := make([]float32, b*h*sq*dv)
@@ -384,83 +376,86 @@ func localPooled(op string, q, k, v, bias *onnx.Tensor, a LocalPooledAttrs) (*on
 	return onnx.NewFloat([]int{b, h, sq, dv}, out), nil
 }
 
-// lpLayout is what one sequence's keys decide (validity, sinks,
-// segments); it depends on the batch row only.
-type lpLayout struct {
-	sinks []int   // sink positions, in order first, last
-	seg   []int   // segment of each key, −1 for sinks and padding
-	total []int   // keys per segment
-	block [][]int // [block][segment] non-sink keys of the segment in the block
-	// pos is the mean position p̄_c of each segment's keys (ALiBi's
+// LocalPooledLayout is how LocalPooledAttention lays out the keys of one
+// sequence: what their validity decides (sinks, segments, counts), not
+// their values. The Go kernel and the fine-tuner (package finetune) share
+// it.
+type LocalPooledLayout struct {
+	Sinks []int   // sink positions, in order first, last
+	Seg   []int   // segment of each key, −1 for sinks and padding
+	Total []int   // keys per segment
+	Block [][]int // [block][segment] non-sink keys of the segment in the block (nil without blocks or segments)
+	// Pos is the mean position p̄_c of each segment's keys (ALiBi's
 	// distance to a segment; 0 for an empty segment).
-	pos []float64
+	Pos []float64
 }
 
-// newLPLayout lays out the keys of batch row bi. finetune/localpooled.go's
-// newLayout repeats it (this one reads the op's mask); a finetune test
-// checks both agree.
-func newLPLayout(mask *keyMask, bi, n int, a LocalPooledAttrs) lpLayout {
-	var lay lpLayout
-	first, last := validEnds(mask, bi, n)
+// NewLocalPooledLayout lays out the keys of one sequence for a: valid[j]
+// reports whether key j is valid (not padding). Without segments, Seg is 0
+// for a valid non-sink key.
+func NewLocalPooledLayout(valid []bool, a LocalPooledAttrs) LocalPooledLayout {
+	var lay LocalPooledLayout
+	n := len(valid)
+	first, last := validEnds(valid)
 	if a.SinkFirst && first >= 0 {
-		lay.sinks = append(lay.sinks, first)
+		lay.Sinks = append(lay.Sinks, first)
 	}
 	if a.SinkLast && last >= 0 && !(a.SinkFirst && last == first) {
-		lay.sinks = append(lay.sinks, last)
+		lay.Sinks = append(lay.Sinks, last)
 	}
 	kk := a.Segments
-	lay.seg = make([]int, n)
+	lay.Seg = make([]int, n)
 	m := 0
-	for j := 0; j < n; j++ {
-		lay.seg[j] = -1
-		if _, ok := mask.at(bi, j); ok && !slices.Contains(lay.sinks, j) {
+	for j, ok := range valid {
+		lay.Seg[j] = -1
+		if ok && !slices.Contains(lay.Sinks, j) {
 			m++
 		}
 	}
-	lay.total = make([]int, kk)
+	lay.Total = make([]int, kk)
 	r := 0
-	for j := 0; j < n; j++ {
-		if _, ok := mask.at(bi, j); ok && !slices.Contains(lay.sinks, j) {
+	for j, ok := range valid {
+		if ok && !slices.Contains(lay.Sinks, j) {
 			c := 0 // with no segments, 0 only marks a valid non-sink key
 			if kk > 0 {
 				c = r * kk / m
-				lay.total[c]++
+				lay.Total[c]++
 			}
-			lay.seg[j] = c
+			lay.Seg[j] = c
 			r++
 		}
 	}
-	lay.pos = make([]float64, kk)
-	for j, c := range lay.seg {
+	lay.Pos = make([]float64, kk)
+	for j, c := range lay.Seg {
 		if c >= 0 && kk > 0 {
-			lay.pos[c] += float64(j)
+			lay.Pos[c] += float64(j)
 		}
 	}
-	for c, n := range lay.total {
+	for c, n := range lay.Total {
 		if n > 0 {
-			lay.pos[c] /= float64(n)
+			lay.Pos[c] /= float64(n)
 		}
 	}
 	if blk := a.Block; blk > 0 && kk > 0 {
-		lay.block = make([][]int, (n+blk-1)/blk)
-		for B := range lay.block {
-			lay.block[B] = make([]int, kk)
+		lay.Block = make([][]int, (n+blk-1)/blk)
+		for B := range lay.Block {
+			lay.Block[B] = make([]int, kk)
 		}
-		for j, c := range lay.seg {
+		for j, c := range lay.Seg {
 			if c >= 0 {
-				lay.block[j/blk][c]++
+				lay.Block[j/blk][c]++
 			}
 		}
 	}
 	return lay
 }
 
-// validEnds returns the first and the last valid key of batch row bi (−1
-// when there is none).
-func validEnds(mask *keyMask, bi, n int) (first, last int) {
+// validEnds returns the first and the last valid key (−1 when there is
+// none).
+func validEnds(valid []bool) (first, last int) {
 	first, last = -1, -1
-	for j := 0; j < n; j++ {
-		if _, ok := mask.at(bi, j); ok {
+	for j, ok := range valid {
+		if ok {
 			if first < 0 {
 				first = j
 			}
@@ -470,16 +465,16 @@ func validEnds(mask *keyMask, bi, n int) (first, last int) {
 	return first, last
 }
 
-// farCounts sets cnt[c] to the keys of segment c outside the blocks within
+// FarCounts sets cnt[c] to the keys of segment c outside the blocks within
 // r of block B (all of them without blocks).
-func (lay *lpLayout) farCounts(B, r int, cnt []int) {
-	copy(cnt, lay.total)
-	if lay.block == nil {
+func (lay *LocalPooledLayout) FarCounts(B, r int, cnt []int) {
+	copy(cnt, lay.Total)
+	if lay.Block == nil {
 		return
 	}
-	for bb := max(0, B-r); bb <= min(len(lay.block)-1, B+r); bb++ {
+	for bb := max(0, B-r); bb <= min(len(lay.Block)-1, B+r); bb++ {
 		for c := range cnt {
-			cnt[c] -= lay.block[bb][c]
+			cnt[c] -= lay.Block[bb][c]
 		}
 	}
 }
@@ -488,7 +483,7 @@ func (lay *lpLayout) farCounts(B, r int, cnt []int) {
 // (sq rows), keys and values (n rows), layout and scratch.
 type lpHead struct {
 	a                *LocalPooledAttrs
-	lay              *lpLayout
+	lay              *LocalPooledLayout
 	beta, slope      float64 // far_bias β and ALiBi slope m of the head
 	scale            float32
 	sq, n, d, dv     int
@@ -512,7 +507,7 @@ func (p *lpHead) run(oh []float32) {
 		gemm.Sgemm(false, true, p.sq, kk, p.d, p.scale, p.qh, p.d, p.kbar, p.d, 0, p.pooled, kk, 1)
 	}
 	p.cnt = make([]int, kk)
-	p.sinkS = make([]float64, len(p.lay.sinks))
+	p.sinkS = make([]float64, len(p.lay.Sinks))
 	p.acc = make([]float64, p.dv)
 	p.blocks = 1
 	if p.blk > 0 {
@@ -526,7 +521,7 @@ func (p *lpHead) run(oh []float32) {
 			i0, i1 = B*p.blk, min(p.n, (B+1)*p.blk)
 			p.lo, p.hi = max(0, (B-p.rch)*p.blk), min(p.n, (B+p.rch+1)*p.blk)
 		}
-		p.lay.farCounts(B, p.rch, p.cnt)
+		p.lay.FarCounts(B, p.rch, p.cnt)
 		w := p.hi - p.lo
 		if w > 0 {
 			gemm.Sgemm(false, true, i1-i0, w, p.d, p.scale, p.qh[i0*p.d:], p.d, p.kh[p.lo*p.d:], p.d, 0, p.local, w, 1)
@@ -542,7 +537,7 @@ func (p *lpHead) segmentMeans() {
 	kk, d, dv := p.a.Segments, p.d, p.dv
 	ksum := make([]float64, kk*d)
 	vsum := make([]float64, kk*dv)
-	for j, c := range p.lay.seg {
+	for j, c := range p.lay.Seg {
 		if c < 0 || kk == 0 {
 			continue
 		}
@@ -555,7 +550,7 @@ func (p *lpHead) segmentMeans() {
 	}
 	p.kbar = make([]float32, kk*d)
 	p.vbar = make([]float32, kk*dv)
-	for c, cnt := range p.lay.total {
+	for c, cnt := range p.lay.Total {
 		if cnt == 0 {
 			continue
 		}
@@ -584,15 +579,15 @@ func (p *lpHead) row(i int, row []float32, o []float32) {
 	exact := func(j int) float64 { return float64(row[j-p.lo]) - m*math.Abs(fi-float64(j)) }
 	prow := p.pooled[i*kk : (i+1)*kk]
 	far := func(c, n int) float64 {
-		return float64(prow[c]) + math.Log(float64(n)) + p.beta - m*math.Abs(fi-lay.pos[c])
+		return float64(prow[c]) + math.Log(float64(n)) + p.beta - m*math.Abs(fi-lay.Pos[c])
 	}
 	top := math.Inf(-1)
 	for j := lo; j < hi; j++ {
-		if lay.seg[j] >= 0 {
+		if lay.Seg[j] >= 0 {
 			top = max(top, exact(j))
 		}
 	}
-	for s, j := range lay.sinks {
+	for s, j := range lay.Sinks {
 		var dot float64
 		for t := 0; t < d; t++ {
 			dot += float64(p.qh[i*d+t]) * float64(p.kh[j*d+t])
@@ -618,11 +613,11 @@ func (p *lpHead) row(i int, row []float32, o []float32) {
 		}
 	}
 	for j := lo; j < hi; j++ {
-		if lay.seg[j] >= 0 {
+		if lay.Seg[j] >= 0 {
 			add(math.Exp(exact(j)-top), p.vh[j*dv:(j+1)*dv])
 		}
 	}
-	for s, j := range lay.sinks {
+	for s, j := range lay.Sinks {
 		add(math.Exp(p.sinkS[s]-top), p.vh[j*dv:(j+1)*dv])
 	}
 	for c, n := range p.cnt {
@@ -672,15 +667,20 @@ func NewLocalPooledNode(name string, inputs []string, output string, a LocalPool
 // far past a long padding run, whose output is discarded) keeps about
 // 6e-8·m·Δ relative precision in its weights.
 func LocalPooledFunction(opset int64, a LocalPooledAttrs) (*onnxpb.FunctionProto, error) {
-	if err := checkOpset(LocalPooledOp, opset); err != nil {
+	return localPooledFunction(localPooledSchema, localPooledDoc, opset, a.check, a)
+}
+
+// localPooledFunction returns the function of the op of s (doc its doc
+// line) at opset whose body is LocalPooledAttention's for lp, after
+// checking opset and then the op's attributes (check): LocalPooledFunction,
+// WindowFunction and the pooled LinformerFunctionFor.
+func localPooledFunction[A any](s *schema[A], doc string, opset int64, check func() error, lp LocalPooledAttrs) (*onnxpb.FunctionProto, error) {
+	b, err := newFnBuilder(s.Op, opset, check)
+	if err != nil {
 		return nil, err
 	}
-	if err := a.check(); err != nil {
-		return nil, err
-	}
-	b := &fnBuilder{opset: opset}
-	b.localPooledBody(a)
-	return localPooledSchema.function(b, localPooledDoc, len(localPooledSchema.Inputs)), nil
+	b.localPooledBody(lp)
+	return s.function(b, doc, len(s.Inputs)), nil
 }
 
 // scoredPart is one part of a joint softmax: scores and the values they

@@ -172,16 +172,13 @@ const defaultEpsilon = 1e-6
 // performerSchema is PerformerAttention's schema.
 var performerSchema = newSchema(OpSchema{
 	Op: PerformerOp, Doc: performerDoc, File: "ops/performer.go",
-	Inputs: []InputSchema{
-		{Name: "Q", Doc: "queries [B,H,Sq,D]"},
-		{Name: "K", Doc: "keys [B,H,Sk,D]"},
-		{Name: "V", Doc: "values [B,H,Sk,Dv]"},
-		{Name: "Omega", Doc: "random features ω [H or 1,M,D], frozen at conversion"},
+	Inputs: qkvInputs(crossQKV,
+		InputSchema{Name: "Omega", Doc: "random features ω [H or 1,M,D], frozen at conversion"},
 		keyBiasInput,
-		{Name: "balance_q", Optional: true, Doc: "T [H or 1,D,D]: queries become q·T (with balance_k)"},
-		{Name: "balance_k", Optional: true, Doc: "T⁻ᵀ [H or 1,D,D]: keys become k·T⁻ᵀ (with balance_q)"},
-		{Name: "derf_a", Optional: true, Doc: "DERF parameters a [H or 1,1,D], each below 1/4 (features sderf and aderf)"},
-	},
+		InputSchema{Name: "balance_q", Optional: true, Doc: "T [H or 1,D,D]: queries become q·T (with balance_k)"},
+		InputSchema{Name: "balance_k", Optional: true, Doc: "T⁻ᵀ [H or 1,D,D]: keys become k·T⁻ᵀ (with balance_q)"},
+		InputSchema{Name: "derf_a", Optional: true, Doc: "DERF parameters a [H or 1,1,D], each below 1/4 (features sderf and aderf)"},
+	),
 	Output: "[B,H,Sq,Dv]",
 }, func(a *PerformerAttrs) *int { return &a.Threads },
 	scaleField(scaleDoc, func(a *PerformerAttrs) *float32 { return &a.Scale }),
@@ -204,16 +201,14 @@ var performerSchema = newSchema(OpSchema{
 const balanceTol = 1e-3
 
 func init() {
-	kernels.Register(Domain, PerformerOp, 1, kernels.HalfWidened(performerKernel))
+	performerSchema.register(func(a PerformerAttrs, in []*onnx.Tensor) (*onnx.Tensor, error) {
+		return PerformerWith(performerInputs(in), a)
+	})
 }
 
-func performerKernel(ctx *kernels.Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
-	pin, a, err := performerCall(ctx, in)
-	if err != nil {
-		return nil, err
-	}
-	out, err := PerformerWith(pin, a)
-	return attentionOut(ctx, out, err)
+// performerInputs names a node's inputs, padded to every input.
+func performerInputs(in []*onnx.Tensor) PerformerInputs {
+	return PerformerInputs{Q: in[0], K: in[1], V: in[2], Omega: in[3], Bias: in[4], BalanceQ: in[5], BalanceK: in[6], DerfA: in[7]}
 }
 
 // performerCall reads a node's inputs and attributes.
@@ -222,7 +217,7 @@ func performerCall(ctx *kernels.Context, in []*onnx.Tensor) (PerformerInputs, Pe
 	if err != nil {
 		return PerformerInputs{}, a, err
 	}
-	return PerformerInputs{Q: in[0], K: in[1], V: in[2], Omega: in[3], Bias: in[4], BalanceQ: in[5], BalanceK: in[6], DerfA: in[7]}, a, nil
+	return performerInputs(in), a, nil
 }
 
 // Performer computes PerformerAttention in float32 (see the op's
@@ -1034,10 +1029,10 @@ func PerformerFunctionFor(v PerformerVariant, opset int64) (*onnxpb.FunctionProt
 	if kernel != KernelTrig {
 		return nil, fmt.Errorf("ops: %s function: kernel %q, want %q or %q", PerformerOp, kernel, KernelPositive, KernelTrig)
 	}
-	if err := checkOpset(PerformerOp, opset); err != nil {
+	b, err := newFnBuilder(PerformerOp, opset)
+	if err != nil {
 		return nil, err
 	}
-	b := &fnBuilder{opset: opset}
 	// The trig body:
 	//   - √scale is folded into Ω (tiny) instead of Q and K;
 	//   - 1/√M on φ(Q) and φ(K) scales numerator and denominator by 1/M,
@@ -1129,11 +1124,11 @@ func performerPositiveFunction(v PerformerVariant, kernel PerformerKernel, feat 
 	if derf && !v.Balance {
 		return nil, fmt.Errorf("ops: %s function: features %q needs the balance inputs", op, feat)
 	}
-	if err := checkOpset(op, opset); err != nil {
+	b, err := newFnBuilder(op, opset)
+	if err != nil {
 		return nil, err
 	}
 	plain := !v.Center && !v.Balance && feat == FeaturesFavorPlus
-	b := &fnBuilder{opset: opset}
 	inputs := []string{"Q", "K", "V", "Omega", "key_bias"}
 	if v.Balance {
 		inputs = append(inputs, "balance_q", "balance_k")
@@ -1289,10 +1284,10 @@ func performerPositiveFunction(v PerformerVariant, kernel PerformerKernel, feat 
 // model's activations in [B,H,S,D] layout, which is how calibration
 // statistics are captured (package finetune).
 func PerformerExactFunction(opset int64) (*onnxpb.FunctionProto, error) {
-	if err := checkOpset(PerformerOp, opset); err != nil {
+	b, err := newFnBuilder(PerformerOp, opset)
+	if err != nil {
 		return nil, err
 	}
-	b := &fnBuilder{opset: opset}
 	scores := b.op("Mul", []string{b.op("MatMul", []string{"Q", b.transpose("K", 0, 1, 3, 2)}), b.constFloatAttr("scale")})
 	// Softmax before opset 13 flattens from axis on: with axis 3 that is
 	// the key axis alone, the same as opset 13's per-axis softmax.

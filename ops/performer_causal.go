@@ -178,10 +178,10 @@ func PerformerCausalFunction(chunk int, opset int64) (*onnxpb.FunctionProto, err
 	if chunk < 1 || chunk > MaxChunk {
 		return nil, fmt.Errorf("ops: %s function: chunk %d must be in 1..%d", op, chunk, MaxChunk)
 	}
-	if err := checkOpset(op, opset); err != nil {
+	b, err := newFnBuilder(op, opset)
+	if err != nil {
 		return nil, err
 	}
-	b := &fnBuilder{opset: opset}
 	C := int64(chunk)
 	i64 := func(v int64) string { // int64 scalar
 		return b.op("Constant", nil, attrTensor("value", onnx.NewInt64(nil, []int64{v})))

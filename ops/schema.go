@@ -259,6 +259,27 @@ var referenceOrder = []string{PerformerOp, LinformerOp, LocalPooledOp, HedgehogO
 var keyBiasInput = InputSchema{Name: "key_bias", Optional: true,
 	Doc: "additive per-key bias [B or 1,1,1,Sk or 1]; keys at or below −1e4 are padding (optional in the Go kernel; converters always pass it, a zero [1,1,1,1] without a mask)"}
 
+// selfQKV are the inputs Q, K, V of the self-attention ops (one length S:
+// the keys stand at the queries' positions); crossQKV those of the ops of
+// Sq queries and Sk keys.
+var (
+	selfQKV = []InputSchema{
+		{Name: "Q", Doc: "queries [B,H,S,D] (self-attention: the keys' positions)"},
+		{Name: "K", Doc: "keys [B,H,S,D]"},
+		{Name: "V", Doc: "values [B,H,S,Dv]"},
+	}
+	crossQKV = []InputSchema{
+		{Name: "Q", Doc: "queries [B,H,Sq,D]"},
+		{Name: "K", Doc: "keys [B,H,Sk,D]"},
+		{Name: "V", Doc: "values [B,H,Sk,Dv]"},
+	}
+)
+
+// qkvInputs returns the inputs qkv (selfQKV or crossQKV) followed by more.
+func qkvInputs(qkv []InputSchema, more ...InputSchema) []InputSchema {
+	return append(slices.Clone(qkv), more...)
+}
+
 // scaleDoc is every op's scale attribute.
 const scaleDoc = "multiplies q·k; converters always write it (the Go kernel reads 0 or its absence as 1/√D)"
 
@@ -375,6 +396,21 @@ func (s *schema[A]) call(ctx *kernels.Context, in []*onnx.Tensor) (A, []*onnx.Te
 	full := make([]*onnx.Tensor, len(s.Inputs))
 	copy(full, in)
 	return a, full, nil
+}
+
+// register registers the op's Go kernel (kernels.HalfWidened: half-precision
+// inputs are widened to float32): compute gets the node's attributes (with
+// ctx's thread budget) and its inputs, padded with nil to every input of
+// the schema.
+func (s *schema[A]) register(compute func(a A, in []*onnx.Tensor) (*onnx.Tensor, error)) {
+	kernels.Register(Domain, s.Op, 1, kernels.HalfWidened(func(ctx *kernels.Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
+		a, in, err := s.call(ctx, in)
+		if err != nil {
+			return nil, err
+		}
+		out, err := compute(a, in)
+		return attentionOut(ctx, out, err)
+	}))
 }
 
 // function wraps the body b built into a FunctionProto of the op with the

@@ -1,7 +1,6 @@
 package ops
 
 import (
-	"github.com/linearize/linearize/kernels"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
 )
@@ -53,12 +52,7 @@ type WindowAttrs struct {
 
 var windowSchema = newSchema(OpSchema{
 	Op: WindowOp, Doc: windowDoc, File: "ops/window.go",
-	Inputs: []InputSchema{
-		{Name: "Q", Doc: "queries [B,H,S,D] (self-attention: the keys' positions)"},
-		{Name: "K", Doc: "keys [B,H,S,D]"},
-		{Name: "V", Doc: "values [B,H,S,Dv]"},
-		keyBiasInput,
-	},
+	Inputs: qkvInputs(selfQKV, keyBiasInput),
 	Output: "[B,H,S,Dv]",
 }, func(a *WindowAttrs) *int { return &a.Threads },
 	scaleField(scaleDoc, func(a *WindowAttrs) *float32 { return &a.Scale }),
@@ -91,16 +85,9 @@ func ParseWindowAttrs(n *onnxpb.NodeProto) (WindowAttrs, error) {
 }
 
 func init() {
-	kernels.Register(Domain, WindowOp, 1, kernels.HalfWidened(windowKernel))
-}
-
-func windowKernel(ctx *kernels.Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
-	a, in, err := windowSchema.call(ctx, in)
-	if err != nil {
-		return nil, err
-	}
-	out, err := WindowAttend(in[0], in[1], in[2], in[3], a)
-	return attentionOut(ctx, out, err)
+	windowSchema.register(func(a WindowAttrs, in []*onnx.Tensor) (*onnx.Tensor, error) {
+		return WindowAttend(in[0], in[1], in[2], in[3], a)
+	})
 }
 
 // WindowAttend computes WindowAttention in float32 with float64 sums.
@@ -124,13 +111,5 @@ func NewWindowNode(name string, inputs []string, output string, a WindowAttrs) *
 // the function serves nodes with those widths and slopes (and as many
 // heads); scale is read from the node.
 func WindowFunction(opset int64, a WindowAttrs) (*onnxpb.FunctionProto, error) {
-	if err := checkOpset(WindowOp, opset); err != nil {
-		return nil, err
-	}
-	if err := a.check(); err != nil {
-		return nil, err
-	}
-	b := &fnBuilder{opset: opset}
-	b.localPooledBody(a.localPooled())
-	return windowSchema.function(b, windowDoc, len(windowSchema.Inputs)), nil
+	return localPooledFunction(windowSchema, windowDoc, opset, a.check, a.localPooled())
 }
