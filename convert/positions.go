@@ -222,15 +222,7 @@ func tableFloats(t *onnx.Tensor) ([]float32, error) {
 	default:
 		return nil, fmt.Errorf("element type %s is not a float, float16, bfloat16, int8 or uint8 table", onnx.TypeName(t.DType))
 	}
-	wide, err := t.AsFloat64s()
-	if err != nil {
-		return nil, err
-	}
-	d := make([]float32, len(wide))
-	for i, v := range wide {
-		d[i] = float32(v)
-	}
-	return d, nil
+	return t.AsFloat32s()
 }
 
 // tableOfType stores an extended float32 table in the original table's

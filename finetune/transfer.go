@@ -322,15 +322,11 @@ func wideFloat(t *onnx.Tensor) (*onnx.Tensor, error) {
 	if t.DType != onnx.Float16 && t.DType != onnx.BFloat16 {
 		return nil, fmt.Errorf("value of type %s, want float32, float16 or bfloat16", onnx.TypeName(t.DType))
 	}
-	x, err := t.AsFloat64s()
+	x, err := t.AsFloat32s()
 	if err != nil {
 		return nil, err
 	}
-	out := make([]float32, len(x))
-	for i, v := range x {
-		out[i] = float32(v)
-	}
-	return onnx.NewFloat(t.Shape, out), nil
+	return onnx.NewFloat(t.Shape, x), nil
 }
 
 // captureLayers runs the teacher over the calibration rows, TeacherBatch

@@ -144,6 +144,20 @@ func (t *Tensor) AsFloat64s() ([]float64, error) {
 	return convert[float64](ints), nil
 }
 
+// AsFloat32s returns the values of any numeric tensor as float32 (a
+// copy): float16, bfloat16 and integers of up to 24 bits widen exactly;
+// float64 and wider integers round to the nearest float32.
+func (t *Tensor) AsFloat32s() ([]float32, error) {
+	if d, ok := t.Data.([]float32); ok {
+		return append([]float32(nil), d...), nil
+	}
+	wide, err := t.AsFloat64s()
+	if err != nil {
+		return nil, err
+	}
+	return convert[float32](wide), nil
+}
+
 // number is the set of Go element types of the numeric DataTypes.
 type number interface {
 	int8 | int16 | int32 | int64 | uint8 | uint16 | uint32 | uint64 | float32 | float64

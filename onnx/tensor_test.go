@@ -336,3 +336,41 @@ func TestFloat16ClosedForm(t *testing.T) {
 		}
 	}
 }
+
+// TestAsFloat32s checks the float32 view of each kind of numeric tensor
+// against values known in closed form: halves widen exactly, integers up
+// to 2^24 are exact and beyond round to even, float64 rounds to nearest.
+func TestAsFloat32s(t *testing.T) {
+	cases := []struct {
+		name string
+		in   *Tensor
+		want []float32
+	}{
+		{"float32 copied", NewFloat([]int{2}, []float32{1.5, -0.25}), []float32{1.5, -0.25}},
+		{"float16 exact", &Tensor{DType: Float16, Shape: []int{3}, Data: []uint16{0x3c00, 0xc000, 0x3555}}, []float32{1, -2, 0.333251953125}},
+		{"bfloat16 exact", &Tensor{DType: BFloat16, Shape: []int{2}, Data: []uint16{0x3f80, 0x4049}}, []float32{1, 3.140625}},
+		{"float64 rounded", &Tensor{DType: Double, Shape: []int{2}, Data: []float64{0.1, 1 + 0x1p-30}}, []float32{0.1, 1}},
+		{"int64 past 2^24", &Tensor{DType: Int64, Shape: []int{3}, Data: []int64{1 << 24, 1<<24 + 1, 1<<24 + 3}}, []float32{1 << 24, 1 << 24, 1<<24 + 4}},
+		{"uint8", &Tensor{DType: Uint8, Shape: []int{2}, Data: []uint8{0, 255}}, []float32{0, 255}},
+		{"bool", &Tensor{DType: Bool, Shape: []int{2}, Data: []bool{true, false}}, []float32{1, 0}},
+	}
+	for _, c := range cases {
+		got, err := c.in.AsFloat32s()
+		if err != nil {
+			t.Errorf("%s: %v", c.name, err)
+			continue
+		}
+		if !reflect.DeepEqual(got, c.want) {
+			t.Errorf("%s: got %v, want %v", c.name, got, c.want)
+		}
+	}
+	src := []float32{1, 2}
+	got, _ := NewFloat([]int{2}, src).AsFloat32s()
+	got[0] = 7
+	if src[0] != 1 {
+		t.Error("AsFloat32s shares the float32 data it should copy")
+	}
+	if _, err := (&Tensor{DType: String, Shape: []int{1}, Data: []string{"a"}}).AsFloat32s(); err == nil {
+		t.Error("a string tensor gave no error")
+	}
+}
