@@ -612,9 +612,10 @@ func (p *prober) value(v string, s, depth int) (*onnx.Tensor, error) {
 	if n == nil {
 		return nil, fmt.Errorf("convert: probing: %q has no value", v)
 	}
+	table := p.lookupTable(n)
 	in := make([]*onnx.Tensor, len(n.Input))
 	for i, x := range n.Input {
-		if x == "" {
+		if x == "" || i == 0 && table != nil {
 			continue
 		}
 		t, err := p.value(x, s, depth+1)
@@ -622,6 +623,12 @@ func (p *prober) value(v string, s, depth int) (*onnx.Tensor, error) {
 			return nil, err
 		}
 		in[i] = t
+	}
+	if table != nil {
+		var err error
+		if in[0], in[1], err = tableRows(table, in[1]); err != nil {
+			return nil, fmt.Errorf("convert: probing %q: %w", n.GetName(), err)
+		}
 	}
 	k, err := kernels.Lookup(n.GetDomain(), n.GetOpType(), onnx.OpsetVersion(p.m, n.GetDomain()))
 	if err != nil {
@@ -644,6 +651,79 @@ func (p *prober) value(v string, s, depth int) (*onnx.Tensor, error) {
 		return nil, fmt.Errorf("convert: probing: %q not computed", v)
 	}
 	return t, nil
+}
+
+// lookupTable returns the initializer n looks rows up in when n is a
+// Gather along axis 0 of an initializer larger than the probe decodes
+// (an embedding table: ModernBERT's 50368 × 768 is past maxProbeElems),
+// and nil otherwise. The probe then decodes only the rows the indices
+// select (tableRows): TorchScript exports take the sequence length of
+// their band and ALiBi masks from the embeddings' shape.
+func (p *prober) lookupTable(n *onnxpb.NodeProto) *onnxpb.TensorProto {
+	if n.GetOpType() != "Gather" || n.GetDomain() != "" && n.GetDomain() != "ai.onnx" || len(n.Input) != 2 {
+		return nil
+	}
+	tp := p.ix.Initializers[n.Input[0]]
+	if tp == nil || len(tp.Dims) == 0 {
+		return nil
+	}
+	var axis int64
+	for _, a := range n.GetAttribute() {
+		if a.GetName() == "axis" {
+			axis = a.GetI()
+		}
+	}
+	if axis != 0 && axis != -int64(len(tp.Dims)) {
+		return nil
+	}
+	elems := int64(1)
+	for _, d := range tp.Dims {
+		if d < 0 {
+			return nil
+		}
+		elems *= d
+		if elems > maxProbeElems {
+			return tp
+		}
+	}
+	return nil
+}
+
+// tableRows returns the rows of table that the indices idx select, and
+// idx renumbered to index them: Gather of the two is Gather of the whole
+// table and idx.
+func tableRows(table *onnxpb.TensorProto, idx *onnx.Tensor) (rows, renumbered *onnx.Tensor, err error) {
+	if idx == nil {
+		return nil, nil, fmt.Errorf("no indices")
+	}
+	vals, err := idx.AsInt64s()
+	if err != nil {
+		return nil, nil, err
+	}
+	size := table.Dims[0]
+	at := map[int64]int64{}
+	var picked []int
+	renum := make([]int64, len(vals)) // vals may be idx's own data
+	for i, r := range vals {
+		if r < 0 {
+			r += size
+		}
+		if r < 0 || r >= size {
+			return nil, nil, fmt.Errorf("index %d is outside [-%d, %d)", vals[i], size, size)
+		}
+		j, ok := at[r]
+		if !ok {
+			j = int64(len(picked))
+			at[r] = j
+			picked = append(picked, int(r))
+		}
+		renum[i] = j
+	}
+	rows, err = onnx.DecodeRows(table, picked)
+	if err != nil {
+		return nil, nil, err
+	}
+	return rows, onnx.NewInt64(append([]int(nil), idx.Shape...), renum), nil
 }
 
 // inputs fills the graph inputs for length s: the first symbolic dim of

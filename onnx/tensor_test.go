@@ -374,3 +374,64 @@ func TestAsFloat32s(t *testing.T) {
 		t.Error("a string tensor gave no error")
 	}
 }
+
+// TestDecodeRows: the rows DecodeRows reads, from raw_data and from the
+// typed fields, are the rows of the whole tensor DecodeTensor reads, in
+// the order asked, repeats included.
+func TestDecodeRows(t *testing.T) {
+	for _, whole := range sampleTensors(2) {
+		if len(whole.Shape) == 0 {
+			continue
+		}
+		per := NumElements(whole.Shape[1:])
+		for _, rows := range [][]int{{0}, {whole.Shape[0] - 1, 0, whole.Shape[0] - 1}, {}} {
+			if whole.Shape[0] == 0 && len(rows) > 0 {
+				continue
+			}
+			want := &Tensor{DType: whole.DType, Shape: append([]int{len(rows)}, whole.Shape[1:]...)}
+			all := reflect.ValueOf(whole.Data)
+			picked := reflect.MakeSlice(all.Type(), 0, len(rows)*per)
+			for _, r := range rows {
+				picked = reflect.AppendSlice(picked, all.Slice(r*per, (r+1)*per))
+			}
+			want.Data = picked.Interface()
+			raw, err := EncodeTensor("x", whole)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for form, tp := range map[string]*onnxpb.TensorProto{"raw": raw, "typed": typedProto("x", whole)} {
+				got, err := DecodeRows(tp, rows)
+				if err != nil {
+					t.Errorf("%v %s rows %v: %v", whole, form, rows, err)
+					continue
+				}
+				if !equalTensors(got, want) {
+					t.Errorf("%v %s rows %v: got %v %v, want %v", whole, form, rows, got, got.Data, want.Data)
+				}
+			}
+		}
+	}
+	tp, err := EncodeTensor("table", NewFloat([]int{3, 2}, make([]float32, 6)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	short := proto.Clone(tp).(*onnxpb.TensorProto)
+	short.RawData = short.RawData[:20]
+	scalar, _ := EncodeTensor("s", NewFloat(nil, []float32{1}))
+	for _, c := range []struct {
+		name string
+		tp   *onnxpb.TensorProto
+		rows []int
+		want string
+	}{
+		{"row past the end", tp, []int{3}, `tensor "table": row 3 is outside [0, 3)`},
+		{"negative row", tp, []int{-1}, `row -1 is outside`},
+		{"short raw_data", short, []int{0}, "raw_data has 20 bytes"},
+		{"scalar", scalar, []int{0}, "a scalar has no rows"},
+		{"nil", nil, nil, "missing tensor"},
+	} {
+		if _, err := DecodeRows(c.tp, c.rows); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: error %v, want one containing %q", c.name, err, c.want)
+		}
+	}
+}

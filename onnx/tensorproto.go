@@ -58,6 +58,86 @@ func DecodeTensor(tp *onnxpb.TensorProto) (*Tensor, error) {
 	return t, nil
 }
 
+// DecodeRows decodes the rows of tp (its slices along the first axis)
+// that rows lists, in that order, and no others: the result has shape
+// [len(rows), dims[1:]...]. It reads the few rows of an embedding table
+// that a lookup needs where decoding the whole table would cost its size.
+// tp is checked as DecodeTensor checks it, and every row must lie in
+// [0, dims[0]).
+func DecodeRows(tp *onnxpb.TensorProto, rows []int) (*Tensor, error) {
+	if tp == nil {
+		return nil, fmt.Errorf("onnx: missing tensor")
+	}
+	fail := func(format string, a ...any) (*Tensor, error) {
+		return nil, fmt.Errorf("onnx: tensor %q: %s", tp.GetName(), fmt.Sprintf(format, a...))
+	}
+	if tp.GetDataLocation() == onnxpb.TensorProto_EXTERNAL {
+		return fail("external data not loaded")
+	}
+	if tp.Segment != nil {
+		return fail("segmented tensors are not supported")
+	}
+	shape, n, bad := protoShape(tp.GetDims())
+	if bad != "" {
+		return fail("%s", bad)
+	}
+	if len(shape) == 0 {
+		return fail("a scalar has no rows")
+	}
+	per := NumElements(shape[1:])
+	for _, r := range rows {
+		if r < 0 || r >= shape[0] {
+			return fail("row %d is outside [0, %d)", r, shape[0])
+		}
+	}
+	dt := DataType(tp.GetDataType())
+	sub := &onnxpb.TensorProto{Name: tp.Name, DataType: tp.DataType, Dims: append([]int64{int64(len(rows))}, tp.Dims[1:]...)}
+	if tp.RawData != nil && dt != String {
+		es := ElemSize(dt)
+		if es == 0 {
+			return fail("unsupported element type %s", TypeName(dt))
+		}
+		raw := tp.GetRawData()
+		if len(raw) != n*es {
+			return fail("raw_data has %d bytes, shape %v of %s needs %d", len(raw), shape, TypeName(dt), n*es)
+		}
+		sub.RawData = pickRows(raw, rows, per*es)
+		return DecodeTensor(sub)
+	}
+	have, ok := typedLen(tp, dt)
+	if !ok {
+		return fail("unsupported element type %s", TypeName(dt))
+	}
+	if have != n {
+		return fail("%d values, shape %v needs %d", have, shape, n)
+	}
+	switch dt {
+	case Float:
+		sub.FloatData = pickRows(tp.FloatData, rows, per)
+	case Double:
+		sub.DoubleData = pickRows(tp.DoubleData, rows, per)
+	case Int64:
+		sub.Int64Data = pickRows(tp.Int64Data, rows, per)
+	case Uint32, Uint64:
+		sub.Uint64Data = pickRows(tp.Uint64Data, rows, per)
+	case String:
+		sub.StringData = pickRows(tp.StringData, rows, per)
+	default:
+		sub.Int32Data = pickRows(tp.Int32Data, rows, per)
+	}
+	return DecodeTensor(sub)
+}
+
+// pickRows returns the rows of d (each per values long) that rows lists,
+// one after another.
+func pickRows[T any](d []T, rows []int, per int) []T {
+	out := make([]T, 0, len(rows)*per)
+	for _, r := range rows {
+		out = append(out, d[r*per:(r+1)*per]...)
+	}
+	return out
+}
+
 // protoShape returns the shape dims give and its element count, or what
 // is wrong with them: a negative dimension, or more than
 // MaxTensorElements elements.
