@@ -612,10 +612,10 @@ func (p *prober) value(v string, s, depth int) (*onnx.Tensor, error) {
 	if n == nil {
 		return nil, fmt.Errorf("convert: probing: %q has no value", v)
 	}
-	table := p.lookupTable(n)
+	lk := p.lookupTable(n)
 	in := make([]*onnx.Tensor, len(n.Input))
 	for i, x := range n.Input {
-		if x == "" || i == 0 && table != nil {
+		if x == "" || i == 0 && lk != nil {
 			continue
 		}
 		t, err := p.value(x, s, depth+1)
@@ -624,11 +624,15 @@ func (p *prober) value(v string, s, depth int) (*onnx.Tensor, error) {
 		}
 		in[i] = t
 	}
-	if table != nil {
-		var err error
-		if in[0], in[1], err = tableRows(table, in[1]); err != nil {
+	if lk != nil {
+		rows, idx, err := tableRows(lk.table, in[1])
+		if err == nil && lk.dq != nil {
+			rows, err = p.dequantizeRows(lk.dq, rows, s, depth)
+		}
+		if err != nil {
 			return nil, fmt.Errorf("convert: probing %q: %w", n.GetName(), err)
 		}
+		in[0], in[1] = rows, idx
 	}
 	k, err := kernels.Lookup(n.GetDomain(), n.GetOpType(), onnx.OpsetVersion(p.m, n.GetDomain()))
 	if err != nil {
@@ -653,27 +657,35 @@ func (p *prober) value(v string, s, depth int) (*onnx.Tensor, error) {
 	return t, nil
 }
 
-// lookupTable returns the initializer n looks rows up in when n is a
-// Gather along axis 0 of an initializer larger than the probe decodes
-// (an embedding table: ModernBERT's 50368 × 768 is past maxProbeElems),
-// and nil otherwise. The probe then decodes only the rows the indices
-// select (tableRows): TorchScript exports take the sequence length of
-// their band and ALiBi masks from the embeddings' shape.
-func (p *prober) lookupTable(n *onnxpb.NodeProto) *onnxpb.TensorProto {
-	if n.GetOpType() != "Gather" || n.GetDomain() != "" && n.GetDomain() != "ai.onnx" || len(n.Input) != 2 {
+// A lookup is a Gather along axis 0 whose table is larger than the probe
+// decodes (an embedding table: ModernBERT-base's 50368 × 768 is past
+// maxProbeElems). The probe decodes only the rows the indices select
+// (tableRows): TorchScript exports take the sequence length of their band
+// and ALiBi masks from the embeddings' shape.
+type lookup struct {
+	table *onnxpb.TensorProto
+	// dq is the DequantizeLinear between table and the Gather in QDQ
+	// exports (nil when the Gather reads the initializer itself).
+	dq *onnxpb.NodeProto
+}
+
+// lookupTable returns the lookup n is, or nil when n is not a Gather
+// along axis 0 of a too large initializer, read directly or through a
+// DequantizeLinear.
+func (p *prober) lookupTable(n *onnxpb.NodeProto) *lookup {
+	if n.GetOpType() != "Gather" || !defaultDomain(n) || len(n.Input) != 2 {
 		return nil
 	}
-	tp := p.ix.Initializers[n.Input[0]]
+	lk := &lookup{table: p.ix.Initializers[n.Input[0]]}
+	if dq := p.ix.Producer[n.Input[0]]; lk.table == nil && dq != nil && dq.GetOpType() == "DequantizeLinear" &&
+		(defaultDomain(dq) || dq.GetDomain() == "com.microsoft") && len(dq.Input) >= 2 {
+		lk.table, lk.dq = p.ix.Initializers[dq.Input[0]], dq
+	}
+	tp := lk.table
 	if tp == nil || len(tp.Dims) == 0 {
 		return nil
 	}
-	var axis int64
-	for _, a := range n.GetAttribute() {
-		if a.GetName() == "axis" {
-			axis = a.GetI()
-		}
-	}
-	if axis != 0 && axis != -int64(len(tp.Dims)) {
+	if axis := onnx.AttrInt(n, "axis", 0); axis != 0 && axis != -int64(len(tp.Dims)) {
 		return nil
 	}
 	elems := int64(1)
@@ -683,10 +695,42 @@ func (p *prober) lookupTable(n *onnxpb.NodeProto) *onnxpb.TensorProto {
 		}
 		elems *= d
 		if elems > maxProbeElems {
-			return tp
+			return lk
 		}
 	}
 	return nil
+}
+
+// dequantizeRows applies dq to rows of its quantized table. A scale per
+// row (axis 0) or per block would need the rows' own scales: refused.
+func (p *prober) dequantizeRows(dq *onnxpb.NodeProto, rows *onnx.Tensor, s, depth int) (*onnx.Tensor, error) {
+	in := []*onnx.Tensor{rows}
+	for _, x := range dq.Input[1:] {
+		var t *onnx.Tensor
+		if x != "" {
+			var err error
+			if t, err = p.value(x, s, depth+1); err != nil {
+				return nil, err
+			}
+		}
+		in = append(in, t)
+	}
+	if onnx.AttrInt(dq, "block_size", 0) != 0 {
+		return nil, fmt.Errorf("DequantizeLinear %q: blocked scales", dq.GetName())
+	}
+	if axis := onnx.AttrInt(dq, "axis", 1); in[1] != nil && in[1].Len() > 1 && (axis == 0 || axis == -int64(len(rows.Shape))) {
+		return nil, fmt.Errorf("DequantizeLinear %q: a scale per table row", dq.GetName())
+	}
+	opset := onnx.OpsetVersion(p.m, dq.GetDomain())
+	k, err := kernels.Lookup(dq.GetDomain(), dq.GetOpType(), opset)
+	if err != nil {
+		return nil, err
+	}
+	out, err := k(&kernels.Context{Node: dq, Opset: opset}, in)
+	if err != nil {
+		return nil, err
+	}
+	return out[0], nil
 }
 
 // tableRows returns the rows of table that the indices idx select, and

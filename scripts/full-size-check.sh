@@ -5,15 +5,19 @@
 # in the fixture venv):
 #   ModernBERT-base's configuration with transformers' ModernBertModel, by
 #   torch.onnx's TorchScript exporter (opset 17) and its dynamo exporter
-#   (opset 18), and jina-embeddings-v2-base's shape in TorchScript's forms;
+#   (opset 18), the opset 17 file in float16, int8 (quantize_dynamic) and
+#   QDQ (quantize_static, the embedding table int8 behind a
+#   DequantizeLinear) as onnxruntime's tools write them, and
+#   jina-embeddings-v2-base's shape in TorchScript's forms;
 # then, for each, prints what `convert inspect` finds and, for ModernBERT,
 # converts the window layers (`convert window`) and compares the converted
 # model with the original in onnxruntime at LENGTH tokens (default 1024):
-# WindowAttention is exact, so the outputs agree to float rounding.
+# WindowAttention is exact, so the outputs agree to float rounding (to the
+# rounding of the float16 and quantized forms for those).
 #
 #   scripts/full-size-check.sh [LENGTH]
 #
-# The three exports take about 2 minutes and 1.8 GB in out/full-size/
+# The exports take about 2 minutes and 2.5 GB in out/full-size/
 # (gitignored); a re-run reuses them. Random weights say nothing of
 # fidelity: this checks reading and exactness at full size.
 set -euo pipefail
@@ -34,7 +38,7 @@ blocks() {
 		awk '{c=$1; $1=""; printf "    %3d blocks:%s\n", c, $0}'
 }
 
-for m in modernbert-base-op17 modernbert-base-op18-dynamo; do
+for m in modernbert-base-op17 modernbert-base-op18-dynamo modernbert-base-op17-fp16 modernbert-base-op17-int8 modernbert-base-op17-qdq; do
 	echo "$m.onnx"
 	blocks "$out/$m.onnx"
 	bin/convert window "$out/$m.onnx" -o "$out/$m-window.onnx" >/dev/null
