@@ -17,11 +17,30 @@ const MaxTensorElements = 1 << 32
 // must match the shape exactly. External data must have been resolved first
 // (Load does that). The error names the tensor.
 func DecodeTensor(tp *onnxpb.TensorProto) (*Tensor, error) {
-	if tp == nil {
-		return nil, fmt.Errorf("onnx: missing tensor")
+	shape, n, err := checkProto(tp)
+	if err != nil {
+		return nil, err
 	}
-	fail := func(format string, a ...any) (*Tensor, error) {
-		return nil, fmt.Errorf("onnx: tensor %q: %s", tp.GetName(), fmt.Sprintf(format, a...))
+	dt := DataType(tp.GetDataType())
+	t := &Tensor{DType: dt, Shape: shape}
+	if tp.RawData != nil && dt != String {
+		t.Data = decodeRaw(dt, tp.GetRawData(), n)
+	} else {
+		t.Data = typedData(tp, dt, n)
+	}
+	return t, nil
+}
+
+// checkProto returns the shape of tp and its element count after the
+// checks DecodeTensor and DecodeRows make: tp is present, its data is
+// loaded and not segmented, its shape is valid, and raw_data (or the
+// typed field of its type) holds exactly the values the shape needs.
+func checkProto(tp *onnxpb.TensorProto) (shape []int, n int, err error) {
+	if tp == nil {
+		return nil, 0, fmt.Errorf("onnx: missing tensor")
+	}
+	fail := func(format string, a ...any) ([]int, int, error) {
+		return nil, 0, fmt.Errorf("onnx: tensor %q: %s", tp.GetName(), fmt.Sprintf(format, a...))
 	}
 	if tp.GetDataLocation() == onnxpb.TensorProto_EXTERNAL {
 		return fail("external data not loaded")
@@ -34,18 +53,15 @@ func DecodeTensor(tp *onnxpb.TensorProto) (*Tensor, error) {
 		return fail("%s", bad)
 	}
 	dt := DataType(tp.GetDataType())
-	t := &Tensor{DType: dt, Shape: shape}
 	if tp.RawData != nil && dt != String {
 		es := ElemSize(dt)
 		if es == 0 {
 			return fail("unsupported element type %s", TypeName(dt))
 		}
-		raw := tp.GetRawData()
-		if len(raw) != n*es {
+		if raw := tp.GetRawData(); len(raw) != n*es {
 			return fail("raw_data has %d bytes, shape %v of %s needs %d", len(raw), shape, TypeName(dt), n*es)
 		}
-		t.Data = decodeRaw(dt, raw, n)
-		return t, nil
+		return shape, n, nil
 	}
 	have, ok := typedLen(tp, dt)
 	if !ok {
@@ -54,8 +70,7 @@ func DecodeTensor(tp *onnxpb.TensorProto) (*Tensor, error) {
 	if have != n {
 		return fail("%d values, shape %v needs %d", have, shape, n)
 	}
-	t.Data = typedData(tp, dt, n)
-	return t, nil
+	return shape, n, nil
 }
 
 // DecodeRows decodes the rows of tp (its slices along the first axis)
@@ -65,62 +80,33 @@ func DecodeTensor(tp *onnxpb.TensorProto) (*Tensor, error) {
 // tp is checked as DecodeTensor checks it, and every row must lie in
 // [0, dims[0]).
 func DecodeRows(tp *onnxpb.TensorProto, rows []int) (*Tensor, error) {
-	if tp == nil {
-		return nil, fmt.Errorf("onnx: missing tensor")
-	}
-	fail := func(format string, a ...any) (*Tensor, error) {
-		return nil, fmt.Errorf("onnx: tensor %q: %s", tp.GetName(), fmt.Sprintf(format, a...))
-	}
-	if tp.GetDataLocation() == onnxpb.TensorProto_EXTERNAL {
-		return fail("external data not loaded")
-	}
-	if tp.Segment != nil {
-		return fail("segmented tensors are not supported")
-	}
-	shape, n, bad := protoShape(tp.GetDims())
-	if bad != "" {
-		return fail("%s", bad)
+	shape, _, err := checkProto(tp)
+	if err != nil {
+		return nil, err
 	}
 	if len(shape) == 0 {
-		return fail("a scalar has no rows")
+		return nil, fmt.Errorf("onnx: tensor %q: a scalar has no rows", tp.GetName())
 	}
-	per := NumElements(shape[1:])
 	for _, r := range rows {
 		if r < 0 || r >= shape[0] {
-			return fail("row %d is outside [0, %d)", r, shape[0])
+			return nil, fmt.Errorf("onnx: tensor %q: row %d is outside [0, %d)", tp.GetName(), r, shape[0])
 		}
 	}
+	per := NumElements(shape[1:])
 	dt := DataType(tp.GetDataType())
 	sub := &onnxpb.TensorProto{Name: tp.Name, DataType: tp.DataType, Dims: append([]int64{int64(len(rows))}, tp.Dims[1:]...)}
-	if tp.RawData != nil && dt != String {
-		es := ElemSize(dt)
-		if es == 0 {
-			return fail("unsupported element type %s", TypeName(dt))
-		}
-		raw := tp.GetRawData()
-		if len(raw) != n*es {
-			return fail("raw_data has %d bytes, shape %v of %s needs %d", len(raw), shape, TypeName(dt), n*es)
-		}
-		sub.RawData = pickRows(raw, rows, per*es)
-		return DecodeTensor(sub)
-	}
-	have, ok := typedLen(tp, dt)
-	if !ok {
-		return fail("unsupported element type %s", TypeName(dt))
-	}
-	if have != n {
-		return fail("%d values, shape %v needs %d", have, shape, n)
-	}
-	switch dt {
-	case Float:
+	switch {
+	case tp.RawData != nil && dt != String:
+		sub.RawData = pickRows(tp.GetRawData(), rows, per*ElemSize(dt))
+	case dt == Float:
 		sub.FloatData = pickRows(tp.FloatData, rows, per)
-	case Double:
+	case dt == Double:
 		sub.DoubleData = pickRows(tp.DoubleData, rows, per)
-	case Int64:
+	case dt == Int64:
 		sub.Int64Data = pickRows(tp.Int64Data, rows, per)
-	case Uint32, Uint64:
+	case dt == Uint32 || dt == Uint64:
 		sub.Uint64Data = pickRows(tp.Uint64Data, rows, per)
-	case String:
+	case dt == String:
 		sub.StringData = pickRows(tp.StringData, rows, per)
 	default:
 		sub.Int32Data = pickRows(tp.Int32Data, rows, per)
