@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/linearize/linearize/kernels"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
 	"google.golang.org/protobuf/proto"
@@ -91,10 +92,9 @@ func widenEmbeddings(t *testing.T, m *onnxpb.ModelProto, elems int64, form strin
 // 768 is 38.7M values, jina-v2's 61056 × 768 is 46.9M, the bound is
 // 2^25 = 33.6M), and TorchScript exports take their band and ALiBi masks'
 // length from the embeddings' shape. The window and the slopes read from
-// the fixture grown past the bound, as float32 or int8 behind a per-tensor
-// or per-column DequantizeLinear, are those of the fixture as it is; a
-// scale per table row is refused (the block is read as not convertible,
-// without an error).
+// the fixture grown past the bound, as float32 or as int8 behind a
+// DequantizeLinear with one scale, a scale per column or a scale per row,
+// are those of the fixture as it is.
 func TestProbeLargeEmbeddingTable(t *testing.T) {
 	for _, file := range []string{"modernbert_eager_op17.onnx", "modernbert_sdpa_op14.onnx", "longctx/jina_v2_alibi.onnx"} {
 		path := filepath.Join(fixtureDir, filepath.FromSlash(file))
@@ -122,12 +122,6 @@ func TestProbeLargeEmbeddingTable(t *testing.T) {
 						continue
 					}
 					read++
-					if form == tableQDQRow {
-						if g.Window != nil || g.Alibi != nil || g.Convertible {
-							t.Errorf("block %d: window %v alibi %v convertible %v, want it refused", i, g.Window, g.Alibi, g.Convertible)
-						}
-						continue
-					}
 					if fmt.Sprint(g.Window) != fmt.Sprint(w.Window) || fmt.Sprint(g.Alibi) != fmt.Sprint(w.Alibi) || g.Bias != w.Bias {
 						t.Errorf("block %d: window %v alibi %v bias %s (%s), want window %v alibi %v bias %s",
 							i, g.Window, g.Alibi, g.Bias, g.Reason, w.Window, w.Alibi, w.Bias)
@@ -138,5 +132,91 @@ func TestProbeLargeEmbeddingTable(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestLookupRowsValues: the rows a lookup decodes, dequantized with one
+// scale, a scale per column or a scale (and zero point) per row, then
+// gathered with the renumbered indices, equal (q − zero point)·scale of
+// the whole table's rows computed here element by element.
+func TestLookupRowsValues(t *testing.T) {
+	const rows, cols = 5, 3
+	q := []int8{-7, 3, 12, 0, 1, -2, 100, -100, 5, 9, 8, 7, -1, -1, 4}
+	ids := []int64{4, 0, -1, 2, 4} // -1 is row 4
+	for _, c := range []struct {
+		name  string
+		axis  int64
+		scale []float32
+		zero  []int8
+	}{
+		{"tensor", 1, []float32{0.5}, []int8{1}},
+		{"column", 1, []float32{0.5, 0.25, 2}, []int8{1, -3, 0}},
+		{"row", 0, []float32{0.5, 0.25, 2, 1, 0.125}, []int8{1, -3, 0, 7, -8}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			shape := []int{}
+			if len(c.scale) > 1 {
+				shape = []int{len(c.scale)}
+			}
+			g := &onnxpb.GraphProto{}
+			for name, v := range map[string]*onnx.Tensor{
+				"q":     {DType: onnx.Int8, Shape: []int{rows, cols}, Data: q},
+				"scale": onnx.NewFloat(shape, c.scale),
+				"zero":  {DType: onnx.Int8, Shape: shape, Data: c.zero},
+			} {
+				tp, err := onnx.EncodeTensor(name, v)
+				if err != nil {
+					t.Fatal(err)
+				}
+				g.Initializer = append(g.Initializer, tp)
+			}
+			dq := &onnxpb.NodeProto{Name: proto.String("dq"), OpType: proto.String("DequantizeLinear"),
+				Input: []string{"q", "scale", "zero"}, Output: []string{"w"}, Attribute: []*onnxpb.AttributeProto{intAttr("axis", c.axis)}}
+			g.Node = []*onnxpb.NodeProto{dq}
+			m := &onnxpb.ModelProto{Graph: g, OpsetImport: []*onnxpb.OperatorSetIdProto{{Version: proto.Int64(13)}}}
+			ix := onnx.NewIndex(g)
+			p := newProber(m, ix)
+			p.cache[1], p.feeds[1] = map[string]*onnx.Tensor{}, map[string]*onnx.Tensor{}
+			idx := onnx.NewInt64([]int{1, len(ids)}, ids)
+			part, renum, picked, err := tableRows(ix.Initializers["q"], idx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(picked) != 3 {
+				t.Errorf("picked %v, want the 3 distinct rows", picked)
+			}
+			deq, err := p.dequantizeRows(dq, part, picked, 1, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			gather, err := kernels.Lookup("", "Gather", 13)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, err := gather(&kernels.Context{Node: &onnxpb.NodeProto{OpType: proto.String("Gather")}, Opset: 13}, []*onnx.Tensor{deq, renum})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := out[0].Floats()
+			if fmt.Sprint(out[0].Shape) != fmt.Sprint([]int{1, len(ids), cols}) {
+				t.Fatalf("shape %v", out[0].Shape)
+			}
+			for i, id := range ids {
+				r := int((id + rows) % rows)
+				for j := range cols {
+					k := 0
+					switch {
+					case c.axis == 0:
+						k = r
+					case len(c.scale) > 1:
+						k = j
+					}
+					want := (float64(q[r*cols+j]) - float64(c.zero[k])) * float64(c.scale[k])
+					if float64(got[i*cols+j]) != want {
+						t.Errorf("id %d col %d: %g, want %g", id, j, got[i*cols+j], want)
+					}
+				}
+			}
+		})
 	}
 }

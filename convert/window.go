@@ -10,6 +10,7 @@ import (
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
 	"github.com/linearize/linearize/ops"
+	"google.golang.org/protobuf/proto"
 )
 
 // Sliding-window (local) attention: ModernBERT's local layers, Mistral-
@@ -625,9 +626,9 @@ func (p *prober) value(v string, s, depth int) (*onnx.Tensor, error) {
 		in[i] = t
 	}
 	if lk != nil {
-		rows, idx, err := tableRows(lk.table, in[1])
+		rows, idx, picked, err := tableRows(lk.table, in[1])
 		if err == nil && lk.dq != nil {
-			rows, err = p.dequantizeRows(lk.dq, rows, s, depth)
+			rows, err = p.dequantizeRows(lk.dq, rows, picked, s, depth)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("convert: probing %q: %w", n.GetName(), err)
@@ -701,9 +702,10 @@ func (p *prober) lookupTable(n *onnxpb.NodeProto) *lookup {
 	return nil
 }
 
-// dequantizeRows applies dq to rows of its quantized table. A scale per
-// row (axis 0) or per block would need the rows' own scales: refused.
-func (p *prober) dequantizeRows(dq *onnxpb.NodeProto, rows *onnx.Tensor, s, depth int) (*onnx.Tensor, error) {
+// dequantizeRows applies dq to the rows picked of its quantized table.
+// A scale (and zero point) per row (axis 0) is narrowed to the picked
+// rows' entries; scales per block are refused.
+func (p *prober) dequantizeRows(dq *onnxpb.NodeProto, rows *onnx.Tensor, picked []int, s, depth int) (*onnx.Tensor, error) {
 	in := []*onnx.Tensor{rows}
 	for _, x := range dq.Input[1:] {
 		var t *onnx.Tensor
@@ -719,7 +721,29 @@ func (p *prober) dequantizeRows(dq *onnxpb.NodeProto, rows *onnx.Tensor, s, dept
 		return nil, fmt.Errorf("DequantizeLinear %q: blocked scales", dq.GetName())
 	}
 	if axis := onnx.AttrInt(dq, "axis", 1); in[1] != nil && in[1].Len() > 1 && (axis == 0 || axis == -int64(len(rows.Shape))) {
-		return nil, fmt.Errorf("DequantizeLinear %q: a scale per table row", dq.GetName())
+		// Gather the picked rows' scales and zero points, as the rows.
+		gather, err := kernels.Lookup("", "Gather", 13)
+		if err != nil {
+			return nil, err
+		}
+		at := make([]int64, len(picked))
+		for i, r := range picked {
+			at[i] = int64(r)
+		}
+		ctx := &kernels.Context{Node: &onnxpb.NodeProto{OpType: proto.String("Gather"), Name: proto.String(dq.GetName() + "/rows")}, Opset: 13}
+		for i := 1; i < len(in); i++ {
+			if in[i] == nil {
+				continue
+			}
+			if len(in[i].Shape) != 1 {
+				return nil, fmt.Errorf("DequantizeLinear %q: per-row input %d of shape %v", dq.GetName(), i, in[i].Shape)
+			}
+			out, err := gather(ctx, []*onnx.Tensor{in[i], onnx.NewInt64([]int{len(at)}, at)})
+			if err != nil {
+				return nil, fmt.Errorf("DequantizeLinear %q: %w", dq.GetName(), err)
+			}
+			in[i] = out[0]
+		}
 	}
 	opset := onnx.OpsetVersion(p.m, dq.GetDomain())
 	k, err := kernels.Lookup(dq.GetDomain(), dq.GetOpType(), opset)
@@ -735,25 +759,24 @@ func (p *prober) dequantizeRows(dq *onnxpb.NodeProto, rows *onnx.Tensor, s, dept
 
 // tableRows returns the rows of table that the indices idx select, and
 // idx renumbered to index them: Gather of the two is Gather of the whole
-// table and idx.
-func tableRows(table *onnxpb.TensorProto, idx *onnx.Tensor) (rows, renumbered *onnx.Tensor, err error) {
+// table and idx. picked lists the rows' numbers in the table.
+func tableRows(table *onnxpb.TensorProto, idx *onnx.Tensor) (rows, renumbered *onnx.Tensor, picked []int, err error) {
 	if idx == nil {
-		return nil, nil, fmt.Errorf("no indices")
+		return nil, nil, nil, fmt.Errorf("no indices")
 	}
 	vals, err := idx.AsInt64s()
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	size := table.Dims[0]
 	at := map[int64]int64{}
-	var picked []int
 	renum := make([]int64, len(vals)) // vals may be idx's own data
 	for i, r := range vals {
 		if r < 0 {
 			r += size
 		}
 		if r < 0 || r >= size {
-			return nil, nil, fmt.Errorf("index %d is outside [-%d, %d)", vals[i], size, size)
+			return nil, nil, nil, fmt.Errorf("index %d is outside [-%d, %d)", vals[i], size, size)
 		}
 		j, ok := at[r]
 		if !ok {
@@ -765,9 +788,9 @@ func tableRows(table *onnxpb.TensorProto, idx *onnx.Tensor) (rows, renumbered *o
 	}
 	rows, err = onnx.DecodeRows(table, picked)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	return rows, onnx.NewInt64(append([]int(nil), idx.Shape...), renum), nil
+	return rows, onnx.NewInt64(append([]int(nil), idx.Shape...), renum), picked, nil
 }
 
 // inputs fills the graph inputs for length s: the first symbolic dim of
