@@ -8,7 +8,8 @@
 #   (opset 18), the opset 17 file in float16, int8 (quantize_dynamic) and
 #   QDQ (quantize_static, the embedding table int8 behind a
 #   DequantizeLinear) as onnxruntime's tools write them, and
-#   jina-embeddings-v2-base's shape in TorchScript's forms;
+#   jina-embeddings-v2-base's, gte-base-en-v1.5's and
+#   nomic-embed-text-v1.5's shapes in TorchScript's forms;
 # then, for each, prints what `convert inspect` finds and, for ModernBERT,
 # converts the window layers (`convert window`) and compares the converted
 # model with the original in onnxruntime at LENGTH tokens (default 1024):
@@ -17,7 +18,7 @@
 #
 #   scripts/full-size-check.sh [LENGTH]
 #
-# The exports take about 2 minutes and 2.5 GB in out/full-size/
+# The exports take about 3 minutes and 3.6 GB in out/full-size/
 # (gitignored); a re-run reuses them. Random weights say nothing of
 # fidelity: this checks reading and exactness at full size.
 set -euo pipefail
@@ -27,7 +28,7 @@ length=${1:-1024}
 out=out/full-size
 mkdir -p "$out" bin
 go build -o bin/convert ./cmd/convert
-if [ ! -f "$out/jina-v2-base.onnx" ]; then
+if [ ! -f "$out/nomic-v1.5.onnx" ]; then
 	python3 testdata/fixtures/gen_full_size.py "$out"
 fi
 
@@ -45,5 +46,7 @@ for m in modernbert-base-op17 modernbert-base-op18-dynamo modernbert-base-op17-f
 	bin/convert compare "$out/$m.onnx" "$out/$m-window.onnx" --random-inputs --seq-len "$length" |
 		awk -v n="$length" '$2 == "output" {printf "    convert window vs the original at %d tokens (onnxruntime): max abs %s, token cosine min %s\n", n, $4, $8}'
 done
-echo "jina-v2-base.onnx"
-blocks "$out/jina-v2-base.onnx"
+for m in jina-v2-base gte-v1.5-base nomic-v1.5; do
+	echo "$m.onnx"
+	blocks "$out/$m.onnx"
+done
