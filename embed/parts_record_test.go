@@ -1,13 +1,11 @@
 package embed
 
 import (
-	"bufio"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -16,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/linearize/linearize/internal/childtest"
 	"github.com/linearize/linearize/internal/fsutil"
 )
 
@@ -461,40 +460,9 @@ func TestPartCommitCrash(t *testing.T) {
 // killChild runs the crash child on dir, stopped at s, and kills it.
 func killChild(t *testing.T, dir string, s commitStep) {
 	t.Helper()
-	c := exec.Command(os.Args[0], "-test.run=^$")
-	c.Env = append(os.Environ(), fmt.Sprintf("%s=%s\t%d\t%s\t%d", crashChildEnv, dir, s.set, s.step, s.i))
-	var stderr strings.Builder
-	c.Stderr = &stderr
-	out, err := c.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Start(); err != nil {
-		t.Fatal(err)
-	}
-	reached := make(chan bool, 1)
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			if sc.Text() == "STOP" {
-				reached <- true
-			}
-		}
-		close(reached)
-	}()
-	select {
-	case ok := <-reached:
-		if !ok {
-			c.Wait()
-			t.Fatalf("the child ended before the step: %s", stderr.String())
-		}
-	case <-time.After(60 * time.Second):
-		c.Process.Kill()
-		c.Wait()
-		t.Fatalf("the child did not reach the step in 60 s: %s", stderr.String())
-	}
-	c.Process.Kill()
-	c.Wait()
+	env := fmt.Sprintf("%s=%s\t%d\t%s\t%d", crashChildEnv, dir, s.set, s.step, s.i)
+	c, _, _ := childtest.Start(t, env, "STOP", "the step")
+	childtest.Kill(c)
 }
 
 // TestPartCommitCostConstant: the bytes a part's commit writes do not
