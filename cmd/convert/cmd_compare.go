@@ -36,9 +36,7 @@ func modelLabels(paths []string) []string {
 
 func runCompare(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("compare", flag.ContinueOnError)
-	ff := addFeedFlags(fs)
-	backend := fs.String("backend", infer.DefaultBackend, "runtime backend: "+strings.Join(infer.Backends(), " or "))
-	threads := fs.Int("threads", 0, "intra-op threads (0: backend default)")
+	rf := addRunFlags(fs)
 	layers := fs.Bool("per-layer", true, "also compare each attention block's output (head-merged, token layout) where both models produce it; each model runs its own forward pass, so differences accumulate over layers")
 	pooling := fs.String("pooling", "auto", "pool [batch, seq, dim] outputs by `KIND` for the pooled cosines: mean, cls, max, or auto (the reference model's sentence-transformers files, else mean), as embed does")
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
@@ -52,7 +50,7 @@ func runCompare(args []string, stdout, stderr io.Writer) error {
 	if *pooling != "auto" && !slices.Contains(infer.Poolings, *pooling) {
 		return cli.UsageError("--pooling %q: want auto, %s", *pooling, strings.Join(infer.Poolings, ", "))
 	}
-	if err := checkBackend(*backend); err != nil {
+	if err := rf.check(); err != nil {
 		return err
 	}
 	models := make([]*onnxpb.ModelProto, len(pos))
@@ -61,7 +59,7 @@ func runCompare(args []string, stdout, stderr io.Writer) error {
 			return cli.BadInput(err)
 		}
 	}
-	in, err := ff.buildFor(models, pos)
+	in, err := rf.buildFor(models, pos)
 	if err != nil {
 		return err
 	}
@@ -69,7 +67,7 @@ func runCompare(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	opt := infer.ModelCompareOptions{Backend: *backend, Threads: *threads, Mask: in.Mask, Batch: in.Batch, SeqLen: in.SeqLen, Labels: map[string]string{}, Pooling: pool}
+	opt := infer.ModelCompareOptions{Backend: rf.backend, Threads: rf.threads, Mask: in.Mask, Batch: in.Batch, SeqLen: in.SeqLen, Labels: map[string]string{}, Pooling: pool}
 	if *layers {
 		opt.Values = layerValues(models, opt.Labels)
 	}

@@ -12,7 +12,6 @@ import (
 	"github.com/linearize/linearize/cmd/internal/cli"
 	"github.com/linearize/linearize/corpus"
 	"github.com/linearize/linearize/embed"
-	"github.com/linearize/linearize/infer"
 )
 
 // readBounds bounds the documents and calibration texts every command
@@ -24,13 +23,14 @@ var readBounds corpus.Options
 
 // embedFlags are embed's flags.
 type embedFlags struct {
-	texts                             cli.MultiFlag
-	textFile, docs, jsonl, out, mode  string
-	pooling, backend, vocab, shard    string
-	partFormat                        string
-	raw, skipBad                      bool
-	maxTokens, window, batch, threads int
-	overlap, partSize                 int
+	texts                            cli.MultiFlag
+	textFile, docs, jsonl, out, mode string
+	pooling, vocab, shard            string
+	partFormat                       string
+	raw, skipBad                     bool
+	maxTokens, window, batch         int
+	overlap, partSize                int
+	runtimeFlags
 }
 
 func runEmbed(args []string, stdout, stderr io.Writer) error {
@@ -48,8 +48,7 @@ func runEmbed(args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&f.window, "window", 0, "tokens `W` per pass in truncate and chunk mode, [CLS] and [SEP] included (default: the model's window, else its limit: its position table's rows, else max_position_embeddings in the config.json beside it or its doc string; else 512)"+atMost(maxWindowFlag))
 	fs.IntVar(&f.overlap, "chunk-overlap", 0, "wordpieces `K` each window of chunk and chunks mode shares with the one before (0: none; below the window's wordpieces)")
 	fs.IntVar(&f.batch, "batch", embed.DefaultBatch, "`B` texts or chunks per run, at most 4096 tokens of them (long mode: 1)"+atMost(maxBatchFlag))
-	fs.IntVar(&f.threads, "threads", 0, "intra-op threads (0: backend default)")
-	fs.StringVar(&f.backend, "backend", infer.DefaultBackend, "runtime backend: "+strings.Join(infer.Backends(), " or "))
+	f.runtimeFlags.register(fs)
 	fs.StringVar(&f.vocab, "vocab", "", "tokenizer `PATH`: a folder, tokenizer.json or vocab.txt (default: found beside the model)")
 	fs.BoolVar(&f.skipBad, "skip-bad-docs", false, "skip documents that are empty (no wordpieces) or not UTF-8, and count them in the summary (default: refuse them, exit 2, naming each)")
 	fs.IntVar(&f.partSize, "part-size", embed.DefaultPartSize, "documents `N` per part: of a folder output, and of a file output's run (what a stopped run can lose)"+atMost(maxDocs))
@@ -65,7 +64,7 @@ func runEmbed(args []string, stdout, stderr io.Writer) error {
 // options checks the flags and returns the embedder's options.
 func (f *embedFlags) options() (embed.Options, error) {
 	o := embed.Options{Raw: f.raw, MaxTokens: f.maxTokens, Window: f.window, Batch: f.batch, Backend: f.backend, Threads: f.threads, Vocab: f.vocab, Overlap: f.overlap}
-	if err := checkBackend(f.backend); err != nil {
+	if err := f.runtimeFlags.check(); err != nil {
 		return o, err
 	}
 	switch m := embed.Mode(f.mode); m {

@@ -16,7 +16,6 @@ import (
 	"github.com/linearize/linearize/convert"
 	"github.com/linearize/linearize/corpus"
 	"github.com/linearize/linearize/embed"
-	"github.com/linearize/linearize/infer"
 	"github.com/linearize/linearize/internal/fsutil"
 )
 
@@ -43,11 +42,12 @@ const maxsimSystem = "maxsim"
 
 // evalFlags are evaluate's flags.
 type evalFlags struct {
-	docs, jsonl, buckets, reference, systems, pooling, backend, vocab string
-	jsonOut, mdOut                                                    string
-	maxTokens, minTokens, perBucket, bootstrap, limitDocs, threads    int
-	seed                                                              uint64
-	asJSON, quiet                                                     bool
+	docs, jsonl, buckets, reference, systems, pooling, vocab string
+	jsonOut, mdOut                                           string
+	maxTokens, minTokens, perBucket, bootstrap, limitDocs    int
+	seed                                                     uint64
+	asJSON, quiet                                            bool
+	runtimeFlags
 	// stderr receives the progress lines and notes, unless -q.
 	stderr io.Writer
 }
@@ -66,8 +66,7 @@ func (f *evalFlags) define(fs *flag.FlagSet) {
 	fs.StringVar(&f.systems, "systems", "", "`LIST` of the systems to run, in this order (default: truncate, chunk, whole when the original's own limit is above 512 tokens, then the models' systems; maxsim, the original in chunks with a document scored by its best chunk, runs when named here)")
 	fs.IntVar(&f.limitDocs, "limit-docs", 0, "read only the first `N` documents (0: all)"+atMost(maxDocs))
 	fs.StringVar(&f.pooling, "pooling", "auto", "`POOLING` of every model: mean, cls, max, or auto (each model's sentence-transformers files, else mean)")
-	fs.IntVar(&f.threads, "threads", 0, "intra-op threads (0: backend default)")
-	fs.StringVar(&f.backend, "backend", infer.DefaultBackend, "runtime backend: "+strings.Join(infer.Backends(), " or "))
+	f.runtimeFlags.register(fs)
 	fs.StringVar(&f.vocab, "vocab", "", "tokenizer `PATH` of every model: a folder, tokenizer.json or vocab.txt (default: found beside each model)")
 	fs.BoolVar(&f.asJSON, "json", false, "print the report as JSON instead of the markdown tables")
 	fs.StringVar(&f.jsonOut, "json-out", "", "also write the report as JSON to `FILE`")
@@ -94,7 +93,7 @@ func runEvaluate(args []string, stdout, stderr io.Writer) error {
 // (NAME=MODEL[:MODE] arguments) that the flags ask for and writes its
 // report.
 func (f *evalFlags) evaluate(original string, models []string, stdout io.Writer) error {
-	if err := checkBackend(f.backend); err != nil {
+	if err := f.runtimeFlags.check(); err != nil {
 		return err
 	}
 	o, eo, err := f.options()

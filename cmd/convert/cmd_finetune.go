@@ -6,11 +6,9 @@ import (
 	"fmt"
 	"io"
 	"strconv"
-	"strings"
 
 	"github.com/linearize/linearize/cmd/internal/cli"
 	"github.com/linearize/linearize/finetune"
-	"github.com/linearize/linearize/infer"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
 	"github.com/linearize/linearize/tokenize"
@@ -18,14 +16,12 @@ import (
 
 func runFinetune(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("finetune", flag.ContinueOnError)
-	ff := addFeedFlags(fs)
+	rf := addRunFlags(fs)
 	out := fs.String("o", "", "path of the output model `OUT` (required; must differ from both inputs)")
 	var opt finetune.Options
 	fs.IntVar(&opt.Steps, "steps", 200, "Adam steps per layer"+atMost(maxSteps))
 	fs.Float64Var(&opt.LR, "lr", 0, "Adam learning rate (0: 0.01 for Linformer, 0.0005 for Performer)")
 	fs.IntVar(&opt.Batch, "minibatch", 0, "calibration rows per Adam step, drawn with --seed from those trained on (0: all)"+atMost(maxMinibatch))
-	backend := fs.String("backend", infer.DefaultBackend, "runtime backend that captures values: "+strings.Join(infer.Backends(), " or "))
-	fs.IntVar(&opt.Threads, "threads", 0, "intra-op threads (0: backend default)")
 	heldOut := fs.Float64("held-out", finetune.DefaultHeldOutFraction, "`FRACTION` of the calibration documents (one per text; rows of --random-inputs) held out, drawn with --seed: no layer may end worse on them, and the fine-tuned parameters are written only if the model beats the converted one on them (0: an unguarded fit)")
 	patience := fs.Int("patience", finetune.DefaultPatience, "checkpoints (every "+strconv.Itoa(finetune.CheckpointEvery)+" steps) without a lower held-out error before a layer stops (0: never stop early)"+atMost(maxPatience))
 	asJSON := fs.Bool("json", false, "print the per-layer report as JSON")
@@ -39,7 +35,8 @@ func runFinetune(args []string, stdout, stderr io.Writer) error {
 	if *out == "" {
 		return cli.UsageError("-o OUT is required")
 	}
-	if opt.Steps < 0 || opt.LR < 0 || opt.Batch < 0 || opt.Threads < 0 || *patience < 0 {
+	// A negative --threads never gets here: cli.ParseFlags refuses it.
+	if opt.Steps < 0 || opt.LR < 0 || opt.Batch < 0 || *patience < 0 {
 		return cli.UsageError("--steps, --lr, --minibatch, --threads and --patience must be non-negative")
 	}
 	if err := checkCounts(count{"steps", opt.Steps, maxSteps}, count{"minibatch", opt.Batch, maxMinibatch}, count{"patience", *patience, maxPatience}); err != nil {
@@ -53,7 +50,7 @@ func runFinetune(args []string, stdout, stderr io.Writer) error {
 	if opt.Patience == 0 {
 		opt.Patience = -1 // the library's 0 is its default
 	}
-	if err := checkBackend(*backend); err != nil {
+	if err := rf.check(); err != nil {
 		return err
 	}
 	for _, in := range pos {
@@ -69,11 +66,11 @@ func runFinetune(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return cli.BadInput(err)
 	}
-	in, err := ff.buildFor([]*onnxpb.ModelProto{orig, conv}, pos)
+	in, err := rf.buildFor([]*onnxpb.ModelProto{orig, conv}, pos)
 	if err != nil {
 		return err
 	}
-	opt.Seed, opt.Backend = ff.spec.Seed, *backend
+	opt.Seed, opt.Backend, opt.Threads = rf.spec.Seed, rf.backend, rf.threads
 	opt.Progress = stderr // a line per fitted layer; --json goes to stdout
 	fitted, rep, err := finetune.Fit(orig, conv, in.Tensors, opt)
 	if err != nil {

@@ -18,23 +18,18 @@ import (
 
 func runRun(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
-	ff := addFeedFlags(fs)
-	backend := fs.String("backend", infer.DefaultBackend, "runtime backend: "+strings.Join(infer.Backends(), " or "))
-	threads := fs.Int("threads", 0, "intra-op threads (0: backend default)")
+	rf := addRunFlags(fs)
 	outDir := fs.String("out-dir", "", "write each output as `DIR`/NAME.npy and DIR/NAME.pb")
 	path, err := cli.ParseModelArg(fs, args, stdout)
 	if err != nil {
 		return err
 	}
-	if err := checkBackend(*backend); err != nil {
-		return err
-	}
-	m, in, err := ff.load(path)
+	m, in, err := rf.load(path)
 	if err != nil {
 		return err
 	}
 	feed := in.Tensors
-	sess, err := infer.Open(*backend, m, infer.Options{Threads: *threads})
+	sess, err := infer.Open(rf.backend, m, infer.Options{Threads: rf.threads})
 	if err != nil {
 		return cli.RuntimeFailure(oneLine(err))
 	}
@@ -51,11 +46,11 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 				files = append(files, namedFile{"--out-dir (output " + v.Name + ")", filepath.Join(*outDir, bases[v.Name]+ext)})
 			}
 		}
-		inputs := []namedFile{{"MODEL", path}, {"--vocab", ff.spec.Vocab}}
-		for name, p := range ff.spec.Inputs {
+		inputs := []namedFile{{"MODEL", path}, {"--vocab", rf.spec.Vocab}}
+		for name, p := range rf.spec.Inputs {
 			inputs = append(inputs, namedFile{"--input " + name, p})
 		}
-		for _, p := range ff.textFiles {
+		for _, p := range rf.textFiles {
 			inputs = append(inputs, namedFile{"--text-file", p})
 		}
 		if err := checkNotInputs(files, inputs); err != nil {

@@ -6,20 +6,15 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"slices"
 	"strings"
 
 	"github.com/linearize/linearize/cmd/internal/cli"
 	"github.com/linearize/linearize/infer"
 )
 
-// runValidate's flags start as run's do (feed flags, --backend, --threads)
-// but with their own help texts, so each command declares them itself.
 func runValidate(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
-	ff := addFeedFlags(fs)
-	backend := fs.String("backend", infer.DefaultBackend, "backend that runs the model: "+strings.Join(infer.Backends(), " or "))
-	threads := fs.Int("threads", 0, "intra-op threads (0: backend default)")
+	rf := addRunFlags(fs)
 	tol := fs.Float64("tolerance", infer.DefaultTolerance, "floor of the agreement: an op agrees when its scaled error (max abs error / the op output's scale) is at most this; beyond it, when both sides are within float32 rounding of the op's function body evaluated in float64 (a failure then says which side is off); below 2^-24 (6e-8) it is held literally")
 	guarded := fs.Float64("max-guarded", infer.DefaultMaxGuarded, "a PerformerAttention node fails when more than this share of its output rows is decided by the denominator guard (the estimator out of its range); 1 allows any")
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
@@ -36,14 +31,11 @@ func runValidate(args []string, stdout, stderr io.Writer) error {
 	if !(*guarded > 0 && *guarded <= 1) {
 		return cli.UsageError("--max-guarded %g: want a share in (0, 1]", *guarded)
 	}
-	if err := checkBackend(*backend); err != nil {
-		return err
-	}
-	m, in, err := ff.load(pos[0])
+	m, in, err := rf.load(pos[0])
 	if err != nil {
 		return err
 	}
-	v, err := infer.ValidateOps(m, in.Tensors, infer.ValidateOptions{Backend: *backend, Threads: *threads, Tolerance: *tol, MaxGuarded: *guarded})
+	v, err := infer.ValidateOps(m, in.Tensors, infer.ValidateOptions{Backend: rf.backend, Threads: rf.threads, Tolerance: *tol, MaxGuarded: *guarded})
 	if err != nil {
 		if errors.Is(err, infer.ErrNotConverted) {
 			return cli.BadInput(err)
@@ -103,14 +95,6 @@ func failureCauses(v *infer.Validation) string {
 		s += fmt.Sprintf("; %d more such ops (see the table)", more)
 	}
 	return s
-}
-
-// checkBackend vets --backend (run, compare, validate, finetune).
-func checkBackend(name string) error {
-	if !slices.Contains(infer.Backends(), name) {
-		return cli.UsageError("--backend %q: want %s", name, strings.Join(infer.Backends(), " or "))
-	}
-	return nil
 }
 
 // checkTolerance vets --tolerance (validate, compare-backends): a

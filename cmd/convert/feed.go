@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -98,6 +99,58 @@ func (f *feedFlags) load(path string) (*onnxpb.ModelProto, *infer.Feed, error) {
 		return nil, nil, err
 	}
 	return m, in, nil
+}
+
+// runtimeFlags are --backend and --threads: the runtime that runs a
+// model and its intra-op threads (run, compare, validate, finetune,
+// embed, evaluate). check vets --backend; cli.ParseFlags vets --threads.
+type runtimeFlags struct {
+	backend string
+	threads int
+}
+
+// register adds --backend and --threads to fs.
+func (f *runtimeFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.backend, "backend", infer.DefaultBackend, "runtime backend: "+strings.Join(infer.Backends(), " or "))
+	fs.IntVar(&f.threads, "threads", 0, "intra-op threads (0: backend default)")
+}
+
+// check vets --backend.
+func (f *runtimeFlags) check() error {
+	return checkBackend(f.backend)
+}
+
+// checkBackend vets the name a --backend gives: runtimeFlags' and that
+// of the teacher runs of hedgehog and long (transferFlags).
+func checkBackend(name string) error {
+	if !slices.Contains(infer.Backends(), name) {
+		return cli.UsageError("--backend %q: want %s", name, strings.Join(infer.Backends(), " or "))
+	}
+	return nil
+}
+
+// runFlags are the flags of the commands that build inputs and run a
+// model on them (run, compare, validate, finetune): the input flags and
+// the runtime's.
+type runFlags struct {
+	*feedFlags
+	runtimeFlags
+}
+
+// addRunFlags registers the input and runtime flags on fs.
+func addRunFlags(fs *flag.FlagSet) *runFlags {
+	f := &runFlags{feedFlags: addFeedFlags(fs)}
+	f.runtimeFlags.register(fs)
+	return f
+}
+
+// load vets --backend, then loads the one MODEL argument and builds its
+// inputs (feedFlags.load).
+func (f *runFlags) load(path string) (*onnxpb.ModelProto, *infer.Feed, error) {
+	if err := f.check(); err != nil {
+		return nil, nil, err
+	}
+	return f.feedFlags.load(path)
 }
 
 // feedBuilt, when set (by tests), sees every feed a command builds; an
