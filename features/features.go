@@ -8,6 +8,7 @@ import (
 	"gonum.org/v1/gonum/mat"
 	"gonum.org/v1/gonum/stat/distuv"
 
+	"github.com/linearize/linearize/internal/splitmix"
 	"github.com/linearize/linearize/onnx"
 )
 
@@ -65,14 +66,7 @@ const (
 // sequence family, and (tag, layer, head) one stream inside it.
 func stream(seed uint64, tag, layer, head int) *rand.Rand {
 	x := uint64(tag)<<56 ^ uint64(uint32(layer))<<24 ^ uint64(uint32(head))
-	return rand.New(rand.NewPCG(seed, splitmix(x)))
-}
-
-func splitmix(x uint64) uint64 {
-	x += 0x9e3779b97f4a7c15
-	x = (x ^ x>>30) * 0xbf58476d1ce4e5b9
-	x = (x ^ x>>27) * 0x94d049bb133111eb
-	return x ^ x>>31
+	return rand.New(rand.NewPCG(seed, splitmix.Hash(x)))
 }
 
 // Omega samples the Performer random features for one layer: a float32

@@ -9,6 +9,7 @@ import (
 
 	"github.com/linearize/linearize/features"
 	"github.com/linearize/linearize/internal/progress"
+	"github.com/linearize/linearize/internal/splitmix"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/ops"
 )
@@ -232,18 +233,10 @@ func WriteTable(w io.Writer, cfg Config, cells []Cell) error {
 
 // sweepStream is the generator of one trial's inputs: the stream that
 // features drew them from when the sweep lived there (its stream tag 4,
-// layer 0, head 0), so that a seed gives the same table as before.
+// layer 0, head 0), so that a seed gives the same table as before;
+// splitmix's test pins the hash to the reference SplitMix64.
 func sweepStream(seed uint64) *rand.Rand {
 	const tagSweep = 4
 	x := uint64(tagSweep) << 56
-	return rand.New(rand.NewPCG(seed, splitmix(x)))
-}
-
-// splitmix is features' splitmix (features/features.go), copied: features
-// keeps it unexported, and this sweep's tables must not follow changes there.
-func splitmix(x uint64) uint64 {
-	x += 0x9e3779b97f4a7c15
-	x = (x ^ x>>30) * 0xbf58476d1ce4e5b9
-	x = (x ^ x>>27) * 0x94d049bb133111eb
-	return x ^ x>>31
+	return rand.New(rand.NewPCG(seed, splitmix.Hash(x)))
 }
