@@ -68,3 +68,43 @@ func TestCostModelAlibi(t *testing.T) {
 		t.Errorf("local-pooled crossover %d", x)
 	}
 }
+
+// TestModelDimsGatedNote: a gated FFN is priced as a plain one, and
+// ModelDims says so, naming the weights, for the exporters' packed form
+// (ModernBERT: hidden 32, intermediate 64 in gen_fixtures.py, so Wi
+// [32, 128] and Wo [64, 32]) and the form with separate input and gate
+// weights (nomic-bert: fc11 and fc12 [32, 64], fc2 [64, 32] in
+// gen_longctx.py); a plain FFN (BERT) and ConvBERT, whose span-conv weights
+// are not an FFN, get no such note.
+func TestModelDimsGatedNote(t *testing.T) {
+	for _, tc := range []struct{ file, want string }{
+		{"modernbert_eager_op17.onnx", "weights [32, 128] in, [64, 32] out; priced 2·n·h·128 MACs where its products are n·h·(128 + 64)"},
+		{"modernbert_sdpa_dynamo_op18.onnx", "weights [32, 128] in, [64, 32] out"},
+		{"longctx/nomic_bert.onnx", "two weights [32, 64] in per [64, 32] out; priced 2·n·h·64 MACs where its products are 3·n·h·64"},
+		{"bert_eager_op17.onnx", ""},
+		{"convbert_eager_op17.onnx", ""},
+	} {
+		t.Run(tc.file, func(t *testing.T) {
+			m, err := onnx.Load("../testdata/fixtures/" + tc.file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, notes, err := convert.ModelDims(m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var gated []string
+			for _, n := range notes {
+				if strings.Contains(n, "gated") {
+					gated = append(gated, n)
+				}
+			}
+			switch {
+			case tc.want == "" && len(gated) > 0:
+				t.Errorf("a plain FFN noted as gated: %q", gated)
+			case tc.want != "" && (len(gated) != 1 || !strings.Contains(gated[0], tc.want)):
+				t.Errorf("gated notes %q, want one with %q", gated, tc.want)
+			}
+		})
+	}
+}
