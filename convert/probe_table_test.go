@@ -3,6 +3,7 @@ package convert
 import (
 	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/linearize/linearize/kernels"
@@ -185,7 +186,7 @@ func TestLookupRowsValues(t *testing.T) {
 			if len(picked) != 3 {
 				t.Errorf("picked %v, want the 3 distinct rows", picked)
 			}
-			deq, err := p.dequantizeRows(dq, part, picked, 1, 0)
+			deq, err := p.dequantizeRows(dq, part, picked, rows, 1, 0)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -218,5 +219,37 @@ func TestLookupRowsValues(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestLookupRowsShortScale: a scale or zero point per row with fewer
+// entries than the table has rows is refused, as DequantizeLinear on the
+// whole table refuses it, even when every row read has an entry (rows 0
+// and 1 of five, three scales).
+func TestLookupRowsShortScale(t *testing.T) {
+	g := &onnxpb.GraphProto{}
+	for name, v := range map[string]*onnx.Tensor{
+		"q":     {DType: onnx.Int8, Shape: []int{5, 2}, Data: make([]int8, 10)},
+		"scale": onnx.NewFloat([]int{3}, []float32{0.5, 1, 2}),
+	} {
+		tp, err := onnx.EncodeTensor(name, v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g.Initializer = append(g.Initializer, tp)
+	}
+	dq := &onnxpb.NodeProto{Name: proto.String("dq"), OpType: proto.String("DequantizeLinear"),
+		Input: []string{"q", "scale"}, Output: []string{"w"}, Attribute: []*onnxpb.AttributeProto{intAttr("axis", 0)}}
+	g.Node = []*onnxpb.NodeProto{dq}
+	m := &onnxpb.ModelProto{Graph: g, OpsetImport: []*onnxpb.OperatorSetIdProto{{Version: proto.Int64(13)}}}
+	ix := onnx.NewIndex(g)
+	p := newProber(m, ix)
+	p.cache[1], p.feeds[1] = map[string]*onnx.Tensor{}, map[string]*onnx.Tensor{}
+	part, _, picked, err := tableRows(ix.Initializers["q"], onnx.NewInt64([]int{2}, []int64{1, 0}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.dequantizeRows(dq, part, picked, 5, 1, 0); err == nil || !strings.Contains(err.Error(), "for a table of 5 rows") {
+		t.Errorf("err %v, want the per-row scale refused for a table of 5 rows", err)
 	}
 }

@@ -628,7 +628,7 @@ func (p *prober) value(v string, s, depth int) (*onnx.Tensor, error) {
 	if lk != nil {
 		rows, idx, picked, err := tableRows(lk.table, in[1])
 		if err == nil && lk.dq != nil {
-			rows, err = p.dequantizeRows(lk.dq, rows, picked, s, depth)
+			rows, err = p.dequantizeRows(lk.dq, rows, picked, lk.table.Dims[0], s, depth)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("convert: probing %q: %w", n.GetName(), err)
@@ -702,10 +702,12 @@ func (p *prober) lookupTable(n *onnxpb.NodeProto) *lookup {
 	return nil
 }
 
-// dequantizeRows applies dq to the rows picked of its quantized table.
-// A scale (and zero point) per row (axis 0) is narrowed to the picked
-// rows' entries; scales per block are refused.
-func (p *prober) dequantizeRows(dq *onnxpb.NodeProto, rows *onnx.Tensor, picked []int, s, depth int) (*onnx.Tensor, error) {
+// dequantizeRows applies dq to the rows picked of its quantized table of
+// size rows. A scale (and zero point) per row (axis 0) must have one
+// entry per table row, as DequantizeLinear on the whole table requires,
+// and is narrowed to the picked rows' entries; scales per block are
+// refused.
+func (p *prober) dequantizeRows(dq *onnxpb.NodeProto, rows *onnx.Tensor, picked []int, size int64, s, depth int) (*onnx.Tensor, error) {
 	in := []*onnx.Tensor{rows}
 	for _, x := range dq.Input[1:] {
 		var t *onnx.Tensor
@@ -735,8 +737,8 @@ func (p *prober) dequantizeRows(dq *onnxpb.NodeProto, rows *onnx.Tensor, picked 
 			if in[i] == nil {
 				continue
 			}
-			if len(in[i].Shape) != 1 {
-				return nil, fmt.Errorf("DequantizeLinear %q: per-row input %d of shape %v", dq.GetName(), i, in[i].Shape)
+			if len(in[i].Shape) != 1 || int64(in[i].Shape[0]) != size {
+				return nil, fmt.Errorf("DequantizeLinear %q: per-row input %d of shape %v for a table of %d rows", dq.GetName(), i, in[i].Shape, size)
 			}
 			out, err := gather(ctx, []*onnx.Tensor{in[i], onnx.NewInt64([]int{len(at)}, at)})
 			if err != nil {
