@@ -34,10 +34,14 @@ func Start(t testing.TB, env, mark, what string) (*exec.Cmd, string, *strings.Bu
 	}
 	line := make(chan string, 1)
 	go func() {
+		// The first marked line is sent; the rest of the output is read
+		// and dropped, so that the child never blocks on a full pipe.
+		sent := false
 		sc := bufio.NewScanner(out)
 		for sc.Scan() {
-			if rest, ok := strings.CutPrefix(sc.Text(), mark); ok {
+			if rest, ok := strings.CutPrefix(sc.Text(), mark); ok && !sent {
 				line <- rest
+				sent = true
 			}
 		}
 		close(line)
