@@ -14,11 +14,17 @@ import (
 
 // Dims are the dimensions of a BERT-style encoder that decide its cost.
 type Dims struct {
-	Layers       int `json:"layers"`
-	Hidden       int `json:"hidden"` // Heads·HeadDim
-	Heads        int `json:"heads"`
-	HeadDim      int `json:"head_dim"`
-	FFN          int `json:"ffn"`           // intermediate width
+	Layers  int `json:"layers"`
+	Hidden  int `json:"hidden"` // Heads·HeadDim
+	Heads   int `json:"heads"`
+	HeadDim int `json:"head_dim"`
+	// FFN is the summed width of the FFN products that read the hidden
+	// state (the [h, f] weights: 3072 in BERT-base; 2304 in
+	// ModernBERT-base, whose one weight packs the GeGLU input and gate),
+	// FFNOut the width of the one that writes it back (the [f′, h]
+	// weight: 1152 in ModernBERT-base); 0 means FFN, a plain FFN.
+	FFN          int `json:"ffn"`
+	FFNOut       int `json:"ffn_out,omitempty"`
 	MaxPositions int `json:"max_positions"` // rows of the position table, 0 if none
 	// WeightBytes is the size of the model's initializers.
 	WeightBytes int64 `json:"weight_bytes"`
@@ -59,7 +65,7 @@ const (
 // batch 1 at sequence length n, per layer:
 //
 //	projections  4·n·h²                   Q, K, V and output dense
-//	FFN          2·n·h·f                  two dense layers
+//	FFN          n·h·(f + f′)             dense in (f wide) and out (f′ wide)
 //	core, original   2·n²·h               Q·Kᵀ and P·V over all heads
 //
 // with h = H·d; Fused and Flash have the original's MACs, and each
@@ -72,9 +78,10 @@ const (
 // core (Elementwise, see Layer), the exponentials and a fixed cost per
 // layer, all in MACs of the projections' GEMMs; with the zero Weights the
 // predicted speedup of a form is original MACs / form MACs. LayerNorms,
-// biases, Gelu and the head split and merge, which every form has, are not
-// counted in the MACs. NewCostModel prices every conversion at its
-// defaults.
+// biases, activations, rotary embeddings and the head split and merge,
+// which every form has, are not counted in the MACs; Weights.Token prices
+// them per token and hidden unit. NewCostModel prices every conversion at
+// its defaults.
 type CostModel struct {
 	Dims     Dims
 	Features int // Performer M
@@ -141,7 +148,7 @@ const fusedPeakFactor = 1
 func (c CostModel) Layer(f Form, n int) LayerCost {
 	d := c.Dims
 	N, h, H, F := int64(n), int64(d.Hidden), int64(d.Heads), int64(d.FFN)
-	lc := LayerCost{Form: f, Length: n, Projections: 4 * N * h * h, FFN: 2 * N * h * F}
+	lc := LayerCost{Form: f, Length: n, Projections: 4 * N * h * h, FFN: N * h * (F + int64(d.ffnOut()))}
 	lc.Largest, lc.LargestName = 4*N*F, "FFN activation n·f"
 	switch f {
 	case Original:
@@ -165,6 +172,24 @@ func (c CostModel) Layer(f Form, n int) LayerCost {
 	}
 	lc.Total = lc.Projections + lc.Core + lc.FFN
 	return lc
+}
+
+// FFNText writes the FFN's widths: "3072", or "2304 in, 1152 out" for a
+// gated one.
+func (d Dims) FFNText() string {
+	if d.FFNOut > 0 && d.FFNOut != d.FFN {
+		return fmt.Sprintf("%d in, %d out", d.FFN, d.FFNOut)
+	}
+	return strconv.Itoa(d.FFN)
+}
+
+// ffnOut is the width of the FFN's output product: FFNOut, or FFN for a
+// plain FFN.
+func (d Dims) ffnOut() int {
+	if d.FFNOut > 0 {
+		return d.FFNOut
+	}
+	return d.FFN
 }
 
 // keep records an intermediate of the given size as the largest when it
@@ -215,8 +240,8 @@ func (c CostModel) Total(f Form, n int) int64 {
 // Work is the whole-model cost of form f at length n in MAC-equivalents:
 // per layer, the projections' and FFN's MACs, the core's MACs at the
 // form's core weight, the elementwise passes, the exponentials, the
-// per-token cost of onnxruntime's fused and flash kernels and the fixed
-// cost at their Weights.
+// per-token cost of onnxruntime's fused and flash kernels, the shared
+// per-token work and the fixed cost at their Weights.
 func (c CostModel) Work(f Form, n int) float64 {
 	var total float64
 	for _, fc := range c.layerMix(f) {
@@ -233,7 +258,7 @@ func (c CostModel) layerWork(f Form, n int) float64 {
 	w := c.Weights
 	return float64(lc.Projections+lc.FFN) + w.core(f)*float64(lc.Core) +
 		w.Pass*float64(lc.Elementwise) + w.Exp*float64(lc.Exps) +
-		w.token(f)*float64(n)*float64(c.Dims.Hidden) + w.Layer
+		(w.Token+w.token(f))*float64(n)*float64(c.Dims.Hidden) + w.Layer
 }
 
 // Speedup is the predicted speedup of form f over the original at n.
@@ -303,7 +328,7 @@ func (c CostModel) CrossoverOver(base, f Form) int {
 // Validate reports dimensions the model cannot price.
 func (c CostModel) Validate() error {
 	d := c.Dims
-	if d.Layers <= 0 || d.Hidden <= 0 || d.Heads <= 0 || d.HeadDim <= 0 || d.FFN <= 0 {
+	if d.Layers <= 0 || d.Hidden <= 0 || d.Heads <= 0 || d.HeadDim <= 0 || d.FFN <= 0 || d.FFNOut < 0 {
 		return fmt.Errorf("convert: cost model: dimensions must be positive: %+v", d)
 	}
 	if c.Features <= 0 || c.K <= 0 {
@@ -322,9 +347,9 @@ func (c CostModel) Validate() error {
 }
 
 // ModelDims reads a model's dimensions: layers, heads and head size from
-// its attention blocks (Detect), the FFN width from the MatMul weights
-// shaped [h, f] (f ≠ h; a note when the weights [f', h] out say it is
-// gated), the position-table rows from ExtendPositions'
+// its attention blocks (Detect), the FFN widths from the MatMul weights
+// shaped [h, f] and [f′, h] (f, f′ ≠ h; gated when f′ is half of f, or
+// when there are two [h, f′] per [f′, h]), the position-table rows from ExtendPositions'
 // finder. Notes say what had to be assumed.
 func ModelDims(m *onnxpb.ModelProto) (Dims, []string, error) {
 	var d Dims
@@ -365,13 +390,14 @@ func ModelDims(m *onnxpb.ModelProto) (Dims, []string, error) {
 	d.Hidden = d.Heads * d.HeadDim
 	ix := onnx.NewIndex(m.Graph)
 	// The FFN's products are MatMuls by weights [h, f] (in) and [f', h]
-	// (out), f and f' ≠ h; the widths most weights have are the layers'.
+	// (out), f and f' ≠ h, as written in float, float16 or quantized
+	// (weightOf); the widths most weights have are the layers'.
 	widths, outs := map[int]int{}, map[int]int{}
 	for _, n := range m.Graph.Node {
-		if n.GetOpType() != "MatMul" || len(n.Input) != 2 {
+		if op := n.GetOpType(); op != "MatMul" && op != "MatMulInteger" || len(n.Input) < 2 {
 			continue
 		}
-		tp := ix.Initializers[n.Input[1]]
+		tp := weightOf(ix, n.Input[1])
 		if tp == nil || len(tp.Dims) != 2 {
 			continue
 		}
@@ -391,17 +417,15 @@ func ModelDims(m *onnxpb.ModelProto) (Dims, []string, error) {
 	d.FFN = best
 	// A gated FFN (GeGLU, SwiGLU) has its input and gate products packed
 	// in one weight [h, 2f] with Wo [f, h] (ModernBERT, GTE, jina), or in
-	// two weights [h, f] per Wo [f, h] (nomic-bert).
-	var gated string
+	// two weights [h, f] per Wo [f, h] (nomic-bert): priced as what its
+	// products are, n·h·(2f + f).
 	switch out := mostCommon(outs); {
 	case out != 0 && best == 2*out && widths[best] >= outs[out]:
-		gated = fmt.Sprintf("weights [%d, %d] in, [%d, %d] out; priced 2·n·h·%d MACs where its products are n·h·(%d + %d)", d.Hidden, best, out, d.Hidden, best, best, out)
+		d.FFNOut = out
+		notes = append(notes, fmt.Sprintf("the FFN is gated: weights [%d, %d] in, [%d, %d] out, priced n·h·(%d + %d) MACs", d.Hidden, best, out, d.Hidden, best, out))
 	case out == best && widths[best] == 2*outs[out]:
-		gated = fmt.Sprintf("two weights [%d, %d] in per [%d, %d] out; priced 2·n·h·%d MACs where its products are 3·n·h·%d", d.Hidden, best, out, d.Hidden, best, best)
-	}
-	if gated != "" {
-		notes = append(notes, "the FFN is gated but priced as a plain one ("+gated+"); "+
-			"on ModernBERT-base, whose rotary embeddings the model does not price either, the predicted speedups of the linear forms were about 10 % above those measured (docs/performance.md)")
+		d.FFN, d.FFNOut = 2*best, best
+		notes = append(notes, fmt.Sprintf("the FFN is gated: two weights [%d, %d] in per [%d, %d] out, priced n·h·(%d + %d) MACs", d.Hidden, best, out, d.Hidden, 2*best, best))
 	}
 	if pt, err := findPositionTable(ix); err == nil {
 		if tp := ix.Initializers[pt.table]; tp != nil && len(tp.Dims) == 2 {
@@ -412,6 +436,23 @@ func ModelDims(m *onnxpb.ModelProto) (Dims, []string, error) {
 		d.WeightBytes += tensorBytes(t)
 	}
 	return d, notes, nil
+}
+
+// weightOf returns the initializer behind a product's weight operand:
+// the initializer itself (float32 or float16 MatMul, MatMulInteger of
+// onnxruntime's dynamic quantization), or the one a DequantizeLinear (QDQ)
+// or a Cast reads; nil for an activation.
+func weightOf(ix *onnx.Index, name string) *onnxpb.TensorProto {
+	if tp := ix.Initializers[name]; tp != nil {
+		return tp
+	}
+	if p := ix.Producer[name]; p != nil && len(p.Input) > 0 {
+		switch p.GetOpType() {
+		case "DequantizeLinear", "Cast":
+			return ix.Initializers[p.Input[0]]
+		}
+	}
+	return nil
 }
 
 // mostCommon returns the width most weights have (the larger of two
@@ -452,7 +493,7 @@ func (c CostModel) WriteCostTable(w io.Writer, lengths []int) error {
 			sizes = append(sizes, cv.cost.header(c))
 		}
 	}
-	fmt.Fprintf(w, "cost model: %d layers, hidden %d, %d heads × %d, FFN %d; %s; batch 1\n", d.Layers, d.Hidden, d.Heads, d.HeadDim, d.FFN, strings.Join(sizes, ", "))
+	fmt.Fprintf(w, "cost model: %d layers, hidden %d, %d heads × %d, FFN %s; %s; batch 1\n", d.Layers, d.Hidden, d.Heads, d.HeadDim, d.FFNText(), strings.Join(sizes, ", "))
 	if c.Weights != (Weights{}) {
 		fmt.Fprintf(w, "multiply-accumulates (MACs) per layer and for the model (k/M/G/T = 1e3/1e6/1e9/1e12); speedup and crossover price the work in MAC-equivalents with weights %v\n", c.Weights)
 	} else {

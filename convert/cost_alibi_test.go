@@ -69,29 +69,38 @@ func TestCostModelAlibi(t *testing.T) {
 	}
 }
 
-// TestModelDimsGatedNote: a gated FFN is priced as a plain one, and
-// ModelDims says so, naming the weights, for the exporters' packed form
-// (ModernBERT: hidden 32, intermediate 64 in gen_fixtures.py, so Wi
-// [32, 128] and Wo [64, 32]) and the form with separate input and gate
-// weights (nomic-bert: fc11 and fc12 [32, 64], fc2 [64, 32] in
-// gen_longctx.py); a plain FFN (BERT) and ConvBERT, whose span-conv weights
-// are not an FFN, get no such note.
+// TestModelDimsGatedNote: ModelDims reads a gated FFN's widths, the
+// summed width of the products reading the hidden state and the width of
+// the one writing it, and says so in a note naming the weights, for the
+// exporters' packed form (ModernBERT: hidden 32, intermediate 64 in
+// gen_fixtures.py, so Wi [32, 128] and Wo [64, 32]) and the form with
+// separate input and gate weights (nomic-bert: fc11 and fc12 [32, 64], fc2
+// [64, 32] in gen_longctx.py); a plain FFN (BERT: intermediate 64) and
+// ConvBERT, whose span-conv weights are not an FFN, get no such note and
+// FFNOut 0.
 func TestModelDimsGatedNote(t *testing.T) {
-	for _, tc := range []struct{ file, want string }{
-		{"modernbert_eager_op17.onnx", "weights [32, 128] in, [64, 32] out; priced 2·n·h·128 MACs where its products are n·h·(128 + 64)"},
-		{"modernbert_sdpa_dynamo_op18.onnx", "weights [32, 128] in, [64, 32] out"},
-		{"longctx/nomic_bert.onnx", "two weights [32, 64] in per [64, 32] out; priced 2·n·h·64 MACs where its products are 3·n·h·64"},
-		{"bert_eager_op17.onnx", ""},
-		{"convbert_eager_op17.onnx", ""},
+	for _, tc := range []struct {
+		file        string
+		ffn, ffnOut int
+		want        string
+	}{
+		{"modernbert_eager_op17.onnx", 128, 64, "weights [32, 128] in, [64, 32] out, priced n·h·(128 + 64) MACs"},
+		{"modernbert_sdpa_dynamo_op18.onnx", 128, 64, "weights [32, 128] in, [64, 32] out"},
+		{"longctx/nomic_bert.onnx", 128, 64, "two weights [32, 64] in per [64, 32] out, priced n·h·(128 + 64) MACs"},
+		{"bert_eager_op17.onnx", 64, 0, ""},
+		{"convbert_eager_op17.onnx", 0, 0, ""},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			m, err := onnx.Load("../testdata/fixtures/" + tc.file)
 			if err != nil {
 				t.Fatal(err)
 			}
-			_, notes, err := convert.ModelDims(m)
+			d, notes, err := convert.ModelDims(m)
 			if err != nil {
 				t.Fatal(err)
+			}
+			if (tc.ffn > 0 && d.FFN != tc.ffn) || d.FFNOut != tc.ffnOut {
+				t.Errorf("FFN %d, FFNOut %d; want %d, %d", d.FFN, d.FFNOut, tc.ffn, tc.ffnOut)
 			}
 			var gated []string
 			for _, n := range notes {
@@ -104,6 +113,49 @@ func TestModelDimsGatedNote(t *testing.T) {
 				t.Errorf("a plain FFN noted as gated: %q", gated)
 			case tc.want != "" && (len(gated) != 1 || !strings.Contains(gated[0], tc.want)):
 				t.Errorf("gated notes %q, want one with %q", gated, tc.want)
+			}
+		})
+	}
+}
+
+// TestModelDimsPublishedPrecisions reads the FFN widths of the published
+// precision forms (float16 by onnxconverter-common and onnxruntime's
+// transformers tools, int8 by dynamic quantization — MatMulInteger —,
+// QDQ and weight-only int8 — DequantizeLinear before the MatMul) and
+// requires the widths ModelDims reads from the float32 export they were
+// made from, without the note that no FFN weight was found.
+func TestModelDimsPublishedPrecisions(t *testing.T) {
+	files, err := filepath.Glob("../testdata/fixtures/published/*.onnx")
+	if err != nil || len(files) < 10 {
+		t.Fatalf("published fixtures: %d files, %v", len(files), err)
+	}
+	for _, file := range files {
+		base := filepath.Base(file)
+		source, _, _ := strings.Cut(base, ".")
+		t.Run(base, func(t *testing.T) {
+			ref, err := onnx.Load("../testdata/fixtures/" + source + ".onnx")
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, _, err := convert.ModelDims(ref)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m, err := onnx.Load(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, notes, err := convert.ModelDims(m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.FFN != want.FFN || got.FFNOut != want.FFNOut {
+				t.Errorf("FFN %d, FFNOut %d; the float32 source %s.onnx: %d, %d (notes %q)", got.FFN, got.FFNOut, source, want.FFN, want.FFNOut, notes)
+			}
+			for _, n := range notes {
+				if strings.Contains(n, "no FFN MatMul weight") {
+					t.Errorf("note %q", n)
+				}
 			}
 		})
 	}

@@ -24,8 +24,9 @@ type countedMACs struct{ core, weights, pooler int64 }
 // batch 1 and length n with every node output exposed, and counts the
 // MACs of every product from its operands' shapes: a MatMul
 // [..., r, c]·[..., c, p] → [..., r, p] costs size(output)·c, a Gemm
-// likewise with A's reduced dimension. Any other product-like op
-// (Einsum, Conv, MatMulInteger, ...) fails the test, so that no product
+// likewise with A's reduced dimension, an Einsum the product of the sizes
+// of its equation's letters. Any other product-like op (Conv,
+// MatMulInteger, ...) fails the test, so that no product
 // escapes the count. This is independent of CostModel's closed forms:
 // the count comes from the function bodies as ops builds them and the
 // shapes the backend produced.
@@ -100,7 +101,9 @@ func measureMACs(t *testing.T, m *onnxpb.ModelProto, n int) countedMACs {
 				inner = a[0]
 			}
 			macs = size(shape(nd.Output[0])) * int64(inner)
-		case "Einsum", "Conv", "ConvTranspose", "MatMulInteger", "QLinearMatMul", "FusedMatMul", "Attention", "MultiHeadAttention":
+		case "Einsum":
+			macs = einsumMACs(t, nd, shape)
+		case "Conv", "ConvTranspose", "MatMulInteger", "QLinearMatMul", "FusedMatMul", "Attention", "MultiHeadAttention":
 			t.Fatalf("node %s (%s): a product this count does not read", nd.GetName(), nd.GetOpType())
 		default:
 			continue
@@ -117,6 +120,33 @@ func measureMACs(t *testing.T, m *onnxpb.ModelProto, n int) countedMACs {
 		}
 	}
 	return c
+}
+
+// einsumMACs is the MACs of an Einsum with an explicit equation: one per
+// combination of its letters' values (nomic-bert's rotary outer product
+// i,j->ij: size(i)·size(j)).
+func einsumMACs(t *testing.T, nd *onnxpb.NodeProto, shape func(string) []int) int64 {
+	t.Helper()
+	eq := onnx.AttrString(nd, "equation", "")
+	in, _, ok := strings.Cut(strings.ReplaceAll(eq, " ", ""), "->")
+	if !ok || strings.Contains(eq, "...") {
+		t.Fatalf("node %s: Einsum equation %q: want explicit letters and an output", nd.GetName(), eq)
+	}
+	size := map[rune]int{}
+	for i, term := range strings.Split(in, ",") {
+		sh := shape(nd.Input[i])
+		if len(sh) != len(term) {
+			t.Fatalf("node %s: term %q of %q for a shape %v", nd.GetName(), term, eq, sh)
+		}
+		for j, r := range term {
+			size[r] = sh[j]
+		}
+	}
+	macs := int64(1)
+	for _, v := range size {
+		macs *= int64(v)
+	}
+	return macs
 }
 
 // TestCostModelMACsMeasured runs converted BERTs (2 layers, 2 heads of 8)
@@ -227,6 +257,56 @@ func TestCostModelMACsMeasured(t *testing.T) {
 				if cm.Total(tc.form, n) != got.core+got.weights-layers*extra {
 					t.Errorf("n=%d: model total %d, counted %d (less the surplus)", n, cm.Total(tc.form, n), got.core+got.weights-layers*extra)
 				}
+			}
+		})
+	}
+}
+
+// TestCostModelGatedFFNMeasured checks the projections' and FFN's MACs the
+// cost model prices for gated FFNs, from the dimensions ModelDims reads,
+// against the products the native backend runs on exported models (the
+// transformers fixtures: ModernBERT's packed GeGLU by both exporters,
+// nomic-bert's separate SwiGLU weights) and on ModernBERT as
+// models.ModernBERT builds it, counted from the computed shapes
+// (measureMACs): every product with a weight operand is a projection or
+// an FFN product.
+func TestCostModelGatedFFNMeasured(t *testing.T) {
+	built, err := models.ModernBERT(models.ModernBERTConfig{Vocab: 50, Hidden: 16, Heads: 2, Layers: 3, Intermediate: 24,
+		GlobalEvery: 3, Window: 8, MaxPositions: 64, Opset: 17, Seed: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		m    func() (*onnxpb.ModelProto, error)
+		n    int
+	}{
+		{"modernbert_eager_op17", func() (*onnxpb.ModelProto, error) {
+			return onnx.Load("../testdata/fixtures/modernbert_eager_op17.onnx")
+		}, 24},
+		{"modernbert_sdpa_dynamo_op18", func() (*onnxpb.ModelProto, error) {
+			return onnx.Load("../testdata/fixtures/modernbert_sdpa_dynamo_op18.onnx")
+		}, 24},
+		{"nomic_bert", func() (*onnxpb.ModelProto, error) { return onnx.Load("../testdata/fixtures/longctx/nomic_bert.onnx") }, 24},
+		{"models.ModernBERT", func() (*onnxpb.ModelProto, error) { return built, nil }, 20},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, err := tc.m()
+			if err != nil {
+				t.Fatal(err)
+			}
+			d, _, err := convert.ModelDims(m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.FFNOut == 0 {
+				t.Fatalf("ModelDims reads a plain FFN %d", d.FFN)
+			}
+			got := measureMACs(t, m, tc.n)
+			lc := convert.CostModel{Dims: d}.Layer(convert.Original, tc.n)
+			if want := int64(d.Layers) * (lc.Projections + lc.FFN); got.weights+got.pooler != want {
+				t.Errorf("products with weights run %d MACs; the cost model says %d layers · (%d + %d) = %d",
+					got.weights+got.pooler, d.Layers, lc.Projections, lc.FFN, want)
 			}
 		})
 	}

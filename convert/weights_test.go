@@ -16,7 +16,8 @@ func TestParseWeights(t *testing.T) {
 		{"", DefaultWeights, ""},
 		{"macs", Weights{}, ""},
 		{"pass=30, exp=2", func() Weights { w := DefaultWeights; w.Pass, w.Exp = 30, 2; return w }(), ""},
-		{"original=1,fused=1,flash=1,linear=1,pass=0,exp=0,fused-token=0,flash-token=0,layer=0", Weights{Original: 1, Fused: 1, Flash: 1, Linear: 1}, ""},
+		{"original=1,fused=1,flash=1,linear=1,pass=0,exp=0,fused-token=0,flash-token=0,token=0,layer=0", Weights{Original: 1, Fused: 1, Flash: 1, Linear: 1}, ""},
+		{"token=0", func() Weights { w := DefaultWeights; w.Token = 0; return w }(), ""},
 		{"fused-token=3,flash-token=4", func() Weights { w := DefaultWeights; w.FusedToken, w.FlashToken = 3, 4; return w }(), ""},
 		{"pass", Weights{}, "not name=value"},
 		{"speed=3", Weights{}, `unknown weight "speed"`},
@@ -50,7 +51,7 @@ func TestParseWeights(t *testing.T) {
 // adds that term's count once more.
 func TestWorkWeights(t *testing.T) {
 	cm := CostModel{Dims: Dims{Layers: 3, Hidden: 256, Heads: 4, HeadDim: 64, FFN: 1024}, Features: 64, K: 64, Block: 16, Segments: 16, Sinks: 2, Landmarks: 16}
-	base := Weights{Original: 0.5, Fused: 0.25, Flash: 0.75, Linear: 2, Pass: 7, Exp: 3, FusedToken: 5, FlashToken: 11, Layer: 1000}
+	base := Weights{Original: 0.5, Fused: 0.25, Flash: 0.75, Linear: 2, Pass: 7, Exp: 3, FusedToken: 5, FlashToken: 11, Token: 13, Layer: 1000}
 	coreOf := map[Form]func(*Weights) *float64{
 		Original: func(w *Weights) *float64 { return &w.Original }, Fused: func(w *Weights) *float64 { return &w.Fused },
 		Flash: func(w *Weights) *float64 { return &w.Flash }, Performer: func(w *Weights) *float64 { return &w.Linear },
@@ -73,6 +74,7 @@ func TestWorkWeights(t *testing.T) {
 				{"layer", func(w *Weights) *float64 { return &w.Layer }, 1},
 				{"fused-token", func(w *Weights) *float64 { return &w.FusedToken }, map[bool]float64{true: float64(n * cm.Dims.Hidden)}[f == Fused]},
 				{"flash-token", func(w *Weights) *float64 { return &w.FlashToken }, map[bool]float64{true: float64(n * cm.Dims.Hidden)}[f == Flash]},
+				{"token", func(w *Weights) *float64 { return &w.Token }, float64(n * cm.Dims.Hidden)},
 			} {
 				w := base
 				*term.get(&w) *= 2

@@ -22,7 +22,7 @@ type costFlags struct {
 }
 
 // costWeightsHelp documents --cost-weights on inspect and bench.
-const costWeightsHelp = "how the cost model prices work beyond MACs: default (fitted on README's benchmark machine), macs (MACs only), or name=value pairs over original, fused, flash, linear, pass, exp, layer changing the defaults (bench --fit prints them for this machine)"
+const costWeightsHelp = "how the cost model prices work beyond MACs: default (fitted on README's benchmark machine), macs (MACs only), or name=value pairs over original, fused, flash, linear, pass, exp, fused-token, flash-token, token, layer changing the defaults (bench --fit prints them for this machine)"
 
 func (c *costFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&c.on, "cost", false, "print the cost model: MACs of projections, attention core and FFN per layer and in total for original / Performer / Linformer, largest intermediate, crossover")

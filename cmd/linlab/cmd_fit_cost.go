@@ -11,15 +11,18 @@ import (
 
 	"github.com/linearize/linearize/cmd/internal/benchrun"
 	"github.com/linearize/linearize/cmd/internal/cli"
+	"github.com/linearize/linearize/cmd/internal/costfit"
 	"github.com/linearize/linearize/convert"
 )
 
 // runFitCost fits the weights of convert.DefaultWeights:
 //
-//	bin/linlab fit-cost docs/bench-crossover.json docs/bench.json
+//	bin/linlab fit-cost docs/bench-crossover.json docs/bench-longctx.json --check docs/bench-fullsize.json
 //
 // --check is not a flag but the line between the results fitted and the
-// results checked: FIT.json... --check CHECK.json...
+// results checked: FIT.json... --check CHECK.json... The results may be
+// of models of different shapes: each is priced by its own cost model
+// (benchrun.Result.CostModel), with one set of weights for all.
 func runFitCost(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("fit-cost", flag.ContinueOnError)
 	fitArgs, checkArgs := args, []string(nil)
@@ -52,16 +55,15 @@ func runFitCost(args []string, stdout, stderr io.Writer) error {
 		if err := json.Unmarshal(b, &r); err != nil {
 			return cli.BadInput(fmt.Errorf("%s: %w", p, err))
 		}
-		if len(results) > 0 && (r.Dims != results[0].Dims || r.Features != results[0].Features || r.K != results[0].K) {
-			return cli.BadInput(fmt.Errorf("%s: another model or options than %s", p, paths[0]))
+		if err := r.CostModel(convert.Weights{}).Validate(); err != nil {
+			return cli.BadInput(fmt.Errorf("%s: %w", p, err))
 		}
 		r.Summarize() // the measured crossovers as this version defines them
 		results = append(results, &r)
 	}
-	r0 := results[0]
-	// The conversions at their defaults, at the runs' Features and K.
-	cm := convert.NewCostModel(r0.Dims, convert.Sizes{"features": r0.Features, "k": r0.K}, convert.Weights{})
-	fit, err := benchrun.FitWeights(cm, results[:fitted]...)
+	// Each model's conversions at their defaults, at its runs' Features
+	// and K, fitted from neutral weights.
+	fit, err := benchrun.FitModels(convert.Weights{}, results[:fitted]...)
 	if err != nil {
 		return cli.BadInput(err)
 	}
@@ -71,9 +73,13 @@ func runFitCost(args []string, stdout, stderr io.Writer) error {
 		if i >= fitted {
 			what = "not fitted, checked"
 		}
-		fmt.Fprintf(stdout, "\n%s (%s):\n", paths[i], what)
+		fmt.Fprintf(stdout, "\n%s (%s):\n  %d layers, hidden %d, FFN %s", paths[i], what, r.Dims.Layers, r.Dims.Hidden, r.Dims.FFNText())
+		if c, err := costfit.Check(costfit.Set{Model: r.CostModel(fit.Weights), Samples: benchrun.Samples(r, "")}); err == nil {
+			fmt.Fprintf(stdout, ": %d time ratios, RMS error %.1f%%, largest %.1f%%", c.Pairs, 100*c.RMS, 100*c.Max)
+		}
+		fmt.Fprintln(stdout)
 		banded, in := 0, 0
-		r.FitCrossovers(fit, func(f, base convert.Form, pred, meas int) {
+		r.FitCrossovers(r.Predict(fit), func(f, base convert.Form, pred, meas int) {
 			text, b, ok := r.Measured(f, base, meas, pred)
 			fmt.Fprintf(stdout, "  %-12s vs %-8s predicted %5d, %s\n", f, base, pred, text)
 			if ok {
@@ -92,7 +98,7 @@ func runFitCost(args []string, stdout, stderr io.Writer) error {
 
 // round3 rounds every weight to 3 significant digits.
 func round3(w convert.Weights) convert.Weights {
-	for _, p := range []*float64{&w.Original, &w.Fused, &w.Flash, &w.Linear, &w.Pass, &w.Exp, &w.FusedToken, &w.FlashToken, &w.Layer} {
+	for _, p := range []*float64{&w.Original, &w.Fused, &w.Flash, &w.Linear, &w.Pass, &w.Exp, &w.FusedToken, &w.FlashToken, &w.Token, &w.Layer} {
 		v, _ := strconv.ParseFloat(strconv.FormatFloat(*p, 'g', 3, 64), 64)
 		*p = v
 	}

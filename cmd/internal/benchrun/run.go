@@ -274,7 +274,7 @@ func Run(o Options) (*Result, error) {
 	if err := bo.costModel(dims, o.Weights, nil).Validate(); err != nil {
 		return nil, err
 	}
-	fmt.Fprintf(logw, "bench: %d layers, hidden %d, %d heads, FFN %d; preparing %d variants\n", dims.Layers, dims.Hidden, dims.Heads, dims.FFN, len(bo.Variants))
+	fmt.Fprintf(logw, "bench: %d layers, hidden %d, %d heads, FFN %s; preparing %d variants\n", dims.Layers, dims.Hidden, dims.Heads, dims.FFNText(), len(bo.Variants))
 	prep, err := Variants(o.Model, bo)
 	if err != nil {
 		return nil, err
@@ -582,8 +582,8 @@ func gib(b int64) string {
 
 // WriteTable prints the result as a text table.
 func WriteTable(w io.Writer, r *Result) {
-	fmt.Fprintf(w, "model %s: %d layers, hidden %d, %d heads, FFN %d; threads %d, M = %d, k = %d, %d runs each (median)",
-		r.Model, r.Dims.Layers, r.Dims.Hidden, r.Dims.Heads, r.Dims.FFN, r.Threads, r.Features, r.K, r.Repeat)
+	fmt.Fprintf(w, "model %s: %d layers, hidden %d, %d heads, FFN %s; threads %d, M = %d, k = %d, %d runs each (median)",
+		r.Model, r.Dims.Layers, r.Dims.Hidden, r.Dims.Heads, r.Dims.FFNText(), r.Threads, r.Features, r.K, r.Repeat)
 	if r.Weights != (convert.Weights{}) {
 		fmt.Fprintf(w, "; predicted with cost weights %v", r.Weights)
 	} else {

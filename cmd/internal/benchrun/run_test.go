@@ -227,7 +227,7 @@ func TestRunWithBaseline(t *testing.T) {
 	}
 	var table strings.Builder
 	WriteTable(&table, res)
-	for _, want := range []string{"versus baseline flash", "performer crossover versus flash", "cost weights original=1,fused=1,flash=1,linear=1,pass=4,exp=0,fused-token=0,flash-token=0,layer=0"} {
+	for _, want := range []string{"versus baseline flash", "performer crossover versus flash", "cost weights original=1,fused=1,flash=1,linear=1,pass=4,exp=0,fused-token=0,flash-token=0,token=0,layer=0"} {
 		if !strings.Contains(table.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, table.String())
 		}

@@ -52,6 +52,7 @@ var params = []struct {
 	{"exp", func(w *convert.Weights) *float64 { return &w.Exp }, ""},
 	{"fused-token", func(w *convert.Weights) *float64 { return &w.FusedToken }, convert.Fused},
 	{"flash-token", func(w *convert.Weights) *float64 { return &w.FlashToken }, convert.Flash},
+	{"token", func(w *convert.Weights) *float64 { return &w.Token }, ""},
 	{"layer", func(w *convert.Weights) *float64 { return &w.Layer }, ""},
 }
 
@@ -59,52 +60,140 @@ var params = []struct {
 // at the projections' cost, a pass at 10 MAC-eq (memory-bound work), an
 // exponential at 1, per-token and per-layer costs of about a hundredth of
 // a BERT-base layer's per-token work at a few hundred tokens.
-var neutral = convert.Weights{Original: 1, Fused: 1, Flash: 1, Linear: 1, Pass: 10, Exp: 1, FusedToken: 100, FlashToken: 100, Layer: 1e8}
+var neutral = convert.Weights{Original: 1, Fused: 1, Flash: 1, Linear: 1, Pass: 10, Exp: 1, FusedToken: 100, FlashToken: 100, Token: 100, Layer: 1e8}
 
 // ridge is the weight of the pull of each log weight towards its start,
 // against the sum of squared log-ratio residuals: a weight moved by a
 // factor e costs what one ratio off by 1 % does.
 const ridge = 1e-4
 
+// Set is the samples of one model, priced by its cost model.
+type Set struct {
+	Model   convert.CostModel
+	Samples []Sample
+}
+
 // Fit returns the weights for cm's model that best fit the samples' log
 // time ratios within each group (least squares). cm's Weights (where
 // zero, a neutral value) are the starting point and keep the values of any
 // weight no sample determines (Fused when no fused run was timed, say).
 func Fit(cm convert.CostModel, samples []Sample) (*Result, error) {
-	type key struct {
-		g string
-		n int
-	}
-	groups := map[key][]Sample{}
-	for _, s := range samples {
-		if s.Ms <= 0 || s.N <= 0 || math.IsNaN(s.Ms) || math.IsInf(s.Ms, 0) {
-			return nil, fmt.Errorf("costfit: %s at n = %d: time %v is not a positive number", s.Form, s.N, s.Ms)
+	return FitSets([]Set{{Model: cm, Samples: samples}})
+}
+
+// ratios are the time ratios of sets' samples: every pair of forms
+// timed at the same length in the same group of the same set.
+type ratios struct {
+	sets   []Set
+	keys   []groupKey
+	groups map[groupKey][]Sample
+	pairs  int
+	seen   map[convert.Form]bool // forms in some pair
+}
+
+type groupKey struct {
+	set int
+	g   string
+	n   int
+}
+
+// newRatios groups sets' samples, refusing a time that is not a positive
+// number.
+func newRatios(sets []Set) (*ratios, error) {
+	rs := &ratios{sets: sets, groups: map[groupKey][]Sample{}, seen: map[convert.Form]bool{}}
+	for i, set := range sets {
+		for _, s := range set.Samples {
+			if s.Ms <= 0 || s.N <= 0 || math.IsNaN(s.Ms) || math.IsInf(s.Ms, 0) {
+				return nil, fmt.Errorf("costfit: %s at n = %d: time %v is not a positive number", s.Form, s.N, s.Ms)
+			}
+			k := groupKey{i, s.Group, s.N}
+			rs.groups[k] = append(rs.groups[k], s)
 		}
-		k := key{s.Group, s.N}
-		groups[k] = append(groups[k], s)
 	}
-	keys := make([]key, 0, len(groups))
-	for k, g := range groups {
+	for k, g := range rs.groups {
 		if len(g) > 1 {
-			keys = append(keys, k)
+			rs.keys = append(rs.keys, k)
 		}
 	}
-	sort.Slice(keys, func(i, j int) bool {
-		if keys[i].g != keys[j].g {
-			return keys[i].g < keys[j].g
+	sort.Slice(rs.keys, func(i, j int) bool {
+		a, b := rs.keys[i], rs.keys[j]
+		if a.set != b.set {
+			return a.set < b.set
 		}
-		return keys[i].n < keys[j].n
+		if a.g != b.g {
+			return a.g < b.g
+		}
+		return a.n < b.n
 	})
-	seen := map[convert.Form]bool{}
-	pairs := 0
-	for _, k := range keys {
-		g := groups[k]
+	for _, k := range rs.keys {
+		g := rs.groups[k]
 		sort.Slice(g, func(i, j int) bool { return g[i].Form < g[j].Form })
-		pairs += len(g) * (len(g) - 1) / 2
+		rs.pairs += len(g) * (len(g) - 1) / 2
 		for _, s := range g {
-			seen[s.Form] = true
+			rs.seen[s.Form] = true
 		}
 	}
+	return rs, nil
+}
+
+// residuals calls fn with log(predicted ratio / measured ratio) of every
+// pair, each set's model priced with w.
+func (rs *ratios) residuals(w convert.Weights, fn func(r float64)) {
+	for _, k := range rs.keys {
+		m := rs.sets[k.set].Model
+		m.Weights = w
+		g := rs.groups[k]
+		for a := 0; a < len(g); a++ {
+			for b := a + 1; b < len(g); b++ {
+				meas := math.Log(g[a].Ms / g[b].Ms)
+				pred := math.Log(m.Work(g[a].Form, k.n) / m.Work(g[b].Form, k.n))
+				fn(pred - meas)
+			}
+		}
+	}
+}
+
+// errors returns the root-mean-square and largest relative error of the
+// ratios predicted with w.
+func (rs *ratios) errors(w convert.Weights) (rms, most float64) {
+	sum := 0.0
+	rs.residuals(w, func(r float64) {
+		e := math.Abs(math.Expm1(r))
+		sum += e * e
+		most = math.Max(most, e)
+	})
+	return math.Sqrt(sum / float64(max(rs.pairs, 1))), most
+}
+
+// Check returns the errors of the time ratios of set's samples that its
+// model predicts with its Weights, fitted or not: how far from the
+// measured ratios the predictions are, on runs the weights were not
+// fitted to.
+func Check(set Set) (*Result, error) {
+	rs, err := newRatios([]Set{set})
+	if err != nil {
+		return nil, err
+	}
+	if rs.pairs == 0 {
+		return nil, fmt.Errorf("%w: no two forms timed at one length", ErrTooFew)
+	}
+	out := &Result{Weights: set.Model.Weights, Pairs: rs.pairs}
+	out.RMS, out.Max = rs.errors(set.Model.Weights)
+	return out, nil
+}
+
+// FitSets is Fit over the runs of several models, each priced by its own
+// cost model (its dimensions and conversion sizes): one set of weights
+// for all. The first set's Weights are the starting point.
+func FitSets(sets []Set) (*Result, error) {
+	if len(sets) == 0 {
+		return nil, fmt.Errorf("%w: no models", ErrTooFew)
+	}
+	rs, err := newRatios(sets)
+	if err != nil {
+		return nil, err
+	}
+	seen, pairs := rs.seen, rs.pairs
 	var free []int
 	for i, p := range params {
 		if p.form == "" || seen[p.form] {
@@ -114,7 +203,7 @@ func Fit(cm convert.CostModel, samples []Sample) (*Result, error) {
 	if pairs < 2*len(free) {
 		return nil, fmt.Errorf("%w: %d ratios for %d weights", ErrTooFew, pairs, len(free))
 	}
-	start := cm.Weights
+	start := sets[0].Model.Weights
 	// Weights are fitted as logarithms so they stay positive; a weight
 	// that starts at 0 starts at its neutral value, so that a fit from the
 	// zero Weights depends on the samples alone (not on DefaultWeights,
@@ -134,27 +223,13 @@ func Fit(cm convert.CostModel, samples []Sample) (*Result, error) {
 		}
 		return w
 	}
-	residuals := func(x []float64, fn func(r float64)) {
-		m := cm
-		m.Weights = weights(x)
-		for _, k := range keys {
-			g := groups[k]
-			for a := 0; a < len(g); a++ {
-				for b := a + 1; b < len(g); b++ {
-					meas := math.Log(g[a].Ms / g[b].Ms)
-					pred := math.Log(m.Work(g[a].Form, k.n) / m.Work(g[b].Form, k.n))
-					fn(pred - meas)
-				}
-			}
-		}
-	}
 	// A weak pull of each log weight towards its start keeps weights the
 	// ratios cannot tell apart (the core MACs, passes and exponentials of
 	// a softmax form all grow as n²) near their starting values instead of
 	// letting them drift to any extreme that fits as well.
 	loss := func(x []float64) float64 {
 		s := 0.0
-		residuals(x, func(r float64) { s += r * r })
+		rs.residuals(weights(x), func(r float64) { s += r * r })
 		for j := range x {
 			d := x[j] - x0[j]
 			s += ridge * d * d
@@ -175,13 +250,7 @@ func Fit(cm convert.CostModel, samples []Sample) (*Result, error) {
 		x, best = nx, f
 	}
 	out := &Result{Weights: weights(x), Pairs: pairs}
-	sum := 0.0
-	residuals(x, func(r float64) {
-		e := math.Abs(math.Expm1(r))
-		sum += e * e
-		out.Max = math.Max(out.Max, e)
-	})
-	out.RMS = math.Sqrt(sum / float64(pairs))
+	out.RMS, out.Max = rs.errors(out.Weights)
 	return out, nil
 }
 

@@ -84,3 +84,66 @@ func TestFitErrors(t *testing.T) {
 		t.Error("negative time accepted")
 	}
 }
+
+// TestFitSetsAcrossShapes times synthetic runs of two models of different
+// shapes with known weights (a per-token term among them), fits one set of
+// weights to both with FitSets, and checks the fit on a third shape it
+// never saw: every speedup of a converted form over the original there
+// within 2 % of the true one, and Check's errors on that shape's runs
+// near 0 for the fitted weights and not for weights without the per-token
+// term.
+func TestFitSetsAcrossShapes(t *testing.T) {
+	truth := convert.Weights{Original: 0.3, Flash: 0.5, Pass: 40, Exp: 2, FlashToken: 300, Token: 3000, Layer: 1e8}
+	bert := benchModel()
+	window := convert.CostModel{
+		Dims:     convert.Dims{Layers: 22, Hidden: 768, Heads: 12, HeadDim: 64, FFN: 2304, FFNOut: 1152, WindowLayers: 14, Window: 64},
+		Features: 256, K: 256, Block: 64, Segments: 64, Sinks: 2,
+	}
+	small := convert.CostModel{
+		Dims:     convert.Dims{Layers: 6, Hidden: 384, Heads: 6, HeadDim: 64, FFN: 2304, FFNOut: 1152, WindowLayers: 4, Window: 64},
+		Features: 256, K: 256, Block: 64, Segments: 64, Sinks: 2,
+	}
+	timed := func(cm convert.CostModel, forms []convert.Form, lengths []int) []Sample {
+		cm.Weights = truth
+		var out []Sample
+		for i, n := range lengths {
+			drift := 1 + 0.1*float64(i%3)
+			for _, f := range forms {
+				out = append(out, Sample{Group: "a", Form: f, N: n, Ms: cm.Work(f, n) * 1e-8 * drift})
+			}
+		}
+		return out
+	}
+	bertForms := []convert.Form{convert.Original, convert.Flash, convert.Performer, convert.Linformer, convert.LocalPooled}
+	windowForms := []convert.Form{convert.Original, convert.Windowed, convert.Performer, convert.LocalPooled}
+	res, err := FitSets([]Set{
+		{Model: bert, Samples: timed(bert, bertForms, []int{384, 768, 1536, 3072, 4096})},
+		{Model: window, Samples: timed(window, windowForms, []int{1024, 2048, 4096, 8192})},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Max > 5e-3 {
+		t.Errorf("exact samples fitted with max ratio error %.2g, want < 5e-3", res.Max)
+	}
+	fitted, exact := small, small
+	fitted.Weights, exact.Weights = res.Weights, truth
+	for _, n := range []int{2048, 8192, 32768} {
+		for _, f := range windowForms[1:] {
+			if got, want := fitted.Speedup(f, n), exact.Speedup(f, n); math.Abs(got/want-1) > 0.02 {
+				t.Errorf("held-out shape, %s at %d: speedup %.3f with fitted weights %v, %.3f with the true ones", f, n, got, res.Weights, want)
+			}
+		}
+	}
+	heldOut := timed(small, windowForms, []int{2048, 8192})
+	fitted.Weights = res.Weights
+	if c, err := Check(Set{Model: fitted, Samples: heldOut}); err != nil || c.RMS > 0.01 {
+		t.Errorf("Check with the fitted weights: %+v, %v; want RMS < 1 %%", c, err)
+	}
+	noToken := res.Weights
+	noToken.Token = 0
+	fitted.Weights = noToken
+	if c, err := Check(Set{Model: fitted, Samples: heldOut}); err != nil || c.RMS < 0.05 {
+		t.Errorf("Check without the per-token term: %+v, %v; want RMS ≥ 5 %%", c, err)
+	}
+}
