@@ -220,7 +220,7 @@ type Embedder struct {
 	fixedSeq  int // a sequence length the model's inputs declare, or 0
 	fixedRows int // a batch size the model's inputs declare, or 0
 	output    string
-	tok       *tokenize.WordPiece
+	tok       *tokenize.Tokenizer
 	cls, sep  int64
 	inputs    []infer.Value
 	hasMask   bool // an attention-mask input: padding changes nothing
@@ -525,7 +525,7 @@ func (e *Embedder) ContextLimit() convert.Limit {
 }
 
 // Tokenizer is the model's tokenizer.
-func (e *Embedder) Tokenizer() *tokenize.WordPiece { return e.tok }
+func (e *Embedder) Tokenizer() *tokenize.Tokenizer { return e.tok }
 
 // String is a one-line description: model, mode, pooling (and where it
 // came from), window, limit, normalisation.

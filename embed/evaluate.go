@@ -166,7 +166,7 @@ type Report struct {
 // low. The systems' MRR differences with the reference come with a paired
 // bootstrap over documents seeded by o.Seed. Systems run one after the
 // other, in order.
-func Evaluate(tok *tokenize.WordPiece, docs []Document, query Encoder, systems []System, o EvalOptions) (*Report, error) {
+func Evaluate(tok *tokenize.Tokenizer, docs []Document, query Encoder, systems []System, o EvalOptions) (*Report, error) {
 	o, err := o.defaults()
 	if err != nil {
 		return nil, err

@@ -132,7 +132,7 @@ type sentence struct {
 // followed by whitespace, or at a blank line; a sentence of fewer than 5
 // words, or one that looks like code or markup, is never part of a
 // passage, and a passage has at most o.MaxPassageTokens wordpieces.
-func Passages(tok *tokenize.WordPiece, docs []Document, o EvalOptions) ([]Query, []Document, error) {
+func Passages(tok *tokenize.Tokenizer, docs []Document, o EvalOptions) ([]Query, []Document, error) {
 	if tok == nil {
 		return nil, nil, fmt.Errorf("%w: no tokenizer", ErrEvalOption)
 	}

@@ -17,7 +17,7 @@ var evalWords = strings.Fields("river stone cloud paper garden window lamp fores
 
 // evalTokenizer knows evalWords, the document markers, '.', and a few
 // code characters; every word is one wordpiece.
-func evalTokenizer(t *testing.T) *tokenize.WordPiece {
+func evalTokenizer(t *testing.T) *tokenize.Tokenizer {
 	t.Helper()
 	vocab := map[string]int64{}
 	for _, w := range append([]string{"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", ".", "{", "}", "=", "(", ")", ";"},
@@ -103,7 +103,7 @@ func TestEvalPassages(t *testing.T) {
 
 // checkDocPassages checks the passages list drawn from doc, which
 // Passages returned as kept: see TestEvalPassages.
-func checkDocPassages(t *testing.T, tok *tokenize.WordPiece, o EvalOptions, doc, kept Document, list []Query) {
+func checkDocPassages(t *testing.T, tok *tokenize.Tokenizer, o EvalOptions, doc, kept Document, list []Query) {
 	t.Helper()
 	// The cut document: its first 200 wordpieces, whole words.
 	orig := strings.Fields(doc.Text)
@@ -154,7 +154,7 @@ func checkDocPassages(t *testing.T, tok *tokenize.WordPiece, o EvalOptions, doc,
 // checkPassageDraws checks that Passages draws qs and kept from docs
 // again for o's seed, others for another seed, and a document's passages
 // whatever the other documents.
-func checkPassageDraws(t *testing.T, tok *tokenize.WordPiece, docs []Document, o EvalOptions, qs []Query, kept []Document) {
+func checkPassageDraws(t *testing.T, tok *tokenize.Tokenizer, docs []Document, o EvalOptions, qs []Query, kept []Document) {
 	t.Helper()
 	// Deterministic for a seed, different for another.
 	again, kept2, err := Passages(tok, docs, o)
@@ -275,7 +275,7 @@ func TestEvalRanks(t *testing.T) {
 
 // rankFixture is TestEvalRanks' documents, passages and encoders.
 type rankFixture struct {
-	tok           *tokenize.WordPiece
+	tok           *tokenize.Tokenizer
 	docs          []Document
 	o             EvalOptions
 	query, docVec fakeEncoder

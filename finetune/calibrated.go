@@ -30,7 +30,7 @@ const (
 // (Calibration.HoldOut).
 type WindowOptions struct {
 	// Tokenizer cuts the documents into tokens (required).
-	Tokenizer *tokenize.WordPiece
+	Tokenizer *tokenize.Tokenizer
 	// SeqLen is the window, in tokens, of one row: documents are cut into
 	// consecutive windows of SeqLen tokens (0: DefaultHedgehogSeqLen for
 	// TrainHedgehog, DefaultLongSeqLen for TrainLong). It may not exceed

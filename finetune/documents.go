@@ -28,7 +28,7 @@ type Calibration struct {
 // input, window by window (package embed's long mode). The inputs of the
 // model (by role, see infer.InputRole) are filled as infer.TextInputs
 // fills them.
-func DocumentWindows(tok *tokenize.WordPiece, inputs []infer.Value, docs []string, seqLen, frame, maxRows int) (*Calibration, error) {
+func DocumentWindows(tok *tokenize.Tokenizer, inputs []infer.Value, docs []string, seqLen, frame, maxRows int) (*Calibration, error) {
 	if frame <= 0 {
 		frame = seqLen
 	}

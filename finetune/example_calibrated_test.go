@@ -14,7 +14,7 @@ import (
 
 // exampleTokenizer is a WordPiece tokenizer of a few words, whose ids the
 // tiny BERT's vocabulary holds.
-func exampleTokenizer() *tokenize.WordPiece {
+func exampleTokenizer() *tokenize.Tokenizer {
 	vocab := map[string]int64{"[PAD]": 0, "[UNK]": 1, "[CLS]": 2, "[SEP]": 3}
 	for i, w := range strings.Fields("the man is eating food . a horse runs in field and sleeps") {
 		vocab[w] = int64(10 + i)

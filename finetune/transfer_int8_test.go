@@ -180,7 +180,7 @@ func logTransfer(t *testing.T, rep *TransferReport) {
 // heldFeed is the first window of seqLen tokens of each of the first four
 // held-out documents, framed as a whole or every frame tokens, as inputs
 // of m.
-func heldFeed(t *testing.T, tok *tokenize.WordPiece, m *onnxpb.ModelProto, docs []string, seqLen, frame int) map[string]*onnx.Tensor {
+func heldFeed(t *testing.T, tok *tokenize.Tokenizer, m *onnxpb.ModelProto, docs []string, seqLen, frame int) map[string]*onnx.Tensor {
 	t.Helper()
 	cal, err := DocumentWindows(tok, infer.GraphInputs(m), docs[:4], seqLen, frame, 4)
 	if err != nil {

@@ -375,7 +375,7 @@ type FeedSpec struct {
 	// tokenize.Load); empty finds it beside the model (see
 	// tokenize.Find). Tokenizer, when set, is used instead.
 	Vocab     string
-	Tokenizer *tokenize.WordPiece
+	Tokenizer *tokenize.Tokenizer
 	// Random makes seeded random values (RandomInputs) for every input
 	// not given otherwise. It cannot be combined with texts.
 	Random bool

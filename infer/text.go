@@ -55,7 +55,7 @@ type TokenInputs struct {
 // than the sequence length n is truncated to exactly n tokens: [CLS], its
 // first n−2 tokens, [SEP]; shorter texts are padded (Lengths says which).
 // Integer inputs get the declared element type (int64 or int32).
-func TextInputs(tok *tokenize.WordPiece, inputs []Value, texts []string, seqLen, maxLen int) (*TokenInputs, error) {
+func TextInputs(tok *tokenize.Tokenizer, inputs []Value, texts []string, seqLen, maxLen int) (*TokenInputs, error) {
 	if seqLen <= 0 {
 		seqLen = declaredSeqLen(inputs)
 	}

@@ -9,7 +9,7 @@ import (
 	"github.com/linearize/linearize/tokenize"
 )
 
-func tinyTokenizer(t *testing.T) *tokenize.WordPiece {
+func tinyTokenizer(t *testing.T) *tokenize.Tokenizer {
 	t.Helper()
 	v := map[string]int64{"[PAD]": 0, "[UNK]": 1, "[CLS]": 2, "[SEP]": 3, "hello": 4, "world": 5, "!": 6}
 	tok, err := tokenize.New(v, tokenize.DefaultOptions())

@@ -1,13 +1,22 @@
-// Package tokenize implements the BERT WordPiece tokenizer: the text
-// normalisation, pre-tokenisation and greedy longest-match-first subword
-// split that Hugging Face's BertTokenizer and the tokenizers library apply
-// for BERT-style models, so that texts can be fed to a model exported from
-// those tools without Python.
+// Package tokenize implements the two tokenizers the encoders linearize
+// reads use, as Hugging Face's tokenizers library applies them, so that
+// texts can be fed to a model exported from those tools without Python:
+//
+//   - BERT's WordPiece (BERT, MiniLM, GTE, Nomic, jina-v2): the text
+//     normalisation, pre-tokenisation and greedy longest-match-first
+//     subword split of BertTokenizer;
+//   - GPT-2's byte-level BPE (RoBERTa, ModernBERT): the added tokens
+//     matched in the raw text, GPT-2's pre-tokenisation pattern, the bytes
+//     written as printable characters and merged pair by pair, the pair of
+//     lowest rank first, framed as the post-processor says (<s> … </s>,
+//     [CLS] … [SEP]).
 //
 // A tokenizer is read from a model folder (tokenizer.json, or vocab.txt with
 // tokenizer_config.json) by Load, found beside an ONNX model by
 // LoadForModel (Find takes either, as a --vocab flag does), or built from
-// a vocabulary with New.
+// a WordPiece vocabulary with New. Forms of tokenizer.json it does not
+// implement (a Unigram or SentencePiece model, a normaliser before BPE,
+// byte fallback) are refused by name rather than tokenized otherwise.
 // Encode turns one text into ids framed by [CLS] ... [SEP]; EncodeBatch pads
 // several texts to a common length and returns the three int64 matrices a
 // BERT graph takes: input ids, attention mask and token type ids.

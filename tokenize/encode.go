@@ -7,7 +7,7 @@ import "fmt"
 // smallest useful maxLen is 2). Only the text's first maxLen−2
 // wordpieces are tokenized (IDsLimit): a long text costs no more than a
 // short one.
-func (t *WordPiece) Encode(text string, maxLen int) []int64 {
+func (t *Tokenizer) Encode(text string, maxLen int) []int64 {
 	ids, _ := t.EncodeCut(text, maxLen)
 	return ids
 }
@@ -15,7 +15,7 @@ func (t *WordPiece) Encode(text string, maxLen int) []int64 {
 // EncodeCut is Encode that also reports whether the text had wordpieces
 // beyond maxLen (the text was cut). It reads one wordpiece past what it
 // keeps, no more.
-func (t *WordPiece) EncodeCut(text string, maxLen int) (ids []int64, cut bool) {
+func (t *Tokenizer) EncodeCut(text string, maxLen int) (ids []int64, cut bool) {
 	var body []int64
 	switch {
 	case maxLen <= 0:
@@ -53,7 +53,7 @@ type Batch struct {
 // EncodeBatch encodes texts and pads them to a common length: seqLen when
 // it is positive (longer texts are truncated to it), else the longest
 // encoded text, capped at maxLen when maxLen is positive.
-func (t *WordPiece) EncodeBatch(texts []string, seqLen, maxLen int) (*Batch, error) {
+func (t *Tokenizer) EncodeBatch(texts []string, seqLen, maxLen int) (*Batch, error) {
 	if len(texts) == 0 {
 		return nil, fmt.Errorf("tokenize: no texts to encode")
 	}

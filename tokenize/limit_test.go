@@ -15,7 +15,7 @@ import (
 // oldIDs is the tokenizer as it was before it streamed: the whole text
 // normalised at once, then split into words. The streaming tokenizer must
 // give the same ids for any text, cut into pieces anywhere.
-func oldIDs(t *WordPiece, text string) []int64 {
+func oldIDs(t *Tokenizer, text string) []int64 {
 	var out []int64
 	emit := func(_ string, id int64) bool { out = append(out, id); return true }
 	for len(text) > 0 {
@@ -108,7 +108,7 @@ func oldWords(o Options, text string) []string {
 	return words
 }
 
-func limitVocab(t *testing.T, o Options) *WordPiece {
+func limitVocab(t *testing.T, o Options) *Tokenizer {
 	t.Helper()
 	words := "[PAD] [UNK] [CLS] [SEP] [MASK] un ##aff ##able a ##a b ##b e ##e i ##i ##̇ cafe café , . ! ` ; 中 文 hello world"
 	vocab := map[string]int64{}

@@ -19,10 +19,11 @@ import (
 const maxFile = 64 << 20
 
 // Load reads the tokenizer of a model folder: tokenizer.json when present
-// (a Hugging Face "fast" tokenizer with a WordPiece model), else vocab.txt
+// (a Hugging Face "fast" tokenizer with a WordPiece or byte-level BPE
+// model, see LoadJSON), else vocab.txt
 // with the settings of tokenizer_config.json when present. path may also
 // name one of those files directly.
-func Load(path string) (*WordPiece, error) {
+func Load(path string) (*Tokenizer, error) {
 	fi, err := os.Stat(path)
 	if err != nil {
 		return nil, fmt.Errorf("tokenize: %w", err)
@@ -53,7 +54,7 @@ func fileIn(dir string) string {
 }
 
 // loadFile reads a tokenizer.json (by its extension) or a vocab.txt.
-func loadFile(path string) (*WordPiece, error) {
+func loadFile(path string) (*Tokenizer, error) {
 	if filepath.Ext(path) == ".json" {
 		return LoadJSON(path)
 	}
@@ -65,7 +66,7 @@ func loadFile(path string) (*WordPiece, error) {
 // of the model's own folder and the folder named like the model without
 // its extension (testdata/real/minilm.onnx → testdata/real/minilm/), as
 // Load reads a folder.
-func LoadForModel(modelPath string) (*WordPiece, error) {
+func LoadForModel(modelPath string) (*Tokenizer, error) {
 	cands := modelDirs(modelPath)
 	for _, c := range cands {
 		if file := fileIn(c); file != "" {
@@ -79,7 +80,7 @@ func LoadForModel(modelPath string) (*WordPiece, error) {
 // vocab (see Load) or, when vocab is empty, the one beside the model at
 // modelPath (see LoadForModel). When none is beside the model, the error
 // says to pass --vocab PATH.
-func Find(vocab, modelPath string) (*WordPiece, error) {
+func Find(vocab, modelPath string) (*Tokenizer, error) {
 	if vocab != "" {
 		return Load(vocab)
 	}
@@ -109,7 +110,7 @@ func readBounded(path string) ([]byte, error) {
 
 // LoadVocab reads a vocab.txt (one token per line, the line number is the
 // id) with the given options.
-func LoadVocab(path string, opt Options) (*WordPiece, error) {
+func LoadVocab(path string, opt Options) (*Tokenizer, error) {
 	data, err := readBounded(path)
 	if err != nil {
 		return nil, fmt.Errorf("tokenize: %w", err)
@@ -209,9 +210,10 @@ func applyConfig(data []byte, opt Options) (Options, error) {
 	return opt, nil
 }
 
-// LoadJSON reads a Hugging Face tokenizer.json whose model is WordPiece
-// and whose normaliser is BertNormalizer (or absent).
-func LoadJSON(path string) (*WordPiece, error) {
+// LoadJSON reads a Hugging Face tokenizer.json whose model is WordPiece,
+// with BertNormalizer (or no normaliser), or byte-level BPE (ByteLevel
+// pre-tokenizer, no normaliser; see loadBPE).
+func LoadJSON(path string) (*Tokenizer, error) {
 	data, err := readBounded(path)
 	if err != nil {
 		return nil, fmt.Errorf("tokenize: %w", err)
@@ -223,6 +225,8 @@ func LoadJSON(path string) (*WordPiece, error) {
 			Prefix   *string          `json:"continuing_subword_prefix"`
 			MaxChars int              `json:"max_input_chars_per_word"`
 			Vocab    map[string]int64 `json:"vocab"`
+			// A BPE model's unk_token may be null and its merges of
+			// another form: loadBPE reads them.
 		} `json:"model"`
 		Normalizer *struct {
 			Type      string `json:"type"`
@@ -247,8 +251,12 @@ func LoadJSON(path string) (*WordPiece, error) {
 	if err := json.Unmarshal(data, &j); err != nil {
 		return nil, fmt.Errorf("tokenize: %s: %w", path, err)
 	}
-	if j.Model.Type != "WordPiece" {
-		return nil, fmt.Errorf("tokenize: %s: model type %q, only WordPiece is supported", path, j.Model.Type)
+	switch j.Model.Type {
+	case "WordPiece":
+	case "BPE":
+		return loadBPE(path, data)
+	default:
+		return nil, fmt.Errorf("tokenize: %s: model type %q, only WordPiece and BPE are supported", path, j.Model.Type)
 	}
 	opt := DefaultOptions()
 	if j.Model.Unk != "" {

@@ -1,5 +1,7 @@
 package tokenize
 
+import "unicode/utf8"
+
 // A Span is one whitespace-delimited word of a text: its byte offsets in
 // the text as given (before any normalisation) and the number of
 // wordpieces it tokenizes into (0 for a word made only of characters the
@@ -17,14 +19,23 @@ type Span struct {
 // Tokenize(text): the pieces of the spans sum to len(Tokenize(text)), and
 // the first k spans' pieces are the text's first wordpieces. Callers use
 // it to map wordpiece positions back to text offsets.
-func (t *WordPiece) Spans(text string) []Span { return t.SpansLimit(text, 0) }
+//
+// A byte-level BPE tokenizer writes a word's leading space into its first
+// token, and whitespace that does not precede a word as tokens of its
+// own: its spans are the words all the same, each counting the tokens of
+// its pre-tokens and of the whitespace before it (whitespace at the end,
+// the last word's), counted in the text as a whole.
+func (t *Tokenizer) Spans(text string) []Span { return t.SpansLimit(text, 0) }
 
 // SpansLimit is Spans up to the first span whose pieces take the total
 // past n wordpieces, that span included (n ≤ 0: all spans). The pieces of
 // that last span are counted only until they pass n. Like IDsLimit, it
 // reads no further into the text, so a huge text costs what its first n
 // wordpieces do.
-func (t *WordPiece) SpansLimit(text string, n int) []Span {
+func (t *Tokenizer) SpansLimit(text string, n int) []Span {
+	if t.bpe != nil {
+		return t.spansBPE(text, n)
+	}
 	var out []Span
 	start, total := -1, 0
 	flush := func(end int) bool {
@@ -48,6 +59,51 @@ func (t *WordPiece) SpansLimit(text string, n int) []Span {
 	}
 	if start >= 0 {
 		flush(len(text))
+	}
+	return out
+}
+
+// spansBPE is SpansLimit for a byte-level BPE tokenizer: each token goes
+// to the word holding the first non-space byte of its pre-token (or added
+// token); a token of whitespace alone goes to the next word, or to the
+// last one at the end of the text.
+func (t *Tokenizer) spansBPE(text string, n int) []Span {
+	var out []Span
+	total, pending := 0, 0
+	t.eachBPE(text, func(_ string, _ int64, start, end int) bool {
+		f := start
+		for f < end {
+			r, size := utf8.DecodeRuneInString(text[f:])
+			if !isSpace(r) {
+				break
+			}
+			f += size
+		}
+		if f == end {
+			pending++
+		} else {
+			if len(out) == 0 || f >= out[len(out)-1].End {
+				w := f
+				for w < len(text) {
+					r, size := utf8.DecodeRuneInString(text[w:])
+					if isSpace(r) {
+						break
+					}
+					w += size
+				}
+				out = append(out, Span{Start: f, End: w})
+			}
+			out[len(out)-1].Pieces += pending + 1
+			total += pending + 1
+			pending = 0
+		}
+		return n <= 0 || total <= n
+	})
+	if pending > 0 && (n <= 0 || total <= n) {
+		if len(out) == 0 {
+			out = append(out, Span{Start: 0, End: len(text)})
+		}
+		out[len(out)-1].Pieces += pending
 	}
 	return out
 }

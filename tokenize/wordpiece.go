@@ -39,8 +39,9 @@ func DefaultOptions() Options {
 	}
 }
 
-// WordPiece is a BERT tokenizer. It is safe for concurrent use.
-type WordPiece struct {
+// Tokenizer is a BERT WordPiece or a byte-level BPE tokenizer. It is safe
+// for concurrent use.
+type Tokenizer struct {
 	opt     Options
 	vocab   map[string]int64
 	tokens  []string // id → token
@@ -49,18 +50,23 @@ type WordPiece struct {
 	cls     int64
 	sep     int64
 	pad     int64
+	// bpe, when set, makes this a byte-level BPE tokenizer: added tokens
+	// are matched in the raw text (added), the rest is split by bpe; opt
+	// then names only the special tokens.
+	bpe   *bytePairs
+	added []addedToken
 }
 
 // New builds a tokenizer from a vocabulary (token → id) and options. Every
 // special token named in opt except Mask must be in the vocabulary.
-func New(vocab map[string]int64, opt Options) (*WordPiece, error) {
+func New(vocab map[string]int64, opt Options) (*Tokenizer, error) {
 	if len(vocab) == 0 {
 		return nil, errors.New("tokenize: empty vocabulary")
 	}
 	if opt.MaxWordChars <= 0 {
 		return nil, fmt.Errorf("tokenize: MaxWordChars %d must be positive", opt.MaxWordChars)
 	}
-	t := &WordPiece{opt: opt, vocab: vocab}
+	t := &Tokenizer{opt: opt, vocab: vocab}
 	var max int64 = -1
 	for tok, id := range vocab {
 		if id < 0 {
@@ -97,19 +103,19 @@ func New(vocab map[string]int64, opt Options) (*WordPiece, error) {
 }
 
 // Options returns the tokenizer's settings.
-func (t *WordPiece) Options() Options { return t.opt }
+func (t *Tokenizer) Options() Options { return t.opt }
 
 // VocabSize is one more than the largest id.
-func (t *WordPiece) VocabSize() int { return len(t.tokens) }
+func (t *Tokenizer) VocabSize() int { return len(t.tokens) }
 
 // ID returns the id of a token.
-func (t *WordPiece) ID(token string) (int64, bool) {
+func (t *Tokenizer) ID(token string) (int64, bool) {
 	id, ok := t.vocab[token]
 	return id, ok
 }
 
 // Token returns the token with the given id, or "" when there is none.
-func (t *WordPiece) Token(id int64) string {
+func (t *Tokenizer) Token(id int64) string {
 	if id < 0 || id >= int64(len(t.tokens)) {
 		return ""
 	}
@@ -117,26 +123,26 @@ func (t *WordPiece) Token(id int64) string {
 }
 
 // PadID is the id used for padding.
-func (t *WordPiece) PadID() int64 { return t.pad }
+func (t *Tokenizer) PadID() int64 { return t.pad }
 
 // Tokenize splits text into WordPiece tokens, without [CLS]/[SEP]. Special
 // tokens written literally in the text (e.g. "[MASK]") are kept whole, as
 // the reference tokenizers do.
-func (t *WordPiece) Tokenize(text string) []string {
+func (t *Tokenizer) Tokenize(text string) []string {
 	var out []string
 	t.each(text, func(tok string, _ int64) bool { out = append(out, tok); return true })
 	return out
 }
 
 // IDs returns the ids of Tokenize(text).
-func (t *WordPiece) IDs(text string) []int64 { return t.IDsLimit(text, 0) }
+func (t *Tokenizer) IDs(text string) []int64 { return t.IDsLimit(text, 0) }
 
 // IDsLimit returns the ids of the first n wordpieces of Tokenize(text)
 // (n ≤ 0: all of them). It reads only as much of the text as those n
 // need: a text of any length with a small n takes time and memory
 // bounded by n and the longest word (at most MaxWordChars characters are
 // kept of a word; a longer one is [UNK]), never by the text's length.
-func (t *WordPiece) IDsLimit(text string, n int) []int64 {
+func (t *Tokenizer) IDsLimit(text string, n int) []int64 {
 	var out []int64
 	if n > 0 {
 		out = make([]int64, 0, min(n, 1024))
@@ -156,7 +162,11 @@ var streamChunk = 4 << 10
 // returns false. The text is read in pieces of streamChunk bytes, so
 // stopping early leaves the rest of the text unread: what it allocates is
 // bounded by the pieces emitted, not by the text.
-func (t *WordPiece) each(text string, emit func(string, int64) bool) {
+func (t *Tokenizer) each(text string, emit func(string, int64) bool) {
+	if t.bpe != nil {
+		t.eachBPE(text, func(tok string, id int64, _, _ int) bool { return emit(tok, id) })
+		return
+	}
 	longest := 0
 	for _, s := range t.special {
 		longest = max(longest, len(s))
@@ -200,7 +210,7 @@ func (t *WordPiece) each(text string, emit func(string, int64) bool) {
 // the whole: cleaned text waits for the next NFD boundary, and a word
 // for its end.
 type stream struct {
-	t    *WordPiece
+	t    *Tokenizer
 	emit func(string, int64) bool
 	stop bool // emit returned false
 
@@ -371,7 +381,7 @@ func (s *stream) endWord() {
 // wordPiece splits one word greedily into the longest vocabulary entries,
 // left to right; a word that cannot be split becomes the unknown token.
 // It returns false when emit did.
-func (t *WordPiece) wordPiece(word string, emit func(string, int64) bool) bool {
+func (t *Tokenizer) wordPiece(word string, emit func(string, int64) bool) bool {
 	runes := []rune(word)
 	if len(runes) > t.opt.MaxWordChars {
 		return emit(t.opt.Unknown, t.unk)

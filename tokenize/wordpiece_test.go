@@ -74,7 +74,7 @@ func TestReference(t *testing.T) {
 
 // tinyVocab builds a tokenizer from a hand-written vocabulary, for cases
 // whose answer follows from the algorithm's definition.
-func tinyVocab(t *testing.T, opt Options) *WordPiece {
+func tinyVocab(t *testing.T, opt Options) *Tokenizer {
 	t.Helper()
 	words := "[PAD] [UNK] [CLS] [SEP] [MASK] un ##aff ##able ##ably a ##b b ##c , . ! 中 文 cafe hello world"
 	v := map[string]int64{}

@@ -274,7 +274,7 @@ func (f *reportFlags) variants() ([]realtable.Variant, error) {
 // tokenizer, and the calibration and held-out texts.
 type reportInputs struct {
 	orig             *onnxpb.ModelProto
-	tok              *tokenize.WordPiece
+	tok              *tokenize.Tokenizer
 	calibTexts, held []string
 }
 

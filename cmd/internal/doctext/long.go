@@ -18,7 +18,7 @@ import (
 // the others are for tuning, so the two never share a source file or a
 // folder. The long-document retrieval test (`convert evaluate`) reads these
 // folders.
-func runLong(src, outDir string, tok *tokenize.WordPiece, held map[string]bool, minTokens, maxTokens int) error {
+func runLong(src, outDir string, tok *tokenize.Tokenizer, held map[string]bool, minTokens, maxTokens int) error {
 	if tok == nil {
 		return fmt.Errorf("-long-out needs -vocab (documents are selected by WordPiece length)")
 	}

@@ -46,7 +46,7 @@ func main() {
 	longMax := flag.Int("long-max-tokens", 16384, "with -long-out: tokens kept of each document (whole paragraphs)")
 	flag.Parse()
 	if *longOut != "" {
-		var tok *tokenize.WordPiece
+		var tok *tokenize.Tokenizer
 		if *vocab != "" {
 			var err error
 			if tok, err = tokenize.Load(*vocab); err != nil {
@@ -83,7 +83,7 @@ func run(src, outDir string, nHeld, nCal, minWords, maxWords int, heldDirs, voca
 	if nHeld < 1 || nCal < 1 || minWords < 1 || maxWords < minWords {
 		return fmt.Errorf("-heldout, -calibration and -min-words must be positive, -max-words at least -min-words")
 	}
-	var tok *tokenize.WordPiece
+	var tok *tokenize.Tokenizer
 	if vocab != "" {
 		var err error
 		if tok, err = tokenize.Load(vocab); err != nil {
