@@ -4,6 +4,7 @@ go 1.26
 
 require (
 	github.com/parquet-go/parquet-go v0.32.0
+	github.com/rivo/uniseg v0.4.7
 	github.com/yalue/onnxruntime_go v1.27.0
 	golang.org/x/text v0.31.0
 	gonum.org/v1/gonum v0.17.0

@@ -73,17 +73,17 @@ type addedToken struct {
 // pre-token (or added token) it comes from, until emit returns false.
 // A pre-token's range may start inside a virtual prefix space, at 0.
 func (t *Tokenizer) eachBPE(text string, emit func(tok string, id int64, start, end int) bool) {
-	scan := addedScan{added: t.added, text: text, next: make([]int, len(t.added))}
-	for i := range scan.next {
-		scan.next[i] = -2 // not searched yet
-	}
-	pos := 0
-	for pos <= len(text) {
+	t.eachAdded(text, func(from, to int) bool { return t.bpe.eachPreToken(t, text, from, to, emit) }, emit)
+}
+
+// eachAdded splits text at the added tokens: stretch tokenizes each
+// stretch of text between them, emit gets each added token with its
+// range; it stops when either returns false.
+func (t *Tokenizer) eachAdded(text string, stretch func(from, to int) bool, emit func(tok string, id int64, start, end int) bool) {
+	scan := newAddedScan(t.added, text)
+	for pos := 0; pos <= len(text); {
 		start, end, k := scan.find(pos)
-		if start > pos && !t.bpe.eachPreToken(t, text, pos, start, emit) {
-			return
-		}
-		if k < 0 {
+		if start > pos && !stretch(pos, start) || k < 0 {
 			return
 		}
 		// The token is written as matched, with the whitespace an lstrip or
@@ -93,6 +93,15 @@ func (t *Tokenizer) eachBPE(text string, emit func(tok string, id int64, start, 
 		}
 		pos = end // > start: an added token is never empty
 	}
+}
+
+// newAddedScan returns a scan of text for added.
+func newAddedScan(added []addedToken, text string) *addedScan {
+	s := &addedScan{added: added, text: text, next: make([]int, len(added))}
+	for i := range s.next {
+		s.next[i] = -2 // not searched yet
+	}
+	return s
 }
 
 // addedScan finds the added tokens in a text from left to right: the

@@ -2,6 +2,7 @@ package tokenize
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"sort"
@@ -35,30 +36,7 @@ func loadBPE(path string, data []byte) (*Tokenizer, error) {
 			PrefixSpace bool   `json:"add_prefix_space"`
 			UseRegex    *bool  `json:"use_regex"`
 		} `json:"pre_tokenizer"`
-		PostProcessor *struct {
-			Type   string            `json:"type"`
-			Cls    []json.RawMessage `json:"cls"`
-			Sep    []json.RawMessage `json:"sep"`
-			Single []struct {
-				Special *struct {
-					ID string `json:"id"`
-				} `json:"SpecialToken"`
-				Sequence *struct {
-					ID string `json:"id"`
-				} `json:"Sequence"`
-			} `json:"single"`
-		} `json:"post_processor"`
-		Added []struct {
-			ID         int64  `json:"id"`
-			Content    string `json:"content"`
-			SingleWord bool   `json:"single_word"`
-			LStrip     bool   `json:"lstrip"`
-			RStrip     bool   `json:"rstrip"`
-			Special    bool   `json:"special"`
-		} `json:"added_tokens"`
-		Padding *struct {
-			PadToken string `json:"pad_token"`
-		} `json:"padding"`
+		fastParts
 	}
 	if err := json.Unmarshal(data, &j); err != nil {
 		return nil, fmt.Errorf("tokenize: %s: %w", path, err)
@@ -87,42 +65,17 @@ func loadBPE(path string, data []byte) (*Tokenizer, error) {
 	for tok, id := range m.Vocab {
 		vocab[tok] = id
 	}
-	var added []addedToken
-	for _, a := range j.Added {
-		if a.Content == "" {
-			return nil, bad("added token %d is empty", a.ID)
-		}
-		if a.SingleWord {
-			return nil, bad("added token %q: single_word is not supported", a.Content)
-		}
-		vocab[a.Content] = a.ID
-		added = append(added, addedToken{content: a.Content, id: a.ID, lstrip: a.LStrip, rstrip: a.RStrip})
+	added, err := j.addTokens(vocab, true)
+	if err != nil {
+		return nil, bad("%v", err)
 	}
 	t := &Tokenizer{vocab: vocab, added: added, bpe: &bytePairs{
 		merges:       make(map[[2]int64]merge, len(m.Merges)),
 		prefixSpace:  j.PreTokenizer.PrefixSpace,
 		ignoreMerges: m.IgnoreMerges,
 	}}
-	var top int64 = -1
-	for tok, id := range vocab {
-		if id < 0 {
-			return nil, bad("token %q has negative id %d", tok, id)
-		}
-		top = max(top, id)
-	}
-	if top >= int64(len(vocab))*4+1024 {
-		return nil, bad("ids up to %d for %d tokens: vocabulary too sparse", top, len(vocab))
-	}
-	t.tokens = make([]string, top+1)
-	// In id order, so that a token listed twice keeps the same id
-	// whatever order the map gives.
-	names := make([]string, 0, len(vocab))
-	for tok := range vocab {
-		names = append(names, tok)
-	}
-	sort.Strings(names)
-	for _, tok := range names {
-		t.tokens[vocab[tok]] = tok
+	if err := t.setTokens(); err != nil {
+		return nil, bad("%v", err)
 	}
 	for b := range 256 {
 		t.bpe.byteID[b] = -1
@@ -145,63 +98,147 @@ func loadBPE(path string, data []byte) (*Tokenizer, error) {
 			t.bpe.merges[[2]int64{ia, ib}] = merge{rank: int32(rank), id: im}
 		}
 	}
-	// The special tokens: the frame the post-processor writes, the
-	// padding, the unknown token.
-	opt := Options{}
+	unk := ""
 	if m.Unk != nil {
-		opt.Unknown = *m.Unk
+		unk = *m.Unk
 	}
-	switch p := j.PostProcessor; {
+	if err := t.frame(path, &j.fastParts, unk); err != nil {
+		return nil, bad("%v", err)
+	}
+	return t, nil
+}
+
+// fastParts are the parts of a tokenizer.json every model type has: the
+// post-processor that frames a text, the added tokens, the padding.
+type fastParts struct {
+	PostProcessor *struct {
+		Type   string            `json:"type"`
+		Cls    []json.RawMessage `json:"cls"`
+		Sep    []json.RawMessage `json:"sep"`
+		Single []struct {
+			Special *struct {
+				ID string `json:"id"`
+			} `json:"SpecialToken"`
+			Sequence *struct {
+				ID string `json:"id"`
+			} `json:"Sequence"`
+		} `json:"single"`
+	} `json:"post_processor"`
+	Added []struct {
+		ID         int64  `json:"id"`
+		Content    string `json:"content"`
+		SingleWord bool   `json:"single_word"`
+		LStrip     bool   `json:"lstrip"`
+		RStrip     bool   `json:"rstrip"`
+		Special    bool   `json:"special"`
+		Normalized bool   `json:"normalized"`
+	} `json:"added_tokens"`
+	Padding *struct {
+		PadToken string `json:"pad_token"`
+	} `json:"padding"`
+}
+
+// addTokens adds the added tokens to vocab and returns them; normalized
+// says whether one matched in normalised text may be taken as matched in
+// the raw text (true when there is no normaliser).
+func (f *fastParts) addTokens(vocab map[string]int64, normalized bool) ([]addedToken, error) {
+	var added []addedToken
+	for _, a := range f.Added {
+		switch {
+		case a.Content == "":
+			return nil, fmt.Errorf("added token %d is empty", a.ID)
+		case a.SingleWord:
+			return nil, fmt.Errorf("added token %q: single_word is not supported", a.Content)
+		case a.Normalized && !normalized:
+			return nil, fmt.Errorf("added token %q is matched in normalised text, which is not supported", a.Content)
+		}
+		vocab[a.Content] = a.ID
+		added = append(added, addedToken{content: a.Content, id: a.ID, lstrip: a.LStrip, rstrip: a.RStrip})
+	}
+	return added, nil
+}
+
+// setTokens fills t.tokens, the id → token table of t.vocab.
+func (t *Tokenizer) setTokens() error {
+	var top int64 = -1
+	for tok, id := range t.vocab {
+		if id < 0 {
+			return fmt.Errorf("token %q has negative id %d", tok, id)
+		}
+		top = max(top, id)
+	}
+	if top >= int64(len(t.vocab))*4+1024 {
+		return fmt.Errorf("ids up to %d for %d tokens: vocabulary too sparse", top, len(t.vocab))
+	}
+	t.tokens = make([]string, top+1)
+	// In name order, so that two names of one id leave the same one
+	// whatever order the map gives.
+	names := make([]string, 0, len(t.vocab))
+	for tok := range t.vocab {
+		names = append(names, tok)
+	}
+	sort.Strings(names)
+	for _, tok := range names {
+		t.tokens[t.vocab[tok]] = tok
+	}
+	return nil
+}
+
+// frame sets t's special tokens: the frame the post-processor writes
+// (cls, sep), the padding (the file's own, else tokenizer_config.json's
+// pad_token beside path, else a token named as the usual ones are), the
+// unknown token unk and the mask.
+func (t *Tokenizer) frame(path string, f *fastParts, unk string) error {
+	opt := Options{Unknown: unk}
+	switch p := f.PostProcessor; {
 	case p == nil:
-		return nil, bad("no post_processor: the [CLS]/[SEP] frame is not known")
+		return errors.New("no post_processor: the [CLS]/[SEP] frame is not known")
 	case p.Type == "RobertaProcessing" || p.Type == "BertProcessing":
 		if len(p.Cls) == 0 || len(p.Sep) == 0 {
-			return nil, bad("%s without cls and sep", p.Type)
+			return fmt.Errorf("%s without cls and sep", p.Type)
 		}
 		opt.Classify, opt.Separator = tokenName(p.Cls[0]), tokenName(p.Sep[0])
 	case p.Type == "TemplateProcessing":
 		s := p.Single
 		if len(s) != 3 || s[0].Special == nil || s[1].Sequence == nil || s[1].Sequence.ID != "A" || s[2].Special == nil {
-			return nil, bad("TemplateProcessing: only the single-text template SPECIAL $A SPECIAL is supported")
+			return errors.New("TemplateProcessing: only the single-text template SPECIAL $A SPECIAL is supported")
 		}
 		opt.Classify, opt.Separator = s[0].Special.ID, s[2].Special.ID
 	default:
-		return nil, bad("post_processor %q is not supported", p.Type)
+		return fmt.Errorf("post_processor %q is not supported", p.Type)
 	}
-	// The padding: the file's own, else tokenizer_config.json's pad_token,
-	// else a token named as the usual ones are.
 	var cfg Options
 	if data, err := readBounded(filepath.Join(filepath.Dir(path), "tokenizer_config.json")); err == nil {
 		cfg, _ = applyConfig(data, Options{})
 	}
 	for _, name := range []string{"", cfg.Pad, "[PAD]", "<pad>", "<|padding|>"} {
-		if name == "" && j.Padding != nil {
-			name = j.Padding.PadToken
+		if name == "" && f.Padding != nil {
+			name = f.Padding.PadToken
 		}
-		if hasToken(vocab, name) {
+		if hasToken(t.vocab, name) {
 			opt.Pad = name
 			break
 		}
 	}
-	if hasToken(vocab, cfg.Mask) {
+	if hasToken(t.vocab, cfg.Mask) {
 		opt.Mask = cfg.Mask
 	}
 	for _, s := range []struct {
 		name, tok string
 		dst       *int64
 	}{{"classify", opt.Classify, &t.cls}, {"separator", opt.Separator, &t.sep}, {"pad", opt.Pad, &t.pad}} {
-		id, ok := vocab[s.tok]
+		id, ok := t.vocab[s.tok]
 		if !ok {
-			return nil, bad("%s token %q not in the vocabulary", s.name, s.tok)
+			return fmt.Errorf("%s token %q not in the vocabulary", s.name, s.tok)
 		}
 		*s.dst = id
 	}
 	t.unk = -1
-	if id, ok := vocab[opt.Unknown]; ok {
+	if id, ok := t.vocab[opt.Unknown]; ok {
 		t.unk = id
 	}
 	t.opt = opt
-	return t, nil
+	return nil
 }
 
 // hasToken reports whether tok is a non-empty token of vocab.

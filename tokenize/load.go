@@ -211,12 +211,30 @@ func applyConfig(data []byte, opt Options) (Options, error) {
 }
 
 // LoadJSON reads a Hugging Face tokenizer.json whose model is WordPiece,
-// with BertNormalizer (or no normaliser), or byte-level BPE (ByteLevel
-// pre-tokenizer, no normaliser; see loadBPE).
+// with BertNormalizer (or no normaliser), byte-level BPE (ByteLevel
+// pre-tokenizer, no normaliser; see loadBPE) or SentencePiece Unigram
+// (Metaspace pre-tokenizer; see loadUnigram).
 func LoadJSON(path string) (*Tokenizer, error) {
 	data, err := readBounded(path)
 	if err != nil {
 		return nil, fmt.Errorf("tokenize: %w", err)
+	}
+	var kind struct {
+		Model struct {
+			Type string `json:"type"`
+		} `json:"model"`
+	}
+	if err := json.Unmarshal(data, &kind); err != nil {
+		return nil, fmt.Errorf("tokenize: %s: %w", path, err)
+	}
+	switch kind.Model.Type {
+	case "WordPiece":
+	case "BPE":
+		return loadBPE(path, data)
+	case "Unigram":
+		return loadUnigram(path, data)
+	default:
+		return nil, fmt.Errorf("tokenize: %s: model type %q, only WordPiece, BPE and Unigram are supported", path, kind.Model.Type)
 	}
 	var j struct {
 		Model struct {
@@ -225,8 +243,6 @@ func LoadJSON(path string) (*Tokenizer, error) {
 			Prefix   *string          `json:"continuing_subword_prefix"`
 			MaxChars int              `json:"max_input_chars_per_word"`
 			Vocab    map[string]int64 `json:"vocab"`
-			// A BPE model's unk_token may be null and its merges of
-			// another form: loadBPE reads them.
 		} `json:"model"`
 		Normalizer *struct {
 			Type      string `json:"type"`
@@ -250,13 +266,6 @@ func LoadJSON(path string) (*Tokenizer, error) {
 	}
 	if err := json.Unmarshal(data, &j); err != nil {
 		return nil, fmt.Errorf("tokenize: %s: %w", path, err)
-	}
-	switch j.Model.Type {
-	case "WordPiece":
-	case "BPE":
-		return loadBPE(path, data)
-	default:
-		return nil, fmt.Errorf("tokenize: %s: model type %q, only WordPiece and BPE are supported", path, j.Model.Type)
 	}
 	opt := DefaultOptions()
 	if j.Model.Unk != "" {

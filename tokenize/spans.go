@@ -33,8 +33,11 @@ func (t *Tokenizer) Spans(text string) []Span { return t.SpansLimit(text, 0) }
 // reads no further into the text, so a huge text costs what its first n
 // wordpieces do.
 func (t *Tokenizer) SpansLimit(text string, n int) []Span {
-	if t.bpe != nil {
+	switch {
+	case t.bpe != nil:
 		return t.spansBPE(text, n)
+	case t.uni != nil:
+		return t.spansUnigram(text, n)
 	}
 	var out []Span
 	start, total := -1, 0
@@ -71,14 +74,7 @@ func (t *Tokenizer) spansBPE(text string, n int) []Span {
 	var out []Span
 	total, pending := 0, 0
 	t.eachBPE(text, func(_ string, _ int64, start, end int) bool {
-		f := start
-		for f < end {
-			r, size := utf8.DecodeRuneInString(text[f:])
-			if !isSpace(r) {
-				break
-			}
-			f += size
-		}
+		f := skipSpace(text, start, end)
 		if f == end {
 			pending++
 		} else {
@@ -106,4 +102,17 @@ func (t *Tokenizer) spansBPE(text string, n int) []Span {
 		out[len(out)-1].Pieces += pending
 	}
 	return out
+}
+
+// skipSpace returns the first position of text[i:end] that is not
+// whitespace, or end.
+func skipSpace(text string, i, end int) int {
+	for i < end {
+		r, size := utf8.DecodeRuneInString(text[i:])
+		if !isSpace(r) {
+			break
+		}
+		i += size
+	}
+	return i
 }

@@ -55,6 +55,9 @@ type Tokenizer struct {
 	// then names only the special tokens.
 	bpe   *bytePairs
 	added []addedToken
+	// uni, when set, makes this a SentencePiece Unigram tokenizer, with
+	// added tokens as for bpe.
+	uni *unigram
 }
 
 // New builds a tokenizer from a vocabulary (token → id) and options. Every
@@ -163,8 +166,12 @@ var streamChunk = 4 << 10
 // stopping early leaves the rest of the text unread: what it allocates is
 // bounded by the pieces emitted, not by the text.
 func (t *Tokenizer) each(text string, emit func(string, int64) bool) {
-	if t.bpe != nil {
+	switch {
+	case t.bpe != nil:
 		t.eachBPE(text, func(tok string, id int64, _, _ int) bool { return emit(tok, id) })
+		return
+	case t.uni != nil:
+		t.eachUnigram(text, func(tok string, id int64, _, _ int) bool { return emit(tok, id) })
 		return
 	}
 	longest := 0

@@ -6,7 +6,8 @@ The Go byte-level BPE tokenizer (tokenize/) is checked against Hugging Face
 model's vocabulary is committed; instead this script trains, with
 `tokenizers` itself, two small byte-level BPE tokenizers (about 1500
 entries, initial alphabet = the 256 ByteLevel bytes) on committed English
-text -- testdata/realmodel/calibration.txt and docs/*.md, sorted -- and
+text -- train.txt beside this script, a frozen snapshot of
+testdata/realmodel/calibration.txt and docs/*.md -- and
 saves them in the two pipeline forms found in real models:
 
   modernbert-bpe/tokenizer.json       ModernBERT's form: no normalizer,
@@ -53,7 +54,6 @@ The script re-runs itself in .tools/fixture-venv (see
 testdata/fixtures/fixture_venv.py), which has `tokenizers` and
 `transformers`.
 """
-import glob
 import json
 import os
 import sys
@@ -189,13 +189,13 @@ CASES = [
 
 
 def training_lines():
-    """The committed English training text, in a fixed order."""
-    paths = [os.path.join(ROOT, "testdata", "realmodel", "calibration.txt")]
-    paths += sorted(glob.glob(os.path.join(ROOT, "docs", "*.md")))
+    """The training text: train.txt, a frozen snapshot of committed English
+    prose (testdata/realmodel/calibration.txt and docs/*.md as they were
+    when the fixtures were first made), so that the fixtures do not change
+    when the docs do."""
     lines = []
-    for p in paths:
-        with open(p, encoding="utf-8") as f:
-            lines.extend(f.read().splitlines())
+    with open(os.path.join(HERE, "train.txt"), encoding="utf-8") as f:
+        lines.extend(f.read().splitlines())
     return lines
 
 

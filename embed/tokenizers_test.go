@@ -10,17 +10,36 @@ import (
 	"github.com/linearize/linearize/infer"
 	"github.com/linearize/linearize/models"
 	"github.com/linearize/linearize/onnx"
+	"github.com/linearize/linearize/onnx/onnxpb"
 )
 
-// TestEmbedByteLevelBPE embeds texts with a ModernBERT-shaped model whose
-// tokenizer beside it is byte-level BPE in ModernBERT's form
-// (testdata/tokenizers/modernbert-bpe), and checks each vector against
-// the model run directly on the ids Hugging Face's tokenizers library
-// gives those texts (testdata/tokenizers/bpe_cases.json), mean-pooled and
-// normalised in float64.
-func TestEmbedByteLevelBPE(t *testing.T) {
+// TestEmbedTokenizers embeds texts with models whose tokenizer beside them
+// is not WordPiece: a ModernBERT-shaped model with byte-level BPE in
+// ModernBERT's form (testdata/tokenizers/modernbert-bpe) and a BERT graph
+// with SentencePiece Unigram in XLM-RoBERTa's form (xlmr-unigram, as
+// bge-m3 ships it). Each vector is checked against the model run directly
+// on the ids Hugging Face's tokenizers library gives those texts
+// (testdata/tokenizers/*_cases.json), mean-pooled and normalised in
+// float64.
+func TestEmbedTokenizers(t *testing.T) {
+	modern := models.ModernBERTTinyConfig()
+	modern.Vocab = 1507 // the tokenizer's 1500 entries and 7 added tokens
+	for _, tc := range []struct {
+		name, cases string
+		model       func() (*onnxpb.ModelProto, error)
+	}{
+		{"modernbert-bpe", "bpe_cases.json", func() (*onnxpb.ModelProto, error) { return models.ModernBERT(modern) }},
+		{"xlmr-unigram", "unigram_cases.json", func() (*onnxpb.ModelProto, error) {
+			return models.BERT(models.Config{Vocab: 2002, Hidden: 32, Heads: 2, Layers: 2, Intermediate: 64, MaxPositions: 512, TypeVocab: 1, Opset: 17, Seed: 3})
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) { embedWithTokenizer(t, tc.name, tc.cases, tc.model) })
+	}
+}
+
+func embedWithTokenizer(t *testing.T, name, casesFile string, build func() (*onnxpb.ModelProto, error)) {
 	src := filepath.Join("..", "testdata", "tokenizers")
-	data, err := os.ReadFile(filepath.Join(src, "bpe_cases.json"))
+	data, err := os.ReadFile(filepath.Join(src, casesFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,7 +52,7 @@ func TestEmbedByteLevelBPE(t *testing.T) {
 	}
 	var texts [][]int64
 	var strs []string
-	for _, c := range cases["modernbert-bpe"] {
+	for _, c := range cases[name] {
 		if len(c.IDs) > 12 && len(strs) < 6 {
 			texts, strs = append(texts, c.IDs), append(strs, c.Text)
 		}
@@ -43,7 +62,7 @@ func TestEmbedByteLevelBPE(t *testing.T) {
 	}
 	dir := t.TempDir()
 	for _, f := range []string{"tokenizer.json", "tokenizer_config.json"} {
-		b, err := os.ReadFile(filepath.Join(src, "modernbert-bpe", f))
+		b, err := os.ReadFile(filepath.Join(src, name, f))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -51,9 +70,7 @@ func TestEmbedByteLevelBPE(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	cfg := models.ModernBERTTinyConfig()
-	cfg.Vocab = 1507 // the tokenizer's 1500 entries and 7 added tokens
-	m, err := models.ModernBERT(cfg)
+	m, err := build()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,182 @@
+package tokenize
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+func unigramCases(t testing.TB) map[string][]bpeCase {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(bpeDir, "unigram_cases.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cases map[string][]bpeCase
+	if err := json.Unmarshal(data, &cases); err != nil {
+		t.Fatal(err)
+	}
+	return cases
+}
+
+// TestUnigramReference: SentencePiece Unigram tokenizers in XLM-RoBERTa's
+// form (SentencePiece's precompiled normaliser, Metaspace, <s> $A </s>),
+// with the replacement written before every stretch of text or only the
+// first, give the ids of the reference library on its edge cases
+// (compatibility forms, combining sequences, unknown characters, added
+// tokens inside text, whitespace of every kind) and on held-out text.
+func TestUnigramReference(t *testing.T) {
+	for name, cases := range unigramCases(t) {
+		t.Run(name, func(t *testing.T) {
+			tok, err := Load(filepath.Join(bpeDir, name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(cases) < 60 {
+				t.Fatalf("%d cases", len(cases))
+			}
+			for _, c := range cases {
+				if got := tok.Encode(c.Text, 0); !reflect.DeepEqual(got, c.IDs) {
+					t.Errorf("%q: ids %v, the reference %v (%q)", c.Text, got, c.IDs, c.Tokens)
+				}
+			}
+		})
+	}
+}
+
+// TestUnigramSpans: a Unigram tokenizer's spans are words (or added
+// tokens), their pieces sum to the text's tokens, and SpansLimit(n) is
+// Spans cut after the span that passes n.
+func TestUnigramSpans(t *testing.T) {
+	for name, cases := range unigramCases(t) {
+		tok, err := Load(filepath.Join(bpeDir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range cases {
+			text := c.Text
+			spans := tok.Spans(text)
+			total, prevEnd := 0, 0
+			for _, s := range spans {
+				total += s.Pieces
+				if s.Start < prevEnd || s.End > len(text) || s.End < s.Start {
+					t.Fatalf("%s %q: span %+v after %d", name, text, s, prevEnd)
+				}
+				prevEnd = s.End
+			}
+			if want := len(tok.IDs(text)); total != want {
+				t.Fatalf("%s %q: spans hold %d pieces, the text has %d tokens (%+v)", name, text, total, want, spans)
+			}
+			for n := 1; n <= 8; n++ {
+				got := tok.SpansLimit(text, n)
+				for i, s := range got {
+					if s.Start != spans[i].Start || s.End != spans[i].End || i < len(got)-1 && s.Pieces != spans[i].Pieces {
+						t.Fatalf("%s %q: SpansLimit(%d)[%d] = %+v, Spans gives %+v", name, text, n, i, s, spans[i])
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestUnigramLimit: with a limit, a 64 MiB text costs what its first
+// tokens do, whether it has spaces or is one run of letters (normalised
+// and split in parts of at most maxStretch bytes).
+func TestUnigramLimit(t *testing.T) {
+	tok, err := Load(filepath.Join(bpeDir, "xlmr-unigram"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	huge := map[string]string{
+		"words":    strings.Repeat("unaffable café, 中文 ", (64<<20)/24),
+		"one word": strings.Repeat("a", 64<<20),
+	}
+	for name, text := range huge {
+		n, alloc, took := measure(func() int { return len(tok.IDsLimit(text, 128)) })
+		if n != 128 || alloc > 2<<20 || took > 5*time.Second {
+			t.Errorf("IDsLimit(128) of 64 MiB of %s: %d tokens, %d bytes allocated, %v; want 128, at most 2 MiB, 5 s", name, n, alloc, took)
+		}
+	}
+}
+
+// FuzzUnigram checks that any text tokenizes without panicking into known
+// ids framed by <s> and </s>, that its spans hold every token, and that
+// IDsLimit is a prefix of IDs.
+func FuzzUnigram(f *testing.F) {
+	for _, s := range []string{"", "Hello, world!", "don't  stop\t\n", "中文 café <mask>", "\x00\xff\xfe", "e\u0301\u0302", "ＡＢＣ ﬁ ①", "👩‍👩‍👧 𠀋"} {
+		f.Add(s)
+	}
+	tok, err := Load(filepath.Join(bpeDir, "xlmr-unigram"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		ids := tok.Encode(s, 0)
+		if len(ids) < 2 || ids[0] != tok.cls || ids[len(ids)-1] != tok.sep {
+			t.Fatalf("%q: not framed: %v", s, ids)
+		}
+		for _, id := range ids {
+			if tok.Token(id) == "" {
+				t.Fatalf("%q: unknown id %d", s, id)
+			}
+		}
+		total := 0
+		for _, sp := range tok.Spans(s) {
+			total += sp.Pieces
+		}
+		if total != len(ids)-2 {
+			t.Fatalf("%q: spans hold %d pieces of %d tokens", s, total, len(ids)-2)
+		}
+		if got := tok.IDsLimit(s, 3); !reflect.DeepEqual(got, ids[1:1+min(3, len(ids)-2)]) && len(got) > 0 {
+			t.Fatalf("%q: IDsLimit(3) = %v, IDs %v", s, got, ids[1:len(ids)-1])
+		}
+	})
+}
+
+// TestUnigramRefuses: forms the Unigram tokenizer does not implement, and
+// broken files, are refused naming the file and what is wrong.
+func TestUnigramRefuses(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join(bpeDir, "xlmr-unigram-converter", "tokenizer.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, want string
+		edit       func(j map[string]any)
+	}{
+		{"byte fallback", "byte_fallback", func(j map[string]any) { j["model"].(map[string]any)["byte_fallback"] = true }},
+		{"no unk", "unk_id", func(j map[string]any) { delete(j["model"].(map[string]any), "unk_id") }},
+		{"lowercase", `normalizer "Lowercase"`, func(j map[string]any) { j["normalizer"] = map[string]any{"type": "Lowercase"} }},
+		{"charsmap", "precompiled_charsmap", func(j map[string]any) {
+			j["normalizer"] = map[string]any{"type": "Precompiled", "precompiled_charsmap": "AAAA"}
+		}},
+		{"regex", "pattern", func(j map[string]any) {
+			j["normalizer"] = map[string]any{"type": "Replace", "pattern": map[string]any{"Regex": "(?<=a)b"}, "content": "c"}
+		}},
+		{"byte level", "only Metaspace", func(j map[string]any) { j["pre_tokenizer"] = map[string]any{"type": "ByteLevel"} }},
+		{"prepend", "prepend_scheme", func(j map[string]any) { j["pre_tokenizer"].(map[string]any)["prepend_scheme"] = "sometimes" }},
+		{"vocab entry", "vocabulary entry 5", func(j map[string]any) { j["model"].(map[string]any)["vocab"].([]any)[5] = []any{"x", "y"} }},
+		{"no processor", "post_processor", func(j map[string]any) { j["post_processor"] = nil }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var j map[string]any
+			if err := json.Unmarshal(data, &j); err != nil {
+				t.Fatal(err)
+			}
+			tc.edit(j)
+			out, _ := json.Marshal(j)
+			p := filepath.Join(t.TempDir(), "tokenizer.json")
+			if err := os.WriteFile(p, out, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			_, err := Load(p)
+			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), p) {
+				t.Errorf("err %v, want one naming %q and the file", err, tc.want)
+			}
+		})
+	}
+}
