@@ -166,9 +166,9 @@ func TestBadInput(t *testing.T) {
 	}
 	dir := t.TempDir()
 	p := filepath.Join(dir, "tokenizer.json")
-	os.WriteFile(p, []byte(`{"model":{"type":"BPE","vocab":{}}}`), 0o644)
-	if _, err := LoadJSON(p); err == nil || !strings.Contains(err.Error(), "BPE") {
-		t.Errorf("BPE model: err = %v", err)
+	os.WriteFile(p, []byte(`{"model":{"type":"WordLevel","vocab":{}}}`), 0o644)
+	if _, err := LoadJSON(p); err == nil || !strings.Contains(err.Error(), "WordLevel") {
+		t.Errorf("WordLevel model: err = %v", err)
 	}
 	os.WriteFile(p, []byte(`{"model":`), 0o644)
 	if _, err := LoadJSON(p); err == nil {
