@@ -71,37 +71,71 @@ func (t *Tokenizer) SpansLimit(text string, n int) []Span {
 // token); a token of whitespace alone goes to the next word, or to the
 // last one at the end of the text.
 func (t *Tokenizer) spansBPE(text string, n int) []Span {
-	var out []Span
-	total, pending := 0, 0
+	c := spanCount{n: n}
 	t.eachBPE(text, func(_ string, _ int64, start, end int) bool {
 		f := skipSpace(text, start, end)
 		if f == end {
-			pending++
+			return c.add(f, f, 1)
+		}
+		w := f
+		if last := c.last(); last != nil && f < last.End {
+			w = last.End
 		} else {
-			if len(out) == 0 || f >= out[len(out)-1].End {
-				w := f
-				for w < len(text) {
-					r, size := utf8.DecodeRuneInString(text[w:])
-					if isSpace(r) {
-						break
-					}
-					w += size
+			for w < len(text) {
+				r, size := utf8.DecodeRuneInString(text[w:])
+				if isSpace(r) {
+					break
 				}
-				out = append(out, Span{Start: f, End: w})
+				w += size
 			}
-			out[len(out)-1].Pieces += pending + 1
-			total += pending + 1
-			pending = 0
 		}
-		return n <= 0 || total <= n
+		return c.add(f, w, 1)
 	})
-	if pending > 0 && (n <= 0 || total <= n) {
-		if len(out) == 0 {
-			out = append(out, Span{Start: 0, End: len(text)})
-		}
-		out[len(out)-1].Pieces += pending
+	return c.spans(text)
+}
+
+// spanCount gathers the spans of a text as its tokens are given to words.
+type spanCount struct {
+	out            []Span
+	total, pending int
+	n              int // stop after the span that passes n tokens (0: never)
+}
+
+// last is the last span so far, or nil.
+func (c *spanCount) last() *Span {
+	if len(c.out) == 0 {
+		return nil
 	}
-	return out
+	return &c.out[len(c.out)-1]
+}
+
+// add gives k tokens to the word [start, end), a new span unless it is
+// the last one, or, when start == end, to the next word; it reports
+// whether the spans so far hold no more than n tokens.
+func (c *spanCount) add(start, end, k int) bool {
+	if start == end {
+		c.pending += k
+		return true
+	}
+	if last := c.last(); last == nil || start >= last.End {
+		c.out = append(c.out, Span{Start: start, End: end})
+	}
+	c.out[len(c.out)-1].Pieces += c.pending + k
+	c.total += c.pending + k
+	c.pending = 0
+	return c.n <= 0 || c.total <= c.n
+}
+
+// spans returns the spans, tokens that no word followed counting with the
+// last (or with a span of the whole text when there is none).
+func (c *spanCount) spans(text string) []Span {
+	if c.pending > 0 && (c.n <= 0 || c.total <= c.n) {
+		if len(c.out) == 0 {
+			c.out = append(c.out, Span{Start: 0, End: len(text)})
+		}
+		c.out[len(c.out)-1].Pieces += c.pending
+	}
+	return c.out
 }
 
 // skipSpace returns the first position of text[i:end] that is not

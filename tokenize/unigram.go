@@ -108,18 +108,7 @@ func (u *unigram) part(t *Tokenizer, s string, first, last, prepend bool, emit f
 // words apart); otherwise the part is one span. Whitespace that no word
 // follows counts with the last span; an added token is a span.
 func (t *Tokenizer) spansUnigram(text string, n int) []Span {
-	var out []Span
-	total, pending := 0, 0
-	count := func(start, end, k int) bool {
-		if start == end {
-			pending += k
-			return true
-		}
-		out = append(out, Span{Start: start, End: end, Pieces: pending + k})
-		total += pending + k
-		pending = 0
-		return n <= 0 || total <= n
-	}
+	c := spanCount{n: n}
 	scan := newAddedScan(t.added, text)
 	u := t.uni
 	// tokens counts the tokens of text[a:b] within the stretch [from, to).
@@ -153,16 +142,16 @@ func (t *Tokenizer) spansUnigram(text string, n int) []Span {
 			}
 			switch {
 			case len(words) == 0:
-				pending += all
+				c.add(a, a, all)
 			case sum == all:
 				for i, w := range words {
-					if !count(w[0], w[1], pieces[i]) {
-						return out
+					if !c.add(w[0], w[1], pieces[i]) {
+						return c.out
 					}
 				}
 			default:
-				if !count(words[0][0], words[len(words)-1][1], all) {
-					return out
+				if !c.add(words[0][0], words[len(words)-1][1], all) {
+					return c.out
 				}
 			}
 			a = b
@@ -170,18 +159,12 @@ func (t *Tokenizer) spansUnigram(text string, n int) []Span {
 		if k < 0 {
 			break
 		}
-		if !count(skipSpace(text, start, end), end, 1) {
-			return out
+		if !c.add(skipSpace(text, start, end), end, 1) {
+			return c.out
 		}
 		pos = end
 	}
-	if pending > 0 && (n <= 0 || total <= n) {
-		if len(out) == 0 {
-			out = append(out, Span{Start: 0, End: len(text)})
-		}
-		out[len(out)-1].Pieces += pending
-	}
-	return out
+	return c.spans(text)
 }
 
 // nextCut returns the end of the part of text[at:to] starting at at: the
