@@ -58,7 +58,7 @@ func loadUnigram(path string, data []byte) (*Tokenizer, error) {
 			vocab[piece] = int64(id)
 		}
 		u.scores[id] = score
-		u.longest = max(u.longest, len(piece))
+		u.longest = min(max(u.longest, len(piece)), maxPiece)
 	}
 	u.unkScore = minScore(u.scores) - 10
 	var err error
@@ -81,6 +81,12 @@ func loadUnigram(path string, data []byte) (*Tokenizer, error) {
 	}
 	return t, nil
 }
+
+// maxPiece bounds the bytes of a vocabulary entry Viterbi looks for, so
+// that a file with a huge entry cannot make each position cost that many
+// lookups. SentencePiece's entries are 16 characters at most by default
+// (max_sentencepiece_length); a longer entry is never matched.
+const maxPiece = 256
 
 // normSteps reads a normaliser: null, one step or a Sequence of steps.
 func normSteps(raw json.RawMessage) ([]normStep, error) {
