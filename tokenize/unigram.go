@@ -31,6 +31,9 @@ type unigram struct {
 	// less 10, the reference's penalty.
 	unkScore float64
 	fuseUnk  bool
+	// keepsASCII: the normaliser leaves every printable ASCII character
+	// and the space as they are (safeCut's common case).
+	keepsASCII bool
 }
 
 // A normStep is one normaliser of the sequence; first and last say
@@ -60,18 +63,18 @@ func (t *Tokenizer) eachUnigram(text string, emit func(tok string, id int64, sta
 }
 
 // maxStretch bounds the bytes of text normalised at once: a stretch is
-// cut before a space that follows a printable ASCII character (safeCut:
-// where normalising and splitting the parts gives what the whole gives), and a longer run with
+// cut before whitespace where normalising and splitting the parts gives
+// what the whole gives (safeCut), and a longer run with
 // no such space is cut at a character cluster after maxStretch bytes
 // (there the tokens may differ from the reference's, which reads the run
 // whole).
-const maxStretch = 16 << 10
+var maxStretch = 16 << 10 // a variable for the tests
 
 // stretch tokenizes text[from:to], text between added tokens, in parts
 // of at most about maxStretch bytes; it returns false when emit did.
 func (u *unigram) stretch(t *Tokenizer, text string, from, to int, emit func(string, int64, int, int) bool) bool {
 	for at := from; at < to; {
-		end := cutStretch(text, at, to)
+		end := u.cutStretch(text, at, to)
 		ok := u.part(t, text[at:end], at == from, end == to, at == from && u.prepends(from), func(tok string, id int64) bool {
 			return emit(tok, id, at, end)
 		})
@@ -120,7 +123,7 @@ func (t *Tokenizer) spansUnigram(text string, n int) []Span {
 	for pos := 0; pos <= len(text); {
 		start, end, k := scan.find(pos)
 		for a := pos; a < start; {
-			b := nextCut(text, a, start)
+			b := u.nextCut(text, a, start)
 			words := wordsIn(text, a, b)
 			sum := 0
 			pieces := make([]int, len(words))
@@ -170,16 +173,16 @@ func (t *Tokenizer) spansUnigram(text string, n int) []Span {
 // nextCut returns the end of the part of text[at:to] starting at at: the
 // next safeCut, or a character cluster after maxStretch
 // bytes, or to.
-func nextCut(text string, at, to int) int {
+func (u *unigram) nextCut(text string, at, to int) int {
 	for i := at + 1; i < to && i-at <= maxStretch; i++ {
-		if safeCut(text, i) {
+		if u.safeCut(text, i) {
 			return i
 		}
 	}
 	if to-at <= maxStretch {
 		return to
 	}
-	return cutStretch(text, at, min(to, at+maxStretch))
+	return u.cutStretch(text, at, min(to, at+maxStretch))
 }
 
 // wordsIn returns the byte ranges of the whitespace-delimited words of
@@ -207,12 +210,12 @@ func wordsIn(text string, a, b int) [][2]int {
 // cutStretch returns where the part of text[at:to] starting at at ends:
 // at the first safeCut past maxStretch/2 bytes, else
 // at a character cluster after maxStretch bytes, else at to.
-func cutStretch(text string, at, to int) int {
+func (u *unigram) cutStretch(text string, at, to int) int {
 	if to-at <= maxStretch {
 		return to
 	}
 	for i := at + maxStretch/2; i < min(to, at+maxStretch); i++ {
-		if safeCut(text, i) {
+		if u.safeCut(text, i) {
 			return i
 		}
 	}
@@ -233,12 +236,40 @@ func firstRune(s string) rune {
 	return r
 }
 
-// safeCut reports whether text may be cut before byte i: a space after
-// a printable ASCII character other than a space, which every normaliser
-// read here leaves as it is, so that no run of spaces (which Replace may
-// fold) and no character cluster spans the cut.
-func safeCut(text string, i int) bool {
-	return i > 0 && text[i] == ' ' && text[i-1] > ' ' && text[i-1] < 0x7f
+// safeCut reports whether text may be cut before byte i: the character
+// there normalises to a space, and the one before it to text that does
+// not end in whitespace. Normalising the parts then gives what the whole
+// gives (the normalisers read here work on one character cluster at a
+// time, and whitespace starts a cluster), no run of spaces that Replace
+// folds spans the cut, and the cut falls where Metaspace and
+// WhitespaceSplit cut too. A space after printable ASCII, which every
+// normaliser read here leaves as it is, is the common case.
+func (u *unigram) safeCut(text string, i int) bool {
+	if i <= 0 || i >= len(text) || !utf8.RuneStart(text[i]) {
+		return false
+	}
+	if text[i] == ' ' && text[i-1] > ' ' && text[i-1] < 0x7f && u.keepsASCII {
+		return true
+	}
+	r, size := utf8.DecodeRuneInString(text[i:])
+	if !isSpace(r) || u.normalize(text[i:i+size]) != " " {
+		return false
+	}
+	p, psize := utf8.DecodeLastRuneInString(text[:i])
+	if isSpace(p) || p == utf8.RuneError && psize <= 1 {
+		return false
+	}
+	n := u.normalize(text[i-psize : i])
+	last, _ := utf8.DecodeLastRuneInString(n)
+	return n != "" && !isSpace(last)
+}
+
+// normalize applies the normaliser to s, a piece inside a stretch.
+func (u *unigram) normalize(s string) string {
+	for _, st := range u.steps {
+		s = st.apply(s, false, false)
+	}
+	return s
 }
 
 // pieces writes the Metaspace form of normalised text s and calls f with

@@ -180,3 +180,42 @@ func TestUnigramRefuses(t *testing.T) {
 		})
 	}
 }
+
+// TestUnigramPartsMatchWhole: a text normalised and split in parts (cut
+// where safeCut allows) gives the tokens of the text read whole, and
+// spans that hold them all, for every variant, on English, Chinese with line breaks and no
+// spaces, and whitespace the normaliser maps to spaces or removes.
+func TestUnigramPartsMatchWhole(t *testing.T) {
+	texts := []string{
+		strings.Repeat("The quick brown fox, jumps over the lazy dog.  Twice\tover. ", 40),
+		strings.Repeat("中文的句子没有空格。\n日本語の文章もそうです。\r\n", 60),
+		strings.Repeat("a \u200b b\u3000c\u00a0d ｅ ﬁ  ①  ", 80),
+		strings.Repeat("x", 40) + " " + strings.Repeat("中", 15) + "\n" + strings.Repeat("y ", 100),
+	}
+	defer func(n int) { maxStretch = n }(maxStretch)
+	for name := range unigramCases(t) {
+		tok, err := Load(filepath.Join(bpeDir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, text := range texts {
+			maxStretch = 1 << 30
+			want, wantSpans := tok.IDs(text), tok.Spans(text)
+			// Every run without a place to cut is shorter than n/2, so
+			// that the parts need no cut inside a word.
+			for _, n := range []int{100, 250, 1000} {
+				maxStretch = n
+				if got := tok.IDs(text); !reflect.DeepEqual(got, want) {
+					t.Fatalf("%s, parts of %d bytes, %.40q…: %d tokens, the whole text %d", name, n, text, len(got), len(want))
+				}
+				total := 0
+				for _, s := range tok.Spans(text) {
+					total += s.Pieces
+				}
+				if total != len(want) {
+					t.Fatalf("%s, parts of %d bytes, %.40q…: spans hold %d of %d tokens (whole: %d spans)", name, n, text, total, len(want), len(wantSpans))
+				}
+			}
+		}
+	}
+}

@@ -68,6 +68,12 @@ func loadUnigram(path string, data []byte) (*Tokenizer, error) {
 	if u.meta, err = parseMetaspace(j.PreTokenizer); err != nil {
 		return nil, bad("%v", err)
 	}
+	u.keepsASCII = true
+	for c := byte(' '); c < 0x7f; c++ {
+		if s := string(rune(c)); u.normalize(s) != s {
+			u.keepsASCII = false
+		}
+	}
 	added, err := j.addTokens(vocab, len(u.steps) == 0)
 	if err != nil {
 		return nil, bad("%v", err)
