@@ -50,7 +50,7 @@ func loadUnigram(path string, data []byte) (*Tokenizer, error) {
 	for id, e := range m.Vocab {
 		var piece string
 		var score float64
-		if json.Unmarshal(e[0], &piece) != nil || json.Unmarshal(e[1], &score) != nil || math.IsNaN(score) {
+		if json.Unmarshal(e[0], &piece) != nil || json.Unmarshal(e[1], &score) != nil || math.IsNaN(score) || math.IsInf(score, 0) {
 			return nil, bad("vocabulary entry %d is not [piece, score]", id)
 		}
 		if _, dup := u.pieces[piece]; !dup {
