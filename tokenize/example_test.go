@@ -26,3 +26,26 @@ func Example() {
 	// [2 4 5 6 7 8 3] [1 1 1 1 1 1 1]
 	// [2 5 3 0 0 0 0] [1 1 1 0 0 0 0]
 }
+
+// ExampleLoad reads a tokenizer.json of each kind beside a model: here the
+// byte-level BPE of ModernBERT's form (Ġ marks a leading space) and
+// XLM-RoBERTa's SentencePiece Unigram (▁ marks a word's start), both
+// small ones trained for the tests; Hugging Face's tokenizers library
+// gives the same tokens.
+func ExampleLoad() {
+	for _, dir := range []string{"modernbert-bpe", "xlmr-unigram"} {
+		tok, err := tokenize.Load("../testdata/tokenizers/" + dir)
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		text := "Linear attention reads long documents."
+		fmt.Printf("%s: %q\n", dir, tok.Tokenize(text))
+		fmt.Println(len(tok.Encode(text, 0)), "ids with", tok.Options().Classify, "and", tok.Options().Separator)
+	}
+	// Output:
+	// modernbert-bpe: ["Linear" "Ġattention" "Ġreads" "Ġlong" "Ġdocuments" "."]
+	// 8 ids with [CLS] and [SEP]
+	// xlmr-unigram: ["▁" "Linear" "▁attention" "▁reads" "▁long" "▁documents" "."]
+	// 9 ids with <s> and </s>
+}
