@@ -61,18 +61,28 @@ func loadFile(path string) (*Tokenizer, error) {
 	return LoadVocab(path, configBeside(path))
 }
 
+// FileForModel returns the tokenizer file LoadForModel reads for the ONNX
+// model at modelPath (a tokenizer.json or vocab.txt), or "" when there is
+// none.
+func FileForModel(modelPath string) string {
+	for _, c := range modelDirs(modelPath) {
+		if file := fileIn(c); file != "" {
+			return file
+		}
+	}
+	return ""
+}
+
 // LoadForModel reads the tokenizer that belongs to the ONNX model at
 // modelPath: from the first folder holding a tokenizer.json or vocab.txt
 // of the model's own folder and the folder named like the model without
 // its extension (testdata/real/minilm.onnx → testdata/real/minilm/), as
 // Load reads a folder.
 func LoadForModel(modelPath string) (*Tokenizer, error) {
-	cands := modelDirs(modelPath)
-	for _, c := range cands {
-		if file := fileIn(c); file != "" {
-			return loadFile(file)
-		}
+	if file := FileForModel(modelPath); file != "" {
+		return loadFile(file)
 	}
+	cands := modelDirs(modelPath)
 	return nil, fmt.Errorf("tokenize: %w in %s or %s", errNoTokenizer, cands[0], cands[1])
 }
 

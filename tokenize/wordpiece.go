@@ -108,6 +108,18 @@ func New(vocab map[string]int64, opt Options) (*Tokenizer, error) {
 // Options returns the tokenizer's settings.
 func (t *Tokenizer) Options() Options { return t.opt }
 
+// Kind names the tokenizer's algorithm: "WordPiece", "byte-level BPE" or
+// "Unigram".
+func (t *Tokenizer) Kind() string {
+	switch {
+	case t.bpe != nil:
+		return "byte-level BPE"
+	case t.uni != nil:
+		return "Unigram"
+	}
+	return "WordPiece"
+}
+
 // VocabSize is one more than the largest id.
 func (t *Tokenizer) VocabSize() int { return len(t.tokens) }
 

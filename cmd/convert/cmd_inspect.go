@@ -18,8 +18,9 @@ import (
 type inspectReport struct {
 	Model string `json:"model"`
 	onnx.Summary
-	Cost             *costReport `json:"cost,omitempty"` // --cost (inspect_cost.go)
-	attentionSection             // attention blocks (inspect_attention.go)
+	Tokenizer        *tokenizerReport `json:"tokenizer"`      // inspect_tokenizer.go
+	Cost             *costReport      `json:"cost,omitempty"` // --cost (inspect_cost.go)
+	attentionSection                  // attention blocks (inspect_attention.go)
 }
 
 // inspectFlags are the flags buildInspect may consult.
@@ -63,7 +64,7 @@ func buildInspect(path string, m *onnxpb.ModelProto, f inspectFlags) (*inspectRe
 	if err != nil {
 		return nil, err
 	}
-	return &inspectReport{Model: path, Summary: onnx.Summarize(m), Cost: cost, attentionSection: att}, nil
+	return &inspectReport{Model: path, Summary: onnx.Summarize(m), Tokenizer: buildTokenizer(path), Cost: cost, attentionSection: att}, nil
 }
 
 func printInspect(w io.Writer, r *inspectReport) {
@@ -127,6 +128,7 @@ func printInspect(w io.Writer, r *inspectReport) {
 	if s.Functions > 0 {
 		fmt.Fprintf(w, "functions:    %d\n", s.Functions)
 	}
+	printTokenizer(w, r.Tokenizer)
 	printAttention(w, r)
 	printCost(w, r.Cost)
 }

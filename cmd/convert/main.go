@@ -26,7 +26,7 @@ import (
 // (benchChild).
 var commands = []*cli.Command{
 	{Name: "inspect", Usage: "MODEL [flags]", Run: runInspect, Rewrites: true,
-		Summary: "describe a model: inputs, opsets, ops, attention blocks",
+		Summary: "describe a model: inputs, ops, tokenizer, attention blocks",
 		Detail:  "IR version, opsets, producer, inputs and outputs, op histogram, initializers; --attention lists the attention blocks found and --cost prices each conversion",
 		Example: "inspect model.onnx --cost --lengths 512,8192"},
 	{Name: "long", Usage: "MODEL -o OUT [--max-length N] [flags]", Run: runLong, Rewrites: true,
