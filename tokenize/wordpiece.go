@@ -157,6 +157,10 @@ func (t *Tokenizer) IDs(text string) []int64 { return t.IDsLimit(text, 0) }
 // need: a text of any length with a small n takes time and memory
 // bounded by n and the longest word (at most MaxWordChars characters are
 // kept of a word; a longer one is [UNK]), never by the text's length.
+// A byte-level BPE or Unigram tokenizer keeps the memory bound (it works
+// on parts of at most 16 KiB), but looks for each of its added tokens
+// once through the rest of the text: its time grows with the text's
+// length, by one search per added token.
 func (t *Tokenizer) IDsLimit(text string, n int) []int64 {
 	var out []int64
 	if n > 0 {
