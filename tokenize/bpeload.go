@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"sort"
 	"strings"
 )
 
@@ -156,32 +155,6 @@ func (f *fastParts) addTokens(vocab map[string]int64, normalized bool) ([]addedT
 		added = append(added, addedToken{content: a.Content, id: a.ID, lstrip: a.LStrip, rstrip: a.RStrip})
 	}
 	return added, nil
-}
-
-// setTokens fills t.tokens, the id → token table of t.vocab.
-func (t *Tokenizer) setTokens() error {
-	var top int64 = -1
-	for tok, id := range t.vocab {
-		if id < 0 {
-			return fmt.Errorf("token %q has negative id %d", tok, id)
-		}
-		top = max(top, id)
-	}
-	if top >= int64(len(t.vocab))*4+1024 {
-		return fmt.Errorf("ids up to %d for %d tokens: vocabulary too sparse", top, len(t.vocab))
-	}
-	t.tokens = make([]string, top+1)
-	// In name order, so that two names of one id leave the same one
-	// whatever order the map gives.
-	names := make([]string, 0, len(t.vocab))
-	for tok := range t.vocab {
-		names = append(names, tok)
-	}
-	sort.Strings(names)
-	for _, tok := range names {
-		t.tokens[t.vocab[tok]] = tok
-	}
-	return nil
 }
 
 // frame sets t's special tokens: the frame the post-processor writes

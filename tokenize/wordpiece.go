@@ -3,6 +3,7 @@ package tokenize
 import (
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -70,21 +71,8 @@ func New(vocab map[string]int64, opt Options) (*Tokenizer, error) {
 		return nil, fmt.Errorf("tokenize: MaxWordChars %d must be positive", opt.MaxWordChars)
 	}
 	t := &Tokenizer{opt: opt, vocab: vocab}
-	var max int64 = -1
-	for tok, id := range vocab {
-		if id < 0 {
-			return nil, fmt.Errorf("tokenize: token %q has negative id %d", tok, id)
-		}
-		if id > max {
-			max = id
-		}
-	}
-	if max >= int64(len(vocab))*4+1024 {
-		return nil, fmt.Errorf("tokenize: ids up to %d for %d tokens: vocabulary too sparse", max, len(vocab))
-	}
-	t.tokens = make([]string, max+1)
-	for tok, id := range vocab {
-		t.tokens[id] = tok
+	if err := t.setTokens(); err != nil {
+		return nil, fmt.Errorf("tokenize: %w", err)
 	}
 	for _, s := range []struct {
 		name string
@@ -103,6 +91,32 @@ func New(vocab map[string]int64, opt Options) (*Tokenizer, error) {
 		}
 	}
 	return t, nil
+}
+
+// setTokens fills t.tokens, the id → token table of t.vocab.
+func (t *Tokenizer) setTokens() error {
+	var top int64 = -1
+	for tok, id := range t.vocab {
+		if id < 0 {
+			return fmt.Errorf("token %q has negative id %d", tok, id)
+		}
+		top = max(top, id)
+	}
+	if top >= int64(len(t.vocab))*4+1024 {
+		return fmt.Errorf("ids up to %d for %d tokens: vocabulary too sparse", top, len(t.vocab))
+	}
+	t.tokens = make([]string, top+1)
+	// In name order, so that two names of one id leave the same one
+	// whatever order the map gives.
+	names := make([]string, 0, len(t.vocab))
+	for tok := range t.vocab {
+		names = append(names, tok)
+	}
+	sort.Strings(names)
+	for _, tok := range names {
+		t.tokens[t.vocab[tok]] = tok
+	}
+	return nil
 }
 
 // Options returns the tokenizer's settings.
