@@ -290,7 +290,6 @@ func (p *preTokens) match(i, n int) int {
 	}
 	// An optional space, then a run of letters, of digits or of other
 	// characters that are neither.
-	j := i
 	if r == ' ' && i+size < n {
 		r2, _ := p.at(i + size)
 		if c := classOf(r2); c != classSpace {
@@ -298,7 +297,7 @@ func (p *preTokens) match(i, n int) int {
 		}
 	}
 	if c := classOf(r); c != classSpace {
-		return p.run(j, n, c)
+		return p.run(i, n, c)
 	}
 	// Whitespace: the run, less its last character when a non-space
 	// follows it (that one goes with the next pre-token, or stands

@@ -129,7 +129,6 @@ type fastParts struct {
 		SingleWord bool   `json:"single_word"`
 		LStrip     bool   `json:"lstrip"`
 		RStrip     bool   `json:"rstrip"`
-		Special    bool   `json:"special"`
 		Normalized bool   `json:"normalized"`
 	} `json:"added_tokens"`
 	Padding *struct {

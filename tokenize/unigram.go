@@ -30,7 +30,6 @@ type unigram struct {
 	// unkScore is what an unknown character scores: the lowest score
 	// less 10, the reference's penalty.
 	unkScore float64
-	fuseUnk  bool
 	// keepsASCII: the normaliser leaves every printable ASCII character
 	// and the space as they are (safeCut's common case).
 	keepsASCII bool
@@ -352,8 +351,8 @@ func (u *unigram) viterbi(t *Tokenizer, s string, emit func(string, int64) bool)
 		}
 		at += size
 	}
-	// Back from the end; runs of unknown characters are one token when
-	// fuseUnk is set.
+	// Back from the end; a run of unknown characters is one token, as the
+	// reference's Unigram always fuses them.
 	var path []int // ends of the chosen entries, last first
 	for end := len(s); end > 0; end = best[end].from {
 		path = append(path, end)
@@ -361,7 +360,7 @@ func (u *unigram) viterbi(t *Tokenizer, s string, emit func(string, int64) bool)
 	for i := len(path) - 1; i >= 0; i-- {
 		end := path[i]
 		n := best[end]
-		if n.id == u.unk && u.fuseUnk {
+		if n.id == u.unk {
 			for i > 0 && best[path[i-1]].id == u.unk {
 				i--
 			}

@@ -45,7 +45,7 @@ func loadUnigram(path string, data []byte) (*Tokenizer, error) {
 	case m.Unk == nil || *m.Unk < 0 || *m.Unk >= int64(len(m.Vocab)):
 		return nil, bad("unk_id missing or out of the vocabulary")
 	}
-	u := &unigram{pieces: make(map[string]int64, len(m.Vocab)), scores: make([]float64, len(m.Vocab)), unk: *m.Unk, fuseUnk: true}
+	u := &unigram{pieces: make(map[string]int64, len(m.Vocab)), scores: make([]float64, len(m.Vocab)), unk: *m.Unk}
 	vocab := make(map[string]int64, len(m.Vocab))
 	for id, e := range m.Vocab {
 		var piece string
