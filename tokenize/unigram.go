@@ -103,8 +103,8 @@ func (u *unigram) part(t *Tokenizer, s string, first, last, prepend bool, emit f
 }
 
 // spansUnigram is SpansLimit for a Unigram tokenizer. The text between
-// added tokens is cut where safeCut allows, where the parts tokenize as
-// they do in the whole; a part's words are
+// added tokens is cut into the parts stretch tokenizes, and those at
+// every safeCut, where the pieces tokenize as they do in the whole; a part's words are
 // tokenized one by one, each with the whitespace before it, and are its
 // spans when their pieces sum to the part's (the normaliser kept the
 // words apart); otherwise the part is one span. Whitespace that no word
@@ -121,8 +121,13 @@ func (t *Tokenizer) spansUnigram(text string, n int) []Span {
 	}
 	for pos := 0; pos <= len(text); {
 		start, end, k := scan.find(pos)
-		for a := pos; a < start; {
-			b := u.nextCut(text, a, start)
+		// The parts stretch cuts the text into, each cut further at every
+		// safeCut: the same tokens, word by word where possible.
+		for a, part := pos, pos; a < start; {
+			if a == part {
+				part = u.cutStretch(text, a, start)
+			}
+			b := u.nextCut(text, a, part)
 			words := wordsIn(text, a, b)
 			sum := 0
 			pieces := make([]int, len(words))
@@ -169,19 +174,14 @@ func (t *Tokenizer) spansUnigram(text string, n int) []Span {
 	return c.spans(text)
 }
 
-// nextCut returns the end of the part of text[at:to] starting at at: the
-// next safeCut, or a character cluster after maxStretch
-// bytes, or to.
+// nextCut returns the first safeCut in text[at+1:to], or to.
 func (u *unigram) nextCut(text string, at, to int) int {
-	for i := at + 1; i < to && i-at <= maxStretch; i++ {
+	for i := at + 1; i < to; i++ {
 		if u.safeCut(text, i) {
 			return i
 		}
 	}
-	if to-at <= maxStretch {
-		return to
-	}
-	return u.cutStretch(text, at, min(to, at+maxStretch))
+	return to
 }
 
 // wordsIn returns the byte ranges of the whitespace-delimited words of

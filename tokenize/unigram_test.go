@@ -219,3 +219,25 @@ func TestUnigramPartsMatchWhole(t *testing.T) {
 		}
 	}
 }
+
+// TestUnigramSpansLongRun: a run with nowhere safe to cut, longer than a
+// part, is cut at the same character clusters by Spans as by IDs, so the
+// spans hold every token (a cut inside a character, as nextCut once made,
+// counts the pieces of broken bytes).
+func TestUnigramSpansLongRun(t *testing.T) {
+	defer func(n int) { maxStretch = n }(maxStretch)
+	maxStretch = 100
+	tok, err := Load(filepath.Join(bpeDir, "xlmr-unigram"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, text := range []string{strings.Repeat("中", 150), "a " + strings.Repeat("é", 170) + " b", strings.Repeat("日本語", 70)} {
+		total := 0
+		for _, s := range tok.Spans(text) {
+			total += s.Pieces
+		}
+		if want := len(tok.IDs(text)); total != want {
+			t.Errorf("%.20q… (%d bytes): spans hold %d pieces, the text has %d tokens", text, len(text), total, want)
+		}
+	}
+}
