@@ -19,8 +19,8 @@ import (
 const maxFile = 64 << 20
 
 // Load reads the tokenizer of a model folder: tokenizer.json when present
-// (a Hugging Face "fast" tokenizer with a WordPiece or byte-level BPE
-// model, see LoadJSON), else vocab.txt
+// (a Hugging Face "fast" tokenizer with a WordPiece, byte-level BPE or
+// Unigram model, see LoadJSON), else vocab.txt
 // with the settings of tokenizer_config.json when present. path may also
 // name one of those files directly.
 func Load(path string) (*Tokenizer, error) {

@@ -22,9 +22,12 @@ type Span struct {
 //
 // A byte-level BPE tokenizer writes a word's leading space into its first
 // token, and whitespace that does not precede a word as tokens of its
-// own: its spans are the words all the same, each counting the tokens of
-// its pre-tokens and of the whitespace before it (whitespace at the end,
-// the last word's), counted in the text as a whole.
+// own; a Unigram tokenizer normalises the text first, which may join or
+// split words. Their spans are the words all the same, each counting the
+// tokens of the text before it up to its end (whitespace at the end, the
+// last word's), counted in the text as a whole; a Unigram span holds
+// several words where its normaliser did not keep them apart, and an
+// added token is a span of its own.
 func (t *Tokenizer) Spans(text string) []Span { return t.SpansLimit(text, 0) }
 
 // SpansLimit is Spans up to the first span whose pieces take the total
@@ -77,19 +80,10 @@ func (t *Tokenizer) spansBPE(text string, n int) []Span {
 		if f == end {
 			return c.add(f, f, 1)
 		}
-		w := f
 		if last := c.last(); last != nil && f < last.End {
-			w = last.End
-		} else {
-			for w < len(text) {
-				r, size := utf8.DecodeRuneInString(text[w:])
-				if isSpace(r) {
-					break
-				}
-				w += size
-			}
+			return c.add(f, last.End, 1)
 		}
-		return c.add(f, w, 1)
+		return c.add(f, skipWord(text, f, len(text)), 1)
 	})
 	return c.spans(text)
 }
@@ -144,6 +138,19 @@ func skipSpace(text string, i, end int) int {
 	for i < end {
 		r, size := utf8.DecodeRuneInString(text[i:])
 		if !isSpace(r) {
+			break
+		}
+		i += size
+	}
+	return i
+}
+
+// skipWord returns the first position of text[i:end] that is whitespace,
+// or end.
+func skipWord(text string, i, end int) int {
+	for i < end {
+		r, size := utf8.DecodeRuneInString(text[i:])
+		if isSpace(r) {
 			break
 		}
 		i += size

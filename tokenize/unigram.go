@@ -188,20 +188,10 @@ func (u *unigram) nextCut(text string, at, to int) int {
 // text[a:b].
 func wordsIn(text string, a, b int) [][2]int {
 	var out [][2]int
-	start := -1
-	for i := a; i < b; {
-		r, size := utf8.DecodeRuneInString(text[i:])
-		switch {
-		case isSpace(r) && start >= 0:
-			out = append(out, [2]int{start, i})
-			start = -1
-		case !isSpace(r) && start < 0:
-			start = i
-		}
-		i += size
-	}
-	if start >= 0 {
-		out = append(out, [2]int{start, b})
+	for i := skipSpace(text, a, b); i < b; i = skipSpace(text, i, b) {
+		end := skipWord(text, i, b)
+		out = append(out, [2]int{i, end})
+		i = end
 	}
 	return out
 }

@@ -40,8 +40,8 @@ func DefaultOptions() Options {
 	}
 }
 
-// Tokenizer is a BERT WordPiece or a byte-level BPE tokenizer. It is safe
-// for concurrent use.
+// Tokenizer is a BERT WordPiece, a byte-level BPE or a SentencePiece
+// Unigram tokenizer (Kind). It is safe for concurrent use.
 type Tokenizer struct {
 	opt     Options
 	vocab   map[string]int64
@@ -154,9 +154,9 @@ func (t *Tokenizer) Token(id int64) string {
 // PadID is the id used for padding.
 func (t *Tokenizer) PadID() int64 { return t.pad }
 
-// Tokenize splits text into WordPiece tokens, without [CLS]/[SEP]. Special
-// tokens written literally in the text (e.g. "[MASK]") are kept whole, as
-// the reference tokenizers do.
+// Tokenize splits text into tokens, without the [CLS]/[SEP] frame.
+// Special tokens written literally in the text (e.g. "[MASK]") are kept
+// whole, as the reference tokenizers do.
 func (t *Tokenizer) Tokenize(text string) []string {
 	var out []string
 	t.each(text, func(tok string, _ int64) bool { out = append(out, tok); return true })
