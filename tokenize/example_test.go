@@ -30,8 +30,10 @@ func Example() {
 // ExampleLoad reads a tokenizer.json of each kind beside a model: here the
 // byte-level BPE of ModernBERT's form (Ġ marks a leading space) and
 // XLM-RoBERTa's SentencePiece Unigram (▁ marks a word's start), both
-// small ones trained for the tests; Hugging Face's tokenizers library
-// gives the same tokens.
+// small ones trained for the tests. The text is one of the reference
+// cases of testdata/tokenizers, so TestBPEReference and
+// TestUnigramReference check these tokens against Hugging Face's
+// tokenizers library.
 func ExampleLoad() {
 	for _, dir := range []string{"modernbert-bpe", "xlmr-unigram"} {
 		tok, err := tokenize.Load("../testdata/tokenizers/" + dir)

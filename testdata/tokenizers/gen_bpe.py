@@ -184,6 +184,8 @@ CASES = [
     "MiXeD CaSe TeXt WiTh CAPITALS and lowercase",
     "HTTPServer camelCase snake_case kebab-case",
     "The quick brown fox jumps over the lazy dog.",
+    # tokenize.ExampleLoad's text, so that its output is checked here.
+    "Linear attention reads long documents.",
     "https://example.com/path?query=1&x=y#frag",
 ]
 

@@ -569,6 +569,8 @@ CASES = [
     # mixed text
     "MiXeD CaSe TeXt WiTh CAPITALS and lowercase",
     "The quick brown fox jumps over the lazy dog.",
+    # tokenize.ExampleLoad's text, so that its output is checked here.
+    "Linear attention reads long documents.",
     "https://example.com/path?query=1&x=y#frag",
     "def f():\n    return 1\n",
     "Der Bäcker verkauft frische Brötchen.",
