@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -21,9 +22,12 @@ type bpeCase struct {
 
 var bpeDir = filepath.Join("..", "testdata", "tokenizers")
 
-func bpeCases(t *testing.T) map[string][]bpeCase {
+func bpeCases(t testing.TB) map[string][]bpeCase { return referenceCases(t, "bpe_cases.json") }
+
+// referenceCases reads a reference case file of testdata/tokenizers.
+func referenceCases(t testing.TB, file string) map[string][]bpeCase {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(bpeDir, "bpe_cases.json"))
+	data, err := os.ReadFile(filepath.Join(bpeDir, file))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,6 +36,26 @@ func bpeCases(t *testing.T) map[string][]bpeCase {
 		t.Fatal(err)
 	}
 	return cases
+}
+
+// refused checks that tokenizer.json data, changed by edit, is refused
+// with an error naming the file and want.
+func refused(t *testing.T, data []byte, edit func(j map[string]any), want string) {
+	t.Helper()
+	var j map[string]any
+	if err := json.Unmarshal(data, &j); err != nil {
+		t.Fatal(err)
+	}
+	edit(j)
+	out, _ := json.Marshal(j)
+	p := filepath.Join(t.TempDir(), "tokenizer.json")
+	if err := os.WriteFile(p, out, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Load(p)
+	if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), p) {
+		t.Errorf("err %v, want one naming %q and the file", err, want)
+	}
 }
 
 // TestBPEReference: the byte-level BPE tokenizers in ModernBERT's form
@@ -175,22 +199,7 @@ func TestBPERefuses(t *testing.T) {
 		{"bad merge", "merge 0", func(j map[string]any) { j["model"].(map[string]any)["merges"].([]any)[0] = []any{"Ġ", "not-a-token"} }},
 		{"single word", "single_word", func(j map[string]any) { j["added_tokens"].([]any)[4].(map[string]any)["single_word"] = true }},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			var j map[string]any
-			if err := json.Unmarshal(data, &j); err != nil {
-				t.Fatal(err)
-			}
-			tc.edit(j)
-			out, _ := json.Marshal(j)
-			p := filepath.Join(t.TempDir(), "tokenizer.json")
-			if err := os.WriteFile(p, out, 0o644); err != nil {
-				t.Fatal(err)
-			}
-			_, err := Load(p)
-			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), p) {
-				t.Errorf("err %v, want one naming %q and the file", err, tc.want)
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { refused(t, data, tc.edit, tc.want) })
 	}
 }
 
@@ -225,25 +234,30 @@ func FuzzBPE(f *testing.F) {
 		f.Add(s)
 	}
 	tok := loadBPETest(f, "modernbert-bpe")
-	f.Fuzz(func(t *testing.T, s string) {
-		ids := tok.Encode(s, 0)
-		if len(ids) < 2 || ids[0] != tok.cls || ids[len(ids)-1] != tok.sep {
-			t.Fatalf("%q: not framed: %v", s, ids)
+	f.Fuzz(func(t *testing.T, s string) { checkInvariants(t, tok, s) })
+}
+
+// checkInvariants checks what holds for any text: its ids are framed by
+// the tokenizer's [CLS] and [SEP] and are all known, its spans hold every
+// token, and IDsLimit(3) is the first three of its ids.
+func checkInvariants(t *testing.T, tok *Tokenizer, s string) {
+	ids := tok.Encode(s, 0)
+	if len(ids) < 2 || ids[0] != tok.cls || ids[len(ids)-1] != tok.sep {
+		t.Fatalf("%q: not framed: %v", s, ids)
+	}
+	for _, id := range ids {
+		if tok.Token(id) == "" {
+			t.Fatalf("%q: unknown id %d", s, id)
 		}
-		for _, id := range ids {
-			if tok.Token(id) == "" {
-				t.Fatalf("%q: unknown id %d", s, id)
-			}
-		}
-		total := 0
-		for _, sp := range tok.Spans(s) {
-			total += sp.Pieces
-		}
-		if total != len(ids)-2 {
-			t.Fatalf("%q: spans hold %d pieces of %d tokens", s, total, len(ids)-2)
-		}
-		if got := tok.IDsLimit(s, 3); !reflect.DeepEqual(got, ids[1:1+min(3, len(ids)-2)]) && len(got) > 0 {
-			t.Fatalf("%q: IDsLimit(3) = %v, IDs %v", s, got, ids[1:len(ids)-1])
-		}
-	})
+	}
+	total := 0
+	for _, sp := range tok.Spans(s) {
+		total += sp.Pieces
+	}
+	if total != len(ids)-2 {
+		t.Fatalf("%q: spans hold %d pieces of %d tokens", s, total, len(ids)-2)
+	}
+	if got, want := tok.IDsLimit(s, 3), ids[1:1+min(3, len(ids)-2)]; !slices.Equal(got, want) {
+		t.Fatalf("%q: IDsLimit(3) = %v, IDs %v", s, got, ids[1:len(ids)-1])
+	}
 }

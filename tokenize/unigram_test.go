@@ -1,7 +1,6 @@
 package tokenize
 
 import (
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -12,16 +11,7 @@ import (
 )
 
 func unigramCases(t testing.TB) map[string][]bpeCase {
-	t.Helper()
-	data, err := os.ReadFile(filepath.Join(bpeDir, "unigram_cases.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var cases map[string][]bpeCase
-	if err := json.Unmarshal(data, &cases); err != nil {
-		t.Fatal(err)
-	}
-	return cases
+	return referenceCases(t, "unigram_cases.json")
 }
 
 // TestUnigramReference: SentencePiece Unigram tokenizers in XLM-RoBERTa's
@@ -126,27 +116,7 @@ func FuzzUnigram(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	f.Fuzz(func(t *testing.T, s string) {
-		ids := tok.Encode(s, 0)
-		if len(ids) < 2 || ids[0] != tok.cls || ids[len(ids)-1] != tok.sep {
-			t.Fatalf("%q: not framed: %v", s, ids)
-		}
-		for _, id := range ids {
-			if tok.Token(id) == "" {
-				t.Fatalf("%q: unknown id %d", s, id)
-			}
-		}
-		total := 0
-		for _, sp := range tok.Spans(s) {
-			total += sp.Pieces
-		}
-		if total != len(ids)-2 {
-			t.Fatalf("%q: spans hold %d pieces of %d tokens", s, total, len(ids)-2)
-		}
-		if got := tok.IDsLimit(s, 3); !reflect.DeepEqual(got, ids[1:1+min(3, len(ids)-2)]) && len(got) > 0 {
-			t.Fatalf("%q: IDsLimit(3) = %v, IDs %v", s, got, ids[1:len(ids)-1])
-		}
-	})
+	f.Fuzz(func(t *testing.T, s string) { checkInvariants(t, tok, s) })
 }
 
 // TestUnigramRefuses: forms the Unigram tokenizer does not implement, and
@@ -174,22 +144,7 @@ func TestUnigramRefuses(t *testing.T) {
 		{"vocab entry", "vocabulary entry 5", func(j map[string]any) { j["model"].(map[string]any)["vocab"].([]any)[5] = []any{"x", "y"} }},
 		{"no processor", "post_processor", func(j map[string]any) { j["post_processor"] = nil }},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			var j map[string]any
-			if err := json.Unmarshal(data, &j); err != nil {
-				t.Fatal(err)
-			}
-			tc.edit(j)
-			out, _ := json.Marshal(j)
-			p := filepath.Join(t.TempDir(), "tokenizer.json")
-			if err := os.WriteFile(p, out, 0o644); err != nil {
-				t.Fatal(err)
-			}
-			_, err := Load(p)
-			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), p) {
-				t.Errorf("err %v, want one naming %q and the file", err, tc.want)
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { refused(t, data, tc.edit, tc.want) })
 	}
 }
 
