@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/linearize/linearize/internal/graphfacts"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
 )
@@ -389,19 +390,25 @@ func ModelDims(m *onnxpb.ModelProto) (Dims, []string, error) {
 	}
 	d.Hidden = d.Heads * d.HeadDim
 	ix := onnx.NewIndex(m.Graph)
+	facts := graphfacts.New(ix, onnx.OpsetVersion(m, ""))
 	// The FFN's products are MatMuls by weights [h, f] (in) and [f', h]
 	// (out), f and f' ≠ h, as written in float, float16 or quantized
-	// (weightOf); the widths most weights have are the layers'.
+	// (weightOf), or computed at run time (LoRA adapters added to a base
+	// weight: graphfacts' WeightDims); the widths most weights have are
+	// the layers'.
 	widths, outs := map[int]int{}, map[int]int{}
 	for _, n := range m.Graph.Node {
 		if op := n.GetOpType(); op != "MatMul" && op != "MatMulInteger" || len(n.Input) < 2 {
 			continue
 		}
-		tp := weightOf(ix, n.Input[1])
-		if tp == nil || len(tp.Dims) != 2 {
+		dims := facts.WeightDims(n.Input[1])
+		if tp := weightOf(ix, n.Input[1]); tp != nil {
+			dims = tp.Dims
+		}
+		if len(dims) != 2 {
 			continue
 		}
-		r, c := int(tp.Dims[0]), int(tp.Dims[1])
+		r, c := int(dims[0]), int(dims[1])
 		switch {
 		case r == d.Hidden && c != d.Hidden:
 			widths[c]++

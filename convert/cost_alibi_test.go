@@ -160,3 +160,26 @@ func TestModelDimsPublishedPrecisions(t *testing.T) {
 		})
 	}
 }
+
+// TestModelDimsComputedWeights: a model whose weights are computed at run
+// time (jina-embeddings-v3's export: W + B[task]·A[task] for a task_id
+// input) has the widths of its configuration (gen_fixtures.py: hidden 32,
+// 4 heads of 8, FFN 64, not gated), those of the same model exported
+// with constant weights, and no FFN width assumed.
+func TestModelDimsComputedWeights(t *testing.T) {
+	want := convert.Dims{Layers: 2, Hidden: 32, Heads: 4, HeadDim: 8, FFN: 64}
+	for _, file := range []string{"jinav3lora_eager_op17.onnx", "jinav3lora_sdpa_op17.onnx", "jinav3_eager_op17.onnx"} {
+		m, err := onnx.Load("../testdata/fixtures/" + file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, notes, err := convert.ModelDims(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Layers != want.Layers || got.Hidden != want.Hidden || got.Heads != want.Heads || got.HeadDim != want.HeadDim ||
+			got.FFN != want.FFN || got.FFNOut != want.FFNOut || len(notes) != 0 {
+			t.Errorf("%s: %+v, notes %q; want %+v and no notes", file, got, notes, want)
+		}
+	}
+}

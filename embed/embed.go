@@ -1,10 +1,14 @@
 package embed
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -195,6 +199,13 @@ type Options struct {
 	// Output is the model output to pool; "" is the last hidden state (the
 	// first rank-3 floating-point output), never pooler_output.
 	Output string
+	// Inputs gives the model inputs that carry no tokens, fed unchanged
+	// with every pass: by input name, a number or a .npy or TensorProto
+	// .pb file (infer.InputValue). jina-embeddings-v3's export takes the
+	// index of its task adapter this way (task_id: 0 retrieval.query,
+	// 1 retrieval.passage, 2 separation, 3 classification,
+	// 4 text-matching, in its config's lora_adaptations).
+	Inputs map[string]string
 }
 
 // Embedder embeds texts with one model. Its methods may be called from
@@ -222,8 +233,9 @@ type Embedder struct {
 	output    string
 	tok       *tokenize.Tokenizer
 	cls, sep  int64
-	inputs    []infer.Value
-	hasMask   bool // an attention-mask input: padding changes nothing
+	inputs    []infer.Value           // the token-level inputs
+	fixed     map[string]*onnx.Tensor // Options.Inputs, read
+	hasMask   bool                    // an attention-mask input: padding changes nothing
 
 	mu   sync.Mutex
 	sess infer.Session
@@ -270,6 +282,10 @@ func Open(modelPath string, o Options) (*Embedder, error) {
 	if err := e.setup(o.Output, o.Window > 0); err != nil {
 		sess.Close()
 		return nil, err
+	}
+	if err := infer.CheckIndices(m, e.fixed); err != nil {
+		sess.Close()
+		return nil, fmt.Errorf("embed: %s: %w", modelPath, err)
 	}
 	return e, nil
 }
@@ -410,14 +426,72 @@ func metadataInt(m *onnxpb.ModelProto, key string, least int) (int, bool, error)
 	return 0, false, nil
 }
 
+// readFixed reads Options.Inputs against the session's inputs: each must
+// name one, and hold its declared type and shape.
+func (e *Embedder) readFixed() error {
+	if len(e.opts.Inputs) == 0 {
+		return nil
+	}
+	declared := map[string]infer.Value{}
+	var all []string
+	for _, in := range e.sess.Inputs() {
+		declared[in.Name] = in
+		all = append(all, in.Name)
+	}
+	e.fixed = map[string]*onnx.Tensor{}
+	for _, name := range slices.Sorted(maps.Keys(e.opts.Inputs)) {
+		in, ok := declared[name]
+		if !ok {
+			return fmt.Errorf("embed: %s has no input %q (inputs: %s)", e.path, name, strings.Join(all, ", "))
+		}
+		if infer.InputRole(name) != "" {
+			return fmt.Errorf("embed: %s: input %q is filled from the text; Inputs gives only inputs that carry no tokens", e.path, name)
+		}
+		t, err := infer.InputValue(in, e.opts.Inputs[name])
+		if err == nil {
+			err = infer.CheckInputs([]infer.Value{in}, map[string]*onnx.Tensor{name: t})
+		}
+		if err != nil {
+			return fmt.Errorf("embed: %s: input %s: %w", e.path, name, err)
+		}
+		e.fixed[name] = t
+	}
+	return nil
+}
+
+// fixedNote describes the inputs fed unchanged (Options.Inputs) for the
+// manifest's settings: "task_id=int64[] 4", each value written out when
+// it has at most 8 elements, else its data's SHA-256; "" when none.
+func (e *Embedder) fixedNote() string {
+	var parts []string
+	for _, name := range slices.Sorted(maps.Keys(e.fixed)) {
+		t := e.fixed[name]
+		v := fmt.Sprint(t.Data)
+		if t.Len() > 8 {
+			h := sha256.Sum256([]byte(v))
+			v = "sha256 " + hex.EncodeToString(h[:])
+		} else {
+			v = strings.Trim(v, "[]")
+		}
+		parts = append(parts, fmt.Sprintf("%s=%s %s", name, t, v))
+	}
+	return strings.Join(parts, "; ")
+}
+
 // setup checks the session's inputs, chooses the output to pool and finds
 // the embedding dimension.
 func (e *Embedder) setup(output string, explicitWindow bool) error {
-	e.inputs = e.sess.Inputs()
-	for _, in := range e.inputs {
-		if infer.InputRole(in.Name) == "" {
-			return fmt.Errorf("embed: %s: cannot fill input %q from text (not ids, mask, token types or positions by its name)", e.path, in.Name)
+	if err := e.readFixed(); err != nil {
+		return err
+	}
+	for _, in := range e.sess.Inputs() {
+		if e.fixed[in.Name] != nil {
+			continue
 		}
+		if infer.InputRole(in.Name) == "" {
+			return fmt.Errorf("embed: %s: input %q is not ids, mask, token types or positions by its name, so text cannot fill it: give its value (Inputs, --input %s=FILE|NUMBER)", e.path, in.Name, in.Name)
+		}
+		e.inputs = append(e.inputs, in)
 		if infer.InputRole(in.Name) == infer.RoleMask {
 			e.hasMask = true
 		}
@@ -887,6 +961,7 @@ func (e *Embedder) runPass(rows [][]int64) ([][]float64, error) {
 	if err != nil {
 		return nil, fmt.Errorf("embed: %s: %w", e.path, err)
 	}
+	maps.Copy(feed, e.fixed)
 	res, err := e.sess.Run(feed, e.output)
 	if err != nil {
 		return nil, backendError{fmt.Errorf("embed: %s: %w", e.path, err)}

@@ -119,6 +119,9 @@ type Settings struct {
 	PartFormat PartFormat `json:"part_format"`
 	// Shard is "i/n" when the run embeds shard i of n (ShardOf), else "".
 	Shard string `json:"shard,omitempty"`
+	// Inputs are the inputs fed unchanged with every pass
+	// (Options.Inputs: "task_id=int64[] 4"), "" when none.
+	Inputs string `json:"inputs,omitempty"`
 }
 
 // Part is one part of a folder: its files are Name+".npy" and

@@ -29,6 +29,9 @@ type Calibration struct {
 // model (by role, see infer.InputRole) are filled as infer.TextInputs
 // fills them.
 func DocumentWindows(tok *tokenize.Tokenizer, inputs []infer.Value, docs []string, seqLen, frame, maxRows int) (*Calibration, error) {
+	if err := TokenInputsOnly(inputs); err != nil {
+		return nil, err
+	}
 	if frame <= 0 {
 		frame = seqLen
 	}
@@ -98,6 +101,19 @@ func DocumentWindows(tok *tokenize.Tokenizer, inputs []infer.Value, docs []strin
 	}
 	c.Feed = feed
 	return c, nil
+}
+
+// TokenInputsOnly reports an error naming the first of a model's inputs
+// that carries no tokens (not ids, mask, token types or positions by its
+// name, infer.InputRole), as jina-embeddings-v3's task_id: calibration
+// text fills token-level inputs only.
+func TokenInputsOnly(inputs []infer.Value) error {
+	for _, in := range inputs {
+		if infer.InputRole(in.Name) == "" {
+			return fmt.Errorf("finetune: input %q carries no tokens (as jina-embeddings-v3's task_id): calibration feeds token-level inputs only, so the calibrated conversions cannot train this model; the others (performer and linformer without calibration, local-pooled, window, lara) convert it", in.Name)
+		}
+	}
+	return nil
 }
 
 // HoldOut marks every k-th document (k = round(1/fraction), at least 2)

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/linearize/linearize/corpus"
+	"github.com/linearize/linearize/internal/graphfacts"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
 	"github.com/linearize/linearize/tokenize"
@@ -246,14 +247,24 @@ func dimSize(d onnx.Dim, i int, o RandomOptions) (int, error) {
 }
 
 // tableRows follows value name through shape-only nodes to the embedding
-// tables it indexes and returns the smallest row count.
+// tables it indexes and returns the smallest row count. A table may be
+// computed from constants and inputs that carry no tokens (LoRA adapters
+// added to it for a task id, as jina-embeddings-v3's export has; the
+// table of its adapters, indexed by the task id, is one too).
 func tableRows(ix *onnx.Index, name string) (int64, bool) {
+	var facts *graphfacts.Facts
 	rows := func(table string) (int64, bool) {
 		if t, ok := ix.Initializers[table]; ok && len(t.GetDims()) > 0 {
 			return t.GetDims()[0], true
 		}
 		if c, ok := ix.Constant(table); ok && len(c.Shape) > 0 {
 			return int64(c.Shape[0]), true
+		}
+		if facts == nil {
+			facts = graphfacts.New(ix, 0)
+		}
+		if d := facts.WeightDims(table); len(d) > 0 {
+			return d[0], true
 		}
 		return 0, false
 	}
@@ -363,7 +374,8 @@ func setInts(t *onnx.Tensor, v []int64) error {
 // Build turns it into tensors. The zero value of every size means its
 // default (DefaultFeedBatch, DefaultFeedSeqLen, DefaultFeedMaxLen).
 type FeedSpec struct {
-	// Inputs maps input names to .npy or TensorProto .pb files.
+	// Inputs maps input names to .npy or TensorProto .pb files, or to
+	// numbers for inputs of one element (InputValue).
 	Inputs map[string]string
 	// Texts, then the lines of each of TextFiles (read by corpus.Lines:
 	// blank lines skipped, "-" is stdin; at most 65536 texts a file),
@@ -548,12 +560,13 @@ func (s FeedSpec) withDefaults() FeedSpec {
 	return s
 }
 
-// readInputFiles reads the input files of s.Inputs into feed, in name
-// order: each must name a declared input and hold sequences within Limit.
+// readInputFiles reads the input files and numbers of s.Inputs into feed
+// (InputValue), in name order: each must name a declared input and hold
+// sequences within Limit.
 func (s FeedSpec) readInputFiles(declared []Value, feed map[string]*onnx.Tensor) error {
-	known := map[string]bool{}
+	byName := map[string]Value{}
 	for _, v := range declared {
-		known[v.Name] = true
+		byName[v.Name] = v
 	}
 	names := make([]string, 0, len(s.Inputs))
 	for n := range s.Inputs {
@@ -562,7 +575,7 @@ func (s FeedSpec) readInputFiles(declared []Value, feed map[string]*onnx.Tensor)
 	sort.Strings(names)
 	for _, name := range names {
 		file := s.Inputs[name]
-		if !known[name] {
+		if _, known := byName[name]; !known {
 			all := make([]string, len(declared))
 			for i, v := range declared {
 				all[i] = v.Name
@@ -570,7 +583,7 @@ func (s FeedSpec) readInputFiles(declared []Value, feed map[string]*onnx.Tensor)
 			return &FeedError{Field: "Inputs", Input: name, File: file,
 				Err: fmt.Errorf("the model has no input %q (inputs: %s)", name, strings.Join(all, ", "))}
 		}
-		t, err := onnx.ReadTensorFile(file)
+		t, err := InputValue(byName[name], file)
 		if err != nil {
 			return &FeedError{Field: "Inputs", Input: name, File: file, Err: err}
 		}
@@ -652,6 +665,12 @@ func (s FeedSpec) textFeed(modelPath string, f *Feed, missing []Value, texts []s
 		var err error
 		if tok, err = tokenize.Find(s.Vocab, modelPath); err != nil {
 			return &FeedError{Field: "Vocab", File: s.Vocab, Err: err}
+		}
+	}
+	for _, in := range missing {
+		if InputRole(in.Name) == "" {
+			return &FeedError{Field: "Texts", Err: fmt.Errorf(
+				"input %q (%s) is not ids, mask, token types or positions by its name, so text cannot fill it: give its value (Inputs, --input %s=FILE|NUMBER)", in.Name, describe(in), in.Name)}
 		}
 	}
 	ti, err := TextInputs(tok, missing, texts, s.SeqLen, s.MaxLen)
@@ -743,6 +762,18 @@ func (f *Feed) describeInputs(declared []Value) {
 	}
 }
 
+// CheckIndices checks the integer inputs of feed that index a table of m
+// (token ids, token types, positions, and inputs that carry no tokens,
+// as a task id choosing adapters): every value must be a row of the
+// smallest table it indexes. The error names the input.
+func CheckIndices(m *onnxpb.ModelProto, feed map[string]*onnx.Tensor) error {
+	declared := GraphInputs(m)
+	if name, err := checkTokenInputs(m, declared, feed, nil); err != nil {
+		return fmt.Errorf("infer: input %q: %w", name, err)
+	}
+	return nil
+}
+
 // checkTokenInputs checks what the model's declarations and embedding
 // tables say of the inputs before any runtime sees them, so that bad data
 // is an input error naming the input rather than a kernel's failure deep
@@ -787,7 +818,7 @@ func checkTokenInputs(m *onnxpb.ModelProto, declared []Value, feed map[string]*o
 	for _, v := range declared {
 		t := feed[v.Name]
 		role := InputRole(v.Name)
-		if t == nil || (role != RoleIDs && role != RoleTokenType && role != RolePosition) {
+		if t == nil || role == RoleMask {
 			continue
 		}
 		vals, err := t.AsInt64s()
@@ -803,8 +834,11 @@ func checkTokenInputs(m *onnxpb.ModelProto, declared []Value, feed map[string]*o
 		}
 		for i, id := range vals {
 			if id < 0 || id >= rows {
-				what := map[string]string{RoleIDs: "token id", RoleTokenType: "token type", RolePosition: "position"}[role]
-				return v.Name, fmt.Errorf("%s %d (element %d) is outside the %d rows of the embedding table it indexes (0..%d)", what, id, i, rows, rows-1)
+				what, table := map[string]string{RoleIDs: "token id", RoleTokenType: "token type", RolePosition: "position"}[role], "embedding table"
+				if role == "" { // an input that carries no tokens (a task id)
+					what, table = "value", "table"
+				}
+				return v.Name, fmt.Errorf("%s %d (element %d) is outside the %d rows of the %s it indexes (0..%d)", what, id, i, rows, table, rows-1)
 			}
 		}
 	}
@@ -844,4 +878,58 @@ func tokenLength(name string, t *onnx.Tensor) int {
 		return 0
 	}
 	return t.Shape[1]
+}
+
+// InputValue reads the value of the model input v given as spec: the path
+// of a .npy or TensorProto .pb file, or a number, which fills an input of
+// one element (rank 0, or rank 1 of size 1) in its declared type, as
+// jina-embeddings-v3's export takes the index of its task adapter
+// (task_id=4). A spec that parses as a number is one; a file named like a
+// number is given as ./4.
+func InputValue(v Value, spec string) (*onnx.Tensor, error) {
+	if !IsNumber(spec) {
+		return onnx.ReadTensorFile(spec)
+	}
+	shape := []int{}
+	switch {
+	case len(v.Shape) == 1 && (v.Shape[0].Value == 1 || v.Shape[0].Value < 0):
+		shape = []int{1}
+	case len(v.Shape) > 0:
+		return nil, fmt.Errorf("infer: input %q is %s: a number fills only an input of one element; give a file", v.Name, describe(v))
+	}
+	switch v.DType {
+	case onnx.Int64, onnx.Int32, onnx.Undefined:
+		x, err := strconv.ParseInt(spec, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("infer: input %q is %s: %q is not an integer", v.Name, describe(v), spec)
+		}
+		if v.DType == onnx.Int32 {
+			if x != int64(int32(x)) {
+				return nil, fmt.Errorf("infer: input %q is %s: %d is out of range", v.Name, describe(v), x)
+			}
+			return &onnx.Tensor{DType: onnx.Int32, Shape: shape, Data: []int32{int32(x)}}, nil
+		}
+		return onnx.NewInt64(shape, []int64{x}), nil
+	case onnx.Float, onnx.Double:
+		x, err := strconv.ParseFloat(spec, 64)
+		if err != nil || math.IsInf(x, 0) || math.IsNaN(x) {
+			return nil, fmt.Errorf("infer: input %q is %s: %q is not a finite number", v.Name, describe(v), spec)
+		}
+		if v.DType == onnx.Double {
+			return &onnx.Tensor{DType: onnx.Double, Shape: shape, Data: []float64{x}}, nil
+		}
+		return onnx.NewFloat(shape, []float32{float32(x)}), nil
+	}
+	return nil, fmt.Errorf("infer: input %q is %s: a number fills only integer and float32/float64 inputs; give a file", v.Name, describe(v))
+}
+
+// IsNumber reports whether the spec of an input value (InputValue) is
+// written as a number (digits, with a sign, point or exponent), not as a
+// path.
+func IsNumber(spec string) bool {
+	if spec == "" || strings.IndexByte("0123456789+-.", spec[0]) < 0 {
+		return false
+	}
+	_, err := strconv.ParseFloat(spec, 64)
+	return err == nil
 }

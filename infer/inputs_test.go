@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -342,6 +343,53 @@ func TestFeedSpecLimit(t *testing.T) {
 	} {
 		if _, err := s.Build(m, ""); err != nil {
 			t.Errorf("%+v: %v", s, err)
+		}
+	}
+}
+
+// TestInputValue: a number fills an input of one element in its declared
+// type and rank; an input of more elements, or of a type a number does
+// not write, is refused naming it; a spec that is no number is a file.
+func TestInputValue(t *testing.T) {
+	scalar := []onnx.Dim{}
+	one := []onnx.Dim{{Value: 1}}
+	sym := []onnx.Dim{{Value: -1, Param: "n"}}
+	for _, c := range []struct {
+		dt    onnx.DataType
+		shape []onnx.Dim
+		spec  string
+		want  *onnx.Tensor
+		err   string
+	}{
+		{onnx.Int64, scalar, "4", onnx.NewInt64([]int{}, []int64{4}), ""},
+		{onnx.Int64, one, "-3", onnx.NewInt64([]int{1}, []int64{-3}), ""},
+		{onnx.Int64, nil, "+7", onnx.NewInt64([]int{}, []int64{7}), ""},
+		{onnx.Int32, sym, "5", &onnx.Tensor{DType: onnx.Int32, Shape: []int{1}, Data: []int32{5}}, ""},
+		{onnx.Float, scalar, "0.25", onnx.NewFloat([]int{}, []float32{0.25}), ""},
+		{onnx.Double, one, "1e-3", &onnx.Tensor{DType: onnx.Double, Shape: []int{1}, Data: []float64{1e-3}}, ""},
+		{onnx.Int64, scalar, "4.5", nil, `"4.5" is not an integer`},
+		{onnx.Int32, scalar, "3000000000", nil, "out of range"},
+		{onnx.Int64, []onnx.Dim{{Value: 2}}, "4", nil, "a number fills only an input of one element"},
+		{onnx.Int64, []onnx.Dim{{Value: -1}, {Value: -1}}, "4", nil, "a number fills only an input of one element"},
+		{onnx.Bool, scalar, "1", nil, "a number fills only integer and float32/float64 inputs"},
+		{onnx.Int64, scalar, "./4", nil, "./4"},   // a path: the file is read (and is missing)
+		{onnx.Int64, scalar, "inf", nil, "inf"},   // not written as a number: a path
+		{onnx.Float, scalar, "-.5e", nil, "-.5e"}, // no number: a path
+	} {
+		v := Value{Name: "task_id", DType: c.dt, Shape: c.shape}
+		got, err := InputValue(v, c.spec)
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("%s %v %q: %v, want an error saying %q", onnx.TypeName(c.dt), c.shape, c.spec, err, c.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%s %v %q: %v", onnx.TypeName(c.dt), c.shape, c.spec, err)
+			continue
+		}
+		if got.DType != c.want.DType || !slices.Equal(got.Shape, c.want.Shape) || fmt.Sprint(got.Data) != fmt.Sprint(c.want.Data) {
+			t.Errorf("%s %v %q: %v %v, want %v %v", onnx.TypeName(c.dt), c.shape, c.spec, got, got.Data, c.want, c.want.Data)
 		}
 	}
 }

@@ -30,6 +30,7 @@ type embedFlags struct {
 	raw, skipBad                     bool
 	maxTokens, window, batch         int
 	overlap, partSize                int
+	inputs                           map[string]string
 	runtimeFlags
 }
 
@@ -50,6 +51,7 @@ func runEmbed(args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&f.batch, "batch", embed.DefaultBatch, "`B` texts or chunks per run, at most 4096 tokens of them (long mode: 1)"+atMost(maxBatchFlag))
 	f.runtimeFlags.register(fs)
 	fs.StringVar(&f.vocab, "vocab", "", "tokenizer `PATH`: a folder, tokenizer.json or vocab.txt (default: found beside the model)")
+	fixedInputsVar(fs, &f.inputs)
 	fs.BoolVar(&f.skipBad, "skip-bad-docs", false, "skip documents that are empty (no wordpieces) or not UTF-8, and count them in the summary (default: refuse them, exit 2, naming each)")
 	fs.IntVar(&f.partSize, "part-size", embed.DefaultPartSize, "documents `N` per part: of a folder output, and of a file output's run (what a stopped run can lose)"+atMost(maxDocs))
 	fs.StringVar(&f.partFormat, "part-format", "", "the parts of a folder output are `FORMAT`: npy (part-00000.npy, float32 [vectors, dim], and part-00000.ids.txt, …) or parquet (part-00000.parquet, columns id and embedding, …) (default npy)")
@@ -63,7 +65,7 @@ func runEmbed(args []string, stdout, stderr io.Writer) error {
 
 // options checks the flags and returns the embedder's options.
 func (f *embedFlags) options() (embed.Options, error) {
-	o := embed.Options{Raw: f.raw, MaxTokens: f.maxTokens, Window: f.window, Batch: f.batch, Backend: f.backend, Threads: f.threads, Vocab: f.vocab, Overlap: f.overlap}
+	o := embed.Options{Raw: f.raw, MaxTokens: f.maxTokens, Window: f.window, Batch: f.batch, Backend: f.backend, Threads: f.threads, Vocab: f.vocab, Overlap: f.overlap, Inputs: f.inputs}
 	if err := f.runtimeFlags.check(); err != nil {
 		return o, err
 	}
@@ -181,7 +183,7 @@ func (f *embedFlags) run(path string, stdout, stderr io.Writer) error {
 			return cli.UsageError("--shard: %s", err)
 		}
 	}
-	inputs := []namedFile{{"MODEL", path}, {"--text-file", f.textFile}, {"--jsonl", f.jsonl}, {"--vocab", f.vocab}}
+	inputs := append([]namedFile{{"MODEL", path}, {"--text-file", f.textFile}, {"--jsonl", f.jsonl}, {"--vocab", f.vocab}}, inputFiles(f.inputs)...)
 	var outputs []namedFile
 	// parts is the folder of parts: -o DIR/, or the hidden one in which
 	// a file output is built.

@@ -47,6 +47,7 @@ type evalFlags struct {
 	maxTokens, minTokens, perBucket, bootstrap, limitDocs    int
 	seed                                                     uint64
 	asJSON, quiet                                            bool
+	inputs                                                   map[string]string
 	runtimeFlags
 	// stderr receives the progress lines and notes, unless -q.
 	stderr io.Writer
@@ -68,6 +69,7 @@ func (f *evalFlags) define(fs *flag.FlagSet) {
 	fs.StringVar(&f.pooling, "pooling", "auto", "`POOLING` of every model: mean, cls, max, or auto (each model's sentence-transformers files, else mean)")
 	f.runtimeFlags.register(fs)
 	fs.StringVar(&f.vocab, "vocab", "", "tokenizer `PATH` of every model: a folder, tokenizer.json or vocab.txt (default: found beside each model)")
+	fixedInputsVar(fs, &f.inputs)
 	fs.BoolVar(&f.asJSON, "json", false, "print the report as JSON instead of the markdown tables")
 	fs.StringVar(&f.jsonOut, "json-out", "", "also write the report as JSON to `FILE`")
 	fs.StringVar(&f.mdOut, "md-out", "", "also write the markdown tables to `FILE`")
@@ -120,7 +122,7 @@ func (f *evalFlags) evaluate(original string, models []string, stdout io.Writer)
 // the encoders'.
 func (f *evalFlags) options() (embed.EvalOptions, embed.Options, error) {
 	o := embed.EvalOptions{MaxTokens: f.maxTokens, MinTokens: f.minTokens, PerBucket: f.perBucket, Seed: f.seed, Bootstrap: f.bootstrap}
-	eo := embed.Options{MaxTokens: f.maxTokens, Backend: f.backend, Threads: f.threads, Vocab: f.vocab}
+	eo := embed.Options{MaxTokens: f.maxTokens, Backend: f.backend, Threads: f.threads, Vocab: f.vocab, Inputs: f.inputs}
 	switch {
 	case f.maxTokens < 1:
 		return o, eo, cli.UsageError("--max-tokens must be at least 1")
@@ -223,7 +225,7 @@ func (f *evalFlags) documents(original string, list []evalSystem) ([]embed.Docum
 		}
 	}
 	outputs := f.outputs()
-	inputs := []namedFile{{"ORIGINAL", original}, {"--jsonl", f.jsonl}, {"--vocab", f.vocab}}
+	inputs := append([]namedFile{{"ORIGINAL", original}, {"--jsonl", f.jsonl}, {"--vocab", f.vocab}}, inputFiles(f.inputs)...)
 	for _, s := range list {
 		if !slices.ContainsFunc(inputs, func(in namedFile) bool { return in.path == s.path }) {
 			inputs = append(inputs, namedFile{"model of system " + s.name, s.path})

@@ -68,6 +68,9 @@ func performerFlags(fs *flag.FlagSet) rewrite {
 			if err := checkCounts(count{"calibration-max-len", *calibLen, maxWindowFlag}); err != nil {
 				return nil, nil, err
 			}
+			if err := finetune.TokenInputsOnly(infer.GraphInputs(m)); err != nil {
+				return nil, nil, cli.BadInput(err)
+			}
 			spec := infer.FeedSpec{TextFiles: []string{*calib}, Vocab: *vocab, MaxLen: *calibLen}
 			if n, err := convert.PositionLimit(m); err == nil && n > 0 {
 				spec.Limit = n

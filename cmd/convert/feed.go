@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strconv"
@@ -30,7 +31,7 @@ type feedFlags struct {
 // addFeedFlags registers the input flags on fs.
 func addFeedFlags(fs *flag.FlagSet) *feedFlags {
 	f := &feedFlags{spec: infer.FeedSpec{Inputs: map[string]string{}}}
-	fs.Var((*inputsFlag)(&f.spec.Inputs), "input", "feed the model input NAME from FILE, a .npy or TensorProto .pb file (`NAME=FILE`; repeatable)")
+	fs.Var((*inputsFlag)(&f.spec.Inputs), "input", "feed the model input NAME from FILE, a .npy or TensorProto .pb file, or a NUMBER for an input of one element, as jina-embeddings-v3's task_id=4 (`NAME=FILE|NUMBER`; repeatable)")
 	fs.Var(&f.texts, "text", "a `TEXT` to tokenize with the model's tokenizer, one batch row each (repeatable); fills the token-level inputs not given with --input")
 	fs.Var(&f.textFiles, "text-file", "a `FILE` with one text per line, tokenized like --text (repeatable)")
 	fs.StringVar(&f.spec.Vocab, "vocab", "", "tokenizer `PATH` for --text: a folder, tokenizer.json or vocab.txt (default: found beside the model)")
@@ -212,6 +213,25 @@ func tooLongHint(model string, limit convert.Limit) string {
 	return fmt.Sprintf(" (%s's limit, from %s)", model, limit.Source)
 }
 
+// fixedInputsVar adds --input to fs for a command that feeds text to a
+// model pass after pass (embed, evaluate): the inputs that carry no
+// tokens, fed unchanged with every pass, into *m.
+func fixedInputsVar(fs *flag.FlagSet, m *map[string]string) {
+	fs.Var((*inputsFlag)(m), "input", "feed the model input NAME, one that carries no tokens, with every pass: a NUMBER for an input of one element (jina-embeddings-v3's task adapter: task_id=4, text-matching) or a .npy or TensorProto .pb FILE (`NAME=NUMBER|FILE`; repeatable)")
+}
+
+// inputFiles lists the files among inputs' values (the numbers aside),
+// named by their flag, for checkOutputs.
+func inputFiles(inputs map[string]string) []namedFile {
+	var out []namedFile
+	for _, name := range slices.Sorted(maps.Keys(inputs)) {
+		if v := inputs[name]; !infer.IsNumber(v) {
+			out = append(out, namedFile{"--input " + name, v})
+		}
+	}
+	return out
+}
+
 // inputsFlag collects repeated NAME=FILE values.
 type inputsFlag map[string]string
 
@@ -230,10 +250,13 @@ func (m *inputsFlag) String() string {
 func (m *inputsFlag) Set(v string) error {
 	name, file, ok := strings.Cut(v, "=")
 	if !ok || name == "" || file == "" {
-		return errors.New("want NAME=FILE")
+		return errors.New("want NAME=FILE or NAME=NUMBER")
 	}
 	if _, dup := (*m)[name]; dup {
 		return fmt.Errorf("input %q given twice", name)
+	}
+	if *m == nil {
+		*m = inputsFlag{}
 	}
 	(*m)[name] = file
 	return nil

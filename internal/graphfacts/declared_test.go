@@ -67,3 +67,29 @@ func TestBroadcastDims(t *testing.T) {
 		t.Errorf("Dims(unknown + bias) = %v, want %v", got, want)
 	}
 }
+
+// TestComputedWeightWidth: a projection whose weight the graph computes
+// from constants and an input that carries no tokens (W + B[t]·A[t], LoRA
+// adapters chosen by a scalar task id, as jina-embeddings-v3's export
+// has) has the computed weight's width; a product by a value computed
+// from the tokens (scores·V) is no projection.
+func TestComputedWeightWidth(t *testing.T) {
+	b := newBuilder("x", "mask")
+	b.g.Input = append(b.g.Input, onnx.MakeValueInfo("task_id", onnx.Int64, []onnx.Dim{}))
+	w := b.init(onnx.NewFloat([]int{8, 12}, make([]float32, 96)))
+	loraA := b.init(onnx.NewFloat([]int{5, 8, 2}, make([]float32, 80)))
+	loraB := b.init(onnx.NewFloat([]int{5, 2, 12}, make([]float32, 120)))
+	delta := b.node("MatMul", []string{b.node("Gather", []string{loraA, "task_id"}), b.node("Gather", []string{loraB, "task_id"})})
+	adapted := b.node("Add", []string{w, delta})
+	proj := b.node("MatMul", []string{"x", adapted})
+	// The same product by a weight that reads the tokens' mask.
+	masked := b.node("Mul", []string{adapted, b.node("ReduceMax", []string{b.node("Cast", []string{"mask"}, intAttr("to", 1))})})
+	tokenProj := b.node("MatMul", []string{"x", masked})
+	f := b.facts()
+	if got := f.ProjWidth(proj); got != 12 {
+		t.Errorf("ProjWidth(x·(W + B[t]·A[t])) = %d, want 12", got)
+	}
+	if got := f.ProjWidth(tokenProj); got != -1 {
+		t.Errorf("ProjWidth(x·(W·max(mask))) = %d, want -1 (the weight reads the tokens)", got)
+	}
+}

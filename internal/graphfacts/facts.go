@@ -36,6 +36,7 @@ type Facts struct {
 	scalars  map[string]scalarFact
 	uniforms map[string]scalarFact
 	constant map[string]bool
+	weights  map[string]bool // weightDerived
 	ranges   map[string]bool
 	bcast    map[string][]int64 // Broadcast: axes values vary along
 	units    map[string][]int64 // Units: rank and size-one axes
@@ -68,7 +69,7 @@ func cached[T any](cache map[string]T, v string, walk func() T) T {
 // New returns the facts of the graph ix indexes, run at opset.
 func New(ix *onnx.Index, opset int64) *Facts {
 	return &Facts{Ix: ix, Opset: opset,
-		scalars: map[string]scalarFact{}, uniforms: map[string]scalarFact{}, constant: map[string]bool{}, ranges: map[string]bool{},
+		scalars: map[string]scalarFact{}, uniforms: map[string]scalarFact{}, constant: map[string]bool{}, weights: map[string]bool{}, ranges: map[string]bool{},
 		bcast: map[string][]int64{}, units: map[string][]int64{},
 		dimsMemo: map[string][]int64{}, dimsDone: map[string]bool{}, widths: map[string]int64{},
 		overruled: map[string]Overruling{}, guessed: map[string]bool{}}

@@ -61,6 +61,47 @@ func (f *Facts) constDerivedWalk(v string, depth int) bool {
 	return len(n.Input) > 0
 }
 
+// weightDerived reports whether v is computed from constants and from
+// graph inputs that carry no tokens (rank 0 or 1, every dim fixed): a
+// weight the graph builds at run time, as LoRA adapters chosen by a task
+// id and added to a base weight (jina-embeddings-v3's published export
+// takes task_id, a scalar). A value that reads a token-level input, or
+// the shape of one, is not.
+func (f *Facts) weightDerived(v string, depth int) bool {
+	if v == "" || depth > MaxDepth {
+		return false
+	}
+	return cached(f.weights, v, func() bool { return f.weightDerivedWalk(v, depth) })
+}
+
+func (f *Facts) weightDerivedWalk(v string, depth int) bool {
+	if _, ok := Constant(f.Ix, v); ok {
+		return true
+	}
+	if f.Ix.GraphInputs[v] {
+		d := f.declaredDims(v)
+		if d == nil || len(d) > 1 {
+			return false
+		}
+		for _, x := range d {
+			if x <= 0 {
+				return false
+			}
+		}
+		return true
+	}
+	n := f.Ix.Producer[v]
+	if n == nil || !DefaultDomain(n) || len(n.Input) == 0 {
+		return false
+	}
+	for _, in := range n.Input {
+		if in != "" && !f.weightDerived(in, depth+1) {
+			return false
+		}
+	}
+	return true
+}
+
 func (f *Facts) scalar(name string, depth int) (float64, bool) {
 	return foldCached(f.scalars, f.scalarFold, name, depth)
 }

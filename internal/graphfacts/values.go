@@ -1287,11 +1287,35 @@ func (f *Facts) onlyUser(v string) *onnxpb.NodeProto {
 	return user
 }
 
+// WeightDims is weightDims: the dims of a product's weight operand v,
+// constant or computed from constants and inputs that carry no tokens;
+// nil for an activation.
+func (f *Facts) WeightDims(v string) []int64 { return f.weightDims(v) }
+
 // weightDims returns the dims of a constant weight, also one passed
 // through Identity nodes (as TorchScript exports weights shared by several
 // layers, ALBERT's) or dequantized (DequantizeLinear of an integer
-// weight); nil if v is not one.
+// weight), or of a weight the graph computes from constants and inputs
+// that carry no tokens when its dims are proved (weightDerived: a base
+// weight plus LoRA adapters chosen by a task id); nil if v is not one.
 func (f *Facts) weightDims(v string) []int64 {
+	if d := f.constWeightDims(v); d != nil {
+		return d
+	}
+	if !f.weightDerived(v, 0) {
+		return nil
+	}
+	d := f.Dims(v)
+	for _, x := range d {
+		if x <= 0 {
+			return nil
+		}
+	}
+	return d
+}
+
+// constWeightDims is weightDims of a constant weight.
+func (f *Facts) constWeightDims(v string) []int64 {
 	for i := 0; i < MaxDepth; i++ {
 		if t, ok := f.Ix.Initializers[v]; ok {
 			return t.Dims

@@ -1,0 +1,121 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/linearize/linearize/onnx"
+)
+
+// taskModel copies the jina-embeddings-v3-shaped fixture that takes a
+// task_id input (testdata/fixtures/gen_fixtures.py, family jinav3lora)
+// into a temporary folder beside a small vocab.txt.
+func taskModel(t *testing.T) (path, dir string) {
+	t.Helper()
+	dir = t.TempDir()
+	data, err := os.ReadFile(filepath.Join("..", "..", "testdata", "fixtures", "jinav3lora_eager_op17.onnx"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	path = filepath.Join(dir, "jina.onnx")
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	vocab := "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nthe\nman\nis\neating\nfood\n"
+	if err := os.WriteFile(filepath.Join(dir, "vocab.txt"), []byte(vocab), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path, dir
+}
+
+// TestCalibrationRefusesFixedInputs: the calibrated conversions read
+// calibration text into token-level inputs only; a model that also takes
+// a task id is refused, exit 2, naming the input and the conversions that
+// need no calibration, and nothing is written.
+func TestCalibrationRefusesFixedInputs(t *testing.T) {
+	path, dir := taskModel(t)
+	cal := filepath.Join(dir, "cal.txt")
+	if err := os.WriteFile(cal, []byte("the man is eating food\nthe food\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "out.onnx")
+	for _, cmd := range []string{"hedgehog", "performer"} {
+		code, stdout, stderr := runCLI(cmd, path, "-o", out, "--calibration", cal)
+		if want := `input "task_id" carries no tokens`; code != exitBadInput || !strings.Contains(stderr, want) {
+			t.Errorf("%s: exit %d, %q %q; want exit %d and %q", cmd, code, stdout, stderr, exitBadInput, want)
+		}
+		if _, err := os.Stat(out); err == nil {
+			t.Errorf("%s wrote %s", cmd, out)
+		}
+	}
+}
+
+// TestFixedInputFlag: --input gives an input that carries no tokens
+// (jina-embeddings-v3's task_id) to embed and to run with --text, as a
+// number or as a .npy file of the same value, which give the same
+// vectors; without it both refuse the model, exit 2, saying which flag
+// gives it; a task or a token id past the tables the model computes for
+// the task is refused before the model runs, exit 2.
+func TestFixedInputFlag(t *testing.T) {
+	path, dir := taskModel(t)
+	file := filepath.Join(dir, "task.npy")
+	if err := onnx.WriteNPY(file, onnx.NewInt64([]int{}, []int64{4})); err != nil {
+		t.Fatal(err)
+	}
+	hint := "--input task_id=FILE|NUMBER"
+	var vecs [][]float32
+	for _, c := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{nil, exitBadInput, hint},
+		{[]string{"--input", "task_id=4"}, exitOK, "embedded 2 documents"},
+		{[]string{"--input", "task_id=" + file}, exitOK, "embedded 2 documents"},
+		{[]string{"--input", "task_id=0"}, exitOK, "embedded 2 documents"},
+		{[]string{"--input", "task_id=four"}, exitBadInput, "four"},
+		{[]string{"--input", "task=4"}, exitBadInput, `has no input "task"`},
+	} {
+		out := filepath.Join(t.TempDir(), "v.npy")
+		args := append([]string{"embed", path, "--backend", "native", "--text", "the man is eating", "--text", "food", "-o", out}, c.args...)
+		code, stdout, stderr := runCLI(args...)
+		if code != c.code || !strings.Contains(stdout+stderr, c.want) {
+			t.Errorf("embed %v: exit %d, %q %q; want exit %d and %q", c.args, code, stdout, stderr, c.code, c.want)
+			continue
+		}
+		if code == exitOK {
+			_, v, _ := readNPYOut(t, out)
+			vecs = append(vecs, v)
+		}
+	}
+	if len(vecs) == 3 {
+		if !slices.Equal(vecs[0], vecs[1]) {
+			t.Error("task_id=4 and a .npy file holding 4 give different vectors")
+		}
+		if slices.Equal(vecs[0], vecs[2]) {
+			t.Error("task_id=4 and task_id=0 give the same vectors: the input does not reach the model")
+		}
+	}
+	for _, c := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{nil, exitBadInput, hint},
+		{[]string{"--input", "task_id=4"}, exitOK, "output last_hidden_state float32[1 6 32]"},
+		// The adapters' tables have 5 rows.
+		{[]string{"--input", "task_id=5"}, exitBadInput, "--input task_id: value 5 (element 0) is outside the 5 rows of the table it indexes (0..4)"},
+		// The embedding table, computed for the task, has the model's 100
+		// rows; this tokenizer's ids go past them.
+		{[]string{"--input", "task_id=4", "--vocab", filepath.Join("..", "..", "testdata", "tokenizers", "xlmr-unigram")}, exitBadInput,
+			"is outside the 100 rows of the embedding table it indexes (0..99)"},
+	} {
+		code, stdout, stderr := runCLI(append([]string{"run", path, "--backend", "native", "--text", "the man is eating"}, c.args...)...)
+		if code != c.code || !strings.Contains(stdout+stderr, c.want) {
+			t.Errorf("run %v: exit %d, %q %q; want exit %d and %q", c.args, code, stdout, stderr, c.code, c.want)
+		}
+	}
+}
