@@ -31,35 +31,7 @@ func (f *Facts) Uniform(name string) (float64, bool) { return f.uniform(name, 0)
 // length is).
 func (f *Facts) ConstDerived(v string) bool { return f.constDerived(v, 0) }
 
-func (f *Facts) constDerived(v string, depth int) bool {
-	if v == "" || depth > MaxDepth {
-		return false
-	}
-	return cached(f.constant, v, func() bool { return f.constDerivedWalk(v, depth) })
-}
-
-func (f *Facts) constDerivedWalk(v string, depth int) bool {
-	if _, ok := Constant(f.Ix, v); ok {
-		return true
-	}
-	if f.Ix.GraphInputs[v] {
-		return false
-	}
-	n := f.Ix.Producer[v]
-	if n == nil || !DefaultDomain(n) {
-		return false
-	}
-	switch n.GetOpType() {
-	case "Shape", "Size", "Constant", "ConstantOfShape":
-		return true
-	}
-	for _, in := range n.Input {
-		if in != "" && !f.constDerived(in, depth+1) {
-			return false
-		}
-	}
-	return len(n.Input) > 0
-}
+func (f *Facts) constDerived(v string, depth int) bool { return f.derived(v, depth, false) }
 
 // weightDerived reports whether v is computed from constants and from
 // graph inputs that carry no tokens (rank 0 or 1, every dim fixed): a
@@ -67,35 +39,54 @@ func (f *Facts) constDerivedWalk(v string, depth int) bool {
 // id and added to a base weight (jina-embeddings-v3's published export
 // takes task_id, a scalar). A value that reads a token-level input, or
 // the shape of one, is not.
-func (f *Facts) weightDerived(v string, depth int) bool {
+func (f *Facts) weightDerived(v string, depth int) bool { return f.derived(v, depth, true) }
+
+// derived is constDerived, or with weights weightDerived.
+func (f *Facts) derived(v string, depth int, weights bool) bool {
 	if v == "" || depth > MaxDepth {
 		return false
 	}
-	return cached(f.weights, v, func() bool { return f.weightDerivedWalk(v, depth) })
+	cache := f.constant
+	if weights {
+		cache = f.weights
+	}
+	return cached(cache, v, func() bool { return f.derivedWalk(v, depth, weights) })
 }
 
-func (f *Facts) weightDerivedWalk(v string, depth int) bool {
+func (f *Facts) derivedWalk(v string, depth int, weights bool) bool {
 	if _, ok := Constant(f.Ix, v); ok {
 		return true
 	}
 	if f.Ix.GraphInputs[v] {
-		d := f.declaredDims(v)
-		if d == nil || len(d) > 1 {
-			return false
-		}
-		for _, x := range d {
-			if x <= 0 {
-				return false
-			}
-		}
-		return true
+		return weights && f.carriesNoTokens(v)
 	}
 	n := f.Ix.Producer[v]
-	if n == nil || !DefaultDomain(n) || len(n.Input) == 0 {
+	if n == nil || !DefaultDomain(n) {
 		return false
 	}
+	switch n.GetOpType() {
+	case "Shape", "Size", "Constant", "ConstantOfShape":
+		if !weights { // sizes count as constants; a weight's must be its own
+			return true
+		}
+	}
 	for _, in := range n.Input {
-		if in != "" && !f.weightDerived(in, depth+1) {
+		if in != "" && !f.derived(in, depth+1, weights) {
+			return false
+		}
+	}
+	return len(n.Input) > 0
+}
+
+// carriesNoTokens reports whether graph input v is declared of rank 0 or
+// 1 with every dim fixed (a task id), not [batch, sequence, …].
+func (f *Facts) carriesNoTokens(v string) bool {
+	d := f.declaredDims(v)
+	if d == nil || len(d) > 1 {
+		return false
+	}
+	for _, x := range d {
+		if x <= 0 {
 			return false
 		}
 	}
