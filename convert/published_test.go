@@ -48,6 +48,8 @@ type publishedEntry struct {
 	// onnxruntime (random tokens, one row padded), as the generator
 	// measured it: how much the precision itself moves this model.
 	MaxAbsDiff float64 `json:"max_abs_diff"`
+	// FixedInputs are the source's (fixtureEntry.FixedInputs).
+	FixedInputs map[string]int64 `json:"fixed_inputs"`
 }
 
 const publishedDir = "../testdata/fixtures/published"
@@ -57,7 +59,7 @@ var realPublishedDir = filepath.Join("..", "testdata", "real", "published")
 // feedsFor makes seeded token inputs for e: batch 2 of seq tokens, row 0
 // full, row 1 padded after 5.
 func (e publishedEntry) feedsFor(seq int, seed uint64) map[string]*onnx.Tensor {
-	return fixtureFeeds(fixtureEntry{Inputs: e.Inputs, Vocab: e.Vocab}, 2, seq, []int{seq, 5}, seed)
+	return fixtureFeeds(fixtureEntry{Inputs: e.Inputs, Vocab: e.Vocab, FixedInputs: e.FixedInputs}, 2, seq, []int{seq, 5}, seed)
 }
 
 // precisionRule says, per precision, how close Detect's scale must be to
