@@ -72,6 +72,11 @@ const (
 	PoolCLS Pooling = "cls"
 	// PoolMax is the per-feature maximum over the attention mask.
 	PoolMax Pooling = "max"
+	// PoolOutput is the model's own: the output read is one vector per
+	// text, [batch, dim] (bge-m3's exports with dense, sparse and ColBERT
+	// heads write the dense vector as dense or dense_vecs). It is chosen
+	// with that output, never as an option.
+	PoolOutput Pooling = "output"
 )
 
 // Metadata keys of a model written by `convert long` (the same as
@@ -196,8 +201,13 @@ type Options struct {
 	// Vocab is the tokenizer's path (a folder, tokenizer.json or
 	// vocab.txt); "" finds it beside the model (tokenize.Find).
 	Vocab string
-	// Output is the model output to pool; "" is the last hidden state (the
-	// first rank-3 floating-point output), never pooler_output.
+	// Output is the model output to read; "" chooses (chooseOutput): the
+	// hidden states (a rank-3 output named like last_hidden_state or
+	// token_embeddings), else a pooled sentence vector [batch, dim] named
+	// like one (sentence_embedding, dense, dense_vecs; never
+	// pooler_output), else the first rank-3 floating-point output that is
+	// no per-token head of another kind (ColBERT, sparse weights). A
+	// [batch, dim] output is read as it is (PoolOutput).
 	Output string
 	// Inputs gives the model inputs that carry no tokens, fed unchanged
 	// with every pass: by input name, a number or a .npy or TensorProto
@@ -520,19 +530,29 @@ func (e *Embedder) setup(output string, explicitWindow bool) error {
 	var names []string
 	for _, v := range outs {
 		names = append(names, v.Name)
-		if output == "" && len(v.Shape) == 3 && isFloat(v.DType) {
-			output = v.Name
+	}
+	if output == "" {
+		output = chooseOutput(outs)
+	}
+	for _, v := range outs {
+		if v.Name != output {
+			continue
 		}
-		if v.Name == output {
-			e.output = v.Name
-			if len(v.Shape) == 3 {
-				e.dim = int(v.Shape[2].Value)
+		e.output = v.Name
+		switch len(v.Shape) {
+		case 3:
+			e.dim = int(v.Shape[2].Value)
+		case 2:
+			if e.poolFrom == "option" {
+				return fmt.Errorf("embed: %s: output %s is pooled already (%s, one vector per text); pooling %s applies to hidden states", e.path, v.Name, infer.FormatDims(v.Shape), e.pooling)
 			}
+			e.pooling, e.poolFrom = PoolOutput, "output "+v.Name+" is "+infer.FormatDims(v.Shape)
+			e.dim = int(v.Shape[1].Value)
 		}
 	}
 	if e.output == "" {
 		if output == "" {
-			return fmt.Errorf("embed: %s has no rank-3 float output (outputs %s); name the one to pool", e.path, strings.Join(names, ", "))
+			return fmt.Errorf("embed: %s has no rank-3 float output of hidden states nor a [batch, dim] sentence vector (outputs %s); name the one to read", e.path, strings.Join(names, ", "))
 		}
 		return fmt.Errorf("embed: %s has no output %q (outputs %s)", e.path, output, strings.Join(names, ", "))
 	}
@@ -967,14 +987,20 @@ func (e *Embedder) runPass(rows [][]int64) ([][]float64, error) {
 		return nil, backendError{fmt.Errorf("embed: %s: %w", e.path, err)}
 	}
 	t := res[e.output]
-	if t == nil || len(t.Shape) != 3 || t.Shape[0] != b || t.Shape[1] != seq || t.Shape[2] <= 0 {
+	want := fmt.Sprintf("[%d, %d, hidden]", b, seq)
+	ok := t != nil && len(t.Shape) == 3 && t.Shape[0] == b && t.Shape[1] == seq && t.Shape[2] > 0
+	if e.pooling == PoolOutput {
+		want = fmt.Sprintf("[%d, dim]", b)
+		ok = t != nil && len(t.Shape) == 2 && t.Shape[0] == b && t.Shape[1] > 0
+	}
+	if !ok {
 		shape := "none"
 		if t != nil {
 			shape = fmt.Sprint(t.Shape)
 		}
-		return nil, fmt.Errorf("embed: %s: output %s has shape %s, want [%d, %d, hidden]", e.path, e.output, shape, b, seq)
+		return nil, fmt.Errorf("embed: %s: output %s has shape %s, want %s", e.path, e.output, shape, want)
 	}
-	dim := t.Shape[2]
+	dim := t.Shape[len(t.Shape)-1]
 	if e.dim > 0 && dim != e.dim {
 		return nil, fmt.Errorf("embed: %s: output %s has %d features, declared %d", e.path, e.output, dim, e.dim)
 	}
@@ -985,7 +1011,34 @@ func (e *Embedder) runPass(rows [][]int64) ([][]float64, error) {
 	}
 	out := make([][]float64, n)
 	for i := range out {
+		if e.pooling == PoolOutput {
+			out[i] = h[i*dim : (i+1)*dim]
+			continue
+		}
 		out[i] = pool(e.pooling, h[i*seq*dim:(i+1)*seq*dim], lengths[i], dim)
 	}
 	return out, nil
+}
+
+// chooseOutput returns the output Options.Output "" reads (see there),
+// or "" when none fits.
+func chooseOutput(outs []infer.Value) string {
+	float := func(v infer.Value, rank int) bool { return len(v.Shape) == rank && isFloat(v.DType) }
+	for _, v := range outs {
+		if n := strings.ToLower(v.Name); float(v, 3) && (strings.Contains(n, "hidden") || strings.Contains(n, "token_embeddings")) {
+			return v.Name
+		}
+	}
+	for _, v := range outs {
+		n := strings.ToLower(v.Name)
+		if float(v, 2) && !strings.Contains(n, "pooler") && (strings.Contains(n, "sentence_embedding") || strings.Contains(n, "dense") || strings.HasSuffix(n, "embedding") || strings.HasSuffix(n, "embeddings")) {
+			return v.Name
+		}
+	}
+	for _, v := range outs {
+		if n := strings.ToLower(v.Name); float(v, 3) && !strings.Contains(n, "colbert") && !strings.Contains(n, "sparse") {
+			return v.Name
+		}
+	}
+	return ""
 }

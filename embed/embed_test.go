@@ -480,9 +480,16 @@ func TestOpenErrors(t *testing.T) {
 	if _, err := Open(filepath.Join(t.TempDir(), "missing.onnx"), Options{Backend: "native"}); err == nil || !strings.Contains(err.Error(), "missing.onnx") {
 		t.Errorf("missing model: %v", err)
 	}
-	// The pooler output can be chosen, though it is never the default.
-	if _, err := Open(path, Options{Backend: "native", Output: "pooler_output"}); err == nil {
-		t.Error("pooler_output (rank 2) accepted as hidden states")
+	// The pooler output is never the default; named, it is read as the
+	// model's own pooled vector, and a pooling asked of it is refused.
+	if e := open(t, path, Options{}); e.Output() == "pooler_output" || e.Pooling() != PoolMean {
+		t.Errorf("default output %s, pooling %s; want the hidden states, mean", e.Output(), e.Pooling())
+	}
+	if e := open(t, path, Options{Output: "pooler_output"}); e.Pooling() != PoolOutput {
+		t.Errorf("pooler_output read with pooling %s, want %s", e.Pooling(), PoolOutput)
+	}
+	if _, err := Open(path, Options{Backend: "native", Output: "pooler_output", Pooling: PoolCLS}); err == nil || !strings.Contains(err.Error(), "pooled already") {
+		t.Errorf("pooling cls of pooler_output: %v, want a refusal", err)
 	}
 }
 
