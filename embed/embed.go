@@ -293,7 +293,7 @@ func Open(modelPath string, o Options) (*Embedder, error) {
 		sess.Close()
 		return nil, err
 	}
-	if err := infer.CheckIndices(m, e.fixed); err != nil {
+	if err := infer.CheckFixedInputs(m, e.fixed); err != nil {
 		sess.Close()
 		return nil, fmt.Errorf("embed: %s: %w", modelPath, err)
 	}
@@ -437,7 +437,7 @@ func metadataInt(m *onnxpb.ModelProto, key string, least int) (int, bool, error)
 }
 
 // readFixed reads Options.Inputs against the session's inputs: each must
-// name one, and hold its declared type and shape.
+// name one (Open then checks them, infer.CheckFixedInputs).
 func (e *Embedder) readFixed() error {
 	if len(e.opts.Inputs) == 0 {
 		return nil
@@ -454,13 +454,7 @@ func (e *Embedder) readFixed() error {
 		if !ok {
 			return fmt.Errorf("embed: %s has no input %q (inputs: %s)", e.path, name, strings.Join(all, ", "))
 		}
-		if infer.InputRole(name) != "" {
-			return fmt.Errorf("embed: %s: input %q is filled from the text; Inputs gives only inputs that carry no tokens", e.path, name)
-		}
 		t, err := infer.InputValue(in, e.opts.Inputs[name])
-		if err == nil {
-			err = infer.CheckInputs([]infer.Value{in}, map[string]*onnx.Tensor{name: t})
-		}
 		if err != nil {
 			return fmt.Errorf("embed: %s: input %s: %w", e.path, name, err)
 		}

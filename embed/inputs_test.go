@@ -141,6 +141,10 @@ func TestFixedInputs(t *testing.T) {
 // fit, Open fails naming the input.
 func TestFixedInputsRefused(t *testing.T) {
 	path := taskModelDir(t)
+	ids := filepath.Join(t.TempDir(), "ids.npy")
+	if err := onnx.WriteNPY(ids, onnx.NewInt64([]int{1, 3}, []int64{5, 6, 7})); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
 		inputs map[string]string
 		want   string
@@ -149,7 +153,7 @@ func TestFixedInputsRefused(t *testing.T) {
 		{map[string]string{"task_id": "4.5"}, `"4.5" is not an integer`},
 		{map[string]string{"task_id": "5"}, `input "task_id": value 5 (element 0) is outside the 5 rows of the table it indexes (0..4)`},
 		{map[string]string{"task": "4"}, `has no input "task" (inputs: input_ids, attention_mask, task_id)`},
-		{map[string]string{"task_id": "4", "input_ids": "3"}, `input "input_ids" is filled from the text`},
+		{map[string]string{"task_id": "4", "input_ids": ids}, `input "input_ids" is filled from the text; only inputs that carry no tokens are given a fixed value`},
 		{map[string]string{"task_id": filepath.Join(t.TempDir(), "none.npy")}, "none.npy"},
 	} {
 		_, err := Open(path, Options{Backend: "native", Inputs: c.inputs})

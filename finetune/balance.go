@@ -117,8 +117,11 @@ func PerformerMoments(original *onnxpb.ModelProto, feed map[string]*onnx.Tensor,
 	expose = dedup(expose)
 	rows := -1
 	for name, t := range feed {
-		if len(t.Shape) == 0 || (rows >= 0 && t.Shape[0] != rows) {
-			return nil, fmt.Errorf("finetune: moments: input %q has shape %v; every input needs the same batch axis first", name, t.Shape)
+		if len(t.Shape) == 0 {
+			continue // carries no tokens (a task id): fed with every batch
+		}
+		if rows >= 0 && t.Shape[0] != rows {
+			return nil, fmt.Errorf("finetune: moments: input %q has shape %v; every input of tokens needs the same batch axis first", name, t.Shape)
 		}
 		rows = t.Shape[0]
 	}
@@ -191,9 +194,11 @@ func openExact(m *onnxpb.ModelProto, expose []string, o MomentOptions) (infer.Se
 	return infer.Open(o.Backend, m, opts)
 }
 
-// sliceRows returns rows [a, b) of t's first axis.
+// sliceRows returns rows [a, b) of t's first axis; a scalar (an input
+// that carries no tokens, as a task id) is every batch's, returned as it
+// is.
 func sliceRows(t *onnx.Tensor, a, b int) (*onnx.Tensor, error) {
-	if a == 0 && b == t.Shape[0] {
+	if len(t.Shape) == 0 || a == 0 && b == t.Shape[0] {
 		return t, nil
 	}
 	per := t.Len() / t.Shape[0]

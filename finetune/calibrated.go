@@ -3,6 +3,7 @@ package finetune
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"strconv"
 
 	"github.com/linearize/linearize/convert"
@@ -47,6 +48,11 @@ type WindowOptions struct {
 	// ModelPath is the file the model was read from, if any: a config.json
 	// beside it may state the model's context limit.
 	ModelPath string
+	// Inputs are the values of the model's inputs that carry no tokens
+	// (jina-embeddings-v3's task_id, which chooses its task adapters), fed
+	// unchanged with every batch of rows; the model's other inputs are
+	// filled from the documents.
+	Inputs map[string]*onnx.Tensor
 }
 
 // HedgehogOptions configures TrainHedgehog.
@@ -153,10 +159,20 @@ func transferOn(out *onnxpb.ModelProto, docs []string, w WindowOptions, frame in
 	if limit.Tokens > 0 && w.SeqLen > limit.Tokens {
 		return nil, nil, &LengthError{SeqLen: w.SeqLen, Limit: limit}
 	}
-	cal, err := DocumentWindows(w.Tokenizer, infer.GraphInputs(out), docs, w.SeqLen, frame, w.MaxWindows)
+	var tokenInputs []infer.Value
+	for _, in := range infer.GraphInputs(out) {
+		if w.Inputs[in.Name] == nil {
+			tokenInputs = append(tokenInputs, in)
+		}
+	}
+	if err := infer.CheckFixedInputs(out, w.Inputs); err != nil {
+		return nil, nil, fmt.Errorf("finetune: %w", err)
+	}
+	cal, err := DocumentWindows(w.Tokenizer, tokenInputs, docs, w.SeqLen, frame, w.MaxWindows)
 	if err != nil {
 		return nil, nil, err
 	}
+	maps.Copy(cal.Feed, w.Inputs)
 	frac := w.HeldOut
 	if frac == 0 {
 		frac = DefaultHeldOutFraction

@@ -29,7 +29,7 @@ type Calibration struct {
 // model (by role, see infer.InputRole) are filled as infer.TextInputs
 // fills them.
 func DocumentWindows(tok *tokenize.Tokenizer, inputs []infer.Value, docs []string, seqLen, frame, maxRows int) (*Calibration, error) {
-	if err := TokenInputsOnly(inputs); err != nil {
+	if err := tokenInputsOnly(inputs); err != nil {
 		return nil, err
 	}
 	if frame <= 0 {
@@ -103,14 +103,14 @@ func DocumentWindows(tok *tokenize.Tokenizer, inputs []infer.Value, docs []strin
 	return c, nil
 }
 
-// TokenInputsOnly reports an error naming the first of a model's inputs
-// that carries no tokens (not ids, mask, token types or positions by its
-// name, infer.InputRole), as jina-embeddings-v3's task_id: calibration
-// text fills token-level inputs only.
-func TokenInputsOnly(inputs []infer.Value) error {
+// tokenInputsOnly reports an error naming the first of inputs that
+// carries no tokens (not ids, mask, token types or positions by its
+// name, infer.InputRole), as jina-embeddings-v3's task_id: documents fill
+// token-level inputs only, the others are given (WindowOptions.Inputs).
+func tokenInputsOnly(inputs []infer.Value) error {
 	for _, in := range inputs {
 		if infer.InputRole(in.Name) == "" {
-			return fmt.Errorf("finetune: input %q carries no tokens (as jina-embeddings-v3's task_id): calibration feeds token-level inputs only, so the calibrated conversions cannot train this model; the others (performer and linformer without calibration, local-pooled, window, lara) convert it", in.Name)
+			return fmt.Errorf("finetune: input %q carries no tokens (as jina-embeddings-v3's task_id), so the documents cannot fill it: give its value (WindowOptions.Inputs, --input %s=VALUE)", in.Name, in.Name)
 		}
 	}
 	return nil

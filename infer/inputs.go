@@ -6,6 +6,7 @@ import (
 	"maps"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -762,13 +763,31 @@ func (f *Feed) describeInputs(declared []Value) {
 	}
 }
 
-// CheckIndices checks the integer inputs of feed that index a table of m
-// (token ids, token types, positions, and inputs that carry no tokens,
-// as a task id choosing adapters): every value must be a row of the
-// smallest table it indexes. The error names the input.
-func CheckIndices(m *onnxpb.ModelProto, feed map[string]*onnx.Tensor) error {
+// CheckFixedInputs checks values given for inputs of m that carry no
+// tokens and are fed unchanged with every batch (a task id choosing
+// adapters, as jina-embeddings-v3's task_id): each must name an input of
+// m that is not token-level (InputRole ""), have its declared type and
+// shape, and index only rows of the tables it indexes. The error names
+// the input.
+func CheckFixedInputs(m *onnxpb.ModelProto, fixed map[string]*onnx.Tensor) error {
 	declared := GraphInputs(m)
-	if name, err := checkTokenInputs(m, declared, feed, nil); err != nil {
+	var names []string
+	for _, v := range declared {
+		names = append(names, v.Name)
+	}
+	for _, name := range slices.Sorted(maps.Keys(fixed)) {
+		i := slices.Index(names, name)
+		switch {
+		case i < 0:
+			return fmt.Errorf("infer: the model has no input %q (inputs: %s)", name, strings.Join(names, ", "))
+		case InputRole(name) != "":
+			return fmt.Errorf("infer: input %q is filled from the text; only inputs that carry no tokens are given a fixed value", name)
+		}
+		if err := CheckInputs(declared[i:i+1], map[string]*onnx.Tensor{name: fixed[name]}); err != nil {
+			return err
+		}
+	}
+	if name, err := checkTokenInputs(m, declared, fixed, nil); err != nil {
 		return fmt.Errorf("infer: input %q: %w", name, err)
 	}
 	return nil

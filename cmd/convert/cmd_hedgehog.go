@@ -34,6 +34,7 @@ func hedgehogFlags(fs *flag.FlagSet) rewrite {
 	fs.BoolVar(&o.Linear, "linear", false, "no exact part: pure linear attention, a state of fixed size per head")
 	var tf transferFlags
 	tf.register(fs, finetune.DefaultHedgehogSeqLen, "required unless --steps 0")
+	fixedInputsVar(fs, &tf.inputs)
 	return func(m *onnxpb.ModelProto, r *rewriteRun) (*onnxpb.ModelProto, *convert.Report, error) {
 		if err := tf.check(); err != nil {
 			return nil, nil, err
@@ -55,7 +56,7 @@ func hedgehogFlags(fs *flag.FlagSet) rewrite {
 			return out, rep, optionError(err, convertFlags)
 		}
 		ho := finetune.HedgehogOptions{Convert: o}
-		docs, err := tf.options(&ho.Windows, &ho.Transfer, r.in, r.seed, r.stderr)
+		docs, err := tf.options(&ho.Windows, &ho.Transfer, m, r.in, r.seed, r.stderr)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -75,6 +76,7 @@ type transferFlags struct {
 	calib, vocab, objective, back string
 	seqLen, maxWindows            int
 	heldOut                       float64
+	inputs                        map[string]string // --input, where the command has it
 }
 
 // register adds the flags; seqLen is --seq-len's default and when says
@@ -88,7 +90,7 @@ func (tf *transferFlags) register(fs *flag.FlagSet, seqLen int, when string) {
 	fs.Float64Var(&tf.t.LR, "lr", 0.01, "Adam learning rate")
 	fs.IntVar(&tf.t.Windows, "windows", 8, "calibration windows per Adam step"+atMost(maxWindowsStep))
 	fs.StringVar(&tf.objective, "objective", string(finetune.ObjectiveOutput), "what training minimises: output (each head's attention output against exact attention) or weights (cross-entropy of the attention weights)")
-	fs.Float64Var(&tf.heldOut, "held-out", 0.25, "fraction of the documents held out to choose the parameters and stop early (0: none)")
+	fs.Float64Var(&tf.heldOut, "held-out", 0.25, "documents held out, a fraction: they choose the parameters and stop training early (0: none)")
 	fs.IntVar(&tf.t.Threads, "threads", 0, "heads trained at once and teacher threads (0: 2)")
 	fs.StringVar(&tf.back, "backend", infer.DefaultBackend, "runtime backend of the teacher runs")
 }
@@ -121,10 +123,10 @@ func (tf *transferFlags) check() error {
 }
 
 // options reads the calibration documents and the tokenizer of the model
-// at path and sets the calibration and training options from the flags
+// m at path and sets the calibration and training options from the flags
 // (seed seeds the training); the options' progress and notes go to
 // stderr. A file the flags name that cannot be read is bad input.
-func (tf *transferFlags) options(w *finetune.WindowOptions, t *finetune.TransferOptions, path string, seed uint64, stderr io.Writer) ([]string, error) {
+func (tf *transferFlags) options(w *finetune.WindowOptions, t *finetune.TransferOptions, m *onnxpb.ModelProto, path string, seed uint64, stderr io.Writer) ([]string, error) {
 	docs, err := readCalibration(tf.calib)
 	if err != nil {
 		return nil, cli.BadInput(err)
@@ -133,7 +135,11 @@ func (tf *transferFlags) options(w *finetune.WindowOptions, t *finetune.Transfer
 	if err != nil {
 		return nil, cli.BadInput(err)
 	}
-	*w = finetune.WindowOptions{Tokenizer: tok, SeqLen: tf.seqLen, MaxWindows: tf.maxWindows, HeldOut: tf.heldOut, ModelPath: path}
+	fixed, err := fixedInputs(m, tf.inputs)
+	if err != nil {
+		return nil, err
+	}
+	*w = finetune.WindowOptions{Tokenizer: tok, SeqLen: tf.seqLen, MaxWindows: tf.maxWindows, HeldOut: tf.heldOut, ModelPath: path, Inputs: fixed}
 	if tf.heldOut == 0 {
 		w.HeldOut = -1 // the library's 0 is its default
 	}

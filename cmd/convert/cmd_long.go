@@ -74,7 +74,7 @@ func runLong(args []string, stdout, stderr io.Writer) error {
 	var rep *convert.Report
 	if o.Learned && tf.t.Steps > 0 {
 		lo := finetune.LongOptions{Convert: o}
-		docs, err := tf.options(&lo.Windows, &lo.Transfer, path, o.Seed, stderr)
+		docs, err := tf.options(&lo.Windows, &lo.Transfer, m, path, o.Seed, stderr)
 		if err != nil {
 			return err
 		}

@@ -44,6 +44,8 @@ func performerFlags(fs *flag.FlagSet) rewrite {
 	weighting := fs.String("calibration-weighting", "attention", "which query–key pairs the fit weighs: attention (the original attention weights) or uniform")
 	calibLen := fs.Int("calibration-max-len", 512, "longest tokenized calibration text (when not given, at most the model's position limit)"+atMost(maxWindowFlag))
 	vocab := fs.String("vocab", "", "tokenizer `PATH` for --calibration: a folder, tokenizer.json or vocab.txt (default: found beside the model)")
+	var inputs map[string]string
+	fixedInputsVar(fs, &inputs)
 	return func(m *onnxpb.ModelProto, r *rewriteRun) (*onnxpb.ModelProto, *convert.Report, error) {
 		o.Seed, o.Layers, o.Positions = r.seed, r.layers, r.positions
 		set := map[string]bool{}
@@ -68,10 +70,7 @@ func performerFlags(fs *flag.FlagSet) rewrite {
 			if err := checkCounts(count{"calibration-max-len", *calibLen, maxWindowFlag}); err != nil {
 				return nil, nil, err
 			}
-			if err := finetune.TokenInputsOnly(infer.GraphInputs(m)); err != nil {
-				return nil, nil, cli.BadInput(err)
-			}
-			spec := infer.FeedSpec{TextFiles: []string{*calib}, Vocab: *vocab, MaxLen: *calibLen}
+			spec := infer.FeedSpec{TextFiles: []string{*calib}, Vocab: *vocab, MaxLen: *calibLen, Inputs: inputs}
 			if n, err := convert.PositionLimit(m); err == nil && n > 0 {
 				spec.Limit = n
 				if !set["calibration-max-len"] {

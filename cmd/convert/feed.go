@@ -217,7 +217,33 @@ func tooLongHint(model string, limit convert.Limit) string {
 // model pass after pass (embed, evaluate): the inputs that carry no
 // tokens, fed unchanged with every pass, into *m.
 func fixedInputsVar(fs *flag.FlagSet, m *map[string]string) {
-	fs.Var((*inputsFlag)(m), "input", "feed the model input NAME, one that carries no tokens, with every pass: a NUMBER for an input of one element (jina-embeddings-v3's task adapter: task_id=4, text-matching) or a .npy or TensorProto .pb FILE (`NAME=NUMBER|FILE`; repeatable)")
+	fs.Var((*inputsFlag)(m), "input", "`NAME=VALUE` of an input that carries no tokens (a task id), fed with every pass: a NUMBER for an input of one element (jina-embeddings-v3's task adapter: task_id=4, text-matching) or a .npy or TensorProto .pb FILE (repeatable)")
+}
+
+// fixedInputs reads the values --input gives (NAME=NUMBER|FILE) for the
+// inputs of m: bad input naming the flag when one names no input of m or
+// does not fit it (infer.CheckFixedInputs).
+func fixedInputs(m *onnxpb.ModelProto, inputs map[string]string) (map[string]*onnx.Tensor, error) {
+	if len(inputs) == 0 {
+		return nil, nil
+	}
+	declared := infer.GraphInputs(m)
+	out := map[string]*onnx.Tensor{}
+	for _, name := range slices.Sorted(maps.Keys(inputs)) {
+		i := slices.IndexFunc(declared, func(v infer.Value) bool { return v.Name == name })
+		if i < 0 {
+			return nil, cli.BadInput(fmt.Errorf("--input %s: the model has no input %q", name, name))
+		}
+		t, err := infer.InputValue(declared[i], inputs[name])
+		if err != nil {
+			return nil, cli.BadInput(fmt.Errorf("--input %s: %w", name, err))
+		}
+		out[name] = t
+	}
+	if err := infer.CheckFixedInputs(m, out); err != nil {
+		return nil, cli.BadInput(fmt.Errorf("--input: %w", err))
+	}
+	return out, nil
 }
 
 // inputFiles lists the files among inputs' values (the numbers aside),

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"slices"
@@ -31,25 +32,58 @@ func taskModel(t *testing.T) (path, dir string) {
 	return path, dir
 }
 
-// TestCalibrationRefusesFixedInputs: the calibrated conversions read
-// calibration text into token-level inputs only; a model that also takes
-// a task id is refused, exit 2, naming the input and the conversions that
-// need no calibration, and nothing is written.
-func TestCalibrationRefusesFixedInputs(t *testing.T) {
+// TestCalibrationFixedInputs: the calibrated conversions fill the
+// token-level inputs from the calibration text and take the task id from
+// --input; without it they refuse the model, exit 2, naming the input and
+// the flag, and write nothing. With it hedgehog trains its maps on the
+// task's attention, so two tasks give two models, each of which runs.
+func TestCalibrationFixedInputs(t *testing.T) {
 	path, dir := taskModel(t)
 	cal := filepath.Join(dir, "cal.txt")
-	if err := os.WriteFile(cal, []byte("the man is eating food\nthe food\n"), 0o644); err != nil {
+	if err := os.WriteFile(cal, []byte("the man is eating food\nthe food\nthe man is eating\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	out := filepath.Join(dir, "out.onnx")
-	for _, cmd := range []string{"hedgehog", "performer"} {
-		code, stdout, stderr := runCLI(cmd, path, "-o", out, "--calibration", cal)
-		if want := `input "task_id" carries no tokens`; code != exitBadInput || !strings.Contains(stderr, want) {
+	for cmd, want := range map[string]string{
+		"hedgehog":  `input "task_id" carries no tokens (as jina-embeddings-v3's task_id), so the documents cannot fill it: give its value (WindowOptions.Inputs, --input task_id=VALUE)`,
+		"performer": `--input task_id=FILE|NUMBER`,
+	} {
+		out := filepath.Join(dir, cmd+".onnx")
+		args := []string{cmd, path, "-o", out, "--calibration", cal}
+		if cmd == "performer" {
+			args = append(args, "--balance")
+		} else {
+			args = append(args, "--backend", "native", "--steps", "5", "--block", "2", "--seq-len", "8")
+		}
+		code, stdout, stderr := runCLI(args...)
+		if code != exitBadInput || !strings.Contains(stderr, want) {
 			t.Errorf("%s: exit %d, %q %q; want exit %d and %q", cmd, code, stdout, stderr, exitBadInput, want)
 		}
 		if _, err := os.Stat(out); err == nil {
 			t.Errorf("%s wrote %s", cmd, out)
 		}
+		if code, stdout, stderr := runCLI(append(args, "--input", "task_id=4")...); code != exitOK {
+			t.Errorf("%s --input task_id=4: exit %d, %q %q", cmd, code, stdout, stderr)
+		}
+	}
+	var models [][]byte
+	for _, task := range []string{"4", "0"} {
+		hh := filepath.Join(dir, "hh"+task+".onnx")
+		code, stdout, stderr := runCLI("hedgehog", path, "-o", hh, "--calibration", cal, "--input", "task_id="+task,
+			"--steps", "20", "--block", "2", "--seq-len", "8", "--backend", "native")
+		if code != exitOK {
+			t.Fatalf("hedgehog task %s: exit %d, %q %q", task, code, stdout, stderr)
+		}
+		data, err := os.ReadFile(hh)
+		if err != nil {
+			t.Fatal(err)
+		}
+		models = append(models, data)
+		if code, stdout, stderr := runCLI("run", hh, "--backend", "native", "--text", "the man is eating", "--input", "task_id="+task); code != exitOK {
+			t.Errorf("run the task %s model: exit %d, %q %q", task, code, stdout, stderr)
+		}
+	}
+	if bytes.Equal(models[0], models[1]) {
+		t.Error("hedgehog trained on tasks 4 and 0 wrote the same model: the task id does not reach the teacher")
 	}
 }
 
