@@ -3,7 +3,10 @@ package main
 import (
 	"fmt"
 	"io"
+	"strings"
 
+	"github.com/linearize/linearize/infer"
+	"github.com/linearize/linearize/onnx/onnxpb"
 	"github.com/linearize/linearize/tokenize"
 )
 
@@ -18,15 +21,26 @@ type tokenizerReport struct {
 	Classify  string `json:"classify,omitempty"`
 	Separator string `json:"separator,omitempty"`
 	Error     string `json:"error,omitempty"`
+	// Given are the model's inputs that text does not fill: those that
+	// carry no tokens (rank 0 or 1 and no token role, as
+	// jina-embeddings-v3's task_id), which commands that read text take
+	// with --input.
+	Given []string `json:"given,omitempty"`
 }
 
-// buildTokenizer reads the tokenizer beside the model at path.
-func buildTokenizer(path string) *tokenizerReport {
+// buildTokenizer reads the tokenizer beside the model m at path.
+func buildTokenizer(path string, m *onnxpb.ModelProto) *tokenizerReport {
+	var given []string
+	for _, in := range infer.GraphInputs(m) {
+		if infer.InputRole(in.Name) == "" && len(in.Shape) <= 1 {
+			given = append(given, in.Name)
+		}
+	}
 	file := tokenize.FileForModel(path)
 	if file == "" {
-		return &tokenizerReport{}
+		return &tokenizerReport{Given: given}
 	}
-	r := &tokenizerReport{File: file}
+	r := &tokenizerReport{File: file, Given: given}
 	tok, err := tokenize.Load(file)
 	if err != nil {
 		r.Error = err.Error()
@@ -47,5 +61,8 @@ func printTokenizer(w io.Writer, r *tokenizerReport) {
 		fmt.Fprintf(w, "tokenizer:    %s cannot be read: %s\n", r.File, r.Error)
 	default:
 		fmt.Fprintf(w, "tokenizer:    %s (%s, %d entries, %s … %s)\n", r.File, r.Kind, r.Entries, r.Classify, r.Separator)
+	}
+	if r != nil && len(r.Given) > 0 {
+		fmt.Fprintf(w, "              text does not fill %s: commands that read text take it with --input %s=VALUE\n", strings.Join(r.Given, ", "), r.Given[0])
 	}
 }

@@ -67,3 +67,22 @@ func TestInspectTokenizer(t *testing.T) {
 		})
 	}
 }
+
+// TestInspectGivenInputs: inspect names the inputs text does not fill (a
+// task id) and the flag that gives them, in text and JSON; a model whose
+// inputs text fills names none.
+func TestInspectGivenInputs(t *testing.T) {
+	path, _ := taskModel(t)
+	code, out, errOut := runCLI("inspect", path)
+	if want := "text does not fill task_id: commands that read text take it with --input task_id=VALUE"; code != 0 || !strings.Contains(out, want) {
+		t.Fatalf("exit %d, stderr %q; output lacks %q:\n%s", code, errOut, want, out)
+	}
+	code, out, _ = runCLI("inspect", path, "--json")
+	if code != 0 || !strings.Contains(out, `"given": [`) || !strings.Contains(out, `"task_id"`) {
+		t.Errorf("--json: exit %d, no given task_id:\n%s", code, out)
+	}
+	code, out, _ = runCLI("inspect", filepath.Join("..", "..", "testdata", "bert-tiny.onnx"))
+	if code != 0 || strings.Contains(out, "text does not fill") {
+		t.Errorf("bert-tiny: exit %d, names inputs text does not fill:\n%s", code, out)
+	}
+}
