@@ -206,8 +206,11 @@ type Options struct {
 	// token_embeddings), else a pooled sentence vector [batch, dim] named
 	// like one (sentence_embedding, dense, dense_vecs; never
 	// pooler_output), else the first rank-3 floating-point output that is
-	// no per-token head of another kind (ColBERT, sparse weights). A
-	// [batch, dim] output is read as it is (PoolOutput).
+	// no per-token head of another kind (ColBERT, sparse weights). When
+	// the sentence-transformers files list a module after the pooling
+	// that embed does not apply (a Dense projection), only such a
+	// sentence vector is the model's, and Open refuses a model without
+	// one. A [batch, dim] output is read as it is (PoolOutput).
 	Output string
 	// Inputs gives the model inputs that carry no tokens, fed unchanged
 	// with every pass: by input name, a number or a .npy or TensorProto
@@ -235,6 +238,11 @@ type Embedder struct {
 	limit     int
 	limitSrc  string // where limit comes from, for messages
 	limitKind convert.LimitKind
+	// stOthers are the modules the sentence-transformers files (stFile)
+	// list besides the Transformer, Pooling and Normalize ones: the
+	// hidden states pooled are then not the model's vectors.
+	stOthers  []string
+	stFile    string
 	longModel bool // written by `convert long` (MetaWindow present)
 	batch     int
 	dim       int
@@ -399,13 +407,16 @@ func (e *Embedder) readLengths(m *onnxpb.ModelProto, window, maxWindow int, mode
 // choosePooling sets the pooling: the option, else the sentence-
 // transformers configuration beside the model, else mean.
 func (e *Embedder) choosePooling(p Pooling) error {
-	e.pooling, e.poolFrom = p, "option"
-	if e.pooling != PoolAuto {
-		return nil
-	}
 	st, err := readSTConfig(e.path)
 	if err != nil {
 		return err
+	}
+	if st != nil {
+		e.stOthers, e.stFile = st.others, filepath.Join(st.dir, "modules.json")
+	}
+	e.pooling, e.poolFrom = p, "option"
+	if e.pooling != PoolAuto {
+		return nil
 	}
 	e.pooling, e.poolFrom = PoolMean, "default"
 	if st != nil && st.pooling != "" {
@@ -527,6 +538,14 @@ func (e *Embedder) setup(output string, explicitWindow bool) error {
 	}
 	if output == "" {
 		output = chooseOutput(outs)
+		if len(e.stOthers) > 0 && !slices.ContainsFunc(outs, func(v infer.Value) bool { return v.Name == output && len(v.Shape) == 2 }) {
+			// Pooled hidden states would miss those modules; a sentence
+			// vector the export computes includes them.
+			if output = sentenceOutput(outs); output == "" {
+				return fmt.Errorf("embed: %s lists %s after the pooling, which embed does not apply, and %s has no [batch, dim] sentence output that includes it: pooled hidden states would not be the model's vectors (export the model with its sentence_embedding output)",
+					e.stFile, strings.Join(e.stOthers, ", "), e.path)
+			}
+		}
 	}
 	for _, v := range outs {
 		if v.Name != output {
@@ -1014,6 +1033,20 @@ func (e *Embedder) runPass(rows [][]int64) ([][]float64, error) {
 	return out, nil
 }
 
+// sentenceOutput returns the first [batch, dim] float output named like
+// a sentence vector (sentence_embedding, dense, dense_vecs, …; never
+// pooler_output), or "".
+func sentenceOutput(outs []infer.Value) string {
+	for _, v := range outs {
+		n := strings.ToLower(v.Name)
+		if len(v.Shape) == 2 && isFloat(v.DType) && !strings.Contains(n, "pooler") &&
+			(strings.Contains(n, "sentence_embedding") || strings.Contains(n, "dense") || strings.HasSuffix(n, "embedding") || strings.HasSuffix(n, "embeddings")) {
+			return v.Name
+		}
+	}
+	return ""
+}
+
 // chooseOutput returns the output Options.Output "" reads (see there),
 // or "" when none fits.
 func chooseOutput(outs []infer.Value) string {
@@ -1023,11 +1056,8 @@ func chooseOutput(outs []infer.Value) string {
 			return v.Name
 		}
 	}
-	for _, v := range outs {
-		n := strings.ToLower(v.Name)
-		if float(v, 2) && !strings.Contains(n, "pooler") && (strings.Contains(n, "sentence_embedding") || strings.Contains(n, "dense") || strings.HasSuffix(n, "embedding") || strings.HasSuffix(n, "embeddings")) {
-			return v.Name
-		}
+	if v := sentenceOutput(outs); v != "" {
+		return v
 	}
 	for _, v := range outs {
 		if n := strings.ToLower(v.Name); float(v, 3) && !strings.Contains(n, "colbert") && !strings.Contains(n, "sparse") {

@@ -142,3 +142,84 @@ func clsReference(t *testing.T, path, text string) []float64 {
 	h := res["last_hidden_state"]
 	return unit(toF64(h.Floats()[:h.Shape[2]]))
 }
+
+// withSentenceOutput adds to the tiny model at path an output
+// sentence_embedding, [batch, dim], the hidden state at [CLS] (as an
+// export with its sentence-transformers modules writes its final vector),
+// after last_hidden_state.
+func withSentenceOutput(t *testing.T, path string) {
+	t.Helper()
+	m, err := onnx.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := m.Graph
+	tp, err := onnx.EncodeTensor("cls_index", onnx.NewInt64([]int{}, []int64{0}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.Initializer = append(g.Initializer, tp)
+	g.Node = append(g.Node, &onnxpb.NodeProto{OpType: proto.String("Gather"), Name: proto.String("sentence"),
+		Input: []string{"last_hidden_state", "cls_index"}, Output: []string{"sentence_embedding"},
+		Attribute: []*onnxpb.AttributeProto{{Name: proto.String("axis"), Type: onnxpb.AttributeProto_INT.Enum(), I: proto.Int64(1)}}})
+	g.Output = append(g.Output, onnx.MakeValueInfo("sentence_embedding", onnx.Float, []onnx.Dim{{Value: -1, Param: "batch"}, {Value: 64}}))
+	if err := onnx.Save(m, path, onnx.SaveOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// writeModules writes sentence-transformers files beside the model at
+// path: modules.json listing a Transformer, a mean Pooling and, with
+// dense, a Dense module after it.
+func writeModules(t *testing.T, path string, dense bool) {
+	t.Helper()
+	dir := filepath.Dir(path)
+	mods := `[{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+	 {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"}`
+	if dense {
+		mods += `, {"idx": 2, "name": "2", "path": "2_Dense", "type": "sentence_transformers.models.Dense"}`
+	}
+	if err := os.WriteFile(filepath.Join(dir, "modules.json"), []byte(mods+"]"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "1_Pooling"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cfg := `{"word_embedding_dimension": 64, "pooling_mode_mean_tokens": true}`
+	if err := os.WriteFile(filepath.Join(dir, "1_Pooling", "config.json"), []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestModulesAfterPooling: when the sentence-transformers files list a
+// module after the pooling that embed does not apply (Dense), pooled
+// hidden states are not the model's vectors: the export's sentence
+// output is read instead (its vectors are that output's, here the
+// normalised hidden state at [CLS]), and a model without one is refused,
+// naming the module. Without such a module the hidden states are pooled
+// as the files say.
+func TestModulesAfterPooling(t *testing.T) {
+	path := modelDir(t)
+	writeModules(t, path, true)
+	_, err := Open(path, Options{Backend: "native"})
+	if err == nil || !strings.Contains(err.Error(), "lists Dense (2_Dense) after the pooling, which embed does not apply") {
+		t.Errorf("Dense without a sentence output: %v, want a refusal naming it", err)
+	}
+
+	withSentenceOutput(t, path)
+	e := open(t, path, Options{})
+	if e.Output() != "sentence_embedding" || e.Pooling() != PoolOutput {
+		t.Fatalf("with Dense: output %s, pooling %s; want sentence_embedding, %s", e.Output(), e.Pooling(), PoolOutput)
+	}
+	text := "the man is eating food"
+	got, err := e.Embed([]string{text})
+	if err != nil {
+		t.Fatal(err)
+	}
+	near(t, "sentence_embedding", got[0], clsReference(t, modelDir(t), text), 1e-5)
+
+	writeModules(t, path, false)
+	if e := open(t, path, Options{}); e.Output() != "last_hidden_state" || e.Pooling() != PoolMean {
+		t.Errorf("without Dense: output %s, pooling %s; want last_hidden_state, mean", e.Output(), e.Pooling())
+	}
+}

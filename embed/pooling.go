@@ -23,6 +23,10 @@ type stConfig struct {
 	dir       string  // the folder holding modules.json
 	pooling   Pooling // "" when no Pooling module is listed
 	normalize bool    // a Normalize module is listed
+	// others are the modules listed besides the Transformer, Pooling and
+	// Normalize ones (a Dense projection after the pooling, …), which
+	// embed does not apply: "Dense (2_Dense)".
+	others []string
 }
 
 // stModule is one entry of modules.json.
@@ -72,6 +76,7 @@ func readSTConfig(modelPath string) (*stConfig, error) {
 		c := &stConfig{dir: dir}
 		for _, m := range mods {
 			switch {
+			case strings.HasSuffix(m.Type, "Transformer"):
 			case strings.HasSuffix(m.Type, "Normalize"):
 				c.normalize = true
 			case strings.HasSuffix(m.Type, "Pooling"):
@@ -83,6 +88,9 @@ func readSTConfig(modelPath string) (*stConfig, error) {
 					return nil, err
 				}
 				c.pooling = pool
+			default:
+				kind := m.Type[strings.LastIndexByte(m.Type, '.')+1:]
+				c.others = append(c.others, fmt.Sprintf("%s (%s)", kind, m.Path))
 			}
 		}
 		return c, nil
