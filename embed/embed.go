@@ -476,17 +476,19 @@ func (e *Embedder) readFixed() error {
 
 // fixedNote describes the inputs fed unchanged (Options.Inputs) for the
 // manifest's settings: "task_id=int64[] 4", each value written out when
-// it has at most 8 elements, else its data's SHA-256; "" when none.
+// it has at most 8 elements, else the SHA-256 of its .npy encoding; ""
+// when none.
 func (e *Embedder) fixedNote() string {
 	var parts []string
 	for _, name := range slices.Sorted(maps.Keys(e.fixed)) {
 		t := e.fixed[name]
-		v := fmt.Sprint(t.Data)
-		if t.Len() > 8 {
-			h := sha256.Sum256([]byte(v))
-			v = "sha256 " + hex.EncodeToString(h[:])
+		var v string
+		if t.Len() <= 8 {
+			v = strings.Trim(fmt.Sprint(t.Data), "[]")
+		} else if h := sha256.New(); onnx.EncodeNPY(h, t) == nil {
+			v = "sha256 " + hex.EncodeToString(h.Sum(nil))
 		} else {
-			v = strings.Trim(v, "[]")
+			v = "unhashable" // read from a file, so never
 		}
 		parts = append(parts, fmt.Sprintf("%s=%s %s", name, t, v))
 	}
