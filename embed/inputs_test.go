@@ -1,6 +1,8 @@
 package embed
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"os"
 	"path/filepath"
@@ -170,4 +172,26 @@ func dot(a, b []float32) float64 {
 		s += float64(a[i]) * float64(b[i])
 	}
 	return s
+}
+
+// TestFixedNote: the manifest writes a fixed input of at most 8 elements
+// as its values, and a larger one as the SHA-256 of its .npy file (what
+// sha256sum prints for the file the value came from).
+func TestFixedNote(t *testing.T) {
+	small := onnx.NewInt64([]int{}, []int64{4})
+	large := onnx.NewInt64([]int{9}, []int64{1, 2, 3, 4, 5, 6, 7, 8, 9})
+	file := filepath.Join(t.TempDir(), "large.npy")
+	if err := onnx.WriteNPY(file, large); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(data)
+	e := &Embedder{fixed: map[string]*onnx.Tensor{"task_id": small, "weights": large}}
+	want := "task_id=int64[] 4; weights=int64[9] sha256 " + hex.EncodeToString(sum[:])
+	if got := e.fixedNote(); got != want {
+		t.Errorf("fixedNote() = %q, want %q", got, want)
+	}
 }

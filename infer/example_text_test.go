@@ -37,3 +37,21 @@ func ExampleTextInputs() {
 	// attention_mask [2 6] [1 1 1 1 1 1 1 1 1 0 0 0]
 	// token_type_ids [2 6] [0 0 0 0 0 0 0 0 0 0 0 0]
 }
+
+func ExampleInputValue() {
+	// jina-embeddings-v3's export takes, beside its token inputs, the
+	// index of its task adapter as a scalar (session.Inputs() declares it).
+	taskID := infer.Value{Name: "task_id", DType: onnx.Int64, Shape: []onnx.Dim{}}
+	for _, spec := range []string{"4", "4.5", "task.npy"} {
+		t, err := infer.InputValue(taskID, spec)
+		if err != nil {
+			fmt.Println(err)
+			continue
+		}
+		fmt.Println(t, t.Data)
+	}
+	// Output:
+	// int64[] [4]
+	// infer: input "task_id" is int64[]: "4.5" is not an integer
+	// onnx: open task.npy: no such file or directory
+}
