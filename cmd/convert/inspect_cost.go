@@ -105,8 +105,20 @@ func printCost(w io.Writer, r *costReport) {
 	r.model.WriteCostTable(&sb, r.Lengths)
 	io.WriteString(w, sb.String())
 	r.model.WriteCoreMACs(w, 512)
+	io.WriteString(w, speedGuide)
 	io.WriteString(w, fidelityGuide)
 }
+
+// speedGuide is how the cost model's predictions compared with measured
+// runs its default weights were not fitted to (docs/bench-fit.txt, from
+// the command in docs/performance.md; TestSpeedGuide checks the figures
+// against the recorded runs), printed beside the predictions so that a
+// user reads them as the estimates they are.
+const speedGuide = `predictions checked against runs the default weights were not fitted to (docs/bench-fit.txt; onnxruntime, 2 threads):
+  full-size ModernBERT-base   RMS error  6.1 %   window + local-pooled at 8192: 3.73x predicted, 3.59x measured
+  gte-base-en-v1.5's shape    RMS error 21.1 %   local-pooled at 8192: 3.07x predicted, 2.12x measured
+measure your own model with: convert bench MODEL --lengths N --variants original,FORM
+`
 
 // fidelityGuide is what README's "What a conversion keeps" measured
 // (bin/linlab report-real --docs testdata/real/docs; all-MiniLM-L6-v2,
