@@ -288,6 +288,9 @@ func Open(modelPath string, o Options) (*Embedder, error) {
 	if err := e.choosePooling(o.Pooling); err != nil {
 		return nil, err
 	}
+	if e.fixed, err = infer.ReadFixedInputs(m, o.Inputs); err != nil {
+		return nil, fmt.Errorf("embed: %s: %w", modelPath, err)
+	}
 	backend := o.Backend
 	if backend == "" {
 		backend = infer.DefaultBackend
@@ -300,10 +303,6 @@ func Open(modelPath string, o Options) (*Embedder, error) {
 	if err := e.setup(o.Output, o.Window > 0); err != nil {
 		sess.Close()
 		return nil, err
-	}
-	if err := infer.CheckFixedInputs(m, e.fixed); err != nil {
-		sess.Close()
-		return nil, fmt.Errorf("embed: %s: %w", modelPath, err)
 	}
 	return e, nil
 }
@@ -447,33 +446,6 @@ func metadataInt(m *onnxpb.ModelProto, key string, least int) (int, bool, error)
 	return 0, false, nil
 }
 
-// readFixed reads Options.Inputs against the session's inputs: each must
-// name one (Open then checks them, infer.CheckFixedInputs).
-func (e *Embedder) readFixed() error {
-	if len(e.opts.Inputs) == 0 {
-		return nil
-	}
-	declared := map[string]infer.Value{}
-	var all []string
-	for _, in := range e.sess.Inputs() {
-		declared[in.Name] = in
-		all = append(all, in.Name)
-	}
-	e.fixed = map[string]*onnx.Tensor{}
-	for _, name := range slices.Sorted(maps.Keys(e.opts.Inputs)) {
-		in, ok := declared[name]
-		if !ok {
-			return fmt.Errorf("embed: %s has no input %q (inputs: %s)", e.path, name, strings.Join(all, ", "))
-		}
-		t, err := infer.InputValue(in, e.opts.Inputs[name])
-		if err != nil {
-			return fmt.Errorf("embed: %s: input %s: %w", e.path, name, err)
-		}
-		e.fixed[name] = t
-	}
-	return nil
-}
-
 // fixedNote describes the inputs fed unchanged (Options.Inputs) for the
 // manifest's settings: "task_id=int64[] 4", each value written out when
 // it has at most 8 elements, else the SHA-256 of its .npy encoding; ""
@@ -498,15 +470,12 @@ func (e *Embedder) fixedNote() string {
 // setup checks the session's inputs, chooses the output to pool and finds
 // the embedding dimension.
 func (e *Embedder) setup(output string, explicitWindow bool) error {
-	if err := e.readFixed(); err != nil {
-		return err
-	}
 	for _, in := range e.sess.Inputs() {
 		if e.fixed[in.Name] != nil {
 			continue
 		}
 		if infer.InputRole(in.Name) == "" {
-			return fmt.Errorf("embed: %s: input %q is not ids, mask, token types or positions by its name, so text cannot fill it: give its value (Inputs, --input %s=FILE|NUMBER)", e.path, in.Name, in.Name)
+			return fmt.Errorf("embed: %s: input %q is not ids, mask, token types or positions by its name, so text cannot fill it: give its value (Inputs, --input %s=VALUE)", e.path, in.Name, in.Name)
 		}
 		e.inputs = append(e.inputs, in)
 		if infer.InputRole(in.Name) == infer.RoleMask {

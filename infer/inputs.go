@@ -671,7 +671,7 @@ func (s FeedSpec) textFeed(modelPath string, f *Feed, missing []Value, texts []s
 	for _, in := range missing {
 		if InputRole(in.Name) == "" {
 			return &FeedError{Field: "Texts", Err: fmt.Errorf(
-				"input %q (%s) is not ids, mask, token types or positions by its name, so text cannot fill it: give its value (Inputs, --input %s=FILE|NUMBER)", in.Name, describe(in), in.Name)}
+				"input %q (%s) is not ids, mask, token types or positions by its name, so text cannot fill it: give its value (Inputs, --input %s=VALUE)", in.Name, describe(in), in.Name)}
 		}
 	}
 	ti, err := TextInputs(tok, missing, texts, s.SeqLen, s.MaxLen)
@@ -761,6 +761,33 @@ func (f *Feed) describeInputs(declared []Value) {
 	default:
 		f.Description = fmt.Sprintf("%d inputs", len(declared))
 	}
+}
+
+// ReadFixedInputs reads the values given by name for inputs of m that
+// carry no tokens (each a number or a file, InputValue) and checks them
+// (CheckFixedInputs); nil for none. The error names the input.
+func ReadFixedInputs(m *onnxpb.ModelProto, specs map[string]string) (map[string]*onnx.Tensor, error) {
+	if len(specs) == 0 {
+		return nil, nil
+	}
+	declared := GraphInputs(m)
+	out := map[string]*onnx.Tensor{}
+	for _, name := range slices.Sorted(maps.Keys(specs)) {
+		i := slices.IndexFunc(declared, func(v Value) bool { return v.Name == name })
+		if i < 0 {
+			out[name] = nil // CheckFixedInputs names it
+			continue
+		}
+		t, err := InputValue(declared[i], specs[name])
+		if err != nil {
+			return nil, fmt.Errorf("infer: input %s: %w", name, err)
+		}
+		out[name] = t
+	}
+	if err := CheckFixedInputs(m, out); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // CheckFixedInputs checks values given for inputs of m that carry no

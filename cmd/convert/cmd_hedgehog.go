@@ -135,9 +135,9 @@ func (tf *transferFlags) options(w *finetune.WindowOptions, t *finetune.Transfer
 	if err != nil {
 		return nil, cli.BadInput(err)
 	}
-	fixed, err := fixedInputs(m, tf.inputs)
+	fixed, err := infer.ReadFixedInputs(m, tf.inputs)
 	if err != nil {
-		return nil, err
+		return nil, cli.BadInput(fmt.Errorf("--input: %w", err))
 	}
 	*w = finetune.WindowOptions{Tokenizer: tok, SeqLen: tf.seqLen, MaxWindows: tf.maxWindows, HeldOut: tf.heldOut, ModelPath: path, Inputs: fixed}
 	if tf.heldOut == 0 {

@@ -31,7 +31,7 @@ type feedFlags struct {
 // addFeedFlags registers the input flags on fs.
 func addFeedFlags(fs *flag.FlagSet) *feedFlags {
 	f := &feedFlags{spec: infer.FeedSpec{Inputs: map[string]string{}}}
-	fs.Var((*inputsFlag)(&f.spec.Inputs), "input", "feed the model input NAME from FILE, a .npy or TensorProto .pb file, or a NUMBER for an input of one element, as jina-embeddings-v3's task_id=4 (`NAME=FILE|NUMBER`; repeatable)")
+	fs.Var((*inputsFlag)(&f.spec.Inputs), "input", "feed the model input NAME from FILE, a .npy or TensorProto .pb file, or a NUMBER for an input of one element, as jina-embeddings-v3's task_id=4 (`NAME=VALUE`, VALUE a FILE or a NUMBER; repeatable)")
 	fs.Var(&f.texts, "text", "a `TEXT` to tokenize with the model's tokenizer, one batch row each (repeatable); fills the token-level inputs not given with --input")
 	fs.Var(&f.textFiles, "text-file", "a `FILE` with one text per line, tokenized like --text (repeatable)")
 	fs.StringVar(&f.spec.Vocab, "vocab", "", "tokenizer `PATH` for --text: a folder, tokenizer.json or vocab.txt (default: found beside the model)")
@@ -220,32 +220,6 @@ func fixedInputsVar(fs *flag.FlagSet, m *map[string]string) {
 	fs.Var((*inputsFlag)(m), "input", "`NAME=VALUE` of an input that carries no tokens (a task id), fed with every pass: a NUMBER for an input of one element (jina-embeddings-v3's task adapter: task_id=4, text-matching) or a .npy or TensorProto .pb FILE (repeatable)")
 }
 
-// fixedInputs reads the values --input gives (NAME=NUMBER|FILE) for the
-// inputs of m: bad input naming the flag when one names no input of m or
-// does not fit it (infer.CheckFixedInputs).
-func fixedInputs(m *onnxpb.ModelProto, inputs map[string]string) (map[string]*onnx.Tensor, error) {
-	if len(inputs) == 0 {
-		return nil, nil
-	}
-	declared := infer.GraphInputs(m)
-	out := map[string]*onnx.Tensor{}
-	for _, name := range slices.Sorted(maps.Keys(inputs)) {
-		i := slices.IndexFunc(declared, func(v infer.Value) bool { return v.Name == name })
-		if i < 0 {
-			return nil, cli.BadInput(fmt.Errorf("--input %s: the model has no input %q", name, name))
-		}
-		t, err := infer.InputValue(declared[i], inputs[name])
-		if err != nil {
-			return nil, cli.BadInput(fmt.Errorf("--input %s: %w", name, err))
-		}
-		out[name] = t
-	}
-	if err := infer.CheckFixedInputs(m, out); err != nil {
-		return nil, cli.BadInput(fmt.Errorf("--input: %w", err))
-	}
-	return out, nil
-}
-
 // inputFiles lists the files among inputs' values (the numbers aside),
 // named by their flag, for checkOutputs.
 func inputFiles(inputs map[string]string) []namedFile {
@@ -276,7 +250,7 @@ func (m *inputsFlag) String() string {
 func (m *inputsFlag) Set(v string) error {
 	name, file, ok := strings.Cut(v, "=")
 	if !ok || name == "" || file == "" {
-		return errors.New("want NAME=FILE or NAME=NUMBER")
+		return errors.New("want NAME=VALUE, VALUE a file or a number")
 	}
 	if _, dup := (*m)[name]; dup {
 		return fmt.Errorf("input %q given twice", name)

@@ -45,7 +45,7 @@ func TestCalibrationFixedInputs(t *testing.T) {
 	}
 	for cmd, want := range map[string]string{
 		"hedgehog":  `input "task_id" carries no tokens (as jina-embeddings-v3's task_id), so the documents cannot fill it: give its value (WindowOptions.Inputs, --input task_id=VALUE)`,
-		"performer": `--input task_id=FILE|NUMBER`,
+		"performer": `--input task_id=VALUE`,
 	} {
 		out := filepath.Join(dir, cmd+".onnx")
 		args := []string{cmd, path, "-o", out, "--calibration", cal}
@@ -99,7 +99,7 @@ func TestFixedInputFlag(t *testing.T) {
 	if err := onnx.WriteNPY(file, onnx.NewInt64([]int{}, []int64{4})); err != nil {
 		t.Fatal(err)
 	}
-	hint := "--input task_id=FILE|NUMBER"
+	hint := "--input task_id=VALUE"
 	var vecs [][]float32
 	for _, c := range []struct {
 		args []string
