@@ -401,9 +401,11 @@ func ModelDims(m *onnxpb.ModelProto) (Dims, []string, error) {
 		if op := n.GetOpType(); op != "MatMul" && op != "MatMulInteger" || len(n.Input) < 2 {
 			continue
 		}
-		dims := facts.WeightDims(n.Input[1])
+		var dims []int64
 		if tp := weightOf(ix, n.Input[1]); tp != nil {
 			dims = tp.Dims
+		} else {
+			dims = facts.WeightDims(n.Input[1])
 		}
 		if len(dims) != 2 {
 			continue
