@@ -55,6 +55,23 @@ func modernBERTDir(t testing.TB, config string) string {
 // L2-normalised mean of last_hidden_state.
 func wholeReference(t *testing.T, path, txt string) []float64 {
 	t.Helper()
+	h := directHidden(t, path, txt)
+	n, D := h.Shape[1], h.Shape[2]
+	x := h.Floats()
+	v := make([]float64, D)
+	for s := range n {
+		for d := range D {
+			v[d] += float64(x[s*D+d]) / float64(n)
+		}
+	}
+	return unit(v)
+}
+
+// directHidden runs the model at path directly (native backend) on
+// [CLS] txt [SEP], exactly that many tokens, and returns its
+// last_hidden_state [1, tokens, dim].
+func directHidden(t *testing.T, path, txt string) *onnx.Tensor {
+	t.Helper()
 	m, err := onnx.Load(path)
 	if err != nil {
 		t.Fatal(err)
@@ -84,18 +101,10 @@ func wholeReference(t *testing.T, path, txt string) []float64 {
 		t.Fatal(err)
 	}
 	h := res["last_hidden_state"]
-	if h.Shape[1] != len(ids) {
+	if len(h.Shape) != 3 || h.Shape[1] != len(ids) {
 		t.Fatalf("direct run: shape %v for %d tokens", h.Shape, len(ids))
 	}
-	D := h.Shape[2]
-	x := h.Floats()
-	v := make([]float64, D)
-	for s := range len(ids) {
-		for d := range D {
-			v[d] += float64(x[s*D+d]) / float64(len(ids))
-		}
-	}
-	return unit(v)
+	return h
 }
 
 // TestLongContextModelReadsWhole: a model without a position table whose

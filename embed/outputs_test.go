@@ -6,10 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/linearize/linearize/infer"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
-	"github.com/linearize/linearize/tokenize"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -113,33 +111,7 @@ func TestOutputChoice(t *testing.T) {
 // returns its last hidden state at [CLS], normalised.
 func clsReference(t *testing.T, path, text string) []float64 {
 	t.Helper()
-	m, err := onnx.Load(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tok, err := tokenize.LoadForModel(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sess, err := infer.Open("native", m, infer.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sess.Close()
-	ids := tok.Encode(text, 0)
-	mask := make([]int64, len(ids))
-	for i := range mask {
-		mask[i] = 1
-	}
-	feed, err := infer.TokenFeed(sess.Inputs(), 1, len(ids), ids, mask)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := sess.Run(feed, "last_hidden_state")
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := res["last_hidden_state"]
+	h := directHidden(t, path, text)
 	return unit(toF64(h.Floats()[:h.Shape[2]]))
 }
 
