@@ -250,7 +250,7 @@ func (m *inputsFlag) String() string {
 func (m *inputsFlag) Set(v string) error {
 	name, file, ok := strings.Cut(v, "=")
 	if !ok || name == "" || file == "" {
-		return errors.New("want NAME=VALUE, VALUE a file or a number")
+		return errors.New("want NAME=FILE or NAME=NUMBER")
 	}
 	if _, dup := (*m)[name]; dup {
 		return fmt.Errorf("input %q given twice", name)
