@@ -474,8 +474,8 @@ func (e *Embedder) setup(output string, explicitWindow bool) error {
 		if e.fixed[in.Name] != nil {
 			continue
 		}
-		if infer.InputRole(in.Name) == "" {
-			return fmt.Errorf("embed: %s: input %q is not ids, mask, token types or positions by its name, so text cannot fill it: give its value (Inputs, --input %s=VALUE)", e.path, in.Name, in.Name)
+		if err := infer.TextFillable([]infer.Value{in}, "Inputs"); err != nil {
+			return fmt.Errorf("embed: %s: %w", e.path, err)
 		}
 		e.inputs = append(e.inputs, in)
 		if infer.InputRole(in.Name) == infer.RoleMask {

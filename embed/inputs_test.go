@@ -151,7 +151,7 @@ func TestFixedInputsRefused(t *testing.T) {
 		inputs map[string]string
 		want   string
 	}{
-		{nil, `input "task_id" is not ids, mask, token types or positions by its name, so text cannot fill it: give its value (Inputs, --input task_id=VALUE)`},
+		{nil, `input "task_id" (int64[]) is not ids, mask, token types or positions by its name, so text cannot fill it: give its value (Inputs, --input task_id=VALUE)`},
 		{map[string]string{"task_id": "4.5"}, `"4.5" is not an integer`},
 		{map[string]string{"task_id": "5"}, `input "task_id": value 5 (element 0) is outside the 5 rows of the table it indexes (0..4)`},
 		{map[string]string{"task": "4"}, `has no input "task" (inputs: input_ids, attention_mask, task_id)`},

@@ -29,8 +29,8 @@ type Calibration struct {
 // model (by role, see infer.InputRole) are filled as infer.TextInputs
 // fills them.
 func DocumentWindows(tok *tokenize.Tokenizer, inputs []infer.Value, docs []string, seqLen, frame, maxRows int) (*Calibration, error) {
-	if err := tokenInputsOnly(inputs); err != nil {
-		return nil, err
+	if err := infer.TextFillable(inputs, "WindowOptions.Inputs"); err != nil {
+		return nil, fmt.Errorf("finetune: %w", err)
 	}
 	if frame <= 0 {
 		frame = seqLen
@@ -101,19 +101,6 @@ func DocumentWindows(tok *tokenize.Tokenizer, inputs []infer.Value, docs []strin
 	}
 	c.Feed = feed
 	return c, nil
-}
-
-// tokenInputsOnly reports an error naming the first of inputs that
-// carries no tokens (not ids, mask, token types or positions by its
-// name, infer.InputRole), as jina-embeddings-v3's task_id: documents fill
-// token-level inputs only, the others are given (WindowOptions.Inputs).
-func tokenInputsOnly(inputs []infer.Value) error {
-	for _, in := range inputs {
-		if infer.InputRole(in.Name) == "" {
-			return fmt.Errorf("finetune: input %q carries no tokens (as jina-embeddings-v3's task_id), so the documents cannot fill it: give its value (WindowOptions.Inputs, --input %s=VALUE)", in.Name, in.Name)
-		}
-	}
-	return nil
 }
 
 // HoldOut marks every k-th document (k = round(1/fraction), at least 2)

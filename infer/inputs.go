@@ -668,11 +668,8 @@ func (s FeedSpec) textFeed(modelPath string, f *Feed, missing []Value, texts []s
 			return &FeedError{Field: "Vocab", File: s.Vocab, Err: err}
 		}
 	}
-	for _, in := range missing {
-		if InputRole(in.Name) == "" {
-			return &FeedError{Field: "Texts", Err: fmt.Errorf(
-				"input %q (%s) is not ids, mask, token types or positions by its name, so text cannot fill it: give its value (Inputs, --input %s=VALUE)", in.Name, describe(in), in.Name)}
-		}
+	if err := TextFillable(missing, "Inputs"); err != nil {
+		return &FeedError{Field: "Texts", Err: err}
 	}
 	ti, err := TextInputs(tok, missing, texts, s.SeqLen, s.MaxLen)
 	if err != nil {

@@ -36,6 +36,32 @@ func InputRole(name string) string {
 	return ""
 }
 
+// TextFillError reports a model input that text cannot fill: its name
+// gives it no token role (InputRole), as jina-embeddings-v3's scalar
+// task_id. Its value is given instead; Option names the option that takes
+// it in the caller's API ("Inputs", "WindowOptions.Inputs").
+type TextFillError struct {
+	Input  Value
+	Option string
+}
+
+func (e *TextFillError) Error() string {
+	return fmt.Sprintf("input %q (%s) is not ids, mask, token types or positions by its name, so text cannot fill it: give its value (%s, --input %s=VALUE)",
+		e.Input.Name, describe(e.Input), e.Option, e.Input.Name)
+}
+
+// TextFillable reports a *TextFillError for the first of inputs that text
+// cannot fill (see InputRole), nil when text fills them all. option names
+// the option that takes such an input's value in the caller's API.
+func TextFillable(inputs []Value, option string) error {
+	for _, in := range inputs {
+		if InputRole(in.Name) == "" {
+			return &TextFillError{Input: in, Option: option}
+		}
+	}
+	return nil
+}
+
 // TokenInputs are a model's token-level inputs and the padding mask that
 // goes with them.
 type TokenInputs struct {
@@ -92,7 +118,7 @@ func TokenFeed(inputs []Value, rows, seqLen int, ids, mask []int64) (map[string]
 				data[i] = int64(i % seqLen)
 			}
 		default:
-			return nil, fmt.Errorf("infer: cannot fill input %q from text (not ids, mask, token types or positions by its name)", in.Name)
+			return nil, fmt.Errorf("infer: %w", &TextFillError{Input: in, Option: "Inputs"})
 		}
 		t, err := IntTensor(in, []int{rows, seqLen}, data)
 		if err != nil {

@@ -1,6 +1,7 @@
 package infer
 
 import (
+	"errors"
 	"reflect"
 	"strings"
 	"testing"
@@ -63,10 +64,39 @@ func TestTextInputs(t *testing.T) {
 	if err != nil || ti.SeqLen != 7 {
 		t.Errorf("declared length: %v %v", ti, err)
 	}
-	if _, err := TextInputs(tok, []Value{{Name: "pixel_values", DType: onnx.Float}}, []string{"x"}, 0, 0); err == nil || !strings.Contains(err.Error(), "pixel_values") {
-		t.Errorf("unknown input: err = %v", err)
+	var fillErr *TextFillError
+	if _, err := TextInputs(tok, []Value{{Name: "pixel_values", DType: onnx.Float}}, []string{"x"}, 0, 0); !errors.As(err, &fillErr) || fillErr.Input.Name != "pixel_values" {
+		t.Errorf("unknown input: err = %v, want a TextFillError naming pixel_values", err)
 	}
 	if _, err := TextInputs(tok, []Value{{Name: "input_ids", DType: onnx.String}}, []string{"x"}, 0, 0); err == nil {
 		t.Error("string input: no error")
+	}
+}
+
+// TestTextFillable: the first input without a token role is named, with
+// its type and the option that takes its value; inputs that all have a
+// role pass.
+func TestTextFillable(t *testing.T) {
+	ids := Value{Name: "input_ids", DType: onnx.Int64}
+	mask := Value{Name: "attention_mask", DType: onnx.Int64}
+	task := Value{Name: "task_id", DType: onnx.Int64, Shape: []onnx.Dim{}}
+	pixels := Value{Name: "pixel_values", DType: onnx.Float}
+	for _, c := range []struct {
+		inputs []Value
+		want   string // "" for no error
+	}{
+		{nil, ""},
+		{[]Value{ids, mask}, ""},
+		{[]Value{ids, task, mask}, `input "task_id" (int64[]) is not ids, mask, token types or positions by its name, so text cannot fill it: give its value (Opt, --input task_id=VALUE)`},
+		{[]Value{pixels, task}, `input "pixel_values" (float32[?...]) is not`},
+	} {
+		err := TextFillable(c.inputs, "Opt")
+		var fillErr *TextFillError
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%v: %v, want nil", c.inputs, err)
+		case c.want != "" && (!errors.As(err, &fillErr) || !strings.HasPrefix(err.Error(), c.want)):
+			t.Errorf("%v: %v, want a TextFillError beginning %q", c.inputs, err, c.want)
+		}
 	}
 }

@@ -44,7 +44,7 @@ func TestCalibrationFixedInputs(t *testing.T) {
 		t.Fatal(err)
 	}
 	for cmd, want := range map[string]string{
-		"hedgehog":  `input "task_id" carries no tokens (as jina-embeddings-v3's task_id), so the documents cannot fill it: give its value (WindowOptions.Inputs, --input task_id=VALUE)`,
+		"hedgehog":  `input "task_id" (int64[]) is not ids, mask, token types or positions by its name, so text cannot fill it: give its value (WindowOptions.Inputs, --input task_id=VALUE)`,
 		"performer": `--input task_id=VALUE`,
 	} {
 		out := filepath.Join(dir, cmd+".onnx")
