@@ -189,10 +189,15 @@ func TestCostTableBaselines(t *testing.T) {
 	if !strings.Contains(out, "with weights "+convert.DefaultWeights.String()) {
 		t.Errorf("table does not name the weights:\n%s", out)
 	}
-	// Priced passes only add work: every form's Work is at least its MACs.
+	// Priced passes only add work: every form's Work is at least its MACs
+	// priced at the core weights alone (no passes, exponentials,
+	// per-token or per-layer costs), and above it.
+	w := convert.DefaultWeights
+	coresOnly := cm
+	coresOnly.Weights = convert.Weights{Original: w.Original, Fused: w.Fused, Flash: w.Flash, Linear: w.Linear}
 	for _, f := range append(cm.Forms(), convert.Fused, convert.Flash) {
-		if cm.Work(f, 4096) < float64(cm.Total(f, 4096)) {
-			t.Errorf("%s: work below MACs", f)
+		if got, cores := cm.Work(f, 4096), coresOnly.Work(f, 4096); !(got > cores) {
+			t.Errorf("%s: work %.4g, not above the cores' alone %.4g", f, got, cores)
 		}
 	}
 }

@@ -26,7 +26,8 @@ func TestSpeedGuide(t *testing.T) {
 		n          int
 	}{
 		{"bench-fullsize.json", "full-size ModernBERT-base", convert.LocalPooled, 8192},
-		{"bench-gte.json", "gte-base-en-v1.5's shape", convert.LocalPooled, 8192},
+		{"bench-nomic.json", "nomic-embed-text-v1.5's shape", convert.LocalPooled, 8192},
+		{"bench-jina-v2.json", "jina-embeddings-v2-base's shape", convert.LocalPooled, 4096},
 	} {
 		data, err := os.ReadFile(filepath.Join("..", "..", "docs", c.file))
 		if err != nil {

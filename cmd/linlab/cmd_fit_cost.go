@@ -17,12 +17,13 @@ import (
 
 // runFitCost fits the weights of convert.DefaultWeights:
 //
-//	bin/linlab fit-cost docs/bench-crossover.json docs/bench-longctx.json --check docs/bench-fullsize.json
+//	bin/linlab fit-cost docs/bench-crossover.json docs/bench-longctx.json docs/bench-gte.json --check docs/bench-fullsize.json
 //
 // --check is not a flag but the line between the results fitted and the
 // results checked: FIT.json... --check CHECK.json... The results may be
 // of models of different shapes: each is priced by its own cost model
-// (benchrun.Result.CostModel), with one set of weights for all.
+// (benchrun.Result.CostModel), with one set of weights for all, and each
+// weighs the same in the fit however many time ratios it gives.
 func runFitCost(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("fit-cost", flag.ContinueOnError)
 	fitArgs, checkArgs := args, []string(nil)

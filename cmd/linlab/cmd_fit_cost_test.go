@@ -14,21 +14,22 @@ import (
 	"github.com/linearize/linearize/convert"
 )
 
-// TestFitCost fits the saved runs the default weights come from, of two
-// shapes (BERT-base width, 2 layers; a ModernBERT-shaped 6 layers), and
-// checks the full-size ModernBERT run against the fit: the weights come
-// first, then each result under its role with its shape and its time
-// ratios' errors.
+// TestFitCost fits the saved runs the default weights come from, of three
+// shapes (BERT-base width, 2 layers; a ModernBERT-shaped 6 layers;
+// gte-base-en-v1.5's full size), and checks the full-size ModernBERT run
+// against the fit: the weights come first, then each result under its
+// role with its shape and its time ratios' errors.
 func TestFitCost(t *testing.T) {
 	docs := filepath.Join("..", "..", "docs")
-	fitted, small, checked := filepath.Join(docs, "bench-crossover.json"), filepath.Join(docs, "bench-longctx.json"), filepath.Join(docs, "bench-fullsize.json")
-	code, out, errOut := runCLI("fit-cost", fitted, small, "--check", checked)
+	fitted, small, gte, checked := filepath.Join(docs, "bench-crossover.json"), filepath.Join(docs, "bench-longctx.json"), filepath.Join(docs, "bench-gte.json"), filepath.Join(docs, "bench-fullsize.json")
+	code, out, errOut := runCLI("fit-cost", fitted, small, gte, "--check", checked)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
 	for _, want := range []string{"weights: ", "to 3 digits (convert.DefaultWeights): " + convert.DefaultWeights.String(),
 		fitted + " (fitted):\n  2 layers, hidden 768, FFN 3072: 255 time ratios",
 		small + " (fitted):\n  6 layers, hidden 384, FFN 2304 in, 1152 out: 20 time ratios",
+		gte + " (fitted):\n  12 layers, hidden 768, FFN 6144 in, 3072 out: 12 time ratios",
 		checked + " (not fitted, checked):\n  22 layers, hidden 768, FFN 2304 in, 1152 out: 24 time ratios", "predicted "} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)

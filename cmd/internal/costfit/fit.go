@@ -88,7 +88,9 @@ type ratios struct {
 	keys   []groupKey
 	groups map[groupKey][]Sample
 	pairs  int
-	seen   map[convert.Form]bool // forms in some pair
+	// setPairs counts each set's pairs.
+	setPairs []int
+	seen     map[convert.Form]bool // forms in some pair
 }
 
 type groupKey struct {
@@ -100,7 +102,7 @@ type groupKey struct {
 // newRatios groups sets' samples, refusing a time that is not a positive
 // number.
 func newRatios(sets []Set) (*ratios, error) {
-	rs := &ratios{sets: sets, groups: map[groupKey][]Sample{}, seen: map[convert.Form]bool{}}
+	rs := &ratios{sets: sets, groups: map[groupKey][]Sample{}, setPairs: make([]int, len(sets)), seen: map[convert.Form]bool{}}
 	for i, set := range sets {
 		for _, s := range set.Samples {
 			if s.Ms <= 0 || s.N <= 0 || math.IsNaN(s.Ms) || math.IsInf(s.Ms, 0) {
@@ -129,6 +131,7 @@ func newRatios(sets []Set) (*ratios, error) {
 		g := rs.groups[k]
 		sort.Slice(g, func(i, j int) bool { return g[i].Form < g[j].Form })
 		rs.pairs += len(g) * (len(g) - 1) / 2
+		rs.setPairs[k.set] += len(g) * (len(g) - 1) / 2
 		for _, s := range g {
 			rs.seen[s.Form] = true
 		}
@@ -137,8 +140,17 @@ func newRatios(sets []Set) (*ratios, error) {
 }
 
 // residuals calls fn with log(predicted ratio / measured ratio) of every
-// pair, each set's model priced with w.
-func (rs *ratios) residuals(w convert.Weights, fn func(r float64)) {
+// pair, each set's model priced with w, and the pair's weight in the fit:
+// each set weighs the same in all, its share split evenly over its pairs,
+// so that a model timed at many lengths and forms does not outweigh one
+// timed at a few (the weights sum to the number of pairs).
+func (rs *ratios) residuals(w convert.Weights, fn func(r, weight float64)) {
+	used := 0
+	for _, p := range rs.setPairs {
+		if p > 0 {
+			used++
+		}
+	}
 	for _, k := range rs.keys {
 		m := rs.sets[k.set].Model
 		m.Weights = w
@@ -147,7 +159,7 @@ func (rs *ratios) residuals(w convert.Weights, fn func(r float64)) {
 			for b := a + 1; b < len(g); b++ {
 				meas := math.Log(g[a].Ms / g[b].Ms)
 				pred := math.Log(m.Work(g[a].Form, k.n) / m.Work(g[b].Form, k.n))
-				fn(pred - meas)
+				fn(pred-meas, float64(rs.pairs)/float64(used*rs.setPairs[k.set]))
 			}
 		}
 	}
@@ -157,7 +169,7 @@ func (rs *ratios) residuals(w convert.Weights, fn func(r float64)) {
 // ratios predicted with w.
 func (rs *ratios) errors(w convert.Weights) (rms, most float64) {
 	sum := 0.0
-	rs.residuals(w, func(r float64) {
+	rs.residuals(w, func(r, _ float64) {
 		e := math.Abs(math.Expm1(r))
 		sum += e * e
 		most = math.Max(most, e)
@@ -184,7 +196,8 @@ func Check(set Set) (*Result, error) {
 
 // FitSets is Fit over the runs of several models, each priced by its own
 // cost model (its dimensions and conversion sizes): one set of weights
-// for all. The first set's Weights are the starting point.
+// for all, each model's runs weighing the same in the fit however many
+// ratios they give. The first set's Weights are the starting point.
 func FitSets(sets []Set) (*Result, error) {
 	if len(sets) == 0 {
 		return nil, fmt.Errorf("%w: no models", ErrTooFew)
@@ -229,7 +242,7 @@ func FitSets(sets []Set) (*Result, error) {
 	// letting them drift to any extreme that fits as well.
 	loss := func(x []float64) float64 {
 		s := 0.0
-		rs.residuals(weights(x), func(r float64) { s += r * r })
+		rs.residuals(weights(x), func(r, weight float64) { s += weight * r * r })
 		for j := range x {
 			d := x[j] - x0[j]
 			s += ridge * d * d

@@ -147,3 +147,53 @@ func TestFitSetsAcrossShapes(t *testing.T) {
 		t.Errorf("Check without the per-token term: %+v, %v; want RMS ≥ 5 %%", c, err)
 	}
 }
+
+// TestFitSetsWeighModelsAlike fits two models timed with different true
+// weights (no one set of weights fits both) and checks that each model
+// weighs the same in the fit however many ratios its runs give: timing
+// the second model five times over (five groups of the same times) leaves
+// the fit where it was, while under a weight per ratio it would pull the
+// fit five times as hard towards its own truth.
+func TestFitSetsWeighModelsAlike(t *testing.T) {
+	bert := benchModel()
+	window := convert.CostModel{
+		Dims:     convert.Dims{Layers: 22, Hidden: 768, Heads: 12, HeadDim: 64, FFN: 2304, FFNOut: 1152, WindowLayers: 14, Window: 64},
+		Features: 256, K: 256, Block: 64, Segments: 64, Sinks: 2,
+	}
+	timed := func(cm convert.CostModel, w convert.Weights, groups int, lengths []int) []Sample {
+		cm.Weights = w
+		var out []Sample
+		for g := range groups {
+			for _, n := range lengths {
+				for _, f := range []convert.Form{convert.Original, convert.Windowed, convert.Performer, convert.LocalPooled} {
+					out = append(out, Sample{Group: string(rune('a' + g)), Form: f, N: n, Ms: cm.Work(f, n) * 1e-8})
+				}
+			}
+		}
+		return out
+	}
+	truthA := convert.Weights{Original: 0.3, Pass: 40, Exp: 2, Token: 3000, Layer: 1e8}
+	truthB := convert.Weights{Original: 0.3, Pass: 120, Exp: 2, Token: 200, Layer: 1e8}
+	bertTimes := timed(bert, truthA, 1, []int{384, 768, 1152, 1536, 2304, 3072, 4096, 6144, 8192})
+	lengths := []int{1024, 2048, 4096, 8192}
+	once, err := FitSets([]Set{{Model: bert, Samples: bertTimes}, {Model: window, Samples: timed(window, truthB, 1, lengths)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	five, err := FitSets([]Set{{Model: bert, Samples: bertTimes}, {Model: window, Samples: timed(window, truthB, 5, lengths)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if once.Max < 0.02 {
+		t.Fatalf("the two truths are fitted to within %.2g: the test needs models no one set of weights fits", once.Max)
+	}
+	a, b := window, window
+	a.Weights, b.Weights = once.Weights, five.Weights
+	for _, n := range lengths {
+		for _, f := range []convert.Form{convert.Windowed, convert.Performer, convert.LocalPooled} {
+			if got, want := b.Speedup(f, n), a.Speedup(f, n); math.Abs(got/want-1) > 2e-3 {
+				t.Errorf("%s at %d: speedup %.4f fitted with the model timed five times, %.4f with it timed once", f, n, got, want)
+			}
+		}
+	}
+}
