@@ -62,8 +62,10 @@ type Weights struct {
 // fit did not see they predict the time ratios between forms to 4.2 %
 // RMS on ModernBERT-base at full size (22 layers, 14 of them window
 // layers; docs/bench-fullsize.json), 7.5 % on nomic-embed-text-v1.5's
-// shape (docs/bench-nomic.json) and 6.8 % on jina-embeddings-v2-base's
-// (docs/bench-jina-v2.json). `convert bench --fit` fits them on another
+// shape (docs/bench-nomic.json), 6.8 % on jina-embeddings-v2-base's
+// (docs/bench-jina-v2.json) and 5.9 % on XLM-RoBERTa-large's, bge-m3's
+// encoder, whose width (1024) no fitted run has
+// (docs/bench-xlmr-large.json). `convert bench --fit` fits them on another
 // machine.
 var DefaultWeights = Weights{Original: 0.355, Fused: 0.469, Flash: 0.347, Linear: 1, Pass: 23.5, Exp: 0.234,
 	FusedToken: 261, FlashToken: 587, Token: 12.4, Layer: 3.69e6}

@@ -28,6 +28,7 @@ func TestSpeedGuide(t *testing.T) {
 		{"bench-fullsize.json", "full-size ModernBERT-base", convert.LocalPooled, 8192},
 		{"bench-nomic.json", "nomic-embed-text-v1.5's shape", convert.LocalPooled, 8192},
 		{"bench-jina-v2.json", "jina-embeddings-v2-base's shape", convert.LocalPooled, 4096},
+		{"bench-xlmr-large.json", "XLM-R-large's shape (bge-m3)", convert.LocalPooled, 4096},
 	} {
 		data, err := os.ReadFile(filepath.Join("..", "..", "docs", c.file))
 		if err != nil {
