@@ -471,13 +471,14 @@ func (e *Embedder) fixedNote() string {
 // the embedding dimension.
 func (e *Embedder) setup(output string, explicitWindow bool) error {
 	for _, in := range e.sess.Inputs() {
-		if e.fixed[in.Name] != nil {
-			continue
+		if e.fixed[in.Name] == nil {
+			e.inputs = append(e.inputs, in)
 		}
-		if err := infer.TextFillable([]infer.Value{in}, "Inputs"); err != nil {
-			return fmt.Errorf("embed: %s: %w", e.path, err)
-		}
-		e.inputs = append(e.inputs, in)
+	}
+	if err := infer.TextFillable(e.inputs, "Inputs"); err != nil {
+		return fmt.Errorf("embed: %s: %w", e.path, err)
+	}
+	for _, in := range e.inputs {
 		if infer.InputRole(in.Name) == infer.RoleMask {
 			e.hasMask = true
 		}
