@@ -88,9 +88,11 @@ type ratios struct {
 	keys   []groupKey
 	groups map[groupKey][]Sample
 	pairs  int
-	// setPairs counts each set's pairs.
-	setPairs []int
-	seen     map[convert.Form]bool // forms in some pair
+	// setWeight is the weight of each pair of a set in the fit: each set
+	// weighs the same in all, its share split evenly over its pairs (the
+	// weights sum to the number of pairs).
+	setWeight []float64
+	seen      map[convert.Form]bool // forms in some pair
 }
 
 type groupKey struct {
@@ -102,7 +104,7 @@ type groupKey struct {
 // newRatios groups sets' samples, refusing a time that is not a positive
 // number.
 func newRatios(sets []Set) (*ratios, error) {
-	rs := &ratios{sets: sets, groups: map[groupKey][]Sample{}, setPairs: make([]int, len(sets)), seen: map[convert.Form]bool{}}
+	rs := &ratios{sets: sets, groups: map[groupKey][]Sample{}, seen: map[convert.Form]bool{}}
 	for i, set := range sets {
 		for _, s := range set.Samples {
 			if s.Ms <= 0 || s.N <= 0 || math.IsNaN(s.Ms) || math.IsInf(s.Ms, 0) {
@@ -127,30 +129,36 @@ func newRatios(sets []Set) (*ratios, error) {
 		}
 		return a.n < b.n
 	})
+	setPairs := make([]int, len(sets))
 	for _, k := range rs.keys {
 		g := rs.groups[k]
 		sort.Slice(g, func(i, j int) bool { return g[i].Form < g[j].Form })
 		rs.pairs += len(g) * (len(g) - 1) / 2
-		rs.setPairs[k.set] += len(g) * (len(g) - 1) / 2
+		setPairs[k.set] += len(g) * (len(g) - 1) / 2
 		for _, s := range g {
 			rs.seen[s.Form] = true
+		}
+	}
+	used := 0
+	for _, p := range setPairs {
+		if p > 0 {
+			used++
+		}
+	}
+	rs.setWeight = make([]float64, len(sets))
+	for i, p := range setPairs {
+		if p > 0 {
+			rs.setWeight[i] = float64(rs.pairs) / float64(used*p)
 		}
 	}
 	return rs, nil
 }
 
 // residuals calls fn with log(predicted ratio / measured ratio) of every
-// pair, each set's model priced with w, and the pair's weight in the fit:
-// each set weighs the same in all, its share split evenly over its pairs,
-// so that a model timed at many lengths and forms does not outweigh one
-// timed at a few (the weights sum to the number of pairs).
+// pair, each set's model priced with w, and the pair's weight in the fit
+// (setWeight), so that a model timed at many lengths and forms does not
+// outweigh one timed at a few.
 func (rs *ratios) residuals(w convert.Weights, fn func(r, weight float64)) {
-	used := 0
-	for _, p := range rs.setPairs {
-		if p > 0 {
-			used++
-		}
-	}
 	for _, k := range rs.keys {
 		m := rs.sets[k.set].Model
 		m.Weights = w
@@ -159,7 +167,7 @@ func (rs *ratios) residuals(w convert.Weights, fn func(r, weight float64)) {
 			for b := a + 1; b < len(g); b++ {
 				meas := math.Log(g[a].Ms / g[b].Ms)
 				pred := math.Log(m.Work(g[a].Form, k.n) / m.Work(g[b].Form, k.n))
-				fn(pred-meas, float64(rs.pairs)/float64(used*rs.setPairs[k.set]))
+				fn(pred-meas, rs.setWeight[k.set])
 			}
 		}
 	}
