@@ -18,6 +18,13 @@
 //     (written by `convert long`); a model whose position table is too
 //     short for the text is an error, never a silent truncation.
 //
+// A model trained with prompts ("search_query: ", "query: ") reads each
+// text after one (Options.Prompt, or PromptName among the prompts of its
+// config_sentence_transformers.json, whose default_prompt_name applies
+// otherwise): its wordpieces follow [CLS] in every pass of every mode, so
+// that each chunk carries it too, and a pass holds the ids
+// sentence-transformers tokenizes for prompt+text.
+//
 // Open loads the model, its tokenizer and its pooling configuration and
 // opens an inference session (package infer, onnxruntime or pure Go);
 // Embedder.Embed then embeds texts in batches. Cosine compares two

@@ -219,6 +219,19 @@ type Options struct {
 	// 1 retrieval.passage, 2 separation, 3 classification,
 	// 4 text-matching, in its config's lora_adaptations).
 	Inputs map[string]string
+	// Prompt is text that begins every text, as sentence-transformers'
+	// prompts do ("search_query: " for nomic-embed-text, "query: " for
+	// e5): its wordpieces follow [CLS] in every pass, every chunk
+	// included, and the text's own wordpieces fill the rest of the
+	// window. A prompt is tokenized apart from the text, so a pass is
+	// what sentence-transformers reads for prompt+text when the prompt
+	// ends in white space, as published ones do; one that does not is
+	// read as if a space followed it. PromptName names one of the
+	// prompts of the sentence-transformers files beside the model
+	// (config_sentence_transformers.json) instead. Set at most one; with
+	// neither, that file's default_prompt_name applies when it names
+	// one, as in sentence-transformers.
+	Prompt, PromptName string
 }
 
 // Embedder embeds texts with one model. Its methods may be called from
@@ -254,6 +267,16 @@ type Embedder struct {
 	inputs    []infer.Value           // the token-level inputs
 	fixed     map[string]*onnx.Tensor // Options.Inputs, read
 	hasMask   bool                    // an attention-mask input: padding changes nothing
+	// The prompt (Options.Prompt), its name and where it came from
+	// (choosePrompt), its wordpieces without its trailing white space,
+	// and that white space, which begins each text before it is
+	// tokenized. includePrompt is false when the Pooling config
+	// (promptPoolFile) sets include_prompt false.
+	prompt, promptName, promptFrom string
+	promptIDs                      []int64
+	promptSpace                    string
+	includePrompt                  bool
+	promptPoolFile                 string
 
 	mu   sync.Mutex
 	sess infer.Session
@@ -301,6 +324,10 @@ func Open(modelPath string, o Options) (*Embedder, error) {
 	}
 	e.sess = sess
 	if err := e.setup(o.Output, o.Window > 0); err != nil {
+		sess.Close()
+		return nil, err
+	}
+	if err := e.choosePrompt(o); err != nil {
 		sess.Close()
 		return nil, err
 	}
@@ -410,8 +437,10 @@ func (e *Embedder) choosePooling(p Pooling) error {
 	if err != nil {
 		return err
 	}
+	e.includePrompt = true
 	if st != nil {
 		e.stOthers, e.stFile = st.others, filepath.Join(st.dir, "modules.json")
+		e.includePrompt, e.promptPoolFile = !st.excludePrompt, st.poolFile
 	}
 	e.pooling, e.poolFrom = p, "option"
 	if e.pooling != PoolAuto {
@@ -607,7 +636,8 @@ func (e *Embedder) ContextLimit() convert.Limit {
 func (e *Embedder) Tokenizer() *tokenize.Tokenizer { return e.tok }
 
 // String is a one-line description: model, mode, pooling (and where it
-// came from), window, limit, normalisation.
+// came from), window, limit, normalisation, and the inputs fed unchanged
+// and the prompt when there are.
 func (e *Embedder) String() string {
 	norm := "normalise"
 	if !e.normalise {
@@ -628,8 +658,22 @@ func (e *Embedder) String() string {
 	if e.maxTokens > 0 {
 		s += fmt.Sprintf(", max tokens %d", e.maxTokens)
 	}
+	if note := e.fixedNote(); note != "" {
+		s += ", inputs " + note
+	}
+	if e.prompt != "" {
+		s += fmt.Sprintf(", prompt %q", e.prompt)
+		if e.promptName != "" {
+			s += fmt.Sprintf(" (%s in %s)", e.promptName, e.promptFrom)
+		}
+	}
 	return s
 }
+
+// Prompt is the text that begins every text (Options.Prompt, or the
+// prompt PromptName or the model's default_prompt_name names), "" when
+// none.
+func (e *Embedder) Prompt() string { return e.prompt }
 
 // Close releases the session.
 func (e *Embedder) Close() error {
@@ -650,9 +694,9 @@ type pass struct {
 	ids  []int64
 }
 
-// weight is the pass's wordpieces ([CLS] and [SEP] left out): a chunk's
-// weight in Chunk mode's mean.
-func (p pass) weight() float64 { return float64(max(1, len(p.ids)-2)) }
+// weight is the pass's wordpieces of its text ([CLS], [SEP] and the
+// prompt's p left out): a chunk's weight in Chunk mode's mean.
+func (ps pass) weight(p int) float64 { return float64(max(1, len(ps.ids)-2-p)) }
 
 // Embed returns one vector per text, each of Dim values. An empty text is
 // read as [CLS] [SEP]. When a text's vector holds a NaN or an Inf, no
@@ -676,7 +720,7 @@ func (e *Embedder) Embed(texts []string) ([][]float32, error) {
 		if e.mode == Chunk {
 			// Each chunk's unit vector counts by its wordpieces.
 			normalise(v)
-			w = p.weight()
+			w = p.weight(len(e.promptIDs))
 			for k := range v {
 				v[k] *= w
 			}
@@ -781,9 +825,11 @@ func (e *Embedder) runPasses(passes []pass, use func(p pass, v []float64)) error
 
 // plan tokenizes the texts and cuts them into passes as the mode says.
 func (e *Embedder) plan(texts []string) (passes []pass, read int64, err error) {
+	p := len(e.promptIDs)
 	frame := func(i int, body []int64) pass {
-		ids := make([]int64, 0, len(body)+2)
+		ids := make([]int64, 0, len(body)+2+p)
 		ids = append(ids, e.cls)
+		ids = append(ids, e.promptIDs...)
 		ids = append(ids, body...)
 		return pass{i, append(ids, e.sep)}
 	}
@@ -791,13 +837,13 @@ func (e *Embedder) plan(texts []string) (passes []pass, read int64, err error) {
 	for i, s := range texts {
 		// Only the wordpieces kept are tokenized: a text of any length
 		// read in Truncate mode or with MaxTokens costs what they do.
-		toks := e.tok.IDsLimit(s, keep)
+		toks := e.tok.IDsLimit(e.promptSpace+s, keep)
 		read += int64(len(toks))
 		switch e.mode {
 		case Truncate:
-			passes = append(passes, frame(i, toks[:min(len(toks), e.window-2)]))
+			passes = append(passes, frame(i, toks[:min(len(toks), e.window-2-p)]))
 		case Chunk, Chunks:
-			n := e.window - 2
+			n := e.window - 2 - p
 			stride := n - e.overlap
 			for lo := 0; ; lo += stride {
 				hi := min(lo+n, len(toks))
@@ -807,13 +853,13 @@ func (e *Embedder) plan(texts []string) (passes []pass, read int64, err error) {
 				}
 			}
 		case Long:
-			need := len(toks) + 2
+			need := len(toks) + 2 + p
 			if e.longModel {
 				need = e.framedLen(len(toks))
 			}
 			if lim := e.longLimit(); lim > 0 && need > lim {
-				return nil, 0, fmt.Errorf("embed: text %d has %d wordpieces (%d tokens with [CLS] and [SEP]), but model %s admits %d tokens per pass (%s), %d wordpieces; %s",
-					i, len(toks), need, e.path, lim, e.longLimitSource(), e.longFits(lim), e.longHint())
+				return nil, 0, fmt.Errorf("embed: text %d has %d wordpieces (%d tokens with [CLS], [SEP]%s), but model %s admits %d tokens per pass (%s), %d wordpieces; %s",
+					i, len(toks), need, e.promptNote(), e.path, lim, e.longLimitSource(), e.longFits(lim), e.longHint())
 			}
 			if e.longModel {
 				passes = append(passes, e.framed(i, toks))
@@ -831,10 +877,18 @@ func (e *Embedder) plan(texts []string) (passes []pass, read int64, err error) {
 // refuses is).
 func (e *Embedder) keep() int {
 	n := e.maxTokens
-	if e.mode == Truncate && (n == 0 || n > e.window-2) {
-		n = e.window - 2
+	if w := e.window - 2 - len(e.promptIDs); e.mode == Truncate && (n == 0 || n > w) {
+		n = w
 	}
 	return n
+}
+
+// promptNote is ", the prompt's N wordpieces" when there is a prompt.
+func (e *Embedder) promptNote() string {
+	if len(e.promptIDs) == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" and the prompt's %d wordpieces", len(e.promptIDs))
 }
 
 // framed is the one Long pass of a model written by `convert long`: the
@@ -844,10 +898,11 @@ func (e *Embedder) keep() int {
 // field the long model then reads each window as the original reads that
 // chunk; the far field adds what the other windows say.
 func (e *Embedder) framed(i int, toks []int64) pass {
-	w := e.window - 2
+	w := e.window - 2 - len(e.promptIDs)
 	ids := make([]int64, 0, e.framedLen(len(toks)))
 	for lo := 0; lo == 0 || lo < len(toks); lo += w {
 		ids = append(ids, e.cls)
+		ids = append(ids, e.promptIDs...)
 		ids = append(ids, toks[lo:min(lo+w, len(toks))]...)
 		ids = append(ids, e.sep)
 	}
@@ -856,20 +911,22 @@ func (e *Embedder) framed(i int, toks []int64) pass {
 
 // framedLen is the length of framed's pass for n wordpieces.
 func (e *Embedder) framedLen(n int) int {
-	w := e.window - 2
+	p := len(e.promptIDs)
+	w := e.window - 2 - p
 	windows := max(1, (n+w-1)/w)
-	return n + 2*windows
+	return n + (2+p)*windows
 }
 
 // longFits is the most wordpieces one Long pass of at most lim tokens
 // holds: lim−2, or for a model written by `convert long` W−2 in each of
 // its whole windows of W tokens and the rest of a last, partial one.
 func (e *Embedder) longFits(lim int) int {
+	p := len(e.promptIDs)
 	if !e.longModel {
-		return max(0, lim-2)
+		return max(0, lim-2-p)
 	}
 	w := e.window
-	return lim/w*(w-2) + max(0, lim%w-2)
+	return lim/w*(w-2-p) + max(0, lim%w-2-p)
 }
 
 // longHint says how to read a text longer than longLimit.

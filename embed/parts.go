@@ -122,6 +122,9 @@ type Settings struct {
 	// Inputs are the inputs fed unchanged with every pass
 	// (Options.Inputs: "task_id=int64[] 4"), "" when none.
 	Inputs string `json:"inputs,omitempty"`
+	// Prompt is the text that begins every text (Options.Prompt), ""
+	// when none.
+	Prompt string `json:"prompt,omitempty"`
 }
 
 // Part is one part of a folder: its files are Name+".npy" and
@@ -317,8 +320,10 @@ outer:
 }
 
 func show(v any) string {
-	if s, ok := v.(string); ok && s == "" {
-		return `""`
+	// An empty string, or one whose white space would not show (a
+	// prompt's trailing space), is quoted.
+	if s, ok := v.(string); ok && (s == "" || strings.TrimSpace(s) != s) {
+		return strconv.Quote(s)
 	}
 	return fmt.Sprint(v)
 }

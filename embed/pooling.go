@@ -23,6 +23,10 @@ type stConfig struct {
 	dir       string  // the folder holding modules.json
 	pooling   Pooling // "" when no Pooling module is listed
 	normalize bool    // a Normalize module is listed
+	// excludePrompt: the Pooling module's config.json (poolFile) sets
+	// include_prompt false, leaving a prompt's tokens out of the pooling.
+	excludePrompt bool
+	poolFile      string
 	// others are the modules listed besides the Transformer, Pooling and
 	// Normalize ones (a Dense projection after the pooling, …), which
 	// embed does not apply: "Dense (2_Dense)".
@@ -47,6 +51,7 @@ type stPooling struct {
 	LastToken     bool   `json:"pooling_mode_lasttoken"`
 	Mode          string `json:"pooling_mode"`
 	EmbeddingSize int    `json:"word_embedding_dimension"`
+	IncludePrompt *bool  `json:"include_prompt"`
 }
 
 // modelDirs are the folders searched for files that belong to the model
@@ -83,11 +88,12 @@ func readSTConfig(modelPath string) (*stConfig, error) {
 				if c.pooling != "" {
 					return nil, fmt.Errorf("embed: %s lists more than one Pooling module", p)
 				}
-				pool, err := readPoolingConfig(filepath.Join(dir, filepath.FromSlash(m.Path), "config.json"))
+				c.poolFile = filepath.Join(dir, filepath.FromSlash(m.Path), "config.json")
+				pool, include, err := readPoolingConfig(c.poolFile)
 				if err != nil {
 					return nil, err
 				}
-				c.pooling = pool
+				c.pooling, c.excludePrompt = pool, !include
 			default:
 				kind := m.Type[strings.LastIndexByte(m.Type, '.')+1:]
 				c.others = append(c.others, fmt.Sprintf("%s (%s)", kind, m.Path))
@@ -99,16 +105,23 @@ func readSTConfig(modelPath string) (*stConfig, error) {
 }
 
 // readPoolingConfig reads a sentence-transformers Pooling config.json and
-// returns the one pooling it sets.
-func readPoolingConfig(p string) (Pooling, error) {
+// returns the one pooling it sets, and whether a prompt's tokens are
+// pooled (include_prompt, true when absent).
+func readPoolingConfig(p string) (Pooling, bool, error) {
 	data, err := readBounded(p)
 	if err != nil {
-		return "", err
+		return "", false, err
 	}
 	var c stPooling
 	if err := json.Unmarshal(data, &c); err != nil {
-		return "", fmt.Errorf("embed: %s: %w", p, err)
+		return "", false, fmt.Errorf("embed: %s: %w", p, err)
 	}
+	pool, err := c.pooling(p)
+	return pool, c.IncludePrompt == nil || *c.IncludePrompt, err
+}
+
+// pooling returns the one pooling c sets; p names its file in errors.
+func (c stPooling) pooling(p string) (Pooling, error) {
 	switch c.Mode { // newer configs may name the mode instead of setting flags
 	case "cls":
 		c.CLS = true

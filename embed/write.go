@@ -223,7 +223,7 @@ func (w *writeRun) makeHead() (Manifest, error) {
 	m := Manifest{Tool: w.o.Tool, Model: FileSum{File: filepath.Base(e.path), SHA256: sum}, Tokenizer: tok,
 		Settings: Settings{Input: w.o.Input, Mode: e.Mode(), Pooling: e.Pooling(), Normalised: e.Normalised(), MaxTokens: e.MaxTokens(),
 			Window: e.Window(), Overlap: e.Overlap(), Output: e.Output(), Dim: e.Dim(), Backend: e.backend(), SkipBad: w.o.SkipBad,
-			PartSize: w.o.PartSize, PartFormat: w.o.PartFormat, Shard: w.o.Shard, Inputs: e.fixedNote()}}
+			PartSize: w.o.PartSize, PartFormat: w.o.PartFormat, Shard: w.o.Shard, Inputs: e.fixedNote(), Prompt: e.Prompt()}}
 	w.head = &m
 	return m, nil
 }

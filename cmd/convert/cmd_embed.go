@@ -31,6 +31,7 @@ type embedFlags struct {
 	maxTokens, window, batch         int
 	overlap, partSize                int
 	inputs                           map[string]string
+	prompt, promptName               string
 	runtimeFlags
 }
 
@@ -40,7 +41,7 @@ func runEmbed(args []string, stdout, stderr io.Writer) error {
 	fs.Var(&f.texts, "text", "a `TEXT` to embed (repeatable; ids text-1, text-2, ...)")
 	fs.StringVar(&f.textFile, "text-file", "", "a `FILE` with one text per line (ids: line numbers; blank lines skipped; - is stdin)")
 	fs.StringVar(&f.docs, "docs", "", "embed every *.txt and *.md file in `DIR`, sorted (id: the file name)")
-	fs.StringVar(&f.jsonl, "jsonl", "", "a `FILE` of JSON lines {\"id\": ..., \"text\": ...} (- is stdin)")
+	fs.StringVar(&f.jsonl, "jsonl", "", "a `FILE` of JSON lines, one document each ({\"id\": ..., \"text\": ...}; - is stdin)")
 	fs.StringVar(&f.out, "o", "", "`OUT`: OUT.npy (float32 [N, dim], ids in OUT.ids.txt), OUT.jsonl (one {\"id\", \"embedding\"} per line) or OUT.parquet (columns id: string, embedding: list<float32>), built in parts in the folder .OUT.parts beside it and written when the input ends; or a folder DIR/ (a path ending in / or a folder that exists) of parts of --part-size documents each (--part-format), written as they are made, and manifest.json. A re-run with the same flags resumes after the parts finished (required)")
 	fs.StringVar(&f.mode, "mode", "auto", "read long texts in `MODE`: truncate (first window), chunk (mean over windows, weighted by their wordpieces), chunks (one vector per window, ids DOCID#K), long (one pass, up to the model's limit), auto (long for a convert long model or, without --window, a model whose own limit is above 512 tokens; else chunk)")
 	fs.StringVar(&f.pooling, "pooling", "auto", "pool hidden states by `KIND`: mean, cls, max, or auto (the model's sentence-transformers files, else mean)")
@@ -52,6 +53,7 @@ func runEmbed(args []string, stdout, stderr io.Writer) error {
 	f.runtimeFlags.register(fs)
 	fs.StringVar(&f.vocab, "vocab", "", "tokenizer `PATH`: a folder, tokenizer.json or vocab.txt (default: found beside the model)")
 	fixedInputsVar(fs, &f.inputs)
+	promptVars(fs, "", "each text", &f.prompt, &f.promptName)
 	fs.BoolVar(&f.skipBad, "skip-bad-docs", false, "skip documents that are empty (no wordpieces) or not UTF-8, and count them in the summary (default: refuse them, exit 2, naming each)")
 	fs.IntVar(&f.partSize, "part-size", embed.DefaultPartSize, "documents `N` per part: of a folder output, and of a file output's run (what a stopped run can lose)"+atMost(maxDocs))
 	fs.StringVar(&f.partFormat, "part-format", "", "the parts of a folder output are `FORMAT`: npy (part-00000.npy, float32 [vectors, dim], and part-00000.ids.txt, …) or parquet (part-00000.parquet, columns id and embedding, …) (default npy)")
@@ -65,8 +67,12 @@ func runEmbed(args []string, stdout, stderr io.Writer) error {
 
 // options checks the flags and returns the embedder's options.
 func (f *embedFlags) options() (embed.Options, error) {
-	o := embed.Options{Raw: f.raw, MaxTokens: f.maxTokens, Window: f.window, Batch: f.batch, Backend: f.backend, Threads: f.threads, Vocab: f.vocab, Overlap: f.overlap, Inputs: f.inputs}
+	o := embed.Options{Raw: f.raw, MaxTokens: f.maxTokens, Window: f.window, Batch: f.batch, Backend: f.backend, Threads: f.threads, Vocab: f.vocab, Overlap: f.overlap, Inputs: f.inputs,
+		Prompt: f.prompt, PromptName: f.promptName}
 	if err := f.runtimeFlags.check(); err != nil {
+		return o, err
+	}
+	if err := promptCheck("", f.prompt, f.promptName); err != nil {
 		return o, err
 	}
 	switch m := embed.Mode(f.mode); m {
@@ -267,6 +273,9 @@ func (f *embedFlags) run(path string, stdout, stderr io.Writer) error {
 	}
 	if rep.ResumedParts > 0 {
 		notes += fmt.Sprintf(", resumed after %d documents in %d parts", rep.ResumedDocuments, rep.ResumedParts)
+	}
+	if p := e.Prompt(); p != "" {
+		notes += fmt.Sprintf(", each after the prompt %q", p)
 	}
 	secs := rep.Took.Seconds()
 	fmt.Fprintf(stdout, "embedded %d documents%s (mode %s, pooling %s, window %d, dim %d) in %.2f s (%.3f s each; %d wordpieces, %.0f a second; loading excluded) → %s\n",

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -47,7 +48,9 @@ type evalFlags struct {
 	maxTokens, minTokens, perBucket, bootstrap, limitDocs    int
 	seed                                                     uint64
 	asJSON, quiet                                            bool
-	inputs                                                   map[string]string
+	inputs, queryInputs                                      map[string]string
+	// The prompts of the queries and of the documents (passages).
+	queryPrompt, queryPromptName, docPrompt, docPromptName string
 	runtimeFlags
 	// stderr receives the progress lines and notes, unless -q.
 	stderr io.Writer
@@ -56,7 +59,7 @@ type evalFlags struct {
 // define declares the flags on fs.
 func (f *evalFlags) define(fs *flag.FlagSet) {
 	fs.StringVar(&f.docs, "docs", "", "read every *.txt and *.md file in `DIR` as a document (id: the file name)")
-	fs.StringVar(&f.jsonl, "jsonl", "", "a `FILE` of JSON lines {\"id\": ..., \"text\": ...}, one document each")
+	fs.StringVar(&f.jsonl, "jsonl", "", "a `FILE` of JSON lines, one document each ({\"id\": ..., \"text\": ...})")
 	fs.IntVar(&f.maxTokens, "max-tokens", 4096, "cut every document to its first `N` wordpieces before anything else; every system reads the same text"+atMost(maxTokensFlag))
 	fs.IntVar(&f.minTokens, "min-tokens", 0, "skip documents of fewer than `N` wordpieces (0: the last bucket edge, so that a document fills every bucket)"+atMost(maxTokensFlag))
 	fs.StringVar(&f.buckets, "buckets", "", "`LIST` of bucket edges in wordpieces, by the passage's position (default: 0,512,1K,2K,… up to --max-tokens)")
@@ -70,6 +73,9 @@ func (f *evalFlags) define(fs *flag.FlagSet) {
 	f.runtimeFlags.register(fs)
 	fs.StringVar(&f.vocab, "vocab", "", "tokenizer `PATH` of every model: a folder, tokenizer.json or vocab.txt (default: found beside each model)")
 	fixedInputsVar(fs, &f.inputs)
+	fs.Var((*inputsFlag)(&f.queryInputs), "query-input", "`NAME=VALUE` as --input, for the queries only (jina-embeddings-v3: --input task_id=1 --query-input task_id=0, its retrieval.passage and retrieval.query adapters)")
+	promptVars(fs, "query-", "each query", &f.queryPrompt, &f.queryPromptName)
+	promptVars(fs, "doc-", "each document", &f.docPrompt, &f.docPromptName)
 	fs.BoolVar(&f.asJSON, "json", false, "print the report as JSON instead of the markdown tables")
 	fs.StringVar(&f.jsonOut, "json-out", "", "also write the report as JSON to `FILE`")
 	fs.StringVar(&f.mdOut, "md-out", "", "also write the markdown tables to `FILE`")
@@ -122,7 +128,14 @@ func (f *evalFlags) evaluate(original string, models []string, stdout io.Writer)
 // the encoders'.
 func (f *evalFlags) options() (embed.EvalOptions, embed.Options, error) {
 	o := embed.EvalOptions{MaxTokens: f.maxTokens, MinTokens: f.minTokens, PerBucket: f.perBucket, Seed: f.seed, Bootstrap: f.bootstrap}
-	eo := embed.Options{MaxTokens: f.maxTokens, Backend: f.backend, Threads: f.threads, Vocab: f.vocab, Inputs: f.inputs}
+	eo := embed.Options{MaxTokens: f.maxTokens, Backend: f.backend, Threads: f.threads, Vocab: f.vocab, Inputs: f.inputs,
+		Prompt: f.docPrompt, PromptName: f.docPromptName}
+	if err := promptCheck("query-", f.queryPrompt, f.queryPromptName); err != nil {
+		return o, eo, err
+	}
+	if err := promptCheck("doc-", f.docPrompt, f.docPromptName); err != nil {
+		return o, eo, err
+	}
 	switch {
 	case f.maxTokens < 1:
 		return o, eo, cli.UsageError("--max-tokens must be at least 1")
@@ -225,7 +238,7 @@ func (f *evalFlags) documents(original string, list []evalSystem) ([]embed.Docum
 		}
 	}
 	outputs := f.outputs()
-	inputs := append([]namedFile{{"ORIGINAL", original}, {"--jsonl", f.jsonl}, {"--vocab", f.vocab}}, inputFiles(f.inputs)...)
+	inputs := append([]namedFile{{"ORIGINAL", original}, {"--jsonl", f.jsonl}, {"--vocab", f.vocab}}, append(inputFiles(f.inputs), inputFiles(f.queryInputs)...)...)
 	for _, s := range list {
 		if !slices.ContainsFunc(inputs, func(in namedFile) bool { return in.path == s.path }) {
 			inputs = append(inputs, namedFile{"model of system " + s.name, s.path})
@@ -268,9 +281,7 @@ func (f *evalFlags) documents(original string, list []evalSystem) ([]embed.Docum
 // truncate system (every other system is opened for its pass and closed
 // after), and evaluates the systems on the documents.
 func (f *evalFlags) run(original string, list []evalSystem, documents []embed.Document, o embed.EvalOptions, eo embed.Options) (*embed.Report, error) {
-	qo := eo
-	qo.Mode = embed.Truncate
-	qo.MaxWindow = embed.LongContext
+	qo := f.queryOptions(eo)
 	query, err := embed.Open(original, qo)
 	if err != nil {
 		return nil, embedError(err)
@@ -283,7 +294,7 @@ func (f *evalFlags) run(original string, list []evalSystem, documents []embed.Do
 	}
 	var systems []embed.System
 	for _, s := range list {
-		if s.path == original && s.mode == embed.Truncate {
+		if s.path == original && s.mode == embed.Truncate && f.sameQueries() {
 			systems = append(systems, embed.System{Name: s.name, Encoder: query})
 			continue
 		}
@@ -307,6 +318,31 @@ func (f *evalFlags) run(original string, list []evalSystem, documents []embed.Do
 		return nil, cli.UsageError("%v", err)
 	}
 	return nil, embedError(err)
+}
+
+// queryOptions are the options of the encoder of the queries: the
+// original, truncated to at most LongContext tokens, with the query
+// prompt and inputs.
+func (f *evalFlags) queryOptions(eo embed.Options) embed.Options {
+	qo := eo
+	qo.Mode = embed.Truncate
+	qo.MaxWindow = embed.LongContext
+	qo.Prompt, qo.PromptName = f.queryPrompt, f.queryPromptName
+	if len(f.queryInputs) > 0 {
+		qo.Inputs = maps.Clone(f.inputs)
+		if qo.Inputs == nil {
+			qo.Inputs = map[string]string{}
+		}
+		maps.Copy(qo.Inputs, f.queryInputs)
+	}
+	return qo
+}
+
+// sameQueries reports whether the queries are read as the documents are
+// (no prompt or input of their own), so that the encoder of the queries
+// is the truncate system too.
+func (f *evalFlags) sameQueries() bool {
+	return f.queryPrompt == f.docPrompt && f.queryPromptName == f.docPromptName && len(f.queryInputs) == 0
 }
 
 // dropWhole returns list without the original read whole when no flag

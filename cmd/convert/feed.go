@@ -220,6 +220,24 @@ func fixedInputsVar(fs *flag.FlagSet, m *map[string]string) {
 	fs.Var((*inputsFlag)(m), "input", "`NAME=VALUE` of an input that carries no tokens (a task id), fed with every pass: a NUMBER for an input of one element (jina-embeddings-v3's task adapter: task_id=4, text-matching) or a .npy or TensorProto .pb FILE (repeatable)")
 }
 
+// promptVars adds --{who}prompt and --{who}prompt-name to fs for a
+// command that embeds texts (embed, evaluate), into *text and *name:
+// text that begins every text the model reads (embed.Options.Prompt),
+// given itself or by its name among the model's prompts. each says
+// which texts ("each text", "each query").
+func promptVars(fs *flag.FlagSet, who, each string, text, name *string) {
+	fs.StringVar(text, who+"prompt", "", "`TEXT` before "+each+"; as a sentence-transformers prompt (\"search_query: \" for nomic-embed-text, \"query: \" for e5), its wordpieces follow [CLS] in every window")
+	fs.StringVar(name, who+"prompt-name", "", "prompt `NAME` before "+each+"; one of the prompts of the model's config_sentence_transformers.json (default: its default_prompt_name, if any)")
+}
+
+// promptCheck refuses a prompt given both as text and by name.
+func promptCheck(who, text, name string) error {
+	if text != "" && name != "" {
+		return cli.UsageError("--%sprompt and --%sprompt-name both give the prompt: set one", who, who)
+	}
+	return nil
+}
+
 // inputFiles lists the files among inputs' values (the numbers aside),
 // named by their flag, for checkOutputs.
 func inputFiles(inputs map[string]string) []namedFile {

@@ -3,8 +3,11 @@ package main
 import (
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 
+	"github.com/linearize/linearize/embed"
 	"github.com/linearize/linearize/infer"
 	"github.com/linearize/linearize/onnx/onnxpb"
 	"github.com/linearize/linearize/tokenize"
@@ -26,6 +29,13 @@ type tokenizerReport struct {
 	// jina-embeddings-v3's task_id), which commands that read text take
 	// with --input.
 	Given []string `json:"given,omitempty"`
+	// Prompts are the prompts the sentence-transformers files beside the
+	// model name (config_sentence_transformers.json), by name, and
+	// DefaultPrompt the name of the one read when none is chosen.
+	Prompts       map[string]string `json:"prompts,omitempty"`
+	DefaultPrompt string            `json:"default_prompt,omitempty"`
+	PromptsFile   string            `json:"prompts_file,omitempty"`
+	PromptsError  string            `json:"prompts_error,omitempty"`
 }
 
 // buildTokenizer reads the tokenizer beside the model m at path.
@@ -36,11 +46,17 @@ func buildTokenizer(path string, m *onnxpb.ModelProto) *tokenizerReport {
 			given = append(given, in.Name)
 		}
 	}
+	r := &tokenizerReport{Given: given}
+	if prompts, def, pf, err := embed.ModelPrompts(path); err != nil {
+		r.PromptsError = err.Error()
+	} else if len(prompts) > 0 {
+		r.Prompts, r.DefaultPrompt, r.PromptsFile = prompts, def, pf
+	}
 	file := tokenize.FileForModel(path)
 	if file == "" {
-		return &tokenizerReport{Given: given}
+		return r
 	}
-	r := &tokenizerReport{File: file, Given: given}
+	r.File = file
 	tok, err := tokenize.Load(file)
 	if err != nil {
 		r.Error = err.Error()
@@ -64,5 +80,16 @@ func printTokenizer(w io.Writer, r *tokenizerReport) {
 	}
 	if r != nil && len(r.Given) > 0 {
 		fmt.Fprintf(w, "              text does not fill %s: commands that read text take it with --input %s=VALUE\n", strings.Join(r.Given, ", "), r.Given[0])
+	}
+	if r != nil && r.PromptsError != "" {
+		fmt.Fprintf(w, "              prompts cannot be read: %s\n", r.PromptsError)
+	}
+	if r != nil && len(r.Prompts) > 0 {
+		def := "none"
+		if r.DefaultPrompt != "" {
+			def = r.DefaultPrompt
+		}
+		fmt.Fprintf(w, "              prompts in %s: %s (default %s): embed --prompt-name NAME, evaluate --query-prompt-name, --doc-prompt-name\n",
+			r.PromptsFile, strings.Join(slices.Sorted(maps.Keys(r.Prompts)), ", "), def)
 	}
 }

@@ -28,6 +28,12 @@ func TestInspectTokenizer(t *testing.T) {
 		{"wordpiece", map[string]string{"vocab.txt": "[PAD]\n[UNK]\n[CLS]\n[SEP]\nhello\n"}, "(WordPiece, 5 entries, [CLS] … [SEP])", "WordPiece"},
 		{"none", nil, "tokenizer:    none beside the model (commands that read text need --vocab)", ""},
 		{"broken", map[string]string{"tokenizer.json": `{"model":{"type":"WordLevel","vocab":{}}}`}, `cannot be read: tokenize: `, ""},
+		{"prompts", map[string]string{"vocab.txt": "[PAD]\n[UNK]\n[CLS]\n[SEP]\nhello\n",
+			"config_sentence_transformers.json": `{"prompts": {"search_query": "search_query: ", "search_document": "search_document: "}, "default_prompt_name": "search_query"}`},
+			"config_sentence_transformers.json: search_document, search_query (default search_query): embed --prompt-name NAME", "WordPiece"},
+		{"bad prompts", map[string]string{"vocab.txt": "[PAD]\n[UNK]\n[CLS]\n[SEP]\nhello\n",
+			"config_sentence_transformers.json": `{"prompts": {"a": "a: "}, "default_prompt_name": "b"}`},
+			`prompts cannot be read: embed: `, "WordPiece"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -54,8 +60,9 @@ func TestInspectTokenizer(t *testing.T) {
 			code, out, _ = runCLI("inspect", model, "--json")
 			var rep struct {
 				Tokenizer struct {
-					Kind  string `json:"kind"`
-					Error string `json:"error"`
+					Kind    string            `json:"kind"`
+					Error   string            `json:"error"`
+					Prompts map[string]string `json:"prompts"`
 				} `json:"tokenizer"`
 			}
 			if err := json.Unmarshal([]byte(out), &rep); code != 0 || err != nil {
@@ -63,6 +70,9 @@ func TestInspectTokenizer(t *testing.T) {
 			}
 			if rep.Tokenizer.Kind != tc.kind || (tc.name == "broken") != (rep.Tokenizer.Error != "") {
 				t.Errorf("--json tokenizer %+v, want kind %q", rep.Tokenizer, tc.kind)
+			}
+			if (tc.name == "prompts") != (rep.Tokenizer.Prompts["search_query"] == "search_query: ") {
+				t.Errorf("--json prompts %v", rep.Tokenizer.Prompts)
 			}
 		})
 	}

@@ -1,0 +1,137 @@
+package embed
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"unicode"
+)
+
+// stPromptsFile is the sentence-transformers file that names a model's
+// prompts: {"prompts": {"search_query": "search_query: ", …},
+// "default_prompt_name": null}.
+const stPromptsFile = "config_sentence_transformers.json"
+
+// stPrompts is what config_sentence_transformers.json says about prompts.
+type stPrompts struct {
+	file    string            // its path
+	prompts map[string]string // by name
+	def     string            // default_prompt_name, or ""
+}
+
+// readPrompts reads config_sentence_transformers.json from the first of
+// the model's folders that has one; nil when none has.
+func readPrompts(modelPath string) (*stPrompts, error) {
+	for _, dir := range modelDirs(modelPath) {
+		p := filepath.Join(dir, stPromptsFile)
+		data, err := readBounded(p)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		var c struct {
+			Prompts map[string]string `json:"prompts"`
+			Default *string           `json:"default_prompt_name"`
+		}
+		if err := json.Unmarshal(data, &c); err != nil {
+			return nil, fmt.Errorf("embed: %s: %w", p, err)
+		}
+		s := &stPrompts{file: p, prompts: c.Prompts}
+		if c.Default != nil && *c.Default != "" {
+			s.def = *c.Default
+			if _, ok := c.Prompts[s.def]; !ok {
+				return nil, fmt.Errorf("embed: %s: default_prompt_name %q is not one of its prompts (%s)", p, s.def, s.names())
+			}
+		}
+		return s, nil
+	}
+	return nil, nil
+}
+
+// names lists the prompt names, sorted, or says there are none.
+func (s *stPrompts) names() string {
+	if s == nil || len(s.prompts) == 0 {
+		return "none"
+	}
+	return strings.Join(slices.Sorted(maps.Keys(s.prompts)), ", ")
+}
+
+// ModelPrompts returns the prompts the sentence-transformers files beside
+// the model at modelPath name (config_sentence_transformers.json's
+// "prompts"), the name of the one applied when none is chosen
+// (default_prompt_name, or ""), and the file they come from ("" and no
+// prompts when there is none).
+func ModelPrompts(modelPath string) (prompts map[string]string, def, file string, err error) {
+	s, err := readPrompts(modelPath)
+	if err != nil || s == nil {
+		return nil, "", "", err
+	}
+	return s.prompts, s.def, s.file, nil
+}
+
+// choosePrompt resolves Options.Prompt and PromptName (else the model's
+// default prompt) and tokenizes the prompt: its wordpieces begin every
+// pass, after [CLS].
+func (e *Embedder) choosePrompt(o Options) error {
+	if o.Prompt != "" && o.PromptName != "" {
+		return fmt.Errorf("embed: set Prompt or PromptName, not both")
+	}
+	e.prompt, e.promptFrom = o.Prompt, "option"
+	if o.Prompt == "" {
+		st, err := readPrompts(e.path)
+		if err != nil {
+			return err
+		}
+		name := o.PromptName
+		if name == "" && st != nil {
+			name = st.def
+		}
+		if name == "" {
+			e.promptFrom = ""
+			return nil
+		}
+		if st == nil {
+			return fmt.Errorf("embed: prompt %q: no %s beside model %s names any prompt", name, stPromptsFile, e.path)
+		}
+		p, ok := st.prompts[name]
+		if !ok {
+			return fmt.Errorf("embed: prompt %q is not one of the prompts %s names (%s)", name, st.file, st.names())
+		}
+		e.prompt, e.promptName, e.promptFrom = p, name, st.file
+	}
+	if e.prompt == "" {
+		return nil
+	}
+	if !e.includePrompt && (e.pooling == PoolMean || e.pooling == PoolMax) {
+		return fmt.Errorf("embed: %s sets include_prompt false (the prompt's tokens left out of the %s pooling), which embed does not do; embed without a prompt, or with --pooling cls", e.promptPoolFile, e.pooling)
+	}
+	// The prompt is tokenized without its trailing white space, which
+	// begins the text instead: "search_query: " + text tokenizes as
+	// "search_query:" and " " + text do, in WordPiece, byte-level BPE and
+	// Metaspace pipelines alike, so that every chunk can carry the same
+	// prompt wordpieces. A prompt that does not end in white space is
+	// read with a space after it (as prompt+" "+text): tokenized apart,
+	// its text would otherwise begin a word of its own in tokenizers
+	// that mark a text's start, while tokenized with it the two may
+	// merge into one word.
+	core := strings.TrimRightFunc(e.prompt, unicode.IsSpace)
+	e.promptSpace = e.prompt[len(core):]
+	if e.promptSpace == "" {
+		e.promptSpace = " "
+	}
+	e.promptIDs = e.tok.IDs(core)
+	if (e.mode != Long || e.longModel) && len(e.promptIDs) > e.window-3 {
+		return fmt.Errorf("embed: the prompt %q has %d wordpieces, which leave none of a window of %d tokens for the text", e.prompt, len(e.promptIDs), e.window)
+	}
+	if e.overlap > 0 && e.overlap >= e.window-2-len(e.promptIDs) {
+		return fmt.Errorf("embed: an overlap of %d wordpieces leaves no new wordpiece in a window of %d tokens (%d wordpieces with [CLS], [SEP] and the prompt's %d)", e.overlap, e.window, e.window-2-len(e.promptIDs), len(e.promptIDs))
+	}
+	return nil
+}
