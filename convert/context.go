@@ -35,6 +35,9 @@ const (
 	// LimitTable: the rows of the model's absolute position table
 	// (PositionLimit).
 	LimitTable LimitKind = "position table"
+	// LimitMetadata: the metadata MetaMaxPositions of a rotary model
+	// whose frequencies ExtendPositions scaled.
+	LimitMetadata LimitKind = "metadata"
 	// LimitConfig: max_position_embeddings (or n_positions) of the
 	// Hugging Face config.json beside the model.
 	LimitConfig LimitKind = "config.json"
@@ -74,7 +77,9 @@ func (l Limit) String() string {
 //
 //  1. its absolute position table (PositionLimit): position ids past the
 //     table's rows index outside it, so the graph itself sets the limit;
-//  2. max_position_embeddings (or n_positions, as Nomic's configs name it)
+//  2. the metadata MetaMaxPositions, which ExtendPositions writes in a
+//     rotary model whose frequencies it scaled to read that many tokens;
+//  3. max_position_embeddings (or n_positions, as Nomic's configs name it)
 //     in the Hugging Face config.json beside the model: in the model's
 //     folder, else in the folder named like the model without its
 //     extension (where convert writes a converted model's companion
@@ -82,7 +87,7 @@ func (l Limit) String() string {
 //     This is how a rotary or ALiBi encoder (ModernBERT, GTE, Nomic,
 //     jina), which has no position table, states the length it was
 //     trained for;
-//  3. "max_position_embeddings N" or a field "positions N" in the
+//  4. "max_position_embeddings N" or a field "positions N" in the
 //     model's doc_string (models.ModernBERT and models.BERT write one),
 //     read last because it is free text.
 //
@@ -104,6 +109,16 @@ func ContextLimit(m *onnxpb.ModelProto, modelPath string) (Limit, error) {
 			src = fmt.Sprintf("position table %s (%d rows, less the %d before the first position)", pt.table, rows, rows-limit)
 		}
 		return Limit{Tokens: limit, Kind: LimitTable, Source: src}, nil
+	}
+	for _, p := range m.GetMetadataProps() {
+		if p.GetKey() != MetaMaxPositions {
+			continue
+		}
+		n, err := strconv.Atoi(strings.TrimSpace(p.GetValue()))
+		if err != nil || n < 1 || n > MaxContextTokens {
+			return Limit{}, fmt.Errorf("convert: context limit: metadata %s = %q is not a number of tokens from 1 to %d", MetaMaxPositions, p.GetValue(), MaxContextTokens)
+		}
+		return Limit{Tokens: n, Kind: LimitMetadata, Source: fmt.Sprintf("metadata %s %d (rotary frequencies scaled by convert extend-positions)", MetaMaxPositions, n)}, nil
 	}
 	if modelPath != "" {
 		l, err := configLimit(modelPath)

@@ -28,7 +28,9 @@
 // inputs: positions restart every window and each query attends exactly to
 // its own window (LocalPooledAttention with reach 0), so the result is the
 // original up to one window and chunking window by window beyond;
-// PositionLimit and ExtendPositions read and grow the position table.
+// PositionLimit and ExtendPositions read and grow the position table, and
+// ExtendPositions scales a rotary model's frequencies (NTK, linear, YaRN;
+// RotaryFrequencies) so that it reads past its trained length.
 // When they convert nothing they return an error wrapping
 // ErrNothingConverted that gives each block's reason.
 //

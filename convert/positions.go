@@ -16,7 +16,9 @@ type ExtendOptions struct {
 	// MaxPositions is the number of rows the position table gets. It must
 	// exceed the current number.
 	MaxPositions int
-	// Method is "copy" (the default) or "interpolate".
+	// Method is, for an absolute position table, "copy" (the default) or
+	// "interpolate"; for a rotary model, RotaryNTK (the default),
+	// RotaryLinear or RotaryYaRN.
 	//
 	// copy tiles the learned rows, as Longformer did when it extended
 	// RoBERTa from 512 to 4096 positions: new row Offset+i is old row
@@ -28,6 +30,12 @@ type ExtendOptions struct {
 	// Offset + i·(old−Offset−1)/(new−Offset−1). The first and last learned
 	// rows are kept; the rows between move, so short inputs change too.
 	Method string
+	// Trained is, for a rotary model, the length L it was trained for,
+	// which MaxPositions scales by s = MaxPositions/L; 0 reads it as
+	// ContextLimit does without a path (metadata, doc string). The CLI
+	// reads max_position_embeddings from the config.json beside the
+	// model.
+	Trained int
 	// Offset is the number of leading rows that are not positions and are
 	// copied unchanged. BERT numbers positions from row 0 (Offset 0).
 	// RoBERTa-style models number them from padding_idx+1 = 2 and keep rows
@@ -46,10 +54,17 @@ type ExtendReport struct {
 	Source      string // how position ids are formed: "slice of buffer", "range", "input", "cumsum"
 	PositionIDs string // the constant position_ids buffer extended too, if any
 	Notes       []string
+	// Rotary is set for a rotary model: each set of frequencies, scaled
+	// by Factor = NewRows/OldRows (OldRows: the trained length).
+	Rotary []RotaryReport
+	Factor float64
 }
 
 // String is a one-paragraph summary.
 func (r *ExtendReport) String() string {
+	if r.Rotary != nil {
+		return r.rotaryString()
+	}
 	s := fmt.Sprintf("position table %s: %d → %d rows (hidden %d, method %s; position ids from %s)",
 		r.Table, r.OldRows, r.NewRows, r.Hidden, r.Method, r.Source)
 	if r.PositionIDs != "" {
@@ -120,9 +135,12 @@ func dropTypeTables(ix *onnx.Index, found []*posTable) []*posTable {
 // float32): the model does not fit that length.
 var ErrTableTooLarge = errors.New("convert: position table too large")
 
-// ExtendPositions returns a copy of m whose absolute position-embedding
-// table has opts.MaxPositions rows, so that the model accepts inputs of
-// that many tokens. The table is the initializer a Gather reads with
+// ExtendPositions returns a copy of m that reads opts.MaxPositions
+// tokens. A model with an absolute position-embedding table gets a table
+// of that many rows; a rotary model (no table; ModernBERT, GTE, Nomic,
+// jina-v3) gets its rotary frequencies scaled by MaxPositions/Trained
+// (RotaryNTK, RotaryLinear, RotaryYaRN), except those that only
+// sliding-window blocks read, and the metadata MetaMaxPositions. The table is the initializer a Gather reads with
 // position ids, where the ids are a Slice of a constant position_ids
 // buffer (Hugging Face exports; the buffer is extended too), a Range over
 // the sequence length, a CumSum over the mask (RoBERTa's
@@ -134,22 +152,40 @@ func ExtendPositions(m *onnxpb.ModelProto, opts ExtendOptions) (*onnxpb.ModelPro
 	if m == nil || m.Graph == nil {
 		return nil, nil, errors.New("convert: extend positions: no graph")
 	}
-	method := opts.Method
-	if method == "" {
-		method = "copy"
-	}
-	if method != "copy" && method != "interpolate" {
-		return nil, nil, optionError("extend positions", "Method", fmt.Sprintf("%q: want copy or interpolate", opts.Method))
-	}
 	if opts.Offset < 0 {
 		return nil, nil, optionError("extend positions", "Offset", fmt.Sprintf("%d is negative", opts.Offset))
+	}
+	if opts.Trained < 0 {
+		return nil, nil, optionError("extend positions", "Trained", fmt.Sprintf("%d is negative", opts.Trained))
 	}
 	out := onnx.CloneShared(m)
 	g := out.Graph
 	ix := onnx.NewIndex(g)
 	pt, err := findPositionTable(ix)
+	if errors.Is(err, errNoPositionTable) {
+		// No table: a rotary model's frequencies are scaled instead.
+		method := opts.Method
+		if method == "" {
+			method = RotaryNTK
+		}
+		if opts.Offset != 0 {
+			return nil, nil, optionError("extend positions", "Offset", "a rotary model has no table rows to keep")
+		}
+		rep, err := extendRotary(out, opts, method)
+		if err != nil {
+			return nil, nil, err
+		}
+		return out, rep, nil
+	}
 	if err != nil {
 		return nil, nil, err
+	}
+	method := opts.Method
+	if method == "" {
+		method = "copy"
+	}
+	if method != "copy" && method != "interpolate" {
+		return nil, nil, optionError("extend positions", "Method", fmt.Sprintf("%q: the model has an absolute position table (%s); want copy or interpolate", opts.Method, pt.table))
 	}
 	tp := ix.Initializers[pt.table]
 	t, err := onnx.DecodeTensor(tp)
@@ -308,7 +344,7 @@ func ExtendTable(rows []float32, old, hidden, newRows, offset int, method string
 
 // errNoPositionTable is findPositionTable's error for a graph without an
 // absolute position table.
-var errNoPositionTable = errors.New("convert: extend positions: no absolute position-embedding table found (Gather from an initializer indexed by position ids); models with relative or rotary positions need no extension")
+var errNoPositionTable = errors.New("convert: extend positions: no absolute position-embedding table found (Gather from an initializer indexed by position ids)")
 
 // findPositionTable returns the one absolute position table of the graph.
 func findPositionTable(ix *onnx.Index) (*posTable, error) {

@@ -15,8 +15,9 @@ func runExtendPositions(args []string, stdout, stderr io.Writer) error {
 	out := fs.String("o", "", "path of the output model `OUT` (required)")
 	var maxPos, offset int
 	var method string
-	addPositionFlags(fs, &maxPos, &method, &offset, "rows `N` of the new position table (required; more than the current rows)")
+	addPositionFlags(fs, &maxPos, &method, &offset, "tokens `N` the model reads: rows of the new position table, or the length rotary positions are scaled to (required; more than now)")
 	overwrite := fs.Bool("overwrite", false, "allow -o to be the input model")
+	trained := fs.Int("trained-length", 0, "tokens `L` a rotary model was trained for, which --max-positions scales (default: max_position_embeddings in the config.json beside it)"+atMost(convert.MaxContextTokens))
 	path, err := cli.ParseModelArg(fs, args, stdout)
 	if err != nil {
 		return err
@@ -30,11 +31,17 @@ func runExtendPositions(args []string, stdout, stderr io.Writer) error {
 	if err := cli.CheckOutput(path, *out, *overwrite); err != nil {
 		return err
 	}
+	if *trained < 0 || *trained > convert.MaxContextTokens {
+		return cli.UsageError("--trained-length %d: want 0 to %d tokens", *trained, convert.MaxContextTokens)
+	}
 	m, err := onnx.Load(path)
 	if err != nil {
 		return cli.BadInput(err)
 	}
-	ext, rep, err := convert.ExtendPositions(m, convert.ExtendOptions{MaxPositions: maxPos, Method: method, Offset: offset})
+	if *trained == 0 {
+		*trained = trainedLength(m, path, maxPos)
+	}
+	ext, rep, err := convert.ExtendPositions(m, convert.ExtendOptions{MaxPositions: maxPos, Method: method, Offset: offset, Trained: *trained})
 	if err != nil {
 		return optionError(err, positionFlagOf)
 	}

@@ -87,7 +87,7 @@ func runRewrite(name, seedUsage string, flags func(fs *flag.FlagSet) rewrite, ar
 	if err != nil {
 		return err
 	}
-	out, rep, err := conv(m, &rewriteRun{in: in, layers: layers, seed: f.seed, positions: f.positions(), stderr: stderr})
+	out, rep, err := conv(m, &rewriteRun{in: in, layers: layers, seed: f.seed, positions: f.positions(m, in), stderr: stderr})
 	if err != nil {
 		return err
 	}
@@ -98,7 +98,7 @@ func runRewrite(name, seedUsage string, flags func(fs *flag.FlagSet) rewrite, ar
 // extend-positions and the rewriting commands.
 func addPositionFlags(fs *flag.FlagSet, maxPos *int, method *string, offset *int, maxPosUsage string) {
 	fs.IntVar(maxPos, "max-positions", 0, maxPosUsage)
-	fs.StringVar(method, "position-method", "copy", "how the table grows: copy (tile the learned rows, as Longformer did) or interpolate (resample linearly)")
+	fs.StringVar(method, "position-method", "", "how positions grow; a position table: copy (the default: tile the learned rows, as Longformer did) or interpolate (resample linearly); rotary positions: ntk (the default: a larger base θ), linear (position interpolation) or yarn (the sliding-window layers' rotary frequencies are kept)")
 	fs.IntVar(offset, "position-offset", 0, "leading non-position rows kept as they are (0 for BERT; 2 for RoBERTa's padding_idx+1 numbering)")
 }
 
@@ -115,8 +115,23 @@ func flagsOf(pairs ...string) map[string]string {
 	return m
 }
 
-func (f *rewriteFlags) positions() convert.ExtendOptions {
-	return convert.ExtendOptions{MaxPositions: f.maxPos, Method: f.posMethod, Offset: f.posOffset}
+func (f *rewriteFlags) positions(m *onnxpb.ModelProto, path string) convert.ExtendOptions {
+	return convert.ExtendOptions{MaxPositions: f.maxPos, Method: f.posMethod, Offset: f.posOffset, Trained: trainedLength(m, path, f.maxPos)}
+}
+
+// trainedLength is the length a rotary model was trained for, as the
+// config.json beside it or its doc string says (convert.ContextLimit),
+// when positions are to grow (maxPos > 0); 0 otherwise, and for a model
+// whose limit its position table or metadata sets.
+func trainedLength(m *onnxpb.ModelProto, path string, maxPos int) int {
+	if maxPos <= 0 {
+		return 0
+	}
+	lim, err := convert.ContextLimit(m, path)
+	if err != nil || (lim.Kind != convert.LimitConfig && lim.Kind != convert.LimitDocString) {
+		return 0
+	}
+	return lim.Tokens
 }
 
 // maxLayerIndex bounds --layers before it is expanded.
