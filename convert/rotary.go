@@ -283,17 +283,7 @@ func extendRotary(out *onnxpb.ModelProto, opts ExtendOptions, method string) (*E
 	}
 	g := out.Graph
 	ix := onnx.NewIndex(g)
-	consts := map[string]*onnxpb.AttributeProto{}
-	for _, n := range g.Node {
-		if n.GetOpType() == "Constant" && len(n.Output) == 1 {
-			for _, a := range n.Attribute {
-				if a.GetName() == "value" && a.GetT() != nil {
-					consts[n.Output[0]] = a
-				}
-			}
-		}
-	}
-	sets := rotarySets(ix, consts)
+	sets := rotarySets(ix, constantValues(g))
 	if len(sets) == 0 {
 		return nil, errNoRotary
 	}
@@ -523,4 +513,41 @@ func (r *ExtendReport) rotaryString() string {
 		s += "\nnote: " + n
 	}
 	return s
+}
+
+// RotaryEmbeddings returns the rotary embeddings of m, as ExtendPositions
+// finds them, without changing m: each one's constant, dimensions, base
+// θ and the blocks it rotates; Scaled says whether ExtendPositions would
+// scale it (false when only sliding-window blocks read it). It returns
+// nil for a model without rotary positions.
+func RotaryEmbeddings(m *onnxpb.ModelProto) []RotaryReport {
+	if m == nil || m.Graph == nil {
+		return nil
+	}
+	ix := onnx.NewIndex(m.Graph)
+	sets := rotarySets(ix, constantValues(m.Graph))
+	blocks := rotaryBlocks(m, ix, sets)
+	var out []RotaryReport
+	for i, set := range sets {
+		r := set.report()
+		r.Layers, r.Scaled = blocks[i].layers, !blocks[i].windowOnly
+		out = append(out, r)
+	}
+	return out
+}
+
+// constantValues maps the outputs of g's Constant nodes that hold a
+// tensor to their value attribute.
+func constantValues(g *onnxpb.GraphProto) map[string]*onnxpb.AttributeProto {
+	consts := map[string]*onnxpb.AttributeProto{}
+	for _, n := range g.Node {
+		if n.GetOpType() == "Constant" && len(n.Output) == 1 {
+			for _, a := range n.Attribute {
+				if a.GetName() == "value" && a.GetT() != nil {
+					consts[n.Output[0]] = a
+				}
+			}
+		}
+	}
+	return consts
 }

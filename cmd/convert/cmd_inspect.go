@@ -19,6 +19,7 @@ type inspectReport struct {
 	Model string `json:"model"`
 	onnx.Summary
 	Tokenizer        *tokenizerReport `json:"tokenizer"`      // inspect_tokenizer.go
+	Positions        *positionsReport `json:"positions"`      // inspect_positions.go
 	Cost             *costReport      `json:"cost,omitempty"` // --cost (inspect_cost.go)
 	attentionSection                  // attention blocks (inspect_attention.go)
 }
@@ -64,7 +65,7 @@ func buildInspect(path string, m *onnxpb.ModelProto, f inspectFlags) (*inspectRe
 	if err != nil {
 		return nil, err
 	}
-	return &inspectReport{Model: path, Summary: onnx.Summarize(m), Tokenizer: buildTokenizer(path, m), Cost: cost, attentionSection: att}, nil
+	return &inspectReport{Model: path, Summary: onnx.Summarize(m), Tokenizer: buildTokenizer(path, m), Positions: buildPositions(path, m), Cost: cost, attentionSection: att}, nil
 }
 
 func printInspect(w io.Writer, r *inspectReport) {
@@ -129,6 +130,7 @@ func printInspect(w io.Writer, r *inspectReport) {
 		fmt.Fprintf(w, "functions:    %d\n", s.Functions)
 	}
 	printTokenizer(w, r.Tokenizer)
+	printPositions(w, r.Positions)
 	printAttention(w, r)
 	printCost(w, r.Cost)
 }

@@ -107,3 +107,33 @@ func TestExtendRotaryCLI(t *testing.T) {
 		t.Errorf("--trained-length 32 --position-method yarn: exit %d, %q %q", code, stdout, stderr)
 	}
 }
+
+// TestInspectPositions: inspect says how long an input a model reads and
+// from where, lists a rotary model's embeddings with the blocks each
+// rotates, and names the command that reads past the limit; after
+// extend-positions the limit is the metadata's.
+func TestInspectPositions(t *testing.T) {
+	model, _ := rotaryDir(t, "base", true)
+	code, out, stderr := runCLI("inspect", model)
+	for _, want := range []string{
+		"positions:    limit 32 tokens (config.json beside the model",
+		"rotary: θ 160000 over 8 dims (blocks 0,2); θ 10000 over 8 dims (blocks 1, sliding windows only)",
+		"extend-positions --max-positions N scales the rotary frequencies",
+	} {
+		if code != exitOK || !strings.Contains(out, want) {
+			t.Errorf("exit %d, %q; inspect lacks %q:\n%s", code, stderr, want, out)
+		}
+	}
+	ext := filepath.Join(filepath.Dir(model), "ext.onnx")
+	if code, _, stderr := runCLI("extend-positions", model, "-o", ext, "--max-positions", "96"); code != exitOK {
+		t.Fatalf("extend-positions: %s", stderr)
+	}
+	code, out, _ = runCLI("inspect", ext, "--json")
+	if code != exitOK || !strings.Contains(out, `"limit": 96`) || !strings.Contains(out, `"kind": "metadata"`) || !strings.Contains(out, `"rotary": [`) {
+		t.Errorf("inspect --json of the extended model: exit %d\n%s", code, out)
+	}
+	code, out, _ = runCLI("inspect", filepath.Join("..", "..", "testdata", "bert-tiny.onnx"))
+	if code != exitOK || !strings.Contains(out, "positions:    limit 128 tokens (position table") || strings.Contains(out, "rotary:") {
+		t.Errorf("inspect of an absolute-position model: exit %d\n%s", code, out)
+	}
+}

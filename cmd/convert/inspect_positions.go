@@ -1,0 +1,80 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/linearize/linearize/convert"
+	"github.com/linearize/linearize/onnx/onnxpb"
+)
+
+// positionsReport is what inspect says of how long an input the model
+// reads and how its positions are encoded: the limit and its source
+// (convert.ContextLimit), the rotary embeddings if any, and how to read
+// past the limit.
+type positionsReport struct {
+	Limit  int                    `json:"limit"`
+	Kind   convert.LimitKind      `json:"kind,omitempty"`
+	Source string                 `json:"source,omitempty"`
+	Rotary []convert.RotaryReport `json:"rotary,omitempty"`
+	Error  string                 `json:"error,omitempty"`
+}
+
+// buildPositions reads the model's limit and rotary embeddings.
+func buildPositions(path string, m *onnxpb.ModelProto) *positionsReport {
+	r := &positionsReport{Rotary: convert.RotaryEmbeddings(m)}
+	lim, err := convert.ContextLimit(m, path)
+	if err != nil {
+		r.Error = err.Error()
+		return r
+	}
+	r.Limit, r.Kind, r.Source = lim.Tokens, lim.Kind, lim.Source
+	return r
+}
+
+// printPositions writes the positions lines.
+func printPositions(w io.Writer, r *positionsReport) {
+	if r == nil {
+		return
+	}
+	switch {
+	case r.Error != "":
+		fmt.Fprintf(w, "positions:    limit unreadable: %s\n", r.Error)
+	case r.Limit > 0:
+		fmt.Fprintf(w, "positions:    limit %d tokens (%s)\n", r.Limit, r.Source)
+	default:
+		fmt.Fprintln(w, "positions:    limit unknown (no position table, config.json or doc string says it)")
+	}
+	if len(r.Rotary) > 0 {
+		var parts []string
+		for _, f := range r.Rotary {
+			p := fmt.Sprintf("θ %.6g over %d dims", f.Base, f.Dims)
+			if len(f.Layers) > 0 {
+				p += " (blocks " + intList(f.Layers)
+				if !f.Scaled {
+					p += ", sliding windows only"
+				}
+				p += ")"
+			}
+			parts = append(parts, p)
+		}
+		fmt.Fprintf(w, "              rotary: %s\n", strings.Join(parts, "; "))
+	}
+	switch {
+	case r.Kind == convert.LimitMetadata:
+	case len(r.Rotary) > 0:
+		fmt.Fprintln(w, "              extend-positions --max-positions N scales the rotary frequencies to read N (ntk, linear or yarn)")
+	case r.Kind == convert.LimitTable:
+		fmt.Fprintln(w, "              extend-positions --max-positions N grows the table; long reads long inputs by windows")
+	}
+}
+
+// intList writes 0,2,5.
+func intList(xs []int) string {
+	s := make([]string, len(xs))
+	for i, x := range xs {
+		s[i] = fmt.Sprint(x)
+	}
+	return strings.Join(s, ",")
+}
