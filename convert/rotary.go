@@ -412,11 +412,13 @@ func rotaryBlocks(m *onnxpb.ModelProto, ix *onnx.Index, sets []rotarySet) []freq
 	if err != nil || len(d.Blocks) == 0 {
 		return out
 	}
-	// The search stops at a block's queries and keys: past them it would
-	// run through that block's output into every later layer.
+	// The search stops at a block's queries, keys and values: past them
+	// it would run through that block's output into every later layer
+	// (values are reached where rotated queries and keys are stacked
+	// with them, as in Nomic's packed exports).
 	stop := map[string]bool{}
 	for _, b := range d.Blocks {
-		stop[b.Q], stop[b.K] = true, true
+		stop[b.Q], stop[b.K], stop[b.V] = true, true, true
 	}
 	for i, set := range sets {
 		reach := map[string]bool{}
@@ -432,6 +434,11 @@ func rotaryBlocks(m *onnxpb.ModelProto, ix *onnx.Index, sets []rotarySet) []freq
 				continue
 			}
 			for _, c := range ix.Consumers[v] {
+				// A shape read from the rotary tables (Nomic's exports
+				// slice the hidden states by it) is no rotation.
+				if op := c.GetOpType(); op == "Shape" || op == "Size" {
+					continue
+				}
 				queue = append(queue, c.Output...)
 			}
 		}

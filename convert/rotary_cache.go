@@ -34,7 +34,11 @@ const minCacheRows = 8
 // p equal to cos(p·f_c) and sin(p·f_c) for per-column frequencies f_c
 // (read from row 1) that form θ^(−2i/d).
 func findRotaryCaches(ix *onnx.Index, consts map[string]*onnxpb.AttributeProto) []*rotaryCache {
-	var cosT, sinT []*constValue
+	type candidate struct {
+		value string
+		shape []int64
+	}
+	var cosT, sinT []candidate
 	names := make([]string, 0, len(ix.Initializers)+len(consts))
 	for v := range ix.Initializers {
 		names = append(names, v)
@@ -48,31 +52,35 @@ func findRotaryCaches(ix *onnx.Index, consts map[string]*onnxpb.AttributeProto) 
 		if len(axes) != 2 || len(ix.Consumers[v]) == 0 {
 			continue
 		}
-		c := newConst(ix, consts, v)
-		if c == nil || !isFloatType(c.tensor.DType) || c.tensor.Shape[axes[0]] < minCacheRows || c.tensor.Len() > 1<<28 {
+		tp := ix.Initializers[v]
+		if tp == nil {
+			tp = consts[v].GetT()
+		}
+		if !isFloatType(onnx.DataType(tp.GetDataType())) || tp.GetDims()[axes[0]] < minCacheRows {
 			continue
 		}
-		x, err := c.tensor.AsFloat64s()
-		if err != nil {
-			continue
-		}
-		cols := c.tensor.Shape[axes[1]]
-		first := x[:cols] // row 0: the long axes are the last two that count
+		first := firstRow(tp, axes)
 		switch {
+		case first == nil:
 		case allNear(first, 1):
-			cosT = append(cosT, c)
+			cosT = append(cosT, candidate{v, tp.GetDims()})
 		case allNear(first, 0):
-			sinT = append(sinT, c)
+			sinT = append(sinT, candidate{v, tp.GetDims()})
 		}
 	}
+	// Only tables of one shape pair up; they are decoded whole then.
 	var found []*rotaryCache
 	used := map[string]bool{}
 	for _, c := range cosT {
 		for _, s := range sinT {
-			if used[s.value] || !slices.Equal(c.tensor.Shape, s.tensor.Shape) {
+			if used[s.value] || !slices.Equal(c.shape, s.shape) {
 				continue
 			}
-			if rc := pairCache(ix, consts, c, s); rc != nil {
+			cc, sc := newConst(ix, consts, c.value), newConst(ix, consts, s.value)
+			if cc == nil || sc == nil || cc.tensor.Len() > 1<<28 {
+				continue
+			}
+			if rc := pairCache(ix, consts, cc, sc); rc != nil {
 				used[s.value] = true
 				found = append(found, rc)
 				break
@@ -80,6 +88,40 @@ func findRotaryCaches(ix *onnx.Index, consts map[string]*onnxpb.AttributeProto) 
 		}
 	}
 	return found
+}
+
+// firstRow returns the first row (position 0) of a table whose long axes
+// are axes, reading only that row when the positions are its first axis
+// (DecodeRows: a word embedding's first row, not the table); nil when it
+// cannot be read cheaply.
+func firstRow(tp *onnxpb.TensorProto, axes []int) []float64 {
+	cols := int(tp.GetDims()[axes[1]])
+	var t *onnx.Tensor
+	var err error
+	switch {
+	case axes[0] == 0:
+		t, err = onnx.DecodeRows(tp, []int{0})
+	case onnx.NumElements(dimsOf(tp)) <= 1<<20:
+		t, err = onnx.DecodeTensor(tp)
+	default:
+		return nil
+	}
+	if err != nil {
+		return nil
+	}
+	x, err := t.AsFloat64s()
+	if err != nil || len(x) < cols {
+		return nil
+	}
+	return x[:cols]
+}
+
+func dimsOf(tp *onnxpb.TensorProto) []int {
+	d := make([]int, len(tp.GetDims()))
+	for i, v := range tp.GetDims() {
+		d[i] = int(v)
+	}
+	return d
 }
 
 func allNear(x []float64, v float64) bool {

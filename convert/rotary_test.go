@@ -196,9 +196,27 @@ func TestRotaryRefused(t *testing.T) {
 	}
 }
 
+// rotaryWant is each fixture's rotary embeddings: θ, the blocks each
+// rotates (one embedding per layer in Nomic's exports, which must not
+// count the later layers its packed q, k, v reach), and whether
+// extension scales it (ModernBERT's window layer 1 keeps θ 10000).
+var rotaryWant = map[string]string{
+	"modernbert_eager_op17":       "θ 160000 [0] true; θ 10000 [1] false",
+	"modernbert_sdpa_dynamo_op18": "θ 160000 [0] true; θ 10000 [1] false",
+	"gte_eager_op17":              "θ 160000 [0 1] true",
+	"gte_sdpa_dynamo_op18":        "θ 160000 [0 1] true",
+	"nomicbert_eager_op17":        "θ 1000 [0 1] true",
+	"nomicbert_sdpa_dynamo_op18":  "θ 1000 [0 1] true",
+	"jinav3_eager_op17":           "θ 20000 [0 1] true",
+	"jinav3_sdpa_dynamo_op18":     "θ 20000 [0 1] true",
+	"longctx/gte_v15":             "θ 320000 [0 1] true",
+	"longctx/nomic_bert":          "θ 1000 [0] true; θ 1000 [1] true",
+}
+
 // TestRotaryFixturesFound: every rotary fixture family (ModernBERT,
 // GTE, NomicBERT, jina-v3; TorchScript and dynamo) has its frequencies
-// found, with the θ its generator set.
+// found, with the θ its generator set and the blocks it rotates
+// (rotaryWant).
 func TestRotaryFixturesFound(t *testing.T) {
 	for _, name := range []string{"modernbert_eager_op17", "modernbert_sdpa_dynamo_op18", "gte_eager_op17", "gte_sdpa_dynamo_op18",
 		"nomicbert_eager_op17", "nomicbert_sdpa_dynamo_op18", "jinav3_eager_op17", "jinav3_sdpa_dynamo_op18",
@@ -209,13 +227,12 @@ func TestRotaryFixturesFound(t *testing.T) {
 			t.Errorf("%s: %v", name, err)
 			continue
 		}
-		var bases []string
+		var got []string
 		for _, r := range rep.Rotary {
-			bases = append(bases, fmt.Sprintf("%.0f", r.Base))
+			got = append(got, fmt.Sprintf("θ %.0f %v %v", r.Base, r.Layers, r.Scaled))
 		}
-		t.Logf("%s: θ %s", name, strings.Join(bases, ", "))
-		if len(rep.Rotary) == 0 {
-			t.Errorf("%s: no rotary frequencies", name)
+		if want := rotaryWant[name]; strings.Join(got, "; ") != want {
+			t.Errorf("%s: %s, want %s", name, strings.Join(got, "; "), want)
 		}
 	}
 }
