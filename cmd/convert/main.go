@@ -34,7 +34,7 @@ var commands = []*cli.Command{
 		Detail:  "positions restart every window, attention is exact within each (with --far, a pooled far field): the original up to one window",
 		Example: "long model.onnx -o out/long.onnx --max-length 8192"},
 	{Name: "extend-positions", Usage: "MODEL -o OUT --max-positions N [flags]", Run: runExtendPositions, Rewrites: true,
-		Summary: "let a model read past its trained length: table or rotary",
+		Summary: "let a model read past the length it was trained for",
 		Detail:  "an absolute position table grows by copy or interpolation; a rotary encoder (ModernBERT, GTE, Nomic) gets its global layers' frequencies scaled by NTK, linear interpolation or YaRN, and metadata that embed reads as its new limit",
 		Example: "extend-positions model.onnx -o out/ext.onnx --max-positions 32768"},
 	{Name: "finetune", Usage: "ORIGINAL CONVERTED -o OUT [flags]", Run: runFinetune,
