@@ -18,7 +18,7 @@ type ExtendOptions struct {
 	MaxPositions int
 	// Method is, for an absolute position table, "copy" (the default) or
 	// "interpolate"; for a rotary model, RotaryNTK (the default),
-	// RotaryLinear or RotaryYaRN.
+	// RotaryDynamic, RotaryLinear or RotaryYaRN.
 	//
 	// copy tiles the learned rows, as Longformer did when it extended
 	// RoBERTa from 512 to 4096 positions: new row Offset+i is old row

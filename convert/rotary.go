@@ -28,6 +28,12 @@ const (
 	// RotaryLinear divides every frequency by s (position
 	// interpolation): positions 0..s·L read as 0..L did.
 	RotaryLinear = "linear"
+	// RotaryDynamic is the NTK scaling of transformers' "dynamic"
+	// rope_type, computed in the graph from each input's length n: the
+	// base becomes θ·(s·n/L − (s−1))^(d/(d−2)) once n passes the trained
+	// length L, so inputs up to L give the original's outputs bit for
+	// bit. Stored cos/sin tables cannot change with n and refuse it.
+	RotaryDynamic = "dynamic"
 	// RotaryYaRN keeps the frequencies that turn more than 32 times over
 	// the trained length, divides those that turn less than once by s,
 	// ramps linearly between (by dimension index), and scales cos and sin
@@ -36,7 +42,7 @@ const (
 )
 
 // rotaryMethods are the methods a rotary model takes.
-var rotaryMethods = []string{RotaryNTK, RotaryLinear, RotaryYaRN}
+var rotaryMethods = []string{RotaryNTK, RotaryDynamic, RotaryLinear, RotaryYaRN}
 
 // RotaryReport says what ExtendPositions did to one set of rotary
 // frequencies.
@@ -375,8 +381,11 @@ func (f *rotaryFreq) starts() []string {
 }
 
 func (f *rotaryFreq) scale(g *onnxpb.GraphProto, ix *onnx.Index, method string, s float64, trained, n int) (int, int, error) {
-	if method == "" {
+	switch method {
+	case "":
 		return 0, 0, nil
+	case RotaryDynamic:
+		return 0, 0, f.dynamic(g, ix, s, trained)
 	}
 	nf, factor := scaleFreqs(method, f.freqs, f.base, s, trained)
 	if err := f.replace(floatsOfType(slices.Clone(f.tensor.Shape), nf, f.tensor.DType)); err != nil {

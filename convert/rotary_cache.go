@@ -1,6 +1,7 @@
 package convert
 
 import (
+	"fmt"
 	"math"
 	"slices"
 	"sort"
@@ -230,6 +231,9 @@ func (rc *rotaryCache) starts() []string { return []string{rc.cos.value, rc.sin.
 // scale writes tables of max(rows, n) rows from the scaled frequencies
 // (and YaRN's factor on both).
 func (rc *rotaryCache) scale(g *onnxpb.GraphProto, _ *onnx.Index, method string, s float64, trained, n int) (int, int, error) {
+	if method == RotaryDynamic {
+		return 0, 0, fmt.Errorf("convert: extend positions: %s, %s are stored cos/sin tables, which cannot change with the input's length: method dynamic does not apply (use ntk, linear or yarn)", rc.cos.value, rc.sin.value)
+	}
 	nf, factor := scaleFreqs(method, rc.freqs, rc.base, s, trained)
 	rows := max(rc.rows, n)
 	cols := len(rc.colFreq)

@@ -179,7 +179,7 @@ func TestRotaryRefused(t *testing.T) {
 	}{
 		{base, ExtendOptions{MaxPositions: 128}, "the length the rotary model was trained for is unknown"},
 		{base, ExtendOptions{MaxPositions: 32, Trained: 32}, "must exceed the 32 tokens the model was trained for"},
-		{base, ExtendOptions{MaxPositions: 128, Trained: 32, Method: "copy"}, `"copy": the model has rotary positions; want ntk, linear, yarn`},
+		{base, ExtendOptions{MaxPositions: 128, Trained: 32, Method: "copy"}, `"copy": the model has rotary positions; want ntk, dynamic, linear, yarn`},
 		{base, ExtendOptions{MaxPositions: 128, Trained: 32, Offset: 2}, "a rotary model has no table rows to keep"},
 		{ext, ExtendOptions{MaxPositions: 512, Trained: 32}, "were scaled already"},
 		{bert, ExtendOptions{MaxPositions: 128, Method: RotaryNTK}, `"ntk": the model has an absolute position table`},
@@ -234,5 +234,55 @@ func TestRotaryFixturesFound(t *testing.T) {
 		if want := rotaryWant[name]; strings.Join(got, "; ") != want {
 			t.Errorf("%s: %s, want %s", name, strings.Join(got, "; "), want)
 		}
+	}
+}
+
+// TestRotaryDynamic: the dynamic method computes what transformers'
+// dynamic NTK computes in eager mode (testdata/rope/dynamic_*.npy, fresh
+// models): at 100 tokens the base grows with the length; at 20, within
+// the trained 32, the output is the unscaled model's bit for bit. Stored
+// tables refuse it.
+func TestRotaryDynamic(t *testing.T) {
+	base := ropeFixture(t, "base")
+	ext, rep, err := ExtendPositions(base, ExtendOptions{MaxPositions: 128, Trained: 32, Method: RotaryDynamic})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkRotaryReport(t, rep, false, RotaryDynamic)
+	for _, n := range []int{20, 100} {
+		dir := filepath.Join("..", "testdata", "rope")
+		ids, err := onnx.ReadNPY(filepath.Join(dir, fmt.Sprintf("dynamic_ids_%d.npy", n)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := onnx.ReadNPY(filepath.Join(dir, fmt.Sprintf("dynamic_out_%d.npy", n)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		mask := make([]int64, n)
+		for i := range mask {
+			mask[i] = 1
+		}
+		in := map[string]*onnx.Tensor{"input_ids": ids, "attention_mask": {DType: onnx.Int64, Shape: []int{1, n}, Data: mask}}
+		got := runNative(t, ext, in)["last_hidden_state"].Floats()
+		plain := runNative(t, base, in)["last_hidden_state"].Floats()
+		var diff, moved, same float64
+		for i, w := range want.Floats() {
+			diff = max(diff, math.Abs(float64(got[i]-w)))
+			moved = max(moved, math.Abs(float64(w-plain[i])))
+			same = max(same, math.Abs(float64(got[i]-plain[i])))
+		}
+		if diff > 2e-5 {
+			t.Errorf("%d tokens: max |extended − transformers| %.3g, want ≤ 2e-5", n, diff)
+		}
+		switch {
+		case n <= 32 && same != 0:
+			t.Errorf("%d tokens, within the trained length: the extended model differs from the original by %.3g, want 0", n, same)
+		case n > 32 && moved < 0.1:
+			t.Errorf("%d tokens: dynamic NTK moves the output by only %.3g", n, moved)
+		}
+	}
+	if _, _, err := ExtendPositions(ropeFixture(t, "cached_base"), ExtendOptions{MaxPositions: 128, Trained: 32, Method: RotaryDynamic}); err == nil || !strings.Contains(err.Error(), "cannot change with the input's length") {
+		t.Errorf("dynamic on cos/sin tables: %v, want a refusal", err)
 	}
 }

@@ -35,7 +35,7 @@ var commands = []*cli.Command{
 		Example: "long model.onnx -o out/long.onnx --max-length 8192"},
 	{Name: "extend-positions", Usage: "MODEL -o OUT --max-positions N [flags]", Run: runExtendPositions, Rewrites: true,
 		Summary: "let a model read past the length it was trained for",
-		Detail:  "an absolute position table grows by copy or interpolation; a rotary encoder (ModernBERT, GTE, Nomic) gets its global layers' frequencies scaled by NTK, linear interpolation or YaRN, and metadata that embed reads as its new limit",
+		Detail:  "an absolute position table grows by copy or interpolation; a rotary encoder (ModernBERT, GTE, Nomic) gets its global layers' frequencies scaled by NTK (fixed or dynamic), linear interpolation or YaRN, and metadata that embed reads as its new limit",
 		Example: "extend-positions model.onnx -o out/ext.onnx --max-positions 32768"},
 	{Name: "finetune", Usage: "ORIGINAL CONVERTED -o OUT [flags]", Run: runFinetune,
 		Summary: "fit a converted model to the original on your documents",

@@ -98,7 +98,7 @@ func runRewrite(name, seedUsage string, flags func(fs *flag.FlagSet) rewrite, ar
 // extend-positions and the rewriting commands.
 func addPositionFlags(fs *flag.FlagSet, maxPos *int, method *string, offset *int, maxPosUsage string) {
 	fs.IntVar(maxPos, "max-positions", 0, maxPosUsage)
-	fs.StringVar(method, "position-method", "", "how positions grow; a position table: copy (the default: tile the learned rows, as Longformer did) or interpolate (resample linearly); rotary positions: ntk (the default: a larger base θ), linear (position interpolation) or yarn; the rotary frequencies only sliding-window layers read are kept")
+	fs.StringVar(method, "position-method", "", "how positions grow; a position table: copy (the default: tile the learned rows, as Longformer did) or interpolate (resample linearly); rotary positions: ntk (the default: a larger base θ), dynamic (NTK from each input's length: inputs up to the trained length give the original's outputs), linear (position interpolation) or yarn; the rotary frequencies only sliding-window layers read are kept")
 	fs.IntVar(offset, "position-offset", 0, "leading non-position rows kept as they are (0 for BERT; 2 for RoBERTa's padding_idx+1 numbering)")
 }
 

@@ -17,6 +17,10 @@ the scores are far from uniform), only the global layers' rope_parameters differ
   yarn.onnx    rope_type yarn, factor 4, original_max_position_embeddings 32
                (YaRN: ramped interpolation, cos/sin scaled by 0.1 ln 4 + 1)
 
+dynamic_ids_N.npy and dynamic_out_N.npy (N = 20, 100): ids and the eager
+output of the same model with rope_type dynamic, factor 4 (transformers'
+dynamic NTK, which an export would freeze at its traced length).
+
 cached_NAME.onnx are the same four with the rotary embedding stored as cos
 and sin tables gathered by position id, the form GTE-v1.5's exports take
 (its cos_cached and sin_cached buffers): 32 rows in cached_base.onnx, 128
@@ -30,12 +34,19 @@ re-runs itself in .tools/fixture-venv):
 
     python3 testdata/rope/gen_rope.py
 
-A re-run writes the same graphs.
+A re-run writes the same bytes.
 """
 import copy
 import os
 import sys
 import types
+
+# transformers' ModernBERT iterates a set of layer-type strings when it
+# builds the rotary embeddings: string hashing must be fixed for the
+# export's node order to be.
+if os.environ.get("PYTHONHASHSEED") != "0":
+    os.environ["PYTHONHASHSEED"] = "0"
+    os.execv(sys.executable, [sys.executable] + sys.argv)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "fixtures"))
@@ -43,6 +54,7 @@ from fixture_venv import ensure_venv  # noqa: E402
 
 ensure_venv()
 
+import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from transformers import AutoModel, ModernBertConfig  # noqa: E402
 
@@ -134,6 +146,23 @@ def main():
                                         "last_hidden_state": {0: "batch", 1: "seq"}},
                           opset_version=17, dynamo=False, do_constant_folding=True)
         print("wrote", path, os.path.getsize(path))
+    # transformers' dynamic NTK recomputes the frequencies from each
+    # input's length in Python, which an export freezes at the traced
+    # length: its reference is the eager model's output, on fixed ids at
+    # 20 tokens (within the trained length: the base model's output) and
+    # at 100, each from a fresh model (the rotary module keeps the longest
+    # length it saw).
+    full = {"rope_type": "dynamic", "rope_theta": THETA, "factor": float(FACTOR)}
+    rng = np.random.default_rng(5)
+    for n in (20, 100):
+        m = AutoModel.from_config(config(full), attn_implementation="eager").eval()
+        m.load_state_dict(state)
+        ids = rng.integers(4, 60, (1, n)).astype(np.int64)
+        with torch.no_grad():
+            out = Wrap(m)(torch.from_numpy(ids), torch.ones(1, n, dtype=torch.int64)).numpy()
+        np.save(os.path.join(HERE, "dynamic_ids_%d.npy" % n), ids)
+        np.save(os.path.join(HERE, "dynamic_out_%d.npy" % n), out.astype(np.float32))
+        print("wrote dynamic reference at", n, "tokens")
 
 
 if __name__ == "__main__":
