@@ -938,10 +938,12 @@ func (e *Embedder) longHint() string {
 		return "cap the text with MaxTokens (--max-tokens), or read it in chunks (Chunk, --mode chunk)"
 	case e.limitKind == convert.LimitTable:
 		return "`convert long " + e.path + " -o OUT` makes a model that reads longer inputs, or cap the text with MaxTokens (--max-tokens)"
+	case e.limitKind == convert.LimitMetadata:
+		return "its rotary positions were scaled by `convert extend-positions`: scale the original again with a larger --max-positions, or cap the text with MaxTokens (--max-tokens), or read it in chunks (Chunk, --mode chunk)"
 	}
-	// A limit the model was trained for (config.json, doc string): no
-	// conversion lifts it.
-	return "cap the text with MaxTokens (--max-tokens), or read it in chunks (Chunk, --mode chunk)"
+	// A limit the model was trained for (config.json, doc string): a
+	// rotary model reads past it once its frequencies are scaled.
+	return "cap the text with MaxTokens (--max-tokens), or read it in chunks (Chunk, --mode chunk); a rotary model reads longer inputs after `convert extend-positions " + e.path + " -o OUT --max-positions N`"
 }
 
 // longLimitSource says where longLimit comes from.

@@ -65,7 +65,9 @@ func TestExtendRotaryCLI(t *testing.T) {
 		}{
 			{out, 120, exitOK, "embedded 1 documents"},
 			{model, 120, exitBadInput, "admits 32 tokens per pass (config.json beside the model"},
+			{model, 120, exitBadInput, "a rotary model reads longer inputs after `convert extend-positions"},
 			{out, 130, exitBadInput, "admits 128 tokens per pass (metadata linearize.max_positions 128"},
+			{out, 130, exitBadInput, "scale the original again with a larger --max-positions"},
 		} {
 			vecs := filepath.Join(t.TempDir(), "v.npy")
 			code, stdout, stderr := runCLI("embed", c.model, "--text", text(c.words), "--mode", "long", "--backend", "native", "-o", vecs)
