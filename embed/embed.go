@@ -232,6 +232,12 @@ type Options struct {
 	// neither, that file's default_prompt_name applies when it names
 	// one, as in sentence-transformers.
 	Prompt, PromptName string
+	// Dim, when positive, keeps the first Dim values of each pooled
+	// vector (before chunks are averaged and vectors normalised): the
+	// smaller vectors of a Matryoshka-trained model (nomic-embed-text-v1.5,
+	// jina-embeddings-v3, gte-modernbert), as sentence-transformers'
+	// truncate_dim gives them. It must not exceed the model's width.
+	Dim int
 }
 
 // Embedder embeds texts with one model. Its methods may be called from
@@ -259,6 +265,7 @@ type Embedder struct {
 	longModel bool // written by `convert long` (MetaWindow present)
 	batch     int
 	dim       int
+	truncDim  int // Options.Dim: the values of each vector kept, or 0
 	fixedSeq  int // a sequence length the model's inputs declare, or 0
 	fixedRows int // a batch size the model's inputs declare, or 0
 	output    string
@@ -298,7 +305,7 @@ func Open(modelPath string, o Options) (*Embedder, error) {
 	if err != nil {
 		return nil, fmt.Errorf("embed: %s: %w", modelPath, err)
 	}
-	e := &Embedder{path: modelPath, opts: o, tok: tok, normalise: !o.Raw, maxTokens: o.MaxTokens, batch: o.Batch, overlap: o.Overlap}
+	e := &Embedder{path: modelPath, opts: o, tok: tok, normalise: !o.Raw, maxTokens: o.MaxTokens, batch: o.Batch, overlap: o.Overlap, truncDim: o.Dim}
 	if e.batch == 0 {
 		e.batch = DefaultBatch
 	}
@@ -346,8 +353,8 @@ func (o Options) check() error {
 	default:
 		return fmt.Errorf("embed: pooling %q: want mean, cls or max", o.Pooling)
 	}
-	if o.MaxTokens < 0 || o.Window < 0 || o.MaxWindow < 0 || o.Batch < 0 || o.Threads < 0 || o.Overlap < 0 {
-		return fmt.Errorf("embed: MaxTokens, Window, MaxWindow, Batch, Threads and Overlap must be non-negative")
+	if o.MaxTokens < 0 || o.Window < 0 || o.MaxWindow < 0 || o.Batch < 0 || o.Threads < 0 || o.Overlap < 0 || o.Dim < 0 {
+		return fmt.Errorf("embed: MaxTokens, Window, MaxWindow, Batch, Threads, Overlap and Dim must be non-negative")
 	}
 	if o.Overlap > 0 && o.Mode != Chunk && o.Mode != Chunks {
 		return fmt.Errorf("embed: an overlap of %d wordpieces needs chunk or chunks mode", o.Overlap)
@@ -575,6 +582,9 @@ func (e *Embedder) setup(output string, explicitWindow bool) error {
 			return err
 		}
 	}
+	if e.truncDim > e.dim {
+		return fmt.Errorf("embed: Dim %d (--dim) is more than the %d values of %s's vectors", e.truncDim, e.dim, e.path)
+	}
 	return nil
 }
 
@@ -593,7 +603,12 @@ func (e *Embedder) Mode() Mode { return e.mode }
 func (e *Embedder) Pooling() Pooling { return e.pooling }
 
 // Dim is the length of the vectors.
-func (e *Embedder) Dim() int { return e.dim }
+func (e *Embedder) Dim() int {
+	if e.truncDim > 0 {
+		return e.truncDim
+	}
+	return e.dim
+}
 
 // Window is the tokens per pass in Truncate and Chunk mode, [CLS] and
 // [SEP] included.
@@ -650,8 +665,12 @@ func (e *Embedder) String() string {
 			lim += " (" + e.limitSrc + ")"
 		}
 	}
-	s := fmt.Sprintf("%s: mode %s, pooling %s (%s), window %d, limit %s, dim %d, %s",
-		e.path, e.mode, e.pooling, e.poolFrom, e.window, lim, e.dim, norm)
+	dim := strconv.Itoa(e.Dim())
+	if e.truncDim > 0 {
+		dim += fmt.Sprintf(" (the first %d of %d)", e.truncDim, e.dim)
+	}
+	s := fmt.Sprintf("%s: mode %s, pooling %s (%s), window %d, limit %s, dim %s, %s",
+		e.path, e.mode, e.pooling, e.poolFrom, e.window, lim, dim, norm)
 	if e.overlap > 0 {
 		s += fmt.Sprintf(", overlap %d", e.overlap)
 	}
@@ -1057,9 +1076,12 @@ func (e *Embedder) runPass(rows [][]int64) ([][]float64, error) {
 	for i := range out {
 		if e.pooling == PoolOutput {
 			out[i] = h[i*dim : (i+1)*dim]
-			continue
+		} else {
+			out[i] = pool(e.pooling, h[i*seq*dim:(i+1)*seq*dim], lengths[i], dim)
 		}
-		out[i] = pool(e.pooling, h[i*seq*dim:(i+1)*seq*dim], lengths[i], dim)
+		if e.truncDim > 0 && e.truncDim < dim {
+			out[i] = out[i][:e.truncDim:e.truncDim]
+		}
 	}
 	return out, nil
 }

@@ -21,6 +21,9 @@ import (
 // bound. Tests lower them.
 var readBounds corpus.Options
 
+// maxDimFlag bounds --dim (no encoder's vectors come near it).
+const maxDimFlag = 1 << 16
+
 // embedFlags are embed's flags.
 type embedFlags struct {
 	texts                            cli.MultiFlag
@@ -29,7 +32,7 @@ type embedFlags struct {
 	partFormat                       string
 	raw, skipBad                     bool
 	maxTokens, window, batch         int
-	overlap, partSize                int
+	overlap, partSize, dim           int
 	inputs                           map[string]string
 	prompt, promptName               string
 	runtimeFlags
@@ -46,6 +49,7 @@ func runEmbed(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&f.mode, "mode", "auto", "read long texts in `MODE`: truncate (first window), chunk (mean over windows, weighted by their wordpieces), chunks (one vector per window, ids DOCID#K), long (one pass, up to the model's limit), auto (long for a convert long model or, without --window, a model whose own limit is above 512 tokens; else chunk)")
 	fs.StringVar(&f.pooling, "pooling", "auto", "pool hidden states by `KIND`: mean, cls, max, or auto (the model's sentence-transformers files, else mean)")
 	fs.BoolVar(&f.raw, "raw", false, "do not L2-normalise the vectors")
+	fs.IntVar(&f.dim, "dim", 0, "keep the first `N` values of each vector, before normalising: a Matryoshka model's smaller vectors, as sentence-transformers' truncate_dim (0: all)"+atMost(maxDimFlag))
 	fs.IntVar(&f.maxTokens, "max-tokens", 0, "read at most `N` wordpieces of each text, in every mode (0: all; truncate reads one window)"+atMost(maxTokensFlag))
 	fs.IntVar(&f.window, "window", 0, "tokens `W` per pass in truncate and chunk mode, [CLS] and [SEP] included (default: the model's window, else its limit: its position table's rows, else max_position_embeddings in the config.json beside it or its doc string; else 512)"+atMost(maxWindowFlag))
 	fs.IntVar(&f.overlap, "chunk-overlap", 0, "wordpieces `K` each window of chunk and chunks mode shares with the one before (0: none; below the window's wordpieces)")
@@ -68,12 +72,15 @@ func runEmbed(args []string, stdout, stderr io.Writer) error {
 // options checks the flags and returns the embedder's options.
 func (f *embedFlags) options() (embed.Options, error) {
 	o := embed.Options{Raw: f.raw, MaxTokens: f.maxTokens, Window: f.window, Batch: f.batch, Backend: f.backend, Threads: f.threads, Vocab: f.vocab, Overlap: f.overlap, Inputs: f.inputs,
-		Prompt: f.prompt, PromptName: f.promptName}
+		Prompt: f.prompt, PromptName: f.promptName, Dim: f.dim}
 	if err := f.runtimeFlags.check(); err != nil {
 		return o, err
 	}
 	if err := promptCheck("", f.prompt, f.promptName); err != nil {
 		return o, err
+	}
+	if f.dim < 0 || f.dim > maxDimFlag {
+		return o, cli.UsageError("--dim %d: want 0 (all) to %d", f.dim, maxDimFlag)
 	}
 	switch m := embed.Mode(f.mode); m {
 	case "auto":
