@@ -10,6 +10,7 @@ import (
 
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
+	"github.com/linearize/linearize/ops"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -58,6 +59,9 @@ type RotaryReport struct {
 	// Layers are the attention blocks (Block.Layer) whose queries and
 	// keys the frequencies rotate; empty when no block was found.
 	Layers []int `json:"layers,omitempty"`
+	// Converted is the number of linear-attention ops (of a model
+	// converted already) whose queries and keys it rotates.
+	Converted int `json:"converted,omitempty"`
 	// Scaled is false for frequencies that only sliding-window blocks
 	// read: a window of ±w never sees a distance past the trained
 	// length, so they are kept (their tables, if any, grow).
@@ -322,7 +326,7 @@ func extendRotary(out *onnxpb.ModelProto, opts ExtendOptions, method string) (*E
 	blocks := rotaryBlocks(out, ix, sets)
 	for i, set := range sets {
 		r := set.report()
-		r.Layers, r.Scaled = blocks[i].layers, !blocks[i].windowOnly
+		r.Layers, r.Converted, r.Scaled = blocks[i].layers, blocks[i].converted, !blocks[i].windowOnly
 		m := method
 		if !r.Scaled {
 			m = "" // kept; tables still grow to the new length
@@ -337,7 +341,28 @@ func extendRotary(out *onnxpb.ModelProto, opts ExtendOptions, method string) (*E
 		return nil, errors.New("convert: extend positions: every rotary embedding feeds sliding-window blocks only, which never see a distance past the trained length: nothing to scale")
 	}
 	setMeta(out, MetaMaxPositions, strconv.Itoa(n))
+	if note := denseMemoryNote(out, n); note != "" {
+		rep.Notes = append(rep.Notes, note)
+	}
 	return rep, nil
+}
+
+// denseMemoryNote warns when m still computes softmax attention over all
+// n tokens: its n×n scores at the new length, as the cost model prices
+// the original's peak memory (PeakBytes), and that a conversion reads
+// that length in linear memory. It is "" for a model whose every global
+// block is converted, or when the cost model cannot read m.
+func denseMemoryNote(m *onnxpb.ModelProto, n int) string {
+	dims, _, err := ModelDims(m)
+	if err != nil {
+		return ""
+	}
+	cm := NewCostModel(dims, Sizes{}, DefaultWeights)
+	peak := cm.PeakBytes(Original, n)
+	if peak < 1<<30 {
+		return ""
+	}
+	return fmt.Sprintf("its softmax attention over %d tokens needs about %.0f GiB at peak (the cost model: convert inspect --cost); `convert window` and `local-pooled` (or any conversion) read that length in linear memory", n, float64(peak)/(1<<30))
 }
 
 // rotarySet is one rotary embedding of the graph: frequencies Cos and
@@ -408,29 +433,34 @@ func toFloat32s(x []float64) []float32 {
 
 // freqBlocks is which attention blocks one set of frequencies rotates.
 type freqBlocks struct {
-	layers     []int
-	windowOnly bool // every such block is a sliding window
+	layers     []int // the softmax blocks (Block.Layer)
+	converted  int   // the linear-attention ops (a converted model's)
+	windowOnly bool  // every such block or op is a sliding window
 }
 
-// rotaryBlocks finds, for each set of frequencies, the detected attention
-// blocks whose queries or keys are computed from its Cos and Sin. When
-// detection fails or finds no block, every set is scaled.
+// rotaryBlocks finds, for each set of frequencies, the attention blocks
+// whose queries or keys are computed from it: the softmax blocks Detect
+// finds and the linear-attention ops of a model converted already
+// (WindowAttention for its sliding windows). When none is found, every
+// set is scaled.
 func rotaryBlocks(m *onnxpb.ModelProto, ix *onnx.Index, sets []rotarySet) []freqBlocks {
 	out := make([]freqBlocks, len(sets))
-	d, err := Detect(m)
-	if err != nil || len(d.Blocks) == 0 {
-		return out
+	var blocks []*Block
+	if d, err := Detect(m); err == nil {
+		blocks = d.Blocks
 	}
-	// The search stops at a block's queries, keys and values: past them
-	// it would run through that block's output into every later layer
-	// (values are reached where rotated queries and keys are stacked
-	// with them, as in Nomic's packed exports).
+	// The search stops at a block's queries, keys and values, and at a
+	// linear-attention op: past them it would run through that block's
+	// output into every later layer (values are reached where rotated
+	// queries and keys are stacked with them, as in Nomic's packed
+	// exports).
 	stop := map[string]bool{}
-	for _, b := range d.Blocks {
+	for _, b := range blocks {
 		stop[b.Q], stop[b.K], stop[b.V] = true, true, true
 	}
 	for i, set := range sets {
 		reach := map[string]bool{}
+		linear := map[*onnxpb.NodeProto]bool{}
 		queue := set.starts()
 		for len(queue) > 0 && len(reach) < 1<<20 {
 			v := queue[0]
@@ -443,6 +473,10 @@ func rotaryBlocks(m *onnxpb.ModelProto, ix *onnx.Index, sets []rotarySet) []freq
 				continue
 			}
 			for _, c := range ix.Consumers[v] {
+				if c.GetDomain() == ops.Domain {
+					linear[c] = true
+					continue
+				}
 				// A shape read from the rotary tables (Nomic's exports
 				// slice the hidden states by it) is no rotation.
 				if op := c.GetOpType(); op == "Shape" || op == "Size" {
@@ -452,13 +486,17 @@ func rotaryBlocks(m *onnxpb.ModelProto, ix *onnx.Index, sets []rotarySet) []freq
 			}
 		}
 		window := true
-		for _, b := range d.Blocks {
+		for _, b := range blocks {
 			if reach[b.Q] || reach[b.K] {
 				out[i].layers = append(out[i].layers, b.Layer)
 				window = window && b.Window != nil
 			}
 		}
-		out[i].windowOnly = window && len(out[i].layers) > 0
+		for n := range linear {
+			out[i].converted++
+			window = window && n.GetOpType() == ops.WindowOp
+		}
+		out[i].windowOnly = window && (len(out[i].layers) > 0 || out[i].converted > 0)
 	}
 	return out
 }
@@ -509,9 +547,16 @@ func floatsOfType(shape []int, x []float64, dt onnx.DataType) *onnx.Tensor {
 func (r *ExtendReport) rotaryString() string {
 	s := fmt.Sprintf("rotary positions: %d → %d tokens (×%.4g, method %s); metadata %s = %d", r.OldRows, r.NewRows, r.Factor, r.Method, MetaMaxPositions, r.NewRows)
 	for _, f := range r.Rotary {
-		layers := "blocks unknown"
+		var feeds []string
 		if len(f.Layers) > 0 {
-			layers = "blocks " + layerList(f.Layers)
+			feeds = append(feeds, "blocks "+layerList(f.Layers))
+		}
+		if f.Converted > 0 {
+			feeds = append(feeds, fmt.Sprintf("%d converted ops", f.Converted))
+		}
+		layers := strings.Join(feeds, " and ")
+		if layers == "" {
+			layers = "blocks unknown"
 		}
 		what := "scaled"
 		if !f.Scaled {
@@ -546,7 +591,7 @@ func RotaryEmbeddings(m *onnxpb.ModelProto) []RotaryReport {
 	var out []RotaryReport
 	for i, set := range sets {
 		r := set.report()
-		r.Layers, r.Scaled = blocks[i].layers, !blocks[i].windowOnly
+		r.Layers, r.Converted, r.Scaled = blocks[i].layers, blocks[i].converted, !blocks[i].windowOnly
 		out = append(out, r)
 	}
 	return out

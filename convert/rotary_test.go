@@ -286,3 +286,65 @@ func TestRotaryDynamic(t *testing.T) {
 		t.Errorf("dynamic on cos/sin tables: %v, want a refusal", err)
 	}
 }
+
+// TestRotaryAfterConversion: in a model converted already, the rotary
+// embeddings are traced to the linear-attention ops (WindowAttention for
+// the window layer, whose frequencies are kept), and extending then
+// converting computes what converting then extending does.
+func TestRotaryAfterConversion(t *testing.T) {
+	base := ropeFixture(t, "base")
+	o := LocalPooledOptions{Block: 8, Segments: 4}
+	ext := ExtendOptions{MaxPositions: 128, Trained: 32}
+	lp, _, err := ToLocalPooled(base, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lpExt, rep, err := ExtendPositions(lp, ext)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rep.Rotary {
+		global := math.Abs(r.Base-160000) < 1
+		if len(r.Layers) != 0 || r.Converted != map[bool]int{true: 2, false: 1}[global] || r.Scaled != global {
+			t.Errorf("%s: %+v; want θ 160000 scaled for 2 converted ops, θ 10000 kept for the WindowAttention", r.Value, r)
+		}
+	}
+	e, _, err := ExtendPositions(base, ext)
+	if err != nil {
+		t.Fatal(err)
+	}
+	extLp, _, err := ToLocalPooled(e, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := ropeInputs(100, 3)
+	a := runNative(t, lpExt, in)["last_hidden_state"].Floats()
+	b := runNative(t, extLp, in)["last_hidden_state"].Floats()
+	for i := range a {
+		if math.Abs(float64(a[i]-b[i])) > 1e-6 {
+			t.Fatalf("value %d: converted then extended %g, extended then converted %g", i, a[i], b[i])
+		}
+	}
+}
+
+// TestRotaryDenseMemoryNote: extending a model whose global layers still
+// compute softmax attention over all n tokens notes the memory the cost
+// model gives that at the new length; a converted model gets no note.
+func TestRotaryDenseMemoryNote(t *testing.T) {
+	base := ropeFixture(t, "base")
+	ext := ExtendOptions{MaxPositions: 1 << 20, Trained: 32}
+	_, rep, err := ExtendPositions(base, ext)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Notes) != 1 || !strings.Contains(rep.Notes[0], "its softmax attention over 1048576 tokens needs about") {
+		t.Errorf("notes %q, want the dense attention's memory", rep.Notes)
+	}
+	lp, _, err := ToLocalPooled(base, LocalPooledOptions{Block: 8, Segments: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, rep, err = ExtendPositions(lp, ext); err != nil || len(rep.Notes) != 0 {
+		t.Errorf("converted model: notes %q, %v; want none", rep.Notes, err)
+	}
+}
