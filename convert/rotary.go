@@ -49,7 +49,8 @@ var rotaryMethods = []string{RotaryNTK, RotaryDynamic, RotaryLinear, RotaryYaRN}
 // frequencies.
 type RotaryReport struct {
 	// Value names the constant holding the inverse frequencies θ^(−2i/d),
-	// i = 0 … d/2−1.
+	// i = 0 … d/2−1, or the cos and sin tables ("cos, sin") that store
+	// them.
 	Value string `json:"value"`
 	// Dims is d, the rotated dimensions of each head (twice the
 	// frequencies).
