@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"unicode"
+
+	"github.com/linearize/linearize/tokenize"
 )
 
 // stPromptsFile is the sentence-transformers file that names a model's
@@ -76,35 +78,58 @@ func ModelPrompts(modelPath string) (prompts map[string]string, def, file string
 	return s.prompts, s.def, s.file, nil
 }
 
+// PromptFor returns the prompt an Embedder opened on the model at
+// modelPath with Options.Prompt text and PromptName name reads every text
+// after: text, else the prompt name names in the model's
+// config_sentence_transformers.json, else the one its
+// default_prompt_name names; "" when none.
+func PromptFor(modelPath, text, name string) (string, error) {
+	p, _, _, err := resolvePrompt(modelPath, text, name)
+	return p, err
+}
+
+// PromptWordpieces is the number of wordpieces prompt adds to every pass
+// with the tokenizer tok (its text without trailing white space).
+func PromptWordpieces(tok *tokenize.Tokenizer, prompt string) int {
+	return len(tok.IDs(strings.TrimRightFunc(prompt, unicode.IsSpace)))
+}
+
+// resolvePrompt is PromptFor, also returning the prompt's name and where
+// it came from ("option", or the file).
+func resolvePrompt(modelPath, text, name string) (prompt, promptName, from string, err error) {
+	if text != "" && name != "" {
+		return "", "", "", fmt.Errorf("embed: set Prompt or PromptName, not both")
+	}
+	if text != "" {
+		return text, "", "option", nil
+	}
+	st, err := readPrompts(modelPath)
+	if err != nil {
+		return "", "", "", err
+	}
+	if name == "" && st != nil {
+		name = st.def
+	}
+	if name == "" {
+		return "", "", "", nil
+	}
+	if st == nil {
+		return "", "", "", fmt.Errorf("embed: prompt %q: no %s beside model %s names any prompt", name, stPromptsFile, modelPath)
+	}
+	p, ok := st.prompts[name]
+	if !ok {
+		return "", "", "", fmt.Errorf("embed: prompt %q is not one of the prompts %s names (%s)", name, st.file, st.names())
+	}
+	return p, name, st.file, nil
+}
+
 // choosePrompt resolves Options.Prompt and PromptName (else the model's
 // default prompt) and tokenizes the prompt: its wordpieces begin every
 // pass, after [CLS].
 func (e *Embedder) choosePrompt(o Options) error {
-	if o.Prompt != "" && o.PromptName != "" {
-		return fmt.Errorf("embed: set Prompt or PromptName, not both")
-	}
-	e.prompt, e.promptFrom = o.Prompt, "option"
-	if o.Prompt == "" {
-		st, err := readPrompts(e.path)
-		if err != nil {
-			return err
-		}
-		name := o.PromptName
-		if name == "" && st != nil {
-			name = st.def
-		}
-		if name == "" {
-			e.promptFrom = ""
-			return nil
-		}
-		if st == nil {
-			return fmt.Errorf("embed: prompt %q: no %s beside model %s names any prompt", name, stPromptsFile, e.path)
-		}
-		p, ok := st.prompts[name]
-		if !ok {
-			return fmt.Errorf("embed: prompt %q is not one of the prompts %s names (%s)", name, st.file, st.names())
-		}
-		e.prompt, e.promptName, e.promptFrom = p, name, st.file
+	var err error
+	if e.prompt, e.promptName, e.promptFrom, err = resolvePrompt(e.path, o.Prompt, o.PromptName); err != nil {
+		return err
 	}
 	if e.prompt == "" {
 		return nil
@@ -126,7 +151,7 @@ func (e *Embedder) choosePrompt(o Options) error {
 	if e.promptSpace == "" {
 		e.promptSpace = " "
 	}
-	e.promptIDs = e.tok.IDs(core)
+	e.promptIDs = e.tok.IDs(core) // PromptWordpieces
 	if (e.mode != Long || e.longModel) && len(e.promptIDs) > e.window-3 {
 		return fmt.Errorf("embed: the prompt %q has %d wordpieces, which leave none of a window of %d tokens for the text", e.prompt, len(e.promptIDs), e.window)
 	}

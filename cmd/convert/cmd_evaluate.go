@@ -287,7 +287,11 @@ func (f *evalFlags) run(original string, list []evalSystem, documents []embed.Do
 		return nil, embedError(err)
 	}
 	defer query.Close()
-	list = f.dropWhole(list, query.ContextLimit(), original)
+	docPrompt, err := embed.PromptFor(original, f.docPrompt, f.docPromptName)
+	if err != nil {
+		return nil, embedError(err)
+	}
+	list = f.dropWhole(list, query.ContextLimit(), original, embed.PromptWordpieces(query.Tokenizer(), docPrompt))
 	if !f.quiet {
 		o.Progress = f.stderr
 		fmt.Fprintf(f.stderr, "queries: %s\n", query)
@@ -347,9 +351,9 @@ func (f *evalFlags) sameQueries() bool {
 
 // dropWhole returns list without the original read whole when no flag
 // named that system and the original (whose limit is lim) is not a
-// long-context model, or cannot read --max-tokens in one pass (then a
-// note says so on stderr).
-func (f *evalFlags) dropWhole(list []evalSystem, lim convert.Limit, original string) []evalSystem {
+// long-context model, or cannot read --max-tokens and the document
+// prompt's p wordpieces in one pass (then a note says so on stderr).
+func (f *evalFlags) dropWhole(list []evalSystem, lim convert.Limit, original string, p int) []evalSystem {
 	return slices.DeleteFunc(list, func(s evalSystem) bool {
 		if !s.auto {
 			return false
@@ -357,10 +361,14 @@ func (f *evalFlags) dropWhole(list []evalSystem, lim convert.Limit, original str
 		if lim.Tokens <= embed.LongContext {
 			return true
 		}
-		if lim.Tokens < f.maxTokens+2 {
+		if lim.Tokens < f.maxTokens+2+p {
 			if !f.quiet {
-				fmt.Fprintf(f.stderr, "note: system %s (%s read whole) not run: it reads at most %d tokens in one pass (%s), fewer than --max-tokens %d and [CLS], [SEP]; --max-tokens %d runs it\n",
-					s.name, original, lim.Tokens, lim.Source, f.maxTokens, lim.Tokens-2)
+				prompt := ""
+				if p > 0 {
+					prompt = fmt.Sprintf(" and the document prompt's %d wordpieces", p)
+				}
+				fmt.Fprintf(f.stderr, "note: system %s (%s read whole) not run: it reads at most %d tokens in one pass (%s), fewer than --max-tokens %d, [CLS], [SEP]%s; --max-tokens %d runs it\n",
+					s.name, original, lim.Tokens, lim.Source, f.maxTokens, prompt, lim.Tokens-2-p)
 			}
 			return true
 		}
@@ -375,13 +383,18 @@ func (f *evalFlags) open(s evalSystem, so embed.Options, progress io.Writer) (em
 	if err != nil {
 		return nil, embedError(err)
 	}
-	if lim := e.ContextLimit(); e.Mode() == embed.Long && lim.Tokens > 0 && lim.Tokens < f.maxTokens+2 {
+	p := embed.PromptWordpieces(e.Tokenizer(), e.Prompt())
+	if lim := e.ContextLimit(); e.Mode() == embed.Long && lim.Tokens > 0 && lim.Tokens < f.maxTokens+2+p {
 		e.Close()
 		hint := "lower --max-tokens"
 		if lim.Kind == convert.LimitTable {
 			hint += " or convert it with a larger --max-length"
 		}
-		return nil, cli.BadInput(fmt.Errorf("%s reads at most %d tokens in one pass (%s), fewer than --max-tokens %d and [CLS], [SEP]; %s", s.path, lim.Tokens, lim.Source, f.maxTokens, hint))
+		prompt := ""
+		if p > 0 {
+			prompt = fmt.Sprintf(" and the prompt's %d wordpieces", p)
+		}
+		return nil, cli.BadInput(fmt.Errorf("%s reads at most %d tokens in one pass (%s), fewer than --max-tokens %d and [CLS], [SEP]%s; %s", s.path, lim.Tokens, lim.Source, f.maxTokens, prompt, hint))
 	}
 	if progress != nil {
 		fmt.Fprintf(progress, "system %s: %s\n", s.name, e)

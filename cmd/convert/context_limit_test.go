@@ -343,6 +343,12 @@ func TestEvaluateLongContextOriginal(t *testing.T) {
 		!strings.Contains(stderr, "--max-tokens 1022 runs it") {
 		t.Errorf("--max-tokens 1100: %d systems; progress:\n%s", len(rep.Systems), stderr)
 	}
+	// The document prompt's wordpieces count too: 1020 + 2 + 3 > 1024.
+	code, _, stderr = runCLI("evaluate", path, "--docs", long, "--backend", "native", "--max-tokens", "1020", "--buckets", "0,256,512", "--bootstrap", "20",
+		"--doc-prompt", "river stone cloud ", "--json")
+	if code != 0 || !strings.Contains(stderr, "fewer than --max-tokens 1020, [CLS], [SEP] and the document prompt's 3 wordpieces; --max-tokens 1019 runs it") {
+		t.Errorf("--max-tokens 1020 with a 3-wordpiece document prompt: exit %d; progress:\n%s", code, stderr)
+	}
 	// Named, it runs and fails like any long system that cannot read
 	// --max-tokens in one pass.
 	code, _, stderr = runCLI("evaluate", path, "--docs", long, "--backend", "native", "--max-tokens", "1100", "--buckets", "0,256,512", "--systems", "chunk,whole", "-q")
