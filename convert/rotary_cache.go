@@ -237,6 +237,9 @@ func (rc *rotaryCache) scale(g *onnxpb.GraphProto, _ *onnx.Index, method string,
 	nf, factor := scaleFreqs(method, rc.freqs, rc.base, s, trained)
 	rows := max(rc.rows, n)
 	cols := len(rc.colFreq)
+	if int64(rows)*int64(cols) > 1<<28 {
+		return 0, 0, fmt.Errorf("%w: extend positions: cos/sin tables %s, %s of %d × %d (limit %d elements)", ErrTableTooLarge, rc.cos.value, rc.sin.value, rows, cols, 1<<28)
+	}
 	cx, sx := make([]float64, rows*cols), make([]float64, rows*cols)
 	for p := 0; p < rows; p++ {
 		for j, i := range rc.colFreq {
