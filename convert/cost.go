@@ -353,12 +353,17 @@ func (c CostModel) Validate() error {
 // when there are two [h, f′] per [f′, h]), the position-table rows from ExtendPositions'
 // finder. Notes say what had to be assumed.
 func ModelDims(m *onnxpb.ModelProto) (Dims, []string, error) {
-	var d Dims
-	var notes []string
 	det, err := Detect(m)
 	if err != nil {
-		return d, nil, err
+		return Dims{}, nil, err
 	}
+	return modelDims(m, det)
+}
+
+// modelDims is ModelDims of m, whose attention blocks det are.
+func modelDims(m *onnxpb.ModelProto, det *Detection) (Dims, []string, error) {
+	var d Dims
+	var notes []string
 	if len(det.Blocks) == 0 {
 		return d, nil, errors.New("convert: cost model: no attention blocks found")
 	}

@@ -324,7 +324,13 @@ func extendRotary(out *onnxpb.ModelProto, opts ExtendOptions, method string) (*E
 	}
 	s := float64(n) / float64(trained)
 	rep := &ExtendReport{Method: method, OldRows: trained, NewRows: n, Source: "rotary frequencies", Factor: s}
-	blocks := rotaryBlocks(out, ix, sets)
+	// The blocks are found once, before the constants change (which
+	// changes no block), for the trace and the memory note.
+	det, detErr := Detect(out)
+	if detErr != nil {
+		det = nil
+	}
+	blocks := rotaryBlocks(det, ix, sets)
 	for i, set := range sets {
 		r := set.report()
 		r.Layers, r.Converted, r.Scaled = blocks[i].layers, blocks[i].converted, !blocks[i].windowOnly
@@ -342,7 +348,7 @@ func extendRotary(out *onnxpb.ModelProto, opts ExtendOptions, method string) (*E
 		return nil, errors.New("convert: extend positions: every rotary embedding feeds sliding-window blocks only, which never see a distance past the trained length: nothing to scale")
 	}
 	setMeta(out, MetaMaxPositions, strconv.Itoa(n))
-	if note := denseMemoryNote(out, n); note != "" {
+	if note := denseMemoryNote(out, det, n); note != "" {
 		rep.Notes = append(rep.Notes, note)
 	}
 	return rep, nil
@@ -353,8 +359,11 @@ func extendRotary(out *onnxpb.ModelProto, opts ExtendOptions, method string) (*E
 // the original's peak memory (PeakBytes), and that a conversion reads
 // that length in linear memory. It is "" for a model whose every global
 // block is converted, or when the cost model cannot read m.
-func denseMemoryNote(m *onnxpb.ModelProto, n int) string {
-	dims, _, err := ModelDims(m)
+func denseMemoryNote(m *onnxpb.ModelProto, det *Detection, n int) string {
+	if det == nil {
+		return ""
+	}
+	dims, _, err := modelDims(m, det)
 	if err != nil {
 		return ""
 	}
@@ -440,15 +449,15 @@ type freqBlocks struct {
 }
 
 // rotaryBlocks finds, for each set of frequencies, the attention blocks
-// whose queries or keys are computed from it: the softmax blocks Detect
-// finds and the linear-attention ops of a model converted already
-// (WindowAttention for its sliding windows). When none is found, every
-// set is scaled.
-func rotaryBlocks(m *onnxpb.ModelProto, ix *onnx.Index, sets []rotarySet) []freqBlocks {
+// whose queries or keys are computed from it: the softmax blocks of det
+// (Detect's; nil when it failed) and the linear-attention ops of a model
+// converted already (WindowAttention for its sliding windows). When none
+// is found, every set is scaled.
+func rotaryBlocks(det *Detection, ix *onnx.Index, sets []rotarySet) []freqBlocks {
 	out := make([]freqBlocks, len(sets))
 	var blocks []*Block
-	if d, err := Detect(m); err == nil {
-		blocks = d.Blocks
+	if det != nil {
+		blocks = det.Blocks
 	}
 	// The search stops at a block's queries, keys and values, and at a
 	// linear-attention op: past them it would run through that block's
@@ -588,7 +597,14 @@ func RotaryEmbeddings(m *onnxpb.ModelProto) []RotaryReport {
 	}
 	ix := onnx.NewIndex(m.Graph)
 	sets := rotarySets(ix, constantValues(m.Graph))
-	blocks := rotaryBlocks(m, ix, sets)
+	if len(sets) == 0 {
+		return nil
+	}
+	det, err := Detect(m)
+	if err != nil {
+		det = nil
+	}
+	blocks := rotaryBlocks(det, ix, sets)
 	var out []RotaryReport
 	for i, set := range sets {
 		r := set.report()
