@@ -181,7 +181,7 @@ func rotaryConst(ix *onnx.Index, consts map[string]*onnxpb.AttributeProto, v str
 		return nil
 	}
 	c := newConst(ix, consts, v)
-	if c == nil || !isFloatType(c.tensor.DType) || c.tensor.Len() < 2 || c.tensor.Len() > 1<<16 {
+	if c == nil || !onnx.IsFloat(c.tensor.DType) || c.tensor.Len() < 2 || c.tensor.Len() > 1<<16 {
 		return nil
 	}
 	t := c.tensor
@@ -229,14 +229,6 @@ func longAxes(ix *onnx.Index, consts map[string]*onnxpb.AttributeProto, v string
 		}
 	}
 	return axes
-}
-
-func isFloatType(dt onnx.DataType) bool {
-	switch dt {
-	case onnx.Float, onnx.Float16, onnx.BFloat16, onnx.Double:
-		return true
-	}
-	return false
 }
 
 // RotaryFrequencies returns the inverse frequencies θ^(−2i/d) a rotary

@@ -57,7 +57,7 @@ func findRotaryCaches(ix *onnx.Index, consts map[string]*onnxpb.AttributeProto) 
 		if tp == nil {
 			tp = consts[v].GetT()
 		}
-		if !isFloatType(onnx.DataType(tp.GetDataType())) || tp.GetDims()[axes[0]] < minCacheRows {
+		if !onnx.IsFloat(onnx.DataType(tp.GetDataType())) || tp.GetDims()[axes[0]] < minCacheRows {
 			continue
 		}
 		first := firstRow(tp, axes)

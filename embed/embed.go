@@ -588,14 +588,6 @@ func (e *Embedder) setup(output string, explicitWindow bool) error {
 	return nil
 }
 
-func isFloat(dt onnx.DataType) bool {
-	switch dt {
-	case onnx.Float, onnx.Float16, onnx.BFloat16, onnx.Double:
-		return true
-	}
-	return false
-}
-
 // Mode is the resolved reading mode.
 func (e *Embedder) Mode() Mode { return e.mode }
 
@@ -1092,7 +1084,7 @@ func (e *Embedder) runPass(rows [][]int64) ([][]float64, error) {
 func sentenceOutput(outs []infer.Value) string {
 	for _, v := range outs {
 		n := strings.ToLower(v.Name)
-		if len(v.Shape) == 2 && isFloat(v.DType) && !strings.Contains(n, "pooler") &&
+		if len(v.Shape) == 2 && onnx.IsFloat(v.DType) && !strings.Contains(n, "pooler") &&
 			(strings.Contains(n, "sentence_embedding") || strings.Contains(n, "dense") || strings.HasSuffix(n, "embedding") || strings.HasSuffix(n, "embeddings")) {
 			return v.Name
 		}
@@ -1103,7 +1095,7 @@ func sentenceOutput(outs []infer.Value) string {
 // chooseOutput returns the output Options.Output "" reads (see there),
 // or "" when none fits.
 func chooseOutput(outs []infer.Value) string {
-	float := func(v infer.Value, rank int) bool { return len(v.Shape) == rank && isFloat(v.DType) }
+	float := func(v infer.Value, rank int) bool { return len(v.Shape) == rank && onnx.IsFloat(v.DType) }
 	for _, v := range outs {
 		if n := strings.ToLower(v.Name); float(v, 3) && (strings.Contains(n, "hidden") || strings.Contains(n, "token_embeddings")) {
 			return v.Name

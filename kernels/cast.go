@@ -52,7 +52,7 @@ func castTensor(t *onnx.Tensor, to onnx.DataType) (*onnx.Tensor, error) {
 	}
 	var data any
 	var err error
-	if isFloat(t.DType) {
+	if onnx.IsFloat(t.DType) {
 		data, err = castFloats(t, to)
 	} else {
 		data, err = castIntegers(t, to)

@@ -219,7 +219,7 @@ func compareTensors(got, want *onnx.Tensor, rtol, atol float64) error {
 	if got.DType == onnx.Float16 || got.DType == onnx.BFloat16 {
 		rtol, atol = max(rtol, 1e-3), max(atol, 1e-3)
 	}
-	if !isFloatType(got.DType) {
+	if !onnx.IsFloat(got.DType) {
 		rtol, atol = 0, 0
 		gi, err := got.AsInt64s()
 		if err != nil {
@@ -258,10 +258,6 @@ func compareTensors(got, want *onnx.Tensor, rtol, atol float64) error {
 		}
 	}
 	return nil
-}
-
-func isFloatType(dt onnx.DataType) bool {
-	return dt == onnx.Float || dt == onnx.Double || dt == onnx.Float16 || dt == onnx.BFloat16
 }
 
 // TestConformance runs every ONNX node test whose ops the native kernels

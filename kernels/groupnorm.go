@@ -40,7 +40,7 @@ func groupNorm(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
 // (InstanceNormalization, in nn.go, is the case of one channel per group.)
 func (ctx *Context) planeNorm(in []*onnx.Tensor, groups, chPer int) ([]*onnx.Tensor, error) {
 	x, scale, bias := in[0], in[1], in[2]
-	if !isFloat(x.DType) {
+	if !onnx.IsFloat(x.DType) {
 		return nil, ctx.errf("unsupported type %s", onnx.TypeName(x.DType))
 	}
 	if scale.DType != x.DType || bias.DType != x.DType {

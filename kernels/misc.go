@@ -51,7 +51,7 @@ func mod(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
 		return nil, err
 	}
 	fmod := ctx.attrInt("fmod", 0) != 0
-	if isFloat(a.DType) {
+	if onnx.IsFloat(a.DType) {
 		if !fmod {
 			return nil, ctx.errf("fmod=0 is not defined for floating-point inputs")
 		}

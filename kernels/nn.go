@@ -12,7 +12,7 @@ import (
 
 // channelFloats reads a float input of shape [C] as float64.
 func (ctx *Context) channelFloats(t *onnx.Tensor, c int, what string) ([]float64, error) {
-	if !isFloat(t.DType) || t.Len() != c || len(t.Shape) != 1 {
+	if !onnx.IsFloat(t.DType) || t.Len() != c || len(t.Shape) != 1 {
 		return nil, ctx.errf("%s must be a float vector of %d channels, got %s", what, c, t)
 	}
 	v, _ := t.AsFloat64s()
@@ -63,7 +63,7 @@ func (ctx *Context) ncInput(in []*onnx.Tensor, n int) (*onnx.Tensor, error) {
 }
 
 func (ctx *Context) checkNC(x *onnx.Tensor) error {
-	if len(x.Shape) < 2 || !isFloat(x.DType) {
+	if len(x.Shape) < 2 || !onnx.IsFloat(x.DType) {
 		return ctx.errf("input must be a float tensor of rank ≥ 2 (N, C, ...), got %s", x)
 	}
 	return nil

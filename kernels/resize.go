@@ -79,7 +79,7 @@ func resize(ctx *Context, in []*onnx.Tensor) ([]*onnx.Tensor, error) {
 	if at.coord == "tf_crop_and_resize" {
 		extrapolate(cur, shape, tables, at.extrap)
 	}
-	storeResized(y, cur, !isFloat(x.DType))
+	storeResized(y, cur, !onnx.IsFloat(x.DType))
 	return []*onnx.Tensor{y}, nil
 }
 
@@ -163,7 +163,7 @@ func (ctx *Context) optFloats(t *onnx.Tensor, what string) ([]float64, error) {
 	if t == nil || t.Len() == 0 {
 		return nil, nil
 	}
-	if !isFloat(t.DType) {
+	if !onnx.IsFloat(t.DType) {
 		return nil, ctx.errf("%s must be a float tensor, got %s", what, t)
 	}
 	return t.AsFloat64s()

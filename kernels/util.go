@@ -266,7 +266,7 @@ func (ctx *Context) floatInput(in []*onnx.Tensor) (*onnx.Tensor, error) {
 	if err := ctx.checkInputs(in, 1, 1); err != nil {
 		return nil, err
 	}
-	if x := in[0]; !isFloat(x.DType) {
+	if x := in[0]; !onnx.IsFloat(x.DType) {
 		return nil, ctx.errf("input must be a float tensor, got %s", x)
 	}
 	return in[0], nil
@@ -338,10 +338,6 @@ func (ctx *Context) newTensor(dt onnx.DataType, shape []int) (*onnx.Tensor, erro
 // may alias inputs because no kernel modifies its inputs.
 func view(t *onnx.Tensor, shape []int) *onnx.Tensor {
 	return &onnx.Tensor{DType: t.DType, Shape: shape, Data: t.Data}
-}
-
-func isFloat(dt onnx.DataType) bool {
-	return dt == onnx.Float || dt == onnx.Double || dt == onnx.Float16 || dt == onnx.BFloat16
 }
 
 // scalar1 returns a rank-0 tensor of type dt holding v.

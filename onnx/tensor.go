@@ -184,6 +184,16 @@ func (t *Tensor) Clone() *Tensor {
 // String returns a short description such as "float32[2 3]".
 func (t *Tensor) String() string { return fmt.Sprintf("%s%v", TypeName(t.DType), t.Shape) }
 
+// IsFloat reports whether dt is a floating type: float32, float64,
+// float16 or bfloat16.
+func IsFloat(dt DataType) bool {
+	switch dt {
+	case Float, Double, Float16, BFloat16:
+		return true
+	}
+	return false
+}
+
 // ElemSize returns the byte size of one element in raw_data, or 0 for types
 // without a fixed size (STRING, UNDEFINED, unknown).
 func ElemSize(dt DataType) int {

@@ -435,3 +435,14 @@ func TestDecodeRows(t *testing.T) {
 		}
 	}
 }
+
+// TestIsFloat: the four floating types, and no integer, bool or string
+// type.
+func TestIsFloat(t *testing.T) {
+	for dt, want := range map[DataType]bool{Float: true, Double: true, Float16: true, BFloat16: true,
+		Int64: false, Int32: false, Int8: false, Uint8: false, Bool: false, String: false} {
+		if IsFloat(dt) != want {
+			t.Errorf("IsFloat(%v) = %v, want %v", dt, !want, want)
+		}
+	}
+}
