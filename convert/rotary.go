@@ -549,20 +549,9 @@ func floatsOfType(shape []int, x []float64, dt onnx.DataType) *onnx.Tensor {
 func (r *ExtendReport) rotaryString() string {
 	s := fmt.Sprintf("rotary positions: %d → %d tokens (×%.4g, method %s); metadata %s = %d", r.OldRows, r.NewRows, r.Factor, r.Method, MetaMaxPositions, r.NewRows)
 	for _, f := range r.Rotary {
-		var feeds []string
-		if len(f.Layers) > 0 {
-			feeds = append(feeds, "blocks "+layerList(f.Layers))
-		}
-		if f.Converted > 0 {
-			feeds = append(feeds, fmt.Sprintf("%d converted ops", f.Converted))
-		}
-		layers := strings.Join(feeds, " and ")
-		if layers == "" {
-			layers = "blocks unknown"
-		}
 		what := "scaled"
 		if !f.Scaled {
-			what = "kept: only sliding-window blocks read it"
+			what = "kept"
 		}
 		if f.Rows > 0 {
 			what += fmt.Sprintf(", cos/sin tables of %d rows", f.Rows)
@@ -570,12 +559,32 @@ func (r *ExtendReport) rotaryString() string {
 		if f.CosSin > 0 {
 			what += fmt.Sprintf(", %d Cos/Sin outputs scaled by %.4g", f.CosSin, 0.1*math.Log(r.Factor)+1)
 		}
-		s += fmt.Sprintf("\n  %s: θ %.6g, %d dims, %s: %s", f.Value, f.Base, f.Dims, layers, what)
+		s += fmt.Sprintf("\n  %s: %s: %s", f.Value, f, what)
 	}
 	for _, n := range r.Notes {
 		s += "\nnote: " + n
 	}
 	return s
+}
+
+// String says which frequencies these are and what they rotate:
+// "θ 160000 over 64 dims (blocks 0,3,6)", "θ 10000 over 64 dims (blocks
+// 1-2,4-5, sliding windows only)", "(2 converted ops)".
+func (r RotaryReport) String() string {
+	var feeds []string
+	if len(r.Layers) > 0 {
+		feeds = append(feeds, "blocks "+layerList(r.Layers))
+	}
+	if r.Converted > 0 {
+		feeds = append(feeds, fmt.Sprintf("%d converted op%s", r.Converted, map[bool]string{true: "s"}[r.Converted > 1]))
+	}
+	if len(feeds) == 0 {
+		feeds = append(feeds, "blocks unknown")
+	}
+	if !r.Scaled {
+		feeds = append(feeds, "sliding windows only")
+	}
+	return fmt.Sprintf("θ %.6g over %d dims (%s)", r.Base, r.Dims, strings.Join(feeds, ", "))
 }
 
 // RotaryEmbeddings returns the rotary embeddings of m, as ExtendPositions

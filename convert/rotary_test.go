@@ -309,6 +309,11 @@ func TestRotaryAfterConversion(t *testing.T) {
 			t.Errorf("%s: %+v; want θ 160000 scaled for 2 converted ops, θ 10000 kept for the WindowAttention", r.Value, r)
 		}
 	}
+	for _, want := range []string{"θ 160000 over 8 dims (2 converted ops): scaled", "θ 10000 over 8 dims (1 converted op, sliding windows only): kept"} {
+		if !strings.Contains(rep.String(), want) {
+			t.Errorf("report lacks %q:\n%s", want, rep)
+		}
+	}
 	e, _, err := ExtendPositions(base, ext)
 	if err != nil {
 		t.Fatal(err)

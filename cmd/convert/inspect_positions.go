@@ -47,34 +47,17 @@ func printPositions(w io.Writer, r *positionsReport) {
 		fmt.Fprintln(w, "positions:    limit unknown (no position table, config.json or doc string says it)")
 	}
 	if len(r.Rotary) > 0 {
-		var parts []string
-		for _, f := range r.Rotary {
-			p := fmt.Sprintf("θ %.6g over %d dims", f.Base, f.Dims)
-			if len(f.Layers) > 0 {
-				p += " (blocks " + intList(f.Layers)
-				if !f.Scaled {
-					p += ", sliding windows only"
-				}
-				p += ")"
-			}
-			parts = append(parts, p)
+		parts := make([]string, len(r.Rotary))
+		for i, f := range r.Rotary {
+			parts[i] = f.String()
 		}
 		fmt.Fprintf(w, "              rotary: %s\n", strings.Join(parts, "; "))
 	}
 	switch {
 	case r.Kind == convert.LimitMetadata:
 	case len(r.Rotary) > 0:
-		fmt.Fprintln(w, "              extend-positions --max-positions N scales the rotary frequencies to read N (ntk, linear or yarn)")
+		fmt.Fprintln(w, "              extend-positions --max-positions N scales the rotary frequencies to read N (ntk, dynamic, linear or yarn)")
 	case r.Kind == convert.LimitTable:
 		fmt.Fprintln(w, "              extend-positions --max-positions N grows the table; long reads long inputs by windows")
 	}
-}
-
-// intList writes 0,2,5.
-func intList(xs []int) string {
-	s := make([]string, len(xs))
-	for i, x := range xs {
-		s[i] = fmt.Sprint(x)
-	}
-	return strings.Join(s, ",")
 }
