@@ -91,7 +91,19 @@ func PromptFor(modelPath, text, name string) (string, error) {
 // PromptWordpieces is the number of wordpieces prompt adds to every pass
 // with the tokenizer tok (its text without trailing white space).
 func PromptWordpieces(tok *tokenize.Tokenizer, prompt string) int {
-	return len(tok.IDs(strings.TrimRightFunc(prompt, unicode.IsSpace)))
+	core, _ := splitPrompt(prompt)
+	return len(tok.IDs(core))
+}
+
+// splitPrompt cuts a prompt into the part tokenized on its own and the
+// white space that begins each text (a space when the prompt ends in
+// none; see choosePrompt).
+func splitPrompt(prompt string) (core, space string) {
+	core = strings.TrimRightFunc(prompt, unicode.IsSpace)
+	if space = prompt[len(core):]; space == "" {
+		space = " "
+	}
+	return core, space
 }
 
 // resolvePrompt is PromptFor, also returning the prompt's name and where
@@ -146,12 +158,9 @@ func (e *Embedder) choosePrompt(o Options) error {
 	// its text would otherwise begin a word of its own in tokenizers
 	// that mark a text's start, while tokenized with it the two may
 	// merge into one word.
-	core := strings.TrimRightFunc(e.prompt, unicode.IsSpace)
-	e.promptSpace = e.prompt[len(core):]
-	if e.promptSpace == "" {
-		e.promptSpace = " "
-	}
-	e.promptIDs = e.tok.IDs(core) // PromptWordpieces
+	var core string
+	core, e.promptSpace = splitPrompt(e.prompt)
+	e.promptIDs = e.tok.IDs(core)
 	if (e.mode != Long || e.longModel) && len(e.promptIDs) > e.window-3 {
 		return fmt.Errorf("embed: the prompt %q has %d wordpieces, which leave none of a window of %d tokens for the text", e.prompt, len(e.promptIDs), e.window)
 	}
