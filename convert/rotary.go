@@ -590,9 +590,10 @@ func (r RotaryReport) String() string {
 // RotaryEmbeddings returns the rotary embeddings of m, as ExtendPositions
 // finds them, without changing m: each one's constant, dimensions, base
 // θ and the blocks it rotates; Scaled says whether ExtendPositions would
-// scale it (false when only sliding-window blocks read it). It returns
-// nil for a model without rotary positions.
-func RotaryEmbeddings(m *onnxpb.ModelProto) []RotaryReport {
+// scale it (false when only sliding-window blocks read it). det is m's
+// Detection when the caller has it, nil to have it found. It returns nil
+// for a model without rotary positions.
+func RotaryEmbeddings(m *onnxpb.ModelProto, det *Detection) []RotaryReport {
 	if m == nil || m.Graph == nil {
 		return nil
 	}
@@ -601,9 +602,10 @@ func RotaryEmbeddings(m *onnxpb.ModelProto) []RotaryReport {
 	if len(sets) == 0 {
 		return nil
 	}
-	det, err := Detect(m)
-	if err != nil {
-		det = nil
+	if det == nil {
+		if d, err := Detect(m); err == nil {
+			det = d
+		}
 	}
 	blocks := rotaryBlocks(det, ix, sets)
 	var out []RotaryReport

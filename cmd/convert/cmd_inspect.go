@@ -65,7 +65,7 @@ func buildInspect(path string, m *onnxpb.ModelProto, f inspectFlags) (*inspectRe
 	if err != nil {
 		return nil, err
 	}
-	return &inspectReport{Model: path, Summary: onnx.Summarize(m), Tokenizer: buildTokenizer(path, m), Positions: buildPositions(path, m), Cost: cost, attentionSection: att}, nil
+	return &inspectReport{Model: path, Summary: onnx.Summarize(m), Tokenizer: buildTokenizer(path, m), Positions: buildPositions(path, m, att.det), Cost: cost, attentionSection: att}, nil
 }
 
 func printInspect(w io.Writer, r *inspectReport) {

@@ -21,6 +21,7 @@ type attentionSection struct {
 	// Linear lists linear attention already in the model (converted).
 	Linear  []convert.LinearNode `json:"linear_attention,omitempty"`
 	explain string               // --explain: convert.Detection.Explain
+	det     *convert.Detection   // what Detect found, for the other sections
 }
 
 func buildAttention(m *onnxpb.ModelProto, f inspectFlags) (attentionSection, error) {
@@ -28,7 +29,7 @@ func buildAttention(m *onnxpb.ModelProto, f inspectFlags) (attentionSection, err
 	if err != nil {
 		return attentionSection{}, cli.BadInput(err)
 	}
-	s := attentionSection{Attention: d.Blocks, AttentionCount: d.Count(), Linear: d.Linear}
+	s := attentionSection{Attention: d.Blocks, AttentionCount: d.Count(), Linear: d.Linear, det: d}
 	if s.Attention == nil {
 		s.Attention = []*convert.Block{}
 	}

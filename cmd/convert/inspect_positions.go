@@ -21,9 +21,10 @@ type positionsReport struct {
 	Error  string                 `json:"error,omitempty"`
 }
 
-// buildPositions reads the model's limit and rotary embeddings.
-func buildPositions(path string, m *onnxpb.ModelProto) *positionsReport {
-	r := &positionsReport{Rotary: convert.RotaryEmbeddings(m)}
+// buildPositions reads the model's limit and rotary embeddings (det: the
+// attention blocks inspect found).
+func buildPositions(path string, m *onnxpb.ModelProto, det *convert.Detection) *positionsReport {
+	r := &positionsReport{Rotary: convert.RotaryEmbeddings(m, det)}
 	lim, err := convert.ContextLimit(m, path)
 	if err != nil {
 		r.Error = err.Error()
