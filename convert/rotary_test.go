@@ -199,7 +199,14 @@ func TestRotaryRefused(t *testing.T) {
 // rotaryWant is each fixture's rotary embeddings: θ, the blocks each
 // rotates (one embedding per layer in Nomic's exports, which must not
 // count the later layers its packed q, k, v reach), and whether
-// extension scales it (ModernBERT's window layer 1 keeps θ 10000).
+// extension scales it (ModernBERT's window layer 1 keeps θ 10000). The θ
+// are the generators' settings, not read back from the graphs:
+// transformers' default rope_theta of ModernBertConfig (160000 global,
+// 10000 sliding), GteConfig (160000), NomicBertConfig (1000) and
+// JinaEmbeddingsV3Config (20000), which gen_fixtures.py keeps, and
+// gen_longctx.py's GTE (rope_theta 160000 times ntk_factor 2) and Nomic
+// (rotary_base 1000). The blocks follow from the configs: two layers,
+// ModernBERT's layer 1 a sliding window (global_attn_every_n_layers 2).
 var rotaryWant = map[string]string{
 	"modernbert_eager_op17":       "θ 160000 [0] true; θ 10000 [1] false",
 	"modernbert_sdpa_dynamo_op18": "θ 160000 [0] true; θ 10000 [1] false",
