@@ -3,7 +3,7 @@
 // say (mean, [CLS] or max over the last hidden state) and L2-normalised
 // for retrieval by cosine.
 //
-// A long text can be read three ways, so that they can be compared on the
+// A long text can be read five ways, so that they can be compared on the
 // same text:
 //
 //   - Truncate: [CLS], the first Window−2 wordpieces, [SEP]; one pass.
@@ -17,6 +17,11 @@
 //   - Long: the whole text in one pass, for a model that reads long inputs
 //     (written by `convert long`); a model whose position table is too
 //     short for the text is an error, never a silent truncation.
+//   - Late: late chunking, Chunks mode's chunks with each chunk's vector
+//     the mean of its wordpieces' hidden states in a pass over the whole
+//     text, so that a chunk is read in the context of its document; a
+//     text longer than the model's limit is read in passes that overlap
+//     (each chunk pooled from one in which it has context on both sides).
 //
 // A model trained with prompts ("search_query: ", "query: ") reads each
 // text after one (Options.Prompt, or PromptName among the prompts of its

@@ -49,7 +49,32 @@ const (
 	// Long reads the whole text (up to MaxTokens) in one pass:
 	// [CLS] tokens [SEP]. A text longer than the model admits is an error.
 	Long Mode = "long"
+	// Late is late chunking: the text is cut into Chunks mode's chunks
+	// (Window−2 wordpieces each, overlapping by Overlap; Window is
+	// LateWindow by default), but each chunk's vector is the mean of its
+	// wordpieces' hidden states in a pass over the whole text, so that
+	// every chunk is read in the context of the document (Günther et
+	// al., 2024). A text longer than one pass of the model's limit is
+	// read in passes that overlap: a chunk lies whole in the pass it is
+	// pooled from, with at least an eighth of a pass of text on each
+	// side of it where the text has that much (see latePlan). A model
+	// written by `convert long` reads the text in one pass, and its
+	// chunks are its windows. One vector per chunk (EmbedChunks), with
+	// the ids Chunks mode gives, so that the two compare chunk for chunk.
+	Late Mode = "late"
 )
+
+// chunked reports whether the mode cuts texts into chunks of Window−2
+// wordpieces that may overlap (Chunk, Chunks and Late).
+func (m Mode) chunked() bool { return m == Chunk || m == Chunks || m == Late }
+
+// PerChunk reports whether the mode gives one vector per chunk (Chunks
+// and Late: EmbedChunks; Embed refuses them) rather than one per text.
+func (m Mode) PerChunk() bool { return m == Chunks || m == Late }
+
+// LateWindow is Late mode's window when Options.Window is 0: chunks of
+// 510 wordpieces (at most the model's limit).
+const LateWindow = 512
 
 // LongContext is the limit, in tokens, above which a model is a
 // long-context model that Auto mode reads whole (Long): 512, the
@@ -338,15 +363,37 @@ func Open(modelPath string, o Options) (*Embedder, error) {
 		sess.Close()
 		return nil, err
 	}
+	if err := e.latePooling(); err != nil {
+		sess.Close()
+		return nil, err
+	}
 	return e, nil
+}
+
+// latePooling makes Late mode's pooling the mean of each chunk's
+// wordpieces, whatever the model's own: late chunking is defined by it,
+// and it needs the hidden states.
+func (e *Embedder) latePooling() error {
+	if e.mode != Late {
+		return nil
+	}
+	switch e.pooling {
+	case PoolOutput:
+		return fmt.Errorf("embed: %s: late mode pools each chunk's wordpieces from the hidden states, but output %s is one vector per text (%s)", e.path, e.output, e.poolFrom)
+	case PoolMean:
+		return nil
+	}
+	e.poolFrom = fmt.Sprintf("late chunking's mean over each chunk, not the model's %s from %s", e.pooling, e.poolFrom)
+	e.pooling = PoolMean
+	return nil
 }
 
 // check validates the options Open reads before loading anything.
 func (o Options) check() error {
 	switch o.Mode {
-	case Auto, Truncate, Chunk, Chunks, Long:
+	case Auto, Truncate, Chunk, Chunks, Long, Late:
 	default:
-		return fmt.Errorf("embed: mode %q: want truncate, chunk, chunks or long", o.Mode)
+		return fmt.Errorf("embed: mode %q: want truncate, chunk, chunks, long or late", o.Mode)
 	}
 	switch o.Pooling {
 	case PoolAuto, PoolMean, PoolCLS, PoolMax:
@@ -356,8 +403,11 @@ func (o Options) check() error {
 	if o.MaxTokens < 0 || o.Window < 0 || o.MaxWindow < 0 || o.Batch < 0 || o.Threads < 0 || o.Overlap < 0 || o.Dim < 0 {
 		return fmt.Errorf("embed: MaxTokens, Window, MaxWindow, Batch, Threads, Overlap and Dim must be non-negative")
 	}
-	if o.Overlap > 0 && o.Mode != Chunk && o.Mode != Chunks {
-		return fmt.Errorf("embed: an overlap of %d wordpieces needs chunk or chunks mode", o.Overlap)
+	if o.Overlap > 0 && !o.Mode.chunked() {
+		return fmt.Errorf("embed: an overlap of %d wordpieces needs chunk, chunks or late mode", o.Overlap)
+	}
+	if o.Mode == Late && o.Pooling != PoolAuto && o.Pooling != PoolMean {
+		return fmt.Errorf("embed: late mode pools each chunk's wordpieces by their mean, not by %s", o.Pooling)
 	}
 	if o.Window > 0 && o.Window < 3 {
 		return fmt.Errorf("embed: window %d is too small: [CLS], [SEP] and at least one wordpiece need 3", o.Window)
@@ -382,8 +432,8 @@ func (e *Embedder) readMarkers() error {
 
 // readLengths sets the longest input the model admits (convert.
 // ContextLimit, or a long model's metadata), the window (the option, else
-// what a long model's metadata says, else the limit bounded by
-// maxWindow, else 512) and the mode (Auto: Long for a model written by
+// what a long model's metadata says, else in Late mode LateWindow, else
+// the limit; bounded by the limit and maxWindow, else 512) and the mode (Auto: Long for a model written by
 // `convert long`, or, when no window is given, for a model whose limit is
 // above LongContext; else Chunk).
 func (e *Embedder) readLengths(m *onnxpb.ModelProto, window, maxWindow int, mode Mode) error {
@@ -410,6 +460,14 @@ func (e *Embedder) readLengths(m *onnxpb.ModelProto, window, maxWindow int, mode
 		e.window = window
 	case metaWindow > 0:
 		e.window = metaWindow
+	case mode == Late:
+		e.window = LateWindow
+		if e.limit > 0 {
+			e.window = min(e.window, e.limit)
+		}
+		if maxWindow > 0 {
+			e.window = min(e.window, maxWindow)
+		}
 	case e.limit > 0:
 		e.window = e.limit
 		if maxWindow > 0 {
@@ -430,6 +488,9 @@ func (e *Embedder) readLengths(m *onnxpb.ModelProto, window, maxWindow int, mode
 	}
 	if e.mode != Long && e.limit > 0 && e.window > e.limit {
 		return fmt.Errorf("embed: window %d is longer than model %s admits (%d tokens); the limit is from %s", e.window, e.path, e.limit, e.limitSrc)
+	}
+	if e.mode == Late && isLong && e.overlap > 0 {
+		return fmt.Errorf("embed: %s was written by `convert long`: late mode's chunks are its windows of %d tokens, which do not overlap (Overlap %d)", e.path, e.window, e.overlap)
 	}
 	if e.overlap > 0 && e.overlap >= e.window-2 {
 		return fmt.Errorf("embed: an overlap of %d wordpieces leaves no new wordpiece in a window of %d tokens (%d wordpieces with [CLS] and [SEP])", e.overlap, e.window, e.window-2)
@@ -578,7 +639,7 @@ func (e *Embedder) setup(output string, explicitWindow bool) error {
 		return fmt.Errorf("embed: %s has no output %q (outputs %s)", e.path, output, strings.Join(names, ", "))
 	}
 	if e.dim <= 0 { // not declared: run [CLS] [SEP] once to see it
-		if _, err := e.runPass([][]int64{{e.cls, e.sep}}); err != nil {
+		if _, err := e.runPass([]pass{{ids: []int64{e.cls, e.sep}}}); err != nil {
 			return err
 		}
 	}
@@ -699,11 +760,17 @@ func (e *Embedder) Close() error {
 }
 
 // pass is one run's row: the text it belongs to and its token ids, [CLS]
-// and [SEP] included.
+// and [SEP] included. In Late mode spans are the ranges [from, to) of
+// ids whose hidden states are pooled (by their mean), one vector each;
+// otherwise the row is pooled whole into one vector.
 type pass struct {
-	text int
-	ids  []int64
+	text  int
+	ids   []int64
+	spans [][2]int
 }
+
+// vectors is the number of vectors the pass gives.
+func (ps pass) vectors() int { return max(1, len(ps.spans)) }
 
 // weight is the pass's wordpieces of its text ([CLS], [SEP] and the
 // prompt's p left out): a chunk's weight in Chunk mode's mean.
@@ -717,8 +784,8 @@ func (e *Embedder) Embed(texts []string) ([][]float32, error) {
 	if len(texts) == 0 {
 		return nil, nil
 	}
-	if e.mode == Chunks {
-		return nil, errors.New("embed: chunks mode gives one vector per chunk: use EmbedChunks")
+	if e.mode.PerChunk() {
+		return nil, fmt.Errorf("embed: %s mode gives one vector per chunk: use EmbedChunks", e.mode)
 	}
 	passes, read, err := e.plan(texts)
 	if err != nil {
@@ -769,7 +836,8 @@ func (e *Embedder) Embed(texts []string) ([][]float32, error) {
 
 // EmbedChunks returns, per text, one vector per chunk in order (Chunk
 // mode's chunks: Window−2 wordpieces each, overlapping by Overlap), each
-// L2-normalised unless Raw; Truncate gives one chunk, Long one pass.
+// L2-normalised unless Raw; Truncate gives one chunk, Long one pass, and
+// Late the same chunks as Chunks, each pooled from a pass over the text.
 // When a chunk's vector holds a NaN or an Inf the error is a
 // *NonFiniteError naming its text.
 func (e *Embedder) EmbedChunks(texts []string) ([][][]float32, error) {
@@ -814,21 +882,21 @@ func (e *Embedder) runPasses(passes []pass, use func(p pass, v []float64)) error
 	// time: eight full-attention rows of 4K tokens need over 24 GB), and
 	// one at a time in Long mode.
 	step := max(1, min(e.batch, maxBatchTokens/e.window))
-	if e.mode == Long {
+	if e.mode == Long || e.mode == Late {
 		step = 1
 	}
 	for lo := 0; lo < len(passes); lo += step {
 		group := passes[lo:min(lo+step, len(passes))]
-		rows := make([][]int64, len(group))
-		for i, p := range group {
-			rows[i] = p.ids
-		}
-		vecs, err := e.runPass(rows)
+		vecs, err := e.runPass(group)
 		if err != nil {
 			return fmt.Errorf("%w (texts %d–%d)", err, group[0].text, group[len(group)-1].text)
 		}
-		for i, p := range group {
-			use(p, vecs[i])
+		k := 0
+		for _, p := range group {
+			for range p.vectors() {
+				use(p, vecs[k])
+				k++
+			}
 		}
 	}
 	return nil
@@ -842,7 +910,7 @@ func (e *Embedder) plan(texts []string) (passes []pass, read int64, err error) {
 		ids = append(ids, e.cls)
 		ids = append(ids, e.promptIDs...)
 		ids = append(ids, body...)
-		return pass{i, append(ids, e.sep)}
+		return pass{text: i, ids: append(ids, e.sep)}
 	}
 	keep := e.keep()
 	for i, s := range texts {
@@ -854,32 +922,106 @@ func (e *Embedder) plan(texts []string) (passes []pass, read int64, err error) {
 		case Truncate:
 			passes = append(passes, frame(i, toks[:min(len(toks), e.window-2-p)]))
 		case Chunk, Chunks:
-			n := e.window - 2 - p
-			stride := n - e.overlap
-			for lo := 0; ; lo += stride {
-				hi := min(lo+n, len(toks))
-				passes = append(passes, frame(i, toks[lo:hi]))
-				if hi == len(toks) {
-					break
-				}
+			for _, c := range chunkSpans(len(toks), e.window-2-p, e.overlap) {
+				passes = append(passes, frame(i, toks[c[0]:c[1]]))
 			}
 		case Long:
-			need := len(toks) + 2 + p
-			if e.longModel {
-				need = e.framedLen(len(toks))
-			}
-			if lim := e.longLimit(); lim > 0 && need > lim {
-				return nil, 0, fmt.Errorf("embed: text %d has %d wordpieces (%d tokens with [CLS], [SEP]%s), but model %s admits %d tokens per pass (%s), %d wordpieces; %s",
-					i, len(toks), need, e.promptNote(), e.path, lim, e.longLimitSource(), e.longFits(lim), e.longHint())
+			if err := e.fitsLong(i, toks); err != nil {
+				return nil, 0, err
 			}
 			if e.longModel {
 				passes = append(passes, e.framed(i, toks))
 				break
 			}
 			passes = append(passes, frame(i, toks))
+		case Late:
+			if e.longModel {
+				if err := e.fitsLong(i, toks); err != nil {
+					return nil, 0, err
+				}
+				passes = append(passes, e.framedLate(i, toks))
+				break
+			}
+			chunks := chunkSpans(len(toks), e.window-2-p, e.overlap)
+			m := len(toks)
+			if lim := e.longLimit(); lim > 0 {
+				m = min(m, lim-2-p)
+			}
+			ranges, owner := latePlan(chunks, len(toks), m)
+			for k, r := range ranges {
+				ps := frame(i, toks[r[0]:r[1]])
+				for j, c := range chunks {
+					if owner[j] == k {
+						ps.spans = append(ps.spans, [2]int{1 + p + c[0] - r[0], 1 + p + c[1] - r[0]})
+					}
+				}
+				passes = append(passes, ps)
+			}
 		}
 	}
 	return passes, read, nil
+}
+
+// fitsLong returns an error when text i's wordpieces toks do not fit in
+// one Long pass.
+func (e *Embedder) fitsLong(i int, toks []int64) error {
+	need := len(toks) + 2 + len(e.promptIDs)
+	if e.longModel {
+		need = e.framedLen(len(toks))
+	}
+	if lim := e.longLimit(); lim > 0 && need > lim {
+		return fmt.Errorf("embed: text %d has %d wordpieces (%d tokens with [CLS], [SEP]%s), but model %s admits %d tokens per pass (%s), %d wordpieces; %s",
+			i, len(toks), need, e.promptNote(), e.path, lim, e.longLimitSource(), e.longFits(lim), e.longHint())
+	}
+	return nil
+}
+
+// chunkSpans cuts n wordpieces into chunks [lo, hi) of size wordpieces
+// (the last may be shorter), each overlapping the one before by overlap
+// (< size); no wordpieces give one empty chunk.
+func chunkSpans(n, size, overlap int) [][2]int {
+	var out [][2]int
+	for lo := 0; ; lo += size - overlap {
+		hi := min(lo+size, n)
+		out = append(out, [2]int{lo, hi})
+		if hi == n {
+			return out
+		}
+	}
+}
+
+// lateContext is the part of a pass of Late mode, 1/lateContext, that a
+// chunk has at least on either side where the text has it.
+const lateContext = 8
+
+// latePlan groups a text's chunks (chunkSpans of its n wordpieces) into
+// the passes of Late mode, each a range [a, b) of at most m wordpieces:
+// ranges in order, and for each chunk the index of the range it is
+// pooled from. A text of at most m wordpieces is one pass. A longer one
+// is read in overlapping passes: a chunk stays in the current pass while
+// it lies whole within it with m/lateContext wordpieces after it (or the
+// text's end); the next chunk begins a pass that starts that many
+// wordpieces before it (fewer at the text's start and end, or when the
+// chunk is longer than m minus them). Each chunk is then pooled with that
+// much context on both sides where the text has it and the chunk leaves
+// room (one longer than m − 2m/lateContext wordpieces has less). Every
+// chunk must be at most m wordpieces.
+func latePlan(chunks [][2]int, n, m int) (ranges [][2]int, owner []int) {
+	c := m / lateContext
+	owner = make([]int, len(chunks))
+	for j, ch := range chunks {
+		lo, hi := ch[0], ch[1]
+		if k := len(ranges) - 1; k >= 0 {
+			if b := ranges[k][1]; hi <= b && (b-hi >= c || b == n) {
+				owner[j] = k
+				continue
+			}
+		}
+		a := max(0, min(lo-min(c, m-(hi-lo)), n-m))
+		ranges = append(ranges, [2]int{a, min(a+m, n)})
+		owner[j] = len(ranges) - 1
+	}
+	return ranges, owner
 }
 
 // keep is how many wordpieces of a text plan reads (0: all): MaxTokens,
@@ -917,7 +1059,21 @@ func (e *Embedder) framed(i int, toks []int64) pass {
 		ids = append(ids, toks[lo:min(lo+w, len(toks))]...)
 		ids = append(ids, e.sep)
 	}
-	return pass{i, ids}
+	return pass{text: i, ids: ids}
+}
+
+// framedLate is framed's pass with its windows' wordpieces as the spans
+// of Late mode: a model written by `convert long` reads each window at
+// the positions a chunk has, and the far field tells it of the others.
+func (e *Embedder) framedLate(i int, toks []int64) pass {
+	ps := e.framed(i, toks)
+	p := len(e.promptIDs)
+	w := e.window - 2 - p
+	for lo, k := 0, 0; lo == 0 || lo < len(toks); lo, k = lo+w, k+1 {
+		from := k*e.window + 1 + p
+		ps.spans = append(ps.spans, [2]int{from, from + min(w, len(toks)-lo)})
+	}
+	return ps
 }
 
 // framedLen is the length of framed's pass for n wordpieces.
@@ -992,14 +1148,15 @@ func bucket(seq int) int {
 	return (seq + 511) / 512 * 512
 }
 
-// runPass runs rows of token ids as one batch, padded to the longest (or
-// to the declared sequence length), and pools each row.
-func (e *Embedder) runPass(rows [][]int64) ([][]float64, error) {
+// runPass runs passes as one batch, padded to the longest (or to the
+// declared sequence length), and pools each: their vectors in order, one
+// for each pass or, in Late mode, one for each of its spans.
+func (e *Embedder) runPass(rows []pass) ([][]float64, error) {
 	n := len(rows)
 	b := max(n, e.fixedRows)
 	seq := 0
 	for _, r := range rows {
-		seq = max(seq, len(r))
+		seq = max(seq, len(r.ids))
 	}
 	if e.hasMask {
 		if lim := e.longLimit(); lim > 0 {
@@ -1020,7 +1177,7 @@ func (e *Embedder) runPass(rows [][]int64) ([][]float64, error) {
 	for i := 0; i < b; i++ {
 		r := []int64{e.cls, e.sep} // rows beyond n fill a declared batch
 		if i < n {
-			r = rows[i]
+			r = rows[i].ids
 		}
 		lengths[i] = len(r)
 		for j := 0; j < seq; j++ {
@@ -1064,15 +1221,34 @@ func (e *Embedder) runPass(rows [][]int64) ([][]float64, error) {
 	if err != nil {
 		return nil, fmt.Errorf("embed: %s: output %s: %w", e.path, e.output, err)
 	}
-	out := make([][]float64, n)
-	for i := range out {
-		if e.pooling == PoolOutput {
-			out[i] = h[i*dim : (i+1)*dim]
-		} else {
-			out[i] = pool(e.pooling, h[i*seq*dim:(i+1)*seq*dim], lengths[i], dim)
-		}
+	truncate := func(v []float64) []float64 {
 		if e.truncDim > 0 && e.truncDim < dim {
-			out[i] = out[i][:e.truncDim:e.truncDim]
+			return v[:e.truncDim:e.truncDim]
+		}
+		return v
+	}
+	var out [][]float64
+	for i, r := range rows {
+		var vs [][]float64
+		if e.pooling == PoolOutput {
+			out = append(out, truncate(h[i*dim:(i+1)*dim]))
+			continue
+		}
+		row := h[i*seq*dim : (i+1)*seq*dim]
+		switch {
+		case len(r.spans) > 0:
+			for _, sp := range r.spans {
+				if sp[1] == sp[0] { // an empty text: its pass whole
+					vs = append(vs, pool(PoolMean, row, lengths[i], dim))
+					continue
+				}
+				vs = append(vs, pool(PoolMean, row[sp[0]*dim:sp[1]*dim], sp[1]-sp[0], dim))
+			}
+		default:
+			vs = [][]float64{pool(e.pooling, row, lengths[i], dim)}
+		}
+		for _, v := range vs {
+			out = append(out, truncate(v))
 		}
 	}
 	return out, nil

@@ -87,7 +87,7 @@ const (
 // WriteReport is what Write did.
 type WriteReport struct {
 	// Documents and Vectors count what this call embedded (Vectors is
-	// more than Documents in Chunks mode).
+	// more than Documents in Chunks and Late mode).
 	Documents, Vectors int
 	// Skipped counts the bad documents this call skipped (SkipBad) by
 	// reason: BadEmpty, corpus.InvalidUTF8.
@@ -446,7 +446,7 @@ func (w *writeRun) flush() error {
 			continue
 		}
 		ids := []string{d.ID}
-		if w.e.Mode() == Chunks {
+		if w.e.Mode().PerChunk() {
 			ids = make([]string, len(vecs[k]))
 			for j := range ids {
 				ids[j] = d.ID + "#" + strconv.Itoa(j)
@@ -464,12 +464,13 @@ func (w *writeRun) flush() error {
 	return nil
 }
 
-// embed embeds texts: one vector each, or one per chunk in Chunks mode.
+// embed embeds texts: one vector each, or one per chunk in Chunks and
+// Late mode.
 func (w *writeRun) embed(texts []string) ([][][]float32, error) {
 	if len(texts) == 0 {
 		return nil, nil
 	}
-	if w.e.Mode() == Chunks {
+	if w.e.Mode().PerChunk() {
 		return w.e.EmbedChunks(texts)
 	}
 	v, err := w.e.Embed(texts)

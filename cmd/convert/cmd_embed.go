@@ -46,13 +46,13 @@ func runEmbed(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&f.docs, "docs", "", "embed every *.txt and *.md file in `DIR`, sorted (id: the file name)")
 	fs.StringVar(&f.jsonl, "jsonl", "", "a `FILE` of JSON lines, one document each ({\"id\": ..., \"text\": ...}; - is stdin)")
 	fs.StringVar(&f.out, "o", "", "`OUT`: OUT.npy (float32 [N, dim], ids in OUT.ids.txt), OUT.jsonl (one {\"id\", \"embedding\"} per line) or OUT.parquet (columns id: string, embedding: list<float32>), built in parts in the folder .OUT.parts beside it and written when the input ends; or a folder DIR/ (a path ending in / or a folder that exists) of parts of --part-size documents each (--part-format), written as they are made, and manifest.json. A re-run with the same flags resumes after the parts finished (required)")
-	fs.StringVar(&f.mode, "mode", "auto", "read long texts in `MODE`: truncate (first window), chunk (mean over windows, weighted by their wordpieces), chunks (one vector per window, ids DOCID#K), long (one pass, up to the model's limit), auto (long for a convert long model or, without --window, a model whose own limit is above 512 tokens; else chunk)")
+	fs.StringVar(&f.mode, "mode", "auto", "read long texts in `MODE`: truncate (first window), chunk (mean over windows, weighted by their wordpieces), chunks (one vector per window, ids DOCID#K), long (one pass, up to the model's limit), late (late chunking: chunks' ids and spans, each chunk the mean of its wordpieces in a pass over the whole text; passes of the model's limit that overlap past it), auto (long for a convert long model or, without --window, a model whose own limit is above 512 tokens; else chunk)")
 	fs.StringVar(&f.pooling, "pooling", "auto", "pool hidden states by `KIND`: mean, cls, max, or auto (the model's sentence-transformers files, else mean)")
 	fs.BoolVar(&f.raw, "raw", false, "do not L2-normalise the vectors")
 	fs.IntVar(&f.dim, "dim", 0, "keep the first `N` values of each vector, before normalising: a Matryoshka model's smaller vectors, as sentence-transformers' truncate_dim (0: all)"+atMost(maxDimFlag))
 	fs.IntVar(&f.maxTokens, "max-tokens", 0, "read at most `N` wordpieces of each text, in every mode (0: all; truncate reads one window)"+atMost(maxTokensFlag))
-	fs.IntVar(&f.window, "window", 0, "tokens `W` per pass in truncate and chunk mode, [CLS] and [SEP] included (default: the model's window, else its limit: its position table's rows, else max_position_embeddings in the config.json beside it or its doc string; else 512)"+atMost(maxWindowFlag))
-	fs.IntVar(&f.overlap, "chunk-overlap", 0, "wordpieces `K` each window of chunk and chunks mode shares with the one before (0: none; below the window's wordpieces)")
+	fs.IntVar(&f.window, "window", 0, "tokens `W` per pass in truncate and chunk mode, per chunk in late mode, [CLS] and [SEP] included (default: in late mode 512, at most the limit; else the model's window, else its limit: its position table's rows, else max_position_embeddings in the config.json beside it or its doc string; else 512)"+atMost(maxWindowFlag))
+	fs.IntVar(&f.overlap, "chunk-overlap", 0, "wordpieces `K` each window of chunk, chunks and late mode shares with the one before (0: none; below the window's wordpieces)")
 	fs.IntVar(&f.batch, "batch", embed.DefaultBatch, "`B` texts or chunks per run, at most 4096 tokens of them (long mode: 1)"+atMost(maxBatchFlag))
 	f.runtimeFlags.register(fs)
 	fs.StringVar(&f.vocab, "vocab", "", "tokenizer `PATH`: a folder, tokenizer.json or vocab.txt (default: found beside the model)")
@@ -84,10 +84,10 @@ func (f *embedFlags) options() (embed.Options, error) {
 	}
 	switch m := embed.Mode(f.mode); m {
 	case "auto":
-	case embed.Truncate, embed.Chunk, embed.Chunks, embed.Long:
+	case embed.Truncate, embed.Chunk, embed.Chunks, embed.Long, embed.Late:
 		o.Mode = m
 	default:
-		return o, cli.UsageError("--mode %q: want auto, truncate, chunk, chunks or long", f.mode)
+		return o, cli.UsageError("--mode %q: want auto, truncate, chunk, chunks, long or late", f.mode)
 	}
 	switch p := embed.Pooling(f.pooling); p {
 	case "auto":
@@ -105,8 +105,10 @@ func (f *embedFlags) options() (embed.Options, error) {
 		return o, cli.UsageError("--batch must be at least 1")
 	case f.overlap < 0:
 		return o, cli.UsageError("--chunk-overlap must be non-negative")
-	case f.overlap > 0 && o.Mode != embed.Chunk && o.Mode != embed.Chunks:
-		return o, cli.UsageError("--chunk-overlap needs --mode chunk or chunks")
+	case f.overlap > 0 && o.Mode != embed.Chunk && !o.Mode.PerChunk():
+		return o, cli.UsageError("--chunk-overlap needs --mode chunk, chunks or late")
+	case o.Mode == embed.Late && o.Pooling != "" && o.Pooling != embed.PoolMean:
+		return o, cli.UsageError("--pooling %s: late mode pools each chunk's wordpieces by their mean", f.pooling)
 	case f.overlap > 0 && f.window > 0 && f.overlap >= f.window-2:
 		return o, cli.UsageError("--chunk-overlap %d: want fewer than the window's %d wordpieces", f.overlap, f.window-2)
 	case f.partSize < 1:

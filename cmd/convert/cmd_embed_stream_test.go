@@ -6,8 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -178,6 +180,36 @@ func TestEmbedFolderStreams(t *testing.T) {
 	}
 	for k, v := range want[0] {
 		sameVector(t, fmt.Sprintf("d9#%d", k), ch[fmt.Sprintf("d9#%d", k)], v)
+	}
+
+	// Late mode: the same ids, each chunk pooled from a pass over the
+	// whole document, as the library gives them.
+	code, _, stderr = runCLI("embed", path, "--jsonl", jsonl, "-o", filepath.Join(dir, "late")+"/", "--mode", "late", "--window", "8", "--chunk-overlap", "2", "--backend", "native")
+	if code != exitOK {
+		t.Fatalf("late: exit %d: %s", code, stderr)
+	}
+	late := folderVectors(t, filepath.Join(dir, "late"))
+	if !slices.Equal(slices.Sorted(maps.Keys(late)), slices.Sorted(maps.Keys(ch))) {
+		t.Fatalf("late ids %v, want the chunks' %v", slices.Sorted(maps.Keys(late)), slices.Sorted(maps.Keys(ch)))
+	}
+	le, err := embed.Open(path, embed.Options{Mode: embed.Late, Window: 8, Overlap: 2, Backend: "native"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer le.Close()
+	lwant, err := le.EmbedChunks([]string{texts["d9"]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range lwant[0] {
+		id := fmt.Sprintf("d9#%d", k)
+		sameVector(t, "late "+id, late[id], v)
+		if fmt.Sprint(late[id]) == fmt.Sprint(ch[id]) {
+			t.Errorf("late %s is its chunks-mode vector", id)
+		}
+	}
+	if code, _, stderr := runCLI("embed", path, "--jsonl", jsonl, "-o", filepath.Join(dir, "late-cls")+"/", "--mode", "late", "--pooling", "cls", "--backend", "native"); code != exitUsage || !strings.Contains(stderr, "mean") {
+		t.Errorf("late with --pooling cls: exit %d: %s; want %d naming the mean", code, stderr, exitUsage)
 	}
 }
 

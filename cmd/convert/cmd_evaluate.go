@@ -41,11 +41,16 @@ const wholeSystem = "whole"
 // tokens, a document scored by its best chunk (one vector per chunk).
 const maxsimSystem = "maxsim"
 
+// lateSystem is the name of the original's late chunks (embed.Late): the
+// maxsim system's chunks, each pooled from a pass over the document.
+const lateSystem = "late"
+
 // evalFlags are evaluate's flags.
 type evalFlags struct {
 	docs, jsonl, buckets, reference, systems, pooling, vocab string
 	jsonOut, mdOut                                           string
 	maxTokens, minTokens, perBucket, bootstrap, limitDocs    int
+	window                                                   int
 	seed                                                     uint64
 	asJSON, quiet                                            bool
 	inputs, queryInputs                                      map[string]string
@@ -67,7 +72,8 @@ func (f *evalFlags) define(fs *flag.FlagSet) {
 	fs.Uint64Var(&f.seed, "seed", cli.DefaultSeed, "seed of the passages and the bootstrap")
 	fs.IntVar(&f.bootstrap, "bootstrap", 1000, "paired bootstrap resamples `B` over documents"+atMost(maxBootstrap))
 	fs.StringVar(&f.reference, "reference", "", "the system `NAME` the others are compared with (default: chunk, else the first system)")
-	fs.StringVar(&f.systems, "systems", "", "`LIST` of the systems to run, in this order (default: truncate, chunk, whole when the original's own limit is above 512 tokens, then the models' systems; maxsim, the original in chunks with a document scored by its best chunk, runs when named here)")
+	fs.StringVar(&f.systems, "systems", "", "`LIST` of the systems to run, in this order (default: truncate, chunk, whole when the original's own limit is above 512 tokens, then the models' systems; maxsim, the original in chunks with a document scored by its best chunk, and late, the same with late chunks, run when named here)")
+	fs.IntVar(&f.window, "window", 0, "tokens `W` per chunk of every system read in chunk, chunks or late mode, [CLS] and [SEP] included (default: the original's limit, at most 512, for its own systems; late mode's default for others)"+atMost(maxWindowFlag))
 	fs.IntVar(&f.limitDocs, "limit-docs", 0, "read only the first `N` documents (0: all)"+atMost(maxDocs))
 	fs.StringVar(&f.pooling, "pooling", "auto", "`POOLING` of every model: mean, cls, max, or auto (each model's sentence-transformers files, else mean)")
 	f.runtimeFlags.register(fs)
@@ -147,11 +153,13 @@ func (f *evalFlags) options() (embed.EvalOptions, embed.Options, error) {
 		return o, eo, cli.UsageError("--bootstrap must be at least 1")
 	case f.limitDocs < 0:
 		return o, eo, cli.UsageError("--limit-docs must be non-negative")
+	case f.window != 0 && f.window < 3:
+		return o, eo, cli.UsageError("--window %d: want at least 3 ([CLS], a wordpiece, [SEP])", f.window)
 	case (f.docs == "") == (f.jsonl == ""):
 		return o, eo, cli.UsageError("give the documents with one of --docs or --jsonl")
 	}
 	if err := checkCounts(count{"max-tokens", f.maxTokens, maxTokensFlag}, count{"min-tokens", f.minTokens, maxTokensFlag},
-		count{"per-bucket", f.perBucket, maxPerBucket}, count{"bootstrap", f.bootstrap, maxBootstrap}, count{"limit-docs", f.limitDocs, maxDocs}); err != nil {
+		count{"per-bucket", f.perBucket, maxPerBucket}, count{"bootstrap", f.bootstrap, maxBootstrap}, count{"limit-docs", f.limitDocs, maxDocs}, count{"window", f.window, maxWindowFlag}); err != nil {
 		return o, eo, err
 	}
 	if f.buckets != "" {
@@ -192,12 +200,12 @@ func (f *evalFlags) systemList(original string, models []string) ([]evalSystem, 
 		list = append(list, s)
 	}
 	at := 2 // where the original's other systems go: after truncate and chunk
-	if !slices.ContainsFunc(list, func(s evalSystem) bool { return s.name == maxsimSystem }) {
-		// Run when --systems or --reference names it: it costs what chunk
-		// does and stores a vector per chunk.
-		named := slices.Contains(cli.StrList(f.systems), maxsimSystem) || f.reference == maxsimSystem
-		if named {
-			list = slices.Insert(list, at, evalSystem{name: maxsimSystem, path: original, mode: embed.Chunks, baseline: true})
+	for _, s := range []evalSystem{{name: maxsimSystem, path: original, mode: embed.Chunks, baseline: true}, {name: lateSystem, path: original, mode: embed.Late, baseline: true}} {
+		// Run when --systems or --reference names them: they store a
+		// vector per chunk.
+		named := slices.Contains(cli.StrList(f.systems), s.name) || f.reference == s.name
+		if named && !slices.ContainsFunc(list, func(prev evalSystem) bool { return prev.name == s.name }) {
+			list = slices.Insert(list, at, s)
 			at++
 		}
 	}
@@ -307,7 +315,10 @@ func (f *evalFlags) run(original string, list []evalSystem, documents []embed.Do
 		if s.baseline {
 			so.MaxWindow = embed.LongContext
 		}
-		systems = append(systems, embed.System{Name: s.name, MaxSim: s.mode == embed.Chunks, Open: func() (embed.Encoder, error) { return f.open(s, so, o.Progress) }})
+		if s.mode == embed.Chunk || s.mode.PerChunk() {
+			so.Window = f.window
+		}
+		systems = append(systems, embed.System{Name: s.name, MaxSim: s.mode.PerChunk(), Open: func() (embed.Encoder, error) { return f.open(s, so, o.Progress) }})
 	}
 	rep, err := embed.Evaluate(query.Tokenizer(), documents, query, systems, o)
 	var ee *cli.ExitError
@@ -461,11 +472,11 @@ func parseEvalSystem(arg string) (evalSystem, error) {
 		switch m := path[i+1:]; m {
 		case "auto":
 			path = path[:i]
-		case string(embed.Truncate), string(embed.Chunk), string(embed.Chunks), string(embed.Long):
+		case string(embed.Truncate), string(embed.Chunk), string(embed.Chunks), string(embed.Long), string(embed.Late):
 			s.mode, path = embed.Mode(m), path[:i]
 		default:
 			if !strings.ContainsAny(m, `/\.`) {
-				return s, cli.UsageError("%s: mode %q: want truncate, chunk, chunks (scored by the best chunk), long or auto", arg, m)
+				return s, cli.UsageError("%s: mode %q: want truncate, chunk, chunks or late (scored by the best chunk), long or auto", arg, m)
 			}
 		}
 	}

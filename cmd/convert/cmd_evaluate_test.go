@@ -144,6 +144,28 @@ func TestEvaluateCLI(t *testing.T) {
 		t.Errorf("--systems chunk,maxsim: %+v", rep3.Systems)
 	}
 
+	// late runs when named, and as MODEL:late: the maxsim system's chunks
+	// (--window 32: 30 wordpieces, at most 9 of 256, fewer once the
+	// passages are taken out), each pooled from a pass over the document;
+	// the two late systems are one.
+	code, stdout, stderr = runCLI("evaluate", model, "lc="+model+":late", "--docs", docs, "--backend", "native", "--max-tokens", "256",
+		"--buckets", "0,128,256", "--bootstrap", "20", "--systems", "maxsim,late,lc", "--window", "32", "--json", "-q")
+	var rep4 embed.Report
+	if code != exitOK || json.Unmarshal([]byte(stdout), &rep4) != nil {
+		t.Fatalf("--systems maxsim,late,lc: exit %d: %s", code, stderr)
+	}
+	if len(rep4.Systems) != 3 || rep4.Systems[1].Name != "late" || rep4.Systems[2].Name != "lc" {
+		t.Fatalf("--systems maxsim,late,lc: %+v", rep4.Systems)
+	}
+	for _, s := range rep4.Systems {
+		if s.VectorsPerDoc != rep4.Systems[0].VectorsPerDoc || s.VectorsPerDoc <= 6 || s.VectorsPerDoc > 9 {
+			t.Errorf("system %s stores %g vectors a document, want maxsim's %g, 7 to 9", s.Name, s.VectorsPerDoc, rep4.Systems[0].VectorsPerDoc)
+		}
+	}
+	if rep4.Systems[1].All != rep4.Systems[2].All || rep4.Systems[1].All == rep4.Systems[0].All {
+		t.Errorf("late %+v, lc %+v, maxsim %+v: want late = lc ≠ maxsim", rep4.Systems[1].All, rep4.Systems[2].All, rep4.Systems[0].All)
+	}
+
 	for _, c := range []struct {
 		args []string
 		code int
@@ -155,6 +177,7 @@ func TestEvaluateCLI(t *testing.T) {
 		{[]string{"evaluate", model, "--docs", docs, "--buckets", "0,512,256"}, exitUsage, "--buckets"},
 		{[]string{"evaluate", model, "--docs", docs, "--systems", "nope"}, exitUsage, "nope"},
 		{[]string{"evaluate", model, "x=" + model + ":fast", "--docs", docs}, exitUsage, "fast"},
+		{[]string{"evaluate", model, "--docs", docs, "--window", "2"}, exitUsage, "--window"},
 		{[]string{"evaluate", model, "--docs", filepath.Join(out, "missing")}, exitBadInput, "missing"},
 		{[]string{"evaluate", filepath.Join(out, "nope.onnx"), "--docs", docs}, exitBadInput, "nope.onnx"},
 		// The documents have about 400 wordpieces; the default needs 4096.

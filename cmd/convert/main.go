@@ -67,7 +67,7 @@ var commands = []*cli.Command{
 		Example: "embed-merge out/shard0/ out/shard1/ -o out/all.npy"},
 	{Name: "evaluate", Usage: "ORIGINAL [NAME=MODEL ...] (--jsonl F | --docs D) [flags]", Run: runEvaluate,
 		Summary: "long-document retrieval test of models and reading modes",
-		Detail:  "passages taken out of long documents, by position bucket, retrieved by the original model truncated and chunked (and whole, when its limit is past 512 tokens) and by other models; MRR, recall@1, bootstrap intervals, time and memory",
+		Detail:  "passages taken out of documents, by position bucket; MRR, recall@1, intervals, time, memory",
 		Example: "evaluate model.onnx lp=out/lp.onnx --jsonl docs.jsonl"},
 	{Name: "bench", Usage: "MODEL [flags]", Run: runBench,
 		Summary: "time and measure the memory of each form over lengths",
