@@ -20,6 +20,12 @@ import (
 // still states the length the model was trained for.
 const MetaMaxPositions = "linearize.max_positions"
 
+// MetaTrainedPositions is the metadata key ExtendPositions writes beside
+// MetaMaxPositions: the length, in tokens, the rotary model was trained
+// for. Inputs padded within it keep what they compute under the dynamic
+// method, whose scale follows the padded length (embed pads no further).
+const MetaTrainedPositions = "linearize.trained_positions"
+
 // The rotary scaling methods of ExtendOptions.Method.
 const (
 	// RotaryNTK raises the base θ to θ·s^(d/(d−2)) for a scale s (the
@@ -340,6 +346,7 @@ func extendRotary(out *onnxpb.ModelProto, opts ExtendOptions, method string) (*E
 		return nil, errors.New("convert: extend positions: every rotary embedding feeds sliding-window blocks only, which never see a distance past the trained length: nothing to scale")
 	}
 	setMeta(out, MetaMaxPositions, strconv.Itoa(n))
+	setMeta(out, MetaTrainedPositions, strconv.Itoa(trained))
 	if note := denseMemoryNote(out, det, n); note != "" {
 		rep.Notes = append(rep.Notes, note)
 	}

@@ -250,3 +250,61 @@ func maxDiff(a, b []float32) float64 {
 	}
 	return d
 }
+
+// TestDynamicRotaryPaddedWithinTrained: the dynamic method scales a
+// rotary model by the padded length, so a text within the trained length
+// is padded no further than it. The tiny ModernBERT trained for 40
+// tokens (config.json), extended to 256 by dynamic NTK, gives the
+// original's vectors for texts of up to 40 tokens, though embed pads
+// such passes to 64 tokens otherwise, and other vectors past 40.
+func TestDynamicRotaryPaddedWithinTrained(t *testing.T) {
+	path := modernBERTDir(t, `{"max_position_embeddings": 40}`)
+	// Weights large enough that the rotation's scale shows in the
+	// vectors (at the default 0.02 it moves them by about 1e-6).
+	cfg := models.ModernBERTTinyConfig()
+	cfg.Vocab, cfg.InitStd, cfg.GlobalRopeTheta = 5+len(words), 0.3, 10000
+	m, err := models.ModernBERT(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.DocString = nil
+	if err := onnx.Save(m, path, onnx.SaveOptions{Overwrite: true}); err != nil {
+		t.Fatal(err)
+	}
+	ext, _, err := convert.ExtendPositions(m, convert.ExtendOptions{MaxPositions: 256, Method: convert.RotaryDynamic, Trained: 40})
+	if err != nil {
+		t.Fatal(err)
+	}
+	extPath := filepath.Join(filepath.Dir(path), "dyn.onnx")
+	if err := onnx.Save(ext, extPath, onnx.SaveOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	orig := open(t, path, Options{Mode: Long})
+	dyn := open(t, extPath, Options{Mode: Long})
+	within := []string{text(38, 0), text(20, 3), text(37, 1)}
+	a, err := orig.Embed(within)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := dyn.Embed(within)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range within {
+		if d := maxDiff(a[i], b[i]); d != 0 {
+			t.Errorf("text %d within the trained 40 tokens: the dynamic model's vector differs from the original's by %g", i, d)
+		}
+	}
+	long, err := dyn.Embed([]string{text(60, 0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := wholeReference(t, path, text(60, 0))
+	d := 0.0
+	for k, x := range ref {
+		d = max(d, math.Abs(float64(long[0][k])-x))
+	}
+	if d < 1e-3 {
+		t.Errorf("60 tokens past the trained 40: the dynamic model gives the unscaled vector (|Δ| %g)", d)
+	}
+}

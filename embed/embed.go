@@ -288,6 +288,10 @@ type Embedder struct {
 	stOthers  []string
 	stFile    string
 	longModel bool // written by `convert long` (MetaWindow present)
+	// trained is the length a rotary model scaled by `convert
+	// extend-positions` was trained for (convert.MetaTrainedPositions),
+	// or 0: a pass within it is padded no further than it.
+	trained   int
 	batch     int
 	dim       int
 	truncDim  int // Options.Dim: the values of each vector kept, or 0
@@ -447,6 +451,9 @@ func (e *Embedder) readLengths(m *onnxpb.ModelProto, window, maxWindow int, mode
 		return fmt.Errorf("embed: %s: %w", e.path, err)
 	}
 	e.limit, e.limitSrc, e.limitKind = lim.Tokens, lim.Source, lim.Kind
+	if e.trained, _, err = metadataInt(m, convert.MetaTrainedPositions, 1); err != nil {
+		return fmt.Errorf("embed: %s: %w", e.path, err)
+	}
 	if isLong {
 		// A model written by `convert long` says how long an input it reads.
 		if n, ok, err := metadataInt(m, MetaMaxLength, 3); err != nil {
@@ -1159,11 +1166,16 @@ func (e *Embedder) runPass(rows []pass) ([][]float64, error) {
 		seq = max(seq, len(r.ids))
 	}
 	if e.hasMask {
+		// Padding changes no vector, except past the trained length of
+		// a model whose dynamic rotary scale follows the padded length.
+		b := bucket(seq)
 		if lim := e.longLimit(); lim > 0 {
-			seq = max(seq, min(bucket(seq), lim))
-		} else {
-			seq = bucket(seq)
+			b = min(b, lim)
 		}
+		if e.trained > 0 && seq <= e.trained {
+			b = min(b, e.trained)
+		}
+		seq = max(seq, b)
 	}
 	if e.fixedSeq > 0 {
 		if seq > e.fixedSeq {
