@@ -23,6 +23,9 @@
 //     text longer than the model's limit is read in passes that overlap
 //     (each chunk pooled from one in which it has context on both sides).
 //
+// Embedder.ChunkSpans gives the text span of each vector EmbedChunks
+// gives (Write puts them in the ids with WriteOptions.ChunkSpans).
+//
 // A model trained with prompts ("search_query: ", "query: ") reads each
 // text after one (Options.Prompt, or PromptName among the prompts of its
 // config_sentence_transformers.json, whose default_prompt_name applies

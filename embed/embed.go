@@ -929,7 +929,7 @@ func (e *Embedder) plan(texts []string) (passes []pass, read int64, err error) {
 		case Truncate:
 			passes = append(passes, frame(i, toks[:min(len(toks), e.window-2-p)]))
 		case Chunk, Chunks:
-			for _, c := range chunkSpans(len(toks), e.window-2-p, e.overlap) {
+			for _, c := range e.chunks(len(toks)) {
 				passes = append(passes, frame(i, toks[c[0]:c[1]]))
 			}
 		case Long:
@@ -949,7 +949,7 @@ func (e *Embedder) plan(texts []string) (passes []pass, read int64, err error) {
 				passes = append(passes, e.framedLate(i, toks))
 				break
 			}
-			chunks := chunkSpans(len(toks), e.window-2-p, e.overlap)
+			chunks := e.chunks(len(toks))
 			m := len(toks)
 			if lim := e.longLimit(); lim > 0 {
 				m = min(m, lim-2-p)
@@ -981,6 +981,65 @@ func (e *Embedder) fitsLong(i int, toks []int64) error {
 			i, len(toks), need, e.promptNote(), e.path, lim, e.longLimitSource(), e.longFits(lim), e.longHint())
 	}
 	return nil
+}
+
+// chunks are the ranges [lo, hi) of a text's n wordpieces that the mode
+// reads, one per vector EmbedChunks gives: one of the first Window−2
+// (Truncate), all of them (Long), or chunkSpans' chunks (Chunk, Chunks,
+// Late; a `convert long` model's windows in Late mode, which do not
+// overlap). The prompt's wordpieces are not counted.
+func (e *Embedder) chunks(n int) [][2]int {
+	w := e.window - 2 - len(e.promptIDs)
+	switch e.mode {
+	case Truncate:
+		return [][2]int{{0, min(n, w)}}
+	case Long:
+		return [][2]int{{0, n}}
+	}
+	return chunkSpans(n, w, e.overlap)
+}
+
+// A Span is the part of a text a vector reads: the UTF-8 byte offsets
+// [Start, End) of the words its wordpieces belong to.
+type Span struct{ Start, End int }
+
+// ChunkSpans returns, per text, the span of each vector EmbedChunks gives
+// for it, in order: each chunk's words, from the one that holds its first
+// wordpiece to the one that holds its last (so that chunks cut inside a
+// word share it), as offsets into the text as given (the prompt not
+// included). An empty text, or one of no wordpieces, gives the span
+// [0, 0). It tokenizes the texts and runs no model.
+func (e *Embedder) ChunkSpans(texts []string) [][]Span {
+	out := make([][]Span, len(texts))
+	skip := len(e.promptSpace) // the white space put before each text
+	for i, s := range texts {
+		words := e.tok.SpansLimit(e.promptSpace+s, e.keep())
+		// end[j] is the number of wordpieces up to and including word j.
+		end := make([]int, len(words))
+		total := 0
+		for j, w := range words {
+			total += w.Pieces
+			end[j] = total
+		}
+		// word is the index of the word that holds wordpiece k.
+		word := func(k int) int {
+			j, _ := slices.BinarySearch(end, k+1)
+			return j
+		}
+		n := total // the wordpieces plan reads
+		if k := e.keep(); k > 0 {
+			n = min(n, k)
+		}
+		for _, c := range e.chunks(n) {
+			if c[1] == c[0] {
+				out[i] = append(out[i], Span{})
+				continue
+			}
+			a, b := words[word(c[0])].Start, words[word(c[1]-1)].End
+			out[i] = append(out[i], Span{max(0, a-skip), max(0, b-skip)})
+		}
+	}
+	return out
 }
 
 // chunkSpans cuts n wordpieces into chunks [lo, hi) of size wordpieces

@@ -125,6 +125,9 @@ type Settings struct {
 	// Prompt is the text that begins every text (Options.Prompt), ""
 	// when none.
 	Prompt string `json:"prompt,omitempty"`
+	// ChunkSpans: the ids of chunks carry their spans
+	// (WriteOptions.ChunkSpans).
+	ChunkSpans bool `json:"chunk_spans,omitempty"`
 }
 
 // Part is one part of a folder: its files are Name+".npy" and

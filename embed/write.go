@@ -64,6 +64,11 @@ type WriteOptions struct {
 	// Shard, "i/n" (ParseShard), embeds only the documents of shard i
 	// of n (ShardOf); "" embeds them all.
 	Shard string
+	// ChunkSpans, in Chunks and Late mode, writes the span of each
+	// chunk in its text (Embedder.ChunkSpans) into its id:
+	// DOCID#K@START-END, UTF-8 byte offsets in the text as read (a
+	// leading byte-order mark removed), instead of DOCID#K.
+	ChunkSpans bool
 	// SkipBad skips the documents that cannot be embedded (empty: no
 	// wordpieces; or not UTF-8) and counts them; else Write refuses
 	// them, naming each.
@@ -160,6 +165,9 @@ func Write(e *Embedder, src *corpus.Source, out string, o WriteOptions) (*WriteR
 	if w.o.PartSize < 1 {
 		return nil, fmt.Errorf("embed: part size %d: want at least 1", o.PartSize)
 	}
+	if o.ChunkSpans && !e.Mode().PerChunk() {
+		return nil, fmt.Errorf("embed: chunk spans need chunks or late mode, not %s", e.Mode())
+	}
 	if o.Shard != "" {
 		var err error
 		if w.shardI, w.shardN, err = ParseShard(o.Shard); err != nil {
@@ -223,7 +231,8 @@ func (w *writeRun) makeHead() (Manifest, error) {
 	m := Manifest{Tool: w.o.Tool, Model: FileSum{File: filepath.Base(e.path), SHA256: sum}, Tokenizer: tok,
 		Settings: Settings{Input: w.o.Input, Mode: e.Mode(), Pooling: e.Pooling(), Normalised: e.Normalised(), MaxTokens: e.MaxTokens(),
 			Window: e.Window(), Overlap: e.Overlap(), Output: e.Output(), Dim: e.Dim(), Backend: e.backend(), SkipBad: w.o.SkipBad,
-			PartSize: w.o.PartSize, PartFormat: w.o.PartFormat, Shard: w.o.Shard, Inputs: e.fixedNote(), Prompt: e.Prompt()}}
+			PartSize: w.o.PartSize, PartFormat: w.o.PartFormat, Shard: w.o.Shard, Inputs: e.fixedNote(), Prompt: e.Prompt(),
+			ChunkSpans: w.o.ChunkSpans}}
 	w.head = &m
 	return m, nil
 }
@@ -439,6 +448,10 @@ func (w *writeRun) flush() error {
 		}
 		return err
 	}
+	var spans [][]Span
+	if w.o.ChunkSpans {
+		spans = w.e.ChunkSpans(texts)
+	}
 	k := 0
 	for _, d := range buf {
 		if d.Bad != "" {
@@ -450,6 +463,14 @@ func (w *writeRun) flush() error {
 			ids = make([]string, len(vecs[k]))
 			for j := range ids {
 				ids[j] = d.ID + "#" + strconv.Itoa(j)
+			}
+			if spans != nil {
+				if len(spans[k]) != len(ids) {
+					return fmt.Errorf("document %s: %d chunk spans for %d vectors", d.ID, len(spans[k]), len(ids))
+				}
+				for j, sp := range spans[k] {
+					ids[j] += "@" + strconv.Itoa(sp.Start) + "-" + strconv.Itoa(sp.End)
+				}
 			}
 		}
 		if err := w.sink.add(d.Rec, d.ID, ids, vecs[k]); err != nil {

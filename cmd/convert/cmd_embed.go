@@ -30,7 +30,7 @@ type embedFlags struct {
 	textFile, docs, jsonl, out, mode string
 	pooling, vocab, shard            string
 	partFormat                       string
-	raw, skipBad                     bool
+	raw, skipBad, chunkSpans         bool
 	maxTokens, window, batch         int
 	overlap, partSize, dim           int
 	inputs                           map[string]string
@@ -58,6 +58,7 @@ func runEmbed(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&f.vocab, "vocab", "", "tokenizer `PATH`: a folder, tokenizer.json or vocab.txt (default: found beside the model)")
 	fixedInputsVar(fs, &f.inputs)
 	promptVars(fs, "", "each text", &f.prompt, &f.promptName)
+	fs.BoolVar(&f.chunkSpans, "chunk-spans", false, "ids DOCID#K@START-END in chunks and late mode: each chunk's words as UTF-8 byte offsets in the document's text (a leading byte-order mark removed)")
 	fs.BoolVar(&f.skipBad, "skip-bad-docs", false, "skip documents that are empty (no wordpieces) or not UTF-8, and count them in the summary (default: refuse them, exit 2, naming each)")
 	fs.IntVar(&f.partSize, "part-size", embed.DefaultPartSize, "documents `N` per part: of a folder output, and of a file output's run (what a stopped run can lose)"+atMost(maxDocs))
 	fs.StringVar(&f.partFormat, "part-format", "", "the parts of a folder output are `FORMAT`: npy (part-00000.npy, float32 [vectors, dim], and part-00000.ids.txt, …) or parquet (part-00000.parquet, columns id and embedding, …) (default npy)")
@@ -107,6 +108,8 @@ func (f *embedFlags) options() (embed.Options, error) {
 		return o, cli.UsageError("--chunk-overlap must be non-negative")
 	case f.overlap > 0 && o.Mode != embed.Chunk && !o.Mode.PerChunk():
 		return o, cli.UsageError("--chunk-overlap needs --mode chunk, chunks or late")
+	case f.chunkSpans && !o.Mode.PerChunk():
+		return o, cli.UsageError("--chunk-spans needs --mode chunks or late")
 	case o.Mode == embed.Late && o.Pooling != "" && o.Pooling != embed.PoolMean:
 		return o, cli.UsageError("--pooling %s: late mode pools each chunk's wordpieces by their mean", f.pooling)
 	case f.overlap > 0 && f.window > 0 && f.overlap >= f.window-2:
@@ -255,7 +258,7 @@ func (f *embedFlags) run(path string, stdout, stderr io.Writer) error {
 	}
 	defer e.Close()
 	rep, err := embed.Write(e, src, out, embed.WriteOptions{Input: what, Tool: cli.ToolVersion(), PartSize: f.partSize, PartFormat: partFormat,
-		Shard: f.shard, SkipBad: f.skipBad, Progress: stderr})
+		Shard: f.shard, SkipBad: f.skipBad, ChunkSpans: f.chunkSpans, Progress: stderr})
 	switch {
 	case errors.Is(err, embed.ErrBadInput):
 		return cli.BadInput(err)

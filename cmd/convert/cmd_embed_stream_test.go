@@ -211,6 +211,29 @@ func TestEmbedFolderStreams(t *testing.T) {
 	if code, _, stderr := runCLI("embed", path, "--jsonl", jsonl, "-o", filepath.Join(dir, "late-cls")+"/", "--mode", "late", "--pooling", "cls", "--backend", "native"); code != exitUsage || !strings.Contains(stderr, "mean") {
 		t.Errorf("late with --pooling cls: exit %d: %s; want %d naming the mean", code, stderr, exitUsage)
 	}
+
+	// --chunk-spans: ids DOCID#K@START-END, the library's spans, the
+	// same vectors; a folder begun without it is not resumed with it.
+	spansArgs := []string{"embed", path, "--jsonl", jsonl, "-o", filepath.Join(dir, "late") + "/", "--mode", "late", "--window", "8", "--chunk-overlap", "2", "--backend", "native", "--chunk-spans"}
+	if code, _, stderr := runCLI(spansArgs...); code != exitBadInput || !strings.Contains(stderr, "chunk_spans") {
+		t.Errorf("--chunk-spans on a folder begun without: exit %d: %s; want %d naming chunk_spans", code, stderr, exitBadInput)
+	}
+	spansArgs[5] = filepath.Join(dir, "late-spans") + "/"
+	if code, _, stderr := runCLI(spansArgs...); code != exitOK {
+		t.Fatalf("--chunk-spans: exit %d: %s", code, stderr)
+	}
+	withSpans := folderVectors(t, filepath.Join(dir, "late-spans"))
+	sp := le.ChunkSpans([]string{texts["d9"]})[0]
+	for k, v := range lwant[0] {
+		id := fmt.Sprintf("d9#%d@%d-%d", k, sp[k].Start, sp[k].End)
+		sameVector(t, "late "+id, withSpans[id], v)
+	}
+	if len(withSpans) != len(late) {
+		t.Errorf("%d vectors with spans, %d without", len(withSpans), len(late))
+	}
+	if code, _, stderr := runCLI("embed", path, "--jsonl", jsonl, "-o", filepath.Join(dir, "spans-chunk")+"/", "--chunk-spans", "--backend", "native"); code != exitUsage || !strings.Contains(stderr, "--chunk-spans") {
+		t.Errorf("--chunk-spans in chunk mode: exit %d: %s; want %d", code, stderr, exitUsage)
+	}
 }
 
 // TestEmbedResumesAfterKill: a run killed (-9) after its second part,
