@@ -496,6 +496,9 @@ func (e *Embedder) readLengths(m *onnxpb.ModelProto, window, maxWindow int, mode
 	if e.mode != Long && e.limit > 0 && e.window > e.limit {
 		return fmt.Errorf("embed: window %d is longer than model %s admits (%d tokens); the limit is from %s", e.window, e.path, e.limit, e.limitSrc)
 	}
+	if isLong && window > 0 && window != metaWindow && (e.mode == Long || e.mode == Late) {
+		return fmt.Errorf("embed: %s was written by `convert long` with windows of %d tokens, and %s mode frames a text in them: the window must be %d (or 0), not %d", e.path, metaWindow, e.mode, metaWindow, window)
+	}
 	if e.mode == Late && isLong && e.overlap > 0 {
 		return fmt.Errorf("embed: %s was written by `convert long`: late mode's chunks are its windows of %d tokens, which do not overlap (Overlap %d)", e.path, e.window, e.overlap)
 	}

@@ -169,6 +169,16 @@ func TestLateOnLongModel(t *testing.T) {
 	if _, err := Open(long, Options{Mode: Late, Overlap: 4, Backend: "native"}); err == nil || !strings.Contains(err.Error(), "do not overlap") {
 		t.Errorf("late with an overlap on a long model: %v, want a refusal", err)
 	}
+	// Its windows are the model's: another window would frame the text
+	// across them.
+	for _, m := range []Mode{Late, Long, Auto} {
+		if _, err := Open(long, Options{Mode: m, Window: w / 2, Backend: "native"}); err == nil || !strings.Contains(err.Error(), "the window must be 128") {
+			t.Errorf("%q mode with window %d on a long model of windows of %d: %v, want a refusal", m, w/2, w, err)
+		}
+	}
+	if e := open(t, long, Options{Mode: Late, Window: w}); e.Window() != w {
+		t.Errorf("late with the model's own window: %s", e)
+	}
 	if _, err := e.EmbedChunks([]string{text(4*(w-2)+1, 0)}); err == nil || !strings.Contains(err.Error(), "admits 512 tokens") {
 		t.Errorf("a text past the long model's 512 tokens: %v, want a refusal naming them", err)
 	}
