@@ -436,10 +436,11 @@ func (e *Embedder) readMarkers() error {
 
 // readLengths sets the longest input the model admits (convert.
 // ContextLimit, or a long model's metadata), the window (the option, else
-// what a long model's metadata says, else in Late mode LateWindow, else
-// the limit; bounded by the limit and maxWindow, else 512) and the mode (Auto: Long for a model written by
-// `convert long`, or, when no window is given, for a model whose limit is
-// above LongContext; else Chunk).
+// what a long model's metadata says, else LateWindow in Late mode or the
+// limit, else 512; these last three bounded by the limit and maxWindow)
+// and the mode (Auto: Long for a model written by `convert long`, or,
+// when no window is given, for a model whose limit is above LongContext;
+// else Chunk).
 func (e *Embedder) readLengths(m *onnxpb.ModelProto, window, maxWindow int, mode Mode) error {
 	metaWindow, isLong, err := metadataWindow(m)
 	if err != nil {
@@ -988,7 +989,7 @@ func (e *Embedder) fitsLong(i int, toks []int64) error {
 
 // chunks are the ranges [lo, hi) of a text's n wordpieces that the mode
 // reads, one per vector EmbedChunks gives: one of the first Window−2
-// (Truncate), all of them (Long), or chunkSpans' chunks (Chunk, Chunks,
+// (Truncate), all of them (Long), or cutChunks' chunks (Chunk, Chunks,
 // Late; a `convert long` model's windows in Late mode, which do not
 // overlap). The prompt's wordpieces are not counted.
 func (e *Embedder) chunks(n int) [][2]int {
@@ -999,7 +1000,7 @@ func (e *Embedder) chunks(n int) [][2]int {
 	case Long:
 		return [][2]int{{0, n}}
 	}
-	return chunkSpans(n, w, e.overlap)
+	return cutChunks(n, w, e.overlap)
 }
 
 // A Span is the part of a text a vector reads: the UTF-8 byte offsets
@@ -1045,10 +1046,10 @@ func (e *Embedder) ChunkSpans(texts []string) [][]Span {
 	return out
 }
 
-// chunkSpans cuts n wordpieces into chunks [lo, hi) of size wordpieces
+// cutChunks cuts n wordpieces into chunks [lo, hi) of size wordpieces
 // (the last may be shorter), each overlapping the one before by overlap
 // (< size); no wordpieces give one empty chunk.
-func chunkSpans(n, size, overlap int) [][2]int {
+func cutChunks(n, size, overlap int) [][2]int {
 	var out [][2]int
 	for lo := 0; ; lo += size - overlap {
 		hi := min(lo+size, n)
@@ -1063,7 +1064,7 @@ func chunkSpans(n, size, overlap int) [][2]int {
 // chunk has at least on either side where the text has it.
 const lateContext = 8
 
-// latePlan groups a text's chunks (chunkSpans of its n wordpieces) into
+// latePlan groups a text's chunks (cutChunks of its n wordpieces) into
 // the passes of Late mode, each a range [a, b) of at most m wordpieces:
 // ranges in order, and for each chunk the index of the range it is
 // pooled from. A text of at most m wordpieces is one pass. A longer one

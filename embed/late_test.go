@@ -36,7 +36,7 @@ func TestLatePlan(t *testing.T) {
 		{100, 30, 10, 64, [][2]int{{0, 64}, {32, 96}, {36, 100}}, []int{0, 0, 1, 2, 2}},
 	} {
 		name := fmt.Sprintf("n %d size %d overlap %d m %d", c.n, c.size, c.overlap, c.m)
-		ranges, owner := latePlan(chunkSpans(c.n, c.size, c.overlap), c.n, c.m)
+		ranges, owner := latePlan(cutChunks(c.n, c.size, c.overlap), c.n, c.m)
 		if !slices.Equal(ranges, c.ranges) || !slices.Equal(owner, c.owner) {
 			t.Errorf("%s: ranges %v owner %v, want %v %v", name, ranges, owner, c.ranges, c.owner)
 		}
@@ -49,7 +49,7 @@ func TestLatePlan(t *testing.T) {
 		overlap := rng.IntN(size)
 		n := rng.IntN(5 * m)
 		name := fmt.Sprintf("n %d size %d overlap %d m %d", n, size, overlap, m)
-		chunks := chunkSpans(n, size, overlap)
+		chunks := cutChunks(n, size, overlap)
 		ranges, owner := latePlan(chunks, n, m)
 		c := m / lateContext
 		if n <= m && (len(ranges) != 1 || ranges[0] != [2]int{0, n}) {
@@ -127,7 +127,7 @@ func TestLateChunksReadInContext(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		chunks := chunkSpans(c.n, window-2-c.p, 0)
+		chunks := cutChunks(c.n, window-2-c.p, 0)
 		if len(got[0]) != len(c.owner) || len(plain[0]) != len(c.owner) || len(got[1]) != 1 {
 			t.Fatalf("%s: %d late and %d chunks-mode vectors, want %d; %d for an empty text, want 1", name, len(got[0]), len(plain[0]), len(c.owner), len(got[1]))
 		}
