@@ -2,12 +2,14 @@ package embed
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"unicode"
+	"unicode/utf8"
 )
 
 // wordOffsets are the byte offsets [start, end) of the words of s, cut
@@ -115,4 +117,60 @@ func TestChunkSpansWordPiece(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestChunkSpansBounds: over seeded random texts of words, punctuation,
+// accents, CJK, emoji and odd white space, read by a WordPiece, a
+// byte-level BPE and a Unigram tokenizer, with and without a prompt,
+// every chunk has a span inside the text, on rune boundaries, beginning
+// and ending no earlier than the chunk before it, and as many spans as
+// EmbedChunks would give vectors.
+func TestChunkSpansBounds(t *testing.T) {
+	path := modelDir(t)
+	pieces := []string{"the", "man", "Naïve", "café", "東京", "🙂", ",", ".", "—", "x1", "don't", "  ", "\t", "\n", " ", "\u00a0", "ﬁ", "A.B"}
+	rng := rand.New(rand.NewPCG(7, 11))
+	texts := []string{"", " ", "\n\t"}
+	for range 40 {
+		var b strings.Builder
+		for range rng.IntN(80) {
+			b.WriteString(pieces[rng.IntN(len(pieces))])
+			if rng.IntN(3) > 0 {
+				b.WriteByte(' ')
+			}
+		}
+		texts = append(texts, b.String())
+	}
+	kinds := map[string]bool{}
+	for _, vocab := range []string{"", filepath.Join("..", "testdata", "tokenizers", "modernbert-bpe"), filepath.Join("..", "testdata", "tokenizers", "xlmr-unigram")} {
+		for _, prompt := range []string{"", "query: "} {
+			e := open(t, path, Options{Mode: Chunks, Window: 9, Overlap: 2, Vocab: vocab, Prompt: prompt})
+			kinds[e.Tokenizer().Kind()] = true
+			all := e.ChunkSpans(texts)
+			for i, txt := range texts {
+				n := len(e.tok.IDs(e.promptSpace + txt))
+				if len(all[i]) != len(e.chunks(n)) {
+					t.Fatalf("%s %q: text %q: %d spans for %d chunks", vocab, prompt, txt, len(all[i]), len(e.chunks(n)))
+				}
+				prev := Span{}
+				for k, sp := range all[i] {
+					if sp.Start < prev.Start || sp.End < prev.End || sp.Start > sp.End || sp.End > len(txt) ||
+						!utf8.RuneStart(byteAt(txt, sp.Start)) || !utf8.RuneStart(byteAt(txt, sp.End)) {
+						t.Fatalf("%s %q: text %q: span %d %v after %v is out of order or bounds", vocab, prompt, txt, k, sp, prev)
+					}
+					prev = sp
+				}
+			}
+		}
+	}
+	if len(kinds) != 3 {
+		t.Errorf("tokenizers of kinds %v, want three", kinds)
+	}
+}
+
+// byteAt is s[i], or a rune start at the end of s.
+func byteAt(s string, i int) byte {
+	if i >= len(s) {
+		return 0
+	}
+	return s[i]
 }
