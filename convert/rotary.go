@@ -554,7 +554,7 @@ func floatsOfType(shape []int, x []float64, dt onnx.DataType) *onnx.Tensor {
 
 // rotaryString is ExtendReport.String for a rotary model.
 func (r *ExtendReport) rotaryString() string {
-	s := fmt.Sprintf("rotary positions: %d → %d tokens (×%.4g, method %s); metadata %s = %d", r.OldRows, r.NewRows, r.Factor, r.Method, MetaMaxPositions, r.NewRows)
+	s := fmt.Sprintf("rotary positions: %d → %d tokens (×%.4g, method %s); metadata %s = %d, %s = %d", r.OldRows, r.NewRows, r.Factor, r.Method, MetaMaxPositions, r.NewRows, MetaTrainedPositions, r.OldRows)
 	for _, f := range r.Rotary {
 		what := "scaled"
 		if !f.Scaled {
