@@ -73,7 +73,7 @@ func (f *evalFlags) define(fs *flag.FlagSet) {
 	fs.IntVar(&f.bootstrap, "bootstrap", 1000, "paired bootstrap resamples `B` over documents"+atMost(maxBootstrap))
 	fs.StringVar(&f.reference, "reference", "", "the system `NAME` the others are compared with (default: chunk, else the first system)")
 	fs.StringVar(&f.systems, "systems", "", "`LIST` of the systems to run, in this order (default: truncate, chunk, whole when the original's own limit is above 512 tokens, then the models' systems; maxsim, the original in chunks with a document scored by its best chunk, and late, the same with late chunks, run when named here)")
-	fs.IntVar(&f.window, "window", 0, "tokens `W` per chunk of every system read in chunk, chunks or late mode, [CLS] and [SEP] included (default: the original's limit, at most 512, for its own systems; late mode's default for others)"+atMost(maxWindowFlag))
+	fs.IntVar(&f.window, "window", 0, "tokens `W` per chunk of every system read in chunk, chunks or late mode, [CLS] and [SEP] included (default: each mode's own, at most 512 for the original's systems)"+atMost(maxWindowFlag))
 	fs.IntVar(&f.limitDocs, "limit-docs", 0, "read only the first `N` documents (0: all)"+atMost(maxDocs))
 	fs.StringVar(&f.pooling, "pooling", "auto", "`POOLING` of every model: mean, cls, max, or auto (each model's sentence-transformers files, else mean)")
 	f.runtimeFlags.register(fs)
