@@ -959,12 +959,12 @@ func (e *Embedder) plan(texts []string) (passes []pass, read int64, err error) {
 				m = min(m, lim-2-p)
 			}
 			ranges, owner := latePlan(chunks, len(toks), m)
+			j := 0 // owners are in order: each pass takes the next chunks
 			for k, r := range ranges {
 				ps := frame(i, toks[r[0]:r[1]])
-				for j, c := range chunks {
-					if owner[j] == k {
-						ps.spans = append(ps.spans, [2]int{1 + p + c[0] - r[0], 1 + p + c[1] - r[0]})
-					}
+				for ; j < len(chunks) && owner[j] == k; j++ {
+					c := chunks[j]
+					ps.spans = append(ps.spans, [2]int{1 + p + c[0] - r[0], 1 + p + c[1] - r[0]})
 				}
 				passes = append(passes, ps)
 			}
