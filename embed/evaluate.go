@@ -26,6 +26,13 @@ type ChunkEncoder interface {
 	EmbedChunks(texts []string) ([][][]float32, error)
 }
 
+// A ChunkSpanner says which part of each text each of its chunk vectors
+// reads (*Embedder is one: ChunkSpans). Evaluate uses it to tell whether
+// a MaxSim system's best chunk is the one the passage was taken from.
+type ChunkSpanner interface {
+	ChunkSpans(texts []string) [][]Span
+}
+
 // A System is an encoder under evaluation, by name.
 type System struct {
 	Name    string
@@ -129,6 +136,17 @@ type SystemResult struct {
 	// VectorsPerDoc is the vectors stored per document: 1, or a MaxSim
 	// system's chunks on average (its storage cost).
 	VectorsPerDoc float64 `json:"vectors_per_doc"`
+	// Located is, for a MaxSim system whose encoder is a ChunkSpanner,
+	// the share of passages whose best chunk, among every document's, is
+	// their own document's chunk nearest the place they were taken from
+	// (Query.At: a chunk whose span holds it, else the nearest ones),
+	// overall and by bucket (the Score's R1; MRR is unused); nil for the
+	// other systems. LocatedDelta is its difference with the first such
+	// system's, with a paired bootstrap interval (nil for that system).
+	Located        *Score     `json:"located,omitempty"`
+	LocatedBuckets []Score    `json:"located_buckets,omitempty"`
+	LocatedDelta   *Interval  `json:"located_delta,omitempty"`
+	LocatedDeltaBk []Interval `json:"located_delta_buckets,omitempty"`
 	// Ranks are the ranks of each passage's document (Report.Passages).
 	Ranks []int `json:"ranks"`
 }
@@ -239,10 +257,14 @@ func Evaluate(tok *tokenize.Tokenizer, docs []Document, query Encoder, systems [
 		fmt.Fprintf(o.Progress, "embedded %d passages in %.1f s\n", len(texts), r.QuerySeconds)
 	}
 
-	// rr[s][q] is the reciprocal rank of query q's document by system s.
+	// rr[s][q] is the reciprocal rank of query q's document by system s;
+	// loc[q] whether its best chunk is the one the passage left, for the
+	// systems locIdx.
 	rr := make([][]float64, len(systems))
+	var loc [][]float64
+	var locIdx []int
 	for si, s := range systems {
-		dv, secs, err := embedSystem(s, kept, o)
+		dv, spans, secs, err := embedSystem(s, kept, o)
 		if err != nil {
 			return nil, err
 		}
@@ -261,7 +283,20 @@ func Evaluate(tok *tokenize.Tokenizer, docs []Document, query Encoder, systems [
 		res := SystemResult{Name: s.Name, Seconds: secs, SecondsPerDoc: secs / float64(len(kept)), PeakRSS: rusage.PeakRSS(), Ranks: ranks,
 			VectorsPerDoc: float64(nvec) / float64(len(kept))}
 		res.All, res.Buckets = scores(rr[si], queries, len(r.Buckets))
+		if spans != nil {
+			hits := located(qv, dv, spans, queries)
+			all, per := scores(hits, queries, len(r.Buckets))
+			res.Located, res.LocatedBuckets = &all, per
+			loc, locIdx = append(loc, hits), append(locIdx, si)
+		}
 		r.Systems = append(r.Systems, res)
+	}
+	if len(loc) > 1 {
+		deltas := bootstrap(loc, 0, queries, len(kept), len(r.Buckets), o.Bootstrap, o.Seed)
+		for k, si := range locIdx[1:] {
+			r.Systems[si].LocatedDelta = &deltas[k+1][0]
+			r.Systems[si].LocatedDeltaBk = deltas[k+1][1:]
+		}
 	}
 	deltas := bootstrap(rr, refIdx, queries, len(kept), len(r.Buckets), o.Bootstrap, o.Seed)
 	for si := range r.Systems {
@@ -296,27 +331,49 @@ func embedAll(e Encoder, texts []string) ([][]float32, error) {
 }
 
 // embedSystem opens the system if needed, embeds the documents (one
-// vector each, or a MaxSim system's vectors per chunk), and closes what
-// it opened.
-func embedSystem(s System, docs []Document, o EvalOptions) ([][][]float32, float64, error) {
-	if s.Encoder != nil {
-		return embedDocs(s, docs, o)
+// vector each, or a MaxSim system's vectors per chunk, with their spans
+// when its encoder is a ChunkSpanner), and closes what it opened.
+func embedSystem(s System, docs []Document, o EvalOptions) (dv [][][]float32, spans [][]Span, secs float64, err error) {
+	if s.Encoder == nil {
+		enc, oerr := s.Open()
+		if oerr != nil {
+			return nil, nil, 0, fmt.Errorf("embed: system %s: %w", s.Name, oerr)
+		}
+		if enc == nil {
+			return nil, nil, 0, fmt.Errorf("embed: system %s: Open returned no encoder", s.Name)
+		}
+		// Closed when the documents are embedded; a failure to close
+		// fails the system (err is the named result).
+		if c, ok := enc.(interface{ Close() error }); ok {
+			defer func() {
+				if cerr := c.Close(); cerr != nil && err == nil {
+					dv, spans, err = nil, nil, fmt.Errorf("embed: system %s: %w", s.Name, cerr)
+				}
+			}()
+		}
+		s.Encoder = enc
 	}
-	enc, err := s.Open()
-	if err != nil {
-		return nil, 0, fmt.Errorf("embed: system %s: %w", s.Name, err)
+	if dv, secs, err = embedDocs(s, docs, o); err != nil {
+		return nil, nil, 0, err
 	}
-	if enc == nil {
-		return nil, 0, fmt.Errorf("embed: system %s: Open returned no encoder", s.Name)
+	sp, ok := s.Encoder.(ChunkSpanner)
+	if !s.MaxSim || !ok {
+		return dv, nil, secs, nil
 	}
-	s.Encoder = enc
-	dv, secs, err := embedDocs(s, docs, o)
-	if c, ok := enc.(interface{ Close() error }); ok {
-		if cerr := c.Close(); cerr != nil && err == nil {
-			err = fmt.Errorf("embed: system %s: %w", s.Name, cerr)
+	texts := make([]string, len(docs))
+	for i, d := range docs {
+		texts[i] = d.Text
+	}
+	spans = sp.ChunkSpans(texts)
+	if len(spans) != len(docs) {
+		return nil, nil, 0, fmt.Errorf("embed: system %s: chunk spans of %d documents for %d", s.Name, len(spans), len(docs))
+	}
+	for i := range docs {
+		if len(spans[i]) != len(dv[i]) {
+			return nil, nil, 0, fmt.Errorf("embed: system %s: document %s has %d chunk vectors but %d spans", s.Name, docs[i].ID, len(dv[i]), len(spans[i]))
 		}
 	}
-	return dv, secs, err
+	return dv, spans, secs, nil
 }
 
 // embedDocs embeds every document with one system, o.Batch at a time,
@@ -425,6 +482,44 @@ func rankOwn(qv [][]float32, dv [][][]float32, queries []Query) []int {
 			}
 		}
 		out[i] = rank
+	}
+	return out
+}
+
+// located is, per query, 1 when its best chunk among every document's
+// (by cosine; the first on a tie) is a chunk of its own document nearest
+// to where the passage was taken out, else 0. A chunk's distance to that
+// place is 0 when its span holds it, else the bytes to its nearer end.
+func located(qv [][]float32, dv [][][]float32, spans [][]Span, queries []Query) []float64 {
+	out := make([]float64, len(queries))
+	for i, q := range queries {
+		bestDoc, bestChunk, best := -1, -1, math.Inf(-1)
+		for d, vs := range dv {
+			for k, v := range vs {
+				if c := Cosine(qv[i], v); c > best {
+					bestDoc, bestChunk, best = d, k, c
+				}
+			}
+		}
+		if bestDoc != q.Doc {
+			continue
+		}
+		dist := func(s Span) int {
+			switch {
+			case q.At < s.Start:
+				return s.Start - q.At
+			case q.At > s.End:
+				return q.At - s.End
+			}
+			return 0
+		}
+		nearest := math.MaxInt
+		for _, s := range spans[q.Doc] {
+			nearest = min(nearest, dist(s))
+		}
+		if dist(spans[q.Doc][bestChunk]) == nearest {
+			out[i] = 1
+		}
 	}
 	return out
 }
@@ -621,7 +716,42 @@ func (r *Report) Markdown() string {
 	}
 	fmt.Fprintf(&b, "\nBuckets by the passage's wordpiece position (query counts in brackets). ΔMRR: this system minus %s, paired bootstrap over documents (%d resamples, seed %d). Peak RSS is the process peak when the system had finished, including the systems above it (they run in table order).\n",
 		r.Reference, r.Bootstrap, r.Seed)
+	r.locatedTable(&b)
 	return b.String()
+}
+
+// locatedTable renders, when a system has them, the Located scores: the
+// share of passages whose best chunk is the one they were taken from,
+// overall and per bucket, and the difference with the first such system.
+func (r *Report) locatedTable(b *strings.Builder) {
+	first := ""
+	for _, s := range r.Systems {
+		if s.Located != nil && first == "" {
+			first = s.Name
+		}
+	}
+	if first == "" {
+		return
+	}
+	head := []string{"system", "chunk R@1"}
+	for _, bk := range r.Buckets {
+		head = append(head, "chunk R@1 "+bk.Label())
+	}
+	head = append(head, "Δ vs "+first+" [95% CI]")
+	b.WriteString("\n")
+	row(b, head)
+	row(b, dashes(len(head)))
+	for _, s := range r.Systems {
+		if s.Located == nil {
+			continue
+		}
+		cells := []string{s.Name, fmt.Sprintf("%.3f", s.Located.R1)}
+		for _, sc := range s.LocatedBuckets {
+			cells = append(cells, scoreCell(sc, sc.R1))
+		}
+		row(b, append(cells, deltaCell(s.LocatedDelta)))
+	}
+	b.WriteString("\nchunk R@1: the share of passages whose best chunk, among every document's, is their own document's chunk nearest the place they were taken from (the chunk around the gap they left).\n")
 }
 
 func row(b *strings.Builder, cells []string) {

@@ -42,6 +42,10 @@ type Query struct {
 	Bucket int `json:"bucket"`
 	// Sentences is the number of sentences in the passage (1–3).
 	Sentences int `json:"sentences"`
+	// At is the byte offset in its document's text, as Passages returns
+	// it (cut, and without the passages), where the passage was taken
+	// out.
+	At int `json:"at"`
 }
 
 // Passage selection constants: a sentence needs minWords words to be a
@@ -199,6 +203,7 @@ func docPassages(d Document, spans []tokenize.Span, o EvalOptions) ([]Query, str
 		sents[len(sents)-1].ok = false
 	}
 	type cand struct{ i, k int } // sentences [i, i+k)
+	firstSent := map[int]int{}   // a passage's Start → its first sentence
 	h := fnv.New64a()
 	h.Write([]byte(d.ID))
 	rng := rand.New(rand.NewPCG(o.Seed, h.Sum64()))
@@ -238,6 +243,7 @@ func docPassages(d Document, spans []tokenize.Span, o EvalOptions) ([]Query, str
 			for j := c.i; j < c.i+c.k; j++ {
 				used[j] = true
 			}
+			firstSent[sents[c.i].start] = c.i
 			first, last := sents[c.i], sents[c.i+c.k-1]
 			queries = append(queries, Query{
 				DocID:     d.ID,
@@ -251,6 +257,10 @@ func docPassages(d Document, spans []tokenize.Span, o EvalOptions) ([]Query, str
 		}
 	}
 	sort.SliceStable(queries, func(i, j int) bool { return queries[i].Start < queries[j].Start })
+	starts := map[int]int{} // a passage's first sentence → its query
+	for j, q := range queries {
+		starts[firstSent[q.Start]] = j
+	}
 	// Remove the passages.
 	var b strings.Builder
 	at := 0
@@ -260,6 +270,9 @@ func docPassages(d Document, spans []tokenize.Span, o EvalOptions) ([]Query, str
 		}
 		from, to := spans[sents[i].from].Start, spans[sents[i].to-1].End
 		b.WriteString(text[at:from])
+		if j, ok := starts[i]; ok {
+			queries[j].At = b.Len()
+		}
 		at = to
 	}
 	b.WriteString(text[at:])

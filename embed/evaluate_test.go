@@ -144,6 +144,19 @@ func checkDocPassages(t *testing.T, tok *tokenize.Tokenizer, o EvalOptions, doc,
 	if got := folded(kept.Text); got != folded(rest) {
 		t.Errorf("%s: returned document\n%q\nwant the cut document without its passages\n%q", doc.ID, got, folded(rest))
 	}
+	// Each passage put back at its At, the last first, gives the cut
+	// document again.
+	back := kept.Text
+	for i := len(list) - 1; i >= 0; i-- {
+		q := list[i]
+		if q.At < 0 || q.At > len(back) || i > 0 && list[i-1].At > q.At {
+			t.Fatalf("%s: passage %d at byte %d of %d, the one before at %d", doc.ID, i, q.At, len(back), list[max(0, i-1)].At)
+		}
+		back = back[:q.At] + " " + q.Text + " " + back[q.At:]
+	}
+	if folded(back) != cutText {
+		t.Errorf("%s: the passages put back at their At give\n%q\nwant the cut document\n%q", doc.ID, folded(back), cutText)
+	}
 	for b := 0; b < 3; b++ {
 		if perBucket[b] != 2 {
 			t.Errorf("%s: %d passages in bucket %d, want 2", doc.ID, perBucket[b], b)

@@ -223,3 +223,33 @@ func TestLateRefusals(t *testing.T) {
 		t.Errorf("late on a model whose output is pooled: %v, want a refusal", err)
 	}
 }
+
+// TestLocated: a passage is located when its best chunk among every
+// document's is one of its own document's chunks nearest the place it
+// was taken from: one whose span holds that place (both, at a shared
+// edge), else the nearest across a gap.
+func TestLocated(t *testing.T) {
+	unitVec := func(i int) []float32 { v := make([]float32, 4); v[i] = 1; return v }
+	dv := [][][]float32{{unitVec(0), unitVec(1), unitVec(2)}, {unitVec(3)}}
+	spans := [][]Span{{{0, 10}, {10, 20}, {25, 30}}, {{0, 5}}}
+	for _, c := range []struct {
+		q    int // the query is unit vector q: its best chunk
+		doc  int
+		at   int
+		want float64
+	}{
+		{1, 0, 15, 1}, // inside chunk 1
+		{0, 0, 15, 0}, // chunk 0 is not the one around 15
+		{1, 0, 22, 1}, // in the gap 20–25: chunk 1 is 2 bytes away, chunk 2 3
+		{1, 0, 23, 0}, // chunk 2 is nearer now
+		{0, 0, 10, 1}, // the edge chunks 0 and 1 share
+		{1, 0, 10, 1},
+		{3, 0, 15, 0}, // the best chunk is another document's
+		{3, 1, 3, 1},
+	} {
+		got := located([][]float32{unitVec(c.q)}, dv, spans, []Query{{Doc: c.doc, At: c.at}})
+		if got[0] != c.want {
+			t.Errorf("query %d of document %d taken out at %d: located %g, want %g", c.q, c.doc, c.at, got[0], c.want)
+		}
+	}
+}

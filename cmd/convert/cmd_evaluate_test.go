@@ -165,6 +165,16 @@ func TestEvaluateCLI(t *testing.T) {
 	if rep4.Systems[1].All != rep4.Systems[2].All || rep4.Systems[1].All == rep4.Systems[0].All {
 		t.Errorf("late %+v, lc %+v, maxsim %+v: want late = lc ≠ maxsim", rep4.Systems[1].All, rep4.Systems[2].All, rep4.Systems[0].All)
 	}
+	// Chunk systems say whether their best chunk is the passage's own;
+	// the others are compared with the first of them.
+	if rep3.Systems[0].Located != nil || rep3.Systems[1].Located == nil {
+		t.Errorf("located: chunk %+v, maxsim %+v; want only maxsim's", rep3.Systems[0].Located, rep3.Systems[1].Located)
+	}
+	late, lc, ms := rep4.Systems[1], rep4.Systems[2], rep4.Systems[0]
+	if ms.Located == nil || late.Located == nil || *late.Located != *lc.Located || ms.LocatedDelta != nil || late.LocatedDelta == nil ||
+		math.Abs(late.LocatedDelta.Diff-(late.Located.R1-ms.Located.R1)) > 1e-9 || late.Located.R1 > late.All.R1 {
+		t.Errorf("located: maxsim %+v Δ %+v, late %+v Δ %+v, lc %+v", ms.Located, ms.LocatedDelta, late.Located, late.LocatedDelta, lc.Located)
+	}
 
 	for _, c := range []struct {
 		args []string
