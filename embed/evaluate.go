@@ -140,13 +140,13 @@ type SystemResult struct {
 	// the share of passages whose best chunk, among every document's, is
 	// their own document's chunk nearest the place they were taken from
 	// (Query.At: a chunk whose span holds it, else the nearest ones),
-	// overall and by bucket (the Score's R1; MRR is unused); nil for the
+	// overall and by bucket (the Score's R1, which its MRR equals); nil for the
 	// other systems. LocatedDelta is its difference with the first such
 	// system's, with a paired bootstrap interval (nil for that system).
-	Located        *Score     `json:"located,omitempty"`
-	LocatedBuckets []Score    `json:"located_buckets,omitempty"`
-	LocatedDelta   *Interval  `json:"located_delta,omitempty"`
-	LocatedDeltaBk []Interval `json:"located_delta_buckets,omitempty"`
+	Located             *Score     `json:"located,omitempty"`
+	LocatedBuckets      []Score    `json:"located_buckets,omitempty"`
+	LocatedDelta        *Interval  `json:"located_delta,omitempty"`
+	LocatedDeltaBuckets []Interval `json:"located_delta_buckets,omitempty"`
 	// Ranks are the ranks of each passage's document (Report.Passages).
 	Ranks []int `json:"ranks"`
 }
@@ -295,7 +295,7 @@ func Evaluate(tok *tokenize.Tokenizer, docs []Document, query Encoder, systems [
 		deltas := bootstrap(loc, 0, queries, len(kept), len(r.Buckets), o.Bootstrap, o.Seed)
 		for k, si := range locIdx[1:] {
 			r.Systems[si].LocatedDelta = &deltas[k+1][0]
-			r.Systems[si].LocatedDeltaBk = deltas[k+1][1:]
+			r.Systems[si].LocatedDeltaBuckets = deltas[k+1][1:]
 		}
 	}
 	deltas := bootstrap(rr, refIdx, queries, len(kept), len(r.Buckets), o.Bootstrap, o.Seed)
