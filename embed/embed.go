@@ -57,11 +57,11 @@ const (
 	// al., 2024). A text longer than one pass of the model's limit is
 	// read in passes that overlap: a chunk lies whole in the pass it is
 	// pooled from, with at least an eighth of a pass of text on each
-	// side of it where the text has that much and the chunk leaves room
-	// (see latePlan). A model
-	// written by `convert long` reads the text in one pass, and its
-	// chunks are its windows. One vector per chunk (EmbedChunks), with
-	// the ids Chunks mode gives, so that the two compare chunk for chunk.
+	// side of it where the text has that much and the chunk leaves
+	// room. A model written by `convert long` reads the text in one
+	// pass, and its chunks are its windows. One vector per chunk
+	// (EmbedChunks), as in Chunks mode, so that the two compare chunk
+	// for chunk.
 	Late Mode = "late"
 )
 
