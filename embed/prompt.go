@@ -160,6 +160,13 @@ func (e *Embedder) choosePrompt(o Options) error {
 	// merge into one word.
 	var core string
 	core, e.promptSpace = splitPrompt(e.prompt)
+	if e.tok.Kind() == "WordPiece" {
+		// WordPiece splits at white space first, so white space before
+		// a text changes none of its wordpieces: each text is read as
+		// it is, not copied behind it, and a text read in part costs
+		// what the part does.
+		e.promptSpace = ""
+	}
 	e.promptIDs = e.tok.IDs(core)
 	if (e.mode != Long || e.longModel) && len(e.promptIDs) > e.window-3 {
 		return fmt.Errorf("embed: the prompt %q has %d wordpieces, which leave none of a window of %d tokens for the text", e.prompt, len(e.promptIDs), e.window)
