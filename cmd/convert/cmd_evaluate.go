@@ -118,6 +118,15 @@ func (f *evalFlags) evaluate(original string, models []string, stdout io.Writer)
 	if err != nil {
 		return err
 	}
+	if eo.Pooling != "" && eo.Pooling != embed.PoolMean {
+		// As embed refuses --pooling with --mode late: the same fault,
+		// the same exit code.
+		for _, s := range list {
+			if s.mode == embed.Late {
+				return cli.UsageError("--pooling %s: system %s is read in late mode, which pools each chunk's wordpieces by their mean", f.pooling, s.name)
+			}
+		}
+	}
 	o.Reference = f.reference
 	documents, err := f.documents(original, list)
 	if err != nil {

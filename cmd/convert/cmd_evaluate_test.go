@@ -188,6 +188,7 @@ func TestEvaluateCLI(t *testing.T) {
 		{[]string{"evaluate", model, "--docs", docs, "--systems", "nope"}, exitUsage, "nope"},
 		{[]string{"evaluate", model, "x=" + model + ":fast", "--docs", docs}, exitUsage, "fast"},
 		{[]string{"evaluate", model, "--docs", docs, "--window", "2"}, exitUsage, "--window"},
+		{[]string{"evaluate", model, "--docs", docs, "--systems", "late", "--pooling", "cls"}, exitUsage, "pools each chunk's wordpieces by their mean"},
 		{[]string{"evaluate", model, "--docs", filepath.Join(out, "missing")}, exitBadInput, "missing"},
 		{[]string{"evaluate", filepath.Join(out, "nope.onnx"), "--docs", docs}, exitBadInput, "nope.onnx"},
 		// The documents have about 400 wordpieces; the default needs 4096.
