@@ -160,11 +160,10 @@ func (e *Embedder) choosePrompt(o Options) error {
 	// merge into one word.
 	var core string
 	core, e.promptSpace = splitPrompt(e.prompt)
-	if e.tok.Kind() == "WordPiece" {
-		// WordPiece splits at white space first, so white space before
-		// a text changes none of its wordpieces: each text is read as
-		// it is, not copied behind it, and a text read in part costs
-		// what the part does.
+	if e.tok.SpaceBlind() {
+		// The white space changes none of the text's wordpieces: each
+		// text is read as it is, not copied behind it, and a text read
+		// in part costs what the part does.
 		e.promptSpace = ""
 	}
 	e.promptIDs = e.tok.IDs(core)

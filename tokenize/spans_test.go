@@ -1,7 +1,9 @@
 package tokenize
 
 import (
+	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -44,6 +46,36 @@ func TestSpans(t *testing.T) {
 		want := tok.Tokenize(s)
 		if n != len(want) || !reflect.DeepEqual(got, want) && len(want)+len(got) > 0 {
 			t.Errorf("%q: spans give %v (%d pieces), Tokenize %v", s, got, n, want)
+		}
+	}
+}
+
+// TestSpaceBlind: SpaceBlind is true for WordPiece alone, and a
+// tokenizer that says so gives the same ids with white space before the
+// text. Byte-level BPE marks a word after a space, so for it a leading
+// space changes the ids (Unigram's normaliser may strip it, but
+// SpaceBlind does not promise it).
+func TestSpaceBlind(t *testing.T) {
+	wp, err := New(map[string]int64{"[PAD]": 0, "[UNK]": 1, "[CLS]": 2, "[SEP]": 3, "the": 4, "man": 5, "is": 6, "eat": 7, "##ing": 8, ".": 9}, DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	bpe := loadBPETest(t, "modernbert-bpe")
+	uni, err := Load(filepath.Join(bpeDir, "xlmr-unigram"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const text = "the man is eating."
+	for _, c := range []struct {
+		tok   *Tokenizer
+		blind bool
+	}{{wp, true}, {bpe, false}, {uni, false}} {
+		same := slices.Equal(c.tok.IDs(" \t"+text), c.tok.IDs(text))
+		if c.tok.SpaceBlind() != c.blind || c.blind && !same {
+			t.Errorf("%s: SpaceBlind %v, ids alike with a leading space %v; want SpaceBlind %v", c.tok.Kind(), c.tok.SpaceBlind(), same, c.blind)
+		}
+		if c.tok == bpe && same {
+			t.Errorf("byte-level BPE gives the same ids with a leading space: the copy behind a prompt would not be needed")
 		}
 	}
 }

@@ -134,6 +134,12 @@ func (t *Tokenizer) Kind() string {
 	return "WordPiece"
 }
 
+// SpaceBlind reports whether white space before a text changes none of
+// its tokens: true for WordPiece, which splits at white space before
+// anything else; false for byte-level BPE and Unigram, which mark a word
+// that follows a space.
+func (t *Tokenizer) SpaceBlind() bool { return t.bpe == nil && t.uni == nil }
+
 // VocabSize is one more than the largest id.
 func (t *Tokenizer) VocabSize() int { return len(t.tokens) }
 
