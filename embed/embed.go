@@ -93,6 +93,11 @@ const (
 	PoolAuto Pooling = ""
 	// PoolMean is the mean of the last hidden state over the attention
 	// mask, [CLS] and [SEP] included (as sentence-transformers does).
+	// With a prompt, when the model's Pooling config sets include_prompt
+	// false (as INSTRUCTOR-style models do), [CLS] and the prompt are left
+	// out of it and of PoolMax, in every window: the tokens
+	// sentence-transformers leaves out (its prompt_length, the prompt
+	// tokenized alone with its special tokens, but the last).
 	PoolMean Pooling = "mean"
 	// PoolCLS is the last hidden state at position 0 ([CLS]).
 	PoolCLS Pooling = "cls"
@@ -308,12 +313,14 @@ type Embedder struct {
 	// (choosePrompt), its wordpieces without its trailing white space,
 	// and that white space, which begins each text before it is
 	// tokenized. includePrompt is false when the Pooling config
-	// (promptPoolFile) sets include_prompt false.
+	// (promptPoolFile) sets include_prompt false; mean and max pooling
+	// then leave out the first unpooled tokens of each window (choosePrompt).
 	prompt, promptName, promptFrom string
 	promptIDs                      []int64
 	promptSpace                    string
 	includePrompt                  bool
 	promptPoolFile                 string
+	unpooled                       int
 
 	mu   sync.Mutex
 	sess infer.Session
@@ -750,9 +757,17 @@ func (e *Embedder) String() string {
 		if e.promptName != "" {
 			s += fmt.Sprintf(" (%s in %s)", e.promptName, e.promptFrom)
 		}
+		if e.unpooled > 0 {
+			s += fmt.Sprintf(" (not pooled: include_prompt false in %s)", e.promptPoolFile)
+		}
 	}
 	return s
 }
+
+// PromptUnpooled reports whether [CLS] and the prompt's wordpieces are
+// left out of the mean or max pooling of each window, as the model's
+// Pooling config (include_prompt false) says.
+func (e *Embedder) PromptUnpooled() bool { return e.unpooled > 0 }
 
 // Prompt is the text that begins every text (Options.Prompt, or the
 // prompt PromptName or the model's default_prompt_name names), "" when
@@ -1321,13 +1336,52 @@ func (e *Embedder) runPass(rows []pass) ([][]float64, error) {
 				vs = append(vs, pool(PoolMean, row[sp[0]*dim:sp[1]*dim], sp[1]-sp[0], dim))
 			}
 		default:
-			vs = [][]float64{pool(e.pooling, row, lengths[i], dim)}
+			vs = [][]float64{e.poolPass(row, lengths[i], dim)}
 		}
 		for _, v := range vs {
 			out = append(out, truncate(v))
 		}
 	}
 	return out, nil
+}
+
+// poolPass pools a pass's n hidden states by the embedder's pooling:
+// all of them, or, when the model's Pooling config sets include_prompt
+// false, all but the first unpooled tokens ([CLS] and the prompt) of each
+// window of the pass (one window, or a `convert long` model's windows of
+// Window tokens). At least a window's last token ([SEP]) stays.
+func (e *Embedder) poolPass(row []float64, n, dim int) []float64 {
+	if e.unpooled == 0 || e.pooling == PoolCLS {
+		return pool(e.pooling, row, n, dim)
+	}
+	w := n
+	if e.longModel {
+		w = e.window
+	}
+	out := make([]float64, dim)
+	total := 0
+	for lo := 0; lo < n; lo += w {
+		hi := min(lo+w, n)
+		from := lo + min(e.unpooled, hi-lo-1)
+		v := pool(e.pooling, row[from*dim:hi*dim], hi-from, dim)
+		for k, x := range v {
+			switch {
+			case e.pooling == PoolMax && total > 0:
+				out[k] = max(out[k], x)
+			case e.pooling == PoolMax:
+				out[k] = x
+			default: // PoolMean: the windows' sums, then their mean
+				out[k] += x * float64(hi-from)
+			}
+		}
+		total += hi - from
+	}
+	if e.pooling == PoolMean {
+		for k := range out {
+			out[k] /= float64(total)
+		}
+	}
+	return out
 }
 
 // sentenceOutput returns the first [batch, dim] float output named like

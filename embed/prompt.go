@@ -147,7 +147,12 @@ func (e *Embedder) choosePrompt(o Options) error {
 		return nil
 	}
 	if !e.includePrompt && (e.pooling == PoolMean || e.pooling == PoolMax) {
-		return fmt.Errorf("embed: %s sets include_prompt false (the prompt's tokens left out of the %s pooling), which embed does not do; embed without a prompt, or with --pooling cls", e.promptPoolFile, e.pooling)
+		// sentence-transformers leaves out of the pooling the tokens of
+		// the prompt tokenized alone, special tokens added, but the last
+		// ([CLS] and the prompt's wordpieces, and in byte-level BPE a
+		// trailing space's), whatever the text after them; so does embed,
+		// in each window (Late mode pools its chunks' wordpieces only).
+		e.unpooled = 1 + len(e.tok.IDs(e.prompt))
 	}
 	// The prompt is tokenized without its trailing white space, which
 	// begins the text instead: "search_query: " + text tokenizes as

@@ -288,6 +288,9 @@ func (f *embedFlags) run(path string, stdout, stderr io.Writer) error {
 	}
 	if p := e.Prompt(); p != "" {
 		notes += fmt.Sprintf(", each after the prompt %q", p)
+		if e.PromptUnpooled() {
+			notes += " (not pooled: include_prompt false)"
+		}
 	}
 	secs := rep.Took.Seconds()
 	fmt.Fprintf(stdout, "embedded %d documents%s (mode %s, pooling %s, window %d, dim %d) in %.2f s (%.3f s each; %d wordpieces, %.0f a second; loading excluded) → %s\n",

@@ -11,12 +11,18 @@ scripts/real-model.sh has laid it out, the ids Hugging Face `tokenizers`
 gives prompt + text with the special tokens added: what embed's pass must
 equal.
 
-  {"<tokenizer dir>": [{"prompt", "text", "ids", "spaced_ids"}, ...], ...}
+  {"<tokenizer dir>": [{"prompt", "text", "ids", "spaced_ids",
+                         "prompt_ids"}, ...], ...}
 
 "spaced_ids" are the ids of prompt + " " + text: what embed reads when
 the prompt does not end in white space and the tokenizer marks the start
 of a text (byte-level BPE with add_prefix_space, SentencePiece's
 Metaspace), because embed tokenizes the text apart from the prompt.
+
+"prompt_ids" are the ids of the prompt alone, special tokens added.
+sentence-transformers leaves the first len(prompt_ids) - 1 tokens of a
+pass out of the pooling when the Pooling module sets include_prompt
+false (its prompt_length): the count embed must leave out too.
 
 Usage (from the repository root; the script re-runs itself in
 .tools/fixture-venv, which has `tokenizers`):
@@ -82,7 +88,8 @@ def main():
         for p in PROMPTS:
             for t in TEXTS:
                 cases.append({"prompt": p, "text": t, "ids": tok.encode(p + t).ids,
-                              "spaced_ids": tok.encode(p + " " + t).ids})
+                              "spaced_ids": tok.encode(p + " " + t).ids,
+                              "prompt_ids": tok.encode(p).ids})
         out[name] = cases
     with open(os.path.join(HERE, "prompt_cases.json"), "w", encoding="utf-8") as f:
         json.dump(out, f, ensure_ascii=False, indent=None, separators=(",", ":"))
