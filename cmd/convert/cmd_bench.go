@@ -68,6 +68,8 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	var baselineArgs cli.MultiFlag
 	fs.Var(&baselineArgs, "baseline", "also time the model FILE, reported as NAME (`NAME=FILE`; same inputs as MODEL, e.g. onnxruntime's optimized form; scripts/bench-baselines.sh writes them) and report every run against it; repeatable")
 	costWeights := fs.String("cost-weights", "default", costWeightsHelp)
+	inputs := map[string]string{}
+	fs.Var((*inputsFlag)(&inputs), "input", "feed the model input NAME, which carries no tokens, VALUE in every run (`NAME=VALUE`, a NUMBER or a .npy or .pb FILE; as jina-embeddings-v3's task_id=4; default zeros; repeatable)")
 	fit := fs.Bool("fit", false, "also fit the cost model's weights to this run's time ratios and print the crossovers they predict (for --cost-weights on this machine)")
 	path, err := cli.ParseModelArg(fs, args, stdout)
 	if err != nil {
@@ -121,9 +123,12 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 		return cli.BadInput(err)
 	}
 	res, err := benchrun.Run(benchrun.Options{ModelPath: path, Model: m, Bench: bo, Threads: *threads, Repeat: *repeat,
-		Weights: weights, Fit: *fit, Progress: stderr})
+		Weights: weights, Fit: *fit, Inputs: inputs, Progress: stderr})
 	if errors.Is(err, benchrun.ErrBadBaseline) {
 		return cli.BadInput(fmt.Errorf("--baseline: %w", err))
+	}
+	if errors.Is(err, benchrun.ErrBadInput) {
+		return cli.BadInput(fmt.Errorf("--input: %w", err))
 	}
 	if errors.Is(err, convert.ErrInvalidOption) {
 		return sizeOptionError(err, map[string]string{"MaxLen": "lengths"})

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -184,5 +185,60 @@ func TestBenchBaselineCLI(t *testing.T) {
 	}
 	if code, _, _ := runCLI("bench", model, "--cost-weights", "pass=-1"); code != exitUsage {
 		t.Errorf("negative pass weight: exit %d, want %d", code, exitUsage)
+	}
+}
+
+// TestBenchFixedInputs: a model with an input that carries no tokens
+// (the jina-embeddings-v3-shaped fixture's scalar task_id) is timed with
+// that input zeros, said so, or with the value --input gives it, in
+// every form; a value outside its table or an input the model lacks is
+// refused (exit 2, naming --input) before anything runs.
+func TestBenchFixedInputs(t *testing.T) {
+	needORT(t)
+	path, dir := taskModel(t)
+	for _, c := range []struct {
+		input, note string
+	}{
+		{"", "input task_id carries no tokens: zeros in every run (--input task_id=VALUE sets it)"},
+		{"task_id=4", "input task_id = 4 in every run"},
+	} {
+		js := filepath.Join(dir, "b.json")
+		args := []string{"bench", path, "--lengths", "32", "--variants", "original,performer,local-pooled", "--threads", "1", "--repeat", "1", "--json-out", js}
+		if c.input != "" {
+			args = append(args, "--input", c.input)
+		}
+		code, stdout, errOut := runCLI(args...)
+		if code != exitOK {
+			t.Fatalf("%v: exit %d: %s\n%s", args, code, errOut, stdout)
+		}
+		var res struct {
+			Notes []string
+			Runs  []struct {
+				Variant, Status, Reason string
+			}
+		}
+		if b, err := os.ReadFile(js); err != nil || json.Unmarshal(b, &res) != nil {
+			t.Fatalf("json: %v", err)
+		}
+		if len(res.Runs) != 3 {
+			t.Errorf("%s: %d runs, want 3", c.input, len(res.Runs))
+		}
+		for _, r := range res.Runs {
+			if r.Status != "ok" {
+				t.Errorf("%s: %s %s: %s", c.input, r.Variant, r.Status, r.Reason)
+			}
+		}
+		if !slices.Contains(res.Notes, c.note) || !strings.Contains(errOut, c.note) {
+			t.Errorf("%q: notes %q, stderr %q; want %q", c.input, res.Notes, errOut, c.note)
+		}
+	}
+	for input, want := range map[string]string{
+		"task_id=9": "outside the 5 rows of the table it indexes",
+		"lang=1":    `the model has no input "lang"`,
+	} {
+		code, _, errOut := runCLI("bench", path, "--lengths", "32", "--input", input)
+		if code != exitBadInput || !strings.Contains(errOut, "--input: ") || !strings.Contains(errOut, want) {
+			t.Errorf("--input %s: exit %d, %q; want exit %d and %q", input, code, errOut, exitBadInput, want)
+		}
 	}
 }

@@ -8,11 +8,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -38,6 +40,8 @@ type ChildSpec struct {
 	Threads int    `json:"threads"`
 	Runs    int    `json:"runs"`
 	Warmup  int    `json:"warmup"`
+	// Inputs are Options.Inputs, files by absolute paths.
+	Inputs map[string]string `json:"inputs,omitempty"`
 }
 
 // ChildResult is what a child prints on stdout.
@@ -89,7 +93,11 @@ func runChild(s ChildSpec, res *ChildResult) error {
 		return err
 	}
 	defer sess.Close()
-	feed, err := Inputs(sess.Inputs(), s.Length)
+	fixed, err := infer.ReadFixedInputs(m, s.Inputs)
+	if err != nil {
+		return err
+	}
+	feed, err := Inputs(sess.Inputs(), s.Length, fixed)
 	if err != nil {
 		return err
 	}
@@ -117,11 +125,24 @@ func runChild(s ChildSpec, res *ChildResult) error {
 
 // Inputs builds a batch-1 feed of length n for a BERT-style model: token
 // ids drawn from [0, 100) with a fixed seed, a mask of ones, token types 0,
-// position ids 0..n−1; any other integer input is zeros.
-func Inputs(vals []infer.Value, n int) (map[string]*onnx.Tensor, error) {
+// position ids 0..n−1. An input that carries no tokens (tokenLevel) is
+// its value in fixed, else zeros of its declared shape.
+func Inputs(vals []infer.Value, n int, fixed map[string]*onnx.Tensor) (map[string]*onnx.Tensor, error) {
 	rng := rand.New(rand.NewPCG(uint64(n), 17))
 	feed := map[string]*onnx.Tensor{}
 	for _, v := range vals {
+		if t, ok := fixed[v.Name]; ok {
+			feed[v.Name] = t
+			continue
+		}
+		if !tokenLevel(v) {
+			t, err := zeroInput(v)
+			if err != nil {
+				return nil, err
+			}
+			feed[v.Name] = t
+			continue
+		}
 		d := make([]int64, n)
 		name := strings.ToLower(v.Name)
 		switch {
@@ -154,6 +175,70 @@ func Inputs(vals []infer.Value, n int) (map[string]*onnx.Tensor, error) {
 	}
 	return feed, nil
 }
+
+// tokenLevel reports whether the benchmark fills input v as a [1, n]
+// sequence: an input named as token-level (ids, mask, token types,
+// positions), or of two or unknown dimensions. Others (a task id, as
+// jina-embeddings-v3's scalar task_id) carry no tokens.
+func tokenLevel(v infer.Value) bool {
+	return infer.InputRole(v.Name) != "" || v.Shape == nil || len(v.Shape) == 2
+}
+
+// zeroInput is zeros of input v's declared shape, which must be fixed.
+func zeroInput(v infer.Value) (*onnx.Tensor, error) {
+	shape := make([]int, len(v.Shape))
+	for i, d := range v.Shape {
+		if d.Value < 0 || d.Value > 1<<16 {
+			return nil, fmt.Errorf("benchrun: input %s carries no tokens and its dimension %d is not a fixed size of at most 65536; give its value with --input %s=VALUE", v.Name, i, v.Name)
+		}
+		shape[i] = int(d.Value)
+	}
+	t, err := onnx.NewZeros(v.DType, shape)
+	if err != nil {
+		return nil, fmt.Errorf("benchrun: input %s: %w", v.Name, err)
+	}
+	return t, nil
+}
+
+// fixedInputs checks the values given for the inputs of m that carry no
+// tokens (infer.ReadFixedInputs) and that each other such input can be
+// fed zeros; it returns the given values with files by absolute paths,
+// for the children, and a note for each input the benchmark feeds so.
+func fixedInputs(m *onnxpb.ModelProto, given map[string]string) (map[string]string, []string, error) {
+	if _, err := infer.ReadFixedInputs(m, given); err != nil {
+		return nil, nil, fmt.Errorf("%w: %w", ErrBadInput, err)
+	}
+	var abs map[string]string
+	var notes []string
+	for _, name := range slices.Sorted(maps.Keys(given)) {
+		v := given[name]
+		if _, err := strconv.ParseFloat(v, 64); err != nil {
+			if p, err := filepath.Abs(v); err == nil {
+				v = p
+			}
+		}
+		if abs == nil {
+			abs = map[string]string{}
+		}
+		abs[name] = v
+		notes = append(notes, fmt.Sprintf("input %s = %s in every run", name, given[name]))
+	}
+	for _, v := range infer.GraphInputs(m) {
+		if _, ok := given[v.Name]; ok || tokenLevel(v) {
+			continue
+		}
+		if _, err := zeroInput(v); err != nil {
+			return nil, nil, fmt.Errorf("%w: %w", ErrBadInput, err)
+		}
+		notes = append(notes, fmt.Sprintf("input %s carries no tokens: zeros in every run (--input %s=VALUE sets it)", v.Name, v.Name))
+	}
+	return abs, notes, nil
+}
+
+// ErrBadInput is wrapped by Run's errors for a value given for an input
+// (Options.Inputs) that the model does not take, or an input it cannot
+// feed without one.
+var ErrBadInput = errors.New("benchrun: bad input")
 
 // cpuTime is the user + system time of this process, all threads.
 func cpuTime() time.Duration {
@@ -231,6 +316,11 @@ type Options struct {
 	// Fit asks for the cost model's weights fitted to the run's time
 	// ratios (Result.Fit).
 	Fit bool
+	// Inputs are the values of the model's inputs that carry no tokens
+	// (jina-embeddings-v3's task_id), by name: a NUMBER or a FILE, as
+	// infer.InputValue reads them. Such an input not given is zeros.
+	// Every run of every variant is fed the same.
+	Inputs map[string]string
 
 	env []string // extra child environment
 }
@@ -270,6 +360,15 @@ func Run(o Options) (*Result, error) {
 	dims, notes, err := convert.ModelDims(o.Model)
 	if err != nil {
 		return nil, err
+	}
+	inputs, inotes, err := fixedInputs(o.Model, o.Inputs)
+	if err != nil {
+		return nil, err
+	}
+	o.Inputs = inputs
+	notes = append(notes, inotes...)
+	for _, n := range inotes {
+		fmt.Fprintf(logw, "bench: %s\n", n)
 	}
 	if err := bo.costModel(dims, o.Weights, nil).Validate(); err != nil {
 		return nil, err
@@ -491,7 +590,7 @@ func (b *bench) time(r *Measurement, round int, steps *progress.Reporter) {
 		steps.Drop(o.Repeat - round - 1)
 		return
 	}
-	cr, rss, err := o.child(ChildSpec{Model: b.paths[f], Length: n, Threads: o.Threads, Runs: 1, Warmup: 2})
+	cr, rss, err := o.child(ChildSpec{Model: b.paths[f], Length: n, Threads: o.Threads, Runs: 1, Warmup: 2, Inputs: o.Inputs})
 	if err != nil {
 		r.Status = "failed"
 		r.Reason = err.Error()

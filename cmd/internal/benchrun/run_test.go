@@ -338,3 +338,43 @@ func TestRunFlashBaseline(t *testing.T) {
 		t.Errorf("predicted speedups over flash %v do not depend on the length: the check would not catch another length", ratios)
 	}
 }
+
+// TestInputsCarryingNoTokens: the benchmark fills the token-level inputs
+// as [1, n] sequences, an input that carries no tokens (a scalar task id)
+// with its given value, else with zeros of its declared shape, and
+// refuses one whose shape it cannot know, naming --input.
+func TestInputsCarryingNoTokens(t *testing.T) {
+	seq := []onnx.Dim{{Value: -1, Param: "batch"}, {Value: -1, Param: "seq"}}
+	vals := []infer.Value{
+		{Name: "input_ids", DType: onnx.Int64, Shape: seq},
+		{Name: "attention_mask", DType: onnx.Int64, Shape: seq},
+		{Name: "task_id", DType: onnx.Int64, Shape: []onnx.Dim{}},
+		{Name: "lang", DType: onnx.Float, Shape: []onnx.Dim{{Value: 1}}},
+	}
+	feed, err := Inputs(vals, 7, map[string]*onnx.Tensor{"task_id": onnx.NewInt64(nil, []int64{4})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string][]int{"input_ids": {1, 7}, "attention_mask": {1, 7}, "task_id": {}, "lang": {1}} {
+		if got := feed[name]; got == nil || len(got.Shape) != len(want) || (len(want) > 0 && got.Shape[0] != want[0]) || (len(want) > 1 && got.Shape[1] != want[1]) {
+			t.Errorf("%s: %v, want shape %v", name, got, want)
+		}
+	}
+	if v := feed["task_id"].Int64s(); len(v) != 1 || v[0] != 4 {
+		t.Errorf("task_id %v, want the given 4", v)
+	}
+	if v := feed["lang"].Floats(); len(v) != 1 || v[0] != 0 {
+		t.Errorf("lang %v, want zeros", v)
+	}
+	feed, err = Inputs(vals[:3], 7, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := feed["task_id"].Int64s(); len(v) != 1 || v[0] != 0 {
+		t.Errorf("task_id not given: %v, want 0", v)
+	}
+	open := []infer.Value{{Name: "task_id", DType: onnx.Int64, Shape: []onnx.Dim{{Value: -1, Param: "k"}}}}
+	if _, err := Inputs(open, 7, nil); err == nil || !strings.Contains(err.Error(), "--input task_id=VALUE") {
+		t.Errorf("a task input of unknown size: %v, want an error naming --input task_id=VALUE", err)
+	}
+}
