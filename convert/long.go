@@ -110,7 +110,7 @@ func ToLong(m *onnxpb.ModelProto, o LongOptions) (*onnxpb.ModelProto, *Report, e
 			return nil, nil, err
 		}
 	}
-	positions := ExtendOptions{MaxPositions: o.MaxLength + offset, Method: "copy", Offset: offset}
+	positions := ExtendOptions{MaxPositions: o.MaxLength, Method: "copy", Offset: offset}
 	var out *onnxpb.ModelProto
 	var rep *Report
 	if o.Learned {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/linearize/linearize/onnx"
@@ -13,8 +14,9 @@ import (
 
 // ExtendOptions configures ExtendPositions.
 type ExtendOptions struct {
-	// MaxPositions is the number of rows the position table gets. It must
-	// exceed the current number.
+	// MaxPositions is the longest input, in tokens, the model reads
+	// afterwards: the position table gets MaxPositions + Offset rows. It
+	// must exceed what the table admits now (PositionLimit).
 	MaxPositions int
 	// Method is, for an absolute position table, "copy" (the default) or
 	// "interpolate"; for a rotary model, RotaryNTK (the default),
@@ -37,10 +39,12 @@ type ExtendOptions struct {
 	// model.
 	Trained int
 	// Offset is the number of leading rows that are not positions and are
-	// copied unchanged. BERT numbers positions from row 0 (Offset 0).
-	// RoBERTa-style models number them from padding_idx+1 = 2 and keep rows
-	// 0 and 1 (padding and an unused row): use Offset 2 for those, as
-	// Longformer's conversion copied rows 2.. only.
+	// copied unchanged; 0 means the rows the model keeps before its first
+	// position, as PositionLimit finds them. BERT numbers positions from
+	// row 0 (none). RoBERTa-style models (XLM-R, bge-m3) number them from
+	// padding_idx+1 = 2, their ids a CumSum over the mask, and keep rows 0
+	// and 1 (padding and an unused row): 2 for those, as Longformer's
+	// conversion copied rows 2.. only.
 	Offset int
 }
 
@@ -49,6 +53,7 @@ type ExtendReport struct {
 	Table       string // the position-table initializer
 	OldRows     int
 	NewRows     int
+	Tokens      int // the longest input the model now reads (ExtendOptions.MaxPositions)
 	Hidden      int
 	Method      string
 	Source      string // how position ids are formed: "slice of buffer", "range", "input", "cumsum"
@@ -65,8 +70,8 @@ func (r *ExtendReport) String() string {
 	if r.Rotary != nil {
 		return r.rotaryString()
 	}
-	s := fmt.Sprintf("position table %s: %d → %d rows (hidden %d, method %s; position ids from %s)",
-		r.Table, r.OldRows, r.NewRows, r.Hidden, r.Method, r.Source)
+	s := fmt.Sprintf("position table %s: %d → %d rows, %d tokens (hidden %d, method %s; position ids from %s)",
+		r.Table, r.OldRows, r.NewRows, r.Tokens, r.Hidden, r.Method, r.Source)
 	if r.PositionIDs != "" {
 		s += fmt.Sprintf("; buffer %s extended to %d", r.PositionIDs, r.NewRows)
 	}
@@ -203,13 +208,23 @@ func ExtendPositions(m *onnxpb.ModelProto, opts ExtendOptions) (*onnxpb.ModelPro
 		return nil, nil, fmt.Errorf("convert: extend positions: table %s: %w", pt.table, err)
 	}
 	old, hidden := t.Shape[0], t.Shape[1]
-	n := opts.MaxPositions
-	if n <= old {
-		return nil, nil, fmt.Errorf("convert: extend positions: --max-positions %d must exceed the table's %d rows (%s)", n, old, pt.table)
+	if opts.Offset == 0 {
+		opts.Offset = leadRows(pt, old)
 	}
 	if opts.Offset >= old-1 {
 		return nil, nil, fmt.Errorf("convert: extend positions: offset %d leaves fewer than 2 learned rows in %s (%d rows)", opts.Offset, pt.table, old)
 	}
+	if opts.MaxPositions <= old-opts.Offset {
+		lead := ""
+		if opts.Offset > 0 {
+			lead = fmt.Sprintf(", less the %d before the first position", opts.Offset)
+		}
+		return nil, nil, fmt.Errorf("convert: extend positions: --max-positions %d must exceed the %d tokens the table admits (%s: %d rows%s)", opts.MaxPositions, old-opts.Offset, pt.table, old, lead)
+	}
+	if opts.MaxPositions > MaxContextTokens {
+		return nil, nil, fmt.Errorf("%w: extend positions: %d tokens (limit %d)", ErrTableTooLarge, opts.MaxPositions, MaxContextTokens)
+	}
+	n := opts.MaxPositions + opts.Offset
 	// 2^28 float32 elements (1 GiB) is hundreds of thousands of positions
 	// at BERT-large width; beyond that a mistyped flag would exhaust memory.
 	if int64(n)*int64(hidden) > 1<<28 {
@@ -226,12 +241,18 @@ func ExtendPositions(m *onnxpb.ModelProto, opts ExtendOptions) (*onnxpb.ModelPro
 	if pt.via != nil {
 		setDeclaredRows(g, pt.via.Output[0], n)
 	}
-	rep := &ExtendReport{Table: pt.table, OldRows: old, NewRows: n, Hidden: hidden, Method: method, Source: pt.source}
+	rep := &ExtendReport{Table: pt.table, OldRows: old, NewRows: n, Tokens: opts.MaxPositions, Hidden: hidden, Method: method, Source: pt.source}
 	if pt.buffer != "" {
 		if err := extendIDBuffer(ix, pt.buffer, n); err != nil {
 			return nil, nil, err
 		}
 		rep.PositionIDs = pt.buffer
+	}
+	for _, b := range typeBuffers(ix, pt, old) {
+		if err := extendIDBuffer(ix, b, n); err != nil {
+			return nil, nil, err
+		}
+		rep.Notes = append(rep.Notes, fmt.Sprintf("token-type buffer %s (read when no token_type_ids is given) extended to %d", b, n))
 	}
 	if opts.Offset > 0 {
 		rep.Notes = append(rep.Notes, fmt.Sprintf("rows 0..%d kept as non-position rows (offset %d)", opts.Offset-1, opts.Offset))
@@ -539,7 +560,79 @@ func extendIDBuffer(ix *onnx.Index, name string, n int) error {
 			return nil
 		}
 	}
-	return fmt.Errorf("convert: extend positions: Constant %s holds the position ids in a form that cannot be extended", name)
+	return fmt.Errorf("convert: extend positions: Constant %s holds its values in a form that cannot be extended", name)
+}
+
+// typeBuffers finds the token-type buffers of a model whose position
+// table pt has rows rows: Hugging Face registers token_type_ids as a
+// buffer of zeros as long as the table, read when no token_type_ids input
+// is given (sliced to the sequence length, or gathered by the position
+// ids as transformers 5 does for RoBERTa and XLM-R). Such a buffer must
+// grow with the table, or the model fails past its old length. A
+// candidate is an integer constant of rows entries ([rows] or [1, rows]),
+// all equal, other than the position_ids buffer, whose values flow (within
+// a few nodes) into the indices of a Gather of a table other than pt's.
+// The names are sorted.
+func typeBuffers(ix *onnx.Index, pt *posTable, rows int) []string {
+	var names []string
+	for name := range ix.Initializers {
+		names = append(names, name)
+	}
+	for _, n := range ix.Graph.Node {
+		if n.GetOpType() == "Constant" && (n.GetDomain() == "" || n.GetDomain() == "ai.onnx") && len(n.Output) == 1 {
+			names = append(names, n.Output[0])
+		}
+	}
+	slices.Sort(names)
+	var out []string
+	for _, name := range names {
+		if name == pt.buffer || name == pt.table {
+			continue
+		}
+		t, ok := ix.Constant(name)
+		if !ok || (t.DType != onnx.Int64 && t.DType != onnx.Int32) {
+			continue
+		}
+		if !(len(t.Shape) == 1 && t.Shape[0] == rows) && !(len(t.Shape) == 2 && t.Shape[0] == 1 && t.Shape[1] == rows) {
+			continue
+		}
+		v, err := t.AsInt64s()
+		if err != nil || slices.Min(v) != slices.Max(v) {
+			continue
+		}
+		if indexesTable(ix, name, pt.table) {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// indexesTable reports whether the value v flows, through at most six
+// nodes, into the indices of a Gather whose data is a table (tableOf)
+// other than the position table skip.
+func indexesTable(ix *onnx.Index, v, skip string) bool {
+	frontier := []string{v}
+	seen := map[string]bool{v: true}
+	for range 6 {
+		var next []string
+		for _, x := range frontier {
+			for _, c := range ix.Consumers[x] {
+				if c.GetOpType() == "Gather" && len(c.Input) == 2 && c.Input[1] == x {
+					if tb, _ := tableOf(ix, c.Input[0]); tb != "" && tb != skip {
+						return true
+					}
+				}
+				for _, o := range c.Output {
+					if !seen[o] {
+						seen[o] = true
+						next = append(next, o)
+					}
+				}
+			}
+		}
+		frontier = next
+	}
+	return false
 }
 
 // setDeclaredRows updates a declared shape of name (graph input or
@@ -598,11 +691,17 @@ func positionLimit(ix *onnx.Index) (*posTable, int, int, error) {
 		return nil, 0, 0, fmt.Errorf("convert: position limit: table %s is not a 2-D initializer", pt.table)
 	}
 	rows := int(tp.Dims[0])
-	limit := rows
+	return pt, rows, rows - leadRows(pt, rows), nil
+}
+
+// leadRows is the number of rows of a position table of rows rows that
+// come before its first position: 2 when the ids come from a CumSum over
+// the mask (RoBERTa's padding_idx+1 numbering), else 0.
+func leadRows(pt *posTable, rows int) int {
 	if pt.source == "cumsum" && rows > 2 {
-		limit -= 2
+		return 2
 	}
-	return pt, rows, limit, nil
+	return 0
 }
 
 // mulByZero reports whether Mul p has a constant input whose values are

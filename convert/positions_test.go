@@ -533,3 +533,118 @@ func TestTokenTypeTableIsNotASecondCandidate(t *testing.T) {
 		t.Errorf("extended %s, want the position table", rep.Table)
 	}
 }
+
+// TestExtendPositionsRoBERTa: a RoBERTa-style model (the XLM-R fixture:
+// position ids a CumSum over the mask from padding_idx+1 = 2, a 64-row
+// table that admits 62 tokens) extended to read 100 tokens gets 102
+// rows: rows 0 and 1 (padding, unused) as they were, and position rows
+// that tile rows 2..63, so no token sits on the padding row. onnxruntime
+// then reads 100 tokens and not 101, and gives the original's outputs
+// bit for bit on 40. Offset 2 given is the offset found. The token-type
+// buffer the export gathers by position ids (no token_type_ids input)
+// grows with the table, as it does in a `convert long` model.
+func TestExtendPositionsRoBERTa(t *testing.T) {
+	needORT(t)
+	m, err := onnx.Load(filepath.Join("..", "testdata", "fixtures", "xlmroberta_sdpa_op17.onnx"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lim, err := convert.PositionLimit(m); err != nil || lim != 62 {
+		t.Fatalf("limit %d, %v; want 62 (64 rows less 2)", lim, err)
+	}
+	ext, rep, err := convert.ExtendPositions(m, convert.ExtendOptions{MaxPositions: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Source != "cumsum" || rep.OldRows != 64 || rep.NewRows != 102 || rep.Tokens != 100 || !strings.Contains(rep.String(), "offset 2") {
+		t.Fatalf("report %+v", rep)
+	}
+	if lim, err := convert.PositionLimit(ext); err != nil || lim != 100 {
+		t.Fatalf("extended limit %d, %v; want 100", lim, err)
+	}
+	given, _, err := convert.ExtendPositions(m, convert.ExtendOptions{MaxPositions: 100, Offset: 2})
+	if err != nil || !proto.Equal(given, ext) {
+		t.Fatalf("Offset 2 given: %v, or a model other than the offset found gives", err)
+	}
+	ot, nt := table(t, m, rep.Table), table(t, ext, rep.Table)
+	h := ot.Shape[1]
+	ov, nv := elems(t, ot), elems(t, nt)
+	for r := range 102 {
+		src := r
+		if r >= 2 {
+			src = 2 + (r-2)%62
+		}
+		for j := range h {
+			if nv[r*h+j] != ov[src*h+j] {
+				t.Fatalf("row %d is not row %d", r, src)
+			}
+		}
+	}
+	run := func(m *onnxpb.ModelProto, S int) ([]float32, error) {
+		s, err := infer.Open("ort", m, infer.Options{Threads: 1})
+		if err != nil {
+			t.Fatalf("onnxruntime rejects the model: %v", err)
+		}
+		defer s.Close()
+		rng := rand.New(rand.NewPCG(uint64(S), 3))
+		feed := map[string]*onnx.Tensor{}
+		for _, v := range s.Inputs() {
+			d := make([]int64, S)
+			for i := range d {
+				switch v.Name {
+				case "input_ids":
+					d[i] = 3 + int64(rng.IntN(40)) // never padding_idx 1
+				case "attention_mask":
+					d[i] = 1
+				}
+			}
+			feed[v.Name] = onnx.NewInt64([]int{1, S}, d)
+		}
+		out, err := s.Run(feed, "last_hidden_state")
+		if err != nil {
+			return nil, err
+		}
+		return out["last_hidden_state"].Floats(), nil
+	}
+	before, err := run(m, 40)
+	if err != nil {
+		t.Fatal(err)
+	}
+	after, err := run(ext, 40)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range before {
+		if math.Float32bits(before[i]) != math.Float32bits(after[i]) {
+			t.Fatalf("output %d changed on 40 tokens: %v → %v", i, before[i], after[i])
+		}
+	}
+	if _, err := run(m, 63); err == nil {
+		t.Errorf("the original read 63 tokens past its 62")
+	}
+	if _, err := run(ext, 100); err != nil {
+		t.Errorf("the extended model refuses 100 tokens: %v", err)
+	}
+	if _, err := run(ext, 101); err == nil {
+		t.Errorf("the extended model read 101 tokens past its 100")
+	}
+
+	// convert long grows the table and the buffer the same way: its model
+	// reads 256 tokens, and within one window is the original.
+	long, _, err := convert.ToLong(m, convert.LongOptions{MaxLength: 256})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := run(long, 256); err != nil {
+		t.Errorf("the long model refuses 256 tokens: %v", err)
+	}
+	within, err := run(long, 40)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range before {
+		if d := math.Abs(float64(within[i] - before[i])); !(d <= 1e-5) {
+			t.Fatalf("long model on 40 tokens: output %d is %v, the original's %v", i, within[i], before[i])
+		}
+	}
+}

@@ -15,7 +15,7 @@ func runExtendPositions(args []string, stdout, stderr io.Writer) error {
 	out := fs.String("o", "", "path of the output model `OUT` (required)")
 	var maxPos, offset int
 	var method string
-	addPositionFlags(fs, &maxPos, &method, &offset, "tokens `N` the model reads: rows of the new position table, or the length rotary positions are scaled to (required; more than now)")
+	addPositionFlags(fs, &maxPos, &method, &offset, "tokens `N` the model reads: the new position table's rows (and the rows before its first position), or the length rotary positions are scaled to (required; more than now)")
 	overwrite := fs.Bool("overwrite", false, "allow -o to be the input model")
 	trained := fs.Int("trained-length", 0, "tokens `L` a rotary model was trained for, which --max-positions scales (default: max_position_embeddings in the config.json beside it)"+atMost(convert.MaxContextTokens))
 	path, err := cli.ParseModelArg(fs, args, stdout)
@@ -26,7 +26,7 @@ func runExtendPositions(args []string, stdout, stderr io.Writer) error {
 		return cli.UsageError("-o OUT is required")
 	}
 	if maxPos <= 0 {
-		return cli.UsageError("--max-positions N is required (a positive number of rows)")
+		return cli.UsageError("--max-positions N is required (a positive number of tokens)")
 	}
 	if err := cli.CheckOutput(path, *out, *overwrite); err != nil {
 		return err

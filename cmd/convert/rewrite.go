@@ -39,7 +39,7 @@ func (f *rewriteFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.json, "json", false, "print the report as JSON")
 	fs.BoolVar(&f.overwrite, "overwrite", false, "allow -o to be the input model")
 	fs.BoolVar(&f.inline, "inline", false, inlineUsage)
-	addPositionFlags(fs, &f.maxPos, &f.posMethod, &f.posOffset, "first grow the position table to `N` rows (see extend-positions)")
+	addPositionFlags(fs, &f.maxPos, &f.posMethod, &f.posOffset, "first let the position table read `N` tokens (see extend-positions)")
 }
 
 // conversionCommands are the conversions' commands by name, each added
@@ -99,7 +99,7 @@ func runRewrite(name, seedUsage string, flags func(fs *flag.FlagSet) rewrite, ar
 func addPositionFlags(fs *flag.FlagSet, maxPos *int, method *string, offset *int, maxPosUsage string) {
 	fs.IntVar(maxPos, "max-positions", 0, maxPosUsage)
 	fs.StringVar(method, "position-method", "", "how positions grow; a position table: copy (the default: tile the learned rows, as Longformer did) or interpolate (resample linearly); rotary positions: ntk (the default: a larger base θ), dynamic (NTK from each input's length: inputs up to the trained length give the original's outputs), linear (position interpolation) or yarn; the rotary frequencies only sliding-window layers read are kept")
-	fs.IntVar(offset, "position-offset", 0, "leading non-position rows kept as they are (0 for BERT; 2 for RoBERTa's padding_idx+1 numbering)")
+	fs.IntVar(offset, "position-offset", 0, "leading non-position rows kept as they are (default: as found: none for BERT, 2 for RoBERTa's and XLM-R's padding_idx+1 numbering)")
 }
 
 // positionFlagOf names the flags of convert.ExtendOptions' fields.

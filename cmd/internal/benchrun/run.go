@@ -382,7 +382,11 @@ func Run(o Options) (*Result, error) {
 	if err := cm.Validate(); err != nil {
 		return nil, err
 	}
-	vnotes := append(prep.Notes, baselineNotes(baselines, dims, lengths[len(lengths)-1])...)
+	limit, err := convert.PositionLimit(o.Model)
+	if err != nil {
+		return nil, err
+	}
+	vnotes := append(prep.Notes, baselineNotes(baselines, limit, lengths[len(lengths)-1])...)
 	notes = append(notes, vnotes...)
 	for _, n := range vnotes {
 		fmt.Fprintf(logw, "bench: %s\n", n)
@@ -447,10 +451,11 @@ func (o *Options) setDefaults() error {
 
 // baselineNotes says what each baseline is, and that the baselines run as
 // given when only the original's position table was extended to longest.
-func baselineNotes(baselines []Baseline, dims convert.Dims, longest int) []string {
+// limit is what the original's position table admits (convert.PositionLimit).
+func baselineNotes(baselines []Baseline, limit, longest int) []string {
 	var notes []string
-	if len(baselines) > 0 && dims.MaxPositions > 0 && dims.MaxPositions < longest {
-		notes = append(notes, fmt.Sprintf("baselines run as given: only the original's position table (%d rows) was extended; build them from a model with at least %d positions", dims.MaxPositions, longest))
+	if len(baselines) > 0 && limit > 0 && limit < longest {
+		notes = append(notes, fmt.Sprintf("baselines run as given: only the original's position table (%d tokens) was extended; build them from a model with at least %d positions", limit, longest))
 	}
 	for _, b := range baselines {
 		kind := string(b.Kind)

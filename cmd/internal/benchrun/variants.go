@@ -52,11 +52,11 @@ func Variants(m *onnxpb.ModelProto, o VariantOptions) (*Prepared, error) {
 	}
 	p := &Prepared{Models: map[convert.Form]*onnxpb.ModelProto{}, Reports: map[convert.Form]*convert.Report{}}
 	base := m
-	dims, _, err := convert.ModelDims(m)
+	limit, err := convert.PositionLimit(m)
 	if err != nil {
 		return nil, fmt.Errorf("convert: bench: %w", err)
 	}
-	if dims.MaxPositions > 0 && dims.MaxPositions < longest {
+	if limit > 0 && limit < longest {
 		ext, rep, err := convert.ExtendPositions(m, convert.ExtendOptions{MaxPositions: longest, Method: "copy"})
 		if err != nil {
 			return nil, fmt.Errorf("convert: bench: %w", err)
