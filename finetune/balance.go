@@ -93,6 +93,9 @@ func PerformerMoments(original *onnxpb.ModelProto, feed map[string]*onnx.Tensor,
 	var expose []string
 	out := map[int]*features.Moments{}
 	for _, br := range rep.Converted {
+		if br.Window != nil {
+			continue // a sliding-window block: WindowAttention, exact, no features
+		}
 		n := byName[br.Node]
 		if n == nil || len(n.Input) < 5 {
 			return nil, fmt.Errorf("finetune: moments: converted node %q not found", br.Node)
@@ -113,6 +116,9 @@ func PerformerMoments(original *onnxpb.ModelProto, feed map[string]*onnx.Tensor,
 			return nil, fmt.Errorf("finetune: moments: %w", err)
 		}
 		layers = append(layers, ln)
+	}
+	if len(layers) == 0 {
+		return out, nil // sliding-window blocks alone: nothing to balance
 	}
 	expose = dedup(expose)
 	rows := -1

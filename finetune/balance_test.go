@@ -7,6 +7,7 @@ import (
 	"github.com/linearize/linearize/convert"
 	"github.com/linearize/linearize/features"
 	"github.com/linearize/linearize/infer"
+	"github.com/linearize/linearize/models"
 	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
 	"github.com/linearize/linearize/ops"
@@ -71,44 +72,8 @@ func TestPerformerMomentsCaptureOriginal(t *testing.T) {
 				t.Fatalf("moments for %d layers, want %d", len(mo), len(det.Blocks))
 			}
 			for _, b := range det.Blocks {
-				q, k := got[b.Q], got[b.K]
-				h, d := b.Heads, b.HeadDim
-				// Q is [B,H,S,D]; K is [B,H,S,D] or, transposed, [B,H,D,S].
-				kT := k.Shape[2] == d && k.Shape[3] == seq && d != seq
-				ref, err := features.NewMoments(h, d, center, w)
-				if err != nil {
-					t.Fatal(err)
-				}
-				for r, n := range valid {
-					for hi := 0; hi < h; hi++ {
-						qs, ks := make([]float64, n*d), make([]float64, n*d)
-						for j := 0; j < n; j++ {
-							for c := 0; c < d; c++ {
-								qs[j*d+c] = float64(q.Floats()[((r*h+hi)*seq+j)*d+c])
-								if kT {
-									ks[j*d+c] = float64(k.Floats()[((r*h+hi)*d+c)*seq+j])
-								} else {
-									ks[j*d+c] = float64(k.Floats()[((r*h+hi)*seq+j)*d+c])
-								}
-							}
-						}
-						if err := ref.AddSequence(hi, qs, ks, n, nil, b.Scale); err != nil {
-							t.Fatal(err)
-						}
-					}
-				}
-				m := mo[b.Layer]
-				for i, pair := range [][2][]float64{{m.XX, ref.XX}, {m.YY, ref.YY}, {m.XY, ref.XY}} {
-					var worst, scale float64
-					for e := range pair[0] {
-						worst = math.Max(worst, math.Abs(pair[0][e]-pair[1][e]))
-						scale = math.Max(scale, math.Abs(pair[1][e]))
-					}
-					if worst > 1e-4*scale {
-						t.Errorf("%s centred=%v layer %d sum %d: max difference %.3g (scale %.3g)", w, center, b.Layer, i, worst, scale)
-					}
-				}
-				if m.Weight[0] != 8+4+7 {
+				checkMoments(t, got, b, valid, seq, mo[b.Layer], center, w)
+				if m := mo[b.Layer]; m.Weight[0] != 8+4+7 {
 					t.Errorf("weight %g, want 19 valid queries", m.Weight[0])
 				}
 			}
@@ -132,6 +97,115 @@ func TestPerformerMomentsCaptureOriginal(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// checkMoments compares m, the moments PerformerMoments gave for block b,
+// with those accumulated here in float64 from the original graph's own Q
+// and K values (got, by name) over the valid tokens of each row of seq.
+func checkMoments(t *testing.T, got map[string]*onnx.Tensor, b *convert.Block, valid []int, seq int, m *features.Moments, center bool, w string) {
+	t.Helper()
+	q, k := got[b.Q], got[b.K]
+	h, d := b.Heads, b.HeadDim
+	// Q is [B,H,S,D]; K is [B,H,S,D] or, transposed, [B,H,D,S].
+	kT := k.Shape[2] == d && k.Shape[3] == seq && d != seq
+	ref, err := features.NewMoments(h, d, center, w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for r, n := range valid {
+		for hi := 0; hi < h; hi++ {
+			qs, ks := make([]float64, n*d), make([]float64, n*d)
+			for j := 0; j < n; j++ {
+				for c := 0; c < d; c++ {
+					qs[j*d+c] = float64(q.Floats()[((r*h+hi)*seq+j)*d+c])
+					if kT {
+						ks[j*d+c] = float64(k.Floats()[((r*h+hi)*d+c)*seq+j])
+					} else {
+						ks[j*d+c] = float64(k.Floats()[((r*h+hi)*seq+j)*d+c])
+					}
+				}
+			}
+			if err := ref.AddSequence(hi, qs, ks, n, nil, b.Scale); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if m == nil {
+		t.Fatalf("no moments for layer %d", b.Layer)
+	}
+	for i, pair := range [][2][]float64{{m.XX, ref.XX}, {m.YY, ref.YY}, {m.XY, ref.XY}} {
+		var worst, scale float64
+		for e := range pair[0] {
+			worst = math.Max(worst, math.Abs(pair[0][e]-pair[1][e]))
+			scale = math.Max(scale, math.Abs(pair[1][e]))
+		}
+		if worst > 1e-4*scale {
+			t.Errorf("%s centred=%v layer %d sum %d: max difference %.3g (scale %.3g)", w, center, b.Layer, i, worst, scale)
+		}
+	}
+}
+
+// TestPerformerMomentsSkipWindows: in a ModernBERT-shaped model the
+// sliding-window blocks become WindowAttention, exact, whatever the
+// conversion; the moments are the global blocks' alone, each equal to
+// the original's (checkMoments), and the balanced Performer built from
+// them converts every block and runs.
+func TestPerformerMomentsSkipWindows(t *testing.T) {
+	cfg := models.ModernBERTTinyConfig()
+	cfg.Layers, cfg.Hidden, cfg.Intermediate, cfg.Window = 4, 32, 48, 4
+	orig, err := models.ModernBERT(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const seq = 12
+	valid := []int{12, 7}
+	id, mask := make([]int64, 2*seq), make([]int64, 2*seq)
+	for i := range id {
+		id[i] = int64(5 + 37*i%900)
+		if i%seq < valid[i/seq] {
+			mask[i] = 1
+		}
+	}
+	feed := map[string]*onnx.Tensor{"input_ids": onnx.NewInt64([]int{2, seq}, id), "attention_mask": onnx.NewInt64([]int{2, seq}, mask)}
+	det, err := convert.Detect(orig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	var global []*convert.Block
+	for _, b := range det.Blocks {
+		if b.Window == nil {
+			global = append(global, b)
+			names = append(names, b.Q, b.K)
+		}
+	}
+	if len(global) != 2 || len(det.Blocks) != 4 {
+		t.Fatalf("%d blocks, %d global; want 4 and 2 (layers 0 and 3)", len(det.Blocks), len(global))
+	}
+	got, err := runOnce(orig, feed, names, Options{Backend: "ort"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mo, err := PerformerMoments(orig, feed, MomentOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(mo) != len(global) {
+		t.Fatalf("moments for %d layers, want the %d global ones", len(mo), len(global))
+	}
+	for _, b := range global {
+		checkMoments(t, got, b, valid, seq, mo[b.Layer], true, features.WeightAttention)
+	}
+	pf, rep, err := convert.ToPerformer(orig, convert.PerformerOptions{Features: 16, Moments: mo, Seed: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Converted) != 4 {
+		t.Fatalf("%d of 4 blocks converted", len(rep.Converted))
+	}
+	if _, err := runOnce(pf, feed, nil, Options{Backend: "ort"}); err != nil {
+		t.Fatalf("the balanced Performer does not run: %v", err)
 	}
 }
 
