@@ -183,6 +183,11 @@ func exactTwin(m *onnxpb.ModelProto) error {
 		if err != nil {
 			return fmt.Errorf("finetune: moments: %w", err)
 		}
+		// A float16 or bfloat16 model's body widens its inputs first
+		// (ops.TypedFunction): the exact body must too.
+		if fn, err = ops.TypedFunction(fn, ops.FunctionType(f)); err != nil {
+			return fmt.Errorf("finetune: moments: %w", err)
+		}
 		m.Functions[i] = fn
 		return nil
 	}
@@ -242,7 +247,22 @@ func addMoments(mo *features.Moments, q, k, bias *onnx.Tensor, scale float64, th
 	if (bb != 1 && bb != b) || (bs != 1 && bs != s) {
 		return fmt.Errorf("key bias %v for Q %v", bias.Shape, q.Shape)
 	}
-	qd, kd, bd := q.Floats(), k.Floats(), bias.Floats()
+	// AsFloat64s widens a float16 or bfloat16 model's values exactly.
+	qd, err := q.AsFloat64s()
+	if err != nil {
+		return fmt.Errorf("queries: %w", err)
+	}
+	kd, err := k.AsFloat64s()
+	if err != nil {
+		return fmt.Errorf("keys: %w", err)
+	}
+	bd, err := bias.AsFloat64s()
+	if err != nil {
+		return fmt.Errorf("key bias: %w", err)
+	}
+	if len(qd) != b*h*s*d || len(kd) != len(qd) || len(bd) != bb*bs {
+		return fmt.Errorf("queries Q %v, keys K %v or key bias %v hold too few values", q.Shape, k.Shape, bias.Shape)
+	}
 	var firstErr error
 	var mu sync.Mutex
 	for bi := 0; bi < b; bi++ {
@@ -252,7 +272,7 @@ func addMoments(mo *features.Moments, q, k, bias *onnx.Tensor, scale float64, th
 			v := bd[min(bi, bb-1)*bs+min(j, bs-1)]
 			if v > -1e4 {
 				idx = append(idx, j)
-				bv = append(bv, float64(v))
+				bv = append(bv, v)
 			}
 		}
 		n := len(idx)
@@ -274,8 +294,8 @@ func addMoments(mo *features.Moments, q, k, bias *onnx.Tensor, scale float64, th
 					base := (bi*h + hi) * s * d
 					for r, j := range idx {
 						for c := 0; c < d; c++ {
-							qs[r*d+c] = float64(qd[base+j*d+c])
-							ks[r*d+c] = float64(kd[base+j*d+c])
+							qs[r*d+c] = qd[base+j*d+c]
+							ks[r*d+c] = kd[base+j*d+c]
 						}
 					}
 					// Heads write disjoint parts of mo.

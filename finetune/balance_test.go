@@ -2,6 +2,7 @@ package finetune
 
 import (
 	"math"
+	"path/filepath"
 	"testing"
 
 	"github.com/linearize/linearize/convert"
@@ -106,6 +107,14 @@ func TestPerformerMomentsCaptureOriginal(t *testing.T) {
 func checkMoments(t *testing.T, got map[string]*onnx.Tensor, b *convert.Block, valid []int, seq int, m *features.Moments, center bool, w string) {
 	t.Helper()
 	q, k := got[b.Q], got[b.K]
+	qv, err := q.AsFloat64s() // a float16 model's values, widened exactly
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv, err := k.AsFloat64s()
+	if err != nil {
+		t.Fatal(err)
+	}
 	h, d := b.Heads, b.HeadDim
 	// Q is [B,H,S,D]; K is [B,H,S,D] or, transposed, [B,H,D,S].
 	kT := k.Shape[2] == d && k.Shape[3] == seq && d != seq
@@ -118,11 +127,11 @@ func checkMoments(t *testing.T, got map[string]*onnx.Tensor, b *convert.Block, v
 			qs, ks := make([]float64, n*d), make([]float64, n*d)
 			for j := 0; j < n; j++ {
 				for c := 0; c < d; c++ {
-					qs[j*d+c] = float64(q.Floats()[((r*h+hi)*seq+j)*d+c])
+					qs[j*d+c] = qv[((r*h+hi)*seq+j)*d+c]
 					if kT {
-						ks[j*d+c] = float64(k.Floats()[((r*h+hi)*d+c)*seq+j])
+						ks[j*d+c] = kv[((r*h+hi)*d+c)*seq+j]
 					} else {
-						ks[j*d+c] = float64(k.Floats()[((r*h+hi)*seq+j)*d+c])
+						ks[j*d+c] = kv[((r*h+hi)*seq+j)*d+c]
 					}
 				}
 			}
@@ -206,6 +215,51 @@ func TestPerformerMomentsSkipWindows(t *testing.T) {
 	}
 	if _, err := runOnce(pf, feed, nil, Options{Backend: "ort"}); err != nil {
 		t.Fatalf("the balanced Performer does not run: %v", err)
+	}
+}
+
+// TestPerformerMomentsFloat16: a float16 model (the published fp16 copy
+// of the MiniLM fixture) is measured through an exact body typed as the
+// model (its inputs widened to float32), and its moments equal those
+// accumulated from its own float16 Q and K widened exactly. Before, the
+// body was float32 alone and onnxruntime refused it ("B has inconsistent
+// type tensor(float)"), and the float16 values were read as none.
+func TestPerformerMomentsFloat16(t *testing.T) {
+	if err := infer.ORTAvailable(); err != nil {
+		t.Skipf("%v (run scripts/setup.sh)", err)
+	}
+	orig, err := onnx.Load(filepath.Join("..", "testdata", "fixtures", "published", "minilm_eager_op17.fp16_ortx.onnx"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := [][]int64{{2, 7, 9, 40, 23, 5, 88, 3}, {2, 30, 12, 3}} // a vocabulary of 100
+	valid := []int{8, 4}
+	const seq = 9
+	feed := tinyFeed(t, ids, valid, seq)
+	det, err := convert.Detect(orig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, b := range det.Blocks {
+		names = append(names, b.Q, b.K)
+	}
+	got, err := runOnce(orig, feed, names, Options{Backend: "ort"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q := got[det.Blocks[0].Q]; q.DType != onnx.Float16 {
+		t.Fatalf("queries are %s, want the float16 model's", onnx.TypeName(q.DType))
+	}
+	mo, err := PerformerMoments(orig, feed, MomentOptions{Backend: "ort"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(mo) != len(det.Blocks) {
+		t.Fatalf("moments for %d layers, want %d", len(mo), len(det.Blocks))
+	}
+	for _, b := range det.Blocks {
+		checkMoments(t, got, b, valid, seq, mo[b.Layer], true, features.WeightAttention)
 	}
 }
 
