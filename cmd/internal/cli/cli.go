@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"sort"
 	"strings"
 	"syscall"
@@ -182,9 +183,24 @@ func Run(args []string, stdout, stderr io.Writer) int {
 // the exit code.
 func Main() int {
 	stop := CleanupOnSignal(os.Stderr)
-	code := Run(os.Args[1:], os.Stdout, os.Stderr)
-	stop()
-	return code
+	defer stop()
+	return recovering(os.Stderr, func() int { return Run(os.Args[1:], os.Stdout, os.Stderr) })
+}
+
+// recovering runs run and returns its exit code; a panic, which is a bug,
+// removes the temporary files of the outputs being written (so that no
+// half-written output stays, as on a signal), is reported on stderr with
+// its stack, and exits ExitRuntime rather than with the 2 of a Go panic,
+// which is the code of bad input.
+func recovering(stderr io.Writer, run func() int) (code int) {
+	defer func() {
+		if r := recover(); r != nil {
+			fsutil.AbortWrites()
+			fmt.Fprintf(stderr, "%s: internal error, a bug; please report it with the command line: %v\n%s", Name, r, debug.Stack())
+			code = ExitRuntime
+		}
+	}()
+	return run()
 }
 
 // stopSignals stop a command; SIGHUP and SIGINT only where they are not
