@@ -29,6 +29,47 @@ const (
 	BFloat16Tolerance = 1.0 / 128
 )
 
+// ModelTolerance is the default agreement between two backends' runs of
+// a whole model, for an output of element type dt: DefaultTolerance for
+// float32 and float64, 16 units in the last place of the output's scale
+// for float16 (2^-6) and bfloat16 (2^-3). Each layer of a half-precision
+// model rounds its values, so two correct backends drift apart with
+// depth by about √layers units: 4.9 (2^-10 each) on a 22-layer float16
+// ModernBERT, 1.3 on the two-layer fixtures (compare-backends).
+func ModelTolerance(dt onnx.DataType) float64 {
+	switch dt {
+	case onnx.Float16:
+		return 16 * Float16Tolerance
+	case onnx.BFloat16:
+		return 16 * BFloat16Tolerance
+	}
+	return DefaultTolerance
+}
+
+// ModelPrecision is the narrowest floating-point type m's weights are
+// stored in: BFloat16 or Float16 when an initializer of at least 1024
+// elements is, else Float. A model converted to float16 with float32
+// inputs and outputs (keep_io_types) computes in float16 all the same.
+func ModelPrecision(m *onnxpb.ModelProto) onnx.DataType {
+	dt := onnx.Float
+	for _, t := range m.GetGraph().GetInitializer() {
+		n := int64(1)
+		for _, d := range t.GetDims() {
+			n *= d
+		}
+		if n < 1024 {
+			continue
+		}
+		switch onnx.DataType(t.GetDataType()) {
+		case onnx.BFloat16:
+			return onnx.BFloat16
+		case onnx.Float16:
+			dt = onnx.Float16
+		}
+	}
+	return dt
+}
+
 // DefaultMaxGuarded is the share of a PerformerAttention node's output
 // rows that its denominator guard may decide before the check fails: a
 // larger share means the estimator is used outside its range (the trig

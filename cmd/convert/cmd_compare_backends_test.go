@@ -80,3 +80,32 @@ func TestCompareBackendsCLIErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestCompareBackendsFloat16: a float16 model's outputs (here float32, as
+// onnxruntime's converter keeps the inputs and outputs) are held to 16
+// units in the last place of float16 (2^-6 of their scale), not to the
+// float32 default: the two backends round each layer's values apart
+// (0.0012 of the scale on this two-layer model, cosine 1.000000), which
+// is agreement. --tolerance given holds every output to it, and the
+// error then names the output and its figure.
+func TestCompareBackendsFloat16(t *testing.T) {
+	needORT(t)
+	path := filepath.Join("..", "..", "testdata", "fixtures", "published", "minilm_eager_op17.fp16_ortx.onnx")
+	code, out, errOut := runCLI("compare-backends", path, "--random-inputs", "--json")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s\n%s", code, errOut, out)
+	}
+	var rep backendsReport
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range rep.Outputs {
+		if o.Tolerance != 1.0/64 || !o.OK || o.Scaled <= 1e-4 || o.Cosine < 0.99999 {
+			t.Errorf("output %s: tolerance %g, ok %v, scaled %g, cosine %g; want 1/64, agreeing on a scaled error above float32's 1e-4", o.Name, o.Tolerance, o.OK, o.Scaled, o.Cosine)
+		}
+	}
+	code, _, errOut = runCLI("compare-backends", path, "--random-inputs", "--tolerance", "1e-4")
+	if code != exitRuntime || !strings.Contains(errOut, "last_hidden_state (scaled ") || !strings.Contains(errOut, "> 0.0001)") {
+		t.Errorf("--tolerance 1e-4: exit %d, %q; want exit %d naming the output", code, errOut, exitRuntime)
+	}
+}
