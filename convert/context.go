@@ -44,6 +44,10 @@ const (
 	// LimitDocString: "max_position_embeddings N" or "positions N" in the
 	// model's doc_string.
 	LimitDocString LimitKind = "doc string"
+	// LimitBuffer: an attention-bias buffer [..., L, L] the graph slices
+	// to the sequence length (an exported ALiBi tensor), shorter than
+	// any other limit: the graph cannot run past L.
+	LimitBuffer LimitKind = "bias buffer"
 )
 
 // Limit is the longest input a model reads, in tokens ([CLS] and [SEP]
@@ -99,11 +103,70 @@ func (l Limit) String() string {
 // MaxContextTokens, is an error naming the file; a doc string whose value
 // is out of that range is an error too. An empty modelPath skips the
 // config.json.
+//
+// Whatever the source, an attention-bias buffer the graph slices to the
+// sequence length (biasBufferLimit; jina-embeddings-v2 exports its ALiBi
+// tensor so, at the size it was built) that is shorter sets the limit
+// instead (LimitBuffer).
 func ContextLimit(m *onnxpb.ModelProto, modelPath string) (Limit, error) {
 	if m == nil || m.Graph == nil {
 		return Limit{}, errors.New("convert: context limit: no graph")
 	}
-	if pt, rows, limit, err := positionLimit(onnx.NewIndex(m.Graph)); err == nil && pt != nil && limit > 0 {
+	ix := onnx.NewIndex(m.Graph)
+	l, err := contextLimit(m, ix, modelPath)
+	if err != nil {
+		return l, err
+	}
+	if n, name := biasBufferLimit(ix); n > 0 && (l.Tokens == 0 || n < l.Tokens) {
+		src := fmt.Sprintf("attention-bias buffer %s (%d × %d) sliced to the sequence length", name, n, n)
+		if l.Tokens > 0 {
+			src += fmt.Sprintf(", shorter than the %d of %s", l.Tokens, l.Source)
+		}
+		return Limit{Tokens: n, Kind: LimitBuffer, Source: src}, nil
+	}
+	return l, nil
+}
+
+// biasBufferLimit returns the size L and the name of the smallest
+// floating-point constant of shape [..., L, L] (rank 3 or more, L ≥ 16)
+// that a Slice reads: an attention-bias buffer registered at one size and
+// cut to the sequence length, such as the ALiBi tensor [1, H, L, L] of
+// jina-embeddings-v2's and MosaicBERT's remote code (which rebuild it in
+// PyTorch for longer inputs, but not in an export) or GPT-2's causal mask.
+// The graph cannot run past L. 0 when there is none. Only the constants'
+// shapes are read.
+func biasBufferLimit(ix *onnx.Index) (int, string) {
+	best, name := 0, ""
+	for _, n := range ix.Graph.Node {
+		if n.GetOpType() != "Slice" || (n.GetDomain() != "" && n.GetDomain() != "ai.onnx") || len(n.Input) == 0 {
+			continue
+		}
+		v := n.Input[0]
+		var dims []int64
+		var dt int32
+		if tp := ix.Initializers[v]; tp != nil {
+			dims, dt = tp.GetDims(), tp.GetDataType()
+		} else if c := ix.Producer[v]; c != nil && c.GetOpType() == "Constant" {
+			for _, a := range c.GetAttribute() {
+				if a.GetName() == "value" && a.GetT() != nil {
+					dims, dt = a.GetT().GetDims(), a.GetT().GetDataType()
+				}
+			}
+		}
+		r := len(dims)
+		if r < 3 || dims[r-1] != dims[r-2] || dims[r-1] < 16 || !onnx.IsFloat(onnx.DataType(dt)) {
+			continue
+		}
+		if l := int(dims[r-1]); best == 0 || l < best {
+			best, name = l, v
+		}
+	}
+	return best, name
+}
+
+// contextLimit is ContextLimit without the bias buffers.
+func contextLimit(m *onnxpb.ModelProto, ix *onnx.Index, modelPath string) (Limit, error) {
+	if pt, rows, limit, err := positionLimit(ix); err == nil && pt != nil && limit > 0 {
 		src := fmt.Sprintf("position table %s (%d rows)", pt.table, rows)
 		if limit != rows {
 			src = fmt.Sprintf("position table %s (%d rows, less the %d before the first position)", pt.table, rows, rows-limit)

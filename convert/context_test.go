@@ -6,7 +6,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/linearize/linearize/infer"
 	"github.com/linearize/linearize/models"
+	"github.com/linearize/linearize/onnx"
 	"github.com/linearize/linearize/onnx/onnxpb"
 	"google.golang.org/protobuf/proto"
 )
@@ -164,5 +166,61 @@ func TestContextLimitMalformedConfig(t *testing.T) {
 	os.Mkdir(filepath.Join(dir, "config.json"), 0o755)
 	if _, err := ContextLimit(mb, filepath.Join(dir, "m.onnx")); err == nil || !strings.Contains(err.Error(), "config.json") {
 		t.Errorf("a folder named config.json: error %v", err)
+	}
+}
+
+// TestContextLimitBiasBuffer: jina-embeddings-v2 exported with its ALiBi
+// tensor as a registered buffer ([1, H, 64, 64] in the fixture, sliced to
+// the sequence length) runs at 64 tokens and no more in onnxruntime,
+// though its doc string says 512: ContextLimit says 64 and names the
+// buffer. The ALiBi form computed in the graph has no such limit, and
+// neither has the model local-pooled writes from the buffered one (the op
+// computes the bias), which reads 200 tokens.
+func TestContextLimitBiasBuffer(t *testing.T) {
+	needORT(t)
+	dir := filepath.Join("..", "testdata", "fixtures", "longctx")
+	buf, err := onnx.Load(filepath.Join(dir, "jina_v2_alibi_buffer.onnx"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := ContextLimit(buf, "")
+	if err != nil || l.Tokens != 64 || l.Kind != LimitBuffer || !strings.Contains(l.Source, "(64 × 64) sliced to the sequence length") || !strings.Contains(l.Source, "512") {
+		t.Fatalf("buffered ALiBi: %+v, %v; want 64 tokens from the bias buffer, shorter than the doc string's 512", l, err)
+	}
+	runs := func(m *onnxpb.ModelProto, n int) error {
+		feed, err := infer.RandomInputs(m, infer.GraphInputs(m), infer.RandomOptions{Batch: 1, SeqLen: n, Seed: 2})
+		if err != nil {
+			return err
+		}
+		s, err := infer.Open("ort", m, infer.Options{Threads: 1})
+		if err != nil {
+			return err
+		}
+		defer s.Close()
+		_, err = s.Run(feed)
+		return err
+	}
+	if err := runs(buf, 64); err != nil {
+		t.Errorf("64 tokens: %v", err)
+	}
+	if err := runs(buf, 65); err == nil {
+		t.Errorf("onnxruntime ran 65 tokens past the 64 × 64 buffer")
+	}
+	plain, err := onnx.Load(filepath.Join(dir, "jina_v2_alibi.onnx"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l, err := ContextLimit(plain, ""); err != nil || l.Kind == LimitBuffer {
+		t.Errorf("ALiBi computed in the graph: %+v, %v; want no buffer limit", l, err)
+	}
+	lp, _, err := ToLocalPooled(buf, LocalPooledOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l, err := ContextLimit(lp, ""); err != nil || l.Kind == LimitBuffer {
+		t.Errorf("local-pooled from the buffered model: %+v, %v; want no buffer limit", l, err)
+	}
+	if err := runs(lp, 200); err != nil {
+		t.Errorf("local-pooled model on 200 tokens: %v", err)
 	}
 }

@@ -1191,6 +1191,8 @@ func (e *Embedder) longHint() string {
 		return "cap the text with MaxTokens (--max-tokens), or read it in chunks (Chunk, --mode chunk)"
 	case e.limitKind == convert.LimitTable:
 		return "`convert long " + e.path + " -o OUT` makes a model that reads longer inputs, or cap the text with MaxTokens (--max-tokens)"
+	case e.limitKind == convert.LimitBuffer:
+		return "`convert local-pooled " + e.path + " -o OUT` computes an ALiBi bias in the op, without the buffer, and reads longer inputs; or cap the text with MaxTokens (--max-tokens), or read it in chunks (Chunk, --mode chunk)"
 	case e.limitKind == convert.LimitMetadata:
 		return "its rotary positions were scaled by `convert extend-positions`: scale the original again with a larger --max-positions, or cap the text with MaxTokens (--max-tokens), or read it in chunks (Chunk, --mode chunk)"
 	}

@@ -407,8 +407,11 @@ func (f *evalFlags) open(s evalSystem, so embed.Options, progress io.Writer) (em
 	if lim := e.ContextLimit(); e.Mode() == embed.Long && lim.Tokens > 0 && lim.Tokens < f.maxTokens+2+p {
 		e.Close()
 		hint := "lower --max-tokens"
-		if lim.Kind == convert.LimitTable {
+		switch lim.Kind {
+		case convert.LimitTable:
 			hint += " or convert it with a larger --max-length"
+		case convert.LimitBuffer:
+			hint += " or convert it with local-pooled, which needs no bias buffer"
 		}
 		prompt := ""
 		if p > 0 {

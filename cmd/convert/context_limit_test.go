@@ -367,3 +367,32 @@ func TestEvaluateLongContextOriginal(t *testing.T) {
 		t.Errorf("tiny BERT: systems %+v; want truncate and chunk", rep.Systems)
 	}
 }
+
+// TestBiasBufferLimitCLI: a jina-embeddings-v2 export whose ALiBi tensor
+// is a 64 × 64 buffer reads 64 tokens, whatever its doc string says:
+// embed refuses a longer text in long mode (exit 2) naming the buffer and
+// local-pooled, which computes the bias and reads on, instead of failing
+// in onnxruntime (exit 3); inspect says the same.
+func TestBiasBufferLimitCLI(t *testing.T) {
+	dir := t.TempDir()
+	data, err := os.ReadFile(filepath.Join("..", "..", "testdata", "fixtures", "longctx", "jina_v2_alibi_buffer.onnx"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "jina.onnx")
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "vocab.txt"), []byte(feedVocab), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	long := strings.Repeat("the man is eating food . ", 20)
+	code, _, stderr := runCLI("embed", path, "--text", long, "--mode", "long", "--backend", "native", "-o", filepath.Join(dir, "v.jsonl"))
+	if code != exitBadInput || !strings.Contains(stderr, "admits 64 tokens per pass (attention-bias buffer") || !strings.Contains(stderr, "convert local-pooled") {
+		t.Errorf("embed --mode long past the buffer: exit %d, %q; want exit %d naming the buffer and local-pooled", code, stderr, exitBadInput)
+	}
+	code, stdout, _ := runCLI("inspect", path)
+	if code != exitOK || !strings.Contains(stdout, "limit 64 tokens (attention-bias buffer") || !strings.Contains(stdout, "local-pooled computes an ALiBi bias") {
+		t.Errorf("inspect: exit %d:\n%s", code, stdout)
+	}
+}

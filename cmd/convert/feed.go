@@ -207,6 +207,9 @@ func feedError(err error, model string, limit convert.Limit) error {
 // a configuration or a doc string is the length the model was trained
 // for; no command lifts it.
 func tooLongHint(model string, limit convert.Limit) string {
+	if limit.Kind == convert.LimitBuffer {
+		return fmt.Sprintf(" (%s's %s); convert local-pooled %s -o OUT computes an ALiBi bias in the op and reads longer inputs", model, limit.Source, model)
+	}
 	if limit.Kind == convert.LimitTable || limit.Kind == convert.LimitNone {
 		return fmt.Sprintf(" (%s's position table); convert long %s -o OUT --max-length N reads longer inputs (or convert extend-positions)", model, model)
 	}

@@ -60,5 +60,7 @@ func printPositions(w io.Writer, r *positionsReport) {
 		fmt.Fprintln(w, "              extend-positions --max-positions N scales the rotary frequencies to read N (ntk, dynamic, linear or yarn)")
 	case r.Kind == convert.LimitTable:
 		fmt.Fprintln(w, "              extend-positions --max-positions N grows the table; long reads long inputs by windows")
+	case r.Kind == convert.LimitBuffer:
+		fmt.Fprintln(w, "              local-pooled computes an ALiBi bias in the op, without the buffer: its model reads longer inputs")
 	}
 }
