@@ -20,6 +20,7 @@ var defaultsDiffer = map[string]string{
 	"lr":         "finetune's 0 picks each method's rate; hedgehog's maps train at 0.01",
 	"sinks":      "local-pooled and linformer keep [CLS] and the last token exact (first,last); long frames every window with its own [CLS] and [SEP], so it needs none",
 	"batch":      "embed runs texts or chunks in batches of embed.DefaultBatch (8), the library's default; the input flags' --batch is the number of random input rows (1)",
+	"tolerance":  "compare-backends' 0 holds each output of a whole model to its precision's default (1e-4 in float32, 16 units in the last place in float16 or bfloat16: infer.ModelTolerance); validate checks one node at a time, to 1e-4 with a floor of one unit for a half-precision node",
 	"max-tokens": "embed reads every wordpiece (0); evaluate cuts documents at 4096 so that every system reads the same text and the buckets end there",
 }
 
