@@ -248,11 +248,11 @@ func ExtendPositions(m *onnxpb.ModelProto, opts ExtendOptions) (*onnxpb.ModelPro
 		}
 		rep.PositionIDs = pt.buffer
 	}
-	for _, b := range typeBuffers(ix, pt, old) {
+	for _, b := range typeBuffers(ix, old, pt.buffer, pt.table) {
 		if err := extendIDBuffer(ix, b, n); err != nil {
 			return nil, nil, err
 		}
-		rep.Notes = append(rep.Notes, fmt.Sprintf("token-type buffer %s (read when no token_type_ids is given) extended to %d", b, n))
+		rep.Notes = append(rep.Notes, fmt.Sprintf("buffer %s (token types or position ids read by position) extended to %d", b, n))
 	}
 	if opts.Offset > 0 {
 		rep.Notes = append(rep.Notes, fmt.Sprintf("rows 0..%d kept as non-position rows (offset %d)", opts.Offset-1, opts.Offset))
@@ -563,17 +563,21 @@ func extendIDBuffer(ix *onnx.Index, name string, n int) error {
 	return fmt.Errorf("convert: extend positions: Constant %s holds its values in a form that cannot be extended", name)
 }
 
-// typeBuffers finds the token-type buffers of a model whose position
-// table pt has rows rows: Hugging Face registers token_type_ids as a
-// buffer of zeros as long as the table, read when no token_type_ids input
-// is given (sliced to the sequence length, or gathered by the position
-// ids as transformers 5 does for RoBERTa and XLM-R). Such a buffer must
-// grow with the table, or the model fails past its old length. A
-// candidate is an integer constant of rows entries ([rows] or [1, rows]),
-// all equal, other than the position_ids buffer, whose values flow (within
-// a few nodes) into the indices of a Gather of a table other than pt's.
-// The names are sorted.
-func typeBuffers(ix *onnx.Index, pt *posTable, rows int) []string {
+// typeBuffers finds the buffers of max_position_embeddings entries that a
+// model reading rows tokens slices or gathers by position (the position
+// table's rows, or a rotary model's trained length): Hugging Face
+// registers token_type_ids as a buffer of zeros, read when no
+// token_type_ids input is given (sliced to the sequence length, or
+// gathered by the position ids as transformers 5 does for RoBERTa and
+// XLM-R), and remote code such as GTE-v1.5's slices a position_ids buffer
+// 0, 1, 2, … for its rotary positions and its token types. Such a buffer
+// must grow with the positions, or the model fails past its old length.
+// A candidate is an integer constant of rows entries ([rows] or [1,
+// rows]), all equal or 0, 1, 2, …, other than the values skip names (the
+// position table's own buffer, the table), whose values flow (within a
+// few nodes) into the indices of a Gather of a table other than those, or
+// that a Slice reads. The names are sorted.
+func typeBuffers(ix *onnx.Index, rows int, skip ...string) []string {
 	var names []string
 	for name := range ix.Initializers {
 		names = append(names, name)
@@ -586,7 +590,7 @@ func typeBuffers(ix *onnx.Index, pt *posTable, rows int) []string {
 	slices.Sort(names)
 	var out []string
 	for _, name := range names {
-		if name == pt.buffer || name == pt.table {
+		if name == "" || slices.Contains(skip, name) {
 			continue
 		}
 		t, ok := ix.Constant(name)
@@ -597,20 +601,33 @@ func typeBuffers(ix *onnx.Index, pt *posTable, rows int) []string {
 			continue
 		}
 		v, err := t.AsInt64s()
-		if err != nil || slices.Min(v) != slices.Max(v) {
+		if err != nil || slices.Min(v) != slices.Max(v) && !countsUp(v) {
 			continue
 		}
-		if indexesTable(ix, name, pt.table) {
+		sliced := slices.ContainsFunc(ix.Consumers[name], func(c *onnxpb.NodeProto) bool {
+			return c.GetOpType() == "Slice" && c.Input[0] == name
+		})
+		if sliced || indexesTable(ix, name, skip...) {
 			out = append(out, name)
 		}
 	}
 	return out
 }
 
+// countsUp reports whether v is 0, 1, 2, …
+func countsUp(v []int64) bool {
+	for i, x := range v {
+		if x != int64(i) {
+			return false
+		}
+	}
+	return true
+}
+
 // indexesTable reports whether the value v flows, through at most six
 // nodes, into the indices of a Gather whose data is a table (tableOf)
-// other than the position table skip.
-func indexesTable(ix *onnx.Index, v, skip string) bool {
+// other than those skip names.
+func indexesTable(ix *onnx.Index, v string, skip ...string) bool {
 	frontier := []string{v}
 	seen := map[string]bool{v: true}
 	for range 6 {
@@ -618,7 +635,7 @@ func indexesTable(ix *onnx.Index, v, skip string) bool {
 		for _, x := range frontier {
 			for _, c := range ix.Consumers[x] {
 				if c.GetOpType() == "Gather" && len(c.Input) == 2 && c.Input[1] == x {
-					if tb, _ := tableOf(ix, c.Input[0]); tb != "" && tb != skip {
+					if tb, _ := tableOf(ix, c.Input[0]); tb != "" && !slices.Contains(skip, tb) {
 						return true
 					}
 				}

@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -493,12 +494,17 @@ func TestTokenTypeBufferIsNotPositions(t *testing.T) {
 		}
 	}
 	g.Input = inputs
-	_, rep, err := convert.ExtendPositions(m, convert.ExtendOptions{MaxPositions: 40})
+	ext, rep, err := convert.ExtendPositions(m, convert.ExtendOptions{MaxPositions: 40})
 	if err != nil {
 		t.Fatalf("extend positions with a sliced token-type buffer: %v", err)
 	}
 	if rep.Table != "embeddings.position_embeddings.weight" || rep.PositionIDs != "embeddings.position_ids" {
 		t.Errorf("extended %s (buffer %s), want the position table and its ids", rep.Table, rep.PositionIDs)
+	}
+	// The buffer grows with the positions, its zeros kept, so that the
+	// model reads 40 tokens without a token_type_ids input.
+	if tt := table(t, ext, "embeddings.token_type_ids"); tt.Len() != 40 || slices.Max(tt.Int64s()) != 0 || slices.Min(tt.Int64s()) != 0 {
+		t.Errorf("token-type buffer %v %v, want 40 zeros", tt.Shape, tt.Int64s())
 	}
 	if lim, err := convert.PositionLimit(m); err != nil || lim != 16 {
 		t.Errorf("PositionLimit = %d, %v; want 16", lim, err)
@@ -645,6 +651,45 @@ func TestExtendPositionsRoBERTa(t *testing.T) {
 	for i := range before {
 		if d := math.Abs(float64(within[i] - before[i])); !(d <= 1e-5) {
 			t.Fatalf("long model on 40 tokens: output %d is %v, the original's %v", i, within[i], before[i])
+		}
+	}
+}
+
+// TestExtendRotaryPositionBuffer: GTE-v1.5's remote code slices a
+// position_ids buffer 0, 1, …, 63 (max_position_embeddings) for its token
+// types as well as its positions; scaling its rotary tables to 256 tokens
+// grows that buffer too, so that onnxruntime reads 200 tokens (before,
+// the tables grew and the buffer did not: a broadcast of 64 by 200).
+func TestExtendRotaryPositionBuffer(t *testing.T) {
+	needORT(t)
+	m, err := onnx.Load(filepath.Join("..", "testdata", "fixtures", "longctx", "gte_v15.onnx"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ext, rep, err := convert.ExtendPositions(m, convert.ExtendOptions{MaxPositions: 256, Trained: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(rep.String(), "extended to 256") {
+		t.Errorf("report does not name the buffer:\n%s", rep)
+	}
+	for _, c := range []struct {
+		m    *onnxpb.ModelProto
+		n    int
+		runs bool
+	}{{m, 64, true}, {m, 65, false}, {ext, 200, true}, {ext, 256, true}} {
+		feed, err := infer.RandomInputs(c.m, infer.GraphInputs(c.m), infer.RandomOptions{Batch: 1, SeqLen: c.n, Seed: 4})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := infer.Open("ort", c.m, infer.Options{Threads: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = s.Run(feed)
+		s.Close()
+		if (err == nil) != c.runs {
+			t.Errorf("%d tokens, extended %v: %v; want running %v", c.n, c.m == ext, err, c.runs)
 		}
 	}
 }

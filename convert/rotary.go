@@ -345,6 +345,12 @@ func extendRotary(out *onnxpb.ModelProto, opts ExtendOptions, method string) (*E
 	if !slices.ContainsFunc(rep.Rotary, func(r RotaryReport) bool { return r.Scaled }) {
 		return nil, errors.New("convert: extend positions: every rotary embedding feeds sliding-window blocks only, which never see a distance past the trained length: nothing to scale")
 	}
+	for _, b := range typeBuffers(ix, trained) {
+		if err := extendIDBuffer(ix, b, n); err != nil {
+			return nil, err
+		}
+		rep.Notes = append(rep.Notes, fmt.Sprintf("buffer %s (token types or position ids read by position) extended to %d", b, n))
+	}
 	setMeta(out, MetaMaxPositions, strconv.Itoa(n))
 	setMeta(out, MetaTrainedPositions, strconv.Itoa(trained))
 	if note := denseMemoryNote(out, det, n); note != "" {
