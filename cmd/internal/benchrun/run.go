@@ -346,6 +346,10 @@ func Run(o Options) (*Result, error) {
 		o.env = append(o.env, infer.LibraryEnv+"="+lib)
 	}
 	bo := o.Bench.withDefaults()
+	var err error
+	if bo.limit, err = convert.ContextLimit(o.Model, o.ModelPath); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrBadInput, err)
+	}
 	lengths := append([]int(nil), bo.Lengths...)
 	sort.Ints(lengths)
 	bo.Lengths = lengths
@@ -479,14 +483,21 @@ type bench struct {
 	kind       map[convert.Form]convert.Form
 	isBaseline map[convert.Form]bool
 	paths      map[convert.Form]string
+	// reads is the most tokens a variant's graph runs (convert.ContextLimit
+	// of a position table or an attention-bias buffer), 0 for no bound.
+	reads map[convert.Form]convert.Limit
 }
 
 // newBench saves the variant models in dir and indexes the variants and
 // baselines.
 func newBench(o Options, cm convert.CostModel, variants []convert.Form, baselines []Baseline, models map[convert.Form]*onnxpb.ModelProto, dir string) (*bench, error) {
 	b := &bench{o: o, cm: cm, variants: variants, baselines: baselines, all: append([]convert.Form(nil), variants...),
-		kind: map[convert.Form]convert.Form{}, isBaseline: map[convert.Form]bool{}, paths: map[convert.Form]string{}}
+		kind: map[convert.Form]convert.Form{}, isBaseline: map[convert.Form]bool{}, paths: map[convert.Form]string{},
+		reads: map[convert.Form]convert.Limit{}}
 	for _, f := range variants {
+		if l, err := convert.ContextLimit(models[f], ""); err == nil && (l.Kind == convert.LimitTable || l.Kind == convert.LimitBuffer) {
+			b.reads[f] = l
+		}
 		p := filepath.Join(dir, string(f)+".onnx")
 		if err := onnx.Save(models[f], p, onnx.SaveOptions{}); err != nil {
 			return nil, err
@@ -585,6 +596,13 @@ func (b *bench) length(n int, steps *progress.Reporter) []Measurement {
 func (b *bench) time(r *Measurement, round int, steps *progress.Reporter) {
 	o, f, n := b.o, r.Variant, r.Length
 	if r.Status != "ok" {
+		return
+	}
+	if l := b.reads[f]; l.Tokens > 0 && n > l.Tokens {
+		r.Status = "skipped"
+		r.Reason = fmt.Sprintf("the graph reads at most %s", l)
+		steps.Step("%-9s n=%-6d skipped: %s", f, n, r.Reason)
+		steps.Drop(o.Repeat - round - 1)
 		return
 	}
 	avail, err := o.MemAvailable()

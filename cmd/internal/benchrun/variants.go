@@ -24,6 +24,11 @@ type VariantOptions struct {
 	// original and the variants; every run's ratios are reported against
 	// each of them too. Check them with LoadBaselines.
 	Baselines []Baseline
+
+	// limit is the original's limit as convert.ContextLimit reads it
+	// beside its file (Run sets it): a rotary model trained for fewer
+	// tokens than the longest length is extended too.
+	limit convert.Limit
 }
 
 // Prepared is what Variants made: the models by form, notes on what was
@@ -56,13 +61,22 @@ func Variants(m *onnxpb.ModelProto, o VariantOptions) (*Prepared, error) {
 	if err != nil {
 		return nil, fmt.Errorf("convert: bench: %w", err)
 	}
-	if limit > 0 && limit < longest {
+	switch l := o.limit; {
+	case limit > 0 && limit < longest:
 		ext, rep, err := convert.ExtendPositions(m, convert.ExtendOptions{MaxPositions: longest, Method: "copy"})
 		if err != nil {
 			return nil, fmt.Errorf("convert: bench: %w", err)
 		}
 		base = ext
 		p.Notes = append(p.Notes, "extended "+rep.String())
+	case limit == 0 && l.Tokens > 0 && l.Tokens < longest && (l.Kind == convert.LimitConfig || l.Kind == convert.LimitDocString):
+		// A rotary model trained for fewer tokens: its frequencies scaled
+		// (NTK), and stored cos/sin tables grown, so that every length
+		// runs; the cost is the same. Other positions (ALiBi) need none.
+		if ext, rep, err := convert.ExtendPositions(m, convert.ExtendOptions{MaxPositions: longest, Trained: l.Tokens}); err == nil {
+			base = ext
+			p.Notes = append(p.Notes, "extended "+rep.String())
+		}
 	}
 	for _, f := range o.Variants {
 		if f == convert.Original {
