@@ -247,6 +247,16 @@ func dimSize(d onnx.Dim, i int, o RandomOptions) (int, error) {
 	return total, nil
 }
 
+// IndexedRows returns the rows of the smallest embedding table that the
+// integer input name of m indexes (its vocabulary, for token ids), as
+// RandomInputs bounds the values it draws; false when no table is found.
+func IndexedRows(m *onnxpb.ModelProto, name string) (int64, bool) {
+	if m.GetGraph() == nil {
+		return 0, false
+	}
+	return tableRows(onnx.NewIndex(m.Graph), name)
+}
+
 // tableRows follows value name through shape-only nodes to the embedding
 // tables it indexes and returns the smallest row count. A table may be
 // computed from constants and inputs that carry no tokens (LoRA adapters

@@ -127,8 +127,8 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	if errors.Is(err, benchrun.ErrBadBaseline) {
 		return cli.BadInput(fmt.Errorf("--baseline: %w", err))
 	}
-	if errors.Is(err, benchrun.ErrBadInput) {
-		return cli.BadInput(fmt.Errorf("--input: %w", err))
+	if errors.Is(err, benchrun.ErrBadInput) { // the model does not fit the flags
+		return cli.BadInput(err)
 	}
 	if errors.Is(err, convert.ErrInvalidOption) {
 		return sizeOptionError(err, map[string]string{"MaxLen": "lengths"})

@@ -242,3 +242,30 @@ func TestBenchFixedInputs(t *testing.T) {
 		}
 	}
 }
+
+// TestBenchModelsOutsideItsReach: bench times sequences of tokens; a
+// model it cannot time that way is refused as bad input (exit 2) before
+// anything runs, naming why: an audio encoder's float input, a model with
+// no attention left to convert (Linformer inlined by onnxruntime), an
+// export for one sequence length timed at another. ESM's 33-token
+// vocabulary is fed ids below it (they were drawn below 100, and every
+// run failed in onnxruntime).
+func TestBenchModelsOutsideItsReach(t *testing.T) {
+	needORT(t)
+	fx := filepath.Join("..", "..", "testdata", "fixtures")
+	for _, c := range []struct{ file, lengths, want string }{
+		{"whisper_eager_op17.onnx", "32", "input input_features is float32"},
+		{"vit_eager_op17.onnx", "32", "input pixel_values is float32"},
+		{"bert_linformer_ort_inlined.onnx", "32", "no attention blocks"},
+		{"bart_eager_dynamo_fixedseq_op18.onnx", "32", "--lengths: the model's inputs declare a sequence length of 8 tokens"},
+	} {
+		code, _, stderr := runCLI("bench", filepath.Join(fx, c.file), "--lengths", c.lengths, "--repeat", "1", "--threads", "1")
+		if code != exitBadInput || !strings.Contains(stderr, c.want) {
+			t.Errorf("%s: exit %d, %q; want exit %d and %q", c.file, code, stderr, exitBadInput, c.want)
+		}
+	}
+	code, stdout, stderr := runCLI("bench", filepath.Join(fx, "esm_eager_op17.onnx"), "--lengths", "32", "--repeat", "1", "--threads", "1", "--variants", "original,local-pooled")
+	if code != exitOK || strings.Contains(stdout, " failed ") || strings.Count(stdout, " ok ") != 2 {
+		t.Errorf("ESM: exit %d:\n%s\n%s", code, stdout, stderr)
+	}
+}

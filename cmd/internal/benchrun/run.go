@@ -97,7 +97,13 @@ func runChild(s ChildSpec, res *ChildResult) error {
 	if err != nil {
 		return err
 	}
-	feed, err := Inputs(sess.Inputs(), s.Length, fixed)
+	rows := map[string]int64{}
+	for _, v := range sess.Inputs() {
+		if n, ok := infer.IndexedRows(m, v.Name); ok {
+			rows[v.Name] = n
+		}
+	}
+	feed, err := Inputs(sess.Inputs(), s.Length, fixed, rows)
 	if err != nil {
 		return err
 	}
@@ -124,10 +130,12 @@ func runChild(s ChildSpec, res *ChildResult) error {
 }
 
 // Inputs builds a batch-1 feed of length n for a BERT-style model: token
-// ids drawn from [0, 100) with a fixed seed, a mask of ones, token types 0,
-// position ids 0..n−1. An input that carries no tokens (tokenLevel) is
-// its value in fixed, else zeros of its declared shape.
-func Inputs(vals []infer.Value, n int, fixed map[string]*onnx.Tensor) (map[string]*onnx.Tensor, error) {
+// ids drawn from [0, 100) with a fixed seed (below rows[name], the table
+// the input indexes, when smaller: ESM's vocabulary has 33 tokens), a
+// mask of ones, token types 0, position ids 0..n−1. An input that carries
+// no tokens (tokenLevel) is its value in fixed, else zeros of its
+// declared shape.
+func Inputs(vals []infer.Value, n int, fixed map[string]*onnx.Tensor, rows map[string]int64) (map[string]*onnx.Tensor, error) {
 	rng := rand.New(rand.NewPCG(uint64(n), 17))
 	feed := map[string]*onnx.Tensor{}
 	for _, v := range vals {
@@ -156,8 +164,12 @@ func Inputs(vals []infer.Value, n int, fixed map[string]*onnx.Tensor) (map[strin
 			}
 		case strings.Contains(name, "type"):
 		default:
+			bound := int64(100)
+			if r, ok := rows[v.Name]; ok && r > 0 {
+				bound = min(bound, r)
+			}
 			for i := range d {
-				d[i] = int64(rng.IntN(100))
+				d[i] = rng.Int64N(bound)
 			}
 		}
 		switch v.DType {
@@ -206,7 +218,7 @@ func zeroInput(v infer.Value) (*onnx.Tensor, error) {
 // for the children, and a note for each input the benchmark feeds so.
 func fixedInputs(m *onnxpb.ModelProto, given map[string]string) (map[string]string, []string, error) {
 	if _, err := infer.ReadFixedInputs(m, given); err != nil {
-		return nil, nil, fmt.Errorf("%w: %w", ErrBadInput, err)
+		return nil, nil, fmt.Errorf("%w: --input: %w", ErrBadInput, err)
 	}
 	var abs map[string]string
 	var notes []string
@@ -224,7 +236,13 @@ func fixedInputs(m *onnxpb.ModelProto, given map[string]string) (map[string]stri
 		notes = append(notes, fmt.Sprintf("input %s = %s in every run", name, given[name]))
 	}
 	for _, v := range infer.GraphInputs(m) {
-		if _, ok := given[v.Name]; ok || tokenLevel(v) {
+		if _, ok := given[v.Name]; ok {
+			continue
+		}
+		if onnx.IsFloat(v.DType) && (tokenLevel(v) || len(v.Shape) >= 3) {
+			return nil, nil, fmt.Errorf("%w: input %s is %s: the benchmark times sequences of tokens, and feeds integer [1, n] inputs only (an audio or image encoder's input is not one)", ErrBadInput, v.Name, onnx.TypeName(v.DType))
+		}
+		if tokenLevel(v) {
 			continue
 		}
 		if _, err := zeroInput(v); err != nil {
@@ -235,9 +253,21 @@ func fixedInputs(m *onnxpb.ModelProto, given map[string]string) (map[string]stri
 	return abs, notes, nil
 }
 
-// ErrBadInput is wrapped by Run's errors for a value given for an input
-// (Options.Inputs) that the model does not take, or an input it cannot
-// feed without one.
+// declaredLength is the sequence length the model's token-level inputs
+// declare as a fixed size ([batch, 8]), 0 when it is free.
+func declaredLength(m *onnxpb.ModelProto) int {
+	for _, v := range infer.GraphInputs(m) {
+		if tokenLevel(v) && len(v.Shape) == 2 && v.Shape[1].Value > 0 {
+			return int(v.Shape[1].Value)
+		}
+	}
+	return 0
+}
+
+// ErrBadInput is wrapped by Run's errors for a model the options do not
+// fit: a value given for an input (Options.Inputs) that the model does
+// not take, an input the benchmark cannot feed, no attention to time, or
+// positions that cannot reach the longest length.
 var ErrBadInput = errors.New("benchrun: bad input")
 
 // cpuTime is the user + system time of this process, all threads.
@@ -363,11 +393,14 @@ func Run(o Options) (*Result, error) {
 	}
 	dims, notes, err := convert.ModelDims(o.Model)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: %w", ErrBadInput, err) // no attention to time
 	}
 	inputs, inotes, err := fixedInputs(o.Model, o.Inputs)
 	if err != nil {
 		return nil, err
+	}
+	if s := declaredLength(o.Model); s > 0 && (len(lengths) != 1 || lengths[0] != s) {
+		return nil, fmt.Errorf("%w: --lengths: the model's inputs declare a sequence length of %d tokens (exported for that length only), so it runs at that length alone", ErrBadInput, s)
 	}
 	o.Inputs = inputs
 	notes = append(notes, inotes...)
@@ -386,10 +419,7 @@ func Run(o Options) (*Result, error) {
 	if err := cm.Validate(); err != nil {
 		return nil, err
 	}
-	limit, err := convert.PositionLimit(o.Model)
-	if err != nil {
-		return nil, err
-	}
+	limit, _ := convert.PositionLimit(o.Model) // a table that cannot be told: no note
 	vnotes := append(prep.Notes, baselineNotes(baselines, limit, lengths[len(lengths)-1])...)
 	notes = append(notes, vnotes...)
 	for _, n := range vnotes {

@@ -351,7 +351,7 @@ func TestInputsCarryingNoTokens(t *testing.T) {
 		{Name: "task_id", DType: onnx.Int64, Shape: []onnx.Dim{}},
 		{Name: "lang", DType: onnx.Float, Shape: []onnx.Dim{{Value: 1}}},
 	}
-	feed, err := Inputs(vals, 7, map[string]*onnx.Tensor{"task_id": onnx.NewInt64(nil, []int64{4})})
+	feed, err := Inputs(vals, 7, map[string]*onnx.Tensor{"task_id": onnx.NewInt64(nil, []int64{4})}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -366,7 +366,7 @@ func TestInputsCarryingNoTokens(t *testing.T) {
 	if v := feed["lang"].Floats(); len(v) != 1 || v[0] != 0 {
 		t.Errorf("lang %v, want zeros", v)
 	}
-	feed, err = Inputs(vals[:3], 7, nil)
+	feed, err = Inputs(vals[:3], 7, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -374,7 +374,7 @@ func TestInputsCarryingNoTokens(t *testing.T) {
 		t.Errorf("task_id not given: %v, want 0", v)
 	}
 	open := []infer.Value{{Name: "task_id", DType: onnx.Int64, Shape: []onnx.Dim{{Value: -1, Param: "k"}}}}
-	if _, err := Inputs(open, 7, nil); err == nil || !strings.Contains(err.Error(), "--input task_id=VALUE") {
+	if _, err := Inputs(open, 7, nil, nil); err == nil || !strings.Contains(err.Error(), "--input task_id=VALUE") {
 		t.Errorf("a task input of unknown size: %v, want an error naming --input task_id=VALUE", err)
 	}
 }

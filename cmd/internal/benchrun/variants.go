@@ -57,15 +57,16 @@ func Variants(m *onnxpb.ModelProto, o VariantOptions) (*Prepared, error) {
 	}
 	p := &Prepared{Models: map[convert.Form]*onnxpb.ModelProto{}, Reports: map[convert.Form]*convert.Report{}}
 	base := m
-	limit, err := convert.PositionLimit(m)
-	if err != nil {
-		return nil, fmt.Errorf("convert: bench: %w", err)
-	}
+	// A position table that cannot be told sets no limit here, as in
+	// convert.ContextLimit; runs past what the graph reads then fail.
+	limit, _ := convert.PositionLimit(m)
 	switch l := o.limit; {
 	case limit > 0 && limit < longest:
 		ext, rep, err := convert.ExtendPositions(m, convert.ExtendOptions{MaxPositions: longest, Method: "copy"})
 		if err != nil {
-			return nil, fmt.Errorf("convert: bench: %w", err)
+			// The model reads limit tokens, and cannot be made to read
+			// longest: the lengths do not fit it.
+			return nil, fmt.Errorf("%w: --lengths: the model reads %d tokens, and its positions cannot be extended to %d: %w", ErrBadInput, limit, longest, err)
 		}
 		base = ext
 		p.Notes = append(p.Notes, "extended "+rep.String())
