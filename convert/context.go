@@ -142,19 +142,9 @@ func biasBufferLimit(ix *onnx.Index) (int, string) {
 			continue
 		}
 		v := n.Input[0]
-		var dims []int64
-		var dt int32
-		if tp := ix.Initializers[v]; tp != nil {
-			dims, dt = tp.GetDims(), tp.GetDataType()
-		} else if c := ix.Producer[v]; c != nil && c.GetOpType() == "Constant" {
-			for _, a := range c.GetAttribute() {
-				if a.GetName() == "value" && a.GetT() != nil {
-					dims, dt = a.GetT().GetDims(), a.GetT().GetDataType()
-				}
-			}
-		}
+		dims, dt, _ := constantMeta(ix, v)
 		r := len(dims)
-		if r < 3 || dims[r-1] != dims[r-2] || dims[r-1] < 16 || !onnx.IsFloat(onnx.DataType(dt)) {
+		if r < 3 || dims[r-1] != dims[r-2] || dims[r-1] < 16 || !onnx.IsFloat(dt) {
 			continue
 		}
 		if l := int(dims[r-1]); best == 0 || l < best {

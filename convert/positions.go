@@ -593,11 +593,18 @@ func typeBuffers(ix *onnx.Index, rows int, skip ...string) []string {
 		if name == "" || slices.Contains(skip, name) {
 			continue
 		}
-		t, ok := ix.Constant(name)
-		if !ok || (t.DType != onnx.Int64 && t.DType != onnx.Int32) {
+		// Type and shape first, from the proto: decoding every
+		// initializer (the weights too) to look would cost the model's
+		// size in time and memory.
+		dims, dt, ok := constantMeta(ix, name)
+		if !ok || (dt != onnx.Int64 && dt != onnx.Int32) {
 			continue
 		}
-		if !(len(t.Shape) == 1 && t.Shape[0] == rows) && !(len(t.Shape) == 2 && t.Shape[0] == 1 && t.Shape[1] == rows) {
+		if !(len(dims) == 1 && dims[0] == int64(rows)) && !(len(dims) == 2 && dims[0] == 1 && dims[1] == int64(rows)) {
+			continue
+		}
+		t, ok := ix.Constant(name)
+		if !ok {
 			continue
 		}
 		v, err := t.AsInt64s()
@@ -612,6 +619,23 @@ func typeBuffers(ix *onnx.Index, rows int, skip ...string) []string {
 		}
 	}
 	return out
+}
+
+// constantMeta returns the declared dimensions and element type of a
+// constant, an initializer or a Constant node's value tensor, without
+// decoding its data; ok is false for anything else.
+func constantMeta(ix *onnx.Index, name string) (dims []int64, dt onnx.DataType, ok bool) {
+	if tp := ix.Initializers[name]; tp != nil {
+		return tp.GetDims(), onnx.DataType(tp.GetDataType()), true
+	}
+	if c := ix.Producer[name]; c != nil && c.GetOpType() == "Constant" && (c.GetDomain() == "" || c.GetDomain() == "ai.onnx") {
+		for _, a := range c.GetAttribute() {
+			if a.GetName() == "value" && a.GetT() != nil {
+				return a.GetT().GetDims(), onnx.DataType(a.GetT().GetDataType()), true
+			}
+		}
+	}
+	return nil, 0, false
 }
 
 // countsUp reports whether v is 0, 1, 2, …
