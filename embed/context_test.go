@@ -55,16 +55,7 @@ func modernBERTDir(t testing.TB, config string) string {
 // L2-normalised mean of last_hidden_state.
 func wholeReference(t *testing.T, path, txt string) []float64 {
 	t.Helper()
-	h := directHidden(t, path, txt)
-	n, D := h.Shape[1], h.Shape[2]
-	x := h.Floats()
-	v := make([]float64, D)
-	for s := range n {
-		for d := range D {
-			v[d] += float64(x[s*D+d]) / float64(n)
-		}
-	}
-	return unit(v)
+	return unit(hiddenRows(directHidden(t, path, txt), PoolMean, 0))
 }
 
 // directHidden runs the model at path directly (native backend) on

@@ -51,18 +51,7 @@ func TestPerformerMomentsCaptureOriginal(t *testing.T) {
 	valid := []int{8, 4, 7}
 	const seq = 11
 	feed := tinyFeed(t, ids, valid, seq)
-	det, err := convert.Detect(orig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, b := range det.Blocks {
-		names = append(names, b.Q, b.K)
-	}
-	got, err := runOnce(orig, feed, names, Options{Backend: "ort"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	det, got := originalQK(t, orig, feed)
 	for _, w := range []string{features.WeightAttention, features.WeightUniform} {
 		for _, center := range []bool{false, true} {
 			mo, err := PerformerMoments(orig, feed, MomentOptions{NoCenter: !center, Weighting: w, Rows: 2})
@@ -99,6 +88,26 @@ func TestPerformerMomentsCaptureOriginal(t *testing.T) {
 			}
 		}
 	}
+}
+
+// originalQK detects the attention blocks of orig and runs it on feed in
+// onnxruntime, returning the blocks and every block's Q and K values, as
+// the original graph computes them (the reference of the moments).
+func originalQK(t *testing.T, orig *onnxpb.ModelProto, feed map[string]*onnx.Tensor) (*convert.Detection, map[string]*onnx.Tensor) {
+	t.Helper()
+	det, err := convert.Detect(orig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, b := range det.Blocks {
+		names = append(names, b.Q, b.K)
+	}
+	got, err := runOnce(orig, feed, names, Options{Backend: "ort"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return det, got
 }
 
 // checkMoments compares m, the moments PerformerMoments gave for block b,
@@ -236,18 +245,7 @@ func TestPerformerMomentsFloat16(t *testing.T) {
 	valid := []int{8, 4}
 	const seq = 9
 	feed := tinyFeed(t, ids, valid, seq)
-	det, err := convert.Detect(orig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, b := range det.Blocks {
-		names = append(names, b.Q, b.K)
-	}
-	got, err := runOnce(orig, feed, names, Options{Backend: "ort"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	det, got := originalQK(t, orig, feed)
 	if q := got[det.Blocks[0].Q]; q.DType != onnx.Float16 {
 		t.Fatalf("queries are %s, want the float16 model's", onnx.TypeName(q.DType))
 	}

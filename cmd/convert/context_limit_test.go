@@ -375,17 +375,7 @@ func TestEvaluateLongContextOriginal(t *testing.T) {
 // in onnxruntime (exit 3); inspect says the same.
 func TestBiasBufferLimitCLI(t *testing.T) {
 	dir := t.TempDir()
-	data, err := os.ReadFile(filepath.Join("..", "..", "testdata", "fixtures", "longctx", "jina_v2_alibi_buffer.onnx"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(dir, "jina.onnx")
-	if err := os.WriteFile(path, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "vocab.txt"), []byte(feedVocab), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	path := fixtureWithVocab(t, dir, "longctx/jina_v2_alibi_buffer.onnx")
 	long := strings.Repeat("the man is eating food . ", 20)
 	code, _, stderr := runCLI("embed", path, "--text", long, "--mode", "long", "--backend", "native", "-o", filepath.Join(dir, "v.jsonl"))
 	if code != exitBadInput || !strings.Contains(stderr, "admits 64 tokens per pass (attention-bias buffer") || !strings.Contains(stderr, "convert local-pooled") {

@@ -28,7 +28,6 @@ func TestLongContextSweep(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: the sweep runs about 200 commands")
 	}
-	fx := filepath.Join("..", "..", "testdata", "fixtures")
 	files := []string{
 		"modernbert_sdpa_op17.onnx", "modernbert_eager_dynamo_op18.onnx", "gte_sdpa_op17.onnx",
 		"nomicbert_sdpa_op17.onnx", "jinav3lora_eager_op17.onnx", "xlmroberta_sdpa_op17.onnx",
@@ -49,17 +48,7 @@ func TestLongContextSweep(t *testing.T) {
 			if err := os.MkdirAll(dir, 0o755); err != nil {
 				t.Fatal(err)
 			}
-			data, err := os.ReadFile(filepath.Join(fx, f))
-			if err != nil {
-				t.Fatal(err)
-			}
-			m := filepath.Join(dir, "m.onnx")
-			if err := os.WriteFile(m, data, 0o644); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(filepath.Join(dir, "vocab.txt"), []byte(feedVocab), 0o644); err != nil {
-				t.Fatal(err)
-			}
+			m := fixtureWithVocab(t, dir, f)
 			var task []string
 			if strings.HasPrefix(name, "jinav3lora") {
 				task = []string{"--input", "task_id=1"}
@@ -95,6 +84,25 @@ func TestLongContextSweep(t *testing.T) {
 			}
 		})
 	}
+}
+
+// fixtureWithVocab copies testdata/fixtures/rel into dir, beside a
+// vocab.txt of feedVocab (ids below every fixture's vocabulary), and
+// returns the copy's path.
+func fixtureWithVocab(t *testing.T, dir, rel string) string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("..", "..", "testdata", "fixtures", filepath.FromSlash(rel)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, strings.TrimSuffix(filepath.Base(rel), ".onnx")+".onnx")
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "vocab.txt"), []byte(feedVocab), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
 
 // lastLines is the last n lines of s.
