@@ -35,7 +35,8 @@ const (
 // for float16 (2^-6) and bfloat16 (2^-3). Each layer of a half-precision
 // model rounds its values, so two correct backends drift apart with
 // depth by about √layers units: 4.9 (2^-10 each) on a 22-layer float16
-// ModernBERT, 1.3 on the two-layer fixtures (compare-backends).
+// ModernBERT-base at 128 tokens, 0.7 to 1.5 on the two-layer published
+// fixtures (compare-backends --random-inputs; docs/library.md).
 func ModelTolerance(dt onnx.DataType) float64 {
 	switch dt {
 	case onnx.Float16:
